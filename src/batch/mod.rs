@@ -1,0 +1,1 @@
+//! Task scheduling and workspaces.

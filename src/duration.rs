@@ -1,0 +1,29 @@
+//! Human durations (`90s`, `10m`, `1h30m`) as they appear in config, manifests and flags.
+
+use std::time::Duration;
+
+/// Parses a human duration such as `10m`, `90s` or `1h 30m`; a bare number means seconds.
+pub fn parse(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    if let Ok(secs) = text.parse::<f64>() {
+        if secs.is_finite() && secs >= 0.0 {
+            return Ok(Duration::from_secs_f64(secs));
+        }
+    }
+    humantime::parse_duration(text).map_err(|e| format!("invalid duration {text:?}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_units_and_bare_seconds() {
+        assert_eq!(parse("10m").unwrap(), Duration::from_secs(600));
+        assert_eq!(parse("90").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse("1h 30m").unwrap(), Duration::from_secs(5400));
+        assert_eq!(parse("0.5").unwrap(), Duration::from_millis(500));
+        assert!(parse("ten minutes").is_err());
+        assert!(parse("-3").is_err());
+    }
+}

@@ -1,0 +1,12 @@
+//! Process exit codes: public API, documented in the README and INTERFACE.md §2.
+
+/// Every selected task passed.
+pub const OK: i32 = 0;
+/// At least one task did not pass.
+pub const TASKS_FAILED: i32 = 1;
+/// Usage, config or manifest error: nothing was run.
+pub const USAGE: i32 = 2;
+/// Interrupted by SIGINT.
+pub const INTERRUPTED: i32 = 130;
+/// Terminated by SIGTERM.
+pub const TERMINATED: i32 = 143;

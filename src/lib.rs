@@ -1,0 +1,25 @@
+//! dracode — a headless runner for batches of LLM coding-agent tasks in CI.
+//!
+//! The pieces, one module per concept:
+//! - [`manifest`] and [`config`] turn files, environment and flags into [`manifest::Task`]s;
+//! - [`llm`] holds the conversation model, the [`llm::Provider`] trait and one file per wire format;
+//! - [`tools`] are what the agent may call, each confined to its workspace by [`sandbox`];
+//! - [`agent`] is the loop that alternates LLM calls and tool calls for one task;
+//! - [`batch`] schedules tasks and prepares their workspaces;
+//! - [`events`] is the one seam: everything that happens is an [`events::Event`], and every
+//!   artifact in [`report`] is an independent reporter of that stream.
+#![deny(missing_docs)]
+
+pub mod agent;
+pub mod batch;
+pub mod cli;
+pub mod config;
+pub mod duration;
+pub mod events;
+pub mod exit_codes;
+pub mod llm;
+pub mod manifest;
+pub mod report;
+pub mod sandbox;
+pub mod secrets;
+pub mod tools;

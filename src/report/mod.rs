@@ -1,0 +1,2 @@
+//! Artifacts, each an independent [`crate::events::Reporter`] of the event stream.
+//! TODO(helper): jsonl, junit, summary, transcript, diff, progress.

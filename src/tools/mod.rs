@@ -1,0 +1,242 @@
+//! What the agent may call. Each tool is one file; [`Registry`] holds the enabled ones and
+//! turns a model's tool call into a result string, never a fatal error: a failure goes back to
+//! the model as `Error [CODE]: message` (see [`ToolError`]).
+
+use crate::events::Emitter;
+use crate::llm::{BoxFuture, ToolSpec};
+use crate::sandbox::Sandbox;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub mod ask_user;
+pub mod delete_file;
+pub mod display_text;
+pub mod edit_file;
+pub mod git_diff;
+pub mod list_files;
+pub mod move_file;
+pub mod read_file;
+pub mod render;
+pub mod run_command;
+pub mod search_code;
+pub mod write_file;
+
+/// A machine-readable tool failure code (the codes of the tool-system specs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorCode {
+    /// The file does not exist.
+    FileNotFound,
+    /// The directory does not exist.
+    DirectoryNotFound,
+    /// The path resolves outside the workspace.
+    PathOutsideWorkspace,
+    /// Arguments missing, of the wrong type, or invalid.
+    InvalidArguments,
+    /// The operation took too long and was stopped.
+    Timeout,
+    /// The file is larger than the tool will handle.
+    FileTooLarge,
+    /// An `edit_file` search string matched zero or several times.
+    NoMatch,
+    /// An `edit_file` search string matched more than once.
+    AmbiguousMatch,
+    /// The target already exists.
+    AlreadyExists,
+    /// The model named a tool that does not exist or is not enabled.
+    UnknownTool,
+    /// A command could not be started.
+    CommandFailed,
+    /// Any other I/O failure.
+    IoError,
+}
+
+impl ErrorCode {
+    /// The SCREAMING_SNAKE_CASE code shown to the model.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::FileNotFound => "FILE_NOT_FOUND",
+            ErrorCode::DirectoryNotFound => "DIRECTORY_NOT_FOUND",
+            ErrorCode::PathOutsideWorkspace => "PATH_OUTSIDE_WORKSPACE",
+            ErrorCode::InvalidArguments => "INVALID_ARGUMENTS",
+            ErrorCode::Timeout => "TIMEOUT",
+            ErrorCode::FileTooLarge => "FILE_TOO_LARGE",
+            ErrorCode::NoMatch => "NO_MATCH",
+            ErrorCode::AmbiguousMatch => "AMBIGUOUS_MATCH",
+            ErrorCode::AlreadyExists => "ALREADY_EXISTS",
+            ErrorCode::UnknownTool => "UNKNOWN_TOOL",
+            ErrorCode::CommandFailed => "COMMAND_FAILED",
+            ErrorCode::IoError => "IO_ERROR",
+        }
+    }
+}
+
+/// A tool failure the model is told about; it can recover from it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("Error [{code}]: {message}", code = code.as_str())]
+pub struct ToolError {
+    /// The machine-readable code.
+    pub code: ErrorCode,
+    /// What went wrong, naming the path or argument.
+    pub message: String,
+}
+
+impl ToolError {
+    /// A failure with `code` and `message`.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ToolError { code, message: message.into() }
+    }
+
+    /// Maps an I/O error on `path` to the closest code.
+    pub fn io(err: &std::io::Error, path: &str) -> Self {
+        match err.kind() {
+            std::io::ErrorKind::NotFound => Self::new(ErrorCode::FileNotFound, format!("not found: {path}")),
+            std::io::ErrorKind::AlreadyExists => {
+                Self::new(ErrorCode::AlreadyExists, format!("already exists: {path}"))
+            }
+            _ => Self::new(ErrorCode::IoError, format!("{path}: {err}")),
+        }
+    }
+}
+
+/// Parses a tool's arguments into its typed argument struct, or an `INVALID_ARGUMENTS` error
+/// naming the field.
+pub fn parse_args<T: serde::de::DeserializeOwned>(input: serde_json::Value) -> Result<T, ToolError> {
+    let input = if input.is_null() { serde_json::Value::Object(Default::default()) } else { input };
+    serde_path_to_error::deserialize(input).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        let message = if path == "." { inner.to_string() } else { format!("{path}: {inner}") };
+        ToolError::new(ErrorCode::InvalidArguments, message)
+    })
+}
+
+/// Everything a tool may use while it runs: the sandboxed workspace and the task's settings.
+#[derive(Clone)]
+pub struct ToolContext {
+    /// The workspace; every path argument goes through it.
+    pub sandbox: Sandbox,
+    /// The environment given to commands (secrets already removed).
+    pub child_env: Arc<BTreeMap<String, String>>,
+    /// The task's TMPDIR for commands.
+    pub tmp_dir: Option<PathBuf>,
+    /// Canned answers for `ask_user`, keyed by question (or `*` for any).
+    pub answers: Arc<BTreeMap<String, String>>,
+    /// Upper bound on any one command's run time.
+    pub max_command_timeout: Duration,
+    /// Bytes of command output kept (head and tail).
+    pub output_limit: usize,
+    /// Where `display_text` sends its text.
+    pub emitter: Emitter,
+}
+
+/// One callable tool.
+pub trait Tool: Send + Sync {
+    /// The snake_case name the model calls it by.
+    fn name(&self) -> &'static str;
+    /// What it does, for the model.
+    fn description(&self) -> &'static str;
+    /// JSON Schema of its arguments (derived from the argument type so the two cannot drift).
+    fn schema(&self) -> serde_json::Value;
+    /// Runs it. `Ok` is the text the model sees; `Err` is shown as `Error [CODE]: message`.
+    fn call<'a>(&'a self, ctx: &'a ToolContext, input: serde_json::Value) -> BoxFuture<'a, Result<String, ToolError>>;
+}
+
+/// Derives a tool's argument schema from its argument type, as a plain JSON Schema object
+/// without the `$schema`/`title` noise providers reject.
+pub fn schema_of<T: schemars::JsonSchema>() -> serde_json::Value {
+    let generator = schemars::generate::SchemaSettings::draft07()
+        .with(|s| s.inline_subschemas = true)
+        .into_generator();
+    let mut value = generator.into_root_schema_for::<T>().to_value();
+    if let Some(obj) = value.as_object_mut() {
+        obj.remove("$schema");
+        obj.remove("title");
+        obj.entry("properties").or_insert_with(|| serde_json::json!({}));
+    }
+    value
+}
+
+/// Every built-in tool, in the order they are offered.
+pub fn builtin() -> Vec<Arc<dyn Tool>> {
+    vec![
+        Arc::new(list_files::ListFiles),
+        Arc::new(read_file::ReadFile),
+        Arc::new(write_file::WriteFile),
+        Arc::new(edit_file::EditFile),
+        Arc::new(delete_file::DeleteFile),
+        Arc::new(move_file::MoveFile),
+        Arc::new(search_code::SearchCode),
+        Arc::new(run_command::RunCommand),
+        Arc::new(git_diff::GitDiff),
+        Arc::new(ask_user::AskUser),
+        Arc::new(display_text::DisplayText),
+    ]
+}
+
+/// The names of the tools enabled when a task does not list its own: DraCode's five plus
+/// `edit_file`, `display_text` and `ask_user`.
+pub const DEFAULT_TOOLS: [&str; 8] = [
+    "list_files",
+    "read_file",
+    "write_file",
+    "edit_file",
+    "search_code",
+    "run_command",
+    "display_text",
+    "ask_user",
+];
+
+/// The enabled tools of one task.
+#[derive(Clone)]
+pub struct Registry {
+    tools: Vec<Arc<dyn Tool>>,
+}
+
+impl Registry {
+    /// The registry of the named tools; unknown names are returned as `Err`.
+    pub fn with_names<S: AsRef<str>>(names: &[S]) -> Result<Self, String> {
+        let all = builtin();
+        let mut tools = Vec::with_capacity(names.len());
+        for name in names {
+            let name = name.as_ref();
+            match all.iter().find(|t| t.name() == name) {
+                Some(tool) => tools.push(tool.clone()),
+                None => return Err(name.to_string()),
+            }
+        }
+        Ok(Registry { tools })
+    }
+
+    /// Every built-in tool.
+    pub fn all() -> Self {
+        Registry { tools: builtin() }
+    }
+
+    /// The specs offered to the model.
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.tools
+            .iter()
+            .map(|t| ToolSpec {
+                name: t.name().to_string(),
+                description: t.description().to_string(),
+                parameters: t.schema(),
+            })
+            .collect()
+    }
+
+    /// Runs the tool `name`; an unknown tool is an error the model sees, not a crash.
+    pub async fn call(&self, ctx: &ToolContext, name: &str, input: serde_json::Value) -> Result<String, ToolError> {
+        match self.tools.iter().find(|t| t.name() == name) {
+            Some(tool) => tool.call(ctx, input).await,
+            None => Err(ToolError::new(
+                ErrorCode::UnknownTool,
+                format!(
+                    "no tool named {name:?}; available: {}",
+                    self.tools.iter().map(|t| t.name()).collect::<Vec<_>>().join(", ")
+                ),
+            )),
+        }
+    }
+}

@@ -1,0 +1,22 @@
+//! The `search_code` tool. TODO(helper): implement.
+
+use super::{Tool, ToolContext, ToolError, ErrorCode};
+use crate::llm::BoxFuture;
+
+/// The `search_code` tool.
+pub struct SearchCode;
+
+impl Tool for SearchCode {
+    fn name(&self) -> &'static str {
+        "search_code"
+    }
+    fn description(&self) -> &'static str {
+        "not built yet"
+    }
+    fn schema(&self) -> serde_json::Value {
+        serde_json::json!({"type": "object", "properties": {}})
+    }
+    fn call<'a>(&'a self, _ctx: &'a ToolContext, _input: serde_json::Value) -> BoxFuture<'a, Result<String, ToolError>> {
+        Box::pin(async { Err(ToolError::new(ErrorCode::InvalidArguments, "not built yet")) })
+    }
+}

@@ -1,0 +1,3 @@
+//! Integration scenarios, one file per capability.
+
+mod openai_provider;

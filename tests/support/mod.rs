@@ -1,0 +1,4 @@
+//! Shared helpers for the integration scenarios.
+#![allow(dead_code)]
+
+pub mod openai_server;

@@ -1,0 +1,1 @@
+//! A local server that speaks OpenAI Chat Completions.

@@ -1,1 +1,306 @@
-//! TODO
+//! The agent loop for one task (DraCode's loop, seed 001 §10.1.1): call the model; if it asks
+//! for tools, run every call of the turn in order and answer each; repeat until it ends its
+//! turn, fails, or runs out of iterations or budget.
+//!
+//! The loop keeps its progress in an [`AgentState`] owned by the caller, so a task stopped from
+//! outside (timeout, cancellation) still reports its conversation and exact token usage.
+
+use crate::events::{Emitter, EventKind, RetryScope, TaskError};
+use crate::llm::{ContentBlock, ErrorKind, LlmError, LlmRequest, Message, Provider, RetryNotice, Role, StopReason, ToolSpec, Usage};
+use crate::secrets::Redactor;
+use crate::tools::{Registry, ToolContext};
+use std::time::Instant;
+
+/// The system prompt every task starts with. It names no absolute path, so it is identical
+/// across tasks and runs (providers can cache it).
+pub const SYSTEM_PROMPT: &str = "\
+You are dracode, an autonomous coding agent running non-interactively in a CI job. \
+You work inside one workspace directory; every path you pass to a tool is relative to it, and \
+tools refuse paths outside it. Use the tools to inspect the code, make the requested change, \
+and verify it (run the project's build or tests with run_command when that is cheap). \
+Nobody will answer questions: make reasonable decisions yourself. When the task is done, reply \
+with a short summary of what you changed and how you checked it, without calling a tool.";
+
+/// How a task's loop may spend tokens and money.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Budget {
+    /// Total tokens the task may use.
+    pub max_tokens: Option<u64>,
+    /// Total USD the task may spend (needs a price for the model).
+    pub max_cost_usd: Option<f64>,
+}
+
+/// Everything the loop needs, borrowed from the runner.
+pub struct Agent<'a> {
+    /// The model.
+    pub provider: &'a dyn Provider,
+    /// The enabled tools.
+    pub registry: &'a Registry,
+    /// The tools' workspace and settings.
+    pub tool_ctx: &'a ToolContext,
+    /// Where events go.
+    pub emitter: &'a Emitter,
+    /// Masks secrets in tool output before the model or any artifact sees it.
+    pub redactor: &'a Redactor,
+    /// The system prompt.
+    pub system: String,
+    /// LLM calls allowed.
+    pub max_iterations: u32,
+    /// Output token limit per call.
+    pub max_output_tokens: Option<u32>,
+    /// Token and cost limits.
+    pub budget: Budget,
+    /// The price of a usage on this task's model (`None` when unpriced).
+    pub cost: &'a (dyn Fn(&Usage) -> Option<f64> + Send + Sync),
+}
+
+/// The loop's progress, readable after it stops for any reason.
+#[derive(Debug, Clone, Default)]
+pub struct AgentState {
+    /// The conversation, the task prompt first.
+    pub messages: Vec<Message>,
+    /// Summed usage of every call that returned.
+    pub usage: Usage,
+    /// LLM calls that returned.
+    pub turns: u32,
+    /// The agent's last text.
+    pub final_text: Option<String>,
+}
+
+/// How the loop ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentEnd {
+    /// The model ended its turn.
+    Finished,
+    /// Every iteration was used.
+    MaxIterations,
+    /// A token or cost budget ran out.
+    BudgetExceeded(String),
+    /// The model or the provider failed.
+    Failed(TaskError),
+}
+
+impl From<LlmError> for TaskError {
+    fn from(e: LlmError) -> Self {
+        TaskError { kind: e.kind, message: e.message, http_status: e.http_status }
+    }
+}
+
+impl Agent<'_> {
+    /// Runs the task `prompt` to its end, recording progress in `state`.
+    pub async fn run(&self, prompt: &str, state: &mut AgentState) -> AgentEnd {
+        let specs: Vec<ToolSpec> = self.registry.specs();
+        state.messages.push(Message::user_text(prompt));
+        for _ in 0..self.max_iterations {
+            let started = Instant::now();
+            let request = LlmRequest {
+                system: &self.system,
+                messages: &state.messages,
+                tools: &specs,
+                max_tokens: self.max_output_tokens,
+            };
+            let on_retry = |notice: RetryNotice| {
+                self.emitter.emit(EventKind::Retry {
+                    scope: RetryScope::Http,
+                    reason: notice.reason,
+                    delay: notice.delay,
+                    next_attempt: notice.attempt,
+                })
+            };
+            let response = match self.provider.complete(request, &on_retry).await {
+                Ok(response) => response,
+                Err(e) => return AgentEnd::Failed(e.into()),
+            };
+            state.usage += response.usage;
+            state.turns += 1;
+            self.emitter.emit(EventKind::TurnCompleted {
+                turn: state.turns,
+                stop_reason: response.stop_reason.clone(),
+                usage: response.usage,
+                duration: started.elapsed(),
+            });
+            let message = Message { role: Role::Assistant, content: response.content };
+            let text = message.text();
+            if !text.trim().is_empty() {
+                state.final_text = Some(text.clone());
+            }
+            let calls: Vec<(String, String, serde_json::Value)> = message
+                .content
+                .iter()
+                .filter_map(|b| match b {
+                    ContentBlock::ToolUse { id, name, input } => Some((id.clone(), name.clone(), input.clone())),
+                    _ => None,
+                })
+                .collect();
+            state.messages.push(message);
+            if let Some(reason) = self.over_budget(&state.usage) {
+                return AgentEnd::BudgetExceeded(reason);
+            }
+            if !calls.is_empty() {
+                let results = self.call_tools(calls).await;
+                state.messages.push(Message { role: Role::User, content: results });
+                continue;
+            }
+            match response.stop_reason {
+                StopReason::EndTurn | StopReason::StopSequence => {
+                    if !text.trim().is_empty() {
+                        self.emitter.emit(EventKind::AgentMessage { text });
+                    }
+                    return AgentEnd::Finished;
+                }
+                StopReason::PauseTurn => continue,
+                other => return AgentEnd::Failed(stop_failure(&other)),
+            }
+        }
+        AgentEnd::MaxIterations
+    }
+
+    /// Runs each call in order and answers every one, errors included.
+    async fn call_tools(&self, calls: Vec<(String, String, serde_json::Value)>) -> Vec<ContentBlock> {
+        let mut results = Vec::with_capacity(calls.len());
+        for (id, name, input) in calls {
+            self.emitter.emit(EventKind::ToolStarted { call_id: id.clone(), name: name.clone(), input: input.clone() });
+            let started = Instant::now();
+            let (ok, output) = match self.registry.call(self.tool_ctx, &name, input).await {
+                Ok(text) => (true, text),
+                Err(e) => (false, e.to_string()),
+            };
+            let output = self.redactor.redact(&output).into_owned();
+            self.emitter.emit(EventKind::ToolCompleted {
+                call_id: id.clone(),
+                name,
+                ok,
+                output: output.clone(),
+                duration: started.elapsed(),
+            });
+            results.push(ContentBlock::ToolResult { tool_use_id: id, content: output, is_error: !ok });
+        }
+        results
+    }
+
+    /// Why `usage` is over the task's budget, if it is.
+    fn over_budget(&self, usage: &Usage) -> Option<String> {
+        if let Some(limit) = self.budget.max_tokens {
+            if usage.total_tokens > limit {
+                return Some(format!("used {} tokens, over the task's max_tokens of {limit}", usage.total_tokens));
+            }
+        }
+        if let (Some(limit), Some(cost)) = (self.budget.max_cost_usd, (self.cost)(usage)) {
+            if cost > limit {
+                return Some(format!("spent ${cost:.4}, over the task's max_cost_usd of ${limit}"));
+            }
+        }
+        None
+    }
+}
+
+/// The failure for a stop reason that is neither a finished turn nor a tool request.
+fn stop_failure(reason: &StopReason) -> TaskError {
+    let message = match reason {
+        StopReason::MaxTokens => "the model's answer was cut off at the output token limit (raise max_output_tokens)".to_string(),
+        StopReason::Refusal => "the model refused the task".to_string(),
+        StopReason::ContentFilter => "the provider's content filter withheld the answer".to_string(),
+        StopReason::MalformedToolCall => "the model produced a malformed tool call".to_string(),
+        other => format!("the model stopped with {:?}", other.as_str()),
+    };
+    TaskError { kind: ErrorKind::Agent, message, http_status: None }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::replay::Replay;
+    use crate::llm::LlmResponse;
+    use serde_json::json;
+
+    fn reply(content: Vec<ContentBlock>, stop: StopReason, input: u64, output: u64) -> LlmResponse {
+        LlmResponse { content, stop_reason: stop, usage: Usage::from_counts(input, output), model: None }
+    }
+
+    fn tool_use(id: &str, name: &str, input: serde_json::Value) -> ContentBlock {
+        ContentBlock::ToolUse { id: id.into(), name: name.into(), input }
+    }
+
+    async fn run(responses: Vec<LlmResponse>, max_iterations: u32, budget: Budget) -> (AgentEnd, AgentState, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let provider = Replay::from_responses(responses);
+        let registry = Registry::all();
+        let ctx = crate::tools::test_context(dir.path());
+        let emitter = Emitter::discard();
+        let redactor = Redactor::new(["sk-secret-value-123".to_string()]);
+        let cost = |u: &Usage| Some(u.total_tokens as f64 / 1000.0);
+        let agent = Agent {
+            provider: &provider,
+            registry: &registry,
+            tool_ctx: &ctx,
+            emitter: &emitter,
+            redactor: &redactor,
+            system: SYSTEM_PROMPT.into(),
+            max_iterations,
+            max_output_tokens: None,
+            budget,
+            cost: &cost,
+        };
+        let mut state = AgentState::default();
+        let end = agent.run("do it", &mut state).await;
+        (end, state, dir)
+    }
+
+    #[tokio::test]
+    async fn every_call_of_a_turn_is_answered_in_order_and_usage_sums() {
+        let (end, state, dir) = run(
+            vec![
+                reply(
+                    vec![
+                        tool_use("a", "write_file", json!({"file_path": "x.txt", "content": "hi"})),
+                        tool_use("b", "read_file", json!({"file_path": "missing.txt"})),
+                        tool_use("c", "no_such_tool", json!({})),
+                    ],
+                    StopReason::ToolUse,
+                    10,
+                    5,
+                ),
+                reply(vec![ContentBlock::text("done")], StopReason::EndTurn, 20, 3),
+            ],
+            10,
+            Budget::default(),
+        )
+        .await;
+        assert_eq!(end, AgentEnd::Finished);
+        assert_eq!(std::fs::read_to_string(dir.path().join("x.txt")).unwrap(), "hi");
+        assert_eq!(state.turns, 2);
+        assert_eq!(state.usage.total_tokens, 38);
+        assert_eq!(state.final_text.as_deref(), Some("done"));
+        let results = &state.messages[2].content;
+        let ids: Vec<(&str, bool)> = results
+            .iter()
+            .map(|b| match b {
+                ContentBlock::ToolResult { tool_use_id, is_error, .. } => (tool_use_id.as_str(), *is_error),
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect();
+        assert_eq!(ids, [("a", false), ("b", true), ("c", true)]);
+        let ContentBlock::ToolResult { content, .. } = &results[1] else { unreachable!() };
+        assert!(content.starts_with("Error [FILE_NOT_FOUND]"), "{content}");
+    }
+
+    #[tokio::test]
+    async fn max_iterations_and_typed_failures() {
+        let looping = (0..3).map(|i| reply(vec![tool_use(&format!("c{i}"), "list_files", json!({}))], StopReason::ToolUse, 1, 1)).collect();
+        assert_eq!(run(looping, 3, Budget::default()).await.0, AgentEnd::MaxIterations);
+        let (end, ..) = run(vec![reply(vec![ContentBlock::text("…")], StopReason::MaxTokens, 1, 1)], 3, Budget::default()).await;
+        assert!(matches!(end, AgentEnd::Failed(TaskError { kind: ErrorKind::Agent, .. })));
+        let (end, ..) = run(vec![], 3, Budget::default()).await;
+        assert!(matches!(end, AgentEnd::Failed(TaskError { kind: ErrorKind::BadResponse, .. })));
+    }
+
+    #[tokio::test]
+    async fn budgets_stop_the_loop() {
+        let turns = (0..5).map(|i| reply(vec![tool_use(&format!("c{i}"), "list_files", json!({}))], StopReason::ToolUse, 100, 50)).collect::<Vec<_>>();
+        let (end, state, _) = run(turns.clone(), 10, Budget { max_tokens: Some(200), max_cost_usd: None }).await;
+        assert!(matches!(end, AgentEnd::BudgetExceeded(_)));
+        assert_eq!(state.turns, 2);
+        let (end, _, _) = run(turns, 10, Budget { max_tokens: None, max_cost_usd: Some(0.2) }).await;
+        assert!(matches!(end, AgentEnd::BudgetExceeded(ref m) if m.contains("max_cost_usd")));
+    }
+}

@@ -1,1 +1,143 @@
-//! TODO
+//! The command line (INTERFACE.md §1). Parsing only: [`crate::batch`] and `main.rs` act on it.
+
+use crate::manifest::Isolation;
+use crate::tools::render::ToolFormat;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+/// dracode — run batches of LLM coding-agent tasks headlessly, with machine-readable results.
+#[derive(Debug, Parser)]
+#[command(name = "dracode", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the tasks of one or more manifests (or ad-hoc `--task`s); the main job.
+    #[command(after_help = "Examples:\n  dracode run examples/quickstart.toml\n  dracode run tasks.toml --provider openai --jobs 4 --out dracode-out\n  dracode run --task \"Add a README\" --provider openai\n\nExit codes: 0 all passed, 1 a task did not pass, 2 usage/config/manifest error, 130/143 interrupted.")]
+    Run(RunArgs),
+    /// Parse and check manifests; print every error (exit 0 when valid, 2 otherwise).
+    #[command(after_help = "Example:\n  dracode validate examples/quickstart.toml")]
+    Validate {
+        /// Manifest files (TOML, YAML or JSON).
+        #[arg(required = true)]
+        manifests: Vec<PathBuf>,
+        /// Config file instead of ./dracode.toml.
+        #[arg(long, env = "DRACODE_CONFIG")]
+        config: Option<PathBuf>,
+    },
+    /// Print the tasks that would run, one per line.
+    #[command(after_help = "Examples:\n  dracode list tasks.toml --filter 'tag:nightly'\n  dracode list tasks.toml --format json")]
+    List {
+        /// Manifest files.
+        #[arg(required = true)]
+        manifests: Vec<PathBuf>,
+        /// Task id glob or `tag:NAME`; repeatable (any match selects).
+        #[arg(long)]
+        filter: Vec<String>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = ListFormat::Text)]
+        format: ListFormat,
+        /// Config file instead of ./dracode.toml.
+        #[arg(long, env = "DRACODE_CONFIG")]
+        config: Option<PathBuf>,
+    },
+    /// Print the tool schemas in a provider's format.
+    #[command(after_help = "Example:\n  dracode tools --format anthropic")]
+    Tools {
+        /// The provider format.
+        #[arg(long, value_enum, default_value_t = ToolFormat::Openai)]
+        format: ToolFormat,
+    },
+    /// List every provider: type, model, endpoint, and whether it is configured (and why not).
+    #[command(after_help = "Example:\n  OPENAI_API_KEY=... dracode providers")]
+    Providers {
+        /// Config file instead of ./dracode.toml.
+        #[arg(long, env = "DRACODE_CONFIG")]
+        config: Option<PathBuf>,
+    },
+    /// Print a JSON Schema: of the manifest, or of one results.jsonl event.
+    #[command(after_help = "Example:\n  dracode schema manifest > manifest.schema.json")]
+    Schema {
+        /// Which schema.
+        #[arg(value_enum)]
+        which: SchemaKind,
+    },
+}
+
+/// `dracode list` output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ListFormat {
+    /// One task id per line.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// `dracode schema` targets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SchemaKind {
+    /// The task manifest.
+    Manifest,
+    /// One line of results.jsonl.
+    Events,
+}
+
+/// `dracode run` options. Each overrides config and manifest.
+#[derive(Debug, Clone, Default, Args)]
+pub struct RunArgs {
+    /// Manifest files (TOML, YAML or JSON).
+    pub manifests: Vec<PathBuf>,
+    /// An ad-hoc task prompt (a path to an existing file is read as the prompt); repeatable.
+    #[arg(long = "task", value_name = "TEXT")]
+    pub tasks: Vec<String>,
+    /// Provider name for every task.
+    #[arg(long)]
+    pub provider: Option<String>,
+    /// Model for every task.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Config file instead of ./dracode.toml.
+    #[arg(long, env = "DRACODE_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Output folder for artifacts.
+    #[arg(long, default_value = "dracode-out")]
+    pub out: PathBuf,
+    /// Tasks run in parallel (0 = number of CPUs).
+    #[arg(long, default_value_t = 1)]
+    pub jobs: usize,
+    /// Task id glob or `tag:NAME`; repeatable (any match selects).
+    #[arg(long)]
+    pub filter: Vec<String>,
+    /// LLM calls allowed per task.
+    #[arg(long)]
+    pub max_iterations: Option<u32>,
+    /// Wall-clock limit per task, e.g. `10m`.
+    #[arg(long)]
+    pub timeout: Option<String>,
+    /// Workspace isolation.
+    #[arg(long, value_enum)]
+    pub isolation: Option<Isolation>,
+    /// After the first task that does not pass, skip the rest.
+    #[arg(long)]
+    pub fail_fast: bool,
+    /// Also stream events as JSON lines to PATH (`-` = stdout; human output stays on stderr).
+    #[arg(long, value_name = "PATH")]
+    pub jsonl: Option<PathBuf>,
+    /// Resolve and check everything, print the plan, call no LLM.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Save every provider response to DIR/<task-id>.json, replayable with the `replay` provider.
+    #[arg(long, value_name = "DIR")]
+    pub record: Option<PathBuf>,
+    /// Only failures and the final line.
+    #[arg(long, short, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// Also show every tool call and retry.
+    #[arg(long, short)]
+    pub verbose: bool,
+}

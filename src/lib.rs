@@ -19,6 +19,7 @@ pub mod events;
 pub mod exit_codes;
 pub mod llm;
 pub mod manifest;
+pub mod process;
 pub mod report;
 pub mod sandbox;
 pub mod secrets;

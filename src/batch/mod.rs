@@ -1,1 +1,9 @@
-//! Task scheduling and workspaces.
+//! Running a batch: planning tasks from manifests and flags ([`plan`]), preparing each task's
+//! [`workspace`], running it ([`task`]) and scheduling the whole run ([`runner`]).
+
+pub mod check;
+pub mod plan;
+pub mod runner;
+pub mod snapshot;
+pub mod task;
+pub mod workspace;

@@ -1,27 +1,630 @@
-//! OpenAI Chat Completions wire format. TODO(helper): implement.
+//! OpenAI Chat Completions wire format (`POST {base_url}/chat/completions`), also spoken by
+//! Azure OpenAI deployments, GitHub Copilot, Z.AI, vLLM, SGLang and llama.cpp's server.
+//!
+//! Conversion is two pure functions, [`request_body`] and [`parse_response`]; the
+//! [`ChatCompletions`] provider adds the URL, headers and [`send_json`]'s retries.
 
-use super::preset::ResolvedProvider;
-use super::{BoxFuture, LlmError, LlmRequest, LlmResponse, Provider, RetryObserver};
-use super::http::HttpClient;
+use super::http::{HttpClient, RetryPolicy, send_json};
+use super::preset::{ProviderType, ResolvedProvider};
+use super::{
+    BoxFuture, ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, Provider, RetryObserver, Role,
+    StopReason, Usage,
+};
+use crate::secrets::{Redactor, is_secret_name};
+use crate::tools::render::openai_tool;
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+/// The Azure `api-version` sent when none is configured: the last dated GA release of the
+/// data-plane inference API (it accepts `max_completion_tokens`).
+pub const AZURE_API_VERSION: &str = "2024-10-21";
+
+/// What Copilot's API expects from an editor integration (values as VS Code's Copilot Chat
+/// sends them; configured `headers` override them).
+const COPILOT_HEADERS: [(&str, &str); 3] = [
+    ("copilot-integration-id", "vscode-chat"),
+    ("editor-version", "vscode/1.107.0"),
+    ("editor-plugin-version", "copilot-chat/0.35.0"),
+];
 
 /// A Chat Completions endpoint (OpenAI, vLLM, SGLang, llama.cpp, Z.AI, Copilot, Azure).
 pub struct ChatCompletions {
+    name: String,
+    kind: ProviderType,
     model: String,
-    _http: HttpClient,
+    url: String,
+    headers: HeaderMap,
+    timeout: Duration,
+    max_tokens: Option<u32>,
+    http: HttpClient,
+    retry: RetryPolicy,
+    redactor: Redactor,
 }
 
 impl ChatCompletions {
-    /// Builds the adapter from resolved settings.
+    /// Builds the adapter from resolved settings. Fails (nothing sent) when a configured header
+    /// or the key cannot be sent over HTTP.
     pub fn new(resolved: &ResolvedProvider, http: HttpClient) -> Result<Self, LlmError> {
-        Ok(ChatCompletions { model: resolved.model.clone().unwrap_or_default(), _http: http })
+        let kind = resolved.kind;
+        let model = resolved.model.clone().unwrap_or_default();
+        let base = resolved.base_url.as_deref().unwrap_or_default().trim_end_matches('/');
+        let url = if kind == ProviderType::Azure {
+            let version = resolved.api_version.as_deref().unwrap_or(AZURE_API_VERSION);
+            format!(
+                "{base}/openai/deployments/{}/chat/completions?api-version={}",
+                percent_encode(&model),
+                percent_encode(version)
+            )
+        } else {
+            format!("{base}/chat/completions")
+        };
+        let not_sendable = |what: &str| {
+            LlmError::not_configured(format!("provider {:?}: {what} cannot be sent as an HTTP header", resolved.name))
+        };
+        let mut headers = HeaderMap::new();
+        if kind == ProviderType::Copilot {
+            for (name, value) in COPILOT_HEADERS {
+                headers.insert(name, HeaderValue::from_static(value));
+            }
+        }
+        let mut secrets = Vec::new();
+        if let Some(key) = resolved.api_key.as_deref().filter(|k| !k.is_empty()) {
+            let (name, value) = match kind {
+                ProviderType::Azure => (HeaderName::from_static("api-key"), key.to_string()),
+                _ => (AUTHORIZATION, format!("Bearer {key}")),
+            };
+            let mut value = HeaderValue::from_str(&value).map_err(|_| not_sendable("the API key"))?;
+            value.set_sensitive(true);
+            headers.insert(name, value);
+            secrets.push(key.to_string());
+        }
+        for (name, value) in &resolved.headers {
+            let header =
+                HeaderName::from_bytes(name.as_bytes()).map_err(|_| not_sendable(&format!("header name {name:?}")))?;
+            let mut header_value =
+                HeaderValue::from_str(value).map_err(|_| not_sendable(&format!("the value of header {name:?}")))?;
+            let secret_name = name.replace('-', "_");
+            if is_secret_name(&secret_name)
+                || matches!(secret_name.to_ascii_lowercase().as_str(), "authorization" | "api_key")
+            {
+                header_value.set_sensitive(true);
+                secrets.push(value.clone());
+                secrets.extend(value.strip_prefix("Bearer ").map(str::to_string));
+            }
+            headers.insert(header, header_value);
+        }
+        Ok(ChatCompletions {
+            name: resolved.name.clone(),
+            kind,
+            model,
+            url,
+            headers,
+            timeout: resolved.timeout,
+            max_tokens: resolved.max_tokens,
+            http,
+            retry: RetryPolicy::default(),
+            redactor: Redactor::new(secrets),
+        })
+    }
+
+    /// The same adapter with another retry policy (tests use short delays).
+    pub fn with_retry_policy(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    fn build(&self, client: &reqwest::Client, body: &Value) -> reqwest::RequestBuilder {
+        let mut request = client.post(&self.url).headers(self.headers.clone()).json(body);
+        if !self.timeout.is_zero() {
+            request = request.timeout(self.timeout);
+        }
+        request
+    }
+
+    fn labelled(&self, mut error: LlmError) -> LlmError {
+        error.message = format!("provider {:?}: {}", self.name, self.redactor.redact(&error.message));
+        error
     }
 }
 
 impl Provider for ChatCompletions {
-    fn complete<'a>(&'a self, _request: LlmRequest<'a>, _on_retry: RetryObserver<'a>) -> BoxFuture<'a, Result<LlmResponse, LlmError>> {
-        Box::pin(async { Err(LlmError::new(super::ErrorKind::Internal, "not built yet")) })
+    fn complete<'a>(
+        &'a self,
+        request: LlmRequest<'a>,
+        on_retry: RetryObserver<'a>,
+    ) -> BoxFuture<'a, Result<LlmResponse, LlmError>> {
+        Box::pin(async move {
+            let request = LlmRequest { max_tokens: request.max_tokens.or(self.max_tokens), ..request };
+            let body = request_body(self.kind, &self.model, &request);
+            let reply =
+                send_json(&self.http, |client| self.build(client, &body), &self.retry, &self.redactor, on_retry)
+                    .await
+                    .map_err(|e| self.labelled(e))?;
+            parse_response(&reply.body).map_err(|e| self.labelled(e))
+        })
     }
+
     fn model(&self) -> &str {
         &self.model
+    }
+}
+
+/// `text` safe in a URL path segment or query value (RFC 3986 unreserved characters kept).
+fn percent_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => char::from(b).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The request body for `request` to `model` on a provider of type `kind`.
+///
+/// OpenAI, Azure and Copilot get `max_completion_tokens` (OpenAI's reasoning and newer models
+/// reject the deprecated `max_tokens`); vLLM, SGLang, llama.cpp and Z.AI get `max_tokens`, the
+/// one field all of them read. Azure names the model in the URL, so the body has none.
+pub fn request_body(kind: ProviderType, model: &str, request: &LlmRequest) -> Value {
+    let mut body = serde_json::Map::new();
+    if kind != ProviderType::Azure {
+        body.insert("model".into(), Value::from(model));
+    }
+    body.insert("messages".into(), Value::Array(wire_messages(request.system, request.messages)));
+    if !request.tools.is_empty() {
+        body.insert("tools".into(), request.tools.iter().map(openai_tool).collect());
+        body.insert("tool_choice".into(), Value::from("auto"));
+    }
+    if let Some(limit) = request.max_tokens {
+        let field = match kind {
+            ProviderType::Openai | ProviderType::Azure | ProviderType::Copilot => "max_completion_tokens",
+            _ => "max_tokens",
+        };
+        body.insert(field.into(), Value::from(limit));
+    }
+    Value::Object(body)
+}
+
+/// The conversation as Chat Completions messages: tool results become `tool` messages, in the
+/// order of the calls they answer, before any text of the same user message.
+fn wire_messages(system: &str, messages: &[Message]) -> Vec<Value> {
+    let mut out = Vec::new();
+    if !system.is_empty() {
+        out.push(json!({"role": "system", "content": system}));
+    }
+    let mut call_order: Vec<&str> = Vec::new();
+    for message in messages {
+        let text = message.text();
+        match message.role {
+            Role::Assistant => {
+                let calls: Vec<Value> = message
+                    .content
+                    .iter()
+                    .filter_map(|block| match block {
+                        ContentBlock::ToolUse { id, name, input } => Some(json!({
+                            "id": id,
+                            "type": "function",
+                            "function": {"name": name, "arguments": arguments_string(input)},
+                        })),
+                        _ => None,
+                    })
+                    .collect();
+                call_order = message
+                    .content
+                    .iter()
+                    .filter_map(|block| match block {
+                        ContentBlock::ToolUse { id, .. } => Some(id.as_str()),
+                        _ => None,
+                    })
+                    .collect();
+                // `content` may be null only beside tool calls.
+                let content = match (text.is_empty(), calls.is_empty()) {
+                    (true, false) => Value::Null,
+                    _ => Value::from(text),
+                };
+                let mut wire = json!({"role": "assistant", "content": content});
+                if !calls.is_empty() {
+                    wire["tool_calls"] = Value::Array(calls);
+                }
+                out.push(wire);
+            }
+            Role::User => {
+                let mut results: Vec<(&str, &str)> = message
+                    .content
+                    .iter()
+                    .filter_map(|block| match block {
+                        ContentBlock::ToolResult { tool_use_id, content, .. } => {
+                            Some((tool_use_id.as_str(), content.as_str()))
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                results.sort_by_key(|(id, _)| call_order.iter().position(|c| c == id).unwrap_or(usize::MAX));
+                for (id, content) in &results {
+                    out.push(json!({"role": "tool", "tool_call_id": id, "content": content}));
+                }
+                if !text.is_empty() || results.is_empty() {
+                    out.push(json!({"role": "user", "content": text}));
+                }
+                call_order.clear();
+            }
+        }
+    }
+    out
+}
+
+/// The `arguments` string of a call: its JSON, or the model's own text when that was not JSON.
+fn arguments_string(input: &Value) -> String {
+    match input {
+        Value::String(raw) => raw.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The model's answer from a Chat Completions response body.
+pub fn parse_response(body: &Value) -> Result<LlmResponse, LlmError> {
+    let bad = |what: &str| {
+        let mut shown = body.to_string();
+        if let Some((cut, _)) = shown.char_indices().nth(500) {
+            shown.truncate(cut);
+            shown.push('…');
+        }
+        LlmError::new(ErrorKind::BadResponse, format!("{what}: {shown}"))
+    };
+    if let Some(error) = body.get("error").filter(|e| !e.is_null()) {
+        let message = error.get("message").and_then(Value::as_str).map(str::to_string);
+        return Err(LlmError::new(
+            ErrorKind::BadResponse,
+            format!("the response is an error: {}", message.unwrap_or_else(|| error.to_string())),
+        ));
+    }
+    let choice = body
+        .get("choices")
+        .and_then(Value::as_array)
+        .and_then(|choices| choices.first())
+        .ok_or_else(|| bad("the response has no choices"))?;
+    let message = choice.get("message").filter(|m| m.is_object()).ok_or_else(|| bad("the choice has no message"))?;
+
+    let mut content = Vec::new();
+    let text = message_text(message.get("content"));
+    if !text.is_empty() {
+        content.push(ContentBlock::Text { text });
+    }
+    let refusal = message.get("refusal").and_then(Value::as_str).filter(|r| !r.is_empty());
+    if let (Some(refusal), true) = (refusal, content.is_empty()) {
+        content.push(ContentBlock::text(refusal));
+    }
+    let calls = message.get("tool_calls").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    for (index, call) in calls.iter().enumerate() {
+        let function = call.get("function").ok_or_else(|| bad("a tool call has no function"))?;
+        let name = function.get("name").and_then(Value::as_str).ok_or_else(|| bad("a tool call has no name"))?;
+        // Some local servers omit ids; the result only has to carry the same one back.
+        let id = call.get("id").and_then(Value::as_str).map_or_else(|| format!("call_{index}"), str::to_string);
+        content.push(ContentBlock::ToolUse {
+            id,
+            name: name.to_string(),
+            input: parse_arguments(function.get("arguments")),
+        });
+    }
+    // The deprecated single `function_call`, from servers that still answer with it.
+    if let (true, Some(call)) = (calls.is_empty(), message.get("function_call").filter(|c| c.is_object())) {
+        let name = call.get("name").and_then(Value::as_str).ok_or_else(|| bad("a function call has no name"))?;
+        content.push(ContentBlock::ToolUse {
+            id: "call_0".to_string(),
+            name: name.to_string(),
+            input: parse_arguments(call.get("arguments")),
+        });
+    }
+
+    let has_calls = content.iter().any(|b| matches!(b, ContentBlock::ToolUse { .. }));
+    let finish = choice.get("finish_reason").and_then(Value::as_str);
+    let stop_reason = match finish {
+        Some("length") => StopReason::MaxTokens,
+        Some("content_filter") => StopReason::ContentFilter,
+        // Some local servers say `stop` (or nothing) after tool calls.
+        _ if has_calls => StopReason::ToolUse,
+        Some("tool_calls" | "function_call") => StopReason::ToolUse,
+        _ if refusal.is_some() && message_text(message.get("content")).is_empty() => StopReason::Refusal,
+        Some("stop") | None => StopReason::EndTurn,
+        Some(other) => StopReason::Other(other.to_string()),
+    };
+
+    Ok(LlmResponse {
+        content,
+        stop_reason,
+        usage: parse_usage(body.get("usage")),
+        model: body.get("model").and_then(Value::as_str).map(str::to_string),
+    })
+}
+
+/// `content` as a string: a plain string, or the text parts of an array (some servers).
+fn message_text(content: Option<&Value>) -> String {
+    match content {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => {
+            parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join("")
+        }
+        _ => String::new(),
+    }
+}
+
+/// Tool arguments: parsed JSON; `{}` for an empty string (no-argument calls from some local
+/// servers); the raw string when it is not JSON, so the tool reports INVALID_ARGUMENTS to the
+/// model; an object some servers send unencoded is kept as is.
+fn parse_arguments(arguments: Option<&Value>) -> Value {
+    match arguments {
+        Some(Value::String(raw)) if raw.trim().is_empty() => json!({}),
+        Some(Value::String(raw)) => serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.clone())),
+        Some(Value::Null) | None => json!({}),
+        Some(other) => other.clone(),
+    }
+}
+
+/// Usage in the neutral shape; a server that reports none (some local ones) counts zero tokens
+/// but still one request.
+fn parse_usage(usage: Option<&Value>) -> Usage {
+    let count = |path: &[&str]| {
+        let mut value = usage;
+        for key in path {
+            value = value.and_then(|v| v.get(key));
+        }
+        value.and_then(Value::as_u64).unwrap_or(0)
+    };
+    Usage {
+        cached_input_tokens: count(&["prompt_tokens_details", "cached_tokens"]),
+        reasoning_output_tokens: count(&["completion_tokens_details", "reasoning_tokens"]),
+        ..Usage::from_counts(count(&["prompt_tokens"]), count(&["completion_tokens"]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::ToolSpec;
+
+    fn conversation() -> Vec<Message> {
+        vec![
+            Message::user_text("Fix the bug"),
+            Message {
+                role: Role::Assistant,
+                content: vec![
+                    ContentBlock::text("Looking."),
+                    ContentBlock::ToolUse {
+                        id: "call_a".into(),
+                        name: "read_file".into(),
+                        input: json!({"file_path": "a.rs"}),
+                    },
+                    ContentBlock::ToolUse {
+                        id: "call_b".into(),
+                        name: "list_files".into(),
+                        input: Value::String("{oops".into()),
+                    },
+                ],
+            },
+            Message {
+                role: Role::User,
+                content: vec![
+                    ContentBlock::ToolResult {
+                        tool_use_id: "call_b".into(),
+                        content: "Error [INVALID_ARGUMENTS]: not JSON".into(),
+                        is_error: true,
+                    },
+                    ContentBlock::ToolResult {
+                        tool_use_id: "call_a".into(),
+                        content: "fn main() {}".into(),
+                        is_error: false,
+                    },
+                    ContentBlock::text("Also keep it short."),
+                ],
+            },
+            Message {
+                role: Role::Assistant,
+                content: vec![ContentBlock::ToolUse {
+                    id: "call_c".into(),
+                    name: "write_file".into(),
+                    input: json!({}),
+                }],
+            },
+            Message {
+                role: Role::User,
+                content: vec![ContentBlock::ToolResult {
+                    tool_use_id: "call_c".into(),
+                    content: "ok".into(),
+                    is_error: false,
+                }],
+            },
+        ]
+    }
+
+    fn tools() -> Vec<ToolSpec> {
+        vec![ToolSpec {
+            name: "read_file".into(),
+            description: "Read a file".into(),
+            parameters: json!({"type": "object", "properties": {"file_path": {"type": "string"}}, "required": ["file_path"]}),
+        }]
+    }
+
+    #[test]
+    fn request_body_maps_the_conversation() {
+        let messages = conversation();
+        let tools = tools();
+        let request =
+            LlmRequest { system: "You are terse.", messages: &messages, tools: &tools, max_tokens: Some(256) };
+        insta::assert_json_snapshot!(request_body(ProviderType::Openai, "gpt-4o", &request));
+    }
+
+    #[test]
+    fn token_limit_field_and_model_depend_on_the_type() {
+        let messages = [Message::user_text("hi")];
+        let request = LlmRequest { system: "", messages: &messages, tools: &[], max_tokens: Some(10) };
+        let openai = request_body(ProviderType::Openai, "gpt-4o", &request);
+        assert_eq!(openai["max_completion_tokens"], 10);
+        assert!(openai.get("max_tokens").is_none());
+        assert!(openai.get("tools").is_none() && openai.get("tool_choice").is_none());
+        assert_eq!(openai["messages"], json!([{"role": "user", "content": "hi"}]), "no empty system message");
+        let vllm = request_body(ProviderType::Vllm, "qwen", &request);
+        assert_eq!(vllm["max_tokens"], 10);
+        assert!(vllm.get("max_completion_tokens").is_none());
+        let azure = request_body(ProviderType::Azure, "my-deployment", &request);
+        assert!(azure.get("model").is_none());
+        assert_eq!(azure["max_completion_tokens"], 10);
+        let unlimited = LlmRequest { max_tokens: None, ..request };
+        let body = request_body(ProviderType::Copilot, "gpt-4o", &unlimited);
+        assert!(body.get("max_completion_tokens").is_none() && body.get("max_tokens").is_none());
+    }
+
+    fn reply(message: Value, finish: &str) -> Value {
+        json!({
+            "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4o-2024-08-06",
+            "choices": [{"index": 0, "message": message, "logprobs": null, "finish_reason": finish}],
+            "usage": {
+                "prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120,
+                "prompt_tokens_details": {"cached_tokens": 64, "audio_tokens": 0},
+                "completion_tokens_details": {"reasoning_tokens": 8, "audio_tokens": 0}
+            }
+        })
+    }
+
+    #[test]
+    fn parse_response_reads_text_calls_and_usage() {
+        let body = reply(
+            json!({"role": "assistant", "content": null, "refusal": null, "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "read_file", "arguments": "{\"file_path\":\"a\"}"}},
+                {"id": "call_2", "type": "function", "function": {"name": "list_files", "arguments": "{not json"}}
+            ]}),
+            "tool_calls",
+        );
+        let response = parse_response(&body).unwrap();
+        assert_eq!(response.stop_reason, StopReason::ToolUse);
+        assert_eq!(
+            response.content,
+            vec![
+                ContentBlock::ToolUse {
+                    id: "call_1".into(),
+                    name: "read_file".into(),
+                    input: json!({"file_path": "a"})
+                },
+                ContentBlock::ToolUse {
+                    id: "call_2".into(),
+                    name: "list_files".into(),
+                    input: Value::String("{not json".into())
+                },
+            ]
+        );
+        assert_eq!(
+            response.usage,
+            Usage {
+                input_tokens: 100,
+                cached_input_tokens: 64,
+                cache_creation_input_tokens: 0,
+                output_tokens: 20,
+                reasoning_output_tokens: 8,
+                total_tokens: 120,
+                requests: 1
+            }
+        );
+        assert_eq!(response.model.as_deref(), Some("gpt-4o-2024-08-06"));
+    }
+
+    #[test]
+    fn finish_reasons_map_to_stop_reasons() {
+        let text = json!({"role": "assistant", "content": "done"});
+        let call = json!({"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "x", "arguments": ""}}]});
+        let cases = [
+            (&text, "stop", StopReason::EndTurn),
+            (&text, "length", StopReason::MaxTokens),
+            (&text, "content_filter", StopReason::ContentFilter),
+            (&text, "eos", StopReason::Other("eos".into())),
+            (&call, "tool_calls", StopReason::ToolUse),
+            (&call, "stop", StopReason::ToolUse),
+            (&call, "function_call", StopReason::ToolUse),
+        ];
+        for (message, finish, expected) in cases {
+            let response = parse_response(&reply(message.clone(), finish)).unwrap();
+            assert_eq!(response.stop_reason, expected, "{finish}");
+        }
+        let response = parse_response(&reply(call, "tool_calls")).unwrap();
+        assert_eq!(
+            response.content,
+            vec![ContentBlock::ToolUse { id: "c".into(), name: "x".into(), input: json!({}) }]
+        );
+        let legacy =
+            json!({"role": "assistant", "content": null, "function_call": {"name": "x", "arguments": "{\"a\":1}"}});
+        let response = parse_response(&reply(legacy, "function_call")).unwrap();
+        assert_eq!(response.stop_reason, StopReason::ToolUse);
+        assert_eq!(
+            response.content,
+            vec![ContentBlock::ToolUse { id: "call_0".into(), name: "x".into(), input: json!({"a": 1}) }]
+        );
+        let refusal = json!({"role": "assistant", "content": null, "refusal": "I can't help with that."});
+        let response = parse_response(&reply(refusal, "stop")).unwrap();
+        assert_eq!(response.stop_reason, StopReason::Refusal);
+        assert_eq!(response.content, vec![ContentBlock::text("I can't help with that.")]);
+    }
+
+    #[test]
+    fn missing_usage_counts_zero_tokens_and_one_request() {
+        let body = json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}]});
+        let response = parse_response(&body).unwrap();
+        assert_eq!(response.usage, Usage::from_counts(0, 0));
+        assert_eq!(response.usage.requests, 1);
+        assert_eq!(response.content, vec![ContentBlock::text("hi")]);
+    }
+
+    #[test]
+    fn malformed_bodies_are_bad_responses() {
+        for body in [
+            json!({}),
+            json!({"choices": []}),
+            json!({"choices": [{"finish_reason": "stop"}]}),
+            json!({"error": {"message": "overloaded"}}),
+        ] {
+            let err = parse_response(&body).unwrap_err();
+            assert_eq!(err.kind, ErrorKind::BadResponse, "{body}");
+        }
+    }
+
+    fn resolved(kind: ProviderType) -> ResolvedProvider {
+        ResolvedProvider {
+            name: "p".into(),
+            kind,
+            model: Some("dep-1".into()),
+            base_url: Some("https://example.test/v1/".into()),
+            api_key: Some("sk-test-0123456789".into()),
+            timeout: Duration::from_secs(5),
+            max_tokens: None,
+            headers: Default::default(),
+            api_version: None,
+            replay_path: None,
+        }
+    }
+
+    #[test]
+    fn urls_and_auth_headers_follow_the_type() {
+        let openai = ChatCompletions::new(&resolved(ProviderType::Openai), HttpClient::default()).unwrap();
+        assert_eq!(openai.url, "https://example.test/v1/chat/completions");
+        assert_eq!(openai.headers["authorization"], "Bearer sk-test-0123456789");
+        let azure = ChatCompletions::new(&resolved(ProviderType::Azure), HttpClient::default()).unwrap();
+        assert_eq!(
+            azure.url,
+            format!(
+                "https://example.test/v1/openai/deployments/dep-1/chat/completions?api-version={AZURE_API_VERSION}"
+            )
+        );
+        assert_eq!(azure.headers["api-key"], "sk-test-0123456789");
+        assert!(azure.headers.get("authorization").is_none());
+        let copilot = ChatCompletions::new(&resolved(ProviderType::Copilot), HttpClient::default()).unwrap();
+        assert_eq!(copilot.headers["copilot-integration-id"], "vscode-chat");
+        assert!(copilot.headers["editor-version"].to_str().unwrap().starts_with("vscode/"));
+    }
+
+    #[test]
+    fn an_unsendable_key_is_not_configured_and_not_echoed() {
+        let mut bad = resolved(ProviderType::Openai);
+        bad.api_key = Some("sk-line\nbreak-secret".into());
+        let err = ChatCompletions::new(&bad, HttpClient::default()).err().unwrap();
+        assert_eq!(err.kind, ErrorKind::NotConfigured);
+        assert!(!err.message.contains("secret"), "{}", err.message);
     }
 }

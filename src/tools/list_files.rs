@@ -1,22 +1,166 @@
-//! The `list_files` tool. TODO(helper): implement.
+//! The `list_files` tool: the workspace's files as the model should see them (ignored files
+//! and `.git` left out), sorted, one workspace-relative path per line.
 
-use super::{Tool, ToolContext, ToolError, ErrorCode};
+use super::{ErrorCode, Tool, ToolContext, ToolError, parse_args, run_blocking, schema_of, workspace_walker};
 use crate::llm::BoxFuture;
+use crate::sandbox::Sandbox;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+/// Most entries listed; the rest are counted.
+const MAX_ENTRIES: usize = 2_000;
 
 /// The `list_files` tool.
 pub struct ListFiles;
+
+// The arguments of `list_files`; field docs become the schema descriptions.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    /// Directory to list, relative to workspace root.
+    #[serde(default = "dot")]
+    directory: String,
+    /// List files in all subdirectories too (directories themselves are then not listed).
+    #[serde(default)]
+    recursive: bool,
+}
+
+fn dot() -> String {
+    ".".to_string()
+}
 
 impl Tool for ListFiles {
     fn name(&self) -> &'static str {
         "list_files"
     }
     fn description(&self) -> &'static str {
-        "not built yet"
+        "List the files in a workspace directory, optionally recursively, skipping git-ignored files. \
+         Returns one path relative to the workspace root per line; directories end with '/'."
     }
     fn schema(&self) -> serde_json::Value {
-        serde_json::json!({"type": "object", "properties": {}})
+        schema_of::<Args>()
     }
-    fn call<'a>(&'a self, _ctx: &'a ToolContext, _input: serde_json::Value) -> BoxFuture<'a, Result<String, ToolError>> {
-        Box::pin(async { Err(ToolError::new(ErrorCode::InvalidArguments, "not built yet")) })
+    fn call<'a>(&'a self, ctx: &'a ToolContext, input: serde_json::Value) -> BoxFuture<'a, Result<String, ToolError>> {
+        Box::pin(async move {
+            let args: Args = parse_args(input)?;
+            let sandbox = ctx.sandbox.clone();
+            run_blocking(move || list(&sandbox, &args)).await
+        })
+    }
+}
+
+fn list(sandbox: &Sandbox, args: &Args) -> Result<String, ToolError> {
+    let shown = &args.directory;
+    let dir = sandbox.resolve(shown).map_err(|e| match e.code {
+        ErrorCode::FileNotFound => ToolError::new(ErrorCode::DirectoryNotFound, format!("directory not found: {shown}")),
+        _ => e,
+    })?;
+    if !dir.is_dir() {
+        return Err(ToolError::new(ErrorCode::DirectoryNotFound, format!("not a directory: {shown}")));
+    }
+    let mut entries = Vec::new();
+    // Unreadable entries are skipped: a partial listing is more useful than none.
+    for entry in workspace_walker(&dir, args.recursive).build().flatten() {
+        if entry.depth() == 0 {
+            continue;
+        }
+        let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
+        if args.recursive && is_dir {
+            continue;
+        }
+        let mut rel = sandbox.relative(entry.path());
+        if is_dir {
+            rel.push('/');
+        }
+        entries.push(rel);
+    }
+    if entries.is_empty() {
+        return Ok(format!("(no files in {shown})"));
+    }
+    entries.sort_unstable();
+    let more = entries.len().saturating_sub(MAX_ENTRIES);
+    entries.truncate(MAX_ENTRIES);
+    let mut out = entries.join("\n");
+    if more > 0 {
+        out.push_str(&format!("\n… {more} more (list a subdirectory to see them)"));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::test_context;
+    use serde_json::json;
+    use std::fs;
+
+    fn setup() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fs::create_dir_all(root.join("src/util")).unwrap();
+        fs::create_dir_all(root.join(".git/objects")).unwrap();
+        fs::create_dir_all(root.join("target/debug")).unwrap();
+        fs::create_dir_all(root.join(".github")).unwrap();
+        for f in ["README.md", "src/main.rs", "src/util/mod.rs", "target/debug/bin", ".git/HEAD", ".github/ci.yml", "debug.log"] {
+            fs::write(root.join(f), "x").unwrap();
+        }
+        fs::write(root.join(".gitignore"), "target/\n*.log\n").unwrap();
+        dir
+    }
+
+    #[tokio::test]
+    async fn lists_flat_and_recursive_honouring_gitignore() {
+        let dir = setup();
+        let ctx = test_context(dir.path());
+        let cases = [
+            (json!({}), ".github/\n.gitignore\nREADME.md\nsrc/"),
+            (json!({"directory": "src"}), "src/main.rs\nsrc/util/"),
+            (json!({"directory": "src", "recursive": true}), "src/main.rs\nsrc/util/mod.rs"),
+            (json!({"recursive": true}), ".github/ci.yml\n.gitignore\nREADME.md\nsrc/main.rs\nsrc/util/mod.rs"),
+            (json!({"directory": "./src/util/"}), "src/util/mod.rs"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(ListFiles.call(&ctx, input.clone()).await.unwrap(), want, "{input}");
+        }
+    }
+
+    #[tokio::test]
+    async fn caps_long_listings() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..MAX_ENTRIES + 5 {
+            fs::write(dir.path().join(format!("f{i:05}")), "").unwrap();
+        }
+        let out = ListFiles.call(&test_context(dir.path()), json!({})).await.unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), MAX_ENTRIES + 1);
+        assert_eq!(lines[0], "f00000");
+        assert!(lines[MAX_ENTRIES].starts_with("… 5 more"), "{}", lines[MAX_ENTRIES]);
+    }
+
+    #[tokio::test]
+    async fn each_error_has_its_code() {
+        let dir = setup();
+        let outside = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("out")).unwrap();
+        let ctx = test_context(dir.path());
+        let cases = [
+            (json!({"directory": "nope"}), ErrorCode::DirectoryNotFound),
+            (json!({"directory": "README.md"}), ErrorCode::DirectoryNotFound),
+            (json!({"directory": ".."}), ErrorCode::PathOutsideWorkspace),
+            (json!({"directory": "/"}), ErrorCode::PathOutsideWorkspace),
+            (json!({"directory": "out"}), ErrorCode::PathOutsideWorkspace),
+            (json!({"recursive": "yes"}), ErrorCode::InvalidArguments),
+        ];
+        for (input, want) in cases {
+            let err = ListFiles.call(&ctx, input.clone()).await.expect_err(&input.to_string());
+            assert_eq!(err.code, want, "{input}: {err}");
+        }
+    }
+
+    #[tokio::test]
+    async fn empty_directory_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = ListFiles.call(&test_context(dir.path()), json!({})).await.unwrap();
+        assert_eq!(out, "(no files in .)");
     }
 }

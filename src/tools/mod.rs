@@ -50,6 +50,8 @@ pub enum ErrorCode {
     CommandFailed,
     /// Any other I/O failure.
     IoError,
+    /// The workspace is not in a git repository, or git failed.
+    GitError,
 }
 
 impl ErrorCode {
@@ -68,6 +70,7 @@ impl ErrorCode {
             ErrorCode::UnknownTool => "UNKNOWN_TOOL",
             ErrorCode::CommandFailed => "COMMAND_FAILED",
             ErrorCode::IoError => "IO_ERROR",
+            ErrorCode::GitError => "GIT_ERROR",
         }
     }
 }
@@ -237,6 +240,71 @@ impl Registry {
                     self.tools.iter().map(|t| t.name()).collect::<Vec<_>>().join(", ")
                 ),
             )),
+        }
+    }
+}
+
+/// Runs blocking file-system work off the async threads; a panicked or cancelled job becomes an
+/// `IO_ERROR` the model sees rather than a crash.
+pub(crate) async fn run_blocking<T, F>(job: F) -> Result<T, ToolError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, ToolError> + Send + 'static,
+{
+    tokio::task::spawn_blocking(job)
+        .await
+        .unwrap_or_else(|e| Err(ToolError::new(ErrorCode::IoError, format!("tool task failed: {e}"))))
+}
+
+/// A walker over `dir` as the model should see the workspace: `.gitignore`/`.ignore` rules
+/// honoured (with or without a git repository), hidden files shown, `.git` skipped, symlinks not
+/// followed (so the walk never leaves the workspace); only `dir`'s own entries unless
+/// `recursive`.
+pub(crate) fn workspace_walker(dir: &std::path::Path, recursive: bool) -> ignore::WalkBuilder {
+    let mut builder = ignore::WalkBuilder::new(dir);
+    builder
+        .hidden(false)
+        .require_git(false)
+        .follow_links(false)
+        .max_depth(if recursive { None } else { Some(1) })
+        .filter_entry(|entry| entry.file_name() != ".git");
+    builder
+}
+
+/// A context for unit tests of tools: workspace `root`, no secrets, 64 KiB output, 600 s
+/// command limit, events discarded.
+#[cfg(test)]
+pub(crate) fn test_context(root: &std::path::Path) -> ToolContext {
+    ToolContext {
+        sandbox: Sandbox::new(root).expect("test workspace exists"),
+        child_env: Arc::new(crate::secrets::child_env(std::env::vars())),
+        tmp_dir: None,
+        answers: Arc::new(BTreeMap::new()),
+        max_command_timeout: Duration::from_secs(600),
+        output_limit: 64 * 1024,
+        emitter: Emitter::discard(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_tool_schema_describes_each_parameter() {
+        for tool in builtin() {
+            let schema = tool.schema();
+            assert_eq!(schema["type"], "object", "{}", tool.name());
+            assert_eq!(schema["additionalProperties"], false, "{}", tool.name());
+            let props = schema["properties"].as_object().expect("properties is an object");
+            for (name, prop) in props {
+                let description = prop["description"].as_str().unwrap_or_default();
+                assert!(!description.is_empty() && !description.contains('\n'), "{}.{name}", tool.name());
+                // Gemini accepts only int32/int64/float/double formats for numbers.
+                let format = prop["format"].as_str().unwrap_or("int64");
+                assert!(["int32", "int64", "float", "double"].contains(&format), "{}.{name}: {format}", tool.name());
+            }
+            assert!(!tool.description().is_empty() && tool.description() != "not built yet", "{}", tool.name());
         }
     }
 }

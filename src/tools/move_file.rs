@@ -1,22 +1,160 @@
-//! The `move_file` tool. TODO(helper): implement.
+//! The `move_file` tool: renames or moves a file or directory inside the workspace.
 
-use super::{Tool, ToolContext, ToolError, ErrorCode};
+use super::{ErrorCode, Tool, ToolContext, ToolError, parse_args, run_blocking, schema_of};
 use crate::llm::BoxFuture;
+use crate::sandbox::Sandbox;
+use schemars::JsonSchema;
+use serde::Deserialize;
 
 /// The `move_file` tool.
 pub struct MoveFile;
+
+// The arguments of `move_file`; field docs become the schema descriptions.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    /// Current path of the file or directory, relative to workspace root.
+    source: String,
+    /// New path, relative to workspace root.
+    destination: String,
+    /// Replace the destination if it already exists.
+    #[serde(default)]
+    overwrite: bool,
+    /// Create missing parent directories of the destination.
+    #[serde(default = "yes")]
+    create_directories: bool,
+}
+
+fn yes() -> bool {
+    true
+}
 
 impl Tool for MoveFile {
     fn name(&self) -> &'static str {
         "move_file"
     }
     fn description(&self) -> &'static str {
-        "not built yet"
+        "Move or rename a file or directory within the workspace. Returns OK with the old and new paths."
     }
     fn schema(&self) -> serde_json::Value {
-        serde_json::json!({"type": "object", "properties": {}})
+        schema_of::<Args>()
     }
-    fn call<'a>(&'a self, _ctx: &'a ToolContext, _input: serde_json::Value) -> BoxFuture<'a, Result<String, ToolError>> {
-        Box::pin(async { Err(ToolError::new(ErrorCode::InvalidArguments, "not built yet")) })
+    fn call<'a>(&'a self, ctx: &'a ToolContext, input: serde_json::Value) -> BoxFuture<'a, Result<String, ToolError>> {
+        Box::pin(async move {
+            let args: Args = parse_args(input)?;
+            let sandbox = ctx.sandbox.clone();
+            run_blocking(move || move_entry(&sandbox, &args)).await
+        })
+    }
+}
+
+fn move_entry(sandbox: &Sandbox, args: &Args) -> Result<String, ToolError> {
+    // Both ends name links themselves: rename(2) moves or replaces a link, never its target.
+    let source = sandbox.resolve_entry(&args.source)?;
+    let destination = sandbox.resolve_entry(&args.destination)?;
+    if source == sandbox.root() || destination == sandbox.root() {
+        return Err(ToolError::new(ErrorCode::InvalidArguments, "cannot move the workspace root"));
+    }
+    std::fs::symlink_metadata(&source).map_err(|e| ToolError::io(&e, &args.source))?;
+    if source == destination {
+        return Err(ToolError::new(ErrorCode::InvalidArguments, "source and destination are the same path"));
+    }
+    // Checked before anything is removed: overwriting a directory that holds the source would
+    // delete the source first.
+    if source.starts_with(&destination) || destination.starts_with(&source) {
+        return Err(ToolError::new(
+            ErrorCode::InvalidArguments,
+            "cannot move a directory into itself or over a directory that contains the source",
+        ));
+    }
+    if let Ok(existing) = std::fs::symlink_metadata(&destination) {
+        if !args.overwrite {
+            return Err(ToolError::new(
+                ErrorCode::AlreadyExists,
+                format!("{} already exists; set overwrite to true to replace it", args.destination),
+            ));
+        }
+        // rename(2) only replaces an empty directory; the caller asked for a replacement.
+        if existing.is_dir() {
+            std::fs::remove_dir_all(&destination).map_err(|e| ToolError::io(&e, &args.destination))?;
+        }
+    }
+    if let Some(parent) = destination.parent()
+        && !parent.is_dir()
+    {
+        if !args.create_directories {
+            return Err(ToolError::new(
+                ErrorCode::DirectoryNotFound,
+                format!(
+                    "directory does not exist: {}; set create_directories to true to create it",
+                    sandbox.relative(parent)
+                ),
+            ));
+        }
+        std::fs::create_dir_all(parent).map_err(|e| ToolError::io(&e, &sandbox.relative(parent)))?;
+    }
+    std::fs::rename(&source, &destination).map_err(|e| ToolError::io(&e, &args.source))?;
+    Ok(format!("OK: moved {} to {}", sandbox.relative(&source), sandbox.relative(&destination)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::test_context;
+    use serde_json::json;
+
+    fn setup() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), "a").unwrap();
+        std::fs::write(dir.path().join("b.txt"), "b").unwrap();
+        std::fs::create_dir_all(dir.path().join("d")).unwrap();
+        std::fs::write(dir.path().join("d/in.txt"), "in").unwrap();
+        dir
+    }
+
+    #[tokio::test]
+    async fn moves_renames_and_overwrites() {
+        let dir = setup();
+        let root = dir.path();
+        let ctx = test_context(root);
+        let out = MoveFile.call(&ctx, json!({"source": "a.txt", "destination": "new/deep/a.txt"})).await.unwrap();
+        assert_eq!(out, "OK: moved a.txt to new/deep/a.txt");
+        assert_eq!(std::fs::read_to_string(root.join("new/deep/a.txt")).unwrap(), "a");
+        assert!(!root.join("a.txt").exists());
+        MoveFile.call(&ctx, json!({"source": "d", "destination": "e"})).await.unwrap();
+        assert_eq!(std::fs::read_to_string(root.join("e/in.txt")).unwrap(), "in");
+        MoveFile
+            .call(&ctx, json!({"source": "b.txt", "destination": "new/deep/a.txt", "overwrite": true}))
+            .await
+            .unwrap();
+        assert_eq!(std::fs::read_to_string(root.join("new/deep/a.txt")).unwrap(), "b");
+    }
+
+    #[tokio::test]
+    async fn each_error_has_its_code() {
+        let dir = setup();
+        let outside = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("out")).unwrap();
+        let ctx = test_context(dir.path());
+        let cases = [
+            (json!({"source": "missing", "destination": "x"}), ErrorCode::FileNotFound),
+            (json!({"source": "a.txt", "destination": "b.txt"}), ErrorCode::AlreadyExists),
+            (json!({"source": "a.txt", "destination": "no/dir/a.txt", "create_directories": false}), ErrorCode::DirectoryNotFound),
+            (json!({"source": "a.txt", "destination": "../a.txt"}), ErrorCode::PathOutsideWorkspace),
+            (json!({"source": "a.txt", "destination": "out/a.txt"}), ErrorCode::PathOutsideWorkspace),
+            (json!({"source": "/etc/hostname", "destination": "h"}), ErrorCode::PathOutsideWorkspace),
+            (json!({"source": ".", "destination": "x"}), ErrorCode::InvalidArguments),
+            (json!({"source": "a.txt", "destination": "./a.txt"}), ErrorCode::InvalidArguments),
+            (json!({"source": "d/in.txt", "destination": "d", "overwrite": true}), ErrorCode::InvalidArguments),
+            (json!({"source": "d", "destination": "d/sub"}), ErrorCode::InvalidArguments),
+            (json!({"from": "a.txt", "to": "c.txt"}), ErrorCode::InvalidArguments),
+        ];
+        for (input, want) in cases {
+            let err = MoveFile.call(&ctx, input.clone()).await.expect_err(&input.to_string());
+            assert_eq!(err.code, want, "{input}: {err}");
+        }
+        assert_eq!(std::fs::read_to_string(dir.path().join("a.txt")).unwrap(), "a");
+        assert_eq!(std::fs::read_to_string(dir.path().join("d/in.txt")).unwrap(), "in");
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
     }
 }

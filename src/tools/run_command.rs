@@ -1,22 +1,546 @@
-//! The `run_command` tool. TODO(helper): implement.
+//! The `run_command` tool: runs a program in the workspace and returns its output.
+//!
+//! The command runs in its own process group with a cleaned environment and no stdin. When it
+//! times out the whole group gets SIGTERM, then SIGKILL after a grace period, so grandchildren
+//! (`sh -c "server &"`) die too; the group is also killed when the call returns or is
+//! cancelled, so nothing a command started outlives it. Output (stdout and stderr interleaved
+//! as they arrive) is capped to the context's limit, keeping its head and tail.
 
-use super::{Tool, ToolContext, ToolError, ErrorCode};
+use super::{ErrorCode, Tool, ToolContext, ToolError, parse_args, schema_of};
 use crate::llm::BoxFuture;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use std::collections::VecDeque;
+use std::os::unix::process::ExitStatusExt;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::{Child, Command};
+use tokio::time::Instant;
+
+/// Between SIGTERM and SIGKILL on a timeout.
+const TERM_GRACE: Duration = Duration::from_secs(2);
+/// How long to keep reading after the command exited, for output still in flight from
+/// processes it left behind.
+const DRAIN_GRACE: Duration = Duration::from_secs(1);
 
 /// The `run_command` tool.
 pub struct RunCommand;
+
+// The arguments of `run_command`; field docs become the schema descriptions.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    /// Program to run, e.g. cargo (or, with shell=true, a shell command line). It runs in the workspace root.
+    command: String,
+    /// Arguments, split into words like a shell does (single/double quotes and backslashes honoured; no globbing, variables or pipes unless shell is true).
+    #[serde(default)]
+    arguments: String,
+    /// Stop the command after this many seconds.
+    #[serde(default = "default_timeout")]
+    timeout_seconds: f64,
+    /// Run "command arguments" with sh -c, for pipes, redirection, && and globs.
+    #[serde(default)]
+    shell: bool,
+}
+
+fn default_timeout() -> f64 {
+    120.0
+}
 
 impl Tool for RunCommand {
     fn name(&self) -> &'static str {
         "run_command"
     }
     fn description(&self) -> &'static str {
-        "not built yet"
+        "Run a command in the workspace root and return its combined stdout/stderr followed by \
+         'exit code: N'. Long output is cut in the middle; processes it leaves running are stopped."
     }
     fn schema(&self) -> serde_json::Value {
-        serde_json::json!({"type": "object", "properties": {}})
+        schema_of::<Args>()
     }
-    fn call<'a>(&'a self, _ctx: &'a ToolContext, _input: serde_json::Value) -> BoxFuture<'a, Result<String, ToolError>> {
-        Box::pin(async { Err(ToolError::new(ErrorCode::InvalidArguments, "not built yet")) })
+    fn call<'a>(&'a self, ctx: &'a ToolContext, input: serde_json::Value) -> BoxFuture<'a, Result<String, ToolError>> {
+        Box::pin(async move { run(ctx, parse_args(input)?).await })
+    }
+}
+
+/// Splits `text` into words the way a POSIX shell does for quoting only: whitespace separates,
+/// `'…'` is literal, `"…"` honours `\"`, `\\`, `\$`, `` \` ``, and a bare backslash escapes the
+/// next character. Nothing is expanded.
+pub fn split_words(text: &str) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut in_word = false;
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            c if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            '\'' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(c) => word.push(c),
+                        None => return Err("unclosed single quote".to_string()),
+                    }
+                }
+            }
+            '"' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => match chars.next() {
+                            Some(c @ ('"' | '\\' | '$' | '`')) => word.push(c),
+                            Some('\n') => {}
+                            Some(c) => {
+                                word.push('\\');
+                                word.push(c);
+                            }
+                            None => return Err("unclosed double quote".to_string()),
+                        },
+                        Some(c) => word.push(c),
+                        None => return Err("unclosed double quote".to_string()),
+                    }
+                }
+            }
+            '\\' => match chars.next() {
+                Some('\n') => {}
+                Some(c) => {
+                    in_word = true;
+                    word.push(c);
+                }
+                None => {
+                    in_word = true;
+                    word.push('\\');
+                }
+            },
+            c => {
+                in_word = true;
+                word.push(c);
+            }
+        }
+    }
+    if in_word {
+        words.push(word);
+    }
+    Ok(words)
+}
+
+/// The program and its arguments.
+fn argv(args: &Args) -> Result<Vec<String>, ToolError> {
+    let invalid = |msg: String| ToolError::new(ErrorCode::InvalidArguments, msg);
+    if args.command.trim().is_empty() {
+        return Err(invalid("command is empty".to_string()));
+    }
+    if args.shell {
+        let line = match args.arguments.trim() {
+            "" => args.command.clone(),
+            rest => format!("{} {rest}", args.command),
+        };
+        return Ok(vec!["sh".to_string(), "-c".to_string(), line]);
+    }
+    // Models often put the whole command line in `command`; its words are split too.
+    let mut argv = split_words(&args.command).map_err(|e| invalid(format!("command: {e}")))?;
+    argv.extend(split_words(&args.arguments).map_err(|e| invalid(format!("arguments: {e}")))?);
+    if argv.is_empty() {
+        return Err(invalid("command is empty".to_string()));
+    }
+    Ok(argv)
+}
+
+/// The run time allowed: the requested one, capped by the task's limit.
+fn time_limit(args: &Args, ctx: &ToolContext) -> Result<Duration, ToolError> {
+    let requested = Duration::try_from_secs_f64(args.timeout_seconds)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| {
+            ToolError::new(ErrorCode::InvalidArguments, "timeout_seconds must be a positive number of seconds")
+        })?;
+    Ok(requested.min(ctx.max_command_timeout))
+}
+
+/// The command's process group; killed with SIGKILL when dropped, so a cancelled call or a
+/// command's leftover background processes cannot outlive the call.
+struct ProcessGroup(libc::pid_t);
+
+impl ProcessGroup {
+    fn signal(&self, signal: libc::c_int) {
+        // pgid 0 or 1 would mean our own group or init's; a spawned child never has either.
+        if self.0 > 1 {
+            // SAFETY: killpg only sends a signal; it touches no memory of this process. The
+            // group is the child's own (process_group(0)), so it never includes dracode. The
+            // group id stays reserved while any member lives; the only race is reuse after the
+            // whole group is gone, within the microseconds between reaping and this call.
+            unsafe {
+                libc::killpg(self.0, signal);
+            }
+        }
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        self.signal(libc::SIGKILL);
+    }
+}
+
+/// Keeps the first and last `limit / 2` bytes of a stream and counts what is dropped between.
+struct HeadTail {
+    head_cap: usize,
+    tail_cap: usize,
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
+    omitted: usize,
+}
+
+impl HeadTail {
+    fn new(limit: usize) -> Self {
+        let head_cap = limit / 2;
+        HeadTail { head_cap, tail_cap: limit - head_cap, head: Vec::new(), tail: VecDeque::new(), omitted: 0 }
+    }
+
+    fn push(&mut self, mut data: &[u8]) {
+        let room = self.head_cap - self.head.len();
+        if room > 0 {
+            let take = room.min(data.len());
+            self.head.extend_from_slice(&data[..take]);
+            data = &data[take..];
+        }
+        self.tail.extend(data);
+        let excess = self.tail.len().saturating_sub(self.tail_cap);
+        self.tail.drain(..excess);
+        self.omitted += excess;
+    }
+
+    fn render(&self) -> String {
+        let mut out = String::from_utf8_lossy(&self.head).into_owned();
+        if self.omitted > 0 {
+            out.push_str(&format!("\n[... {} bytes omitted ...]\n", self.omitted));
+        }
+        let (a, b) = self.tail.as_slices();
+        out.push_str(&String::from_utf8_lossy(&[a, b].concat()));
+        out
+    }
+}
+
+/// Reads up to `buf.len()` bytes from a stream that may already be closed.
+async fn read_some<R: AsyncRead + Unpin>(stream: &mut Option<R>, buf: &mut [u8]) -> std::io::Result<usize> {
+    match stream {
+        Some(s) => s.read(buf).await,
+        None => Ok(0),
+    }
+}
+
+/// Copies stdout and stderr into `sink` in arrival order until both are closed.
+async fn pump(mut stdout: Option<impl AsyncRead + Unpin>, mut stderr: Option<impl AsyncRead + Unpin>, sink: &mut HeadTail) {
+    let mut out_buf = vec![0u8; 32 * 1024];
+    let mut err_buf = vec![0u8; 32 * 1024];
+    loop {
+        tokio::select! {
+            n = read_some(&mut stdout, &mut out_buf), if stdout.is_some() => match n {
+                Ok(n) if n > 0 => sink.push(&out_buf[..n]),
+                _ => stdout = None,
+            },
+            n = read_some(&mut stderr, &mut err_buf), if stderr.is_some() => match n {
+                Ok(n) if n > 0 => sink.push(&err_buf[..n]),
+                _ => stderr = None,
+            },
+            else => break,
+        }
+    }
+}
+
+/// How a run ended.
+enum Ending {
+    Exited(ExitStatus),
+    TimedOut,
+}
+
+async fn run(ctx: &ToolContext, args: Args) -> Result<String, ToolError> {
+    let argv = argv(&args)?;
+    let limit = time_limit(&args, ctx)?;
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..])
+        .current_dir(ctx.sandbox.root())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env_clear()
+        .envs(ctx.child_env.iter())
+        .process_group(0)
+        .kill_on_drop(true);
+    if let Some(tmp) = &ctx.tmp_dir {
+        cmd.env("TMPDIR", tmp);
+    }
+    let mut child = cmd.spawn().map_err(|e| spawn_error(&e, &argv[0], args.shell))?;
+    let group = ProcessGroup(child.id().and_then(|id| libc::pid_t::try_from(id).ok()).unwrap_or(0));
+    let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+    let mut output = HeadTail::new(ctx.output_limit);
+    let ending = {
+        let pump = pump(stdout, stderr, &mut output);
+        supervise(&mut child, &group, pump, Instant::now() + limit).await
+    };
+    drop(group);
+    let text = output.render();
+    match ending {
+        Ok(Ending::Exited(status)) => {
+            let mut text = text;
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str(&describe(status));
+            Ok(text)
+        }
+        Ok(Ending::TimedOut) => {
+            let capped = if limit < Duration::try_from_secs_f64(args.timeout_seconds).unwrap_or(limit) {
+                " (the task's limit for one command)"
+            } else {
+                ""
+            };
+            Err(ToolError::new(
+                ErrorCode::Timeout,
+                format!(
+                    "command timed out after {}{capped} and was stopped; output so far:\n{text}",
+                    humantime::format_duration(limit)
+                ),
+            ))
+        }
+        Err(e) => Err(ToolError::new(ErrorCode::CommandFailed, format!("waiting for {}: {e}", argv[0]))),
+    }
+}
+
+fn spawn_error(err: &std::io::Error, program: &str, shell: bool) -> ToolError {
+    let message = if err.kind() == std::io::ErrorKind::NotFound && !shell {
+        format!("command not found: {program} (set shell to true for shell syntax)")
+    } else {
+        format!("could not start {program}: {err}")
+    };
+    ToolError::new(ErrorCode::CommandFailed, message)
+}
+
+/// `exit code: N`, or the signal that ended it.
+fn describe(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit code: {code}"),
+        (None, Some(signal)) => format!("exit code: none (killed by signal {signal})"),
+        (None, None) => "exit code: unknown".to_string(),
+    }
+}
+
+/// Waits for the child while `pump` collects its output; on `deadline` stops the group
+/// (SIGTERM, grace, SIGKILL).
+async fn supervise(
+    child: &mut Child,
+    group: &ProcessGroup,
+    pump: impl Future<Output = ()>,
+    deadline: Instant,
+) -> std::io::Result<Ending> {
+    tokio::pin!(pump);
+    let mut pumped = false;
+    let exited = loop {
+        tokio::select! {
+            _ = &mut pump, if !pumped => pumped = true,
+            status = child.wait() => break Some(status?),
+            _ = tokio::time::sleep_until(deadline) => break None,
+        }
+    };
+    if let Some(status) = exited {
+        if !pumped {
+            let _ = tokio::time::timeout(DRAIN_GRACE, &mut pump).await;
+        }
+        return Ok(Ending::Exited(status));
+    }
+    group.signal(libc::SIGTERM);
+    let grace_end = Instant::now() + TERM_GRACE;
+    let mut leader_done = false;
+    while !(leader_done && pumped) {
+        tokio::select! {
+            _ = &mut pump, if !pumped => pumped = true,
+            _ = child.wait(), if !leader_done => leader_done = true,
+            _ = tokio::time::sleep_until(grace_end) => break,
+        }
+    }
+    group.signal(libc::SIGKILL);
+    if !leader_done {
+        let _ = tokio::time::timeout(DRAIN_GRACE, child.wait()).await;
+    }
+    if !pumped {
+        let _ = tokio::time::timeout(DRAIN_GRACE, &mut pump).await;
+    }
+    Ok(Ending::TimedOut)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::test_context;
+    use serde_json::json;
+    use std::sync::Arc;
+
+    async fn call(ctx: &ToolContext, input: serde_json::Value) -> Result<String, ToolError> {
+        RunCommand.call(ctx, input).await
+    }
+
+    /// True once `pid` has exited (no process, or only a zombie awaiting its reaper).
+    async fn gone(pid: &str) -> bool {
+        for _ in 0..40 {
+            match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+                Err(_) => return true,
+                Ok(stat) if stat.rsplit(") ").next().is_some_and(|s| s.starts_with('Z')) => return true,
+                Ok(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+        false
+    }
+
+    #[test]
+    fn splits_words_like_a_shell() {
+        let cases: &[(&str, &[&str])] = &[
+            ("", &[]),
+            ("  a  b\tc ", &["a", "b", "c"]),
+            ("'a b' \"c d\"", &["a b", "c d"]),
+            ("it\\'s", &["it's"]),
+            ("a\\ b", &["a b"]),
+            ("\"say \\\"hi\\\" \\$HOME \\n\"", &["say \"hi\" $HOME \\n"]),
+            ("'no \\escape'", &["no \\escape"]),
+            ("x'y'\"z\"", &["xyz"]),
+            ("'' \"\"", &["", ""]),
+            ("--name=\"a b\"", &["--name=a b"]),
+            ("$HOME *.rs", &["$HOME", "*.rs"]),
+        ];
+        for (input, want) in cases {
+            assert_eq!(split_words(input).unwrap(), *want, "{input}");
+        }
+        for bad in ["'open", "\"open", "a \"b\\\""] {
+            assert!(split_words(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[tokio::test]
+    async fn captures_output_and_exit_code() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = test_context(dir.path());
+        let cases = [
+            (json!({"command": "echo", "arguments": "hello 'big world'"}), "hello big world\nexit code: 0"),
+            (json!({"command": "echo hello"}), "hello\nexit code: 0"),
+            (json!({"command": "printf", "arguments": "no-newline"}), "no-newline\nexit code: 0"),
+            (json!({"command": "exit 3", "shell": true}), "exit code: 3"),
+            (json!({"command": "echo out; echo err >&2; exit 1", "shell": true}), "out\nerr\nexit code: 1"),
+            (json!({"command": "echo", "arguments": "$HOME | x"}), "$HOME | x\nexit code: 0"),
+            (json!({"command": "kill -9 $$", "shell": true}), "exit code: none (killed by signal 9)"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(call(&ctx, input.clone()).await.unwrap(), want, "{input}");
+        }
+        let pwd = call(&ctx, json!({"command": "pwd"})).await.unwrap();
+        assert_eq!(pwd, format!("{}\nexit code: 0", ctx.sandbox.root().display()));
+    }
+
+    #[tokio::test]
+    async fn timeout_kills_the_whole_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = test_context(dir.path());
+        let started = std::time::Instant::now();
+        let err = call(
+            &ctx,
+            json!({"command": "sh", "arguments": "-c 'sleep 30 & echo $!; sleep 30'", "timeout_seconds": 1}),
+        )
+        .await
+        .unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+        assert_eq!(err.code, ErrorCode::Timeout, "{err}");
+        let pid = err.message.lines().last().unwrap().trim().to_string();
+        assert!(pid.parse::<u32>().is_ok(), "partial output kept: {err}");
+        assert!(gone(&pid).await, "grandchild {pid} survived");
+    }
+
+    #[tokio::test]
+    async fn a_term_ignoring_command_is_killed_after_the_grace() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ctx = test_context(dir.path());
+        ctx.max_command_timeout = Duration::from_millis(300);
+        let started = std::time::Instant::now();
+        let err = call(&ctx, json!({"command": "trap '' TERM; echo $$; sleep 30", "shell": true})).await.unwrap_err();
+        assert_eq!(err.code, ErrorCode::Timeout);
+        assert!(err.message.contains("task's limit"), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+        let pid = err.message.lines().last().unwrap().trim().to_string();
+        assert!(gone(&pid).await, "{pid} survived");
+    }
+
+    #[tokio::test]
+    async fn background_leftovers_are_stopped_when_the_command_returns() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = test_context(dir.path());
+        let started = std::time::Instant::now();
+        let out = call(&ctx, json!({"command": "sleep 30 & echo $!", "shell": true})).await.unwrap();
+        assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+        let pid = out.lines().next().unwrap().to_string();
+        assert!(gone(&pid).await, "{pid} survived");
+    }
+
+    #[tokio::test]
+    async fn cancelling_the_call_kills_the_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = test_context(dir.path());
+        let input = json!({"command": "sleep 30 & echo $! > pid; wait", "shell": true});
+        let result = tokio::time::timeout(Duration::from_millis(500), call(&ctx, input)).await;
+        assert!(result.is_err(), "the call should still be running");
+        let pid = std::fs::read_to_string(dir.path().join("pid")).unwrap().trim().to_string();
+        assert!(gone(&pid).await, "{pid} survived cancellation");
+    }
+
+    #[tokio::test]
+    async fn environment_is_the_cleaned_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let mut ctx = test_context(dir.path());
+        let parent = [
+            ("PATH", std::env::var("PATH").unwrap_or_default()),
+            ("OPENAI_API_KEY", "sk-should-not-leak-1234".to_string()),
+            ("VISIBLE_VAR", "yes".to_string()),
+        ];
+        ctx.child_env = Arc::new(crate::secrets::child_env(parent.map(|(k, v)| (k.to_string(), v))));
+        ctx.tmp_dir = Some(tmp.path().to_path_buf());
+        let out = call(&ctx, json!({"command": "env"})).await.unwrap();
+        assert!(out.contains("VISIBLE_VAR=yes"), "{out}");
+        assert!(out.contains(&format!("TMPDIR={}", tmp.path().display())), "{out}");
+        assert!(!out.contains("OPENAI_API_KEY") && !out.contains("sk-should-not-leak"), "{out}");
+    }
+
+    #[tokio::test]
+    async fn long_output_keeps_head_and_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ctx = test_context(dir.path());
+        ctx.output_limit = 100;
+        let out = call(&ctx, json!({"command": "seq", "arguments": "1 10000"})).await.unwrap();
+        assert!(out.starts_with("1\n2\n3\n"), "{out}");
+        assert!(out.ends_with("9999\n10000\nexit code: 0"), "{out}");
+        let total: usize = (1..=10000).map(|n: u32| n.to_string().len() + 1).sum();
+        assert!(out.contains(&format!("[... {} bytes omitted ...]", total - 100)), "{out}");
+    }
+
+    #[tokio::test]
+    async fn each_error_has_its_code() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = test_context(dir.path());
+        let cases = [
+            (json!({"command": "definitely-not-a-program-xyz"}), ErrorCode::CommandFailed),
+            (json!({"command": "echo", "arguments": "'unclosed"}), ErrorCode::InvalidArguments),
+            (json!({"command": "  "}), ErrorCode::InvalidArguments),
+            (json!({"command": "echo", "timeout_seconds": -1}), ErrorCode::InvalidArguments),
+            (json!({"command": "echo", "timeout_seconds": 0}), ErrorCode::InvalidArguments),
+            (json!({"command": "echo", "cwd": "/"}), ErrorCode::InvalidArguments),
+        ];
+        for (input, want) in cases {
+            let err = call(&ctx, input.clone()).await.expect_err(&input.to_string());
+            assert_eq!(err.code, want, "{input}: {err}");
+        }
     }
 }

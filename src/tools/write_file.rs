@@ -1,22 +1,128 @@
-//! The `write_file` tool. TODO(helper): implement.
+//! The `write_file` tool: creates or overwrites a file with the given text.
 
-use super::{Tool, ToolContext, ToolError, ErrorCode};
+use super::{ErrorCode, Tool, ToolContext, ToolError, parse_args, run_blocking, schema_of};
 use crate::llm::BoxFuture;
+use crate::sandbox::Sandbox;
+use schemars::JsonSchema;
+use serde::Deserialize;
 
 /// The `write_file` tool.
 pub struct WriteFile;
+
+// The arguments of `write_file`; field docs become the schema descriptions.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    /// Path to the file relative to workspace root.
+    file_path: String,
+    /// Text content to write to the file (replaces any existing content).
+    content: String,
+    /// Create missing parent directories.
+    #[serde(default = "yes")]
+    create_directories: bool,
+}
+
+fn yes() -> bool {
+    true
+}
 
 impl Tool for WriteFile {
     fn name(&self) -> &'static str {
         "write_file"
     }
     fn description(&self) -> &'static str {
-        "not built yet"
+        "Create a file or overwrite it with the given text. Returns OK with the number of bytes written."
     }
     fn schema(&self) -> serde_json::Value {
-        serde_json::json!({"type": "object", "properties": {}})
+        schema_of::<Args>()
     }
-    fn call<'a>(&'a self, _ctx: &'a ToolContext, _input: serde_json::Value) -> BoxFuture<'a, Result<String, ToolError>> {
-        Box::pin(async { Err(ToolError::new(ErrorCode::InvalidArguments, "not built yet")) })
+    fn call<'a>(&'a self, ctx: &'a ToolContext, input: serde_json::Value) -> BoxFuture<'a, Result<String, ToolError>> {
+        Box::pin(async move {
+            let args: Args = parse_args(input)?;
+            let sandbox = ctx.sandbox.clone();
+            run_blocking(move || write(&sandbox, &args)).await
+        })
+    }
+}
+
+fn write(sandbox: &Sandbox, args: &Args) -> Result<String, ToolError> {
+    let shown = &args.file_path;
+    let path = sandbox.resolve_for_write(shown)?;
+    if path.is_dir() {
+        return Err(ToolError::new(ErrorCode::InvalidArguments, format!("{shown} is a directory")));
+    }
+    if let Some(parent) = path.parent()
+        && !parent.is_dir()
+    {
+        if !args.create_directories {
+            return Err(ToolError::new(
+                ErrorCode::DirectoryNotFound,
+                format!(
+                    "directory does not exist: {}; set create_directories to true to create it",
+                    sandbox.relative(parent)
+                ),
+            ));
+        }
+        std::fs::create_dir_all(parent).map_err(|e| ToolError::io(&e, &sandbox.relative(parent)))?;
+    }
+    std::fs::write(&path, &args.content).map_err(|e| ToolError::io(&e, shown))?;
+    Ok(format!("OK: wrote {} bytes to {}", args.content.len(), sandbox.relative(&path)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::test_context;
+    use serde_json::json;
+
+    #[tokio::test]
+    async fn writes_creates_and_overwrites() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = test_context(dir.path());
+        let out = WriteFile.call(&ctx, json!({"file_path": "a.txt", "content": "hello"})).await.unwrap();
+        assert_eq!(out, "OK: wrote 5 bytes to a.txt");
+        WriteFile.call(&ctx, json!({"file_path": "a.txt", "content": "bye"})).await.unwrap();
+        assert_eq!(std::fs::read_to_string(dir.path().join("a.txt")).unwrap(), "bye");
+        let out = WriteFile.call(&ctx, json!({"file_path": "new/dir/b.txt", "content": "é"})).await.unwrap();
+        assert_eq!(out, "OK: wrote 2 bytes to new/dir/b.txt");
+        assert_eq!(std::fs::read_to_string(dir.path().join("new/dir/b.txt")).unwrap(), "é");
+    }
+
+    #[tokio::test]
+    async fn each_error_has_its_code() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        let ctx = test_context(dir.path());
+        let cases = [
+            (json!({"file_path": "x/y.txt", "content": "", "create_directories": false}), ErrorCode::DirectoryNotFound),
+            (json!({"file_path": "../y.txt", "content": ""}), ErrorCode::PathOutsideWorkspace),
+            (json!({"file_path": "/tmp/dracode-write-test.txt", "content": ""}), ErrorCode::PathOutsideWorkspace),
+            (json!({"file_path": "sub", "content": ""}), ErrorCode::InvalidArguments),
+            (json!({"file_path": "y.txt"}), ErrorCode::InvalidArguments),
+            (json!({"file_path": "y.txt", "content": 3}), ErrorCode::InvalidArguments),
+        ];
+        for (input, want) in cases {
+            let err = WriteFile.call(&ctx, input.clone()).await.expect_err(&input.to_string());
+            assert_eq!(err.code, want, "{input}: {err}");
+        }
+        assert!(!dir.path().join("x").exists());
+    }
+
+    #[tokio::test]
+    async fn does_not_write_through_a_symlinked_directory_outside() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("link")).unwrap();
+        let ctx = test_context(dir.path());
+        let err = WriteFile.call(&ctx, json!({"file_path": "link/x.txt", "content": "x"})).await.unwrap_err();
+        assert_eq!(err.code, ErrorCode::PathOutsideWorkspace);
+        assert!(!outside.path().join("x.txt").exists());
+    }
+
+    #[test]
+    fn schema_shows_the_default() {
+        let schema = WriteFile.schema();
+        assert_eq!(schema["properties"]["create_directories"]["default"], json!(true));
+        assert_eq!(schema["required"], json!(["file_path", "content"]));
     }
 }

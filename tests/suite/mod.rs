@@ -1,3 +1,6 @@
 //! Integration scenarios, one file per capability.
 
+mod manifest_errors;
 mod openai_provider;
+mod run_openai;
+mod run_quickstart;

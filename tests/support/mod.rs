@@ -1,4 +1,5 @@
 //! Shared helpers for the integration scenarios.
 #![allow(dead_code)]
 
+pub mod cli;
 pub mod openai_server;

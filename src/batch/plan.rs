@@ -1,0 +1,223 @@
+//! From command line, config and manifests to the list of tasks to run, every setting
+//! resolved. Everything that can be wrong with the input is found here, before anything runs
+//! (exit code 2).
+
+use crate::cli::RunArgs;
+use crate::config::{Config, ConfigError};
+use crate::llm::preset::ResolvedProvider;
+use crate::llm::prices::PriceTable;
+use crate::manifest::{self, Isolation, ManifestErrors, Task, TaskFields};
+use globset::Glob;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// LLM calls a task may make when nothing says otherwise (DraCode's default).
+pub const DEFAULT_MAX_ITERATIONS: u32 = 10;
+/// Time limit of a check command when nothing says otherwise.
+pub const DEFAULT_CHECK_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// One task, ready to run.
+#[derive(Debug, Clone)]
+pub struct PlannedTask {
+    /// The task (fields merged: config, manifest defaults, task, flags).
+    pub task: Task,
+    /// Its provider.
+    pub provider: ResolvedProvider,
+    /// How its workspace is made.
+    pub isolation: Isolation,
+    /// The folder it works on.
+    pub repo: PathBuf,
+    /// LLM calls allowed.
+    pub max_iterations: u32,
+    /// Wall-clock limit.
+    pub timeout: Option<Duration>,
+    /// Check command limit.
+    pub check_timeout: Duration,
+    /// Enabled tool names.
+    pub tools: Vec<String>,
+}
+
+/// Everything a run needs.
+#[derive(Debug)]
+pub struct Plan {
+    /// The manifests, as given.
+    pub manifests: Vec<PathBuf>,
+    /// The selected tasks, in order.
+    pub tasks: Vec<PlannedTask>,
+    /// Prices for cost.
+    pub prices: PriceTable,
+    /// Every API key in use, for redaction.
+    pub secrets: Vec<String>,
+    /// Settings accepted but without effect in this build, to be shown to the user.
+    pub warnings: Vec<String>,
+}
+
+/// Fields a manifest may set (they are in the contract) that this build does not act on yet.
+const NOT_BUILT_FIELDS: &[&str] = &["retries", "idle_timeout", "base"];
+
+/// Input that cannot be run.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// Config files or environment.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// Manifests.
+    #[error(transparent)]
+    Manifest(#[from] ManifestErrors),
+    /// Flags.
+    #[error("{0}")]
+    Usage(String),
+}
+
+/// Loads config and manifests and resolves every task of `args`.
+pub fn plan(args: &RunArgs, cwd: &Path, env: &BTreeMap<String, String>) -> Result<Plan, PlanError> {
+    if args.manifests.is_empty() && args.tasks.is_empty() {
+        return Err(PlanError::Usage("nothing to run: give a manifest file or --task TEXT".into()));
+    }
+    let config = Config::load(cwd, args.config.as_deref(), env)?;
+    let mut tasks: Vec<Task> = manifest::load_all(&args.manifests, &config.defaults)?
+        .into_iter()
+        .flat_map(|m| m.tasks)
+        .collect();
+    for (i, text) in args.tasks.iter().enumerate() {
+        tasks.push(adhoc_task(i, text, tasks.len(), cwd, &config.defaults)?);
+    }
+    let filter = Filter::new(&args.filter)?;
+    let flags = flag_fields(args);
+    let mut planned = Vec::new();
+    let mut errors = Vec::new();
+    for mut task in tasks.into_iter().filter(|t| filter.selects(t)) {
+        task.fields = task.fields.clone().overlay(flags.clone());
+        match resolve(&config, task, args, cwd, env) {
+            Ok(p) => planned.push(p),
+            Err(e) => errors.push(e),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(PlanError::Usage(errors.join("\n")));
+    }
+    let secrets = planned.iter().filter_map(|p| p.provider.api_key.clone()).collect();
+    let warnings = NOT_BUILT_FIELDS
+        .iter()
+        .filter(|f| planned.iter().any(|p| p.task.fields.is_set(f)))
+        .map(|f| format!("field {f:?} is not supported yet by this version of dracode and has no effect"))
+        .collect();
+    Ok(Plan {
+        warnings,
+        manifests: args.manifests.clone(),
+        tasks: planned,
+        prices: PriceTable::with_overrides(&config.prices),
+        secrets,
+    })
+}
+
+/// The task fields the command line sets.
+fn flag_fields(args: &RunArgs) -> TaskFields {
+    TaskFields {
+        provider: args.provider.clone(),
+        model: args.model.clone(),
+        max_iterations: args.max_iterations,
+        timeout: args.timeout.clone(),
+        isolation: args.isolation,
+        ..TaskFields::default()
+    }
+}
+
+/// A `--task TEXT` task: the text, or the contents of the file it names.
+fn adhoc_task(i: usize, text: &str, index: usize, cwd: &Path, base: &TaskFields) -> Result<Task, PlanError> {
+    let path = cwd.join(text);
+    let prompt = if text.len() < 4096 && path.is_file() {
+        std::fs::read_to_string(&path).map_err(|e| PlanError::Usage(format!("--task {text}: {e}")))?
+    } else {
+        text.to_string()
+    };
+    if prompt.trim().is_empty() {
+        return Err(PlanError::Usage("--task: the prompt is empty".into()));
+    }
+    let mut fields = base.clone();
+    fields.repo = fields.repo.or_else(|| Some(cwd.to_path_buf()));
+    Ok(Task { id: format!("task-{}", i + 1), index, manifest: PathBuf::from("--task"), prompt, fields })
+}
+
+/// Fills in the defaults of one task and resolves its provider.
+fn resolve(config: &Config, task: Task, args: &RunArgs, cwd: &Path, env: &BTreeMap<String, String>) -> Result<PlannedTask, String> {
+    let f = &task.fields;
+    let label = format!("{}: task {:?}", task.manifest.display(), task.id);
+    let name = config.provider_name(args.provider.as_deref(), f.provider.as_deref());
+    let mut provider = config
+        .resolve_provider(name, f.model.as_deref(), env)
+        .map_err(|e| format!("{label}: field \"provider\": {e}"))?;
+    provider.replay_path = f.replay.clone();
+    provider.max_tokens = f.max_output_tokens.or(provider.max_tokens);
+    let manifest_dir = task.manifest.parent().filter(|p| !p.as_os_str().is_empty()).map(Path::to_path_buf);
+    let repo = f.repo.clone().or(manifest_dir).unwrap_or_else(|| cwd.to_path_buf());
+    let duration = |field: &str, value: &Option<String>| -> Result<Option<Duration>, String> {
+        value
+            .as_deref()
+            .map(|v| crate::duration::parse(v).map_err(|e| format!("{label}: field {field:?}: {e}")))
+            .transpose()
+    };
+    let timeout = duration("timeout", &f.timeout)?;
+    let check_timeout = duration("check_timeout", &f.check_timeout)?.unwrap_or(DEFAULT_CHECK_TIMEOUT);
+    let tools = f
+        .tools
+        .clone()
+        .unwrap_or_else(|| crate::tools::DEFAULT_TOOLS.iter().map(|s| s.to_string()).collect());
+    let isolation = f.isolation.unwrap_or(Isolation::None);
+    if isolation == Isolation::Worktree {
+        return Err(format!("{label}: field \"isolation\": \"worktree\" is not built yet in this version; use \"copy\" or \"none\""));
+    }
+    Ok(PlannedTask {
+        isolation,
+        max_iterations: f.max_iterations.unwrap_or(DEFAULT_MAX_ITERATIONS),
+        repo,
+        timeout,
+        check_timeout,
+        tools,
+        provider,
+        task,
+    })
+}
+
+/// `--filter`: task id globs and `tag:NAME`; no filter selects everything.
+struct Filter {
+    globs: Vec<globset::GlobMatcher>,
+    tags: Vec<String>,
+}
+
+impl Filter {
+    fn new(exprs: &[String]) -> Result<Filter, PlanError> {
+        let mut filter = Filter { globs: Vec::new(), tags: Vec::new() };
+        for expr in exprs {
+            match expr.strip_prefix("tag:") {
+                Some(tag) => filter.tags.push(tag.to_string()),
+                None => filter.globs.push(
+                    Glob::new(expr)
+                        .map_err(|e| PlanError::Usage(format!("--filter {expr:?}: {e}")))?
+                        .compile_matcher(),
+                ),
+            }
+        }
+        Ok(filter)
+    }
+
+    fn selects(&self, task: &Task) -> bool {
+        if self.globs.is_empty() && self.tags.is_empty() {
+            return true;
+        }
+        let tags = task.fields.tags.as_deref().unwrap_or_default();
+        self.globs.iter().any(|g| g.is_match(&task.id)) || self.tags.iter().any(|t| tags.contains(t))
+    }
+}
+
+/// The tasks `dracode list` shows: manifests loaded, filter applied (providers not resolved).
+pub fn list(manifests: &[PathBuf], filters: &[String], cwd: &Path, config: Option<&Path>, env: &BTreeMap<String, String>) -> Result<Vec<Task>, PlanError> {
+    let config = Config::load(cwd, config, env)?;
+    let filter = Filter::new(filters)?;
+    Ok(manifest::load_all(manifests, &config.defaults)?
+        .into_iter()
+        .flat_map(|m| m.tasks)
+        .filter(|t| filter.selects(t))
+        .collect())
+}

@@ -1,0 +1,171 @@
+//! Scheduling a run: tasks start in manifest order, up to `jobs` at a time; tasks that work
+//! in place on the same folder never overlap; a panic in one task is reported as that task's
+//! `error` and the rest go on; after an interrupt no task starts and running ones end as
+//! `cancelled`. Every task gets exactly one `task.finished`.
+
+use super::plan::{Plan, PlannedTask};
+use super::task::{self, Shared};
+use crate::events::{Emitter, EventKind, RunTotals, Status, TaskError, TaskOutcome};
+use crate::exit_codes;
+use crate::llm::{ErrorKind, Usage};
+use crate::manifest::Isolation;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use tokio::sync::{Mutex, Semaphore};
+
+/// How to schedule.
+#[derive(Debug, Clone)]
+pub struct Schedule {
+    /// Tasks at once (≥ 1).
+    pub jobs: usize,
+    /// Skip the remaining tasks after one does not pass.
+    pub fail_fast: bool,
+    /// `K/N` when sharded, for `run.started`.
+    pub shard: Option<String>,
+}
+
+/// Runs every task of `plan` and returns the totals (also emitted as `run.finished`).
+pub async fn run(plan: Plan, shared: Arc<Shared>, emitter: Emitter, schedule: Schedule) -> RunTotals {
+    let started = Instant::now();
+    emitter.emit(EventKind::RunStarted {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        manifests: plan.manifests.iter().map(|p| p.display().to_string()).collect(),
+        task_count: plan.tasks.len(),
+        shard: schedule.shard.clone(),
+        jobs: schedule.jobs,
+    });
+    let slots = Arc::new(Semaphore::new(schedule.jobs.max(1)));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut folder_locks: HashMap<PathBuf, Arc<Mutex<()>>> = HashMap::new();
+    let mut handles = Vec::with_capacity(plan.tasks.len());
+    for planned in plan.tasks {
+        let planned = Arc::new(planned);
+        let folder_lock = (planned.isolation == Isolation::None).then(|| {
+            let key = planned.repo.canonicalize().unwrap_or_else(|_| planned.repo.clone());
+            folder_locks.entry(key).or_default().clone()
+        });
+        let permit = tokio::select! {
+            permit = slots.clone().acquire_owned() => permit.ok(),
+            _ = wait_cancelled(&shared) => None,
+        };
+        let not_started = if *shared.cancel.borrow() || permit.is_none() {
+            Some((Status::Cancelled, "not started: the run was interrupted"))
+        } else if stop.load(Ordering::SeqCst) {
+            Some((Status::Skipped, "not started: an earlier task did not pass (--fail-fast)"))
+        } else {
+            None
+        };
+        if let Some((status, why)) = not_started {
+            handles.push(tokio::spawn(std::future::ready(unstarted(&planned, status, why, &emitter))));
+            continue;
+        }
+        let (shared, emitter, stop) = (shared.clone(), emitter.clone(), stop.clone());
+        let fail_fast = schedule.fail_fast;
+        handles.push(tokio::spawn(async move {
+            let _permit = permit;
+            let _folder = match &folder_lock {
+                Some(lock) => Some(lock.lock().await),
+                None => None,
+            };
+            let inner = planned.clone();
+            let (shared2, emitter2) = (shared.clone(), emitter.clone());
+            let result = tokio::spawn(async move { task::run(&inner, &shared2, &emitter2).await }).await;
+            let outcome = match result {
+                Ok(outcome) => outcome,
+                Err(e) => panicked(&planned, e, &emitter),
+            };
+            if fail_fast && !outcome.status.is_pass() {
+                stop.store(true, Ordering::SeqCst);
+            }
+            outcome
+        }));
+    }
+    let mut outcomes = Vec::with_capacity(handles.len());
+    for handle in handles {
+        if let Ok(outcome) = handle.await {
+            outcomes.push(outcome);
+        }
+    }
+    let totals = totals(&outcomes, started.elapsed());
+    emitter.emit(EventKind::RunFinished(totals.clone()));
+    totals
+}
+
+async fn wait_cancelled(shared: &Shared) {
+    let mut cancel = shared.cancel.clone();
+    let _ = cancel.wait_for(|c| *c).await;
+}
+
+/// The outcome of a task that never started.
+fn unstarted(planned: &PlannedTask, status: Status, why: &str, emitter: &Emitter) -> TaskOutcome {
+    let outcome = TaskOutcome {
+        error: Some(TaskError { kind: ErrorKind::Internal, message: why.to_string(), http_status: None }),
+        ..blank(planned, status)
+    };
+    emitter.task(&planned.task.id, 1).emit(EventKind::TaskFinished(Box::new(outcome.clone())));
+    outcome
+}
+
+/// The outcome of a task whose code panicked: reported, never lost.
+fn panicked(planned: &PlannedTask, error: tokio::task::JoinError, emitter: &Emitter) -> TaskOutcome {
+    let message = match error.try_into_panic() {
+        Ok(payload) => payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into()),
+        Err(e) => e.to_string(),
+    };
+    let outcome = TaskOutcome {
+        error: Some(TaskError { kind: ErrorKind::Internal, message: format!("dracode bug: the task panicked: {message}"), http_status: None }),
+        ..blank(planned, Status::Error)
+    };
+    emitter.task(&planned.task.id, 1).emit(EventKind::TaskFinished(Box::new(outcome.clone())));
+    outcome
+}
+
+fn blank(planned: &PlannedTask, status: Status) -> TaskOutcome {
+    TaskOutcome {
+        task_id: planned.task.id.clone(),
+        manifest: planned.task.manifest.clone(),
+        index: planned.task.index,
+        status,
+        num_turns: 0,
+        duration: Duration::ZERO,
+        usage: Usage::default(),
+        cost_usd: None,
+        result: None,
+        files_changed: Vec::new(),
+        diff: None,
+        check: None,
+        error: None,
+        attempts: 0,
+        flaky: false,
+        provider: planned.provider.name.clone(),
+        model: planned.provider.model.clone().unwrap_or_default(),
+        transcript: None,
+    }
+}
+
+/// Counts, sums and the exit code of a set of outcomes.
+pub fn totals(outcomes: &[TaskOutcome], duration: Duration) -> RunTotals {
+    let mut counts = Status::ALL.iter().map(|s| (*s, 0)).collect::<std::collections::BTreeMap<_, _>>();
+    for o in outcomes {
+        *counts.entry(o.status).or_default() += 1;
+    }
+    let cost_usd = outcomes
+        .iter()
+        .filter(|o| o.usage.requests > 0)
+        .try_fold(0.0, |sum, o| o.cost_usd.map(|c| sum + c));
+    let all_passed = outcomes.iter().all(|o| o.status.is_pass());
+    RunTotals {
+        counts,
+        usage: outcomes.iter().map(|o| o.usage).sum(),
+        cost_usd,
+        duration,
+        exit_code: if all_passed { exit_codes::OK } else { exit_codes::TASKS_FAILED },
+    }
+}

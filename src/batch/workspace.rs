@@ -1,0 +1,148 @@
+//! Where a task works: its workspace per isolation mode, and the changes it made there.
+//!
+//! - `none`: the repository folder itself (tasks on the same folder never overlap);
+//! - `copy`: a temporary copy of the folder (.gitignore honoured, `.git` left out) with a
+//!   baseline commit of its own, so any folder — git or not — yields a patch.
+//!
+//! In both, the diff is taken between a snapshot before the agent and one after
+//! ([`super::snapshot`]), so changes already present are not blamed on the task.
+
+use super::snapshot::{self, Changes};
+use crate::manifest::Isolation;
+use git2::{Oid, Repository};
+use std::path::{Path, PathBuf};
+
+/// A prepared workspace.
+pub struct Workspace {
+    /// The workspace root (the sandbox for tools).
+    pub root: PathBuf,
+    /// Where tools run: `root` joined with the task's `workdir`.
+    pub workdir: PathBuf,
+    /// The commit the workspace started from, in a git repository.
+    pub base_commit: Option<String>,
+    repo: Option<Repository>,
+    baseline: Option<Oid>,
+    _temp: Option<tempfile::TempDir>,
+}
+
+/// A workspace that could not be prepared.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkspaceError {
+    /// The repository folder is missing or unreadable.
+    #[error("repo {path}: {source}")]
+    Io {
+        /// The folder.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// git failed.
+    #[error("git: {0}")]
+    Git(#[from] git2::Error),
+    /// The isolation mode is not available in this build.
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+impl Workspace {
+    /// Prepares `repo` for a task with `isolation`; `workdir` is relative to the root.
+    pub fn prepare(repo: &Path, isolation: Isolation, workdir: Option<&Path>) -> Result<Workspace, WorkspaceError> {
+        let io = |source| WorkspaceError::Io { path: repo.to_path_buf(), source };
+        let source = repo.canonicalize().map_err(io)?;
+        let mut ws = match isolation {
+            Isolation::None => {
+                let repo = Repository::open(&source).ok().filter(|r| r.workdir() == Some(source.as_path()));
+                let baseline = repo.as_ref().map(snapshot::snapshot).transpose()?;
+                let base_commit = repo.as_ref().and_then(|r| r.head().ok()?.target()).map(|o| o.to_string());
+                Workspace { root: source.clone(), workdir: source, base_commit, repo, baseline, _temp: None }
+            }
+            Isolation::Copy => {
+                let temp = tempfile::Builder::new().prefix("dracode-ws-").tempdir().map_err(io)?;
+                copy_tree(&source, temp.path()).map_err(io)?;
+                let root = temp.path().canonicalize().map_err(io)?;
+                let (repo, baseline) = snapshot::init_baseline(&root)?;
+                let base_commit = Repository::open(&source).ok().and_then(|r| r.head().ok()?.target()).map(|o| o.to_string());
+                Workspace { root: root.clone(), workdir: root, base_commit, repo: Some(repo), baseline: Some(baseline), _temp: Some(temp) }
+            }
+            Isolation::Worktree => {
+                return Err(WorkspaceError::Unsupported(
+                    "isolation \"worktree\" is not built yet; use \"copy\" or \"none\"".into(),
+                ));
+            }
+        };
+        if let Some(dir) = workdir {
+            ws.workdir = ws.root.join(dir);
+            std::fs::create_dir_all(&ws.workdir).map_err(io)?;
+        }
+        Ok(ws)
+    }
+
+    /// What changed since the workspace was prepared; `None` when nothing did or the folder is
+    /// not a git repository (`none` isolation outside git cannot tell).
+    pub fn changes(&self) -> Result<Option<Changes>, git2::Error> {
+        match (&self.repo, self.baseline) {
+            (Some(repo), Some(before)) => {
+                let after = snapshot::snapshot(repo)?;
+                snapshot::changes(repo, before, after, None)
+            }
+            _ => Ok(None),
+        }
+    }
+}
+
+/// Copies the files of `from` into `to`, honouring .gitignore and leaving `.git` out.
+fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    let walker = ignore::WalkBuilder::new(from).hidden(false).git_ignore(true).require_git(false).build();
+    for entry in walker {
+        let entry = entry.map_err(std::io::Error::other)?;
+        let rel = entry.path().strip_prefix(from).map_err(std::io::Error::other)?;
+        if rel.as_os_str().is_empty() || rel.starts_with(".git") {
+            continue;
+        }
+        let target = to.join(rel);
+        let kind = entry.file_type();
+        if kind.is_some_and(|k| k.is_dir()) {
+            std::fs::create_dir_all(&target)?;
+        } else if kind.is_some_and(|k| k.is_symlink()) {
+            let link = std::fs::read_link(entry.path())?;
+            std::os::unix::fs::symlink(link, &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copy_leaves_the_source_untouched_and_reports_changes() {
+        let src = tempfile::tempdir().unwrap();
+        std::fs::write(src.path().join("a.txt"), "1\n").unwrap();
+        std::fs::write(src.path().join(".gitignore"), "target/\n").unwrap();
+        std::fs::create_dir(src.path().join("target")).unwrap();
+        std::fs::write(src.path().join("target/big"), "x").unwrap();
+        let ws = Workspace::prepare(src.path(), Isolation::Copy, None).unwrap();
+        assert!(!ws.root.join("target").exists(), "ignored files are not copied");
+        assert_eq!(ws.changes().unwrap(), None);
+        std::fs::write(ws.root.join("a.txt"), "2\n").unwrap();
+        let changes = ws.changes().unwrap().unwrap();
+        assert_eq!(changes.files, ["a.txt"]);
+        assert_eq!(std::fs::read_to_string(src.path().join("a.txt")).unwrap(), "1\n");
+        let root = ws.root.clone();
+        drop(ws);
+        assert!(!root.exists(), "the copy is removed");
+    }
+
+    #[test]
+    fn none_outside_git_works_but_reports_no_diff() {
+        let src = tempfile::tempdir().unwrap();
+        let ws = Workspace::prepare(src.path(), Isolation::None, Some(Path::new("sub"))).unwrap();
+        assert!(ws.workdir.ends_with("sub"));
+        std::fs::write(ws.root.join("x"), "1").unwrap();
+        assert_eq!(ws.changes().unwrap(), None);
+    }
+}

@@ -1,0 +1,186 @@
+//! Configuration layering (INTERFACE.md §3), lowest to highest: built-in defaults →
+//! `dracode.toml` (or `$DRACODE_CONFIG`, or `--config`) → `dracode.local.toml` → `DRACODE_*`
+//! environment (nested with `__`) → manifest `[defaults]` → task fields → command-line flags.
+//! This module owns the first four; [`crate::manifest`] and [`crate::cli`] add the rest.
+
+mod expand;
+mod provider;
+
+pub use expand::expand_vars;
+pub use provider::ProviderSettings;
+
+use crate::llm::preset::{ProviderType, ResolvedProvider};
+use crate::llm::prices::Price;
+use crate::manifest::TaskFields;
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The default config file, looked up in the current directory.
+pub const CONFIG_FILE: &str = "dracode.toml";
+/// The personal, gitignored overlay.
+pub const LOCAL_CONFIG_FILE: &str = "dracode.local.toml";
+/// `DRACODE_*` variables that are not config keys.
+const NOT_CONFIG_ENV: &[&str] = &["CONFIG", "SHARD", "SHARD_COUNT", "LOG"];
+
+/// Everything read from config files and the environment.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// The provider used when a task names none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// Named providers.
+    #[serde(default)]
+    pub providers: BTreeMap<String, ProviderSettings>,
+    /// Prices per million tokens, by model; override the built-in table.
+    #[serde(default)]
+    pub prices: BTreeMap<String, Price>,
+    /// Task defaults below the manifest's own `[defaults]`.
+    #[serde(default)]
+    pub defaults: TaskFields,
+}
+
+/// A config that could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// `--config FILE` (or `$DRACODE_CONFIG`) does not exist.
+    #[error("config file {0} does not exist")]
+    Missing(PathBuf),
+    /// A file or variable did not parse or has an unknown key.
+    #[error("{0}")]
+    Invalid(#[from] Box<figment::Error>),
+    /// A provider name is neither configured nor a type.
+    #[error("{0}")]
+    UnknownProvider(String),
+}
+
+impl Config {
+    /// Loads the layers from `dir` (the current directory), with `explicit` (from `--config`)
+    /// replacing `dracode.toml`, and `env` as the process environment.
+    pub fn load(
+        dir: &Path,
+        explicit: Option<&Path>,
+        env: &BTreeMap<String, String>,
+    ) -> Result<Config, ConfigError> {
+        let main = match explicit.map(Path::to_path_buf).or_else(|| env.get("DRACODE_CONFIG").map(PathBuf::from)) {
+            Some(path) if !path.is_file() => return Err(ConfigError::Missing(path)),
+            Some(path) => path,
+            None => dir.join(CONFIG_FILE),
+        };
+        let env_layer = Env::prefixed("DRACODE_")
+            .filter(|key| !NOT_CONFIG_ENV.iter().any(|n| key.as_str().eq_ignore_ascii_case(n)))
+            .split("__");
+        let figment = Figment::from(Serialized::defaults(Config::default()))
+            .merge(Toml::file(&main))
+            .merge(Toml::file(dir.join(LOCAL_CONFIG_FILE)))
+            .merge(env_layer);
+        let mut config: Config = figment.extract().map_err(|e| ConfigError::Invalid(Box::new(e)))?;
+        config.expand(env);
+        Ok(config)
+    }
+
+    /// Expands `${VAR}` in every string a user may template.
+    fn expand(&mut self, env: &BTreeMap<String, String>) {
+        for settings in self.providers.values_mut() {
+            settings.expand(env);
+        }
+    }
+
+    /// The provider to use for a task: `cli` (the `--provider` flag) wins over the task's, which
+    /// wins over the config's default; with none at all, `openai`.
+    pub fn provider_name<'a>(&'a self, cli: Option<&'a str>, task: Option<&'a str>) -> &'a str {
+        cli.or(task).or(self.provider.as_deref()).unwrap_or("openai")
+    }
+
+    /// Resolves provider `name` with every default filled in from its type and environment.
+    pub fn resolve_provider(
+        &self,
+        name: &str,
+        model: Option<&str>,
+        env: &BTreeMap<String, String>,
+    ) -> Result<ResolvedProvider, ConfigError> {
+        let settings = self.providers.get(name);
+        let kind = settings.and_then(|s| s.kind).or_else(|| ProviderType::from_name(name)).ok_or_else(|| {
+            let mut known: Vec<&str> = self.providers.keys().map(String::as_str).collect();
+            known.extend(ProviderType::ALL.iter().map(|t| t.as_str()));
+            ConfigError::UnknownProvider(format!(
+                "unknown provider {name:?}{}: configure [providers.{name}] with a `type`, or use one of: {}",
+                crate::manifest::did_you_mean(name, &known),
+                known.join(", ")
+            ))
+        })?;
+        let empty = ProviderSettings::default();
+        Ok(provider::resolve(name, kind, settings.unwrap_or(&empty), model, env))
+    }
+
+    /// Every provider worth listing: the configured ones, then each type not configured by name.
+    pub fn provider_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.providers.keys().cloned().collect();
+        for kind in ProviderType::ALL {
+            if !self.providers.contains_key(kind.as_str()) {
+                names.push(kind.as_str().to_string());
+            }
+        }
+        names
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn a_type_name_works_with_no_table() {
+        let config = Config::default();
+        let p = config.resolve_provider("openai", None, &env(&[("OPENAI_API_KEY", "sk-abc")])).unwrap();
+        assert_eq!(p.kind, ProviderType::Openai);
+        assert_eq!(p.base_url.as_deref(), Some("https://api.openai.com/v1"));
+        assert_eq!(p.api_key.as_deref(), Some("sk-abc"));
+        assert!(p.not_configured_reason().is_none());
+        let bare = config.resolve_provider("openai", None, &env(&[])).unwrap();
+        assert!(bare.not_configured_reason().unwrap().contains("OPENAI_API_KEY"));
+    }
+
+    #[test]
+    fn files_layer_and_local_overrides_and_vars_expand() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join(CONFIG_FILE),
+            "provider = \"local\"\n[providers.local]\ntype = \"llamacpp\"\nmodel = \"m1\"\napi_key = \"${MY_KEY}\"\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join(LOCAL_CONFIG_FILE), "[providers.local]\nmodel = \"m2\"\n").unwrap();
+        let vars = env(&[("MY_KEY", "secret-value-1")]);
+        let config = Config::load(dir.path(), None, &vars).unwrap();
+        assert_eq!(config.provider_name(None, None), "local");
+        let p = config.resolve_provider("local", None, &vars).unwrap();
+        assert_eq!(p.model.as_deref(), Some("m2"));
+        assert_eq!(p.api_key.as_deref(), Some("secret-value-1"));
+        assert_eq!(p.base_url.as_deref(), Some("http://127.0.0.1:8080/v1"));
+        let p = config.resolve_provider("local", Some("m3"), &vars).unwrap();
+        assert_eq!(p.model.as_deref(), Some("m3"));
+    }
+
+    #[test]
+    fn unknown_keys_and_missing_explicit_file_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(CONFIG_FILE), "[providers.x]\ntype = \"openai\"\nmodle = \"m\"\n").unwrap();
+        let err = Config::load(dir.path(), None, &env(&[])).unwrap_err().to_string();
+        assert!(err.contains("modle"), "{err}");
+        let err = Config::load(dir.path(), Some(Path::new("/nonexistent/dracode.toml")), &env(&[])).unwrap_err();
+        assert!(matches!(err, ConfigError::Missing(_)));
+    }
+
+    #[test]
+    fn unknown_provider_suggests_a_name() {
+        let err = Config::default().resolve_provider("opnai", None, &env(&[])).unwrap_err().to_string();
+        assert!(err.contains("did you mean \"openai\""), "{err}");
+    }
+}

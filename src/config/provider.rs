@@ -1,0 +1,91 @@
+//! One `[providers.NAME]` table and how it resolves against its type's defaults.
+
+use super::expand_vars;
+use crate::llm::preset::{ProviderType, ResolvedProvider};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Default per-request HTTP timeout.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// A provider as written in config. Every field is optional; the type's defaults fill the gaps.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderSettings {
+    /// The provider type; defaults to the table's name when that names a type.
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    pub kind: Option<ProviderType>,
+    /// Model (Azure: deployment).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Endpoint; see the provider table in the README for what it includes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// Key; `${VAR}` expands. Defaults to the type's conventional variable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_key: Option<String>,
+    /// Per-request timeout, e.g. `120s`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+    /// Output token limit per call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// Extra HTTP headers; values expand `${VAR}`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// Azure `api-version`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+}
+
+impl ProviderSettings {
+    /// Expands `${VAR}` in the templated fields.
+    pub(super) fn expand(&mut self, env: &BTreeMap<String, String>) {
+        for field in [&mut self.model, &mut self.base_url, &mut self.api_key, &mut self.api_version] {
+            if let Some(value) = field {
+                *value = expand_vars(value, env);
+            }
+        }
+        for value in self.headers.values_mut() {
+            *value = expand_vars(value, env);
+        }
+    }
+}
+
+/// Fills `settings` in from `kind`'s preset and the environment.
+pub(super) fn resolve(
+    name: &str,
+    kind: ProviderType,
+    settings: &ProviderSettings,
+    model: Option<&str>,
+    env: &BTreeMap<String, String>,
+) -> ResolvedProvider {
+    let preset = kind.preset();
+    let from_env = |var: Option<&str>| var.and_then(|v| env.get(v)).filter(|v| !v.is_empty()).cloned();
+    let non_empty = |v: &Option<String>| v.clone().filter(|v| !v.is_empty());
+    ResolvedProvider {
+        name: name.to_string(),
+        kind,
+        model: model
+            .map(str::to_string)
+            .or_else(|| non_empty(&settings.model))
+            .or_else(|| preset.default_model.map(str::to_string)),
+        base_url: non_empty(&settings.base_url)
+            .or_else(|| from_env(preset.base_url_env))
+            .or_else(|| preset.base_url.map(str::to_string)),
+        api_key: match &settings.api_key {
+            Some(key) => Some(key.clone()).filter(|k| !k.is_empty()),
+            None => from_env(preset.key_env),
+        },
+        timeout: settings
+            .timeout
+            .as_deref()
+            .and_then(|t| crate::duration::parse(t).ok())
+            .unwrap_or(DEFAULT_TIMEOUT),
+        max_tokens: settings.max_tokens,
+        headers: settings.headers.clone(),
+        api_version: settings.api_version.clone(),
+        replay_path: None,
+    }
+}

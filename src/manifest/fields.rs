@@ -1,0 +1,136 @@
+//! The fields a task (or `[defaults]`) may set. Every field is optional so that layers —
+//! config defaults, manifest defaults, the task, the command line — overlay one another.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// How a task's workspace is made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Isolation {
+    /// A fresh git worktree of `repo` at `base`.
+    Worktree,
+    /// A temporary copy of `repo` (honouring .gitignore).
+    Copy,
+    /// In place, in `repo`.
+    None,
+}
+
+impl Isolation {
+    /// The lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Isolation::Worktree => "worktree",
+            Isolation::Copy => "copy",
+            Isolation::None => "none",
+        }
+    }
+}
+
+/// Every setting of a task. In `[defaults]` all but `id`, `prompt` and `prompt_file` apply to
+/// every task; a task's own value wins.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TaskFields {
+    /// Unique id, `[A-Za-z0-9._-]+`; the JUnit testcase name and artifact file name.
+    pub id: Option<String>,
+    /// What the agent is asked to do.
+    pub prompt: Option<String>,
+    /// A file holding the prompt, relative to the manifest.
+    pub prompt_file: Option<PathBuf>,
+    /// Provider name (a `[providers.NAME]` table, or a type such as `openai`).
+    pub provider: Option<String>,
+    /// Model, overriding the provider's.
+    pub model: Option<String>,
+    /// LLM calls allowed before the task ends as `max_iterations` (default 10).
+    pub max_iterations: Option<u32>,
+    /// Wall-clock limit for the task, e.g. `10m`.
+    pub timeout: Option<String>,
+    /// No event for this long ends the task as `stalled`.
+    pub idle_timeout: Option<String>,
+    /// Attempts after the first for `error`/`timeout`/`failed`.
+    pub retries: Option<u32>,
+    /// `worktree`, `copy` or `none`.
+    pub isolation: Option<Isolation>,
+    /// The folder (git repository) the task works on, relative to the manifest.
+    pub repo: Option<PathBuf>,
+    /// The commit-ish a worktree starts at.
+    pub base: Option<String>,
+    /// Where tools run, relative to the workspace root.
+    pub workdir: Option<PathBuf>,
+    /// The tools offered to the agent.
+    pub tools: Option<Vec<String>>,
+    /// A command run after the agent; the task passes only if it exits 0.
+    pub check: Option<String>,
+    /// Also run `check` before the agent, to record red-to-green.
+    pub check_before: Option<bool>,
+    /// Time limit of the check command (default 10m).
+    pub check_timeout: Option<String>,
+    /// Fail the task when the agent changed no file.
+    pub require_change: Option<bool>,
+    /// Labels for `--filter tag:NAME`.
+    pub tags: Option<Vec<String>>,
+    /// Canned answers for `ask_user`, by question (`"*"` answers any).
+    pub answers: Option<BTreeMap<String, String>>,
+    /// For the `replay` provider: a recording file, or a folder of `<id>.json` recordings.
+    pub replay: Option<PathBuf>,
+    /// Text appended to the system prompt.
+    pub system_prompt: Option<String>,
+    /// Output token limit per LLM call.
+    pub max_output_tokens: Option<u32>,
+    /// Token budget of the task.
+    pub max_tokens: Option<u64>,
+    /// Cost budget of the task in USD.
+    pub max_cost_usd: Option<f64>,
+}
+
+/// The names of [`TaskFields`], for did-you-mean suggestions.
+pub const FIELD_NAMES: &[&str] = &[
+    "id", "prompt", "prompt_file", "provider", "model", "max_iterations", "timeout", "idle_timeout",
+    "retries", "isolation", "repo", "base", "workdir", "tools", "check", "check_before",
+    "check_timeout", "require_change", "tags", "answers", "replay", "system_prompt",
+    "max_output_tokens", "max_tokens", "max_cost_usd",
+];
+
+macro_rules! overlay_fields {
+    ($base:ident, $top:ident; $($f:ident),*) => {
+        TaskFields { $($f: $top.$f.or($base.$f)),* }
+    };
+}
+
+impl TaskFields {
+    /// `self` with every field that `top` sets replaced by `top`'s value.
+    pub fn overlay(self, top: TaskFields) -> TaskFields {
+        let base = self;
+        overlay_fields!(base, top; id, prompt, prompt_file, provider, model, max_iterations, timeout,
+            idle_timeout, retries, isolation, repo, base, workdir, tools, check, check_before,
+            check_timeout, require_change, tags, answers, replay, system_prompt, max_output_tokens,
+            max_tokens, max_cost_usd)
+    }
+
+    /// True when the named field has a value.
+    pub fn is_set(&self, field: &str) -> bool {
+        serde_json::to_value(self).ok().and_then(|v| v.get(field).map(|v| !v.is_null())).unwrap_or(false)
+    }
+}
+
+/// The top level of a manifest file.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+pub struct ManifestFile {
+    /// Settings every task inherits.
+    #[serde(default)]
+    pub defaults: TaskFields,
+    /// The tasks, in run order.
+    #[serde(default)]
+    pub tasks: Vec<TaskFields>,
+}
+
+/// Makes the manifest-relative paths of `fields` absolute against `dir`.
+pub fn resolve_paths(mut fields: TaskFields, dir: &Path) -> TaskFields {
+    let abs = |p: Option<PathBuf>| p.map(|p| if p.is_absolute() { p } else { dir.join(p) });
+    fields.prompt_file = abs(fields.prompt_file);
+    fields.repo = abs(fields.repo);
+    fields.replay = abs(fields.replay);
+    fields
+}

@@ -1,0 +1,250 @@
+//! Finding where in a manifest's text a task or field is, so errors can say `file:line:col`.
+//!
+//! The typed data has no positions, so positions are recovered from the text: each format's
+//! task boundaries (`[[tasks]]` headers, YAML list items, JSON array objects) and then the
+//! field's key inside that task.
+
+use super::{Format, ManifestError};
+use super::fields::FIELD_NAMES;
+use serde_json::Value;
+use std::path::Path;
+
+/// Parses `text` into a neutral tree, or a syntax error with the format's own position.
+pub(super) fn parse_tree(path: &Path, text: &str, format: Format) -> Result<Value, ManifestError> {
+    let syntax = |position: Option<(usize, usize)>, message: String| ManifestError {
+        file: path.to_path_buf(),
+        position,
+        task: None,
+        field: None,
+        message: format!("syntax error: {message}"),
+    };
+    match format {
+        Format::Toml => toml::from_str::<Value>(text).map_err(|e| {
+            let position = e.span().map(|span| line_col(text, span.start));
+            syntax(position, e.message().trim().to_string())
+        }),
+        Format::Json => serde_json::from_str::<Value>(text)
+            .map_err(|e| syntax(Some((e.line(), e.column())), e.to_string())),
+        Format::Yaml => {
+            if text.trim().is_empty() {
+                return Ok(Value::Object(Default::default()));
+            }
+            // YAML 1.2 booleans only: `prompt: y` is the string "y", not `true`.
+            let options = serde_saphyr::options! { strict_booleans: true };
+            serde_saphyr::from_str_with_options::<Value>(text, options).map_err(|e| {
+                let position = e.location().map(|l| (l.line() as usize, l.column() as usize));
+                let message = e.to_string();
+                syntax(position, message.lines().next().unwrap_or_default().to_string())
+            })
+        }
+    }
+}
+
+/// 1-based line and column of byte `offset` in `text`.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, col)
+}
+
+/// Locates tasks and fields of one parsed manifest.
+pub(super) struct Locator<'a> {
+    /// The file.
+    pub path: &'a Path,
+    /// Its text.
+    pub text: &'a str,
+    /// Its format.
+    pub format: Format,
+    /// Its neutral tree.
+    pub tree: &'a Value,
+}
+
+/// A key path such as `tasks[1].promt` or `tasks.1.promt`, split into segments.
+fn segments(key: &str) -> Vec<&str> {
+    key.split(['.', '[', ']']).filter(|s| !s.is_empty() && *s != "?").collect()
+}
+
+impl Locator<'_> {
+    /// An error for an unknown key, with a did-you-mean among the field names.
+    pub fn unknown_field(&self, key: &str) -> ManifestError {
+        let segs = segments(key);
+        let name = segs.last().copied().unwrap_or(key);
+        let hint = if segs.len() <= 1 {
+            super::did_you_mean(name, &["defaults", "tasks"])
+        } else {
+            super::did_you_mean(name, FIELD_NAMES)
+        };
+        let mut error = self.at_key(key, format!("unknown field {name:?}{hint}"));
+        error.message = format!("unknown field {name:?}{hint}");
+        error
+    }
+
+    /// An error about the value at `key` (a serde path).
+    pub fn at_key(&self, key: &str, message: String) -> ManifestError {
+        let segs = segments(key);
+        match segs.as_slice() {
+            ["tasks", index, field, ..] => {
+                if let Ok(i) = index.parse::<usize>() {
+                    return self.task_error(i, &self.label(i), field, message);
+                }
+            }
+            ["tasks", index] => {
+                if let Ok(i) = index.parse::<usize>() {
+                    let position = self.task_start(i).map(|o| line_col(self.text, o));
+                    return ManifestError { position, ..self.plain(Some(self.label(i)), None, message) };
+                }
+            }
+            ["defaults", field, ..] => {
+                let start = self.defaults_start();
+                let position = start.and_then(|s| self.find_key(s, self.text.len(), field)).or(start);
+                let message = format!("[defaults] field {field:?}: {message}");
+                return ManifestError {
+                    position: position.map(|o| line_col(self.text, o)),
+                    ..self.plain(None, Some(field.to_string()), message)
+                };
+            }
+            _ => {}
+        }
+        let field = segs.first().map(|s| s.to_string());
+        let position = field.as_deref().and_then(|f| self.find_key(0, self.text.len(), f));
+        ManifestError { position: position.map(|o| line_col(self.text, o)), ..self.plain(None, field, message) }
+    }
+
+    /// An error about `field` of task number `i` (0-based), labelled `label`.
+    pub fn task_error(&self, i: usize, label: &str, field: &str, message: String) -> ManifestError {
+        let start = self.task_start(i);
+        let end = self.task_start(i + 1).unwrap_or(self.text.len());
+        let position = start.and_then(|s| self.find_key(s, end, field)).or(start);
+        let message = if message.contains(&format!("{field:?}")) || message.contains(&format!("`{field}`")) {
+            message
+        } else {
+            format!("field {field:?}: {message}")
+        };
+        ManifestError {
+            position: position.map(|o| line_col(self.text, o)),
+            ..self.plain(Some(label.to_string()), Some(field.to_string()), message)
+        }
+    }
+
+    fn plain(&self, task: Option<String>, field: Option<String>, message: String) -> ManifestError {
+        ManifestError { file: self.path.to_path_buf(), position: None, task, field, message }
+    }
+
+    /// Task `i`'s id, or `#N` (1-based) when it has none.
+    fn label(&self, i: usize) -> String {
+        self.tree
+            .get("tasks")
+            .and_then(|t| t.get(i))
+            .and_then(|t| t.get("id"))
+            .and_then(Value::as_str)
+            .map_or_else(|| format!("#{}", i + 1), str::to_string)
+    }
+
+    /// Byte offset where the `[defaults]` section begins.
+    fn defaults_start(&self) -> Option<usize> {
+        match self.format {
+            Format::Toml => line_offsets(self.text)
+                .find(|(_, line)| line.trim() == "[defaults]")
+                .map(|(o, line)| o + (line.len() - line.trim_start().len())),
+            Format::Yaml | Format::Json => self.find_key(0, self.text.len(), "defaults"),
+        }
+    }
+
+    /// Byte offset where task `i` begins.
+    fn task_start(&self, i: usize) -> Option<usize> {
+        match self.format {
+            Format::Toml => line_offsets(self.text)
+                .filter(|(_, line)| line.trim_start().starts_with("[[tasks]]"))
+                .nth(i)
+                .map(|(o, line)| o + (line.len() - line.trim_start().len())),
+            Format::Yaml => {
+                let tasks_line = self.find_key(0, self.text.len(), "tasks")?;
+                let mut indent = None;
+                line_offsets(self.text)
+                    .filter(|(o, _)| *o > tasks_line)
+                    .filter(|(_, line)| {
+                        let trimmed = line.trim_start();
+                        let this = line.len() - trimmed.len();
+                        let is_item = trimmed.starts_with("- ") || trimmed == "-";
+                        is_item && *indent.get_or_insert(this) == this
+                    })
+                    .nth(i)
+                    .map(|(o, line)| o + (line.len() - line.trim_start().len()))
+            }
+            Format::Json => json_task_starts(self.text).into_iter().nth(i),
+        }
+    }
+
+    /// Byte offset of `key` written as a key (`key =`, `key:`, `"key":`) in `text[start..end]`.
+    fn find_key(&self, start: usize, end: usize, key: &str) -> Option<usize> {
+        let region = &self.text[start..end.min(self.text.len())];
+        let quoted = format!("\"{key}\"");
+        let mut pos = 0;
+        while pos < region.len() {
+            let rest = &region[pos..];
+            let (hit, len) = match (rest.find(key), rest.find(&quoted)) {
+                (Some(a), Some(b)) if b < a => (b, quoted.len()),
+                (Some(a), _) => (a, key.len()),
+                (None, Some(b)) => (b, quoted.len()),
+                (None, None) => return None,
+            };
+            let abs = pos + hit;
+            let before = region[..abs].chars().next_back();
+            let after = region[abs + len..].trim_start_matches([' ', '\t']).chars().next();
+            let key_like = before.is_none_or(|c| !(c.is_alphanumeric() || c == '_'))
+                && matches!(after, Some('=' | ':'));
+            if key_like {
+                return Some(start + abs);
+            }
+            pos = abs + len;
+        }
+        None
+    }
+}
+
+/// Each line's byte offset and text.
+fn line_offsets(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    let mut offset = 0;
+    text.split_inclusive('\n').map(move |line| {
+        let start = offset;
+        offset += line.len();
+        (start, line.trim_end_matches(['\n', '\r']))
+    })
+}
+
+/// Offsets of the objects directly inside the top-level `"tasks"` array of a JSON document.
+fn json_task_starts(text: &str) -> Vec<usize> {
+    let Some(key) = text.find("\"tasks\"") else { return Vec::new() };
+    let Some(open) = text[key..].find('[').map(|o| key + o) else { return Vec::new() };
+    let mut starts = Vec::new();
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for (i, c) in text[open..].char_indices() {
+        if in_string {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            '[' | '{' => {
+                if depth == 1 && c == '{' {
+                    starts.push(open + i);
+                }
+                depth += 1;
+            }
+            ']' | '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    starts
+}

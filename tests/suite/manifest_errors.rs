@@ -1,0 +1,55 @@
+//! Bad input: a clear message naming file, line, task and field, exit code 2, nothing run.
+
+use crate::support::cli::{crate_root, dracode};
+
+#[test]
+fn a_typo_in_a_manifest_is_exit_2_with_file_line_task_field_and_suggestion() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tmp.path().join("tasks.toml"),
+        "[[tasks]]\nid = \"ok\"\nprompt = \"x\"\n\n[[tasks]]\nid = \"docs\"\npromt = \"y\"\n",
+    )
+    .unwrap();
+    let output = dracode(tmp.path()).args(["run", "tasks.toml"]).assert().code(2).get_output().clone();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("tasks.toml:7:1: task \"docs\": unknown field \"promt\" (did you mean \"prompt\"?)"),
+        "{stderr}"
+    );
+    assert!(!tmp.path().join("dracode-out").exists(), "nothing was run or written");
+
+    let output = dracode(tmp.path()).args(["validate", "tasks.toml"]).assert().code(2).get_output().clone();
+    assert!(String::from_utf8_lossy(&output.stderr).contains("did you mean \"prompt\""));
+}
+
+#[test]
+fn validate_accepts_the_example_and_list_prints_ids() {
+    let tmp = tempfile::tempdir().unwrap();
+    let manifest = crate_root().join("examples/quickstart.toml");
+    dracode(tmp.path()).arg("validate").arg(&manifest).assert().success();
+    let out = dracode(tmp.path()).arg("list").arg(&manifest).args(["--filter", "tag:docs"]).assert().success().get_output().stdout.clone();
+    assert_eq!(String::from_utf8(out).unwrap(), "add-readme\n");
+}
+
+#[test]
+fn unknown_provider_and_missing_config_are_usage_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("t.yaml"), "tasks:\n  - id: a\n    prompt: x\n    provider: opnai\n").unwrap();
+    let output = dracode(tmp.path()).args(["run", "t.yaml"]).assert().code(2).get_output().clone();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("task \"a\"") && stderr.contains("did you mean \"openai\""), "{stderr}");
+    dracode(tmp.path()).args(["run", "t.yaml", "--config", "nope.toml"]).assert().code(2);
+    dracode(tmp.path()).args(["run"]).assert().code(2);
+}
+
+#[test]
+fn schema_commands_print_json_schemas() {
+    let tmp = tempfile::tempdir().unwrap();
+    for which in ["manifest", "events"] {
+        let out = dracode(tmp.path()).args(["schema", which]).assert().success().get_output().stdout.clone();
+        let schema: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert!(schema.is_object(), "{which}");
+    }
+    let out = dracode(tmp.path()).args(["schema", "manifest"]).assert().success().get_output().stdout.clone();
+    assert!(String::from_utf8_lossy(&out).contains("prompt_file"));
+}

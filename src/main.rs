@@ -1,1 +1,243 @@
-fn main() {}
+//! The `dracode` binary: parse the command line, run, map the result to an exit code.
+
+use anyhow::Context;
+use clap::Parser;
+use dracode::batch::{plan, runner, task::Shared};
+use dracode::cli::{Cli, Command, ListFormat, RunArgs, SchemaKind};
+use dracode::config::Config;
+use dracode::events::{Emitter, EventBus, Reporter};
+use dracode::exit_codes;
+use dracode::report::{self, jsonl::JsonlReporter, progress::{ProgressReporter, Verbosity}};
+use dracode::secrets::{self, Redactor};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    let code = match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            exit_codes::USAGE
+        }
+    };
+    ExitCode::from(code as u8)
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("DRACODE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).without_time().try_init();
+}
+
+fn env_map() -> BTreeMap<String, String> {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect()
+}
+
+fn run(cli: Cli) -> anyhow::Result<i32> {
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    let env = env_map();
+    match cli.command {
+        Command::Run(args) => run_batch(args, &cwd, env),
+        Command::Validate { manifests, config } => {
+            let config = match Config::load(&cwd, config.as_deref(), &env) {
+                Ok(c) => c,
+                Err(e) => return usage_error(&e),
+            };
+            match dracode::manifest::load_all(&manifests, &config.defaults) {
+                Ok(loaded) => {
+                    let n: usize = loaded.iter().map(|m| m.tasks.len()).sum();
+                    println!("ok: {} manifest(s), {n} task(s)", loaded.len());
+                    Ok(exit_codes::OK)
+                }
+                Err(e) => usage_error(&e),
+            }
+        }
+        Command::List { manifests, filter, format, config } => {
+            let tasks = match plan::list(&manifests, &filter, &cwd, config.as_deref(), &env) {
+                Ok(t) => t,
+                Err(e) => return usage_error(&e),
+            };
+            let mut out = std::io::stdout().lock();
+            for task in tasks {
+                match format {
+                    ListFormat::Text => writeln!(out, "{}", task.id)?,
+                    ListFormat::Json => writeln!(
+                        out,
+                        "{}",
+                        serde_json::json!({
+                            "id": task.id,
+                            "manifest": task.manifest,
+                            "tags": task.fields.tags.unwrap_or_default(),
+                            "provider": task.fields.provider,
+                            "model": task.fields.model,
+                        })
+                    )?,
+                }
+            }
+            Ok(exit_codes::OK)
+        }
+        Command::Tools { format } => {
+            let specs = dracode::tools::Registry::all().specs();
+            let rendered = dracode::tools::render::render(&specs, format);
+            println!("{}", serde_json::to_string_pretty(&rendered)?);
+            Ok(exit_codes::OK)
+        }
+        Command::Providers { config } => {
+            let config = match Config::load(&cwd, config.as_deref(), &env) {
+                Ok(c) => c,
+                Err(e) => return usage_error(&e),
+            };
+            println!("{:<12} {:<10} {:<24} {:<44} STATUS", "NAME", "TYPE", "MODEL", "ENDPOINT");
+            for name in config.provider_names() {
+                let Ok(p) = config.resolve_provider(&name, None, &env) else { continue };
+                let status = match p.not_configured_reason() {
+                    None => "configured".to_string(),
+                    Some(why) => format!("not configured: {why}"),
+                };
+                println!(
+                    "{:<12} {:<10} {:<24} {:<44} {status}",
+                    name,
+                    p.kind.as_str(),
+                    p.model.as_deref().unwrap_or("-"),
+                    p.base_url.as_deref().unwrap_or("-"),
+                );
+            }
+            Ok(exit_codes::OK)
+        }
+        Command::Schema { which } => {
+            let schema = match which {
+                SchemaKind::Manifest => dracode::manifest::json_schema(),
+                SchemaKind::Events => report::wire::events_schema(),
+            };
+            println!("{}", serde_json::to_string_pretty(&schema)?);
+            Ok(exit_codes::OK)
+        }
+    }
+}
+
+/// Prints an input error and returns exit code 2.
+fn usage_error(e: &dyn std::fmt::Display) -> anyhow::Result<i32> {
+    for line in e.to_string().lines() {
+        eprintln!("error: {line}");
+    }
+    Ok(exit_codes::USAGE)
+}
+
+fn run_batch(args: RunArgs, cwd: &Path, env: BTreeMap<String, String>) -> anyhow::Result<i32> {
+    let plan = match plan::plan(&args, cwd, &env) {
+        Ok(plan) => plan,
+        Err(e) => return usage_error(&e),
+    };
+    for warning in &plan.warnings {
+        eprintln!("warning: {warning}");
+    }
+    if plan.tasks.is_empty() {
+        eprintln!("warning: no task selected (check --filter); nothing to run");
+    }
+    if args.dry_run {
+        for p in &plan.tasks {
+            let status = p.provider.not_configured_reason().map_or("ready".to_string(), |w| format!("not configured: {w}"));
+            println!(
+                "{}\tprovider={} model={} isolation={} repo={}\t{status}",
+                p.task.id,
+                p.provider.name,
+                p.provider.model.as_deref().unwrap_or("-"),
+                p.isolation.as_str(),
+                p.repo.display()
+            );
+        }
+        return Ok(exit_codes::OK);
+    }
+    let jobs = if args.jobs == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { args.jobs };
+    let redactor = Arc::new(Redactor::from_env(env.clone(), plan.secrets.clone()));
+    let run_id = run_id();
+    let mut reporters: Vec<Box<dyn Reporter>> = report::artifact_reporters(&args.out, &run_id, None, redactor.clone())
+        .with_context(|| format!("cannot write to {}", args.out.display()))?;
+    let verbosity = if args.quiet { Verbosity::Quiet } else if args.verbose { Verbosity::Verbose } else { Verbosity::Normal };
+    reporters.push(Box::new(ProgressReporter::new(Box::new(std::io::stderr()), verbosity, plan.tasks.len())));
+    if let Some(path) = &args.jsonl {
+        let writer: Box<dyn Write + Send> = if path.as_os_str() == "-" {
+            Box::new(std::io::stdout())
+        } else {
+            Box::new(std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?)
+        };
+        reporters.push(Box::new(JsonlReporter::new(writer, &run_id, None, redactor.clone())));
+    }
+    let bus = EventBus::new(reporters);
+    let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
+    let shared = Arc::new(Shared {
+        prices: plan.prices.clone(),
+        redactor,
+        http: Default::default(),
+        child_env: Arc::new(secrets::child_env(env.clone())),
+        record: args.record.clone(),
+        cancel: cancel_rx,
+    });
+    let schedule = runner::Schedule { jobs, fail_fast: args.fail_fast, shard: None };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(jobs.clamp(1, 4))
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let signal = Arc::new(AtomicI32::new(0));
+    let totals = runtime.block_on(async {
+        let watcher = tokio::spawn(watch_signals(cancel_tx, signal.clone()));
+        let totals = runner::run(plan, shared, Emitter::run(bus.clone()), schedule).await;
+        watcher.abort();
+        totals
+    });
+    let failures = bus.finish();
+    for failure in &failures {
+        eprintln!("error: writing artifacts: {failure}");
+    }
+    if let Ok(summary_path) = std::env::var("GITHUB_STEP_SUMMARY") {
+        append_step_summary(&args.out.join("summary.md"), Path::new(&summary_path));
+    }
+    Ok(match signal.load(Ordering::SeqCst) {
+        libc_sigint if libc_sigint == 2 => exit_codes::INTERRUPTED,
+        15 => exit_codes::TERMINATED,
+        _ if !failures.is_empty() => exit_codes::TASKS_FAILED,
+        _ => totals.exit_code,
+    })
+}
+
+/// Waits for SIGINT or SIGTERM (what GitHub Actions sends on cancel) and tells the run.
+async fn watch_signals(cancel: tokio::sync::watch::Sender<bool>, which: Arc<AtomicI32>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
+        return;
+    };
+    let number = tokio::select! {
+        _ = int.recv() => 2,
+        _ = term.recv() => 15,
+    };
+    which.store(number, Ordering::SeqCst);
+    eprintln!("dracode: interrupted; cancelling running tasks and writing results");
+    let _ = cancel.send(true);
+}
+
+/// Appends summary.md to the GitHub step summary; a failure here is only a warning.
+fn append_step_summary(summary: &Path, target: &Path) {
+    let result = std::fs::read_to_string(summary).and_then(|text| {
+        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(target)?;
+        file.write_all(text.as_bytes())
+    });
+    if let Err(e) = result {
+        tracing::warn!("cannot append to $GITHUB_STEP_SUMMARY: {e}");
+    }
+}
+
+/// A run id that sorts by time: `20261122T133207Z-1a2b`.
+fn run_id() -> String {
+    let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    let compact: String = now.chars().filter(|c| c.is_ascii_alphanumeric()).collect();
+    format!("{compact}-{:04x}", std::process::id() & 0xffff)
+}

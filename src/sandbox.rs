@@ -46,7 +46,11 @@ impl Sandbox {
     /// directory, symlinks followed. Errors: `PATH_OUTSIDE_WORKSPACE`, `FILE_NOT_FOUND`.
     pub fn resolve(&self, path: &str) -> Result<PathBuf, ToolError> {
         let walked = self.walk(path, true)?;
-        self.existing(path, walked)
+        if walked.exists {
+            Ok(walked.path)
+        } else {
+            Err(ToolError::new(ErrorCode::FileNotFound, format!("not found: {path}")))
+        }
     }
 
     /// Resolves `path` for a file that may not exist yet: symlinks in its existing part are
@@ -67,20 +71,8 @@ impl Sandbox {
     pub fn relative(&self, abs: &Path) -> String {
         match abs.strip_prefix(&self.root) {
             Ok(rel) if rel.as_os_str().is_empty() => ".".to_string(),
-            Ok(rel) => rel
-                .components()
-                .map(|c| c.as_os_str().to_string_lossy())
-                .collect::<Vec<_>>()
-                .join("/"),
+            Ok(rel) => rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/"),
             Err(_) => abs.display().to_string(),
-        }
-    }
-
-    fn existing(&self, path: &str, walked: Walked) -> Result<PathBuf, ToolError> {
-        if walked.exists {
-            Ok(walked.path)
-        } else {
-            Err(ToolError::new(ErrorCode::FileNotFound, format!("not found: {path}")))
         }
     }
 

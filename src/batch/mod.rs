@@ -7,3 +7,4 @@ pub mod runner;
 pub mod snapshot;
 pub mod task;
 pub mod workspace;
+pub mod worktree;

@@ -54,7 +54,7 @@ pub struct Plan {
 }
 
 /// Fields a manifest may set (they are in the contract) that this build does not act on yet.
-const NOT_BUILT_FIELDS: &[&str] = &["retries", "idle_timeout", "base"];
+const NOT_BUILT_FIELDS: &[&str] = &["retries", "idle_timeout"];
 
 /// Input that cannot be run.
 #[derive(Debug, thiserror::Error)]
@@ -98,11 +98,12 @@ pub fn plan(args: &RunArgs, cwd: &Path, env: &BTreeMap<String, String>) -> Resul
         return Err(PlanError::Usage(errors.join("\n")));
     }
     let secrets = planned.iter().filter_map(|p| p.provider.api_key.clone()).collect();
-    let warnings = NOT_BUILT_FIELDS
+    let mut warnings: Vec<String> = NOT_BUILT_FIELDS
         .iter()
         .filter(|f| planned.iter().any(|p| p.task.fields.is_set(f)))
         .map(|f| format!("field {f:?} is not supported yet by this version of dracode and has no effect"))
         .collect();
+    warnings.extend(dirty_warnings(&planned));
     Ok(Plan {
         warnings,
         manifests: args.manifests.clone(),
@@ -164,9 +165,15 @@ fn resolve(config: &Config, task: Task, args: &RunArgs, cwd: &Path, env: &BTreeM
         .tools
         .clone()
         .unwrap_or_else(|| crate::tools::DEFAULT_TOOLS.iter().map(|s| s.to_string()).collect());
-    let isolation = f.isolation.unwrap_or(Isolation::None);
-    if isolation == Isolation::Worktree {
-        return Err(format!("{label}: field \"isolation\": \"worktree\" is not built yet in this version; use \"copy\" or \"none\""));
+    let isolation = f.isolation.unwrap_or_else(|| default_isolation(&repo));
+    if isolation == Isolation::Worktree && git2::Repository::open(&repo).is_err() {
+        return Err(format!(
+            "{label}: field \"isolation\": \"worktree\" needs a git repository, and {} is not one (use \"copy\")",
+            repo.display()
+        ));
+    }
+    if !repo.is_dir() {
+        return Err(format!("{label}: field \"repo\": {} is not a folder", repo.display()));
     }
     Ok(PlannedTask {
         isolation,
@@ -178,6 +185,40 @@ fn resolve(config: &Config, task: Task, args: &RunArgs, cwd: &Path, env: &BTreeM
         provider,
         task,
     })
+}
+
+/// Without an explicit `isolation`, tasks never touch the user's folder: a worktree when it is
+/// the root of a git repository, else a copy.
+fn default_isolation(repo: &Path) -> Isolation {
+    match git2::Repository::open(repo) {
+        Ok(r) if r.workdir().and_then(|w| w.canonicalize().ok()) == repo.canonicalize().ok() => Isolation::Worktree,
+        _ => Isolation::Copy,
+    }
+}
+
+/// Warnings about the repositories worktrees are made from: uncommitted changes are not
+/// carried into a worktree, so say so.
+fn dirty_warnings(tasks: &[PlannedTask]) -> Vec<String> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut warnings = Vec::new();
+    for p in tasks.iter().filter(|p| p.isolation == Isolation::Worktree) {
+        if !seen.insert(p.repo.clone()) {
+            continue;
+        }
+        super::worktree::prune_stale(&p.repo);
+        let dirty = super::worktree::dirty_paths(&p.repo);
+        if !dirty.is_empty() {
+            let shown: Vec<&str> = dirty.iter().take(5).map(String::as_str).collect();
+            warnings.push(format!(
+                "{} has {} uncommitted change(s) ({}{}); worktrees start from `base` and do not include them — commit them, or use isolation = \"copy\"",
+                p.repo.display(),
+                dirty.len(),
+                shown.join(", "),
+                if dirty.len() > shown.len() { ", …" } else { "" }
+            ));
+        }
+    }
+    warnings
 }
 
 /// `--filter`: task id globs and `tag:NAME`; no filter selects everything.

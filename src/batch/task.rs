@@ -72,7 +72,7 @@ pub async fn run(planned: &PlannedTask, shared: &Shared, emitter: &Emitter) -> T
         transcript: None,
     };
 
-    let workspace = match Workspace::prepare(&planned.repo, planned.isolation, task.fields.workdir.as_deref()) {
+    let workspace = match Workspace::prepare(&planned.repo, planned.isolation, task.fields.base.as_deref().unwrap_or("HEAD"), task.fields.workdir.as_deref()) {
         Ok(ws) => ws,
         Err(e) => {
             outcome.error = Some(TaskError { kind: ErrorKind::Internal, message: format!("workspace: {e}"), http_status: None });

@@ -1,5 +1,6 @@
 //! Where a task works: its workspace per isolation mode, and the changes it made there.
 //!
+//! - `worktree`: a detached git worktree of the repository at `base` ([`super::worktree`]);
 //! - `none`: the repository folder itself (tasks on the same folder never overlap);
 //! - `copy`: a temporary copy of the folder (.gitignore honoured, `.git` left out) with a
 //!   baseline commit of its own, so any folder — git or not — yields a patch.
@@ -8,6 +9,7 @@
 //! ([`super::snapshot`]), so changes already present are not blamed on the task.
 
 use super::snapshot::{self, Changes};
+use super::worktree::{self, Worktree};
 use crate::manifest::Isolation;
 use git2::{Oid, Repository};
 use std::path::{Path, PathBuf};
@@ -22,6 +24,8 @@ pub struct Workspace {
     pub base_commit: Option<String>,
     repo: Option<Repository>,
     baseline: Option<Oid>,
+    // Dropped in this order: the worktree entry is pruned before its temp folder goes.
+    _worktree: Option<Worktree>,
     _temp: Option<tempfile::TempDir>,
 }
 
@@ -40,14 +44,11 @@ pub enum WorkspaceError {
     /// git failed.
     #[error("git: {0}")]
     Git(#[from] git2::Error),
-    /// The isolation mode is not available in this build.
-    #[error("{0}")]
-    Unsupported(String),
 }
 
 impl Workspace {
     /// Prepares `repo` for a task with `isolation`; `workdir` is relative to the root.
-    pub fn prepare(repo: &Path, isolation: Isolation, workdir: Option<&Path>) -> Result<Workspace, WorkspaceError> {
+    pub fn prepare(repo: &Path, isolation: Isolation, base: &str, workdir: Option<&Path>) -> Result<Workspace, WorkspaceError> {
         let io = |source| WorkspaceError::Io { path: repo.to_path_buf(), source };
         let source = repo.canonicalize().map_err(io)?;
         let mut ws = match isolation {
@@ -55,7 +56,7 @@ impl Workspace {
                 let repo = Repository::open(&source).ok().filter(|r| r.workdir() == Some(source.as_path()));
                 let baseline = repo.as_ref().map(snapshot::snapshot).transpose()?;
                 let base_commit = repo.as_ref().and_then(|r| r.head().ok()?.target()).map(|o| o.to_string());
-                Workspace { root: source.clone(), workdir: source, base_commit, repo, baseline, _temp: None }
+                Workspace { root: source.clone(), workdir: source, base_commit, repo, baseline, _worktree: None, _temp: None }
             }
             Isolation::Copy => {
                 let temp = tempfile::Builder::new().prefix("dracode-ws-").tempdir().map_err(io)?;
@@ -63,12 +64,23 @@ impl Workspace {
                 let root = temp.path().canonicalize().map_err(io)?;
                 let (repo, baseline) = snapshot::init_baseline(&root)?;
                 let base_commit = Repository::open(&source).ok().and_then(|r| r.head().ok()?.target()).map(|o| o.to_string());
-                Workspace { root: root.clone(), workdir: root, base_commit, repo: Some(repo), baseline: Some(baseline), _temp: Some(temp) }
+                Workspace { root: root.clone(), workdir: root, base_commit, repo: Some(repo), baseline: Some(baseline), _worktree: None, _temp: Some(temp) }
             }
             Isolation::Worktree => {
-                return Err(WorkspaceError::Unsupported(
-                    "isolation \"worktree\" is not built yet; use \"copy\" or \"none\"".into(),
-                ));
+                let temp = tempfile::Builder::new().prefix("dracode-wt-").tempdir().map_err(io)?;
+                let wt = worktree::add(&source, base, &temp.path().join("wt"))?;
+                let root = wt.path.canonicalize().map_err(io)?;
+                let baseline = wt.repo.find_commit(wt.base)?.tree_id();
+                let repo = Repository::open(&root)?;
+                Workspace {
+                    root: root.clone(),
+                    workdir: root,
+                    base_commit: Some(wt.base.to_string()),
+                    repo: Some(repo),
+                    baseline: Some(baseline),
+                    _worktree: Some(wt),
+                    _temp: Some(temp),
+                }
             }
         };
         if let Some(dir) = workdir {
@@ -125,7 +137,7 @@ mod tests {
         std::fs::write(src.path().join(".gitignore"), "target/\n").unwrap();
         std::fs::create_dir(src.path().join("target")).unwrap();
         std::fs::write(src.path().join("target/big"), "x").unwrap();
-        let ws = Workspace::prepare(src.path(), Isolation::Copy, None).unwrap();
+        let ws = Workspace::prepare(src.path(), Isolation::Copy, "HEAD", None).unwrap();
         assert!(!ws.root.join("target").exists(), "ignored files are not copied");
         assert_eq!(ws.changes().unwrap(), None);
         std::fs::write(ws.root.join("a.txt"), "2\n").unwrap();
@@ -137,10 +149,48 @@ mod tests {
         assert!(!root.exists(), "the copy is removed");
     }
 
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = std::process::Command::new("git").args(args).current_dir(dir).output().unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    #[test]
+    fn worktree_starts_at_base_leaves_the_checkout_alone_and_cleans_up() {
+        let src = tempfile::tempdir().unwrap();
+        let root = src.path();
+        git(root, &["init", "-q", "-b", "main"]);
+        std::fs::write(root.join("a.txt"), "v1\n").unwrap();
+        git(root, &["add", "a.txt"]);
+        git(root, &["-c", "user.name=t", "-c", "user.email=t@x", "commit", "-qm", "one"]);
+        std::fs::write(root.join("a.txt"), "v2\n").unwrap();
+        git(root, &["-c", "user.name=t", "-c", "user.email=t@x", "commit", "-qam", "two"]);
+        std::fs::write(root.join("dirty.txt"), "uncommitted").unwrap();
+        let status = git(root, &["status", "--porcelain"]);
+        let branches = git(root, &["branch", "--list"]);
+
+        let ws = Workspace::prepare(root, Isolation::Worktree, "HEAD~1", None).unwrap();
+        assert_eq!(std::fs::read_to_string(ws.root.join("a.txt")).unwrap(), "v1\n");
+        assert!(!ws.root.join("dirty.txt").exists());
+        assert_eq!(git(root, &["branch", "--list"]), branches, "no branch is left while it runs");
+        std::fs::write(ws.root.join("a.txt"), "v3\n").unwrap();
+        std::fs::write(ws.root.join("new.txt"), "n\n").unwrap();
+        let changes = ws.changes().unwrap().unwrap();
+        assert_eq!(changes.files, ["a.txt", "new.txt"]);
+        let wt_root = ws.root.clone();
+        drop(ws);
+
+        assert!(!wt_root.exists());
+        assert_eq!(git(root, &["worktree", "list"]).lines().count(), 1, "only the main worktree remains");
+        assert_eq!(git(root, &["status", "--porcelain"]), status);
+        assert_eq!(git(root, &["branch", "--list"]), branches);
+        assert_eq!(std::fs::read_to_string(root.join("a.txt")).unwrap(), "v2\n");
+    }
+
     #[test]
     fn none_outside_git_works_but_reports_no_diff() {
         let src = tempfile::tempdir().unwrap();
-        let ws = Workspace::prepare(src.path(), Isolation::None, Some(Path::new("sub"))).unwrap();
+        let ws = Workspace::prepare(src.path(), Isolation::None, "HEAD", Some(Path::new("sub"))).unwrap();
         assert!(ws.workdir.ends_with("sub"));
         std::fs::write(ws.root.join("x"), "1").unwrap();
         assert_eq!(ws.changes().unwrap(), None);

@@ -280,11 +280,17 @@ pub fn build(
     match resolved.kind.preset().wire {
         WireApi::ChatCompletions => Ok(Arc::new(super::openai::ChatCompletions::new(resolved, http.clone())?)),
         WireApi::Replay => Ok(Arc::new(super::replay::Replay::load(resolved, task)?)),
-        WireApi::AnthropicMessages | WireApi::GeminiGenerateContent | WireApi::OllamaChat => {
-            Err(LlmError::not_configured(format!(
-                "provider type {:?} is not built yet in this version of dracode",
-                resolved.kind.as_str()
-            )))
-        }
+        WireApi::AnthropicMessages => Err(not_built(resolved)),
+        WireApi::GeminiGenerateContent => Err(not_built(resolved)),
+        WireApi::OllamaChat => Err(not_built(resolved)),
+    }
+}
+
+/// The error for a wire format this build does not speak yet (nothing is sent).
+fn not_built(resolved: &ResolvedProvider) -> LlmError {
+    LlmError::not_configured(format!(
+        "provider type {:?} is not built yet in this version of dracode",
+        resolved.kind.as_str()
+    ))
     }
 }

@@ -36,11 +36,8 @@ impl Tool for AskUser {
         Box::pin(async move {
             let args: Args = parse_args(input)?;
             let question = args.question.as_str();
-            let answer = ctx
-                .answers
-                .get(question)
-                .or_else(|| ctx.answers.get(question.trim()))
-                .or_else(|| ctx.answers.get("*"));
+            let answer =
+                ctx.answers.get(question).or_else(|| ctx.answers.get(question.trim())).or_else(|| ctx.answers.get("*"));
             Ok(answer.cloned().unwrap_or_else(|| NO_USER.to_string()))
         })
     }

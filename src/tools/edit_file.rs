@@ -70,7 +70,9 @@ fn edit(sandbox: &Sandbox, args: &Args) -> Result<String, ToolError> {
     if count == 0 {
         return Err(ToolError::new(
             ErrorCode::NoMatch,
-            format!("old_string was not found in {shown}; read the file and copy the text exactly, whitespace included"),
+            format!(
+                "old_string was not found in {shown}; read the file and copy the text exactly, whitespace included"
+            ),
         ));
     }
     if count > 1 && !args.replace_all {

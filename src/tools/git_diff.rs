@@ -66,10 +66,7 @@ fn diff(sandbox: &Sandbox, path: Option<&str>, limit: usize) -> Result<String, T
         Err(e) => return Err(git_error("reading HEAD", &e)),
     };
     let mut opts = DiffOptions::new();
-    opts.include_untracked(true)
-        .recurse_untracked_dirs(true)
-        .show_untracked_content(true)
-        .disable_pathspec_match(true);
+    opts.include_untracked(true).recurse_untracked_dirs(true).show_untracked_content(true).disable_pathspec_match(true);
     if let Some(spec) = pathspec(&target, &workdir) {
         opts.pathspec(spec);
     }

@@ -139,7 +139,10 @@ mod tests {
         let cases = [
             (json!({"source": "missing", "destination": "x"}), ErrorCode::FileNotFound),
             (json!({"source": "a.txt", "destination": "b.txt"}), ErrorCode::AlreadyExists),
-            (json!({"source": "a.txt", "destination": "no/dir/a.txt", "create_directories": false}), ErrorCode::DirectoryNotFound),
+            (
+                json!({"source": "a.txt", "destination": "no/dir/a.txt", "create_directories": false}),
+                ErrorCode::DirectoryNotFound,
+            ),
             (json!({"source": "a.txt", "destination": "../a.txt"}), ErrorCode::PathOutsideWorkspace),
             (json!({"source": "a.txt", "destination": "out/a.txt"}), ErrorCode::PathOutsideWorkspace),
             (json!({"source": "/etc/hostname", "destination": "h"}), ErrorCode::PathOutsideWorkspace),

@@ -156,10 +156,8 @@ fn argv(args: &Args) -> Result<Vec<String>, ToolError> {
 
 /// The run time allowed: the requested one, capped by the task's limit.
 fn time_limit(args: &Args, ctx: &ToolContext) -> Result<Duration, ToolError> {
-    let requested = Duration::try_from_secs_f64(args.timeout_seconds)
-        .ok()
-        .filter(|d| !d.is_zero())
-        .ok_or_else(|| {
+    let requested =
+        Duration::try_from_secs_f64(args.timeout_seconds).ok().filter(|d| !d.is_zero()).ok_or_else(|| {
             ToolError::new(ErrorCode::InvalidArguments, "timeout_seconds must be a positive number of seconds")
         })?;
     Ok(requested.min(ctx.max_command_timeout))
@@ -238,7 +236,11 @@ async fn read_some<R: AsyncRead + Unpin>(stream: &mut Option<R>, buf: &mut [u8])
 }
 
 /// Copies stdout and stderr into `sink` in arrival order until both are closed.
-async fn pump(mut stdout: Option<impl AsyncRead + Unpin>, mut stderr: Option<impl AsyncRead + Unpin>, sink: &mut HeadTail) {
+async fn pump(
+    mut stdout: Option<impl AsyncRead + Unpin>,
+    mut stderr: Option<impl AsyncRead + Unpin>,
+    sink: &mut HeadTail,
+) {
     let mut out_buf = vec![0u8; 32 * 1024];
     let mut err_buf = vec![0u8; 32 * 1024];
     loop {

@@ -1,0 +1,161 @@
+//! What dracode adds on top of the LLM, measured against baselines run in the same process.
+//!
+//! `cargo bench --bench overhead` prints:
+//! - fixed cost of a one-task run (start, config, workspace, artifacts): wall time and peak RSS
+//!   of `dracode run` on a one-turn replay, against spawning `true`;
+//! - orchestration per LLM turn: a 200-turn replay minus the one-turn run, per turn;
+//! - worktree creation (git2) against `git worktree add`, on a repository of 5,000 files;
+//! - `search_code` against `rg` on the same 5,000 files.
+//!
+//! Each figure is the median of several runs. Nothing here asserts: it prints figures.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const RUNS: usize = 15;
+
+fn main() {
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_dracode"));
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let root = tmp.path();
+
+    let baseline = median(RUNS, || spawn_measure(Command::new("true")).0);
+    let one = replay_manifest(root, "one", 1);
+    let many = replay_manifest(root, "many", 200);
+    let mut rss = 0;
+    let fixed = median(RUNS, || {
+        let (t, r) = spawn_measure(run_cmd(&exe, &one, root));
+        rss = rss.max(r);
+        t
+    });
+    let long = median(5, || spawn_measure(run_cmd(&exe, &many, root)).0);
+    println!("fixed cost of a one-task run: {:.1} ms ({:.0}x spawning `true`: {:.2} ms), peak RSS {:.1} MiB",
+        ms(fixed), fixed.as_secs_f64() / baseline.as_secs_f64(), ms(baseline), rss as f64 / 1024.0);
+    println!("orchestration per LLM turn (200-turn replay): {:.3} ms", ms(long.saturating_sub(fixed)) / 199.0);
+
+    let repo = root.join("big");
+    make_repo(&repo, 5_000);
+    let mut n = 0;
+    let git_add = median(5, || {
+        n += 1;
+        let path = root.join(format!("gitwt{n}"));
+        let t = Instant::now();
+        let ok = Command::new("git").args(["worktree", "add", "-q", "--detach"]).arg(&path).arg("HEAD").current_dir(&repo).status().unwrap().success();
+        let d = t.elapsed();
+        assert!(ok);
+        Command::new("git").args(["worktree", "remove", "--force"]).arg(&path).current_dir(&repo).status().unwrap();
+        d
+    });
+    let ours = median(5, || {
+        n += 1;
+        let path = root.join(format!("wt{n}"));
+        let t = Instant::now();
+        let wt = dracode::batch::worktree::add(&repo, "HEAD", &path).unwrap();
+        let d = t.elapsed();
+        drop(wt);
+        d
+    });
+    println!("worktree creation, 5,000 files: dracode {:.1} ms vs `git worktree add` {:.1} ms (ratio {:.2})",
+        ms(ours), ms(git_add), ours.as_secs_f64() / git_add.as_secs_f64());
+
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let ctx = dracode::tools::ToolContext {
+        sandbox: dracode::sandbox::Sandbox::new(&repo).unwrap(),
+        child_env: Default::default(),
+        tmp_dir: None,
+        answers: Default::default(),
+        max_command_timeout: Duration::from_secs(60),
+        output_limit: 64 * 1024,
+        emitter: dracode::events::Emitter::discard(),
+    };
+    let registry = dracode::tools::Registry::all();
+    let input = serde_json::json!({"query": "needle_4999", "regex": false, "case_sensitive": true});
+    let search = median(RUNS, || {
+        let t = Instant::now();
+        let out = rt.block_on(registry.call(&ctx, "search_code", input.clone())).unwrap();
+        assert!(out.contains("needle_4999"));
+        t.elapsed()
+    });
+    match Command::new("rg").arg("--version").output() {
+        Ok(_) => {
+            let rg = median(RUNS, || {
+                let t = Instant::now();
+                let out = Command::new("rg").args(["-n", "-F", "needle_4999", "."]).current_dir(&repo).output().unwrap();
+                assert!(out.status.success());
+                t.elapsed()
+            });
+            println!("search_code, 5,000 files: {:.1} ms vs rg {:.1} ms (ratio {:.2})", ms(search), ms(rg), search.as_secs_f64() / rg.as_secs_f64());
+        }
+        Err(_) => println!("search_code, 5,000 files: {:.1} ms (rg not installed: no ratio)", ms(search)),
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn median(n: usize, mut f: impl FnMut() -> Duration) -> Duration {
+    let mut v: Vec<Duration> = (0..n).map(|_| f()).collect();
+    v.sort();
+    v[n / 2]
+}
+
+/// Wall time and peak RSS (KiB) of a child.
+fn spawn_measure(mut cmd: Command) -> (Duration, i64) {
+    let t = Instant::now();
+    let child = cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().expect("spawn");
+    let mut status = 0;
+    // SAFETY: plain wait4 on our own child; rusage is written by the kernel.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    (t.elapsed(), usage.ru_maxrss)
+}
+
+fn run_cmd(exe: &Path, manifest: &Path, root: &Path) -> Command {
+    let mut cmd = Command::new(exe);
+    cmd.arg("run").arg(manifest).arg("--out").arg(root.join("out")).arg("--quiet").current_dir(root);
+    cmd
+}
+
+/// A one-task manifest whose replay makes `turns` LLM turns (each a `display_text` call).
+fn replay_manifest(root: &Path, name: &str, turns: usize) -> PathBuf {
+    let dir = root.join(name);
+    std::fs::create_dir_all(dir.join("ws")).unwrap();
+    let mut responses = Vec::new();
+    for i in 1..turns {
+        responses.push(serde_json::json!({
+            "content": [{"type": "tool_use", "id": format!("c{i}"), "name": "display_text", "input": {"text": "step"}}],
+            "stop_reason": "tool_use",
+            "usage": {"input_tokens": 1000, "output_tokens": 10, "total_tokens": 1010, "requests": 1}
+        }));
+    }
+    responses.push(serde_json::json!({
+        "content": [{"type": "text", "text": "done"}], "stop_reason": "end_turn",
+        "usage": {"input_tokens": 1000, "output_tokens": 10, "total_tokens": 1010, "requests": 1}
+    }));
+    std::fs::write(dir.join("rec.json"), serde_json::to_string(&responses).unwrap()).unwrap();
+    let manifest = dir.join("m.toml");
+    std::fs::write(&manifest, format!(
+        "[defaults]\nprovider = \"replay\"\nreplay = \"rec.json\"\nrepo = \"ws\"\nisolation = \"copy\"\nmax_iterations = {}\n[[tasks]]\nid = \"t\"\nprompt = \"p\"\n",
+        turns + 1
+    )).unwrap();
+    manifest
+}
+
+/// A git repository of `files` small source files, one of them holding `needle_4999`.
+fn make_repo(dir: &Path, files: usize) {
+    for i in 0..files {
+        let sub = dir.join(format!("src/m{}", i / 100));
+        std::fs::create_dir_all(&sub).unwrap();
+        let body: String = (0..40).map(|l| format!("fn f{l}() -> usize {{ {l} + {i} }} // filler text line\n")).collect();
+        std::fs::write(sub.join(format!("f{i}.rs")), format!("{body}// needle_{i}\n")).unwrap();
+    }
+    let git = |args: &[&str]| {
+        assert!(Command::new("git").args(args).current_dir(dir).env("GIT_AUTHOR_NAME", "b").env("GIT_AUTHOR_EMAIL", "b@x")
+            .env("GIT_COMMITTER_NAME", "b").env("GIT_COMMITTER_EMAIL", "b@x").output().unwrap().status.success());
+    };
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "base"]);
+}

@@ -1,0 +1,64 @@
+//! `diffs/<id>.patch`: the unified diff of each task's changes, as `git apply` takes it. A task
+//! that changed nothing has no patch file.
+
+use super::{file_stem, write_atomic};
+use crate::events::{Event, EventKind, Reporter};
+use std::path::PathBuf;
+
+/// Writes a patch file for every finished task that changed something.
+pub struct DiffReporter {
+    dir: PathBuf,
+}
+
+impl DiffReporter {
+    /// A reporter writing into `<out_dir>/diffs/` (created on the first patch).
+    pub fn new(out_dir: impl Into<PathBuf>) -> Self {
+        DiffReporter { dir: out_dir.into().join("diffs") }
+    }
+}
+
+impl Reporter for DiffReporter {
+    fn on_event(&mut self, event: &Event) -> std::io::Result<()> {
+        let EventKind::TaskFinished(outcome) = &event.kind else { return Ok(()) };
+        match outcome.diff.as_deref() {
+            Some(diff) if !diff.is_empty() => {
+                // Written byte for byte: any change (even redaction) would stop it applying.
+                let path = self.dir.join(format!("{}.patch", file_stem(&outcome.task_id)));
+                write_atomic(&path, diff.as_bytes())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::Status;
+    use crate::report::test_support::{finished, outcome};
+    use crate::report::wire::diff_path;
+
+    #[test]
+    fn a_changed_task_gets_its_patch_where_the_jsonl_says() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut reporter = DiffReporter::new(dir.path());
+        let patch = "diff --git a/a.txt b/a.txt\n--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-old\n+new\n";
+        let mut o = outcome("fix:bug", Status::Passed);
+        o.diff = Some(patch.to_string());
+        reporter.on_event(&finished(o)).unwrap();
+        let written = std::fs::read_to_string(dir.path().join(diff_path("fix:bug"))).unwrap();
+        assert_eq!(written, patch);
+        assert!(dir.path().join("diffs/fix_bug.patch").is_file());
+    }
+
+    #[test]
+    fn an_unchanged_task_has_no_patch() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut reporter = DiffReporter::new(dir.path());
+        let mut empty = outcome("empty", Status::Passed);
+        empty.diff = Some(String::new());
+        reporter.on_event(&finished(empty)).unwrap();
+        reporter.on_event(&finished(outcome("none", Status::Failed))).unwrap();
+        assert!(!dir.path().join("diffs").exists());
+    }
+}

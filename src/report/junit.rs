@@ -1,0 +1,479 @@
+//! `junit.xml`: one `<testsuite>` per manifest, one `<testcase>` per task, via `quick-junit`.
+//!
+//! Passed tasks are successes; infrastructure failures (auth, rate limit, network, …) are
+//! `<error>`; the task's own failures (check, agent, tool, iterations, budget) are `<failure>`;
+//! fail-fast skips are `<skipped>`. The file validates against the Jenkins xunit `junit-10.xsd`,
+//! the schema CI servers read. Two things that schema has no place for are placed where it
+//! allows them: per-task numbers (tokens, cost, turns, attempts, provider, model) are suite
+//! properties named `<task id>.<name>`, and the `<testsuites>` root carries no attributes
+//! (quick-junit always writes a `skipped` count there that the schema rejects; the counts are
+//! on every `<testsuite>`). Each suite also has `package`, `id`, `hostname`, a zone-less
+//! `timestamp` and empty `system-out`/`system-err`, as the Ant schema (windyroad `JUnit.xsd`)
+//! requires; that schema still rejects the `<system-out>` holding each task's final message.
+
+use super::{short_reason, strip_control, write_atomic};
+use crate::events::{Event, EventKind, Reporter, Status, TaskOutcome};
+use crate::secrets::Redactor;
+use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+/// The suite name (and test class) of tasks given without a manifest (`--task`).
+const AD_HOC_SUITE: &str = "dracode";
+
+/// Collects finished tasks and writes `junit.xml` on [`Reporter::finish`].
+pub struct JunitReporter {
+    path: PathBuf,
+    redactor: Arc<Redactor>,
+    manifests: Vec<String>,
+    version: Option<String>,
+    started: Option<SystemTime>,
+    outcomes: Vec<TaskOutcome>,
+}
+
+impl JunitReporter {
+    /// A reporter that will write `path` (atomically: a reader never sees half a file).
+    pub fn new(path: impl Into<PathBuf>, redactor: Arc<Redactor>) -> Self {
+        JunitReporter {
+            path: path.into(),
+            redactor,
+            manifests: Vec::new(),
+            version: None,
+            started: None,
+            outcomes: Vec::new(),
+        }
+    }
+
+    /// The report as XML.
+    fn render(&self) -> std::io::Result<String> {
+        let timestamp = self.started.map(zone_less_timestamp);
+        let host = hostname();
+        let mut report = Report::unnamed();
+        for (id, (manifest, mut outcomes)) in self.suites().into_iter().enumerate() {
+            outcomes.sort_by(|a, b| a.index.cmp(&b.index).then_with(|| a.task_id.cmp(&b.task_id)));
+            let name = suite_name(manifest);
+            let mut suite = TestSuite::new(name.as_str());
+            suite.extra.insert("package".into(), name.as_str().into());
+            suite.extra.insert("id".into(), id.to_string().into());
+            suite.extra.insert("hostname".into(), host.as_str().into());
+            if let Some(ts) = &timestamp {
+                suite.extra.insert("timestamp".into(), ts.as_str().into());
+            }
+            suite.set_time(outcomes.iter().map(|o| o.duration).sum::<Duration>());
+            suite.add_property(Property::new("manifest", name.as_str()));
+            if let Some(version) = &self.version {
+                suite.add_property(Property::new("dracode_version", version.as_str()));
+            }
+            for outcome in &outcomes {
+                suite.add_properties(self.properties(outcome));
+            }
+            suite.add_test_cases(outcomes.iter().map(|o| self.test_case(o)));
+            suite.set_system_out("");
+            suite.set_system_err("");
+            report.add_test_suite(suite);
+        }
+        let xml = report.to_string().map_err(std::io::Error::other)?;
+        Ok(bare_root(xml))
+    }
+
+    /// Outcomes grouped by manifest, suites in the order of `run.started`'s manifest list, then
+    /// by their first task.
+    fn suites(&self) -> Vec<(&Path, Vec<&TaskOutcome>)> {
+        let mut suites: Vec<(&Path, Vec<&TaskOutcome>)> = Vec::new();
+        for outcome in &self.outcomes {
+            match suites.iter_mut().find(|(m, _)| *m == outcome.manifest.as_path()) {
+                Some((_, list)) => list.push(outcome),
+                None => suites.push((&outcome.manifest, vec![outcome])),
+            }
+        }
+        suites.sort_by_key(|(manifest, list)| {
+            let listed = self.manifests.iter().position(|m| Path::new(m) == *manifest);
+            (listed.unwrap_or(usize::MAX), list.iter().map(|o| o.index).min())
+        });
+        suites
+    }
+
+    fn test_case(&self, o: &TaskOutcome) -> TestCase {
+        let status = match o.status {
+            Status::Passed => TestCaseStatus::success(),
+            Status::Skipped => {
+                let mut status = TestCaseStatus::skipped();
+                status.set_message(self.redact(&message(o)));
+                status
+            }
+            _ => {
+                let mut status = TestCaseStatus::non_success(non_success_kind(o));
+                status.set_message(self.redact(&message(o)));
+                status.set_type(o.error.as_ref().map_or(o.status.as_str(), |e| e.kind.as_str()));
+                let details = details(o);
+                if !details.is_empty() {
+                    status.set_description(self.redact(&details));
+                }
+                status
+            }
+        };
+        let mut case = TestCase::new(self.redact(&o.task_id), status);
+        case.set_classname(class_name(&o.manifest));
+        case.set_time(o.duration);
+        if let Some(result) = &o.result {
+            case.set_system_out(self.redact(result));
+        }
+        case
+    }
+
+    fn properties(&self, o: &TaskOutcome) -> Vec<Property> {
+        let mut props = vec![
+            ("provider", o.provider.clone()),
+            ("model", o.model.clone()),
+            ("turns", o.num_turns.to_string()),
+            ("attempts", o.attempts.to_string()),
+            ("input_tokens", o.usage.input_tokens.to_string()),
+            ("cached_input_tokens", o.usage.cached_input_tokens.to_string()),
+            ("output_tokens", o.usage.output_tokens.to_string()),
+            ("total_tokens", o.usage.total_tokens.to_string()),
+        ];
+        if let Some(cost) = o.cost_usd {
+            props.push(("cost_usd", cost.to_string()));
+        }
+        if o.flaky {
+            props.push(("flaky", "true".to_string()));
+        }
+        let id = self.redact(&o.task_id);
+        props
+            .into_iter()
+            .map(|(name, value)| Property::new(format!("{id}.{name}"), self.redact(&value)))
+            .collect()
+    }
+
+    fn redact(&self, text: &str) -> String {
+        self.redactor.redact(text).into_owned()
+    }
+}
+
+impl Reporter for JunitReporter {
+    fn on_event(&mut self, event: &Event) -> std::io::Result<()> {
+        self.started.get_or_insert(event.ts);
+        match &event.kind {
+            EventKind::RunStarted { version, manifests, .. } => {
+                self.version = Some(version.clone());
+                self.manifests = manifests.clone();
+            }
+            EventKind::TaskFinished(outcome) => {
+                // The conversation and the patch are other reporters' business; don't hold them.
+                let mut outcome = TaskOutcome::clone(outcome);
+                outcome.transcript = None;
+                outcome.diff = None;
+                self.outcomes.push(outcome);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> std::io::Result<()> {
+        write_atomic(&self.path, self.render()?.as_bytes())
+    }
+}
+
+/// `<error>` for infrastructure, `<failure>` for the task's own failure.
+fn non_success_kind(o: &TaskOutcome) -> NonSuccessKind {
+    let infrastructure = match &o.error {
+        Some(error) => error.kind.is_infrastructure(),
+        None => matches!(
+            o.status,
+            Status::Error | Status::NotConfigured | Status::Timeout | Status::Stalled | Status::Cancelled
+        ),
+    };
+    if infrastructure { NonSuccessKind::Error } else { NonSuccessKind::Failure }
+}
+
+/// `<status>: <reason>`, or the status alone when there is no reason.
+fn message(o: &TaskOutcome) -> String {
+    let reason = short_reason(o);
+    if reason.is_empty() {
+        o.status.as_str().to_string()
+    } else {
+        format!("{}: {reason}", o.status.as_str())
+    }
+}
+
+/// The element's text: the whole error message, then the check's output tail.
+fn details(o: &TaskOutcome) -> String {
+    let mut parts = Vec::new();
+    if let Some(error) = &o.error {
+        match error.http_status {
+            Some(code) => parts.push(format!("{} (HTTP {code})", error.message)),
+            None => parts.push(error.message.clone()),
+        }
+    }
+    if let Some(check) = &o.check {
+        let code = check.exit_code.map_or("none".to_string(), |c| c.to_string());
+        parts.push(format!(
+            "check: {}\nexit code: {code}\n{}",
+            check.command,
+            strip_control(&check.output_tail)
+        ));
+    }
+    parts.join("\n\n")
+}
+
+fn suite_name(manifest: &Path) -> String {
+    let name = manifest.to_string_lossy();
+    if name.trim().is_empty() { AD_HOC_SUITE.to_string() } else { name.into_owned() }
+}
+
+fn class_name(manifest: &Path) -> String {
+    match manifest.file_stem() {
+        Some(stem) if !stem.is_empty() => stem.to_string_lossy().into_owned(),
+        _ => AD_HOC_SUITE.to_string(),
+    }
+}
+
+/// `YYYY-MM-DDTHH:MM:SS` in UTC: the Ant schema allows neither a zone nor fractions.
+fn zone_less_timestamp(ts: SystemTime) -> String {
+    humantime::format_rfc3339_seconds(ts).to_string().trim_end_matches('Z').to_string()
+}
+
+/// This machine's name, or `localhost` (what the Ant schema asks for when it is unknown).
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .or_else(|| std::env::var("COMPUTERNAME").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_string())
+}
+
+/// `xml` with the attributes of its `<testsuites>` start tag removed. quick-junit always writes
+/// `tests`, `skipped`, `failures` and `errors` there; Jenkins' schema rejects `skipped` and the
+/// Ant schema rejects any attribute. The report is unnamed, so the tag holds only numbers and
+/// its first `>` ends it.
+fn bare_root(xml: String) -> String {
+    let Some(start) = xml.find("<testsuites") else { return xml };
+    let Some(len) = xml[start..].find('>') else { return xml };
+    let mut out = String::with_capacity(xml.len());
+    out.push_str(&xml[..start]);
+    out.push_str("<testsuites>");
+    out.push_str(&xml[start + len + 1..]);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::{CheckRecord, TaskError};
+    use crate::llm::ErrorKind;
+    use crate::report::test_support::{event, finished, outcome, totals};
+    use std::process::Command;
+
+    const JENKINS_XSD: &str = "../shared/schemas/jenkins-xunit-junit-10.xsd";
+    const WINDYROAD_XSD: &str = "../shared/schemas/windyroad-JUnit.xsd";
+
+    fn xsd(rel: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+    }
+
+    /// Runs `xmllint --noout --schema`; panics with its complaints when `file` is invalid.
+    fn assert_valid(schema: &str, file: &Path) {
+        let out = match Command::new("xmllint")
+            .arg("--noout")
+            .arg("--schema")
+            .arg(xsd(schema))
+            .arg(file)
+            .output()
+        {
+            Ok(out) => out,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                panic!("xmllint not found: install libxml2-utils (apt-get install -y libxml2-utils)")
+            }
+            Err(e) => panic!("could not run xmllint: {e}"),
+        };
+        assert!(
+            out.status.success(),
+            "{} is not valid against {schema}:\n{}\n{}",
+            file.display(),
+            String::from_utf8_lossy(&out.stderr),
+            std::fs::read_to_string(file).unwrap_or_default()
+        );
+    }
+
+    /// The document minus what the Ant schema has no place for and the brief asks for: each
+    /// task's final message in `<testcase><system-out>`. The schema's own complaint about it
+    /// is asserted separately, so this cannot hide anything else.
+    fn ant_profile(xml: &str) -> String {
+        let cases = regex::Regex::new(r"(?s)<testcase\b[^>]*>.*?</testcase>").unwrap();
+        let out = regex::Regex::new(r"(?s)\s*<system-out>.*?</system-out>").unwrap();
+        cases.replace_all(xml, |c: &regex::Captures| out.replace_all(&c[0], "").into_owned()).into_owned()
+    }
+
+    fn outcomes() -> Vec<TaskOutcome> {
+        let passed = outcome("passes", Status::Passed);
+
+        let mut check_failed = outcome("check-fails", Status::Failed);
+        check_failed.index = 1;
+        check_failed.check = Some(CheckRecord {
+            command: "cargo test".into(),
+            exit_code: Some(101),
+            output_tail: "\x1b[31merror\x1b[0m: Vec<String> & ]]> mismatch\x07\nline two".into(),
+            before: None,
+        });
+        check_failed.error =
+            Some(TaskError { kind: ErrorKind::Check, message: "check failed".into(), http_status: None });
+        check_failed.result = Some("I changed <b>it</b> & ]]> done \x1b[1mbold\x1b[0m \x00".into());
+
+        let mut auth = outcome("auth-error", Status::Error);
+        auth.index = 2;
+        auth.error = Some(TaskError {
+            kind: ErrorKind::Auth,
+            message: "401 Unauthorized: key sk-secret-12345678 refused".into(),
+            http_status: Some(401),
+        });
+        auth.result = None;
+
+        let mut not_configured = outcome("no-key", Status::NotConfigured);
+        not_configured.index = 3;
+        not_configured.cost_usd = None;
+        not_configured.error = Some(TaskError {
+            kind: ErrorKind::NotConfigured,
+            message: "OPENAI_API_KEY is not set".into(),
+            http_status: None,
+        });
+
+        let mut skipped = outcome("skipped", Status::Skipped);
+        skipped.index = 4;
+        skipped.num_turns = 0;
+
+        let mut other = outcome("other-manifest", Status::Passed);
+        other.manifest = PathBuf::from("more/extra.yaml");
+        other.index = 5;
+        other.flaky = true;
+        other.attempts = 2;
+
+        vec![passed, check_failed, auth, not_configured, skipped, other]
+    }
+
+    fn write(outcomes: Vec<TaskOutcome>) -> (tempfile::TempDir, PathBuf, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("junit.xml");
+        let redactor = Arc::new(Redactor::new(["sk-secret-12345678".to_string()]));
+        let mut reporter = JunitReporter::new(&path, redactor);
+        reporter
+            .on_event(&event(
+                None,
+                EventKind::RunStarted {
+                    version: "0.1.0".into(),
+                    manifests: vec!["tasks.toml".into(), "more/extra.yaml".into()],
+                    task_count: outcomes.len(),
+                    shard: None,
+                    jobs: 2,
+                },
+            ))
+            .unwrap();
+        // Finished out of order, as parallel jobs do.
+        for o in outcomes.into_iter().rev() {
+            reporter.on_event(&finished(o)).unwrap();
+        }
+        reporter.on_event(&event(None, EventKind::RunFinished(totals(&[])))).unwrap();
+        assert!(!path.exists(), "junit.xml is written by finish()");
+        reporter.finish().unwrap();
+        let xml = std::fs::read_to_string(&path).unwrap();
+        (dir, path, xml)
+    }
+
+    #[test]
+    fn report_validates_against_the_jenkins_schema() {
+        let (_dir, path, _) = write(outcomes());
+        assert_valid(JENKINS_XSD, &path);
+    }
+
+    #[test]
+    fn report_validates_against_the_ant_schema_except_testcase_output() {
+        let (dir, path, xml) = write(outcomes());
+        let profile = dir.path().join("ant.xml");
+        std::fs::write(&profile, ant_profile(&xml)).unwrap();
+        assert!(profile.metadata().unwrap().len() < path.metadata().unwrap().len());
+        assert_valid(WINDYROAD_XSD, &profile);
+
+        // And the one thing removed is indeed what the Ant schema rejects.
+        let out = Command::new("xmllint").arg("--noout").arg("--schema").arg(xsd(WINDYROAD_XSD)).arg(&path).output().unwrap();
+        let complaints = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        for line in complaints.lines().filter(|l| l.contains("validity error")) {
+            assert!(line.contains("Element 'system-out'"), "unexpected complaint: {line}");
+        }
+    }
+
+    #[test]
+    fn empty_run_and_ad_hoc_task_still_validate() {
+        let (_dir, path, xml) = write(Vec::new());
+        assert!(xml.contains("<testsuites>"));
+        assert_valid(JENKINS_XSD, &path);
+        assert_valid(WINDYROAD_XSD, &path);
+
+        let mut ad_hoc = outcome("task-1", Status::Passed);
+        ad_hoc.manifest = PathBuf::new();
+        let (_dir, path, xml) = write(vec![ad_hoc]);
+        assert!(xml.contains(r#"<testsuite name="dracode""#), "{xml}");
+        assert!(xml.contains(r#"classname="dracode""#), "{xml}");
+        assert_valid(JENKINS_XSD, &path);
+    }
+
+    #[test]
+    fn statuses_map_to_junit_elements() {
+        let (_dir, _, xml) = write(outcomes());
+        // A case's text runs to the next case or the end of its suite.
+        let case = |name: &str| {
+            let start = xml.find(&format!(r#"<testcase name="{name}""#)).unwrap();
+            let rest = &xml[start + 1..];
+            let end = [rest.find("<testcase"), rest.find("</testsuite>")].into_iter().flatten().min().unwrap();
+            xml[start..start + 1 + end].to_string()
+        };
+        let passed = case("passes");
+        assert!(["<failure", "<error", "<skipped"].iter().all(|t| !passed.contains(t)), "{passed}");
+        let failed = case("check-fails");
+        assert!(failed.contains(r#"<failure message="failed: check failed" type="check">"#), "{failed}");
+        assert!(failed.contains("exit code: 101"), "{failed}");
+        let auth = case("auth-error");
+        assert!(auth.contains(r#"<error message="error: 401 Unauthorized: key [REDACTED] refused" type="auth">"#), "{auth}");
+        assert!(auth.contains("(HTTP 401)"), "{auth}");
+        assert!(!xml.contains("sk-secret"), "secrets are masked");
+        assert!(case("no-key").contains(r#"<error message="not_configured: OPENAI_API_KEY is not set" type="not_configured""#));
+        assert!(case("skipped").contains(r#"<skipped message="skipped"/>"#), "{}", case("skipped"));
+    }
+
+    #[test]
+    fn suites_follow_manifests_and_cases_follow_manifest_order() {
+        let (_dir, _, xml) = write(outcomes());
+        let suite_a = xml.find(r#"<testsuite name="tasks.toml" tests="5" skipped="1" errors="2" failures="1""#);
+        let suite_b = xml.find(r#"<testsuite name="more/extra.yaml" tests="1""#);
+        assert!(suite_a.unwrap() < suite_b.unwrap(), "{xml}");
+        let order: Vec<usize> = ["passes", "check-fails", "auth-error", "no-key", "skipped"]
+            .iter()
+            .map(|n| xml.find(&format!(r#"<testcase name="{n}" classname="tasks" time="#)).unwrap())
+            .collect();
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "{xml}");
+        assert!(xml.contains(r#"<property name="passes.total_tokens" value="1234"/>"#));
+        assert!(xml.contains(r#"<property name="passes.cost_usd" value="0.0123"/>"#));
+        assert!(xml.contains(r#"<property name="passes.provider" value="openai"/>"#));
+        assert!(xml.contains(r#"<property name="other-manifest.flaky" value="true"/>"#));
+        assert!(!xml.contains("no-key.cost_usd"), "an unknown price is left out, not guessed");
+        assert!(xml.contains(r#"time="2.100""#));
+    }
+
+    #[test]
+    fn output_with_markup_and_control_characters_is_escaped() {
+        let (_dir, _, xml) = write(outcomes());
+        assert!(xml.contains("I changed &lt;b&gt;it&lt;/b&gt; &amp; ]]&gt; done bold"), "{xml}");
+        assert!(xml.contains("error: Vec&lt;String&gt; &amp; ]]&gt; mismatch"), "{xml}");
+        assert!(!xml.contains('\x1b') && !xml.contains('\x07') && !xml.contains('\x00'));
+    }
+
+    #[test]
+    fn the_file_is_replaced_whole() {
+        let (dir, path, _) = write(outcomes());
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(leftovers, [path.file_name().unwrap().to_owned()], "no temporary file left");
+    }
+}

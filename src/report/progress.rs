@@ -1,0 +1,324 @@
+//! Human progress lines for CI logs, one line per thing that happened, no colour:
+//!
+//! ```text
+//!   START  [1/3] fix-clippy
+//!    PASS  [1/3] fix-clippy  4 turns  1,234 tok  $0.0123  2.1s
+//!    FAIL  [2/3] docs  6 turns  9,876 tok  $0.0456  30.2s  failed: check `cargo test` exited with 101
+//!   TOTAL  3 tasks in 32.4s: 2 passed, 1 failed  11,110 tok  $0.0579
+//! ```
+//!
+//! `--verbose` adds a line per tool call and retry; `--quiet` keeps only failures and the total.
+
+use super::{human_cost, human_duration, short_reason, strip_control, thousands};
+use crate::events::{Event, EventKind, Reporter, RetryScope, RunTotals, Status, TaskOutcome};
+use crate::secrets::Redactor;
+use std::collections::HashMap;
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How a one-line reason is cut, in characters.
+const REASON_CHARS: usize = 160;
+
+/// How much the progress reporter says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Verbosity {
+    /// Failures and the final total only.
+    Quiet,
+    /// Each task's start and end, and the total.
+    #[default]
+    Normal,
+    /// Also each tool call and retry.
+    Verbose,
+}
+
+/// Writes progress lines to a terminal or CI log.
+pub struct ProgressReporter {
+    writer: Box<dyn Write + Send>,
+    verbosity: Verbosity,
+    total: usize,
+    started: usize,
+    finished: usize,
+    /// The `[k/N]` number given to each task when it first started.
+    numbers: HashMap<String, usize>,
+    redactor: Option<Arc<Redactor>>,
+}
+
+impl ProgressReporter {
+    /// A reporter writing to `writer` (stderr, or stdout when it is not the JSONL stream) for a
+    /// run of `total_tasks` tasks.
+    pub fn new(writer: Box<dyn Write + Send>, verbosity: Verbosity, total_tasks: usize) -> Self {
+        ProgressReporter {
+            writer,
+            verbosity,
+            total: total_tasks,
+            started: 0,
+            finished: 0,
+            numbers: HashMap::new(),
+            redactor: None,
+        }
+    }
+
+    /// Masks secrets in the reasons shown (an error message may quote a refused key).
+    pub fn with_redactor(mut self, redactor: Arc<Redactor>) -> Self {
+        self.redactor = Some(redactor);
+        self
+    }
+
+    fn line(&mut self, text: &str) -> std::io::Result<()> {
+        let text = match &self.redactor {
+            Some(r) => r.redact(text).into_owned(),
+            None => text.to_string(),
+        };
+        writeln!(self.writer, "{text}")?;
+        self.writer.flush()
+    }
+
+    fn started(&mut self, id: &str, attempt: u32) -> Option<String> {
+        let number = match self.numbers.get(id) {
+            Some(&n) => n,
+            None => {
+                self.started += 1;
+                self.numbers.insert(id.to_string(), self.started);
+                self.started
+            }
+        };
+        let again = if attempt > 1 { format!(" (attempt {attempt})") } else { String::new() };
+        (self.verbosity != Verbosity::Quiet)
+            .then(|| format!("{:>7}  [{number}/{}] {id}{again}", "START", self.total))
+    }
+
+    fn finished(&mut self, o: &TaskOutcome) -> Option<String> {
+        self.finished += 1;
+        let shown = match self.verbosity {
+            Verbosity::Quiet => !o.status.is_pass() && o.status != Status::Skipped,
+            _ => true,
+        };
+        if !shown {
+            return None;
+        }
+        let label = match o.status {
+            Status::Passed => "PASS",
+            Status::Skipped => "SKIP",
+            _ => "FAIL",
+        };
+        let mut text = format!("{label:>7}  [{}/{}] {}", self.finished, self.total, o.task_id);
+        if o.status != Status::Skipped {
+            text.push_str(&format!(
+                "  {} {}  {} tok",
+                o.num_turns,
+                if o.num_turns == 1 { "turn" } else { "turns" },
+                thousands(o.usage.total_tokens)
+            ));
+            if let Some(cost) = o.cost_usd {
+                text.push_str(&format!("  {}", human_cost(cost)));
+            }
+            text.push_str(&format!("  {}", human_duration(o.duration)));
+        }
+        if !o.status.is_pass() {
+            let reason = strip_control(&short_reason(o));
+            let reason = reason.lines().next().unwrap_or("");
+            let mut short: String = reason.chars().take(REASON_CHARS).collect();
+            if short.len() < reason.len() {
+                short.push('…');
+            }
+            if short.is_empty() {
+                text.push_str(&format!("  {}", o.status.as_str()));
+            } else {
+                text.push_str(&format!("  {}: {short}", o.status.as_str()));
+            }
+        }
+        Some(text)
+    }
+
+    fn total_line(&self, t: &RunTotals) -> String {
+        let tasks: usize = t.counts.values().sum();
+        let counts: Vec<String> = Status::ALL
+            .iter()
+            .filter_map(|s| t.counts.get(s).filter(|n| **n > 0).map(|n| format!("{n} {}", s.as_str())))
+            .collect();
+        let counts = if counts.is_empty() { "nothing run".to_string() } else { counts.join(", ") };
+        let mut text = format!(
+            "{:>7}  {tasks} {} in {}: {counts}  {} tok",
+            "TOTAL",
+            if tasks == 1 { "task" } else { "tasks" },
+            human_duration(t.duration),
+            thousands(t.usage.total_tokens)
+        );
+        if let Some(cost) = t.cost_usd {
+            text.push_str(&format!("  {}", human_cost(cost)));
+        }
+        text
+    }
+}
+
+impl Reporter for ProgressReporter {
+    fn on_event(&mut self, event: &Event) -> std::io::Result<()> {
+        let id = event.task.as_ref().map_or("", |t| &*t.task_id);
+        let verbose = self.verbosity == Verbosity::Verbose;
+        let text = match &event.kind {
+            EventKind::TaskStarted { .. } => {
+                let attempt = event.task.as_ref().map_or(1, |t| t.attempt);
+                self.started(id, attempt)
+            }
+            EventKind::TaskFinished(outcome) => self.finished(outcome),
+            EventKind::ToolCompleted { name, ok, duration, .. } if verbose => Some(format!(
+                "{:>7}  {id}  {name} {} {}",
+                "TOOL",
+                if *ok { "ok" } else { "error" },
+                short_duration(*duration)
+            )),
+            EventKind::Retry { scope, reason, delay, next_attempt } if verbose => {
+                let scope = match scope {
+                    RetryScope::Http => "http",
+                    RetryScope::Task => "task",
+                };
+                Some(format!(
+                    "{:>7}  {id}  {scope} {reason}: attempt {next_attempt} in {}",
+                    "RETRY",
+                    short_duration(*delay)
+                ))
+            }
+            EventKind::RunFinished(totals) => Some(self.total_line(totals)),
+            _ => None,
+        };
+        match text {
+            Some(text) => self.line(&text),
+            None => Ok(()),
+        }
+    }
+
+    fn finish(&mut self) -> std::io::Result<()> {
+        self.writer.flush()
+    }
+}
+
+/// `12ms` below a second, else as [`human_duration`].
+fn short_duration(d: Duration) -> String {
+    if d < Duration::from_secs(1) { format!("{}ms", d.as_millis()) } else { human_duration(d) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::{CheckRecord, TaskError};
+    use crate::llm::ErrorKind;
+    use crate::report::test_support::{event, finished, outcome, totals};
+    use std::sync::Mutex;
+
+    /// A writer the test can read back while the reporter owns it.
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Shared {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn run(verbosity: Verbosity) -> String {
+        let out = Shared::default();
+        let redactor = Arc::new(Redactor::new(["sk-live-abcdefgh".to_string()]));
+        let mut p = ProgressReporter::new(Box::new(out.clone()), verbosity, 3).with_redactor(redactor);
+        let start = |id: &str, attempt| {
+            event(
+                Some((id, attempt)),
+                EventKind::TaskStarted {
+                    provider: "openai".into(),
+                    model: "m".into(),
+                    isolation: "none".into(),
+                    workdir: ".".into(),
+                    base_commit: None,
+                },
+            )
+        };
+        p.on_event(&start("a", 1)).unwrap();
+        p.on_event(&event(
+            Some(("a", 1)),
+            EventKind::ToolCompleted {
+                call_id: "c".into(),
+                name: "read_file".into(),
+                ok: false,
+                output: "x".into(),
+                duration: Duration::from_millis(12),
+            },
+        ))
+        .unwrap();
+        p.on_event(&finished(outcome("a", Status::Passed))).unwrap();
+        p.on_event(&start("b", 1)).unwrap();
+        p.on_event(&event(
+            Some(("b", 1)),
+            EventKind::Retry {
+                scope: RetryScope::Task,
+                reason: "server".into(),
+                delay: Duration::from_millis(1500),
+                next_attempt: 2,
+            },
+        ))
+        .unwrap();
+        p.on_event(&start("b", 2)).unwrap();
+        let mut b = outcome("b", Status::Failed);
+        b.cost_usd = None;
+        b.check = Some(CheckRecord {
+            command: "cargo test".into(),
+            exit_code: Some(101),
+            output_tail: "\x1b[31mtest result: FAILED\x1b[0m\n".into(),
+            before: None,
+        });
+        p.on_event(&finished(b)).unwrap();
+        let mut c = outcome("c", Status::Error);
+        c.error = Some(TaskError {
+            kind: ErrorKind::Auth,
+            message: "key sk-live-abcdefgh refused\nmore".into(),
+            http_status: Some(401),
+        });
+        p.on_event(&finished(c)).unwrap();
+        let mut t = totals(&[(Status::Passed, 1), (Status::Failed, 1), (Status::Error, 1)]);
+        t.usage = crate::llm::Usage::from_counts(3000, 702);
+        p.on_event(&event(None, EventKind::RunFinished(t))).unwrap();
+        p.finish().unwrap();
+        let bytes = out.0.lock().unwrap().clone();
+        String::from_utf8(bytes).unwrap()
+    }
+
+    const NORMAL: &str = "  START  [1/3] a
+   PASS  [1/3] a  4 turns  1,234 tok  $0.0123  2.1s
+  START  [2/3] b
+  START  [2/3] b (attempt 2)
+   FAIL  [2/3] b  4 turns  1,234 tok  2.1s  failed: check `cargo test` exited with 101: test result: FAILED
+   FAIL  [3/3] c  4 turns  1,234 tok  $0.0123  2.1s  error: key [REDACTED] refused
+  TOTAL  3 tasks in 3.0s: 1 passed, 1 failed, 1 error  3,702 tok  $0.0246
+";
+
+    #[test]
+    fn normal_shows_each_task_start_and_end_and_the_total() {
+        assert_eq!(run(Verbosity::Normal), NORMAL);
+    }
+
+    #[test]
+    fn quiet_shows_only_failures_and_the_total() {
+        let lines: Vec<&str> = NORMAL.lines().filter(|l| l.contains("FAIL") || l.contains("TOTAL")).collect();
+        assert_eq!(run(Verbosity::Quiet), lines.join("\n") + "\n");
+    }
+
+    #[test]
+    fn verbose_adds_tool_calls_and_retries() {
+        let out = run(Verbosity::Verbose);
+        assert!(out.contains("\n   TOOL  a  read_file error 12ms\n"), "{out}");
+        assert!(out.contains("\n  RETRY  b  task server: attempt 2 in 1.5s\n"), "{out}");
+        assert_eq!(out.lines().count(), NORMAL.lines().count() + 2);
+    }
+
+    #[test]
+    fn skipped_tasks_show_no_numbers() {
+        let out = Shared::default();
+        let mut p = ProgressReporter::new(Box::new(out.clone()), Verbosity::Normal, 1);
+        p.on_event(&finished(outcome("later", Status::Skipped))).unwrap();
+        let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(text, "   SKIP  [1/1] later  skipped\n");
+    }
+}

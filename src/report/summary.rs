@@ -1,0 +1,280 @@
+//! `summary.md`: the run at a glance, for `$GITHUB_STEP_SUMMARY` and PR comments.
+//!
+//! A heading with the overall result and counts, the totals, a table of every task in manifest
+//! order, then the reasons of the tasks that did not pass. Every piece of text from a task is
+//! redacted and then escaped, so output full of `|`, `<`, newlines or colour codes cannot break
+//! the table or turn into HTML.
+
+use super::{human_cost, human_duration, strip_control, thousands, write_atomic};
+use crate::events::{Event, EventKind, Reporter, RunTotals, Status, TaskOutcome};
+use crate::secrets::Redactor;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// How many trailing lines of a check's output the failures table shows.
+const TAIL_LINES: usize = 10;
+/// How many characters of an error message the failures table shows.
+const MESSAGE_CHARS: usize = 500;
+
+/// Collects finished tasks and writes `summary.md` on [`Reporter::finish`].
+pub struct SummaryReporter {
+    path: PathBuf,
+    redactor: Arc<Redactor>,
+    outcomes: Vec<TaskOutcome>,
+    totals: Option<RunTotals>,
+}
+
+impl SummaryReporter {
+    /// A reporter that will write `path` (atomically).
+    pub fn new(path: impl Into<PathBuf>, redactor: Arc<Redactor>) -> Self {
+        SummaryReporter { path: path.into(), redactor, outcomes: Vec::new(), totals: None }
+    }
+
+    /// The Markdown text.
+    fn render(&self) -> String {
+        let mut outcomes: Vec<&TaskOutcome> = self.outcomes.iter().collect();
+        outcomes.sort_by(|a, b| a.index.cmp(&b.index).then_with(|| a.task_id.cmp(&b.task_id)));
+        let mut md = String::new();
+        self.heading(&mut md, &outcomes);
+        if outcomes.is_empty() {
+            return md;
+        }
+        md.push_str("\n| task | status | turns | tokens | cost | duration | files changed |\n");
+        md.push_str("|---|---|--:|--:|--:|--:|--:|\n");
+        for o in &outcomes {
+            let _ = writeln!(
+                md,
+                "| {} | {} {} | {} | {} | {} | {} | {} |",
+                self.cell(&o.task_id),
+                status_icon(o.status),
+                o.status.as_str(),
+                o.num_turns,
+                thousands(o.usage.total_tokens),
+                o.cost_usd.map_or("—".to_string(), human_cost),
+                human_duration(o.duration),
+                o.files_changed.len(),
+            );
+        }
+        let failures: Vec<&&TaskOutcome> = outcomes.iter().filter(|o| !o.status.is_pass()).collect();
+        if !failures.is_empty() {
+            md.push_str("\n### Failures\n\n| task | status | reason |\n|---|---|---|\n");
+            for o in failures {
+                let _ = writeln!(
+                    md,
+                    "| {} | {} | {} |",
+                    self.cell(&o.task_id),
+                    o.status.as_str(),
+                    self.cell(&reason(o))
+                );
+            }
+        }
+        md
+    }
+
+    fn heading(&self, md: &mut String, outcomes: &[&TaskOutcome]) {
+        let passed = outcomes.iter().filter(|o| o.status.is_pass()).count();
+        let ok = passed == outcomes.len() && self.totals.as_ref().is_none_or(|t| t.exit_code == 0);
+        let mut counts = Vec::new();
+        for status in Status::ALL.into_iter().filter(|s| !s.is_pass()) {
+            let n = outcomes.iter().filter(|o| o.status == status).count();
+            if n > 0 {
+                counts.push(format!("{n} {}", status.as_str()));
+            }
+        }
+        let _ = write!(
+            md,
+            "## {} dracode: {passed} of {} {} passed",
+            if ok { "✅" } else { "❌" },
+            outcomes.len(),
+            if outcomes.len() == 1 { "task" } else { "tasks" }
+        );
+        for count in counts {
+            let _ = write!(md, " · {count}");
+        }
+        md.push('\n');
+
+        let (tokens, cost) = match &self.totals {
+            Some(t) => (t.usage.total_tokens, t.cost_usd),
+            None => (
+                outcomes.iter().map(|o| o.usage.total_tokens).sum(),
+                outcomes.iter().map(|o| o.cost_usd).sum::<Option<f64>>(),
+            ),
+        };
+        let _ = write!(
+            md,
+            "\n**Tokens** {} · **Cost** {}",
+            thousands(tokens),
+            cost.map_or("unknown".to_string(), human_cost)
+        );
+        if let Some(t) = &self.totals {
+            let _ = write!(md, " · **Duration** {}", human_duration(t.duration));
+        }
+        md.push('\n');
+    }
+
+    /// `text` redacted, then escaped for a table cell (redacting first: escaping changes the
+    /// text a secret would be matched in).
+    fn cell(&self, text: &str) -> String {
+        escape_cell(&self.redactor.redact(text))
+    }
+}
+
+impl Reporter for SummaryReporter {
+    fn on_event(&mut self, event: &Event) -> std::io::Result<()> {
+        match &event.kind {
+            EventKind::TaskFinished(outcome) => {
+                let mut outcome = TaskOutcome::clone(outcome);
+                outcome.transcript = None;
+                outcome.diff = None;
+                self.outcomes.push(outcome);
+            }
+            EventKind::RunFinished(totals) => self.totals = Some(totals.clone()),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> std::io::Result<()> {
+        write_atomic(&self.path, self.render().as_bytes())
+    }
+}
+
+fn status_icon(status: Status) -> &'static str {
+    match status {
+        Status::Passed => "✅",
+        Status::Skipped => "⏭️",
+        _ => "❌",
+    }
+}
+
+/// Why `o` did not pass: its error message (shortened), then its check's output tail.
+fn reason(o: &TaskOutcome) -> String {
+    let mut parts = Vec::new();
+    if let Some(error) = &o.error {
+        let message: String = error.message.chars().take(MESSAGE_CHARS).collect();
+        let ellipsis = if message.len() < error.message.len() { "…" } else { "" };
+        parts.push(format!("{}: {message}{ellipsis}", error.kind.as_str()));
+    }
+    if let Some(check) = &o.check {
+        let code = check.exit_code.map_or("no exit code".to_string(), |c| format!("exit {c}"));
+        let tail = strip_control(&check.output_tail);
+        let lines: Vec<&str> = tail.lines().filter(|l| !l.trim().is_empty()).collect();
+        let tail = lines[lines.len().saturating_sub(TAIL_LINES)..].join("\n");
+        parts.push(format!("check `{}` ({code})\n{tail}", check.command));
+    }
+    if parts.is_empty() && o.status == Status::Skipped {
+        parts.push("not run (fail-fast)".to_string());
+    }
+    parts.join("\n")
+}
+
+/// `text` safe inside a Markdown table cell: one line (`<br>` between lines), `|` and Markdown
+/// punctuation backslash-escaped, `<`, `>` and `&` as entities so nothing becomes HTML, colour
+/// codes and control characters dropped.
+fn escape_cell(text: &str) -> String {
+    let clean = strip_control(text);
+    let mut out = String::with_capacity(clean.len());
+    let mut lines = clean.lines().map(str::trim_end).filter(|l| !l.is_empty()).peekable();
+    while let Some(line) = lines.next() {
+        for c in line.chars() {
+            match c {
+                '&' => out.push_str("&amp;"),
+                '<' => out.push_str("&lt;"),
+                '>' => out.push_str("&gt;"),
+                '\\' | '|' | '*' | '_' | '`' | '[' | ']' | '#' | '~' => {
+                    out.push('\\');
+                    out.push(c);
+                }
+                '\t' => out.push(' '),
+                _ => out.push(c),
+            }
+        }
+        if lines.peek().is_some() {
+            out.push_str("<br>");
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::{CheckRecord, TaskError};
+    use crate::llm::ErrorKind;
+    use crate::report::test_support::{event, finished, outcome, totals};
+
+    fn summary(outcomes: Vec<TaskOutcome>, run: Option<RunTotals>) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("summary.md");
+        let redactor = Arc::new(Redactor::new(["sk_live_secret_1234".to_string()]));
+        let mut reporter = SummaryReporter::new(&path, redactor);
+        for o in outcomes.into_iter().rev() {
+            reporter.on_event(&finished(o)).unwrap();
+        }
+        if let Some(t) = run {
+            reporter.on_event(&event(None, EventKind::RunFinished(t))).unwrap();
+        }
+        reporter.finish().unwrap();
+        std::fs::read_to_string(path).unwrap()
+    }
+
+    #[test]
+    fn all_passed_is_a_green_heading_and_an_ordered_table() {
+        let a = outcome("alpha", Status::Passed);
+        let mut b = outcome("beta", Status::Passed);
+        b.index = 1;
+        b.files_changed = vec!["a.rs".into(), "b.rs".into()];
+        b.cost_usd = None;
+        let md = summary(vec![a, b], Some(totals(&[(Status::Passed, 2)])));
+        assert!(md.starts_with("## ✅ dracode: 2 of 2 tasks passed\n"), "{md}");
+        assert!(md.contains("**Tokens** 2,468 · **Cost** $0.0246 · **Duration** 3.0s"), "{md}");
+        assert!(md.contains("| alpha | ✅ passed | 4 | 1,234 | $0.0123 | 2.1s | 0 |"), "{md}");
+        assert!(md.contains("| beta | ✅ passed | 4 | 1,234 | — | 2.1s | 2 |"), "{md}");
+        assert!(md.find("| alpha").unwrap() < md.find("| beta").unwrap());
+        assert!(!md.contains("Failures"));
+    }
+
+    #[test]
+    fn failures_are_counted_and_explained_in_one_escaped_cell() {
+        let ok = outcome("ok", Status::Passed);
+        let mut bad = outcome("bad|id", Status::Failed);
+        bad.index = 1;
+        bad.error = Some(TaskError { kind: ErrorKind::Check, message: "check failed".into(), http_status: None });
+        bad.check = Some(CheckRecord {
+            command: "cargo test | tee log".into(),
+            exit_code: Some(101),
+            output_tail: "\x1b[31merror\x1b[0m[E0308]: expected Vec<String>\n  | a && b\nkey sk_live_secret_1234\n".into(),
+            before: None,
+        });
+        let mut skipped = outcome("later", Status::Skipped);
+        skipped.index = 2;
+        let md = summary(vec![ok, bad, skipped], None);
+        assert!(md.starts_with("## ❌ dracode: 1 of 3 tasks passed · 1 failed · 1 skipped\n"), "{md}");
+        assert!(md.contains("| bad\\|id | ❌ failed |"), "{md}");
+        let failures = &md[md.find("### Failures").unwrap()..];
+        let row = failures.lines().find(|l| l.starts_with("| bad")).unwrap();
+        assert_eq!(
+            row,
+            "| bad\\|id | failed | check: check failed<br>check \\`cargo test \\| tee log\\` (exit 101)\
+             <br>error\\[E0308\\]: expected Vec&lt;String&gt;<br>  \\| a &amp;&amp; b<br>key \\[REDACTED\\] |"
+        );
+        assert!(failures.contains("| later | skipped | not run (fail-fast) |"), "{md}");
+        assert!(!md.contains("sk_live"), "secrets are masked before escaping");
+        assert!(!md.contains('\x1b'));
+    }
+
+    #[test]
+    fn an_unknown_price_is_shown_as_unknown() {
+        let mut o = outcome("t", Status::Passed);
+        o.cost_usd = None;
+        let md = summary(vec![o], None);
+        assert!(md.contains("**Cost** unknown"), "{md}");
+    }
+
+    #[test]
+    fn an_empty_run_still_writes_a_heading() {
+        let md = summary(Vec::new(), Some(totals(&[])));
+        assert!(md.starts_with("## ✅ dracode: 0 of 0 tasks passed\n"), "{md}");
+    }
+}

@@ -1,0 +1,96 @@
+//! `transcripts/<id>.json`: each task's whole conversation, tool calls and full tool results
+//! included, redacted, as pretty JSON.
+
+use super::jsonl::redact_strings;
+use super::{file_stem, write_atomic};
+use crate::events::{Event, EventKind, Reporter, Status};
+use crate::llm::Message;
+use crate::secrets::Redactor;
+use serde::Serialize;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// The document written for one task.
+#[derive(Serialize)]
+struct TranscriptFile<'a> {
+    task_id: &'a str,
+    status: Status,
+    provider: &'a str,
+    model: &'a str,
+    system: &'a str,
+    tools: &'a [String],
+    messages: &'a [Message],
+}
+
+/// Writes a transcript file for every finished task that has a conversation.
+pub struct TranscriptReporter {
+    dir: PathBuf,
+    redactor: Arc<Redactor>,
+}
+
+impl TranscriptReporter {
+    /// A reporter writing into `<out_dir>/transcripts/` (created on the first transcript).
+    pub fn new(out_dir: impl Into<PathBuf>, redactor: Arc<Redactor>) -> Self {
+        TranscriptReporter { dir: out_dir.into().join("transcripts"), redactor }
+    }
+}
+
+impl Reporter for TranscriptReporter {
+    fn on_event(&mut self, event: &Event) -> std::io::Result<()> {
+        let EventKind::TaskFinished(outcome) = &event.kind else { return Ok(()) };
+        let Some(transcript) = &outcome.transcript else { return Ok(()) };
+        let file = TranscriptFile {
+            task_id: &outcome.task_id,
+            status: outcome.status,
+            provider: &transcript.provider,
+            model: &transcript.model,
+            system: &transcript.system,
+            tools: &transcript.tools,
+            messages: &transcript.messages,
+        };
+        let mut value = serde_json::to_value(file)?;
+        redact_strings(&mut value, &self.redactor);
+        let mut text = serde_json::to_string_pretty(&value)?;
+        text.push('\n');
+        let path = self.dir.join(format!("{}.json", file_stem(&outcome.task_id)));
+        write_atomic(&path, text.as_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::test_support::{finished, outcome, transcript};
+
+    #[test]
+    fn writes_a_redacted_pretty_transcript_named_by_the_sanitised_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = "ghp_0123456789abcdef";
+        let mut reporter = TranscriptReporter::new(dir.path(), Arc::new(Redactor::new([secret.to_string()])));
+        let mut o = outcome("docs/readme", Status::Failed);
+        o.transcript = Some(transcript(&format!("the token is {secret}")));
+        reporter.on_event(&finished(o)).unwrap();
+
+        let path = dir.path().join("transcripts/docs_readme.json");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("\n  \"task_id\""), "pretty-printed: {text}");
+        assert!(!text.contains(secret));
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["task_id"], "docs/readme");
+        assert_eq!(v["status"], "failed");
+        assert_eq!(v["provider"], "openai");
+        assert_eq!(v["model"], "gpt-4o");
+        assert_eq!(v["system"], "You are a coding agent.");
+        assert_eq!(v["tools"], serde_json::json!(["read_file"]));
+        assert_eq!(v["messages"][0]["content"][0]["text"], "Add a README");
+        assert_eq!(v["messages"][1]["content"][0]["text"], "the token is [REDACTED]");
+    }
+
+    #[test]
+    fn a_task_without_a_conversation_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut reporter = TranscriptReporter::new(dir.path(), Arc::new(Redactor::default()));
+        reporter.on_event(&finished(outcome("skipped", Status::Skipped))).unwrap();
+        assert!(!dir.path().join("transcripts").exists());
+    }
+}

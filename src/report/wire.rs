@@ -1,0 +1,639 @@
+//! The JSONL wire format of `results.jsonl` and `--jsonl`: one [`WireEvent`] a line.
+//!
+//! These types are the user contract (INTERFACE.md §6), kept apart from the internal
+//! [`crate::events`] so that an internal change never silently changes the wire. [`to_wire`] is
+//! the one, pure, mapping; [`events_schema`] is what `dracode schema events` prints.
+//!
+//! # Wire format
+//!
+//! Every line is an object whose first key is `type` (dotted: `run.started`, `task.started`,
+//! `turn.completed`, `tool.started`, `tool.completed`, `retry`, `agent.message`,
+//! `task.finished`, `run.finished`), then `schema_version` (1), `seq` (1, 2, … across the file),
+//! `ts` (RFC 3339 UTC with milliseconds) and `run_id`; task events add `task_id` and `attempt`
+//! (1-based), and every event adds `shard` (`K/N`) when the run is sharded. The type's own fields
+//! follow. Durations are `*_ms` integers; a cost is `null` when the model's price is unknown.
+
+use super::file_stem;
+use crate::events::{CheckRecord, Event, EventKind, RetryScope, RunTotals, Status, TaskError, TaskOutcome};
+use crate::llm::Usage;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// The version of this wire format; bumped only for a change that breaks a reader.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// How much of a tool's output `tool.completed` carries, in bytes.
+pub const TOOL_OUTPUT_LIMIT: usize = 2048;
+
+/// The fields every line carries.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Header {
+    /// Always [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// 1 for the first line, increasing by one per line.
+    pub seq: u64,
+    /// When the event happened, RFC 3339 UTC with milliseconds.
+    pub ts: String,
+    /// The run this line belongs to.
+    pub run_id: String,
+    /// The task, for task events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
+    /// The 1-based attempt, for task events (on `retry`, `attempt` is instead the attempt
+    /// about to start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u32>,
+    /// `K/N` when the run is sharded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<String>,
+}
+
+/// One line of `results.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type")]
+pub enum WireEvent {
+    /// The run began.
+    #[serde(rename = "run.started")]
+    RunStarted {
+        /// Common fields.
+        #[serde(flatten)]
+        header: Header,
+        /// dracode's version.
+        version: String,
+        /// The manifest paths, as given.
+        manifests: Vec<String>,
+        /// Tasks selected to run.
+        task_count: usize,
+        /// Parallel tasks.
+        jobs: usize,
+    },
+    /// A task attempt began.
+    #[serde(rename = "task.started")]
+    TaskStarted {
+        /// Common fields.
+        #[serde(flatten)]
+        header: Header,
+        /// Provider name.
+        provider: String,
+        /// Model name.
+        model: String,
+        /// `worktree`, `copy` or `none`.
+        isolation: String,
+        /// Where the task's tools run.
+        workdir: String,
+        /// The commit the workspace started from, in a git repository.
+        base_commit: Option<String>,
+    },
+    /// An LLM call returned.
+    #[serde(rename = "turn.completed")]
+    TurnCompleted {
+        /// Common fields.
+        #[serde(flatten)]
+        header: Header,
+        /// 1-based.
+        turn: u32,
+        /// Why the model stopped: `end_turn`, `tool_use`, `max_tokens`, `stop_sequence`,
+        /// `refusal`, `content_filter`, `pause_turn`, `malformed_tool_call`, or the provider's
+        /// own word.
+        stop_reason: String,
+        /// This call's tokens.
+        usage: Usage,
+        /// Wall time of the call, retries included.
+        duration_ms: u64,
+    },
+    /// A tool call began.
+    #[serde(rename = "tool.started")]
+    ToolStarted {
+        /// Common fields.
+        #[serde(flatten)]
+        header: Header,
+        /// The provider's call id.
+        call_id: String,
+        /// Tool name.
+        name: String,
+        /// The arguments.
+        input: serde_json::Value,
+    },
+    /// A tool call ended.
+    #[serde(rename = "tool.completed")]
+    ToolCompleted {
+        /// Common fields.
+        #[serde(flatten)]
+        header: Header,
+        /// The provider's call id.
+        call_id: String,
+        /// Tool name.
+        name: String,
+        /// False when the tool returned an error.
+        ok: bool,
+        /// What the model was sent, cut to 2 KB on a character boundary.
+        output: String,
+        /// The length in bytes of the whole output.
+        output_bytes: usize,
+        /// Wall time.
+        duration_ms: u64,
+    },
+    /// Something is about to be tried again.
+    #[serde(rename = "retry")]
+    Retry {
+        /// Common fields.
+        #[serde(flatten)]
+        header: Header,
+        /// `http` (one request) or `task` (a whole attempt).
+        scope: RetryScope,
+        /// The error kind or HTTP status that caused it.
+        reason: String,
+        /// The wait before the retry.
+        delay_ms: u64,
+        /// The attempt about to start: of the HTTP request for `http`, of the task for `task`.
+        /// (It takes the place of the header's `attempt`.)
+        attempt: u32,
+    },
+    /// Text the agent showed.
+    #[serde(rename = "agent.message")]
+    AgentMessage {
+        /// Common fields.
+        #[serde(flatten)]
+        header: Header,
+        /// The text.
+        text: String,
+    },
+    /// A task ended; exactly one per task.
+    #[serde(rename = "task.finished")]
+    TaskFinished {
+        /// Common fields.
+        #[serde(flatten)]
+        header: Header,
+        /// Its fields.
+        #[serde(flatten)]
+        outcome: WireOutcome,
+    },
+    /// The run ended.
+    #[serde(rename = "run.finished")]
+    RunFinished {
+        /// Common fields.
+        #[serde(flatten)]
+        header: Header,
+        /// Tasks per status; every status is present.
+        counts: StatusCounts,
+        /// Summed token usage.
+        usage: Usage,
+        /// Summed cost; `null` when any task's price was unknown.
+        total_cost_usd: Option<f64>,
+        /// Wall time of the run.
+        duration_ms: u64,
+        /// The process exit code.
+        exit_code: i32,
+    },
+}
+
+/// The fields of `task.finished`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct WireOutcome {
+    /// How the task ended.
+    pub status: Status,
+    /// `status != "passed"`.
+    pub is_error: bool,
+    /// LLM calls that returned a response.
+    pub num_turns: u32,
+    /// Wall time of all attempts.
+    pub duration_ms: u64,
+    /// Summed token usage of every call.
+    pub usage: Usage,
+    /// Cost in USD; `null` when the model's price is unknown.
+    pub total_cost_usd: Option<f64>,
+    /// The agent's final message.
+    pub result: Option<String>,
+    /// Workspace-relative paths the task changed.
+    pub files_changed: Vec<String>,
+    /// `diffs/<id>.patch` relative to the output folder, when the task changed anything.
+    pub diff_path: Option<String>,
+    /// The check command's record.
+    pub check: Option<CheckRecord>,
+    /// Why the task did not pass.
+    pub error: Option<TaskError>,
+    /// Attempts made.
+    pub attempts: u32,
+    /// Passed only after a failed attempt.
+    pub flaky: bool,
+}
+
+/// Tasks per status, every status present (0 included) so readers need no defaults.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct StatusCounts {
+    /// Tasks `passed`.
+    pub passed: usize,
+    /// Tasks `failed`.
+    pub failed: usize,
+    /// Tasks `error`.
+    pub error: usize,
+    /// Tasks `not_configured`.
+    pub not_configured: usize,
+    /// Tasks `max_iterations`.
+    pub max_iterations: usize,
+    /// Tasks `timeout`.
+    pub timeout: usize,
+    /// Tasks `stalled`.
+    pub stalled: usize,
+    /// Tasks `budget_exceeded`.
+    pub budget_exceeded: usize,
+    /// Tasks `cancelled`.
+    pub cancelled: usize,
+    /// Tasks `skipped`.
+    pub skipped: usize,
+}
+
+impl StatusCounts {
+    /// The counts of `totals`, statuses it lacks counted as 0.
+    pub fn from_totals(totals: &RunTotals) -> Self {
+        let mut counts = StatusCounts::default();
+        for (&status, &n) in &totals.counts {
+            *counts.slot(status) += n;
+        }
+        counts
+    }
+
+    fn slot(&mut self, status: Status) -> &mut usize {
+        match status {
+            Status::Passed => &mut self.passed,
+            Status::Failed => &mut self.failed,
+            Status::Error => &mut self.error,
+            Status::NotConfigured => &mut self.not_configured,
+            Status::MaxIterations => &mut self.max_iterations,
+            Status::Timeout => &mut self.timeout,
+            Status::Stalled => &mut self.stalled,
+            Status::BudgetExceeded => &mut self.budget_exceeded,
+            Status::Cancelled => &mut self.cancelled,
+            Status::Skipped => &mut self.skipped,
+        }
+    }
+}
+
+impl WireEvent {
+    /// The common fields of this line.
+    pub fn header(&self) -> &Header {
+        match self {
+            WireEvent::RunStarted { header, .. }
+            | WireEvent::TaskStarted { header, .. }
+            | WireEvent::TurnCompleted { header, .. }
+            | WireEvent::ToolStarted { header, .. }
+            | WireEvent::ToolCompleted { header, .. }
+            | WireEvent::Retry { header, .. }
+            | WireEvent::AgentMessage { header, .. }
+            | WireEvent::TaskFinished { header, .. }
+            | WireEvent::RunFinished { header, .. } => header,
+        }
+    }
+}
+
+/// Where a task's patch is written, relative to the output folder: `diffs/<file_stem>.patch`.
+pub fn diff_path(task_id: &str) -> String {
+    format!("diffs/{}.patch", file_stem(task_id))
+}
+
+/// Maps one internal event to its wire line. Pure: the same arguments always give the same line.
+pub fn to_wire(event: &Event, seq: u64, run_id: &str, shard: Option<&str>) -> WireEvent {
+    let mut header = Header {
+        schema_version: SCHEMA_VERSION,
+        seq,
+        ts: humantime::format_rfc3339_millis(event.ts).to_string(),
+        run_id: run_id.to_string(),
+        task_id: event.task.as_ref().map(|t| t.task_id.to_string()),
+        attempt: event.task.as_ref().map(|t| t.attempt),
+        shard: shard.map(str::to_string),
+    };
+    match &event.kind {
+        EventKind::RunStarted { version, manifests, task_count, shard: run_shard, jobs } => {
+            header.shard = header.shard.or_else(|| run_shard.clone());
+            WireEvent::RunStarted {
+                header,
+                version: version.clone(),
+                manifests: manifests.clone(),
+                task_count: *task_count,
+                jobs: *jobs,
+            }
+        }
+        EventKind::TaskStarted { provider, model, isolation, workdir, base_commit } => {
+            WireEvent::TaskStarted {
+                header,
+                provider: provider.clone(),
+                model: model.clone(),
+                isolation: isolation.clone(),
+                workdir: workdir.to_string_lossy().into_owned(),
+                base_commit: base_commit.clone(),
+            }
+        }
+        EventKind::TurnCompleted { turn, stop_reason, usage, duration } => {
+            WireEvent::TurnCompleted {
+                header,
+                turn: *turn,
+                stop_reason: stop_reason.as_str().to_string(),
+                usage: *usage,
+                duration_ms: millis(*duration),
+            }
+        }
+        EventKind::ToolStarted { call_id, name, input } => WireEvent::ToolStarted {
+            header,
+            call_id: call_id.clone(),
+            name: name.clone(),
+            input: input.clone(),
+        },
+        EventKind::ToolCompleted { call_id, name, ok, output, duration } => {
+            WireEvent::ToolCompleted {
+                header,
+                call_id: call_id.clone(),
+                name: name.clone(),
+                ok: *ok,
+                output: truncate(output, TOOL_OUTPUT_LIMIT).to_string(),
+                output_bytes: output.len(),
+                duration_ms: millis(*duration),
+            }
+        }
+        EventKind::Retry { scope, reason, delay, next_attempt } => WireEvent::Retry {
+            // The contract names the retry's own field `attempt` too; one key cannot hold two
+            // numbers, so here it is the attempt about to start.
+            header: Header { attempt: None, ..header },
+            scope: *scope,
+            reason: reason.clone(),
+            delay_ms: millis(*delay),
+            attempt: *next_attempt,
+        },
+        EventKind::AgentMessage { text } => {
+            WireEvent::AgentMessage { header, text: text.clone() }
+        }
+        EventKind::TaskFinished(outcome) => {
+            // The outcome names its task even when the scheduler emits it run-level (a task
+            // skipped before it started has no attempt).
+            header.task_id = Some(outcome.task_id.clone());
+            WireEvent::TaskFinished { header, outcome: wire_outcome(outcome) }
+        }
+        EventKind::RunFinished(totals) => WireEvent::RunFinished {
+            header,
+            counts: StatusCounts::from_totals(totals),
+            usage: totals.usage,
+            total_cost_usd: totals.cost_usd,
+            duration_ms: millis(totals.duration),
+            exit_code: totals.exit_code,
+        },
+    }
+}
+
+fn wire_outcome(o: &TaskOutcome) -> WireOutcome {
+    let has_diff = o.diff.as_deref().is_some_and(|d| !d.is_empty());
+    WireOutcome {
+        status: o.status,
+        is_error: !o.status.is_pass(),
+        num_turns: o.num_turns,
+        duration_ms: millis(o.duration),
+        usage: o.usage,
+        total_cost_usd: o.cost_usd,
+        result: o.result.clone(),
+        files_changed: o.files_changed.clone(),
+        diff_path: has_diff.then(|| diff_path(&o.task_id)),
+        check: o.check.clone(),
+        error: o.error.clone(),
+        attempts: o.attempts,
+        flaky: o.flaky,
+    }
+}
+
+/// The JSON Schema of one line, for `dracode schema events`.
+pub fn events_schema() -> serde_json::Value {
+    schemars::schema_for!(WireEvent).to_value()
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The longest prefix of `text` of at most `limit` bytes that ends on a character boundary.
+fn truncate(text: &str, limit: usize) -> &str {
+    if text.len() <= limit {
+        return text;
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::{ErrorKind, StopReason};
+    use crate::report::test_support::{event, outcome};
+    use serde_json::json;
+    use std::collections::BTreeMap;
+
+    fn line(event: &Event) -> serde_json::Value {
+        serde_json::to_value(to_wire(event, 7, "run-1", None)).unwrap()
+    }
+
+    #[test]
+    fn task_finished_carries_every_contract_field() {
+        let mut o = outcome("fix/clippy", Status::Failed);
+        o.diff = Some("diff --git a/x b/x\n".into());
+        o.files_changed = vec!["src/lib.rs".into()];
+        o.check = Some(CheckRecord {
+            command: "cargo clippy".into(),
+            exit_code: Some(101),
+            output_tail: "warning: x".into(),
+            before: None,
+        });
+        o.error = Some(TaskError {
+            kind: ErrorKind::Check,
+            message: "check failed".into(),
+            http_status: None,
+        });
+        let v = line(&event(Some(("fix/clippy", 2)), EventKind::TaskFinished(Box::new(o))));
+        assert_eq!(
+            v,
+            json!({
+                "type": "task.finished", "schema_version": 1, "seq": 7,
+                "ts": "2023-11-14T22:13:20.123Z", "run_id": "run-1",
+                "task_id": "fix/clippy", "attempt": 2,
+                "status": "failed", "is_error": true, "num_turns": 4, "duration_ms": 2100,
+                "usage": {"input_tokens": 1000, "cached_input_tokens": 0,
+                    "cache_creation_input_tokens": 0, "output_tokens": 234,
+                    "reasoning_output_tokens": 0, "total_tokens": 1234, "requests": 4},
+                "total_cost_usd": 0.0123, "result": "done",
+                "files_changed": ["src/lib.rs"], "diff_path": "diffs/fix_clippy.patch",
+                "check": {"command": "cargo clippy", "exit_code": 101, "output_tail": "warning: x"},
+                "error": {"kind": "check", "message": "check failed", "http_status": null},
+                "attempts": 1, "flaky": false
+            })
+        );
+        let keys: Vec<&String> = v.as_object().unwrap().keys().take(2).collect();
+        assert_eq!(keys, ["type", "schema_version"], "type comes first on the line");
+    }
+
+    #[test]
+    fn task_finished_without_price_diff_or_error_has_nulls() {
+        let mut o = outcome("t", Status::Passed);
+        o.cost_usd = None;
+        o.diff = Some(String::new());
+        o.result = None;
+        let v = line(&event(Some(("t", 1)), EventKind::TaskFinished(Box::new(o))));
+        assert_eq!(v["is_error"], false);
+        for key in ["total_cost_usd", "diff_path", "check", "error", "result"] {
+            assert!(v[key].is_null(), "{key} should be null: {v}");
+        }
+    }
+
+    #[test]
+    fn run_finished_lists_every_status_and_shard() {
+        let totals = RunTotals {
+            counts: BTreeMap::from([(Status::Passed, 2), (Status::Timeout, 1)]),
+            usage: Usage::from_counts(10, 5),
+            cost_usd: None,
+            duration: Duration::from_secs(3),
+            exit_code: 1,
+        };
+        let wire = to_wire(&event(None, EventKind::RunFinished(totals)), 9, "r", Some("2/3"));
+        let v = serde_json::to_value(wire).unwrap();
+        assert_eq!(v["type"], "run.finished");
+        assert_eq!(v["shard"], "2/3");
+        assert!(v.get("task_id").is_none());
+        assert_eq!(
+            v["counts"],
+            json!({"passed": 2, "failed": 0, "error": 0, "not_configured": 0,
+                "max_iterations": 0, "timeout": 1, "stalled": 0, "budget_exceeded": 0,
+                "cancelled": 0, "skipped": 0})
+        );
+        assert_eq!(v["total_cost_usd"], serde_json::Value::Null);
+        assert_eq!(v["duration_ms"], 3000);
+        assert_eq!(v["exit_code"], 1);
+        assert_eq!(v["usage"]["total_tokens"], 15);
+    }
+
+    #[test]
+    fn run_started_names_manifests_and_shard() {
+        let v = line(&event(
+            None,
+            EventKind::RunStarted {
+                version: "0.1.0".into(),
+                manifests: vec!["tasks.toml".into()],
+                task_count: 3,
+                shard: Some("1/2".into()),
+                jobs: 2,
+            },
+        ));
+        assert_eq!(
+            v,
+            json!({"type": "run.started", "schema_version": 1, "seq": 7,
+                "ts": "2023-11-14T22:13:20.123Z", "run_id": "run-1", "shard": "1/2",
+                "version": "0.1.0", "manifests": ["tasks.toml"], "task_count": 3, "jobs": 2})
+        );
+    }
+
+    #[test]
+    fn tool_completed_output_is_cut_on_a_char_boundary() {
+        // 'é' is two bytes: 2047 ASCII bytes then 'é' would straddle the 2048 limit.
+        let output = format!("{}é{}", "a".repeat(2047), "b".repeat(100));
+        let v = line(&event(
+            Some(("t", 1)),
+            EventKind::ToolCompleted {
+                call_id: "c1".into(),
+                name: "read_file".into(),
+                ok: true,
+                output: output.clone(),
+                duration: Duration::from_millis(12),
+            },
+        ));
+        assert_eq!(v["output"].as_str().unwrap(), "a".repeat(2047));
+        assert_eq!(v["output_bytes"], output.len());
+        assert_eq!(v["duration_ms"], 12);
+        assert_eq!(v["ok"], true);
+        assert_eq!(v["call_id"], "c1");
+    }
+
+    #[test]
+    fn turn_retry_and_tool_started_use_contract_names() {
+        let turn = line(&event(
+            Some(("t", 1)),
+            EventKind::TurnCompleted {
+                turn: 1,
+                stop_reason: StopReason::ToolUse,
+                usage: Usage::from_counts(3, 4),
+                duration: Duration::from_millis(1500),
+            },
+        ));
+        assert_eq!(turn["type"], "turn.completed");
+        assert_eq!(turn["stop_reason"], "tool_use");
+        assert_eq!(turn["turn"], 1);
+        assert_eq!(turn["duration_ms"], 1500);
+        assert_eq!(turn["usage"]["output_tokens"], 4);
+
+        let retry = line(&event(
+            Some(("t", 1)),
+            EventKind::Retry {
+                scope: RetryScope::Http,
+                reason: "rate_limit".into(),
+                delay: Duration::from_millis(2000),
+                next_attempt: 2,
+            },
+        ));
+        assert_eq!(
+            (retry["type"].clone(), retry["scope"].clone(), retry["delay_ms"].clone(), retry["attempt"].clone()),
+            (json!("retry"), json!("http"), json!(2000), json!(2))
+        );
+        let text = serde_json::to_string(&to_wire(
+            &event(
+                Some(("t", 1)),
+                EventKind::Retry {
+                    scope: RetryScope::Task,
+                    reason: "server".into(),
+                    delay: Duration::ZERO,
+                    next_attempt: 2,
+                },
+            ),
+            1,
+            "r",
+            None,
+        ))
+        .unwrap();
+        assert_eq!(text.matches("\"attempt\"").count(), 1, "one attempt key: {text}");
+        assert!(text.contains("\"attempt\":2"), "{text}");
+
+        let started = line(&event(
+            Some(("t", 1)),
+            EventKind::ToolStarted { call_id: "c".into(), name: "list_files".into(), input: json!({"path": "."}) },
+        ));
+        assert_eq!(started["type"], "tool.started");
+        assert_eq!(started["input"], json!({"path": "."}));
+        let msg = line(&event(Some(("t", 1)), EventKind::AgentMessage { text: "hi".into() }));
+        assert_eq!((msg["type"].clone(), msg["text"].clone()), (json!("agent.message"), json!("hi")));
+    }
+
+    #[test]
+    fn stop_reason_other_is_kept_verbatim() {
+        let v = line(&event(
+            Some(("t", 1)),
+            EventKind::TurnCompleted {
+                turn: 2,
+                stop_reason: StopReason::Other("recitation".into()),
+                usage: Usage::default(),
+                duration: Duration::ZERO,
+            },
+        ));
+        assert_eq!(v["stop_reason"], "recitation");
+    }
+
+    #[test]
+    fn every_event_validates_against_the_published_schema_and_round_trips() {
+        let schema = events_schema();
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        let events = crate::report::test_support::sample_run();
+        for (i, e) in events.iter().enumerate() {
+            let wire = to_wire(e, i as u64 + 1, "run", Some("1/1"));
+            let v = serde_json::to_value(&wire).unwrap();
+            let errors: Vec<String> = validator.iter_errors(&v).map(|e| e.to_string()).collect();
+            assert!(errors.is_empty(), "{v}\n{errors:?}");
+            let back: WireEvent = serde_json::from_value(v).unwrap();
+            assert_eq!(back, wire);
+        }
+        assert!(schema.to_string().contains("task.finished"));
+    }
+}

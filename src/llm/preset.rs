@@ -292,5 +292,4 @@ fn not_built(resolved: &ResolvedProvider) -> LlmError {
         "provider type {:?} is not built yet in this version of dracode",
         resolved.kind.as_str()
     ))
-    }
 }

@@ -162,7 +162,7 @@ fn run_batch(args: RunArgs, cwd: &Path, env: BTreeMap<String, String>) -> anyhow
     let mut reporters: Vec<Box<dyn Reporter>> = report::artifact_reporters(&args.out, &run_id, None, redactor.clone())
         .with_context(|| format!("cannot write to {}", args.out.display()))?;
     let verbosity = if args.quiet { Verbosity::Quiet } else if args.verbose { Verbosity::Verbose } else { Verbosity::Normal };
-    reporters.push(Box::new(ProgressReporter::new(Box::new(std::io::stderr()), verbosity, plan.tasks.len())));
+    reporters.push(Box::new(ProgressReporter::new(Box::new(std::io::stderr()), verbosity, plan.tasks.len()).with_redactor(redactor.clone())));
     if let Some(path) = &args.jsonl {
         let writer: Box<dyn Write + Send> = if path.as_os_str() == "-" {
             Box::new(std::io::stdout())

@@ -4,6 +4,7 @@
 pub mod check;
 pub mod plan;
 pub mod runner;
+pub mod shard;
 pub mod snapshot;
 pub mod task;
 pub mod workspace;

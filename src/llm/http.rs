@@ -220,7 +220,7 @@ fn retry_reason(error: &LlmError) -> String {
 
 /// A number in `[0, 1)` for jitter. `RandomState` is seeded randomly per process and changes
 /// its keys on every `new()`, which is all the randomness jitter needs (no extra crate).
-fn random_unit() -> f64 {
+pub fn random_unit() -> f64 {
     use std::hash::{BuildHasher, Hasher};
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
     hasher.write_u128(SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_nanos());

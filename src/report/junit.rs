@@ -191,11 +191,7 @@ fn non_success_kind(o: &TaskOutcome) -> NonSuccessKind {
 /// `<status>: <reason>`, or the status alone when there is no reason.
 fn message(o: &TaskOutcome) -> String {
     let reason = short_reason(o);
-    if reason.is_empty() {
-        o.status.as_str().to_string()
-    } else {
-        format!("{}: {reason}", o.status.as_str())
-    }
+    if reason.is_empty() { o.status.as_str().to_string() } else { format!("{}: {reason}", o.status.as_str()) }
 }
 
 /// The element's text: the whole error message, then the check's output tail.
@@ -397,7 +393,13 @@ mod tests {
         assert_valid(WINDYROAD_XSD, &profile);
 
         // And the one thing removed is indeed what the Ant schema rejects.
-        let out = Command::new("xmllint").arg("--noout").arg("--schema").arg(xsd(WINDYROAD_XSD)).arg(&path).output().unwrap();
+        let out = Command::new("xmllint")
+            .arg("--noout")
+            .arg("--schema")
+            .arg(xsd(WINDYROAD_XSD))
+            .arg(&path)
+            .output()
+            .unwrap();
         let complaints = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success());
         for line in complaints.lines().filter(|l| l.contains("validity error")) {
@@ -427,7 +429,8 @@ mod tests {
         let case = |name: &str| {
             let start = xml.find(&format!(r#"<testcase name="{name}""#)).unwrap();
             let rest = &xml[start + 1..];
-            let end = [rest.find("<testcase"), rest.find("</testsuite>")].into_iter().flatten().min().unwrap();
+            let end =
+                [rest.find("<testcase"), rest.find("</testsuite>")].into_iter().flatten().min().unwrap();
             xml[start..start + 1 + end].to_string()
         };
         let passed = case("passes");
@@ -436,17 +439,25 @@ mod tests {
         assert!(failed.contains(r#"<failure message="failed: check failed" type="check">"#), "{failed}");
         assert!(failed.contains("exit code: 101"), "{failed}");
         let auth = case("auth-error");
-        assert!(auth.contains(r#"<error message="error: 401 Unauthorized: key [REDACTED] refused" type="auth">"#), "{auth}");
+        assert!(
+            auth.contains(r#"<error message="error: 401 Unauthorized: key [REDACTED] refused" type="auth">"#),
+            "{auth}"
+        );
         assert!(auth.contains("(HTTP 401)"), "{auth}");
         assert!(!xml.contains("sk-secret"), "secrets are masked");
-        assert!(case("no-key").contains(r#"<error message="not_configured: OPENAI_API_KEY is not set" type="not_configured""#));
+        assert!(
+            case("no-key").contains(
+                r#"<error message="not_configured: OPENAI_API_KEY is not set" type="not_configured""#
+            )
+        );
         assert!(case("skipped").contains(r#"<skipped message="skipped"/>"#), "{}", case("skipped"));
     }
 
     #[test]
     fn suites_follow_manifests_and_cases_follow_manifest_order() {
         let (_dir, _, xml) = write(outcomes());
-        let suite_a = xml.find(r#"<testsuite name="tasks.toml" tests="5" skipped="1" errors="2" failures="1""#);
+        let suite_a =
+            xml.find(r#"<testsuite name="tasks.toml" tests="5" skipped="1" errors="2" failures="1""#);
         let suite_b = xml.find(r#"<testsuite name="more/extra.yaml" tests="1""#);
         assert!(suite_a.unwrap() < suite_b.unwrap(), "{xml}");
         let order: Vec<usize> = ["passes", "check-fails", "auth-error", "no-key", "skipped"]
@@ -473,7 +484,8 @@ mod tests {
     #[test]
     fn the_file_is_replaced_whole() {
         let (dir, path, _) = write(outcomes());
-        let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let leftovers: Vec<_> =
+            std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(leftovers, [path.file_name().unwrap().to_owned()], "no temporary file left");
     }
 }

@@ -85,7 +85,7 @@ fn strip_control(text: &str) -> String {
             // CSI (`ESC [ params final`) is what compilers and test runners emit; any other
             // escape is dropped with the one character that follows it.
             if chars.next_if_eq(&'[').is_some() {
-                while let Some(p) = chars.next() {
+                for p in chars.by_ref() {
                     if ('\x40'..='\x7e').contains(&p) {
                         break;
                     }
@@ -105,7 +105,7 @@ fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, d) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(d);
@@ -204,8 +204,7 @@ mod tests {
     fn artifact_reporters_create_the_out_dir_and_results_file() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("nested/out");
-        let reporters =
-            artifact_reporters(&out, "run-1", None, Arc::new(Redactor::default())).unwrap();
+        let reporters = artifact_reporters(&out, "run-1", None, Arc::new(Redactor::default())).unwrap();
         assert_eq!(reporters.len(), 5);
         assert!(out.join("results.jsonl").is_file());
     }

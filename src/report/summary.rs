@@ -240,11 +240,14 @@ mod tests {
         let ok = outcome("ok", Status::Passed);
         let mut bad = outcome("bad|id", Status::Failed);
         bad.index = 1;
-        bad.error = Some(TaskError { kind: ErrorKind::Check, message: "check failed".into(), http_status: None });
+        bad.error =
+            Some(TaskError { kind: ErrorKind::Check, message: "check failed".into(), http_status: None });
         bad.check = Some(CheckRecord {
             command: "cargo test | tee log".into(),
             exit_code: Some(101),
-            output_tail: "\x1b[31merror\x1b[0m[E0308]: expected Vec<String>\n  | a && b\nkey sk_live_secret_1234\n".into(),
+            output_tail:
+                "\x1b[31merror\x1b[0m[E0308]: expected Vec<String>\n  | a && b\nkey sk_live_secret_1234\n"
+                    .into(),
             before: None,
         });
         let mut skipped = outcome("later", Status::Skipped);

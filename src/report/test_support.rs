@@ -55,11 +55,7 @@ pub fn transcript(answer: &str) -> Arc<Transcript> {
 
 /// An event at [`fixed_ts`].
 pub fn event(task: Option<(&str, u32)>, kind: EventKind) -> Event {
-    Event {
-        ts: fixed_ts(),
-        task: task.map(|(id, attempt)| TaskRef { task_id: id.into(), attempt }),
-        kind,
-    }
+    Event { ts: fixed_ts(), task: task.map(|(id, attempt)| TaskRef { task_id: id.into(), attempt }), kind }
 }
 
 /// The finish event of `outcome`.

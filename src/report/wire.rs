@@ -29,7 +29,7 @@ pub const TOOL_OUTPUT_LIMIT: usize = 2048;
 /// The fields every line carries.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Header {
-    /// Always [`SCHEMA_VERSION`].
+    /// 1 in this version of the format.
     pub schema_version: u32,
     /// 1 for the first line, increasing by one per line.
     pub seq: u64,
@@ -324,32 +324,28 @@ pub fn to_wire(event: &Event, seq: u64, run_id: &str, shard: Option<&str>) -> Wi
                 base_commit: base_commit.clone(),
             }
         }
-        EventKind::TurnCompleted { turn, stop_reason, usage, duration } => {
-            WireEvent::TurnCompleted {
-                header,
-                turn: *turn,
-                stop_reason: stop_reason.as_str().to_string(),
-                usage: *usage,
-                duration_ms: millis(*duration),
-            }
-        }
+        EventKind::TurnCompleted { turn, stop_reason, usage, duration } => WireEvent::TurnCompleted {
+            header,
+            turn: *turn,
+            stop_reason: stop_reason.as_str().to_string(),
+            usage: *usage,
+            duration_ms: millis(*duration),
+        },
         EventKind::ToolStarted { call_id, name, input } => WireEvent::ToolStarted {
             header,
             call_id: call_id.clone(),
             name: name.clone(),
             input: input.clone(),
         },
-        EventKind::ToolCompleted { call_id, name, ok, output, duration } => {
-            WireEvent::ToolCompleted {
-                header,
-                call_id: call_id.clone(),
-                name: name.clone(),
-                ok: *ok,
-                output: truncate(output, TOOL_OUTPUT_LIMIT).to_string(),
-                output_bytes: output.len(),
-                duration_ms: millis(*duration),
-            }
-        }
+        EventKind::ToolCompleted { call_id, name, ok, output, duration } => WireEvent::ToolCompleted {
+            header,
+            call_id: call_id.clone(),
+            name: name.clone(),
+            ok: *ok,
+            output: truncate(output, TOOL_OUTPUT_LIMIT).to_string(),
+            output_bytes: output.len(),
+            duration_ms: millis(*duration),
+        },
         EventKind::Retry { scope, reason, delay, next_attempt } => WireEvent::Retry {
             // The contract names the retry's own field `attempt` too; one key cannot hold two
             // numbers, so here it is the attempt about to start.
@@ -359,9 +355,7 @@ pub fn to_wire(event: &Event, seq: u64, run_id: &str, shard: Option<&str>) -> Wi
             delay_ms: millis(*delay),
             attempt: *next_attempt,
         },
-        EventKind::AgentMessage { text } => {
-            WireEvent::AgentMessage { header, text: text.clone() }
-        }
+        EventKind::AgentMessage { text } => WireEvent::AgentMessage { header, text: text.clone() },
         EventKind::TaskFinished(outcome) => {
             // The outcome names its task even when the scheduler emits it run-level (a task
             // skipped before it started has no attempt).
@@ -442,11 +436,8 @@ mod tests {
             output_tail: "warning: x".into(),
             before: None,
         });
-        o.error = Some(TaskError {
-            kind: ErrorKind::Check,
-            message: "check failed".into(),
-            http_status: None,
-        });
+        o.error =
+            Some(TaskError { kind: ErrorKind::Check, message: "check failed".into(), http_status: None });
         let v = line(&event(Some(("fix/clippy", 2)), EventKind::TaskFinished(Box::new(o))));
         assert_eq!(
             v,
@@ -576,7 +567,12 @@ mod tests {
             },
         ));
         assert_eq!(
-            (retry["type"].clone(), retry["scope"].clone(), retry["delay_ms"].clone(), retry["attempt"].clone()),
+            (
+                retry["type"].clone(),
+                retry["scope"].clone(),
+                retry["delay_ms"].clone(),
+                retry["attempt"].clone()
+            ),
             (json!("retry"), json!("http"), json!(2000), json!(2))
         );
         let text = serde_json::to_string(&to_wire(
@@ -599,7 +595,11 @@ mod tests {
 
         let started = line(&event(
             Some(("t", 1)),
-            EventKind::ToolStarted { call_id: "c".into(), name: "list_files".into(), input: json!({"path": "."}) },
+            EventKind::ToolStarted {
+                call_id: "c".into(),
+                name: "list_files".into(),
+                input: json!({"path": "."}),
+            },
         ));
         assert_eq!(started["type"], "tool.started");
         assert_eq!(started["input"], json!({"path": "."}));

@@ -245,6 +245,10 @@ async fn pump(
     let mut err_buf = vec![0u8; 32 * 1024];
     loop {
         tokio::select! {
+            // When both have data, stdout first: it is usually the one written first, and a
+            // fixed order keeps `echo a; echo b >&2` stable. Neither starves: a writer blocked
+            // on a full pipe stops producing on the other.
+            biased;
             n = read_some(&mut stdout, &mut out_buf), if stdout.is_some() => match n {
                 Ok(n) if n > 0 => sink.push(&out_buf[..n]),
                 _ => stdout = None,

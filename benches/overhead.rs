@@ -102,13 +102,17 @@ fn median(n: usize, mut f: impl FnMut() -> Duration) -> Duration {
 }
 
 /// Wall time and peak RSS (KiB) of a child.
+#[allow(clippy::zombie_processes)] // reaped by wait4 below
 fn spawn_measure(mut cmd: Command) -> (Duration, i64) {
     let t = Instant::now();
     let child = cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().expect("spawn");
     let mut status = 0;
-    // SAFETY: plain wait4 on our own child; rusage is written by the kernel.
+    // SAFETY: plain wait4 on our own child (reaping it, so `Child::wait` is not needed);
+    // rusage is written by the kernel.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    unsafe {
+        libc::wait4(child.id() as i32, &mut status, 0, &mut usage)
+    };
     (t.elapsed(), usage.ru_maxrss)
 }
 

@@ -180,16 +180,14 @@ impl Agent<'_> {
 
     /// Why `usage` is over the task's budget, if it is.
     fn over_budget(&self, usage: &Usage) -> Option<String> {
-        if let Some(limit) = self.budget.max_tokens {
-            if usage.total_tokens > limit {
+        if let Some(limit) = self.budget.max_tokens
+            && usage.total_tokens > limit {
                 return Some(format!("used {} tokens, over the task's max_tokens of {limit}", usage.total_tokens));
             }
-        }
-        if let (Some(limit), Some(cost)) = (self.budget.max_cost_usd, (self.cost)(usage)) {
-            if cost > limit {
+        if let (Some(limit), Some(cost)) = (self.budget.max_cost_usd, (self.cost)(usage))
+            && cost > limit {
                 return Some(format!("spent ${cost:.4}, over the task's max_cost_usd of ${limit}"));
             }
-        }
         None
     }
 }

@@ -5,11 +5,10 @@ use std::time::Duration;
 /// Parses a human duration such as `10m`, `90s` or `1h 30m`; a bare number means seconds.
 pub fn parse(text: &str) -> Result<Duration, String> {
     let text = text.trim();
-    if let Ok(secs) = text.parse::<f64>() {
-        if secs.is_finite() && secs >= 0.0 {
+    if let Ok(secs) = text.parse::<f64>()
+        && secs.is_finite() && secs >= 0.0 {
             return Ok(Duration::from_secs_f64(secs));
         }
-    }
     humantime::parse_duration(text).map_err(|e| format!("invalid duration {text:?}: {e}"))
 }
 

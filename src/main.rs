@@ -202,7 +202,7 @@ fn run_batch(args: RunArgs, cwd: &Path, env: BTreeMap<String, String>) -> anyhow
         append_step_summary(&args.out.join("summary.md"), Path::new(&summary_path));
     }
     Ok(match signal.load(Ordering::SeqCst) {
-        libc_sigint if libc_sigint == 2 => exit_codes::INTERRUPTED,
+        2 => exit_codes::INTERRUPTED,
         15 => exit_codes::TERMINATED,
         _ if !failures.is_empty() => exit_codes::TASKS_FAILED,
         _ => totals.exit_code,

@@ -55,11 +55,10 @@ pub fn add(source: &Path, base: &str, path: &Path) -> Result<Worktree, git2::Err
 impl Drop for Worktree {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.path);
-        if let Ok(repo) = Repository::open(&self.source) {
-            if let Ok(wt) = repo.find_worktree(&self.name) {
+        if let Ok(repo) = Repository::open(&self.source)
+            && let Ok(wt) = repo.find_worktree(&self.name) {
                 let _ = wt.prune(Some(WorktreePruneOptions::new().valid(true).working_tree(true).locked(true)));
             }
-        }
     }
 }
 
@@ -69,11 +68,10 @@ pub fn prune_stale(source: &Path) {
     let Ok(names) = repo.worktrees() else { return };
     let names: Vec<String> = (0..names.len()).filter_map(|i| names.get(i).ok().flatten().map(str::to_string)).collect();
     for name in names.iter().filter(|n| n.starts_with(NAME_PREFIX)) {
-        if let Ok(wt) = repo.find_worktree(name) {
-            if !wt.path().exists() {
+        if let Ok(wt) = repo.find_worktree(name)
+            && !wt.path().exists() {
                 let _ = wt.prune(Some(WorktreePruneOptions::new().valid(true)));
             }
-        }
     }
 }
 

@@ -10,9 +10,9 @@ pub fn expand_vars(text: &str, env: &BTreeMap<String, String>) -> String {
     while let Some(start) = rest.find('$') {
         out.push_str(&rest[..start]);
         let after = &rest[start..];
-        if after.starts_with("$${") {
+        if let Some(escaped) = after.strip_prefix("$${") {
             out.push_str("${");
-            rest = &after[3..];
+            rest = escaped;
         } else if let (true, Some(end)) = (after.starts_with("${"), after.find('}')) {
             let name = &after[2..end];
             out.push_str(env.get(name).map(String::as_str).unwrap_or(""));

@@ -42,10 +42,8 @@ pub struct ProviderSettings {
 impl ProviderSettings {
     /// Expands `${VAR}` in the templated fields.
     pub(super) fn expand(&mut self, env: &BTreeMap<String, String>) {
-        for field in [&mut self.model, &mut self.base_url, &mut self.api_key, &mut self.api_version] {
-            if let Some(value) = field {
-                *value = expand_vars(value, env);
-            }
+        for value in [&mut self.model, &mut self.base_url, &mut self.api_key, &mut self.api_version].into_iter().flatten() {
+            *value = expand_vars(value, env);
         }
         for value in self.headers.values_mut() {
             *value = expand_vars(value, env);

@@ -235,11 +235,10 @@ fn check_fields(
         })
     };
     for (field, value) in [("timeout", &fields.timeout), ("check_timeout", &fields.check_timeout), ("idle_timeout", &fields.idle_timeout)] {
-        if let Some(value) = value {
-            if let Err(e) = duration::parse(value) {
+        if let Some(value) = value
+            && let Err(e) = duration::parse(value) {
                 push(field, e);
             }
-        }
     }
     if let Some(tools) = &fields.tools {
         let known: Vec<&str> = crate::tools::builtin().iter().map(|t| t.name()).collect();
@@ -252,11 +251,10 @@ fn check_fields(
     if fields.max_iterations == Some(0) {
         push("max_iterations", "must be at least 1".into());
     }
-    if let Some(provider) = &fields.provider {
-        if provider.trim().is_empty() {
+    if let Some(provider) = &fields.provider
+        && provider.trim().is_empty() {
             push("provider", "is empty".into());
         }
-    }
 }
 
 /// `[A-Za-z0-9._-]+`

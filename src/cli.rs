@@ -39,6 +39,9 @@ pub enum Command {
         /// Task id glob or `tag:NAME`; repeatable (any match selects).
         #[arg(long)]
         filter: Vec<String>,
+        /// Only shard K of N (as `run --shard`; also `DRACODE_SHARD`).
+        #[arg(long, value_name = "K/N")]
+        shard: Option<String>,
         /// Output format.
         #[arg(long, value_enum, default_value_t = ListFormat::Text)]
         format: ListFormat,
@@ -113,6 +116,16 @@ pub struct RunArgs {
     /// Task id glob or `tag:NAME`; repeatable (any match selects).
     #[arg(long)]
     pub filter: Vec<String>,
+    /// Run only shard K of N (`K/N`, `hash:K/N` or `slice:K/N`); also `DRACODE_SHARD`, or
+    /// `JOB_COMPLETION_INDEX` + `DRACODE_SHARD_COUNT`.
+    #[arg(long, value_name = "K/N")]
+    pub shard: Option<String>,
+    /// Run only the tasks that did not pass in an earlier results.jsonl.
+    #[arg(long, value_name = "RESULTS_JSONL")]
+    pub rerun_failed: Option<PathBuf>,
+    /// Attempts after the first for a task that ends `error`/`timeout`/`stalled` (see `retry_on`).
+    #[arg(long)]
+    pub retries: Option<u32>,
     /// LLM calls allowed per task.
     #[arg(long)]
     pub max_iterations: Option<u32>,

@@ -126,6 +126,17 @@ pub struct Transcript {
     pub messages: Vec<Message>,
 }
 
+/// One attempt of a task that was tried again.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttemptRecord {
+    /// How the attempt ended.
+    pub status: Status,
+    /// Why.
+    pub error: Option<TaskError>,
+    /// Its wall time.
+    pub duration: Duration,
+}
+
 /// Everything known about a finished task.
 #[derive(Debug, Clone)]
 pub struct TaskOutcome {
@@ -159,6 +170,8 @@ pub struct TaskOutcome {
     pub attempts: u32,
     /// Passed only after a failed attempt.
     pub flaky: bool,
+    /// The attempts before the last, in order (empty when the first attempt was final).
+    pub prior_attempts: Vec<AttemptRecord>,
     /// Provider name.
     pub provider: String,
     /// Model name.

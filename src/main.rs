@@ -60,8 +60,8 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
                 Err(e) => usage_error(&e),
             }
         }
-        Command::List { manifests, filter, format, config } => {
-            let tasks = match plan::list(&manifests, &filter, &cwd, config.as_deref(), &env) {
+        Command::List { manifests, filter, shard, format, config } => {
+            let tasks = match plan::list(&manifests, &filter, shard.as_deref(), &cwd, config.as_deref(), &env) {
                 Ok(t) => t,
                 Err(e) => return usage_error(&e),
             };
@@ -159,7 +159,8 @@ fn run_batch(args: RunArgs, cwd: &Path, env: BTreeMap<String, String>) -> anyhow
     let jobs = if args.jobs == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { args.jobs };
     let redactor = Arc::new(Redactor::from_env(env.clone(), plan.secrets.clone()));
     let run_id = run_id();
-    let mut reporters: Vec<Box<dyn Reporter>> = report::artifact_reporters(&args.out, &run_id, None, redactor.clone())
+    let shard = plan.shard.map(|s| s.to_string());
+    let mut reporters: Vec<Box<dyn Reporter>> = report::artifact_reporters(&args.out, &run_id, shard.as_deref(), redactor.clone())
         .with_context(|| format!("cannot write to {}", args.out.display()))?;
     let verbosity = if args.quiet { Verbosity::Quiet } else if args.verbose { Verbosity::Verbose } else { Verbosity::Normal };
     reporters.push(Box::new(ProgressReporter::new(Box::new(std::io::stderr()), verbosity, plan.tasks.len()).with_redactor(redactor.clone())));
@@ -169,7 +170,7 @@ fn run_batch(args: RunArgs, cwd: &Path, env: BTreeMap<String, String>) -> anyhow
         } else {
             Box::new(std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?)
         };
-        reporters.push(Box::new(JsonlReporter::new(writer, &run_id, None, redactor.clone())));
+        reporters.push(Box::new(JsonlReporter::new(writer, &run_id, shard.as_deref(), redactor.clone())));
     }
     let bus = EventBus::new(reporters);
     let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
@@ -181,7 +182,7 @@ fn run_batch(args: RunArgs, cwd: &Path, env: BTreeMap<String, String>) -> anyhow
         record: args.record.clone(),
         cancel: cancel_rx,
     });
-    let schedule = runner::Schedule { jobs, fail_fast: args.fail_fast, shard: None };
+    let schedule = runner::Schedule { jobs, fail_fast: args.fail_fast, shard: shard.clone() };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(jobs.clamp(1, 4))
         .enable_all()

@@ -7,6 +7,7 @@ use crate::config::{Config, ConfigError};
 use crate::llm::preset::ResolvedProvider;
 use crate::llm::prices::PriceTable;
 use crate::manifest::{self, Isolation, ManifestErrors, Task, TaskFields};
+use super::shard::Shard;
 use globset::Glob;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -51,10 +52,12 @@ pub struct Plan {
     pub secrets: Vec<String>,
     /// Settings accepted but without effect in this build, to be shown to the user.
     pub warnings: Vec<String>,
+    /// The shard this run is, when sharded.
+    pub shard: Option<Shard>,
 }
 
 /// Fields a manifest may set (they are in the contract) that this build does not act on yet.
-const NOT_BUILT_FIELDS: &[&str] = &["retries", "idle_timeout"];
+const NOT_BUILT_FIELDS: &[&str] = &["idle_timeout"];
 
 /// Input that cannot be run.
 #[derive(Debug, thiserror::Error)]
@@ -84,10 +87,25 @@ pub fn plan(args: &RunArgs, cwd: &Path, env: &BTreeMap<String, String>) -> Resul
         tasks.push(adhoc_task(i, text, tasks.len(), cwd, &config.defaults)?);
     }
     let filter = Filter::new(&args.filter)?;
+    let shard = match &args.shard {
+        Some(text) => Some(Shard::parse(text).map_err(|e| PlanError::Usage(format!("--shard: {e}")))?),
+        None => Shard::from_env(env).map_err(PlanError::Usage)?,
+    };
+    let rerun = match &args.rerun_failed {
+        Some(path) => Some(not_passed(path).map_err(PlanError::Usage)?),
+        None => None,
+    };
+    let selected = tasks
+        .into_iter()
+        .filter(|t| filter.selects(t))
+        .filter(|t| rerun.as_ref().is_none_or(|ids| ids.contains(&t.id)))
+        .enumerate()
+        .filter(|(position, t)| shard.is_none_or(|s| s.selects(&t.id, *position)))
+        .map(|(_, t)| t);
     let flags = flag_fields(args);
     let mut planned = Vec::new();
     let mut errors = Vec::new();
-    for mut task in tasks.into_iter().filter(|t| filter.selects(t)) {
+    for mut task in selected {
         task.fields = task.fields.clone().overlay(flags.clone());
         match resolve(&config, task, args, cwd, env) {
             Ok(p) => planned.push(p),
@@ -105,6 +123,7 @@ pub fn plan(args: &RunArgs, cwd: &Path, env: &BTreeMap<String, String>) -> Resul
         .collect();
     warnings.extend(dirty_warnings(&planned));
     Ok(Plan {
+        shard,
         warnings,
         manifests: args.manifests.clone(),
         tasks: planned,
@@ -119,6 +138,7 @@ fn flag_fields(args: &RunArgs) -> TaskFields {
         provider: args.provider.clone(),
         model: args.model.clone(),
         max_iterations: args.max_iterations,
+        retries: args.retries,
         timeout: args.timeout.clone(),
         isolation: args.isolation,
         ..TaskFields::default()
@@ -221,6 +241,22 @@ fn dirty_warnings(tasks: &[PlannedTask]) -> Vec<String> {
     warnings
 }
 
+/// The ids of the tasks that did not pass in an earlier run's results.jsonl (`--rerun-failed`).
+fn not_passed(path: &Path) -> Result<std::collections::BTreeSet<String>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("--rerun-failed {}: {e}", path.display()))?;
+    let mut ids = std::collections::BTreeSet::new();
+    for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let event: serde_json::Value = serde_json::from_str(line)
+            .map_err(|e| format!("--rerun-failed {}:{}: not a JSON line: {e}", path.display(), n + 1))?;
+        if event["type"] == "task.finished" && event["status"] != "passed" {
+            if let Some(id) = event["task_id"].as_str() {
+                ids.insert(id.to_string());
+            }
+        }
+    }
+    Ok(ids)
+}
+
 /// `--filter`: task id globs and `tag:NAME`; no filter selects everything.
 struct Filter {
     globs: Vec<globset::GlobMatcher>,
@@ -253,12 +289,26 @@ impl Filter {
 }
 
 /// The tasks `dracode list` shows: manifests loaded, filter applied (providers not resolved).
-pub fn list(manifests: &[PathBuf], filters: &[String], cwd: &Path, config: Option<&Path>, env: &BTreeMap<String, String>) -> Result<Vec<Task>, PlanError> {
+pub fn list(
+    manifests: &[PathBuf],
+    filters: &[String],
+    shard: Option<&str>,
+    cwd: &Path,
+    config: Option<&Path>,
+    env: &BTreeMap<String, String>,
+) -> Result<Vec<Task>, PlanError> {
     let config = Config::load(cwd, config, env)?;
     let filter = Filter::new(filters)?;
+    let shard = match shard {
+        Some(text) => Some(Shard::parse(text).map_err(|e| PlanError::Usage(format!("--shard: {e}")))?),
+        None => Shard::from_env(env).map_err(PlanError::Usage)?,
+    };
     Ok(manifest::load_all(manifests, &config.defaults)?
         .into_iter()
         .flat_map(|m| m.tasks)
         .filter(|t| filter.selects(t))
+        .enumerate()
+        .filter(|(position, t)| shard.is_none_or(|s| s.selects(&t.id, *position)))
+        .map(|(_, t)| t)
         .collect())
 }

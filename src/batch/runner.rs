@@ -144,6 +144,7 @@ fn blank(planned: &PlannedTask, status: Status) -> TaskOutcome {
         error: None,
         attempts: 0,
         flaky: false,
+        prior_attempts: Vec::new(),
         provider: planned.provider.name.clone(),
         model: planned.provider.model.clone().unwrap_or_default(),
         transcript: None,

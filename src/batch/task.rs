@@ -3,7 +3,7 @@
 use super::plan::PlannedTask;
 use super::workspace::Workspace;
 use crate::agent::{Agent, AgentEnd, AgentState, Budget, SYSTEM_PROMPT};
-use crate::events::{Emitter, EventKind, Status, TaskError, TaskOutcome, Transcript};
+use crate::events::{AttemptRecord, Emitter, EventKind, RetryScope, Status, TaskError, TaskOutcome, Transcript};
 use crate::llm::http::HttpClient;
 use crate::llm::preset::{self, TaskBinding};
 use crate::llm::prices::PriceTable;
@@ -45,11 +45,77 @@ enum Phase {
     Cancelled,
 }
 
-/// Runs `planned` to its end and reports it; never panics on bad input, always one outcome.
+/// Runs `planned` to its end, retrying as its `retries` and `retry_on` say, each attempt in a
+/// fresh workspace, and reports it with exactly one `task.finished`.
 pub async fn run(planned: &PlannedTask, shared: &Shared, emitter: &Emitter) -> TaskOutcome {
     let started = Instant::now();
     let task = &planned.task;
-    let emitter = emitter.task(&task.id, 1);
+    let max_attempts = 1 + task.fields.retries.unwrap_or(0);
+    let retry_on = task.fields.retry_on.clone().unwrap_or_else(|| DEFAULT_RETRY_ON.to_vec());
+    let mut prior: Vec<TaskOutcome> = Vec::new();
+    let mut attempt = 1;
+    loop {
+        let attempt_emitter = emitter.task(&task.id, attempt);
+        let outcome = run_attempt(planned, shared, &attempt_emitter).await;
+        let retryable = retry_on.contains(&outcome.status)
+            && !outcome.error.as_ref().is_some_and(|e| NEVER_RETRY.contains(&e.kind))
+            && !*shared.cancel.borrow();
+        if attempt >= max_attempts || !retryable {
+            return finish(combine(outcome, prior, attempt), started, &attempt_emitter);
+        }
+        let delay = TASK_RETRY.backoff(attempt, crate::llm::http::random_unit());
+        attempt_emitter.emit(EventKind::Retry {
+            scope: RetryScope::Task,
+            reason: outcome.error.as_ref().map_or(outcome.status.as_str(), |e| e.kind.as_str()).to_string(),
+            delay,
+            next_attempt: attempt + 1,
+        });
+        prior.push(outcome);
+        let mut cancel = shared.cancel.clone();
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = cancel.wait_for(|c| *c) => {}
+        }
+        attempt += 1;
+    }
+}
+
+/// Statuses retried when a task sets `retries` but not `retry_on`.
+pub const DEFAULT_RETRY_ON: [Status; 3] = [Status::Error, Status::Timeout, Status::Stalled];
+/// Failures that another attempt cannot fix (and would only burn budget on).
+const NEVER_RETRY: [ErrorKind; 3] = [ErrorKind::NotConfigured, ErrorKind::Quota, ErrorKind::Auth];
+/// Backoff between task attempts: full jitter under a doubling ceiling from 2 s to 60 s.
+const TASK_RETRY: crate::llm::http::RetryPolicy = crate::llm::http::RetryPolicy {
+    max_retries: u32::MAX,
+    base_delay: Duration::from_secs(2),
+    max_delay: Duration::from_secs(60),
+    max_total_wait: Duration::MAX,
+};
+
+/// The final outcome of a task: the last attempt, with usage and cost summed over every
+/// attempt and the earlier attempts kept for JUnit's flaky/rerun records.
+fn combine(mut last: TaskOutcome, prior: Vec<TaskOutcome>, attempts: u32) -> TaskOutcome {
+    last.attempts = attempts;
+    last.flaky = last.status.is_pass() && !prior.is_empty();
+    for p in &prior {
+        last.usage += p.usage;
+        last.cost_usd = match (last.cost_usd, p.cost_usd) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) if p.usage.requests == 0 => a.or(b),
+            _ => None,
+        };
+    }
+    last.prior_attempts = prior
+        .into_iter()
+        .map(|p| AttemptRecord { status: p.status, error: p.error, duration: p.duration })
+        .collect();
+    last
+}
+
+/// One attempt: workspace, agent, check, diff. Emits everything but `task.finished`.
+async fn run_attempt(planned: &PlannedTask, shared: &Shared, emitter: &Emitter) -> TaskOutcome {
+    let started = Instant::now();
+    let task = &planned.task;
     let model = planned.provider.model.clone().unwrap_or_default();
     let mut outcome = TaskOutcome {
         task_id: task.id.clone(),
@@ -67,6 +133,7 @@ pub async fn run(planned: &PlannedTask, shared: &Shared, emitter: &Emitter) -> T
         error: None,
         attempts: 1,
         flaky: false,
+        prior_attempts: Vec::new(),
         provider: planned.provider.name.clone(),
         model: model.clone(),
         transcript: None,
@@ -76,7 +143,7 @@ pub async fn run(planned: &PlannedTask, shared: &Shared, emitter: &Emitter) -> T
         Ok(ws) => ws,
         Err(e) => {
             outcome.error = Some(TaskError { kind: ErrorKind::Internal, message: format!("workspace: {e}"), http_status: None });
-            return finish(outcome, started, &emitter);
+            return stamp(outcome, started);
         }
     };
     emitter.emit(EventKind::TaskStarted {
@@ -92,21 +159,21 @@ pub async fn run(planned: &PlannedTask, shared: &Shared, emitter: &Emitter) -> T
         Err(e) => {
             outcome.status = if e.kind == ErrorKind::NotConfigured { Status::NotConfigured } else { Status::Error };
             outcome.error = Some(e.into());
-            return finish(outcome, started, &emitter);
+            return stamp(outcome, started);
         }
     };
-    let tool_ctx = match tool_context(planned, &workspace, shared, &emitter) {
+    let tool_ctx = match tool_context(planned, &workspace, shared, emitter) {
         Ok(ctx) => ctx,
         Err(message) => {
             outcome.error = Some(TaskError { kind: ErrorKind::Internal, message, http_status: None });
-            return finish(outcome, started, &emitter);
+            return stamp(outcome, started);
         }
     };
     let registry = match Registry::with_names(&planned.tools) {
         Ok(r) => r,
         Err(name) => {
             outcome.error = Some(TaskError { kind: ErrorKind::Internal, message: format!("unknown tool {name:?}"), http_status: None });
-            return finish(outcome, started, &emitter);
+            return stamp(outcome, started);
         }
     };
 
@@ -126,7 +193,7 @@ pub async fn run(planned: &PlannedTask, shared: &Shared, emitter: &Emitter) -> T
         provider: provider.as_ref(),
         registry: &registry,
         tool_ctx: &tool_ctx,
-        emitter: &emitter,
+        emitter,
         redactor: &shared.redactor,
         system: system.clone(),
         max_iterations: planned.max_iterations,
@@ -222,10 +289,16 @@ pub async fn run(planned: &PlannedTask, shared: &Shared, emitter: &Emitter) -> T
         tools: planned.tools.clone(),
         messages: state.messages,
     }));
-    finish(outcome, started, &emitter)
+    stamp(outcome, started)
 }
 
-/// Stamps the duration and emits `task.finished`.
+/// Stamps an attempt's duration.
+fn stamp(mut outcome: TaskOutcome, started: Instant) -> TaskOutcome {
+    outcome.duration = started.elapsed();
+    outcome
+}
+
+/// Stamps the whole task's duration and emits `task.finished`.
 fn finish(mut outcome: TaskOutcome, started: Instant, emitter: &Emitter) -> TaskOutcome {
     outcome.duration = started.elapsed();
     emitter.emit(EventKind::TaskFinished(Box::new(outcome.clone())));

@@ -130,6 +130,7 @@ impl StopReason {
 /// (the OpenAI convention); `total_tokens` is input plus output. Sums are exact: `+` adds
 /// field by field, so a task's usage is the sum of its calls.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(default)]
 pub struct Usage {
     /// Prompt tokens, including cache reads and cache writes.
     pub input_tokens: u64,

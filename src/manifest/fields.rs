@@ -49,8 +49,11 @@ pub struct TaskFields {
     pub timeout: Option<String>,
     /// No event for this long ends the task as `stalled`.
     pub idle_timeout: Option<String>,
-    /// Attempts after the first for `error`/`timeout`/`failed`.
+    /// Attempts after the first, each in a fresh workspace.
     pub retries: Option<u32>,
+    /// Which statuses are retried (default `error`, `timeout`, `stalled`; `failed` may be
+    /// added). `not_configured` and quota/auth errors are never retried.
+    pub retry_on: Option<Vec<crate::events::Status>>,
     /// `worktree`, `copy` or `none`.
     pub isolation: Option<Isolation>,
     /// The folder (git repository) the task works on, relative to the manifest.
@@ -88,7 +91,7 @@ pub struct TaskFields {
 /// The names of [`TaskFields`], for did-you-mean suggestions.
 pub const FIELD_NAMES: &[&str] = &[
     "id", "prompt", "prompt_file", "provider", "model", "max_iterations", "timeout", "idle_timeout",
-    "retries", "isolation", "repo", "base", "workdir", "tools", "check", "check_before",
+    "retries", "retry_on", "isolation", "repo", "base", "workdir", "tools", "check", "check_before",
     "check_timeout", "require_change", "tags", "answers", "replay", "system_prompt",
     "max_output_tokens", "max_tokens", "max_cost_usd",
 ];
@@ -104,7 +107,7 @@ impl TaskFields {
     pub fn overlay(self, top: TaskFields) -> TaskFields {
         let base = self;
         overlay_fields!(base, top; id, prompt, prompt_file, provider, model, max_iterations, timeout,
-            idle_timeout, retries, isolation, repo, base, workdir, tools, check, check_before,
+            idle_timeout, retries, retry_on, isolation, repo, base, workdir, tools, check, check_before,
             check_timeout, require_change, tags, answers, replay, system_prompt, max_output_tokens,
             max_tokens, max_cost_usd)
     }

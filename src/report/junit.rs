@@ -14,7 +14,7 @@
 use super::{short_reason, strip_control, write_atomic};
 use crate::events::{Event, EventKind, Reporter, Status, TaskOutcome};
 use crate::secrets::Redactor;
-use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
+use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestRerun, TestSuite};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -113,6 +113,22 @@ impl JunitReporter {
                 status
             }
         };
+        let mut status = status;
+        // Every earlier attempt is kept, as nextest does: `flakyFailure`/`flakyError` under a
+        // pass, `rerunFailure`/`rerunError` under a final failure.
+        for prior in &o.prior_attempts {
+            let kind = if prior.error.as_ref().is_some_and(|e| e.kind.is_infrastructure()) {
+                NonSuccessKind::Error
+            } else {
+                NonSuccessKind::Failure
+            };
+            let mut rerun = TestRerun::new(kind);
+            let reason = prior.error.as_ref().map(|e| format!("{}: {}", prior.status.as_str(), e.message));
+            rerun.set_message(self.redact(&reason.unwrap_or_else(|| prior.status.as_str().to_string())));
+            rerun.set_type(prior.error.as_ref().map_or(prior.status.as_str(), |e| e.kind.as_str()));
+            rerun.set_time(prior.duration);
+            status.add_rerun(rerun);
+        }
         let mut case = TestCase::new(self.redact(&o.task_id), status);
         case.set_classname(class_name(&o.manifest));
         case.set_time(o.duration);

@@ -30,6 +30,7 @@ pub fn outcome(task_id: &str, status: Status) -> TaskOutcome {
         error: None,
         attempts: 1,
         flaky: false,
+        prior_attempts: Vec::new(),
         provider: "openai".to_string(),
         model: "gpt-4o".to_string(),
         transcript: None,

@@ -2,5 +2,6 @@
 
 mod manifest_errors;
 mod openai_provider;
+mod run_batch;
 mod run_openai;
 mod run_quickstart;

@@ -50,6 +50,7 @@ fn main() {
     let ours = median(5, || {
         n += 1;
         let path = root.join(format!("wt{n}"));
+        std::fs::create_dir_all(&path).unwrap();
         let t = Instant::now();
         let wt = dracode::batch::worktree::add(&repo, "HEAD", &path).unwrap();
         let d = t.elapsed();

@@ -68,7 +68,7 @@ impl Workspace {
             }
             Isolation::Worktree => {
                 let temp = tempfile::Builder::new().prefix("dracode-wt-").tempdir().map_err(io)?;
-                let wt = worktree::add(&source, base, &temp.path().join("wt"))?;
+                let wt = worktree::add(&source, base, temp.path())?;
                 let root = wt.path.canonicalize().map_err(io)?;
                 let baseline = wt.repo.find_commit(wt.base)?.tree_id();
                 let repo = Repository::open(&root)?;

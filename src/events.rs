@@ -346,26 +346,55 @@ impl EventBus {
     }
 }
 
+/// When a task last emitted an event (for `idle_timeout`).
+#[derive(Debug)]
+pub struct Activity(Mutex<std::time::Instant>);
+
+impl Activity {
+    /// A clock that starts now.
+    pub fn new() -> Arc<Self> {
+        Arc::new(Activity(Mutex::new(std::time::Instant::now())))
+    }
+
+    /// Time since the last event.
+    pub fn idle(&self) -> Duration {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).elapsed()
+    }
+
+    fn touch(&self) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = std::time::Instant::now();
+    }
+}
+
 /// A handle that emits events on behalf of one task attempt (or of the run).
 #[derive(Clone)]
 pub struct Emitter {
     bus: Arc<EventBus>,
     task: Option<TaskRef>,
+    activity: Option<Arc<Activity>>,
 }
 
 impl Emitter {
     /// An emitter for run-level events.
     pub fn run(bus: Arc<EventBus>) -> Self {
-        Emitter { bus, task: None }
+        Emitter { bus, task: None, activity: None }
     }
 
     /// An emitter for one attempt of one task.
     pub fn task(&self, task_id: &str, attempt: u32) -> Self {
-        Emitter { bus: self.bus.clone(), task: Some(TaskRef { task_id: task_id.into(), attempt }) }
+        Emitter { bus: self.bus.clone(), task: Some(TaskRef { task_id: task_id.into(), attempt }), activity: None }
+    }
+
+    /// This emitter, also recording the time of each event in `activity`.
+    pub fn with_activity(&self, activity: Arc<Activity>) -> Self {
+        Emitter { activity: Some(activity), ..self.clone() }
     }
 
     /// Emits `kind` for this emitter's task.
     pub fn emit(&self, kind: EventKind) {
+        if let Some(activity) = &self.activity {
+            activity.touch();
+        }
         self.bus.emit(self.task.clone(), kind);
     }
 

@@ -45,7 +45,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let env = env_map();
     match cli.command {
-        Command::Run(args) => run_batch(args, &cwd, env),
+        Command::Run(args) => run_batch(*args, &cwd, env),
         Command::Validate { manifests, config } => {
             let config = match Config::load(&cwd, config.as_deref(), &env) {
                 Ok(c) => c,

@@ -1,8 +1,9 @@
 //! A task's `check` command: run by `sh -c` in the task's working directory after the agent
 //! (and before it, with `check_before`); the task passes only if it exits 0.
 
-use super::task::Shared;
 use crate::events::CheckRecord;
+use crate::secrets::Redactor;
+use std::collections::BTreeMap;
 use crate::process::{self, Spec};
 use std::path::Path;
 use std::time::Duration;
@@ -11,20 +12,20 @@ use std::time::Duration;
 const CHECK_OUTPUT_LIMIT: usize = 8 * 1024;
 
 /// Runs `command` in `cwd` and records how it ended.
-pub async fn run(command: &str, cwd: &Path, timeout: Duration, shared: &Shared) -> CheckRecord {
+pub async fn run(command: &str, cwd: &Path, timeout: Duration, env: &BTreeMap<String, String>, redactor: &Redactor) -> CheckRecord {
     let args = vec!["-c".to_string(), command.to_string()];
     let spec = Spec {
         program: "sh",
         args: &args,
         cwd,
-        env: &shared.child_env,
+        env,
         tmp_dir: None,
         timeout,
         output_limit: CHECK_OUTPUT_LIMIT,
     };
     match process::run(&spec).await {
         Ok(finished) => {
-            let mut tail = shared.redactor.redact(&finished.output).into_owned();
+            let mut tail = redactor.redact(&finished.output).into_owned();
             if finished.timed_out || finished.exit_code.is_none() {
                 tail.push_str(&format!("\n[{}]", finished.status_line(timeout)));
             }

@@ -35,6 +35,8 @@ pub struct PlannedTask {
     pub timeout: Option<Duration>,
     /// Check command limit.
     pub check_timeout: Duration,
+    /// No event for this long ends the task as `stalled`.
+    pub idle_timeout: Option<Duration>,
     /// Enabled tool names.
     pub tools: Vec<String>,
 }
@@ -56,8 +58,6 @@ pub struct Plan {
     pub shard: Option<Shard>,
 }
 
-/// Fields a manifest may set (they are in the contract) that this build does not act on yet.
-const NOT_BUILT_FIELDS: &[&str] = &["idle_timeout"];
 
 /// Input that cannot be run.
 #[derive(Debug, thiserror::Error)]
@@ -116,12 +116,7 @@ pub fn plan(args: &RunArgs, cwd: &Path, env: &BTreeMap<String, String>) -> Resul
         return Err(PlanError::Usage(errors.join("\n")));
     }
     let secrets = planned.iter().filter_map(|p| p.provider.api_key.clone()).collect();
-    let mut warnings: Vec<String> = NOT_BUILT_FIELDS
-        .iter()
-        .filter(|f| planned.iter().any(|p| p.task.fields.is_set(f)))
-        .map(|f| format!("field {f:?} is not supported yet by this version of dracode and has no effect"))
-        .collect();
-    warnings.extend(dirty_warnings(&planned));
+    let warnings = dirty_warnings(&planned);
     Ok(Plan {
         shard,
         warnings,
@@ -181,6 +176,7 @@ fn resolve(config: &Config, task: Task, args: &RunArgs, cwd: &Path, env: &BTreeM
     };
     let timeout = duration("timeout", &f.timeout)?;
     let check_timeout = duration("check_timeout", &f.check_timeout)?.unwrap_or(DEFAULT_CHECK_TIMEOUT);
+    let idle_timeout = duration("idle_timeout", &f.idle_timeout)?;
     let tools = f
         .tools
         .clone()
@@ -201,6 +197,7 @@ fn resolve(config: &Config, task: Task, args: &RunArgs, cwd: &Path, env: &BTreeM
         repo,
         timeout,
         check_timeout,
+        idle_timeout,
         tools,
         provider,
         task,
@@ -248,10 +245,8 @@ fn not_passed(path: &Path) -> Result<std::collections::BTreeSet<String>, String>
     for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
         let event: serde_json::Value = serde_json::from_str(line)
             .map_err(|e| format!("--rerun-failed {}:{}: not a JSON line: {e}", path.display(), n + 1))?;
-        if event["type"] == "task.finished" && event["status"] != "passed" {
-            if let Some(id) = event["task_id"].as_str() {
-                ids.insert(id.to_string());
-            }
+        if let (true, Some(id)) = (event["type"] == "task.finished" && event["status"] != "passed", event["task_id"].as_str()) {
+            ids.insert(id.to_string());
         }
     }
     Ok(ids)

@@ -3,7 +3,7 @@
 use super::plan::PlannedTask;
 use super::workspace::Workspace;
 use crate::agent::{Agent, AgentEnd, AgentState, Budget, SYSTEM_PROMPT};
-use crate::events::{AttemptRecord, Emitter, EventKind, RetryScope, Status, TaskError, TaskOutcome, Transcript};
+use crate::events::{Activity, AttemptRecord, Emitter, EventKind, RetryScope, Status, TaskError, TaskOutcome, Transcript};
 use crate::llm::http::HttpClient;
 use crate::llm::preset::{self, TaskBinding};
 use crate::llm::prices::PriceTable;
@@ -42,6 +42,7 @@ pub struct Shared {
 enum Phase {
     Agent(AgentEnd),
     TimedOut(Duration),
+    Stalled(Duration),
     Cancelled,
 }
 
@@ -116,6 +117,8 @@ fn combine(mut last: TaskOutcome, prior: Vec<TaskOutcome>, attempts: u32) -> Tas
 async fn run_attempt(planned: &PlannedTask, shared: &Shared, emitter: &Emitter) -> TaskOutcome {
     let started = Instant::now();
     let task = &planned.task;
+    let activity = Activity::new();
+    let emitter = &emitter.with_activity(activity.clone());
     let model = planned.provider.model.clone().unwrap_or_default();
     let mut outcome = TaskOutcome {
         task_id: task.id.clone(),
@@ -162,7 +165,15 @@ async fn run_attempt(planned: &PlannedTask, shared: &Shared, emitter: &Emitter) 
             return stamp(outcome, started);
         }
     };
-    let tool_ctx = match tool_context(planned, &workspace, shared, emitter) {
+    let task_tmp = match TaskTemp::new(task.fields.isolate_home == Some(true)) {
+        Ok(t) => t,
+        Err(e) => {
+            outcome.error = Some(TaskError { kind: ErrorKind::Internal, message: format!("cannot make the task's TMPDIR: {e}"), http_status: None });
+            return stamp(outcome, started);
+        }
+    };
+    let child_env = Arc::new(task_tmp.env(&shared.child_env));
+    let tool_ctx = match tool_context(planned, &workspace, child_env.clone(), task_tmp.tmp(), emitter) {
         Ok(ctx) => ctx,
         Err(message) => {
             outcome.error = Some(TaskError { kind: ErrorKind::Internal, message, http_status: None });
@@ -178,7 +189,7 @@ async fn run_attempt(planned: &PlannedTask, shared: &Shared, emitter: &Emitter) 
     };
 
     let check_before = match (&task.fields.check, task.fields.check_before) {
-        (Some(cmd), Some(true)) => Some(super::check::run(cmd, &workspace.workdir, planned.check_timeout, shared).await),
+        (Some(cmd), Some(true)) => Some(super::check::run(cmd, &workspace.workdir, planned.check_timeout, &child_env, &shared.redactor).await),
         _ => None,
     };
 
@@ -211,6 +222,7 @@ async fn run_attempt(planned: &PlannedTask, shared: &Shared, emitter: &Emitter) 
                 Ok(end) => Phase::Agent(end),
                 Err(_) => Phase::TimedOut(limit),
             },
+            idle = stalled(&activity, planned.idle_timeout) => Phase::Stalled(idle),
             _ = cancel.wait_for(|c| *c) => Phase::Cancelled,
         }
     };
@@ -222,7 +234,7 @@ async fn run_attempt(planned: &PlannedTask, shared: &Shared, emitter: &Emitter) 
         Phase::Agent(AgentEnd::Finished) => {
             outcome.status = Status::Passed;
             if let Some(cmd) = &task.fields.check {
-                let mut record = super::check::run(cmd, &workspace.workdir, planned.check_timeout, shared).await;
+                let mut record = super::check::run(cmd, &workspace.workdir, planned.check_timeout, &child_env, &shared.redactor).await;
                 record.before = check_before.map(|b| b.exit_code);
                 if record.exit_code != Some(0) {
                     outcome.status = Status::Failed;
@@ -260,6 +272,14 @@ async fn run_attempt(planned: &PlannedTask, shared: &Shared, emitter: &Emitter) 
             outcome.error = Some(TaskError {
                 kind: ErrorKind::Agent,
                 message: format!("the task ran longer than its timeout of {}", humantime::format_duration(limit)),
+                http_status: None,
+            });
+        }
+        Phase::Stalled(idle) => {
+            outcome.status = Status::Stalled;
+            outcome.error = Some(TaskError {
+                kind: ErrorKind::Agent,
+                message: format!("no event for {} (idle_timeout): a stuck stream or a hung command", humantime::format_duration(idle)),
                 http_status: None,
             });
         }
@@ -315,13 +335,63 @@ fn build_provider(planned: &PlannedTask, shared: &Shared) -> Result<Arc<dyn Prov
     })
 }
 
+/// Resolves when the task has emitted no event for `limit` (never, without a limit).
+async fn stalled(activity: &Activity, limit: Option<Duration>) -> Duration {
+    let Some(limit) = limit else { return std::future::pending().await };
+    loop {
+        let idle = activity.idle();
+        if idle >= limit {
+            return idle;
+        }
+        tokio::time::sleep((limit - idle).min(Duration::from_secs(1))).await;
+    }
+}
+
+/// A task's own TMPDIR (and HOME, with `isolate_home`), so parallel tasks never share tool
+/// caches or config files by accident. Removed with the task.
+struct TaskTemp {
+    dir: tempfile::TempDir,
+    isolate_home: bool,
+}
+
+impl TaskTemp {
+    fn new(isolate_home: bool) -> std::io::Result<Self> {
+        let dir = tempfile::Builder::new().prefix("dracode-task-").tempdir()?;
+        std::fs::create_dir(dir.path().join("tmp"))?;
+        if isolate_home {
+            std::fs::create_dir(dir.path().join("home"))?;
+        }
+        Ok(TaskTemp { dir, isolate_home })
+    }
+
+    fn tmp(&self) -> PathBuf {
+        self.dir.path().join("tmp")
+    }
+
+    /// `base` with TMPDIR (and HOME) pointing into this task's folder.
+    fn env(&self, base: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+        let mut env = base.clone();
+        env.insert("TMPDIR".into(), self.tmp().display().to_string());
+        if self.isolate_home {
+            env.insert("HOME".into(), self.dir.path().join("home").display().to_string());
+        }
+        env
+    }
+}
+
 /// The tools' view of the task.
-fn tool_context(planned: &PlannedTask, ws: &Workspace, shared: &Shared, emitter: &Emitter) -> Result<ToolContext, String> {
+fn tool_context(
+    planned: &PlannedTask,
+    ws: &Workspace,
+    child_env: Arc<BTreeMap<String, String>>,
+    tmp_dir: PathBuf,
+    emitter: &Emitter,
+) -> Result<ToolContext, String> {
     let sandbox = crate::sandbox::Sandbox::new(&ws.workdir).map_err(|e| format!("workspace {}: {e}", ws.workdir.display()))?;
     Ok(ToolContext {
         sandbox,
-        child_env: shared.child_env.clone(),
-        tmp_dir: None,
+        child_env,
+        tmp_dir: Some(tmp_dir),
         answers: Arc::new(planned.task.fields.answers.clone().unwrap_or_default()),
         max_command_timeout: MAX_COMMAND_TIMEOUT,
         output_limit: COMMAND_OUTPUT_LIMIT,

@@ -70,6 +70,8 @@ pub struct TaskFields {
     pub check_before: Option<bool>,
     /// Time limit of the check command (default 10m).
     pub check_timeout: Option<String>,
+    /// Give the task's commands their own empty `HOME` (besides their own `TMPDIR`, always).
+    pub isolate_home: Option<bool>,
     /// Fail the task when the agent changed no file.
     pub require_change: Option<bool>,
     /// Labels for `--filter tag:NAME`.
@@ -92,7 +94,7 @@ pub struct TaskFields {
 pub const FIELD_NAMES: &[&str] = &[
     "id", "prompt", "prompt_file", "provider", "model", "max_iterations", "timeout", "idle_timeout",
     "retries", "retry_on", "isolation", "repo", "base", "workdir", "tools", "check", "check_before",
-    "check_timeout", "require_change", "tags", "answers", "replay", "system_prompt",
+    "check_timeout", "isolate_home", "require_change", "tags", "answers", "replay", "system_prompt",
     "max_output_tokens", "max_tokens", "max_cost_usd",
 ];
 
@@ -108,7 +110,7 @@ impl TaskFields {
         let base = self;
         overlay_fields!(base, top; id, prompt, prompt_file, provider, model, max_iterations, timeout,
             idle_timeout, retries, retry_on, isolation, repo, base, workdir, tools, check, check_before,
-            check_timeout, require_change, tags, answers, replay, system_prompt, max_output_tokens,
+            check_timeout, isolate_home, require_change, tags, answers, replay, system_prompt, max_output_tokens,
             max_tokens, max_cost_usd)
     }
 

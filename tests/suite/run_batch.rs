@@ -271,3 +271,32 @@ async fn sigterm_cancels_running_tasks_and_leaves_valid_artifacts_and_no_worktre
     assert_eq!(git(&repo, &["worktree", "list"]).lines().count(), 1, "no worktree left behind");
     assert_eq!(git(&repo, &["status", "--porcelain"]), "");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hung_command_is_stalled_and_commands_get_their_own_tmpdir() {
+    use crate::support::openai_server::ToolCall;
+    let server = OpenAiServer::start(vec![
+        ScriptedReply::tool_calls(
+            vec![
+                ToolCall::new("c1", "run_command", json!({"command": "sh", "arguments": "-c 'echo tmp=$TMPDIR home=$HOME'"})),
+                ToolCall::new("c2", "run_command", json!({"command": "sleep", "arguments": "30"})),
+            ],
+            Tokens::new(1, 1),
+        ),
+        ScriptedReply::text("never", Tokens::new(1, 1)),
+    ])
+    .await;
+    let tmp = tempfile::tempdir().unwrap();
+    config(tmp.path(), &server);
+    std::fs::create_dir(tmp.path().join("ws")).unwrap();
+    std::fs::write(tmp.path().join("tasks.toml"), tasks(1, "idle_timeout = \"2s\"\nisolate_home = true\n")).unwrap();
+    let started = Instant::now();
+    let (code, stderr) = run_blocking(tmp.path(), &["run", "tasks.toml", "--out", "out"]).await;
+    assert!(started.elapsed() < Duration::from_secs(15), "{:?}", started.elapsed());
+    assert_eq!(code, 1, "{stderr}");
+    let all = read_jsonl(&tmp.path().join("out/results.jsonl"));
+    assert_eq!(finished(&all, "t1")["status"], "stalled");
+    let first = events(&all, "tool.completed")[0]["output"].as_str().unwrap().to_string();
+    assert!(first.contains("tmp=/") && first.contains("dracode-task-"), "{first}");
+    assert!(!first.contains(&format!("home={}", tmp.path().display())), "HOME is isolated: {first}");
+}

@@ -30,6 +30,46 @@ pub struct Budget {
     pub max_cost_usd: Option<f64>,
 }
 
+/// The whole run's spend, shared by every task (`--max-tokens`, `--max-cost-usd`).
+#[derive(Debug, Default)]
+pub struct RunMeter {
+    tokens: std::sync::atomic::AtomicU64,
+    micro_usd: std::sync::atomic::AtomicU64,
+    /// Token limit of the run.
+    pub max_tokens: Option<u64>,
+    /// Cost limit of the run in USD.
+    pub max_cost_usd: Option<f64>,
+}
+
+impl RunMeter {
+    /// A meter with these limits.
+    pub fn new(max_tokens: Option<u64>, max_cost_usd: Option<f64>) -> Self {
+        RunMeter { max_tokens, max_cost_usd, ..RunMeter::default() }
+    }
+
+    /// Adds one call's spend.
+    pub fn add(&self, usage: &Usage, cost: Option<f64>) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.tokens.fetch_add(usage.total_tokens, Relaxed);
+        if let Some(cost) = cost {
+            self.micro_usd.fetch_add((cost * 1e6).round() as u64, Relaxed);
+        }
+    }
+
+    /// Why the run is over budget, if it is.
+    pub fn exceeded(&self) -> Option<String> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let tokens = self.tokens.load(Relaxed);
+        if let Some(limit) = self.max_tokens.filter(|l| tokens > *l) {
+            return Some(format!("the run used {tokens} tokens, over --max-tokens {limit}"));
+        }
+        let cost = self.micro_usd.load(Relaxed) as f64 / 1e6;
+        self.max_cost_usd
+            .filter(|l| cost > *l)
+            .map(|limit| format!("the run spent ${cost:.4}, over --max-cost-usd {limit}"))
+    }
+}
+
 /// Everything the loop needs, borrowed from the runner.
 pub struct Agent<'a> {
     /// The model.
@@ -48,8 +88,10 @@ pub struct Agent<'a> {
     pub max_iterations: u32,
     /// Output token limit per call.
     pub max_output_tokens: Option<u32>,
-    /// Token and cost limits.
+    /// Token and cost limits of the task.
     pub budget: Budget,
+    /// The run's shared spend and limits.
+    pub run_meter: Option<&'a RunMeter>,
     /// The price of a usage on this task's model (`None` when unpriced).
     pub cost: &'a (dyn Fn(&Usage) -> Option<f64> + Send + Sync),
 }
@@ -113,6 +155,9 @@ impl Agent<'_> {
             };
             state.usage += response.usage;
             state.turns += 1;
+            if let Some(meter) = self.run_meter {
+                meter.add(&response.usage, (self.cost)(&response.usage));
+            }
             self.emitter.emit(EventKind::TurnCompleted {
                 turn: state.turns,
                 stop_reason: response.stop_reason.clone(),
@@ -180,6 +225,9 @@ impl Agent<'_> {
 
     /// Why `usage` is over the task's budget, if it is.
     fn over_budget(&self, usage: &Usage) -> Option<String> {
+        if let Some(reason) = self.run_meter.and_then(RunMeter::exceeded) {
+            return Some(reason);
+        }
         if let Some(limit) = self.budget.max_tokens
             && usage.total_tokens > limit {
                 return Some(format!("used {} tokens, over the task's max_tokens of {limit}", usage.total_tokens));
@@ -237,6 +285,7 @@ mod tests {
             max_iterations,
             max_output_tokens: None,
             budget,
+            run_meter: None,
             cost: &cost,
         };
         let mut state = AgentState::default();

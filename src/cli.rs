@@ -138,6 +138,13 @@ pub struct RunArgs {
     /// After the first task that does not pass, skip the rest.
     #[arg(long)]
     pub fail_fast: bool,
+    /// Token budget of the whole run: calls over it end their task `budget_exceeded`, and no
+    /// further task starts.
+    #[arg(long)]
+    pub max_tokens: Option<u64>,
+    /// Cost budget of the whole run, in USD (needs prices for the models used).
+    #[arg(long)]
+    pub max_cost_usd: Option<f64>,
     /// Also stream events as JSON lines to PATH (`-` = stdout; human output stays on stderr).
     #[arg(long, value_name = "PATH")]
     pub jsonl: Option<PathBuf>,

@@ -51,15 +51,18 @@ pub async fn run(plan: Plan, shared: Arc<Shared>, emitter: Emitter, schedule: Sc
             permit = slots.clone().acquire_owned() => permit.ok(),
             _ = wait_cancelled(&shared) => None,
         };
+        let over_budget = shared.run_meter.exceeded();
         let not_started = if *shared.cancel.borrow() || permit.is_none() {
-            Some((Status::Cancelled, "not started: the run was interrupted"))
+            Some((Status::Cancelled, "not started: the run was interrupted".to_string()))
+        } else if let Some(reason) = over_budget {
+            Some((Status::BudgetExceeded, format!("not started: {reason}")))
         } else if stop.load(Ordering::SeqCst) {
-            Some((Status::Skipped, "not started: an earlier task did not pass (--fail-fast)"))
+            Some((Status::Skipped, "not started: an earlier task did not pass (--fail-fast)".to_string()))
         } else {
             None
         };
         if let Some((status, why)) = not_started {
-            handles.push(tokio::spawn(std::future::ready(unstarted(&planned, status, why, &emitter))));
+            handles.push(tokio::spawn(std::future::ready(unstarted(&planned, status, &why, &emitter))));
             continue;
         }
         let (shared, emitter, stop) = (shared.clone(), emitter.clone(), stop.clone());

@@ -2,7 +2,7 @@
 
 use super::plan::PlannedTask;
 use super::workspace::Workspace;
-use crate::agent::{Agent, AgentEnd, AgentState, Budget, SYSTEM_PROMPT};
+use crate::agent::{Agent, AgentEnd, AgentState, Budget, RunMeter, SYSTEM_PROMPT};
 use crate::events::{Activity, AttemptRecord, Emitter, EventKind, RetryScope, Status, TaskError, TaskOutcome, Transcript};
 use crate::llm::http::HttpClient;
 use crate::llm::preset::{self, TaskBinding};
@@ -36,6 +36,8 @@ pub struct Shared {
     pub record: Option<PathBuf>,
     /// Becomes `true` when the run is interrupted.
     pub cancel: watch::Receiver<bool>,
+    /// The run's token and cost budget.
+    pub run_meter: RunMeter,
 }
 
 /// How the agent phase ended, seen from outside the loop.
@@ -210,6 +212,7 @@ async fn run_attempt(planned: &PlannedTask, shared: &Shared, emitter: &Emitter) 
         max_iterations: planned.max_iterations,
         max_output_tokens: planned.provider.max_tokens,
         budget: Budget { max_tokens: task.fields.max_tokens, max_cost_usd: task.fields.max_cost_usd },
+        run_meter: Some(&shared.run_meter),
         cost: &cost,
     };
     let mut state = AgentState::default();

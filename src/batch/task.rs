@@ -4,6 +4,7 @@ use super::plan::PlannedTask;
 use super::workspace::Workspace;
 use crate::agent::{Agent, AgentEnd, AgentState, Budget, RunMeter, SYSTEM_PROMPT};
 use crate::events::{Activity, AttemptRecord, Emitter, EventKind, RetryScope, Status, TaskError, TaskOutcome, Transcript};
+use crate::llm::governor::{Gate, Governed, Limits};
 use crate::llm::http::HttpClient;
 use crate::llm::preset::{self, TaskBinding};
 use crate::llm::prices::PriceTable;
@@ -38,6 +39,16 @@ pub struct Shared {
     pub cancel: watch::Receiver<bool>,
     /// The run's token and cost budget.
     pub run_meter: RunMeter,
+    /// One gate per provider name, shared by all tasks.
+    pub gates: std::sync::Mutex<BTreeMap<String, Arc<Gate>>>,
+}
+
+impl Shared {
+    /// The gate of provider `name`, made on first use.
+    fn gate(&self, name: &str, limits: Limits) -> Arc<Gate> {
+        let mut gates = self.gates.lock().unwrap_or_else(|p| p.into_inner());
+        gates.entry(name.to_string()).or_insert_with(|| Gate::new(limits)).clone()
+    }
 }
 
 /// How the agent phase ended, seen from outside the loop.
@@ -332,6 +343,8 @@ fn finish(mut outcome: TaskOutcome, started: Instant, emitter: &Emitter) -> Task
 fn build_provider(planned: &PlannedTask, shared: &Shared) -> Result<Arc<dyn Provider>, crate::llm::LlmError> {
     let binding = TaskBinding { task_id: planned.task.id.clone() };
     let provider = preset::build(&planned.provider, &binding, &shared.http)?;
+    let gate = shared.gate(&planned.provider.name, planned.provider.limits);
+    let provider: Arc<dyn Provider> = Arc::new(Governed::new(provider, gate));
     Ok(match &shared.record {
         Some(dir) => Arc::new(Recorder::new(provider, dir, &planned.task.id, &planned.provider.name)),
         None => provider,

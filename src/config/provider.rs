@@ -37,6 +37,12 @@ pub struct ProviderSettings {
     /// Azure `api-version`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub api_version: Option<String>,
+    /// Requests in flight at once, across every task of the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_concurrent_requests: Option<usize>,
+    /// Requests started per minute, across every task of the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requests_per_minute: Option<u32>,
 }
 
 impl ProviderSettings {
@@ -84,6 +90,10 @@ pub(super) fn resolve(
         max_tokens: settings.max_tokens,
         headers: settings.headers.clone(),
         api_version: settings.api_version.clone(),
+        limits: crate::llm::governor::Limits {
+            max_concurrent: settings.max_concurrent_requests,
+            requests_per_minute: settings.requests_per_minute,
+        },
         replay_path: None,
     }
 }

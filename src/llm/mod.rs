@@ -3,6 +3,7 @@
 //! wire APIs are code ([`openai`], [`replay`]).
 
 pub mod error;
+pub mod governor;
 pub mod http;
 pub mod openai;
 pub mod preset;

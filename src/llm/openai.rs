@@ -596,6 +596,7 @@ mod tests {
             max_tokens: None,
             headers: Default::default(),
             api_version: None,
+            limits: Default::default(),
             replay_path: None,
         }
     }

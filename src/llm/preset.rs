@@ -208,6 +208,8 @@ pub struct ResolvedProvider {
     pub headers: BTreeMap<String, String>,
     /// Azure `api-version`.
     pub api_version: Option<String>,
+    /// Shared limits on requests to this provider.
+    pub limits: super::governor::Limits,
     /// For `replay`: the recorded file or folder.
     pub replay_path: Option<PathBuf>,
 }

@@ -28,6 +28,7 @@ fn resolved(kind: ProviderType, base_url: String, model: &str, key: &str) -> Res
         max_tokens: None,
         headers: Default::default(),
         api_version: None,
+        limits: Default::default(),
         replay_path: None,
     }
 }

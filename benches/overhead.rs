@@ -5,7 +5,9 @@
 //!   of `dracode run` on a one-turn replay, against spawning `true`;
 //! - orchestration per LLM turn: a 200-turn replay minus the one-turn run, per turn;
 //! - worktree creation (git2) against `git worktree add`, on a repository of 5,000 files;
-//! - `search_code` against `rg` on the same 5,000 files.
+//! - `search_code` against `rg` on the same 5,000 files;
+//! - `--jobs N` against the ideal (serial time / N) on a local server with a fixed latency, and
+//!   peak RSS with 64 tasks in flight.
 //!
 //! Each figure is the median of several runs. Nothing here asserts: it prints figures.
 
@@ -34,29 +36,30 @@ fn main() {
         ms(fixed), fixed.as_secs_f64() / baseline.as_secs_f64(), ms(baseline), rss as f64 / 1024.0);
     println!("orchestration per LLM turn (200-turn replay): {:.3} ms", ms(long.saturating_sub(fixed)) / 199.0);
 
+    jobs_scaling(&exe, root);
+
     let repo = root.join("big");
     make_repo(&repo, 5_000);
-    let mut n = 0;
-    let git_add = median(5, || {
-        n += 1;
+    // Interleaved rounds, so page-cache and disk effects hit both alike.
+    let (mut git_times, mut our_times) = (Vec::new(), Vec::new());
+    for n in 0..7 {
         let path = root.join(format!("gitwt{n}"));
         let t = Instant::now();
         let ok = Command::new("git").args(["worktree", "add", "-q", "--detach"]).arg(&path).arg("HEAD").current_dir(&repo).status().unwrap().success();
-        let d = t.elapsed();
+        git_times.push(t.elapsed());
         assert!(ok);
         Command::new("git").args(["worktree", "remove", "--force"]).arg(&path).current_dir(&repo).status().unwrap();
-        d
-    });
-    let ours = median(5, || {
-        n += 1;
-        let path = root.join(format!("wt{n}"));
-        std::fs::create_dir_all(&path).unwrap();
+
+        let parent = root.join(format!("wt{n}"));
+        std::fs::create_dir_all(&parent).unwrap();
         let t = Instant::now();
-        let wt = dracode::batch::worktree::add(&repo, "HEAD", &path).unwrap();
-        let d = t.elapsed();
+        let wt = dracode::batch::worktree::add(&repo, "HEAD", &parent).unwrap();
+        our_times.push(t.elapsed());
         drop(wt);
-        d
-    });
+    }
+    git_times.sort();
+    our_times.sort();
+    let (git_add, ours) = (git_times[3], our_times[3]);
     println!("worktree creation, 5,000 files: dracode {:.1} ms vs `git worktree add` {:.1} ms (ratio {:.2})",
         ms(ours), ms(git_add), ours.as_secs_f64() / git_add.as_secs_f64());
 
@@ -163,4 +166,54 @@ fn make_repo(dir: &Path, files: usize) {
     git(&["init", "-q"]);
     git(&["add", "-A"]);
     git(&["commit", "-qm", "base"]);
+}
+
+/// Wall time of `tasks` one-turn tasks at several `--jobs` against a server answering each call
+/// after a fixed latency, as a ratio to the ideal `serial / jobs`; and peak RSS at 64 at once.
+fn jobs_scaling(exe: &Path, root: &Path) {
+    let latency = Duration::from_millis(250);
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let server = rt.block_on(async {
+        let server = wiremock::MockServer::start().await;
+        let body = serde_json::json!({
+            "id": "x", "object": "chat.completion", "created": 0, "model": "gpt-4o",
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "done"}}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11}
+        });
+        wiremock::Mock::given(wiremock::matchers::any())
+            .respond_with(wiremock::ResponseTemplate::new(200).set_body_json(body).set_delay(latency))
+            .mount(&server)
+            .await;
+        server
+    });
+    let dir = root.join("jobs");
+    std::fs::create_dir_all(dir.join("ws")).unwrap();
+    std::fs::write(dir.join("dracode.toml"), format!(
+        "[providers.mock]\ntype = \"vllm\"\nbase_url = \"{}/v1\"\nmodel = \"m\"\n", server.uri()
+    )).unwrap();
+    let manifest = |n: usize| {
+        let path = dir.join(format!("m{n}.toml"));
+        let mut text = "[defaults]\nprovider = \"mock\"\nrepo = \"ws\"\nisolation = \"copy\"\n".to_string();
+        for i in 0..n {
+            text.push_str(&format!("[[tasks]]\nid = \"t{i}\"\nprompt = \"p\"\n"));
+        }
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let run = |m: &Path, jobs: usize| {
+        let mut cmd = Command::new(exe);
+        cmd.arg("run").arg(m).args(["--quiet", "--jobs", &jobs.to_string(), "--out"]).arg(dir.join("out")).current_dir(&dir);
+        spawn_measure(cmd)
+    };
+    let sixteen = manifest(16);
+    let (serial, _) = run(&sixteen, 1);
+    for jobs in [4, 8, 16] {
+        let (t, _) = run(&sixteen, jobs);
+        let ideal = serial.as_secs_f64() / jobs as f64;
+        println!("--jobs {jobs:>2}, 16 tasks x {} ms latency: {:.0} ms vs ideal {:.0} ms (ratio {:.3}; serial {:.0} ms)",
+            latency.as_millis(), ms(t), ideal * 1000.0, t.as_secs_f64() / ideal, ms(serial));
+    }
+    let (t, rss) = run(&manifest(64), 64);
+    println!("64 tasks at --jobs 64: {:.0} ms, peak RSS {:.1} MiB", ms(t), rss as f64 / 1024.0);
+    drop(server);
 }

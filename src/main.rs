@@ -7,10 +7,10 @@ use dracode::cli::{Cli, Command, ListFormat, RunArgs, SchemaKind};
 use dracode::config::Config;
 use dracode::events::{Emitter, EventBus, Reporter};
 use dracode::exit_codes;
-use dracode::report::{self, jsonl::JsonlReporter, progress::{ProgressReporter, Verbosity}};
+use dracode::report::{self, jsonl::JsonlReporter, live::LiveReporter, progress::{ProgressReporter, Verbosity}};
 use dracode::secrets::{self, Redactor};
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -163,7 +163,13 @@ fn run_batch(args: RunArgs, cwd: &Path, env: BTreeMap<String, String>) -> anyhow
     let mut reporters: Vec<Box<dyn Reporter>> = report::artifact_reporters(&args.out, &run_id, shard.as_deref(), redactor.clone())
         .with_context(|| format!("cannot write to {}", args.out.display()))?;
     let verbosity = if args.quiet { Verbosity::Quiet } else if args.verbose { Verbosity::Verbose } else { Verbosity::Normal };
-    reporters.push(Box::new(ProgressReporter::new(Box::new(std::io::stderr()), verbosity, plan.tasks.len()).with_redactor(redactor.clone())));
+    let in_ci = env.get("CI").is_some_and(|v| !v.is_empty() && v != "false" && v != "0");
+    if std::io::stderr().is_terminal() && !in_ci && verbosity != Verbosity::Quiet {
+        reporters.push(Box::new(LiveReporter::new(verbosity, plan.tasks.len(), redactor.clone())));
+    } else {
+        let lines = ProgressReporter::new(Box::new(std::io::stderr()), verbosity, plan.tasks.len());
+        reporters.push(Box::new(lines.with_redactor(redactor.clone())));
+    }
     if let Some(path) = &args.jsonl {
         let writer: Box<dyn Write + Send> = if path.as_os_str() == "-" {
             Box::new(std::io::stdout())

@@ -49,6 +49,16 @@ pub enum Command {
         #[arg(long, env = "DRACODE_CONFIG")]
         config: Option<PathBuf>,
     },
+    /// Merge the output folders of sharded runs into one results.jsonl / junit.xml / summary.md.
+    #[command(after_help = "Example (after `dracode run tasks.toml --shard K/3 --out out-K` in three CI jobs):\n  dracode merge out-1 out-2 out-3 --out dracode-out\n\nA missing or unfinished shard is reported and makes the exit code 1; a duplicated shard,\nmixed shard counts or a task in two inputs is an error (exit 2).")]
+    Merge {
+        /// The shard output folders.
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+        /// Where the merged artifacts go.
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Print the tool schemas in a provider's format.
     #[command(after_help = "Example:\n  dracode tools --format anthropic")]
     Tools {

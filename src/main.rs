@@ -84,6 +84,19 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             }
             Ok(exit_codes::OK)
         }
+        Command::Merge { inputs, out } => {
+            let redactor = Arc::new(Redactor::from_env(env.clone(), Vec::new()));
+            match report::merge::merge(&inputs, &out, redactor) {
+                Ok(summary) => {
+                    for warning in &summary.warnings {
+                        eprintln!("warning: {warning}");
+                    }
+                    eprintln!("merged {} task(s) from {} folder(s) into {}", summary.tasks, summary.shards, out.display());
+                    Ok(summary.exit_code)
+                }
+                Err(e) => usage_error(&e),
+            }
+        }
         Command::Tools { format } => {
             let specs = dracode::tools::Registry::all().specs();
             let rendered = dracode::tools::render::render(&specs, format);

@@ -126,7 +126,6 @@ impl JunitReporter {
             let reason = prior.error.as_ref().map(|e| format!("{}: {}", prior.status.as_str(), e.message));
             rerun.set_message(self.redact(&reason.unwrap_or_else(|| prior.status.as_str().to_string())));
             rerun.set_type(prior.error.as_ref().map_or(prior.status.as_str(), |e| e.kind.as_str()));
-            rerun.set_time(prior.duration);
             status.add_rerun(rerun);
         }
         let mut case = TestCase::new(self.redact(&o.task_id), status);

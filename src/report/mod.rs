@@ -4,10 +4,13 @@
 //! [`junit`] (`junit.xml`), [`summary`] (`summary.md`), [`transcript`] (`transcripts/`),
 //! [`diff`] (`diffs/`) and [`progress`] (human lines for CI logs). [`artifact_reporters`] builds
 //! the set that writes into `--out`; the caller adds progress and a `--jsonl -` stream.
+//! [`merge`] joins the outputs of sharded runs into one.
 
 pub mod diff;
 pub mod jsonl;
 pub mod junit;
+pub mod live;
+pub mod merge;
 pub mod progress;
 pub mod summary;
 pub mod transcript;

@@ -67,6 +67,10 @@ pub enum WireEvent {
         task_count: usize,
         /// Parallel tasks.
         jobs: usize,
+        /// Only in a file written by `dracode merge`: the outputs it joins, in the order their
+        /// lines follow.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        merged_from: Option<Vec<MergedFrom>>,
     },
     /// A task attempt began.
     #[serde(rename = "task.started")]
@@ -165,9 +169,9 @@ pub enum WireEvent {
         /// Common fields.
         #[serde(flatten)]
         header: Header,
-        /// Its fields.
+        /// Its fields (boxed: it is much the largest event).
         #[serde(flatten)]
-        outcome: WireOutcome,
+        outcome: Box<WireOutcome>,
     },
     /// The run ended.
     #[serde(rename = "run.finished")]
@@ -217,6 +221,42 @@ pub struct WireOutcome {
     pub attempts: u32,
     /// Passed only after a failed attempt.
     pub flaky: bool,
+    /// The manifest the task came from, as given on the command line (`--task` for ad-hoc
+    /// tasks); one JUnit testsuite per manifest.
+    pub manifest: String,
+    /// The task's 0-based position in the run (manifest order, then task order), the order of
+    /// every report.
+    pub index: usize,
+    /// Provider name.
+    pub provider: String,
+    /// Model name.
+    pub model: String,
+    /// The attempts before the last, in order; empty when the first attempt was final.
+    pub prior_attempts: Vec<WireAttempt>,
+}
+
+/// An earlier attempt of a task that was tried again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct WireAttempt {
+    /// How the attempt ended.
+    pub status: Status,
+    /// Why.
+    pub error: Option<TaskError>,
+    /// Its wall time.
+    pub duration_ms: u64,
+}
+
+/// One output folder a merged file was made from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MergedFrom {
+    /// The folder, as given to `dracode merge`.
+    pub dir: String,
+    /// Its own `run_id`.
+    pub run_id: String,
+    /// Its `shard` (`K/N` or `slice:K/N`), when it was sharded.
+    pub shard: Option<String>,
+    /// Its `task.finished` lines.
+    pub task_count: usize,
 }
 
 /// Tasks per status, every status present (0 included) so readers need no defaults.
@@ -312,6 +352,7 @@ pub fn to_wire(event: &Event, seq: u64, run_id: &str, shard: Option<&str>) -> Wi
                 manifests: manifests.clone(),
                 task_count: *task_count,
                 jobs: *jobs,
+                merged_from: None,
             }
         }
         EventKind::TaskStarted { provider, model, isolation, workdir, base_commit } => {
@@ -360,7 +401,7 @@ pub fn to_wire(event: &Event, seq: u64, run_id: &str, shard: Option<&str>) -> Wi
             // The outcome names its task even when the scheduler emits it run-level (a task
             // skipped before it started has no attempt).
             header.task_id = Some(outcome.task_id.clone());
-            WireEvent::TaskFinished { header, outcome: wire_outcome(outcome) }
+            WireEvent::TaskFinished { header, outcome: Box::new(wire_outcome(outcome)) }
         }
         EventKind::RunFinished(totals) => WireEvent::RunFinished {
             header,
@@ -389,6 +430,19 @@ fn wire_outcome(o: &TaskOutcome) -> WireOutcome {
         error: o.error.clone(),
         attempts: o.attempts,
         flaky: o.flaky,
+        manifest: o.manifest.to_string_lossy().into_owned(),
+        index: o.index,
+        provider: o.provider.clone(),
+        model: o.model.clone(),
+        prior_attempts: o
+            .prior_attempts
+            .iter()
+            .map(|a| WireAttempt {
+                status: a.status,
+                error: a.error.clone(),
+                duration_ms: millis(a.duration),
+            })
+            .collect(),
     }
 }
 
@@ -438,6 +492,14 @@ mod tests {
         });
         o.error =
             Some(TaskError { kind: ErrorKind::Check, message: "check failed".into(), http_status: None });
+        o.manifest = "ci/tasks.toml".into();
+        o.index = 3;
+        o.attempts = 2;
+        o.prior_attempts = vec![crate::events::AttemptRecord {
+            status: Status::Error,
+            error: Some(TaskError { kind: ErrorKind::Server, message: "502".into(), http_status: Some(502) }),
+            duration: Duration::from_millis(1500),
+        }];
         let v = line(&event(Some(("fix/clippy", 2)), EventKind::TaskFinished(Box::new(o))));
         assert_eq!(
             v,
@@ -453,7 +515,10 @@ mod tests {
                 "files_changed": ["src/lib.rs"], "diff_path": "diffs/fix_clippy.patch",
                 "check": {"command": "cargo clippy", "exit_code": 101, "output_tail": "warning: x"},
                 "error": {"kind": "check", "message": "check failed", "http_status": null},
-                "attempts": 1, "flaky": false
+                "attempts": 2, "flaky": false,
+                "manifest": "ci/tasks.toml", "index": 3, "provider": "openai", "model": "gpt-4o",
+                "prior_attempts": [{"status": "error", "duration_ms": 1500,
+                    "error": {"kind": "server", "message": "502", "http_status": 502}}]
             })
         );
         let keys: Vec<&String> = v.as_object().unwrap().keys().take(2).collect();

@@ -109,6 +109,7 @@ async fn a_hanging_server_ends_timeout_on_time_and_a_retry_makes_it_flaky() {
     assert_eq!(retry[0]["scope"], "task");
     let junit = std::fs::read_to_string(tmp.path().join("out/junit.xml")).unwrap();
     assert!(junit.contains("<flakyFailure") || junit.contains("<flakyError"), "{junit}");
+    xmllint_valid(&tmp.path().join("out/junit.xml"));
 
     // Without retries the same hang is a `timeout`.
     let server = OpenAiServer::start(vec![ScriptedReply::text("late", Tokens::new(1, 1)).with_delay(Duration::from_secs(30))]).await;
@@ -193,6 +194,33 @@ fn shards_cover_every_task_exactly_once() {
     let mut all: Vec<String> = (1..=10).map(|i| format!("task-{i}")).collect();
     all.sort();
     assert_eq!(seen, all);
+
+    // The shards merge back into what one unsharded run writes.
+    dracode(tmp.path()).args(["run", "tasks.toml", "--out", "single"]).assert().success();
+    dracode(tmp.path()).args(["merge", "out3", "out1", "out2", "--out", "merged"]).assert().success();
+    let merged = read_jsonl(&tmp.path().join("merged/results.jsonl"));
+    let single = read_jsonl(&tmp.path().join("single/results.jsonl"));
+    let ids = |all: &[serde_json::Value]| {
+        let mut v: Vec<String> = events(all, "task.finished").iter().map(|e| e["task_id"].as_str().unwrap().to_string()).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(ids(&merged), ids(&single));
+    assert_eq!(merged.last().unwrap()["usage"], single.last().unwrap()["usage"]);
+    assert_eq!(merged.last().unwrap()["counts"], single.last().unwrap()["counts"]);
+    let seqs: Vec<u64> = merged.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (1..=merged.len() as u64).collect::<Vec<_>>());
+    xmllint_valid(&tmp.path().join("merged/junit.xml"));
+    let strip = |s: String| s.lines().filter(|l| !l.contains("time=") && !l.contains("timestamp")).collect::<Vec<_>>().join("\n");
+    let junit = |dir: &str| strip(std::fs::read_to_string(tmp.path().join(dir).join("junit.xml")).unwrap());
+    assert_eq!(junit("merged").lines().count(), junit("single").lines().count());
+
+    // A missing shard is loud: merged, but exit 1 and a warning.
+    let out = dracode(tmp.path()).args(["merge", "out1", "out3", "--out", "partial"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("2/3"), "{}", String::from_utf8_lossy(&out.stderr));
+    // A duplicated shard is an error.
+    dracode(tmp.path()).args(["merge", "out1", "out1", "out2", "out3", "--out", "dup"]).assert().code(2);
 }
 
 #[test]
@@ -264,10 +292,7 @@ async fn sigterm_cancels_running_tasks_and_leaves_valid_artifacts_and_no_worktre
         assert_eq!(finished(&all, &format!("t{i}"))["status"], "cancelled");
     }
     assert_eq!(all.last().unwrap()["type"], "run.finished");
-    let junit = tmp.path().join("out/junit.xml");
-    let xsd = crate::support::cli::crate_root().join("../shared/schemas/jenkins-xunit-junit-10.xsd");
-    let lint = std::process::Command::new("xmllint").arg("--noout").arg("--schema").arg(&xsd).arg(&junit).output().expect("xmllint (apt-get install libxml2-utils)");
-    assert!(lint.status.success(), "{}", String::from_utf8_lossy(&lint.stderr));
+    xmllint_valid(&tmp.path().join("out/junit.xml"));
     assert_eq!(git(&repo, &["worktree", "list"]).lines().count(), 1, "no worktree left behind");
     assert_eq!(git(&repo, &["status", "--porcelain"]), "");
 }
@@ -310,4 +335,17 @@ fn a_run_budget_stops_the_batch() {
     let statuses: Vec<&str> = (1..=4).map(|i| finished(&all, &format!("task-{i}"))["status"].as_str().unwrap()).collect();
     assert_eq!(statuses, ["passed", "budget_exceeded", "budget_exceeded", "budget_exceeded"]);
     assert_eq!(all.last().unwrap()["usage"]["total_tokens"], 8, "tasks 3 and 4 never called the model");
+}
+
+/// Asserts `junit` is valid against the Jenkins JUnit XSD (xmllint from libxml2-utils).
+fn xmllint_valid(junit: &Path) {
+    let xsd = crate::support::cli::crate_root().join("../shared/schemas/jenkins-xunit-junit-10.xsd");
+    let lint = std::process::Command::new("xmllint")
+        .arg("--noout")
+        .arg("--schema")
+        .arg(&xsd)
+        .arg(junit)
+        .output()
+        .expect("xmllint is installed (apt-get install libxml2-utils)");
+    assert!(lint.status.success(), "{}", String::from_utf8_lossy(&lint.stderr));
 }

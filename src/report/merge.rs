@@ -1,0 +1,1008 @@
+//! `dracode merge`: joins the output folders of a sharded run (`run --shard K/N`, one folder per
+//! CI job) into one `results.jsonl`, `junit.xml`, `summary.md`, `diffs/` and `transcripts/`, as
+//! if every task had run in one run.
+//!
+//! `results.jsonl` keeps every line of every input (turns, tools, retries, …), inputs in shard
+//! order, `seq` renumbered 1, 2, … across the file and `run_id` replaced by one merged id, so a
+//! reader filtering on the id sees the whole run. Task lines keep their `shard`, and the new
+//! `run.started` lists the inputs in `merged_from` (folder, original `run_id`, shard), so it
+//! stays clear which job ran a task. `junit.xml`, `summary.md` and `diffs/` are written by the
+//! same reporters as a run's, from the `task.finished` lines; transcripts are copied as they are.
+//!
+//! Inputs that cannot belong to one split (shards of different N or scheme, sharded mixed with
+//! unsharded, the same shard twice, a task in two inputs) are errors: their merged counts would
+//! be wrong. A missing shard — a job that died before it wrote anything — or an input whose run
+//! never reached `run.finished` is not an error: the tasks that did run are still worth
+//! publishing. The merge is written, the problem is listed in `summary.md` and in
+//! [`MergeSummary::warnings`], and the merged `run.finished` has exit code 1, so the merged result
+//! fails as the job did, also for a reader that only looks at the file.
+
+use super::jsonl::redact_strings;
+use super::wire::{MergedFrom, WireEvent, WireOutcome, to_wire};
+use super::{DiffReporter, JunitReporter, SummaryReporter, file_stem, write_atomic};
+use crate::batch::runner::totals;
+use crate::batch::shard::Shard;
+use crate::events::{AttemptRecord, Event, EventKind, Reporter, RunTotals, TaskOutcome, TaskRef};
+use crate::exit_codes;
+use crate::secrets::Redactor;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+/// What a merge produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MergeSummary {
+    /// Tasks in the merged output.
+    pub tasks: usize,
+    /// Input folders merged.
+    pub shards: usize,
+    /// Problems that did not stop the merge (a missing or unfinished shard, a missing patch,
+    /// differing dracode versions); also listed at the end of `summary.md`.
+    pub warnings: Vec<String>,
+    /// The merged `run.finished` exit code: 1 when a task did not pass or a shard is missing or
+    /// unfinished, else 0.
+    pub exit_code: i32,
+}
+
+/// Why nothing was merged.
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    /// No input folder was given.
+    #[error("nothing to merge: give the output folders of the shards")]
+    NoInputs,
+    /// An input could not be read.
+    #[error("{}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A line of an input's `results.jsonl` is not a dracode event.
+    #[error("{}:{line}: {message}", path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// An input's `results.jsonl` has no `run.started`.
+    #[error("{}: no run.started line: not the results of a dracode run", path.display())]
+    NoRunStarted {
+        /// The file.
+        path: PathBuf,
+    },
+    /// Two inputs are not shards of the same split.
+    #[error("{first} but {second}: only the shards of one split can be merged")]
+    MixedShards {
+        /// The first input and what it is (`out1 is shard 1/3`).
+        first: String,
+        /// The input that differs.
+        second: String,
+    },
+    /// The same shard was given twice.
+    #[error("shard {shard} is in more than one input: {}; keep one", list(dirs))]
+    DuplicateShard {
+        /// `K/N`.
+        shard: String,
+        /// The folders holding it.
+        dirs: Vec<PathBuf>,
+    },
+    /// A task was reported by two inputs (or twice by one).
+    #[error("task {task_id:?} is in more than one input: {}", list(dirs))]
+    DuplicateTask {
+        /// The task's id.
+        task_id: String,
+        /// The folders reporting it.
+        dirs: Vec<PathBuf>,
+    },
+    /// `--out` is one of the inputs: writing would overwrite what is being read.
+    #[error("--out {} is one of the inputs; write the merge to a new folder", path.display())]
+    OutIsInput {
+        /// The folder.
+        path: PathBuf,
+    },
+    /// The merged output could not be written.
+    #[error("{}: {source}", path.display())]
+    Write {
+        /// The file or folder.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn list(dirs: &[PathBuf]) -> String {
+    dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
+}
+
+/// A `task.finished` line, rebuilt.
+struct Finished {
+    outcome: TaskOutcome,
+    attempt: u32,
+    ts: SystemTime,
+}
+
+/// What one input folder holds.
+struct Input {
+    dir: PathBuf,
+    run_id: String,
+    shard_text: Option<String>,
+    shard: Option<Shard>,
+    version: String,
+    manifests: Vec<String>,
+    jobs: usize,
+    task_count: usize,
+    /// Every line but `run.started` and `run.finished`, as read.
+    lines: Vec<serde_json::Value>,
+    finished: Vec<Finished>,
+    /// `run.finished`'s exit code; `None` when the run never got there.
+    exit_code: Option<i32>,
+    started: SystemTime,
+    last: SystemTime,
+}
+
+impl Input {
+    /// `out1 is shard 1/3`, `out2 is not sharded`.
+    fn describe(&self) -> String {
+        match &self.shard {
+            Some(shard) => format!("{} is shard {shard}", self.dir.display()),
+            None => format!("{} is not sharded", self.dir.display()),
+        }
+    }
+}
+
+/// Merges the output folders `inputs` into `out` (created if missing). Every input is read and
+/// checked before anything is written.
+pub fn merge(inputs: &[PathBuf], out: &Path, redactor: Arc<Redactor>) -> Result<MergeSummary, MergeError> {
+    if inputs.is_empty() {
+        return Err(MergeError::NoInputs);
+    }
+    refuse_out_as_input(inputs, out)?;
+    let mut warnings = Vec::new();
+    let mut read = Vec::with_capacity(inputs.len());
+    for dir in inputs {
+        read.push(read_input(dir, &mut warnings)?);
+    }
+    let missing = check_shards(&read)?;
+    // By K, so that `out-10` globbed before `out-2` still gives lines in shard order.
+    read.sort_by_key(|i| i.shard.map(|s| s.index));
+    check_tasks(&read)?;
+
+    let failing = problems(&read, &missing, &mut warnings);
+    let run = merged_run(&read);
+    let outcomes: Vec<&Finished> = read.iter().flat_map(|i| &i.finished).collect();
+    let plain: Vec<TaskOutcome> = outcomes.iter().map(|f| f.outcome.clone()).collect();
+    let mut run_totals = totals(&plain, run.duration());
+    if failing {
+        run_totals.exit_code = run_totals.exit_code.max(exit_codes::TASKS_FAILED);
+    }
+
+    std::fs::create_dir_all(out).map_err(|source| MergeError::Write { path: out.to_path_buf(), source })?;
+    write_results(&read, &run, &run_totals, out, &redactor)?;
+    write_reports(&outcomes, &run, &run_totals, out, redactor)?;
+    copy_transcripts(&read, out)?;
+    if !warnings.is_empty() {
+        append_warnings(&out.join("summary.md"), &warnings)?;
+    }
+    Ok(MergeSummary { tasks: plain.len(), shards: read.len(), warnings, exit_code: run_totals.exit_code })
+}
+
+/// Adds a warning for each missing or unfinished shard and for inputs of different versions;
+/// true when the merged run must fail.
+fn problems(read: &[Input], missing: &[String], warnings: &mut Vec<String>) -> bool {
+    let mut failing = false;
+    if !missing.is_empty() {
+        let (noun, verb, their) =
+            if missing.len() == 1 { ("shard", "is", "its") } else { ("shards", "are", "their") };
+        warnings.push(format!(
+            "{noun} {} {verb} missing (did {their} job fail before writing its output?): {their} tasks are \
+             not in this report",
+            missing.join(", ")
+        ));
+        failing = true;
+    }
+    for input in read {
+        if input.exit_code.is_none() || input.finished.len() < input.task_count {
+            warnings.push(format!(
+                "{} ({}) did not finish: {} of {} tasks reported",
+                input.dir.display(),
+                input.shard_text.as_deref().unwrap_or("not sharded"),
+                input.finished.len(),
+                input.task_count
+            ));
+            failing = true;
+        } else if let Some(code) = input.exit_code.filter(|c| *c != exit_codes::OK) {
+            failing = true;
+            if input.finished.iter().all(|f| f.outcome.status.is_pass()) {
+                warnings.push(format!("{} ended with exit code {code}", input.dir.display()));
+            }
+        }
+    }
+    let versions: Vec<&str> = read.iter().map(|i| i.version.as_str()).collect();
+    if versions.iter().any(|v| *v != versions[0]) {
+        let each: Vec<String> =
+            read.iter().map(|i| format!("{} in {}", i.version, i.dir.display())).collect();
+        warnings.push(format!("the inputs were written by different dracode versions: {}", each.join(", ")));
+    }
+    failing
+}
+
+fn refuse_out_as_input(inputs: &[PathBuf], out: &Path) -> Result<(), MergeError> {
+    let Ok(out_real) = out.canonicalize() else { return Ok(()) };
+    match inputs.iter().find(|dir| dir.canonicalize().is_ok_and(|d| d == out_real)) {
+        Some(_) => Err(MergeError::OutIsInput { path: out.to_path_buf() }),
+        None => Ok(()),
+    }
+}
+
+/// Reads and checks `dir/results.jsonl`, with the patches its tasks name.
+fn read_input(dir: &Path, warnings: &mut Vec<String>) -> Result<Input, MergeError> {
+    let path = dir.join("results.jsonl");
+    let text =
+        std::fs::read_to_string(&path).map_err(|source| MergeError::Read { path: path.clone(), source })?;
+    let mut input: Option<Input> = None;
+    for (n, raw) in text.lines().enumerate() {
+        if raw.trim().is_empty() {
+            continue;
+        }
+        let invalid = |message: String| MergeError::Invalid { path: path.clone(), line: n + 1, message };
+        let value: serde_json::Value =
+            serde_json::from_str(raw).map_err(|e| invalid(format!("not a JSON line: {e}")))?;
+        let event =
+            WireEvent::deserialize(&value).map_err(|e| invalid(format!("not a dracode event: {e}")))?;
+        let header = event.header();
+        let ts =
+            humantime::parse_rfc3339(&header.ts).map_err(|e| invalid(format!("ts {:?}: {e}", header.ts)))?;
+        if let WireEvent::RunStarted { header, version, manifests, task_count, jobs, .. } = &event {
+            if input.is_some() {
+                return Err(invalid("a second run.started: the file holds more than one run".into()));
+            }
+            let shard = header.shard.as_deref().map(Shard::parse).transpose().map_err(invalid)?;
+            input = Some(Input {
+                dir: dir.to_path_buf(),
+                run_id: header.run_id.clone(),
+                shard_text: shard.map(|s| s.to_string()),
+                shard,
+                version: version.clone(),
+                manifests: manifests.clone(),
+                jobs: *jobs,
+                task_count: *task_count,
+                lines: Vec::new(),
+                finished: Vec::new(),
+                exit_code: None,
+                started: ts,
+                last: ts,
+            });
+            continue;
+        }
+        let Some(input) = input.as_mut() else {
+            return Err(invalid(format!("{} before run.started", type_of(&value))));
+        };
+        input.last = input.last.max(ts);
+        match event {
+            WireEvent::RunFinished { exit_code, .. } => input.exit_code = Some(exit_code),
+            WireEvent::TaskFinished { header, outcome } => {
+                let Some(task_id) = header.task_id else {
+                    return Err(invalid("task.finished without task_id".into()));
+                };
+                let outcome = rebuild(dir, task_id, *outcome, warnings)?;
+                input.finished.push(Finished { outcome, attempt: header.attempt.unwrap_or(1), ts });
+                input.lines.push(value);
+            }
+            _ => input.lines.push(value),
+        }
+    }
+    input.ok_or(MergeError::NoRunStarted { path })
+}
+
+fn type_of(value: &serde_json::Value) -> &str {
+    value.get("type").and_then(|t| t.as_str()).unwrap_or("a line")
+}
+
+/// The outcome a `task.finished` line describes, its patch read back from the input folder.
+/// The transcript stays a file: it is copied, not rebuilt.
+fn rebuild(
+    dir: &Path,
+    task_id: String,
+    w: WireOutcome,
+    warnings: &mut Vec<String>,
+) -> Result<TaskOutcome, MergeError> {
+    // The patch is looked up by the task id, not by the line's `diff_path`, so that a crafted
+    // file cannot make the merge copy something from outside the folder.
+    let diff = match w.diff_path {
+        None => None,
+        Some(_) => {
+            let path = dir.join("diffs").join(format!("{}.patch", file_stem(&task_id)));
+            match std::fs::read_to_string(&path) {
+                Ok(diff) => Some(diff),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    warnings
+                        .push(format!("{} is missing: task {task_id:?} has no patch here", path.display()));
+                    None
+                }
+                Err(source) => return Err(MergeError::Read { path, source }),
+            }
+        }
+    };
+    Ok(TaskOutcome {
+        task_id,
+        manifest: PathBuf::from(w.manifest),
+        index: w.index,
+        status: w.status,
+        num_turns: w.num_turns,
+        duration: Duration::from_millis(w.duration_ms),
+        usage: w.usage,
+        cost_usd: w.total_cost_usd,
+        result: w.result,
+        files_changed: w.files_changed,
+        diff,
+        check: w.check,
+        error: w.error,
+        attempts: w.attempts,
+        flaky: w.flaky,
+        prior_attempts: w
+            .prior_attempts
+            .into_iter()
+            .map(|a| AttemptRecord {
+                status: a.status,
+                error: a.error,
+                duration: Duration::from_millis(a.duration_ms),
+            })
+            .collect(),
+        provider: w.provider,
+        model: w.model,
+        transcript: None,
+    })
+}
+
+/// The shards of one split, each once; returns the missing ones (`K/N`).
+fn check_shards(inputs: &[Input]) -> Result<Vec<String>, MergeError> {
+    let first = &inputs[0];
+    for other in inputs {
+        let same = match (first.shard, other.shard) {
+            (None, None) => true,
+            (Some(a), Some(b)) => a.count == b.count && a.scheme == b.scheme,
+            _ => false,
+        };
+        if !same {
+            return Err(MergeError::MixedShards { first: first.describe(), second: other.describe() });
+        }
+    }
+    let Some(split) = first.shard else { return Ok(Vec::new()) };
+    let mut dirs: BTreeMap<u32, Vec<PathBuf>> = BTreeMap::new();
+    for input in inputs {
+        if let Some(shard) = input.shard {
+            dirs.entry(shard.index).or_default().push(input.dir.clone());
+        }
+    }
+    if let Some((&index, dirs)) = dirs.iter().find(|(_, d)| d.len() > 1) {
+        let shard = Shard { index, ..split }.to_string();
+        return Err(MergeError::DuplicateShard { shard, dirs: dirs.clone() });
+    }
+    Ok((1..=split.count)
+        .filter(|k| !dirs.contains_key(k))
+        .map(|index| Shard { index, ..split }.to_string())
+        .collect())
+}
+
+fn check_tasks(inputs: &[Input]) -> Result<(), MergeError> {
+    let mut seen: BTreeMap<&str, &Path> = BTreeMap::new();
+    for input in inputs {
+        for f in &input.finished {
+            if let Some(first) = seen.insert(&f.outcome.task_id, &input.dir) {
+                return Err(MergeError::DuplicateTask {
+                    task_id: f.outcome.task_id.clone(),
+                    dirs: vec![first.to_path_buf(), input.dir.clone()],
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The merged run's own facts.
+struct MergedRun {
+    run_id: String,
+    version: String,
+    manifests: Vec<String>,
+    jobs: usize,
+    task_count: usize,
+    started: SystemTime,
+    finished: SystemTime,
+}
+
+impl MergedRun {
+    /// From the first start to the last line: the wall time of the whole split.
+    fn duration(&self) -> Duration {
+        self.finished.duration_since(self.started).unwrap_or_default()
+    }
+
+    fn started_kind(&self) -> EventKind {
+        EventKind::RunStarted {
+            version: self.version.clone(),
+            manifests: self.manifests.clone(),
+            task_count: self.task_count,
+            shard: None,
+            jobs: self.jobs,
+        }
+    }
+}
+
+fn merged_run(inputs: &[Input]) -> MergedRun {
+    let mut manifests: Vec<String> = Vec::new();
+    for m in inputs.iter().flat_map(|i| &i.manifests) {
+        if !manifests.contains(m) {
+            manifests.push(m.clone());
+        }
+    }
+    MergedRun {
+        // The first shard's id (ids sort by time) marked as merged: merging the same folders
+        // again gives the same id.
+        run_id: format!("{}-merged", inputs[0].run_id),
+        version: inputs[0].version.clone(),
+        manifests,
+        // Every job ran its tasks side by side.
+        jobs: inputs.iter().map(|i| i.jobs).sum(),
+        task_count: inputs.iter().map(|i| i.finished.len()).sum(),
+        started: inputs.iter().map(|i| i.started).min().unwrap_or(SystemTime::UNIX_EPOCH),
+        finished: inputs.iter().map(|i| i.last).max().unwrap_or(SystemTime::UNIX_EPOCH),
+    }
+}
+
+/// `junit.xml`, `summary.md` and `diffs/`, by the reporters a run uses, from the merged run's
+/// events.
+fn write_reports(
+    outcomes: &[&Finished],
+    run: &MergedRun,
+    run_totals: &RunTotals,
+    out: &Path,
+    redactor: Arc<Redactor>,
+) -> Result<(), MergeError> {
+    let write_err = |source| MergeError::Write { path: out.to_path_buf(), source };
+    let mut reporters: Vec<Box<dyn Reporter>> = vec![
+        Box::new(JunitReporter::new(out.join("junit.xml"), redactor.clone())),
+        Box::new(SummaryReporter::new(out.join("summary.md"), redactor)),
+        Box::new(DiffReporter::new(out)),
+    ];
+    let mut events = vec![Event { ts: run.started, task: None, kind: run.started_kind() }];
+    events.extend(outcomes.iter().map(|f| Event {
+        ts: f.ts,
+        task: Some(TaskRef { task_id: f.outcome.task_id.as_str().into(), attempt: f.attempt }),
+        kind: EventKind::TaskFinished(Box::new(f.outcome.clone())),
+    }));
+    events.push(Event { ts: run.finished, task: None, kind: EventKind::RunFinished(run_totals.clone()) });
+    for reporter in &mut reporters {
+        for event in &events {
+            reporter.on_event(event).map_err(write_err)?;
+        }
+        reporter.finish().map_err(write_err)?;
+    }
+    Ok(())
+}
+
+/// `out/results.jsonl`: a `run.started` naming the inputs, their lines renumbered, a
+/// `run.finished` with the merged totals.
+fn write_results(
+    inputs: &[Input],
+    run: &MergedRun,
+    run_totals: &RunTotals,
+    out: &Path,
+    redactor: &Redactor,
+) -> Result<(), MergeError> {
+    let path = out.join("results.jsonl");
+    let write_err = |e: serde_json::Error| MergeError::Write { path: path.clone(), source: e.into() };
+    let started = Event { ts: run.started, task: None, kind: run.started_kind() };
+    let mut first = to_wire(&started, 1, &run.run_id, None);
+    if let WireEvent::RunStarted { merged_from, .. } = &mut first {
+        *merged_from = Some(
+            inputs
+                .iter()
+                .map(|i| MergedFrom {
+                    dir: i.dir.display().to_string(),
+                    run_id: i.run_id.clone(),
+                    shard: i.shard_text.clone(),
+                    task_count: i.finished.len(),
+                })
+                .collect(),
+        );
+    }
+    let mut lines = vec![serde_json::to_value(first).map_err(write_err)?];
+    for value in inputs.iter().flat_map(|i| &i.lines) {
+        let mut value = value.clone();
+        if let Some(fields) = value.as_object_mut() {
+            fields.insert("seq".into(), (lines.len() as u64 + 1).into());
+            fields.insert("run_id".into(), run.run_id.clone().into());
+        }
+        lines.push(value);
+    }
+    let finished = Event { ts: run.finished, task: None, kind: EventKind::RunFinished(run_totals.clone()) };
+    lines.push(
+        serde_json::to_value(to_wire(&finished, lines.len() as u64 + 1, &run.run_id, None))
+            .map_err(write_err)?,
+    );
+    let mut text = String::new();
+    for mut line in lines {
+        // The shards redacted their own secrets; this also masks the ones the merge knows.
+        redact_strings(&mut line, redactor);
+        text.push_str(&serde_json::to_string(&line).map_err(write_err)?);
+        text.push('\n');
+    }
+    write_atomic(&path, text.as_bytes()).map_err(|source| MergeError::Write { path: path.clone(), source })
+}
+
+/// Copies each merged task's `transcripts/<id>.json`, byte for byte (already redacted).
+fn copy_transcripts(inputs: &[Input], out: &Path) -> Result<(), MergeError> {
+    for input in inputs {
+        for f in &input.finished {
+            let name = format!("{}.json", file_stem(&f.outcome.task_id));
+            let from = input.dir.join("transcripts").join(&name);
+            let bytes = match std::fs::read(&from) {
+                Ok(bytes) => bytes,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(source) => return Err(MergeError::Read { path: from, source }),
+            };
+            let to = out.join("transcripts").join(&name);
+            write_atomic(&to, &bytes).map_err(|source| MergeError::Write { path: to, source })?;
+        }
+    }
+    Ok(())
+}
+
+/// Adds the merge's warnings under the summary, where a reader of the CI page sees them.
+fn append_warnings(path: &Path, warnings: &[String]) -> Result<(), MergeError> {
+    let read_err = |source| MergeError::Read { path: path.to_path_buf(), source };
+    let mut md = std::fs::read_to_string(path).map_err(read_err)?;
+    md.push_str("\n### ⚠️ Merge warnings\n\n");
+    for warning in warnings {
+        let text = warning.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+        let _ = writeln!(md, "- {text}");
+    }
+    write_atomic(path, md.as_bytes()).map_err(|source| MergeError::Write { path: path.to_path_buf(), source })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::{CheckRecord, Status, TaskError};
+    use crate::llm::{ErrorKind, StopReason, Usage};
+    use crate::report::artifact_reporters;
+    use crate::report::test_support::{fixed_ts, outcome, transcript};
+    use crate::report::wire::events_schema;
+    use serde_json::Value;
+    use std::process::Command;
+
+    const SECRET: &str = "sk-secret-0123456789";
+
+    fn redactor() -> Arc<Redactor> {
+        Arc::new(Redactor::new([SECRET.to_string()]))
+    }
+
+    /// Nine tasks over two manifests, of every kind the reports treat differently. Costs are
+    /// multiples of 1/64 so that sums in any order are exact.
+    fn tasks() -> Vec<TaskOutcome> {
+        let mut tasks: Vec<TaskOutcome> = (0..9)
+            .map(|i| {
+                let mut o = outcome(&format!("task-{i}"), Status::Passed);
+                o.index = i;
+                o.cost_usd = Some(0.015625 * (i + 1) as f64);
+                o.usage = Usage { requests: 2, ..Usage::from_counts(100 * (i as u64 + 1), 10) };
+                if i >= 6 {
+                    o.manifest = PathBuf::from("more/extra.yaml");
+                }
+                o
+            })
+            .collect();
+        tasks[1].status = Status::Failed;
+        tasks[1].error =
+            Some(TaskError { kind: ErrorKind::Check, message: "check failed".into(), http_status: None });
+        tasks[1].check = Some(CheckRecord {
+            command: "cargo test".into(),
+            exit_code: Some(101),
+            output_tail: "test x ... FAILED".into(),
+            before: Some(Some(101)),
+        });
+        tasks[1].files_changed = vec!["src/lib.rs".into()];
+        tasks[1].diff = Some("diff --git a/src/lib.rs b/src/lib.rs\n-a\n+b\n".into());
+        tasks[2].status = Status::Error;
+        tasks[2].error = Some(TaskError {
+            kind: ErrorKind::Auth,
+            message: format!("401: key {SECRET} refused"),
+            http_status: Some(401),
+        });
+        tasks[3].flaky = true;
+        tasks[3].attempts = 2;
+        tasks[3].prior_attempts = vec![AttemptRecord {
+            status: Status::Timeout,
+            error: Some(TaskError { kind: ErrorKind::Network, message: "reset".into(), http_status: None }),
+            duration: Duration::from_millis(900),
+        }];
+        tasks[3].transcript = Some(transcript("done after a retry"));
+        tasks[4].status = Status::Skipped;
+        tasks[4].usage = Usage::default();
+        tasks[4].cost_usd = None;
+        tasks[4].num_turns = 0;
+        tasks[4].attempts = 0;
+        tasks[5].files_changed = vec!["README.md".into()];
+        tasks[5].diff = Some("diff --git a/README.md b/README.md\n+hello\n".into());
+        tasks[5].transcript = Some(transcript("wrote it"));
+        tasks[7].status = Status::Timeout;
+        tasks[7].model = "other-model".into();
+        tasks
+    }
+
+    /// The output folder of a run of `tasks`, written by the reporters a run uses: it starts
+    /// at [`fixed_ts`] and ends 3 s later.
+    fn write_run(dir: &Path, run_id: &str, shard: Option<&str>, tasks: &[TaskOutcome]) -> PathBuf {
+        let start = fixed_ts();
+        let mut events = vec![Event {
+            ts: start,
+            task: None,
+            kind: EventKind::RunStarted {
+                version: "0.1.0".into(),
+                manifests: vec!["tasks.toml".into(), "more/extra.yaml".into()],
+                task_count: tasks.len(),
+                shard: shard.map(str::to_string),
+                jobs: 2,
+            },
+        }];
+        for o in tasks {
+            let ts = start + Duration::from_millis(100 * (o.index as u64 + 1));
+            let task = Some(TaskRef { task_id: o.task_id.as_str().into(), attempt: o.attempts.max(1) });
+            if o.status != Status::Skipped {
+                events.push(Event {
+                    ts,
+                    task: task.clone(),
+                    kind: EventKind::TurnCompleted {
+                        turn: 1,
+                        stop_reason: StopReason::EndTurn,
+                        usage: o.usage,
+                        duration: Duration::from_millis(50),
+                    },
+                });
+            }
+            events.push(Event { ts, task, kind: EventKind::TaskFinished(Box::new(o.clone())) });
+        }
+        let run_totals = totals(tasks, Duration::from_secs(3));
+        events.push(Event {
+            ts: start + Duration::from_secs(3),
+            task: None,
+            kind: EventKind::RunFinished(run_totals),
+        });
+        let mut reporters = artifact_reporters(dir, run_id, shard, redactor()).unwrap();
+        for reporter in &mut reporters {
+            for event in &events {
+                reporter.on_event(event).unwrap();
+            }
+            reporter.finish().unwrap();
+        }
+        dir.to_path_buf()
+    }
+
+    /// `root/shard-K` for K in 1..=n, each holding the tasks `run --shard K/n` would run.
+    fn shard_runs(root: &Path, tasks: &[TaskOutcome], n: u32) -> Vec<PathBuf> {
+        (1..=n)
+            .map(|k| {
+                let shard = Shard::parse(&format!("{k}/{n}")).unwrap();
+                let mine: Vec<TaskOutcome> = tasks
+                    .iter()
+                    .enumerate()
+                    .filter(|(position, t)| shard.selects(&t.task_id, *position))
+                    .map(|(_, t)| t.clone())
+                    .collect();
+                assert!(!mine.is_empty(), "shard {k}/{n} should get a task");
+                write_run(
+                    &root.join(format!("shard-{k}")),
+                    &format!("run-{k}"),
+                    Some(&shard.to_string()),
+                    &mine,
+                )
+            })
+            .collect()
+    }
+
+    fn read_lines(path: &Path) -> Vec<Value> {
+        std::fs::read_to_string(path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    }
+
+    /// `task.finished` lines by task id, without the fields that name the run or the file.
+    fn finished_by_id(lines: &[Value]) -> BTreeMap<String, Value> {
+        lines
+            .iter()
+            .filter(|l| l["type"] == "task.finished")
+            .map(|l| {
+                let mut l = l.clone();
+                for key in ["seq", "run_id", "shard"] {
+                    l.as_object_mut().unwrap().remove(key);
+                }
+                (l["task_id"].as_str().unwrap().to_string(), l)
+            })
+            .collect()
+    }
+
+    fn files(dir: &Path) -> BTreeMap<String, String> {
+        match std::fs::read_dir(dir) {
+            Ok(entries) => entries
+                .map(|e| {
+                    let e = e.unwrap();
+                    (e.file_name().to_string_lossy().into_owned(), std::fs::read_to_string(e.path()).unwrap())
+                })
+                .collect(),
+            Err(_) => BTreeMap::new(),
+        }
+    }
+
+    /// xmllint's complaints about `file` against the Jenkins xunit schema.
+    fn junit_complaints(file: &Path) -> Vec<String> {
+        let xsd = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/schemas/jenkins-xunit-junit-10.xsd");
+        let out = Command::new("xmllint")
+            .arg("--noout")
+            .arg("--schema")
+            .arg(&xsd)
+            .arg(file)
+            .output()
+            .expect("xmllint (apt-get install -y libxml2-utils)");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let complaints: Vec<String> =
+            stderr.lines().filter(|l| l.contains("validity error")).map(str::to_string).collect();
+        assert_eq!(out.status.success(), complaints.is_empty(), "{stderr}");
+        complaints
+    }
+
+    fn assert_valid_junit(file: &Path) {
+        assert_eq!(junit_complaints(file), Vec::<String>::new());
+    }
+
+    #[test]
+    fn merging_every_shard_gives_what_one_run_gives() {
+        let root = tempfile::tempdir().unwrap();
+        let tasks = tasks();
+        let single = write_run(&root.path().join("single"), "run-0", None, &tasks);
+        let mut shards = shard_runs(root.path(), &tasks, 3);
+        // Given out of order, as `shard-*` globs `shard-10` before `shard-2`.
+        shards.reverse();
+        let merged = root.path().join("merged");
+
+        let summary = merge(&shards, &merged, redactor()).unwrap();
+        assert_eq!(summary, MergeSummary { tasks: 9, shards: 3, warnings: Vec::new(), exit_code: 1 });
+
+        let lines = read_lines(&merged.join("results.jsonl"));
+        let one = read_lines(&single.join("results.jsonl"));
+        let shard_lines: usize =
+            (1..=3).map(|k| read_lines(&root.path().join(format!("shard-{k}/results.jsonl"))).len()).sum();
+        assert_eq!(
+            lines.len(),
+            shard_lines - 2 * 3 + 2,
+            "every task line kept, one run.started and run.finished"
+        );
+        let validator = jsonschema::validator_for(&events_schema()).unwrap();
+        for (i, line) in lines.iter().enumerate() {
+            assert_eq!(line["seq"], i as u64 + 1);
+            assert_eq!(line["run_id"], "run-1-merged");
+            assert!(validator.is_valid(line), "{line}");
+        }
+        let started = &lines[0];
+        assert_eq!(started["type"], "run.started");
+        assert_eq!(started["task_count"], 9);
+        assert!(started.get("shard").is_none(), "the merged run is not a shard");
+        let from: Vec<(&str, &str)> = started["merged_from"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| (m["run_id"].as_str().unwrap(), m["shard"].as_str().unwrap()))
+            .collect();
+        assert_eq!(from, [("run-1", "1/3"), ("run-2", "2/3"), ("run-3", "3/3")], "inputs in shard order");
+        let shard_of: Vec<&str> =
+            lines[1..lines.len() - 1].iter().map(|l| l["shard"].as_str().unwrap()).collect();
+        assert!(shard_of.windows(2).all(|w| w[0] <= w[1]), "lines follow shard order: {shard_of:?}");
+
+        // The same tasks with the same results, and the same totals.
+        assert_eq!(finished_by_id(&lines), finished_by_id(&one));
+        let (end, one_end) = (lines.last().unwrap(), one.last().unwrap());
+        assert_eq!(end["type"], "run.finished");
+        for key in ["counts", "usage", "total_cost_usd", "duration_ms", "exit_code"] {
+            assert_eq!(end[key], one_end[key], "{key}");
+        }
+        assert_eq!(end["counts"]["passed"], 5);
+
+        // The other artifacts are what the single run wrote.
+        let junit = std::fs::read_to_string(merged.join("junit.xml")).unwrap();
+        assert_eq!(junit, std::fs::read_to_string(single.join("junit.xml")).unwrap());
+        assert!(
+            junit.contains("<flakyError message=\"timeout: reset\"")
+                && !junit.contains(SECRET),
+            "{junit}"
+        );
+        assert_eq!(junit_complaints(&merged.join("junit.xml")), Vec::<String>::new(), "valid JUnit");
+        assert_eq!(
+            std::fs::read_to_string(merged.join("summary.md")).unwrap(),
+            std::fs::read_to_string(single.join("summary.md")).unwrap()
+        );
+        for sub in ["diffs", "transcripts"] {
+            let (got, want) = (files(&merged.join(sub)), files(&single.join(sub)));
+            assert_eq!(got.len(), 2, "{sub}: {:?}", got.keys());
+            assert_eq!(got, want, "{sub}");
+        }
+    }
+
+    fn passing() -> Vec<TaskOutcome> {
+        (0..9)
+            .map(|i| {
+                let mut o = outcome(&format!("task-{i}"), Status::Passed);
+                o.index = i;
+                o
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_missing_shard_is_written_but_fails_and_says_which() {
+        let root = tempfile::tempdir().unwrap();
+        let shards = shard_runs(root.path(), &passing(), 3);
+        let merged = root.path().join("merged");
+        let present = [shards[0].clone(), shards[2].clone()];
+
+        let summary = merge(&present, &merged, redactor()).unwrap();
+        assert_eq!(summary.exit_code, 1, "every task passed, but a shard's tasks are unknown");
+        assert_eq!(summary.warnings.len(), 1, "{:?}", summary.warnings);
+        assert!(summary.warnings[0].starts_with("shard 2/3 is missing"), "{:?}", summary.warnings);
+        let lines = read_lines(&merged.join("results.jsonl"));
+        assert_eq!(summary.tasks, finished_by_id(&lines).len());
+        assert_eq!(lines.last().unwrap()["exit_code"], 1);
+        assert_eq!(lines.last().unwrap()["counts"]["passed"], summary.tasks);
+        let md = std::fs::read_to_string(merged.join("summary.md")).unwrap();
+        assert!(md.starts_with("## ❌"), "{md}");
+        assert!(md.contains("### ⚠️ Merge warnings\n\n- shard 2/3 is missing"), "{md}");
+        assert_valid_junit(&merged.join("junit.xml"));
+    }
+
+    #[test]
+    fn a_shard_that_did_not_finish_fails_the_merge() {
+        let root = tempfile::tempdir().unwrap();
+        let shards = shard_runs(root.path(), &passing(), 3);
+        let results = shards[2].join("results.jsonl");
+        let text = std::fs::read_to_string(&results).unwrap();
+        let cut: Vec<&str> = text.lines().collect();
+        // Killed after its first task: no later task, no run.finished.
+        let kept = cut.iter().position(|l| l.contains("\"task.finished\"")).unwrap() + 1;
+        std::fs::write(&results, cut[..kept].join("\n") + "\n").unwrap();
+
+        let summary = merge(&shards, &root.path().join("merged"), redactor()).unwrap();
+        assert_eq!(summary.exit_code, 1);
+        assert_eq!(summary.warnings.len(), 1, "{:?}", summary.warnings);
+        assert!(summary.warnings[0].contains("shard-3 (3/3) did not finish: 1 of"), "{:?}", summary.warnings);
+    }
+
+    #[test]
+    fn a_shard_given_twice_is_refused_naming_both_folders() {
+        let root = tempfile::tempdir().unwrap();
+        let mut shards = shard_runs(root.path(), &passing(), 3);
+        let again = root.path().join("shard-2-again");
+        std::fs::create_dir(&again).unwrap();
+        std::fs::copy(shards[1].join("results.jsonl"), again.join("results.jsonl")).unwrap();
+        shards.push(again.clone());
+        let merged = root.path().join("merged");
+
+        let err = merge(&shards, &merged, redactor()).unwrap_err();
+        assert!(
+            matches!(&err, MergeError::DuplicateShard { shard, dirs } if shard == "2/3" && dirs == &[shards[1].clone(), again])
+        );
+        let text = err.to_string();
+        assert!(
+            text.starts_with("shard 2/3 is in more than one input: ") && text.contains("shard-2-again"),
+            "{text}"
+        );
+        assert!(!merged.exists(), "nothing is written");
+    }
+
+    #[test]
+    fn shards_of_different_splits_are_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let tasks = passing();
+        let mut shards = shard_runs(root.path(), &tasks, 3);
+        let half = write_run(&root.path().join("half"), "run-h", Some("1/2"), &tasks[..2]);
+        shards.push(half);
+        let text = merge(&shards, &root.path().join("m"), redactor()).unwrap_err().to_string();
+        assert!(text.contains("shard-1 is shard 1/3 but ") && text.contains("half is shard 1/2"), "{text}");
+
+        let plain = write_run(&root.path().join("plain"), "run-p", None, &tasks[..1]);
+        let text =
+            merge(&[shards[0].clone(), plain], &root.path().join("m"), redactor()).unwrap_err().to_string();
+        assert!(text.contains("plain is not sharded"), "{text}");
+
+        let slice = write_run(&root.path().join("slice"), "run-s", Some("slice:2/3"), &tasks[..1]);
+        let text =
+            merge(&[shards[0].clone(), slice], &root.path().join("m"), redactor()).unwrap_err().to_string();
+        assert!(text.contains("slice is shard slice:2/3"), "{text}");
+    }
+
+    #[test]
+    fn unsharded_outputs_merge_unless_they_share_a_task() {
+        let root = tempfile::tempdir().unwrap();
+        let tasks = passing();
+        let a = write_run(&root.path().join("a"), "run-a", None, &tasks[..4]);
+        let b = write_run(&root.path().join("b"), "run-b", None, &tasks[4..]);
+        let summary = merge(&[a.clone(), b], &root.path().join("ab"), redactor()).unwrap();
+        assert_eq!((summary.tasks, summary.exit_code, summary.warnings.len()), (9, 0, 0));
+
+        let c = write_run(&root.path().join("c"), "run-c", None, &tasks[3..5]);
+        let err = merge(&[a.clone(), c.clone()], &root.path().join("ac"), redactor()).unwrap_err();
+        assert!(
+            matches!(&err, MergeError::DuplicateTask { task_id, dirs } if task_id == "task-3" && dirs == &[a, c])
+        );
+        assert!(err.to_string().starts_with("task \"task-3\" is in more than one input: "), "{err}");
+    }
+
+    #[test]
+    fn a_corrupt_line_is_named_by_file_and_line() {
+        let root = tempfile::tempdir().unwrap();
+        let shards = shard_runs(root.path(), &passing(), 3);
+        let results = shards[1].join("results.jsonl");
+        let original = std::fs::read_to_string(&results).unwrap();
+        let with_line_3 = |line: &str| {
+            let mut lines: Vec<&str> = original.lines().collect();
+            lines[2] = line;
+            std::fs::write(&results, lines.join("\n") + "\n").unwrap();
+            merge(&shards, &root.path().join("merged"), redactor()).unwrap_err().to_string()
+        };
+        let prefix = format!("{}:3: ", results.display());
+
+        let text = with_line_3(r#"{"type": "task.finished", "seq": 3"#);
+        assert!(text.starts_with(&format!("{prefix}not a JSON line: ")), "{text}");
+        let text = with_line_3(r#"{"type": "task.finished", "schema_version": 1, "seq": 3}"#);
+        assert!(text.starts_with(&format!("{prefix}not a dracode event: missing field")), "{text}");
+        let text = with_line_3(r#"{"type": "task.exploded"}"#);
+        assert!(text.starts_with(&format!("{prefix}not a dracode event: unknown variant")), "{text}");
+
+        std::fs::write(&results, "").unwrap();
+        let text = merge(&shards, &root.path().join("merged"), redactor()).unwrap_err().to_string();
+        assert_eq!(
+            text,
+            format!("{}: no run.started line: not the results of a dracode run", results.display())
+        );
+        let missing = root.path().join("nowhere");
+        let err = merge(std::slice::from_ref(&missing), &root.path().join("merged"), redactor()).unwrap_err();
+        assert!(
+            matches!(&err, MergeError::Read { path, .. } if *path == missing.join("results.jsonl")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_output_may_not_be_an_input_and_inputs_are_required() {
+        let root = tempfile::tempdir().unwrap();
+        let shards = shard_runs(root.path(), &passing(), 2);
+        let before = std::fs::read_to_string(shards[0].join("results.jsonl")).unwrap();
+        let err = merge(&shards, &shards[0], redactor()).unwrap_err();
+        assert!(matches!(err, MergeError::OutIsInput { .. }), "{err}");
+        assert_eq!(std::fs::read_to_string(shards[0].join("results.jsonl")).unwrap(), before);
+        assert!(matches!(merge(&[], &root.path().join("m"), redactor()), Err(MergeError::NoInputs)));
+    }
+
+    #[test]
+    fn secrets_the_merge_knows_are_masked_too() {
+        let root = tempfile::tempdir().unwrap();
+        let late = "ghp_known_only_to_the_merge_42";
+        let mut tasks = passing();
+        tasks[0].result = Some(format!("the token is {late}"));
+        let shards = shard_runs(root.path(), &tasks, 2);
+        let merged = root.path().join("merged");
+        merge(&shards, &merged, Arc::new(Redactor::new([late.to_string()]))).unwrap();
+        for file in ["results.jsonl", "junit.xml", "summary.md"] {
+            let text = std::fs::read_to_string(merged.join(file)).unwrap();
+            assert!(!text.contains(late), "{file}: {text}");
+        }
+        assert!(
+            std::fs::read_to_string(merged.join("results.jsonl"))
+                .unwrap()
+                .contains("the token is [REDACTED]")
+        );
+    }
+}

@@ -172,6 +172,8 @@ pub struct TaskOutcome {
     pub flaky: bool,
     /// The attempts before the last, in order (empty when the first attempt was final).
     pub prior_attempts: Vec<AttemptRecord>,
+    /// The branch holding the task's changes as a commit (`commit = true`).
+    pub branch: Option<String>,
     /// Provider name.
     pub provider: String,
     /// Model name.

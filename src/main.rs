@@ -202,6 +202,7 @@ fn run_batch(args: RunArgs, cwd: &Path, env: BTreeMap<String, String>) -> anyhow
         cancel: cancel_rx,
         run_meter: dracode::agent::RunMeter::new(args.max_tokens, args.max_cost_usd),
         gates: Default::default(),
+        run_id: run_id.clone(),
     });
     let schedule = runner::Schedule { jobs, fail_fast: args.fail_fast, shard: shard.clone() };
     let runtime = tokio::runtime::Builder::new_multi_thread()

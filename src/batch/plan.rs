@@ -188,6 +188,9 @@ fn resolve(config: &Config, task: Task, args: &RunArgs, cwd: &Path, env: &BTreeM
             repo.display()
         ));
     }
+    if f.commit == Some(true) && isolation != Isolation::Worktree {
+        return Err(format!("{label}: field \"commit\": needs isolation = \"worktree\" (the branch is made in {})", repo.display()));
+    }
     if !repo.is_dir() {
         return Err(format!("{label}: field \"repo\": {} is not a folder", repo.display()));
     }

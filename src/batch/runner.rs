@@ -148,6 +148,7 @@ fn blank(planned: &PlannedTask, status: Status) -> TaskOutcome {
         attempts: 0,
         flaky: false,
         prior_attempts: Vec::new(),
+        branch: None,
         provider: planned.provider.name.clone(),
         model: planned.provider.model.clone().unwrap_or_default(),
         transcript: None,

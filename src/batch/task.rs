@@ -39,6 +39,8 @@ pub struct Shared {
     pub cancel: watch::Receiver<bool>,
     /// The run's token and cost budget.
     pub run_meter: RunMeter,
+    /// The run's id (in branch names).
+    pub run_id: String,
     /// One gate per provider name, shared by all tasks.
     pub gates: std::sync::Mutex<BTreeMap<String, Arc<Gate>>>,
 }
@@ -150,6 +152,7 @@ async fn run_attempt(planned: &PlannedTask, shared: &Shared, emitter: &Emitter) 
         attempts: 1,
         flaky: false,
         prior_attempts: Vec::new(),
+        branch: None,
         provider: planned.provider.name.clone(),
         model: model.clone(),
         transcript: None,
@@ -314,6 +317,18 @@ async fn run_attempt(planned: &PlannedTask, shared: &Shared, emitter: &Emitter) 
     if outcome.status == Status::Passed && task.fields.require_change == Some(true) && outcome.files_changed.is_empty() {
         outcome.status = Status::Failed;
         outcome.error = Some(TaskError { kind: ErrorKind::Agent, message: "the agent changed no file (require_change = true)".into(), http_status: None });
+    }
+    if outcome.status == Status::Passed && task.fields.commit == Some(true) && !outcome.files_changed.is_empty() {
+        let branch = format!("dracode/{}/{}", shared.run_id, task.id);
+        let title = task.prompt.lines().next().unwrap_or_default().chars().take(72).collect::<String>();
+        let message = format!("{title}\n\ndracode task {:?}: {}", task.id, outcome.result.as_deref().unwrap_or_default());
+        match workspace.commit(&branch, &message) {
+            Ok(_) => outcome.branch = Some(branch),
+            Err(e) => {
+                outcome.status = Status::Error;
+                outcome.error = Some(TaskError { kind: ErrorKind::Internal, message: format!("cannot commit on {branch}: {e}"), http_status: None });
+            }
+        }
     }
     outcome.cost_usd = shared.prices.cost(&model, &outcome.usage);
     outcome.transcript = Some(Arc::new(Transcript {

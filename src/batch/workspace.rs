@@ -90,6 +90,21 @@ impl Workspace {
         Ok(ws)
     }
 
+    /// Commits what changed since the workspace was prepared on a new branch `branch` whose
+    /// parent is the base commit; returns the commit id. Only for worktrees (the branch lives in
+    /// the user's repository; nothing is checked out there).
+    pub fn commit(&self, branch: &str, message: &str) -> Result<String, git2::Error> {
+        let (Some(repo), Some(base)) = (&self.repo, &self.base_commit) else {
+            return Err(git2::Error::from_str("no git repository to commit in"));
+        };
+        let tree = repo.find_tree(snapshot::snapshot(repo)?)?;
+        let parent = repo.find_commit(Oid::from_str(base)?)?;
+        let sig = repo.signature().or_else(|_| git2::Signature::now("dracode", "dracode@localhost"))?;
+        let id = repo.commit(None, &sig, &sig, message, &tree, &[&parent])?;
+        repo.branch(branch, &repo.find_commit(id)?, false)?;
+        Ok(id.to_string())
+    }
+
     /// What changed since the workspace was prepared; `None` when nothing did or the folder is
     /// not a git repository (`none` isolation outside git cannot tell).
     pub fn changes(&self) -> Result<Option<Changes>, git2::Error> {

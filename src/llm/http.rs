@@ -9,9 +9,10 @@
 //! more delay on top (`d..2d`, which can overshoot `max_delay`), not full jitter (`0..=d`), and
 //! its `adjust` hook cannot express "give up when the server asks for more than the budget".
 
+use super::preset::ResolvedProvider;
 use super::{ErrorKind, LlmError, RetryNotice, RetryObserver};
-use crate::secrets::Redactor;
-use reqwest::header::HeaderMap;
+use crate::secrets::{Redactor, is_secret_name};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
@@ -66,6 +67,37 @@ impl RetryPolicy {
         let ceiling = self.base_delay.saturating_mul(1 << doublings).min(self.max_delay);
         ceiling.mul_f64(unit.clamp(0.0, 1.0))
     }
+}
+
+/// The error for a provider setting that cannot be sent as an HTTP header; names `what`, never
+/// its value (it may be a key). Nothing has been sent.
+pub fn unsendable(resolved: &ResolvedProvider, what: &str) -> LlmError {
+    LlmError::not_configured(format!("provider {:?}: {what} cannot be sent as an HTTP header", resolved.name))
+}
+
+/// Adds the provider's configured `headers` to `headers`, replacing any of the same name. A value
+/// under a secret-looking name (`authorization`, `api-key`, `x-api-key`, `*-token`, …) is marked
+/// sensitive and pushed to `secrets` (also without a `Bearer ` prefix), so errors mask it.
+pub fn add_configured_headers(
+    resolved: &ResolvedProvider,
+    headers: &mut HeaderMap,
+    secrets: &mut Vec<String>,
+) -> Result<(), LlmError> {
+    for (name, value) in &resolved.headers {
+        let header =
+            HeaderName::from_bytes(name.as_bytes()).map_err(|_| unsendable(resolved, &format!("header name {name:?}")))?;
+        let mut header_value =
+            HeaderValue::from_str(value).map_err(|_| unsendable(resolved, &format!("the value of header {name:?}")))?;
+        let as_variable = name.replace('-', "_");
+        if is_secret_name(&as_variable) || matches!(as_variable.to_ascii_lowercase().as_str(), "authorization" | "api_key")
+        {
+            header_value.set_sensitive(true);
+            secrets.push(value.clone());
+            secrets.extend(value.strip_prefix("Bearer ").map(str::to_string));
+        }
+        headers.insert(header, header_value);
+    }
+    Ok(())
 }
 
 /// A successful (2xx) response whose body is JSON.
@@ -271,7 +303,8 @@ fn classify(status: u16, headers: &HeaderMap, body: &[u8], now: SystemTime, reda
 }
 
 /// The error object of an OpenAI-style body (`{"error":{"message","type","code"}}`), also
-/// accepting `{"error":"text"}` (Ollama) and a top-level `message` (vLLM).
+/// accepting `{"error":"text"}` (Ollama), a top-level `message` (vLLM) and Anthropic's
+/// `{"type":"error","error":{"type","message","details":{"error_code"}}}`.
 #[derive(Debug, Default, PartialEq)]
 struct ApiError {
     message: Option<String>,
@@ -291,7 +324,7 @@ impl ApiError {
             Some(obj @ Value::Object(_)) => ApiError {
                 message: text(obj.get("message")),
                 kind: text(obj.get("type")).or_else(|| text(obj.get("status"))),
-                code: text(obj.get("code")),
+                code: text(obj.get("code")).or_else(|| text(obj.get("details").and_then(|d| d.get("error_code")))),
             },
             _ => ApiError {
                 message: text(body.get("message")),
@@ -302,8 +335,13 @@ impl ApiError {
         (api != ApiError::default()).then_some(api)
     }
 
+    /// OpenAI's `insufficient_quota`; Anthropic's monthly spend cap, a 429 `rate_limit_error`
+    /// that only the next month (or a higher tier) lifts.
     fn is_quota(&self) -> bool {
-        [&self.kind, &self.code].into_iter().flatten().any(|s| s == "insufficient_quota")
+        [&self.kind, &self.code]
+            .into_iter()
+            .flatten()
+            .any(|s| s == "insufficient_quota" || s == "enforced_spend_limit_reached")
     }
 
     fn describe(&self) -> String {
@@ -399,7 +437,7 @@ pub fn parse_go_duration(value: &str) -> Option<Duration> {
 }
 
 /// `text` with secrets masked, cut to about 500 characters.
-fn snippet(text: &str, redactor: &Redactor) -> String {
+pub fn snippet(text: &str, redactor: &Redactor) -> String {
     const LIMIT: usize = 500;
     let text = redactor.redact(text.trim());
     match text.char_indices().nth(LIMIT) {
@@ -524,6 +562,34 @@ mod tests {
             assert_eq!(f.error.kind, kind, "HTTP {status} {body}");
             assert_eq!(f.error.is_transient(), transient, "HTTP {status} {body}");
         }
+    }
+
+    #[test]
+    fn anthropic_error_bodies_classify_into_kinds() {
+        let anthropic = |kind: &str, message: &str| {
+            format!(r#"{{"type":"error","error":{{"type":"{kind}","message":"{message}"}},"request_id":"req_011CSHoEeqs5C35K2UUqR7Fy"}}"#)
+        };
+        let table = [
+            (401, anthropic("authentication_error", "invalid x-api-key"), ErrorKind::Auth, false),
+            (403, anthropic("permission_error", "Your API key does not have permission"), ErrorKind::Auth, false),
+            (429, anthropic("rate_limit_error", "Number of requests has exceeded your rate limit"), ErrorKind::RateLimit, true),
+            (529, anthropic("overloaded_error", "Overloaded"), ErrorKind::Server, true),
+            (500, anthropic("api_error", "Internal server error"), ErrorKind::Server, true),
+            (400, anthropic("invalid_request_error", "max_tokens: Field required"), ErrorKind::BadResponse, false),
+            (
+                429,
+                r#"{"type":"error","error":{"type":"rate_limit_error","message":"You have reached your usage tier's spend limit.","details":{"error_code":"enforced_spend_limit_reached"}}}"#.into(),
+                ErrorKind::Quota,
+                false,
+            ),
+        ];
+        for (status, body, kind, transient) in table {
+            let f = classify(status, &HeaderMap::new(), body.as_bytes(), at(0), &Redactor::default());
+            assert_eq!(f.error.kind, kind, "HTTP {status} {body}");
+            assert_eq!(f.error.is_transient(), transient, "HTTP {status} {body}");
+        }
+        let (_, message) = kind_of(400, &anthropic("invalid_request_error", "max_tokens: Field required"));
+        assert_eq!(message, "HTTP 400: max_tokens: Field required (type invalid_request_error)");
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Talking to models: the neutral conversation model ([`types`]), typed errors ([`error`]),
 //! the [`Provider`] trait, and one file per wire format. Vendors are data ([`preset`]);
-//! wire APIs are code ([`openai`], [`replay`]).
+//! wire APIs are code ([`openai`], [`anthropic`], [`replay`]).
 
+pub mod anthropic;
 pub mod error;
 pub mod governor;
 pub mod http;

@@ -282,7 +282,9 @@ pub fn build(
     match resolved.kind.preset().wire {
         WireApi::ChatCompletions => Ok(Arc::new(super::openai::ChatCompletions::new(resolved, http.clone())?)),
         WireApi::Replay => Ok(Arc::new(super::replay::Replay::load(resolved, task)?)),
-        WireApi::AnthropicMessages => Err(not_built(resolved)),
+        WireApi::AnthropicMessages => {
+            Ok(Arc::new(super::anthropic::AnthropicMessages::new(resolved, http.clone())?))
+        }
         WireApi::GeminiGenerateContent => Err(not_built(resolved)),
         WireApi::OllamaChat => Err(not_built(resolved)),
     }

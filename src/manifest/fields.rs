@@ -72,6 +72,9 @@ pub struct TaskFields {
     pub check_timeout: Option<String>,
     /// Give the task's commands their own empty `HOME` (besides their own `TMPDIR`, always).
     pub isolate_home: Option<bool>,
+    /// Commit a passed task's changes on a branch `dracode/<run-id>/<task-id>` (worktree
+    /// isolation), ready to push or open a pull request from.
+    pub commit: Option<bool>,
     /// Fail the task when the agent changed no file.
     pub require_change: Option<bool>,
     /// Labels for `--filter tag:NAME`.
@@ -94,7 +97,7 @@ pub struct TaskFields {
 pub const FIELD_NAMES: &[&str] = &[
     "id", "prompt", "prompt_file", "provider", "model", "max_iterations", "timeout", "idle_timeout",
     "retries", "retry_on", "isolation", "repo", "base", "workdir", "tools", "check", "check_before",
-    "check_timeout", "isolate_home", "require_change", "tags", "answers", "replay", "system_prompt",
+    "check_timeout", "commit", "isolate_home", "require_change", "tags", "answers", "replay", "system_prompt",
     "max_output_tokens", "max_tokens", "max_cost_usd",
 ];
 
@@ -110,7 +113,7 @@ impl TaskFields {
         let base = self;
         overlay_fields!(base, top; id, prompt, prompt_file, provider, model, max_iterations, timeout,
             idle_timeout, retries, retry_on, isolation, repo, base, workdir, tools, check, check_before,
-            check_timeout, isolate_home, require_change, tags, answers, replay, system_prompt, max_output_tokens,
+            check_timeout, commit, isolate_home, require_change, tags, answers, replay, system_prompt, max_output_tokens,
             max_tokens, max_cost_usd)
     }
 

@@ -357,6 +357,7 @@ fn rebuild(
                 duration: Duration::from_millis(a.duration_ms),
             })
             .collect(),
+        branch: w.branch.clone(),
         provider: w.provider,
         model: w.model,
         transcript: None,

@@ -31,6 +31,7 @@ pub fn outcome(task_id: &str, status: Status) -> TaskOutcome {
         attempts: 1,
         flaky: false,
         prior_attempts: Vec::new(),
+        branch: None,
         provider: "openai".to_string(),
         model: "gpt-4o".to_string(),
         transcript: None,

@@ -233,6 +233,9 @@ pub struct WireOutcome {
     pub model: String,
     /// The attempts before the last, in order; empty when the first attempt was final.
     pub prior_attempts: Vec<WireAttempt>,
+    /// The branch holding the task's changes as a commit (with `commit = true`), else `null`.
+    #[serde(default)]
+    pub branch: Option<String>,
 }
 
 /// An earlier attempt of a task that was tried again.
@@ -443,6 +446,7 @@ fn wire_outcome(o: &TaskOutcome) -> WireOutcome {
                 duration_ms: millis(a.duration),
             })
             .collect(),
+        branch: o.branch.clone(),
     }
 }
 
@@ -518,7 +522,8 @@ mod tests {
                 "attempts": 2, "flaky": false,
                 "manifest": "ci/tasks.toml", "index": 3, "provider": "openai", "model": "gpt-4o",
                 "prior_attempts": [{"status": "error", "duration_ms": 1500,
-                    "error": {"kind": "server", "message": "502", "http_status": 502}}]
+                    "error": {"kind": "server", "message": "502", "http_status": 502}}],
+                "branch": null
             })
         );
         let keys: Vec<&String> = v.as_object().unwrap().keys().take(2).collect();

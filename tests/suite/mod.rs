@@ -1,5 +1,6 @@
 //! Integration scenarios, one file per capability.
 
+mod anthropic_provider;
 mod manifest_errors;
 mod openai_provider;
 mod run_batch;

@@ -349,3 +349,33 @@ fn xmllint_valid(junit: &Path) {
         .expect("xmllint is installed (apt-get install libxml2-utils)");
     assert!(lint.status.success(), "{}", String::from_utf8_lossy(&lint.stderr));
 }
+
+#[test]
+fn commit_true_leaves_a_branch_with_the_change_and_the_checkout_alone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    git_repo(&repo, &[("a.txt", "one\n")]);
+    let replay = json!([
+        {"content": [{"type": "tool_use", "id": "c1", "name": "write_file", "input": {"file_path": "a.txt", "content": "two\n"}}], "stop_reason": "tool_use"},
+        {"content": [{"type": "text", "text": "changed a.txt"}], "stop_reason": "end_turn"}
+    ]);
+    std::fs::write(tmp.path().join("rec.json"), replay.to_string()).unwrap();
+    std::fs::write(
+        tmp.path().join("tasks.toml"),
+        "[defaults]\nprovider = \"replay\"\nreplay = \"rec.json\"\nrepo = \"repo\"\ncommit = true\n[[tasks]]\nid = \"bump\"\nprompt = \"Change a.txt to two\"\n",
+    )
+    .unwrap();
+    dracode(tmp.path()).args(["run", "tasks.toml", "--out", "out"]).assert().success();
+    let all = read_jsonl(&tmp.path().join("out/results.jsonl"));
+    let branch = finished(&all, "bump")["branch"].as_str().unwrap().to_string();
+    assert!(branch.starts_with("dracode/") && branch.ends_with("/bump"), "{branch}");
+    assert_eq!(git(&repo, &["show", &format!("{branch}:a.txt")]), "two\n");
+    assert_eq!(git(&repo, &["log", "--format=%s", "-1", &branch]).trim(), "Change a.txt to two");
+    assert_eq!(std::fs::read_to_string(repo.join("a.txt")).unwrap(), "one\n");
+    assert_eq!(git(&repo, &["status", "--porcelain"]), "");
+    // Without worktree isolation there is no branch to make: a clear usage error.
+    std::fs::write(tmp.path().join("bad.toml"), "[[tasks]]\nid = \"x\"\nprompt = \"p\"\nrepo = \"repo\"\nisolation = \"copy\"\ncommit = true\n").unwrap();
+    let out = dracode(tmp.path()).args(["run", "bad.toml"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("field \"commit\""));
+}

@@ -1,5 +1,6 @@
 //! Shared helpers for the integration scenarios.
 #![allow(dead_code)]
 
+pub mod anthropic_server;
 pub mod cli;
 pub mod openai_server;

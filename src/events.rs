@@ -182,6 +182,34 @@ pub struct TaskOutcome {
     pub transcript: Option<Arc<Transcript>>,
 }
 
+impl TaskOutcome {
+    /// An outcome with nothing recorded yet: no turns, no usage, no changes, no error.
+    pub fn new(task_id: &str, manifest: &std::path::Path, index: usize, status: Status, provider: &str, model: &str) -> Self {
+        TaskOutcome {
+            task_id: task_id.to_string(),
+            manifest: manifest.to_path_buf(),
+            index,
+            status,
+            num_turns: 0,
+            duration: Duration::ZERO,
+            usage: Usage::default(),
+            cost_usd: None,
+            result: None,
+            files_changed: Vec::new(),
+            diff: None,
+            check: None,
+            error: None,
+            attempts: 1,
+            flaky: false,
+            prior_attempts: Vec::new(),
+            branch: None,
+            provider: provider.to_string(),
+            model: model.to_string(),
+            transcript: None,
+        }
+    }
+}
+
 /// Totals of a run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunTotals {

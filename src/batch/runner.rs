@@ -7,7 +7,7 @@ use super::plan::{Plan, PlannedTask};
 use super::task::{self, Shared};
 use crate::events::{Emitter, EventKind, RunTotals, Status, TaskError, TaskOutcome};
 use crate::exit_codes;
-use crate::llm::{ErrorKind, Usage};
+use crate::llm::ErrorKind;
 use crate::manifest::Isolation;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -131,28 +131,9 @@ fn panicked(planned: &PlannedTask, error: tokio::task::JoinError, emitter: &Emit
 }
 
 fn blank(planned: &PlannedTask, status: Status) -> TaskOutcome {
-    TaskOutcome {
-        task_id: planned.task.id.clone(),
-        manifest: planned.task.manifest.clone(),
-        index: planned.task.index,
-        status,
-        num_turns: 0,
-        duration: Duration::ZERO,
-        usage: Usage::default(),
-        cost_usd: None,
-        result: None,
-        files_changed: Vec::new(),
-        diff: None,
-        check: None,
-        error: None,
-        attempts: 0,
-        flaky: false,
-        prior_attempts: Vec::new(),
-        branch: None,
-        provider: planned.provider.name.clone(),
-        model: planned.provider.model.clone().unwrap_or_default(),
-        transcript: None,
-    }
+    let model = planned.provider.model.as_deref().unwrap_or_default();
+    let task = &planned.task;
+    TaskOutcome { attempts: 0, ..TaskOutcome::new(&task.id, &task.manifest, task.index, status, &planned.provider.name, model) }
 }
 
 /// Counts, sums and the exit code of a set of outcomes.

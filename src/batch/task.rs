@@ -135,28 +135,7 @@ async fn run_attempt(planned: &PlannedTask, shared: &Shared, emitter: &Emitter) 
     let activity = Activity::new();
     let emitter = &emitter.with_activity(activity.clone());
     let model = planned.provider.model.clone().unwrap_or_default();
-    let mut outcome = TaskOutcome {
-        task_id: task.id.clone(),
-        manifest: task.manifest.clone(),
-        index: task.index,
-        status: Status::Error,
-        num_turns: 0,
-        duration: Duration::ZERO,
-        usage: Usage::default(),
-        cost_usd: None,
-        result: None,
-        files_changed: Vec::new(),
-        diff: None,
-        check: None,
-        error: None,
-        attempts: 1,
-        flaky: false,
-        prior_attempts: Vec::new(),
-        branch: None,
-        provider: planned.provider.name.clone(),
-        model: model.clone(),
-        transcript: None,
-    };
+    let mut outcome = TaskOutcome::new(&task.id, &task.manifest, task.index, Status::Error, &planned.provider.name, &model);
 
     let workspace = match Workspace::prepare(&planned.repo, planned.isolation, task.fields.base.as_deref().unwrap_or("HEAD"), task.fields.workdir.as_deref()) {
         Ok(ws) => ws,

@@ -4,13 +4,13 @@
 //! Conversion is two pure functions, [`request_body`] and [`parse_response`]; the
 //! [`ChatCompletions`] provider adds the URL, headers and [`send_json`]'s retries.
 
-use super::http::{HttpClient, RetryPolicy, send_json};
+use super::http::{HttpClient, RetryPolicy, add_configured_headers, send_json, unsendable};
 use super::preset::{ProviderType, ResolvedProvider};
 use super::{
     BoxFuture, ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, Provider, RetryObserver, Role,
     StopReason, Usage,
 };
-use crate::secrets::{Redactor, is_secret_name};
+use crate::secrets::Redactor;
 use crate::tools::render::openai_tool;
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
@@ -59,9 +59,6 @@ impl ChatCompletions {
         } else {
             format!("{base}/chat/completions")
         };
-        let not_sendable = |what: &str| {
-            LlmError::not_configured(format!("provider {:?}: {what} cannot be sent as an HTTP header", resolved.name))
-        };
         let mut headers = HeaderMap::new();
         if kind == ProviderType::Copilot {
             for (name, value) in COPILOT_HEADERS {
@@ -74,26 +71,12 @@ impl ChatCompletions {
                 ProviderType::Azure => (HeaderName::from_static("api-key"), key.to_string()),
                 _ => (AUTHORIZATION, format!("Bearer {key}")),
             };
-            let mut value = HeaderValue::from_str(&value).map_err(|_| not_sendable("the API key"))?;
+            let mut value = HeaderValue::from_str(&value).map_err(|_| unsendable(resolved, "the API key"))?;
             value.set_sensitive(true);
             headers.insert(name, value);
             secrets.push(key.to_string());
         }
-        for (name, value) in &resolved.headers {
-            let header =
-                HeaderName::from_bytes(name.as_bytes()).map_err(|_| not_sendable(&format!("header name {name:?}")))?;
-            let mut header_value =
-                HeaderValue::from_str(value).map_err(|_| not_sendable(&format!("the value of header {name:?}")))?;
-            let secret_name = name.replace('-', "_");
-            if is_secret_name(&secret_name)
-                || matches!(secret_name.to_ascii_lowercase().as_str(), "authorization" | "api_key")
-            {
-                header_value.set_sensitive(true);
-                secrets.push(value.clone());
-                secrets.extend(value.strip_prefix("Bearer ").map(str::to_string));
-            }
-            headers.insert(header, header_value);
-        }
+        add_configured_headers(resolved, &mut headers, &mut secrets)?;
         Ok(ChatCompletions {
             name: resolved.name.clone(),
             kind,

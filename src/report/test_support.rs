@@ -15,26 +15,12 @@ pub fn fixed_ts() -> SystemTime {
 /// A finished task of `tasks.toml` at index 0: 4 turns, 1,234 tokens, $0.0123, 2.1 s.
 pub fn outcome(task_id: &str, status: Status) -> TaskOutcome {
     TaskOutcome {
-        task_id: task_id.to_string(),
-        manifest: PathBuf::from("tasks.toml"),
-        index: 0,
-        status,
         num_turns: 4,
         duration: Duration::from_millis(2100),
         usage: Usage { requests: 4, ..Usage::from_counts(1000, 234) },
         cost_usd: Some(0.0123),
         result: Some("done".to_string()),
-        files_changed: Vec::new(),
-        diff: None,
-        check: None,
-        error: None,
-        attempts: 1,
-        flaky: false,
-        prior_attempts: Vec::new(),
-        branch: None,
-        provider: "openai".to_string(),
-        model: "gpt-4o".to_string(),
-        transcript: None,
+        ..TaskOutcome::new(task_id, std::path::Path::new("tasks.toml"), 0, status, "openai", "gpt-4o")
     }
 }
 

@@ -53,3 +53,26 @@ fn schema_commands_print_json_schemas() {
     let out = dracode(tmp.path()).args(["schema", "manifest"]).assert().success().get_output().stdout.clone();
     assert!(String::from_utf8_lossy(&out).contains("prompt_file"));
 }
+
+#[test]
+fn tools_and_providers_commands_describe_what_exists_without_secrets() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (format, probe) in [("openai", "/0/function/name"), ("anthropic", "/0/input_schema/type"), ("gemini", "/0/functionDeclarations/0/parameters"), ("mcp", "/tools/0/inputSchema")] {
+        let out = dracode(tmp.path()).args(["tools", "--format", format]).assert().success().get_output().stdout.clone();
+        let value: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert!(value.pointer(probe).is_some(), "{format}: {value}");
+    }
+    let out = dracode(tmp.path())
+        .env("OPENAI_API_KEY", "sk-visible-nowhere-123456")
+        .arg("providers")
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(out).unwrap();
+    assert!(!text.contains("sk-visible-nowhere-123456"), "{text}");
+    let line = |name: &str| text.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap_or_default().to_string();
+    assert!(line("openai").contains("configured") && !line("openai").contains("not configured"), "{text}");
+    assert!(line("anthropic").contains("not configured") && line("anthropic").contains("ANTHROPIC_API_KEY"), "{text}");
+}

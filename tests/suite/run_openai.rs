@@ -243,3 +243,41 @@ async fn secrets_never_reach_commands_the_model_or_any_artifact() {
         assert!(!String::from_utf8_lossy(&output.stdout).contains(secret));
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn record_then_replay_reproduces_the_run_offline() {
+    let server = OpenAiServer::start(vec![
+        ScriptedReply::tool_call("call_1", "write_file", json!({"file_path": "out.txt", "content": "recorded\n"}), Tokens::new(40, 8)),
+        ScriptedReply::text("wrote out.txt", Tokens::new(60, 4)),
+    ])
+    .await;
+    let tmp = setup(&server, "[defaults]\nrepo = \"ws\"\nisolation = \"copy\"\n[[tasks]]\nid = \"rec\"\nprompt = \"write out.txt\"\n");
+    std::fs::create_dir(tmp.path().join("ws")).unwrap();
+    let dir = tmp.path().to_path_buf();
+    let output = tokio::task::spawn_blocking(move || {
+        dracode(&dir).env("OPENAI_API_KEY", KEY).args(["run", "tasks.toml", "--out", "live", "--record", "recordings"]).output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(tmp.path().join("recordings/rec.json").is_file());
+    assert!(!std::fs::read_to_string(tmp.path().join("recordings/rec.json")).unwrap().contains(KEY));
+
+    // The same manifest, offline: no key, no server, same result and usage.
+    let replayed = dracode(tmp.path())
+        .args(["run", "tasks.toml", "--out", "offline", "--provider", "replay"])
+        .env("DRACODE_DEFAULTS__REPLAY", tmp.path().join("recordings").to_str().unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(replayed.status.code(), Some(0), "{}", String::from_utf8_lossy(&replayed.stderr));
+    let live = read_jsonl(&tmp.path().join("live/results.jsonl"));
+    let offline = read_jsonl(&tmp.path().join("offline/results.jsonl"));
+    for key in ["status", "usage", "result", "files_changed"] {
+        assert_eq!(finished(&live, "rec")[key], finished(&offline, "rec")[key], "{key}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(tmp.path().join("live/diffs/rec.patch")).unwrap(),
+        std::fs::read_to_string(tmp.path().join("offline/diffs/rec.patch")).unwrap()
+    );
+    assert_eq!(server.requests().len(), 2, "the replay sent nothing");
+}

@@ -1,7 +1,7 @@
 //! Running one task: workspace, agent, check, diff — and exactly one outcome, whatever happens.
 
 use super::plan::PlannedTask;
-use super::workspace::Workspace;
+use super::workspace::{Workspace, WorkspaceError};
 use crate::agent::{Agent, AgentEnd, AgentState, Budget, RunMeter, SYSTEM_PROMPT};
 use crate::events::{Activity, AttemptRecord, Emitter, EventKind, RetryScope, Status, TaskError, TaskOutcome, Transcript};
 use crate::llm::governor::{Gate, Governed, Limits};
@@ -137,7 +137,14 @@ async fn run_attempt(planned: &PlannedTask, shared: &Shared, emitter: &Emitter) 
     let model = planned.provider.model.clone().unwrap_or_default();
     let mut outcome = TaskOutcome::new(&task.id, &task.manifest, task.index, Status::Error, &planned.provider.name, &model);
 
-    let workspace = match Workspace::prepare(&planned.repo, planned.isolation, task.fields.base.as_deref().unwrap_or("HEAD"), task.fields.workdir.as_deref()) {
+    // git and file copying block: keep them off the async workers that serve other tasks' I/O.
+    let prepared = {
+        let (repo, isolation) = (planned.repo.clone(), planned.isolation);
+        let base = task.fields.base.clone().unwrap_or_else(|| "HEAD".into());
+        let workdir = task.fields.workdir.clone();
+        tokio::task::spawn_blocking(move || Workspace::prepare(&repo, isolation, &base, workdir.as_deref())).await
+    };
+    let workspace = match prepared.unwrap_or_else(|e| Err(WorkspaceError::Panicked(e.to_string()))) {
         Ok(ws) => ws,
         Err(e) => {
             outcome.error = Some(TaskError { kind: ErrorKind::Internal, message: format!("workspace: {e}"), http_status: None });
@@ -285,7 +292,20 @@ async fn run_attempt(planned: &PlannedTask, shared: &Shared, emitter: &Emitter) 
         }
     }
 
-    match workspace.changes() {
+    let joined = tokio::task::spawn_blocking(move || {
+        let changes = workspace.changes();
+        (workspace, changes)
+    })
+    .await;
+    let (workspace, changes) = match joined {
+        Ok(pair) => pair,
+        Err(e) => {
+            outcome.status = Status::Error;
+            outcome.error = Some(TaskError { kind: ErrorKind::Internal, message: format!("computing the diff panicked: {e}"), http_status: None });
+            return stamp(outcome, started);
+        }
+    };
+    match changes {
         Ok(Some(changes)) => {
             outcome.files_changed = changes.files;
             outcome.diff = Some(shared.redactor.redact(&changes.patch).into_owned());

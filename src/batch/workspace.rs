@@ -44,6 +44,9 @@ pub enum WorkspaceError {
     /// git failed.
     #[error("git: {0}")]
     Git(#[from] git2::Error),
+    /// Preparing the workspace panicked (a bug).
+    #[error("preparing the workspace panicked: {0}")]
+    Panicked(String),
 }
 
 impl Workspace {

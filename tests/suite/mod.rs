@@ -3,6 +3,7 @@
 mod anthropic_provider;
 mod manifest_errors;
 mod openai_provider;
+mod provider_matrix;
 mod run_batch;
 mod run_openai;
 mod run_quickstart;

@@ -27,7 +27,7 @@
 //! wrote. That is 3 of the 4 marks the API allows; they are placed afresh on every call, so they
 //! never pile up in the history.
 
-use super::http::{HttpClient, RetryPolicy, add_configured_headers, send_json, snippet, unsendable};
+use super::http::{HttpClient, JsonEndpoint, RetryPolicy, add_configured_headers, snippet, unsendable};
 use super::preset::ResolvedProvider;
 use super::{
     BoxFuture, ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, Provider, RetryObserver, Role,
@@ -37,7 +37,6 @@ use crate::secrets::Redactor;
 use crate::tools::render::anthropic_tool;
 use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::{Map, Value, json};
-use std::time::Duration;
 
 /// The `anthropic-version` header: the API version every current SDK sends.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -52,16 +51,10 @@ pub const PROMPT_CACHING: bool = true;
 
 /// An Anthropic Messages endpoint.
 pub struct AnthropicMessages {
-    name: String,
     model: String,
-    url: String,
-    headers: HeaderMap,
-    timeout: Duration,
     max_tokens: Option<u32>,
     prompt_caching: bool,
-    http: HttpClient,
-    retry: RetryPolicy,
-    redactor: Redactor,
+    endpoint: JsonEndpoint,
 }
 
 impl AnthropicMessages {
@@ -80,22 +73,24 @@ impl AnthropicMessages {
         }
         add_configured_headers(resolved, &mut headers, &mut secrets)?;
         Ok(AnthropicMessages {
-            name: resolved.name.clone(),
             model: resolved.model.clone().unwrap_or_default(),
-            url: format!("{base}/v1/messages"),
-            headers,
-            timeout: resolved.timeout,
             max_tokens: resolved.max_tokens,
             prompt_caching: PROMPT_CACHING,
-            http,
-            retry: RetryPolicy::default(),
-            redactor: Redactor::new(secrets),
+            endpoint: JsonEndpoint {
+                name: resolved.name.clone(),
+                url: format!("{base}/v1/messages"),
+                headers,
+                timeout: resolved.timeout,
+                http,
+                retry: RetryPolicy::default(),
+                redactor: Redactor::new(secrets),
+            },
         })
     }
 
     /// The same adapter with another retry policy (tests use short delays).
     pub fn with_retry_policy(mut self, retry: RetryPolicy) -> Self {
-        self.retry = retry;
+        self.endpoint.retry = retry;
         self
     }
 
@@ -115,16 +110,8 @@ impl Provider for AnthropicMessages {
         Box::pin(async move {
             let request = LlmRequest { max_tokens: request.max_tokens.or(self.max_tokens), ..request };
             let body = request_body(&self.model, &request, self.prompt_caching);
-            let build = |client: &reqwest::Client| {
-                let builder = client.post(&self.url).headers(self.headers.clone()).json(&body);
-                if self.timeout.is_zero() { builder } else { builder.timeout(self.timeout) }
-            };
-            let label = |mut error: LlmError| {
-                error.message = format!("provider {:?}: {}", self.name, self.redactor.redact(&error.message));
-                error
-            };
-            let reply = send_json(&self.http, build, &self.retry, &self.redactor, on_retry).await.map_err(label)?;
-            parse_response(&reply.body).map_err(label)
+            let reply = self.endpoint.post(&body, on_retry).await?;
+            parse_response(&reply.body).map_err(|e| self.endpoint.label(e))
         })
     }
 
@@ -500,7 +487,7 @@ mod tests {
             model: Some("claude-sonnet-4-5".into()),
             base_url: Some("https://api.anthropic.test/".into()),
             api_key: Some("sk-ant-test-0123456789".into()),
-            timeout: Duration::from_secs(5),
+            timeout: std::time::Duration::from_secs(5),
             max_tokens: None,
             headers: [("anthropic-beta".to_string(), "context-1m-2025-08-07".to_string())].into(),
             api_version: None,
@@ -512,12 +499,12 @@ mod tests {
     #[test]
     fn url_and_headers() {
         let provider = AnthropicMessages::new(&resolved(), HttpClient::default()).unwrap();
-        assert_eq!(provider.url, "https://api.anthropic.test/v1/messages");
-        assert_eq!(provider.headers["x-api-key"], "sk-ant-test-0123456789");
-        assert!(provider.headers["x-api-key"].is_sensitive());
-        assert_eq!(provider.headers["anthropic-version"], ANTHROPIC_VERSION);
-        assert_eq!(provider.headers["anthropic-beta"], "context-1m-2025-08-07");
-        assert!(provider.headers.get("authorization").is_none());
+        assert_eq!(provider.endpoint.url, "https://api.anthropic.test/v1/messages");
+        assert_eq!(provider.endpoint.headers["x-api-key"], "sk-ant-test-0123456789");
+        assert!(provider.endpoint.headers["x-api-key"].is_sensitive());
+        assert_eq!(provider.endpoint.headers["anthropic-version"], ANTHROPIC_VERSION);
+        assert_eq!(provider.endpoint.headers["anthropic-beta"], "context-1m-2025-08-07");
+        assert!(provider.endpoint.headers.get("authorization").is_none());
         assert!(provider.prompt_caching && !provider.with_prompt_caching(false).prompt_caching);
     }
 
@@ -531,7 +518,7 @@ mod tests {
         let mut proxied = resolved();
         proxied.headers.insert("x-proxy-token".into(), "proxy-secret-42".into());
         let provider = AnthropicMessages::new(&proxied, HttpClient::default()).unwrap();
-        assert!(provider.headers["x-proxy-token"].is_sensitive());
-        assert_eq!(provider.redactor.redact("echo proxy-secret-42 sk-ant-test-0123456789"), "echo [REDACTED] [REDACTED]");
+        assert!(provider.endpoint.headers["x-proxy-token"].is_sensitive());
+        assert_eq!(provider.endpoint.redactor.redact("echo proxy-secret-42 sk-ant-test-0123456789"), "echo [REDACTED] [REDACTED]");
     }
 }

@@ -100,6 +100,43 @@ pub fn add_configured_headers(
     Ok(())
 }
 
+/// One provider's JSON endpoint: where to POST, with which headers, per-request timeout and
+/// retry policy. Every wire format sends through one of these, so errors are labelled with the
+/// provider's name and masked the same way everywhere.
+pub struct JsonEndpoint {
+    /// The provider's name, for error messages.
+    pub name: String,
+    /// The URL requests go to.
+    pub url: String,
+    /// Headers of every request (auth included, marked sensitive).
+    pub headers: HeaderMap,
+    /// Per-request timeout (zero: none).
+    pub timeout: Duration,
+    /// The shared client.
+    pub http: HttpClient,
+    /// How transient failures are retried.
+    pub retry: RetryPolicy,
+    /// Masks the key and secret headers in error messages.
+    pub redactor: Redactor,
+}
+
+impl JsonEndpoint {
+    /// POSTs `body` (with retries) and returns the JSON reply, or a labelled error.
+    pub async fn post(&self, body: &Value, on_retry: RetryObserver<'_>) -> Result<JsonReply, LlmError> {
+        let build = |client: &reqwest::Client| {
+            let request = client.post(&self.url).headers(self.headers.clone()).json(body);
+            if self.timeout.is_zero() { request } else { request.timeout(self.timeout) }
+        };
+        send_json(&self.http, build, &self.retry, &self.redactor, on_retry).await.map_err(|e| self.label(e))
+    }
+
+    /// `error` with the provider's name in front and secrets masked.
+    pub fn label(&self, mut error: LlmError) -> LlmError {
+        error.message = format!("provider {:?}: {}", self.name, self.redactor.redact(&error.message));
+        error
+    }
+}
+
 /// A successful (2xx) response whose body is JSON.
 #[derive(Debug, Clone)]
 pub struct JsonReply {

@@ -4,7 +4,7 @@
 //! Conversion is two pure functions, [`request_body`] and [`parse_response`]; the
 //! [`ChatCompletions`] provider adds the URL, headers and [`send_json`]'s retries.
 
-use super::http::{HttpClient, RetryPolicy, add_configured_headers, send_json, unsendable};
+use super::http::{HttpClient, JsonEndpoint, RetryPolicy, add_configured_headers, unsendable};
 use super::preset::{ProviderType, ResolvedProvider};
 use super::{
     BoxFuture, ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, Provider, RetryObserver, Role,
@@ -14,7 +14,6 @@ use crate::secrets::Redactor;
 use crate::tools::render::openai_tool;
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
-use std::time::Duration;
 
 /// The Azure `api-version` sent when none is configured: the last dated GA release of the
 /// data-plane inference API (it accepts `max_completion_tokens`).
@@ -30,16 +29,10 @@ const COPILOT_HEADERS: [(&str, &str); 3] = [
 
 /// A Chat Completions endpoint (OpenAI, vLLM, SGLang, llama.cpp, Z.AI, Copilot, Azure).
 pub struct ChatCompletions {
-    name: String,
     kind: ProviderType,
     model: String,
-    url: String,
-    headers: HeaderMap,
-    timeout: Duration,
     max_tokens: Option<u32>,
-    http: HttpClient,
-    retry: RetryPolicy,
-    redactor: Redactor,
+    endpoint: JsonEndpoint,
 }
 
 impl ChatCompletions {
@@ -78,36 +71,25 @@ impl ChatCompletions {
         }
         add_configured_headers(resolved, &mut headers, &mut secrets)?;
         Ok(ChatCompletions {
-            name: resolved.name.clone(),
             kind,
             model,
-            url,
-            headers,
-            timeout: resolved.timeout,
             max_tokens: resolved.max_tokens,
-            http,
-            retry: RetryPolicy::default(),
-            redactor: Redactor::new(secrets),
+            endpoint: JsonEndpoint {
+                name: resolved.name.clone(),
+                url,
+                headers,
+                timeout: resolved.timeout,
+                http,
+                retry: RetryPolicy::default(),
+                redactor: Redactor::new(secrets),
+            },
         })
     }
 
     /// The same adapter with another retry policy (tests use short delays).
     pub fn with_retry_policy(mut self, retry: RetryPolicy) -> Self {
-        self.retry = retry;
+        self.endpoint.retry = retry;
         self
-    }
-
-    fn build(&self, client: &reqwest::Client, body: &Value) -> reqwest::RequestBuilder {
-        let mut request = client.post(&self.url).headers(self.headers.clone()).json(body);
-        if !self.timeout.is_zero() {
-            request = request.timeout(self.timeout);
-        }
-        request
-    }
-
-    fn labelled(&self, mut error: LlmError) -> LlmError {
-        error.message = format!("provider {:?}: {}", self.name, self.redactor.redact(&error.message));
-        error
     }
 }
 
@@ -120,11 +102,8 @@ impl Provider for ChatCompletions {
         Box::pin(async move {
             let request = LlmRequest { max_tokens: request.max_tokens.or(self.max_tokens), ..request };
             let body = request_body(self.kind, &self.model, &request);
-            let reply =
-                send_json(&self.http, |client| self.build(client, &body), &self.retry, &self.redactor, on_retry)
-                    .await
-                    .map_err(|e| self.labelled(e))?;
-            parse_response(&reply.body).map_err(|e| self.labelled(e))
+            let reply = self.endpoint.post(&body, on_retry).await?;
+            parse_response(&reply.body).map_err(|e| self.endpoint.label(e))
         })
     }
 
@@ -575,7 +554,7 @@ mod tests {
             model: Some("dep-1".into()),
             base_url: Some("https://example.test/v1/".into()),
             api_key: Some("sk-test-0123456789".into()),
-            timeout: Duration::from_secs(5),
+            timeout: std::time::Duration::from_secs(5),
             max_tokens: None,
             headers: Default::default(),
             api_version: None,
@@ -587,20 +566,20 @@ mod tests {
     #[test]
     fn urls_and_auth_headers_follow_the_type() {
         let openai = ChatCompletions::new(&resolved(ProviderType::Openai), HttpClient::default()).unwrap();
-        assert_eq!(openai.url, "https://example.test/v1/chat/completions");
-        assert_eq!(openai.headers["authorization"], "Bearer sk-test-0123456789");
+        assert_eq!(openai.endpoint.url, "https://example.test/v1/chat/completions");
+        assert_eq!(openai.endpoint.headers["authorization"], "Bearer sk-test-0123456789");
         let azure = ChatCompletions::new(&resolved(ProviderType::Azure), HttpClient::default()).unwrap();
         assert_eq!(
-            azure.url,
+            azure.endpoint.url,
             format!(
                 "https://example.test/v1/openai/deployments/dep-1/chat/completions?api-version={AZURE_API_VERSION}"
             )
         );
-        assert_eq!(azure.headers["api-key"], "sk-test-0123456789");
-        assert!(azure.headers.get("authorization").is_none());
+        assert_eq!(azure.endpoint.headers["api-key"], "sk-test-0123456789");
+        assert!(azure.endpoint.headers.get("authorization").is_none());
         let copilot = ChatCompletions::new(&resolved(ProviderType::Copilot), HttpClient::default()).unwrap();
-        assert_eq!(copilot.headers["copilot-integration-id"], "vscode-chat");
-        assert!(copilot.headers["editor-version"].to_str().unwrap().starts_with("vscode/"));
+        assert_eq!(copilot.endpoint.headers["copilot-integration-id"], "vscode-chat");
+        assert!(copilot.endpoint.headers["editor-version"].to_str().unwrap().starts_with("vscode/"));
     }
 
     #[test]

@@ -26,7 +26,7 @@ async fn run(dir: &Path, provider: &str, env: &[(&str, &str)]) -> Value {
         assert_eq!(out.status.code(), Some(0), "{provider}: {}", String::from_utf8_lossy(&out.stderr));
         let all = read_jsonl(&dir.join("out/results.jsonl"));
         let task = finished(&all, "write").clone();
-        assert_eq!(std::fs::read_to_string(dir.join("out/diffs/write.patch")).unwrap().contains("+hi"), true);
+        assert!(std::fs::read_to_string(dir.join("out/diffs/write.patch")).unwrap().contains("+hi"));
         task
     })
     .await

@@ -1,17 +1,23 @@
 //! Running a child process the way CI needs it: its own process group (so a timeout kills
-//! grandchildren too), SIGTERM then SIGKILL after a grace period, an environment given
-//! explicitly (secrets already removed), and output capped to a head and a tail.
+//! grandchildren too), SIGTERM then SIGKILL after a grace period, the group killed when the call
+//! returns or is cancelled (nothing a command started outlives it), an environment given
+//! explicitly (secrets already removed), no stdin, and stdout/stderr interleaved as they arrive,
+//! capped to a head and a tail. Used by the `run_command` tool and by `check` commands.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
-use tokio::io::AsyncReadExt;
-use tokio::process::Command;
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::{Child, Command};
+use tokio::time::Instant;
 
-/// How long a process group gets between SIGTERM and SIGKILL.
-pub const KILL_GRACE: Duration = Duration::from_secs(2);
+/// Between SIGTERM and SIGKILL on a timeout.
+pub const TERM_GRACE: Duration = Duration::from_secs(2);
+/// How long to keep reading after the command exited, for output still in flight from
+/// processes it left behind.
+const DRAIN_GRACE: Duration = Duration::from_secs(1);
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -48,137 +54,205 @@ pub struct Finished {
 }
 
 impl Finished {
-    /// `exit code: N`, `killed by signal N`, or `timed out after …`.
+    /// `exit code: N`, `exit code: none (killed by signal N)`, or `timed out after …`.
     pub fn status_line(&self, timeout: Duration) -> String {
         match (self.timed_out, self.exit_code, self.signal) {
             (true, ..) => format!("timed out after {}; the process group was killed", humantime::format_duration(timeout)),
             (false, Some(code), _) => format!("exit code: {code}"),
-            (false, None, Some(sig)) => format!("killed by signal {sig}"),
-            (false, None, None) => "exit status unknown".to_string(),
+            (false, None, Some(signal)) => format!("exit code: none (killed by signal {signal})"),
+            (false, None, None) => "exit code: unknown".to_string(),
         }
     }
 }
 
-/// Keeps the first and last `limit / 2` bytes of a stream.
-#[derive(Debug, Default)]
-struct Capped {
-    limit: usize,
-    head: Vec<u8>,
-    tail: std::collections::VecDeque<u8>,
-    total: usize,
-}
-
-impl Capped {
-    fn push(&mut self, bytes: &[u8]) {
-        self.total += bytes.len();
-        let half = self.limit / 2;
-        let room = half.saturating_sub(self.head.len());
-        let (to_head, rest) = bytes.split_at(room.min(bytes.len()));
-        self.head.extend_from_slice(to_head);
-        self.tail.extend(rest);
-        while self.tail.len() > self.limit - half {
-            self.tail.pop_front();
-        }
-    }
-
-    fn render(&self) -> String {
-        let mut out = String::from_utf8_lossy(&self.head).into_owned();
-        let omitted = self.total - self.head.len() - self.tail.len();
-        if omitted > 0 {
-            out.push_str(&format!("\n[... {omitted} bytes omitted ...]\n"));
-        }
-        let tail: Vec<u8> = self.tail.iter().copied().collect();
-        out.push_str(&String::from_utf8_lossy(&tail));
-        out
-    }
-}
-
-/// Kills the whole process group when dropped (a cancelled task leaves no process behind).
-struct GroupGuard {
-    pgid: Option<i32>,
-}
-
-impl GroupGuard {
-    fn signal(&self, sig: i32) {
-        if let Some(pgid) = self.pgid {
-            // SAFETY: killpg only sends a signal; a stale group id at worst yields ESRCH.
-            unsafe {
-                libc::killpg(pgid, sig);
-            }
-        }
-    }
-}
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        self.signal(libc::SIGKILL);
-    }
-}
-
-/// Runs `spec` to its end or its timeout. `Err` only when the program could not start.
+/// Runs `spec` to its end or its timeout. `Err` only when the program could not start or be
+/// waited for.
 pub async fn run(spec: &Spec<'_>) -> std::io::Result<Finished> {
     let mut cmd = Command::new(spec.program);
     cmd.args(spec.args)
         .current_dir(spec.cwd)
-        .env_clear()
-        .envs(spec.env)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        .env_clear()
+        .envs(spec.env)
         .process_group(0)
         .kill_on_drop(true);
     if let Some(tmp) = spec.tmp_dir {
         cmd.env("TMPDIR", tmp);
     }
     let mut child = cmd.spawn()?;
-    let guard = GroupGuard { pgid: child.id().map(|id| id as i32) };
-    let sink = Arc::new(Mutex::new(Capped { limit: spec.output_limit.max(2), ..Capped::default() }));
-    let mut readers = Vec::new();
-    if let Some(out) = child.stdout.take() {
-        readers.push(tokio::spawn(drain(out, sink.clone())));
-    }
-    if let Some(err) = child.stderr.take() {
-        readers.push(tokio::spawn(drain(err, sink.clone())));
-    }
-
-    let (status, timed_out) = match tokio::time::timeout(spec.timeout, child.wait()).await {
-        Ok(status) => (status?, false),
-        Err(_) => {
-            guard.signal(libc::SIGTERM);
-            let status = match tokio::time::timeout(KILL_GRACE, child.wait()).await {
-                Ok(status) => status?,
-                Err(_) => {
-                    guard.signal(libc::SIGKILL);
-                    child.wait().await?
-                }
-            };
-            (status, true)
-        }
+    let group = ProcessGroup(child.id().and_then(|id| libc::pid_t::try_from(id).ok()).unwrap_or(0));
+    let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+    let mut output = HeadTail::new(spec.output_limit.max(2));
+    let ending = {
+        let pump = pump(stdout, stderr, &mut output);
+        supervise(&mut child, &group, pump, Instant::now() + spec.timeout).await?
     };
-    // The leader is gone; whatever it left in its group goes too, so the pipes close.
-    guard.signal(libc::SIGKILL);
-    for reader in readers {
-        let _ = tokio::time::timeout(Duration::from_millis(500), reader).await;
-    }
-    use std::os::unix::process::ExitStatusExt;
-    let sink = sink.lock().unwrap_or_else(|p| p.into_inner());
+    drop(group);
+    let (status, timed_out) = match ending {
+        Ending::Exited(status) => (Some(status), false),
+        Ending::TimedOut => (None, true),
+    };
     Ok(Finished {
-        exit_code: status.code(),
-        signal: status.signal(),
-        output: sink.render(),
-        output_bytes: sink.total,
+        exit_code: status.and_then(|s| s.code()),
+        signal: status.and_then(|s| s.signal()),
+        output: output.render(),
+        output_bytes: output.total(),
         timed_out,
     })
 }
 
-async fn drain(mut pipe: impl tokio::io::AsyncRead + Unpin, sink: Arc<Mutex<Capped>>) {
-    let mut buf = vec![0u8; 8192];
-    while let Ok(n) = pipe.read(&mut buf).await {
-        if n == 0 {
-            break;
+/// The command's process group; killed with SIGKILL when dropped, so a cancelled call or a
+/// command's leftover background processes cannot outlive the call.
+struct ProcessGroup(libc::pid_t);
+
+impl ProcessGroup {
+    fn signal(&self, signal: libc::c_int) {
+        // pgid 0 or 1 would mean our own group or init's; a spawned child never has either.
+        if self.0 > 1 {
+            // SAFETY: killpg only sends a signal; it touches no memory of this process. The
+            // group is the child's own (process_group(0)), so it never includes dracode. The
+            // group id stays reserved while any member lives; the only race is reuse after the
+            // whole group is gone, within the microseconds between reaping and this call.
+            unsafe {
+                libc::killpg(self.0, signal);
+            }
         }
-        sink.lock().unwrap_or_else(|p| p.into_inner()).push(&buf[..n]);
     }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        self.signal(libc::SIGKILL);
+    }
+}
+
+/// Keeps the first and last `limit / 2` bytes of a stream and counts what is dropped between.
+struct HeadTail {
+    head_cap: usize,
+    tail_cap: usize,
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
+    omitted: usize,
+}
+
+impl HeadTail {
+    fn new(limit: usize) -> Self {
+        let head_cap = limit / 2;
+        HeadTail { head_cap, tail_cap: limit - head_cap, head: Vec::new(), tail: VecDeque::new(), omitted: 0 }
+    }
+
+    fn push(&mut self, mut data: &[u8]) {
+        let room = self.head_cap - self.head.len();
+        if room > 0 {
+            let take = room.min(data.len());
+            self.head.extend_from_slice(&data[..take]);
+            data = &data[take..];
+        }
+        self.tail.extend(data);
+        let excess = self.tail.len().saturating_sub(self.tail_cap);
+        self.tail.drain(..excess);
+        self.omitted += excess;
+    }
+
+    fn total(&self) -> usize {
+        self.head.len() + self.omitted + self.tail.len()
+    }
+
+    fn render(&self) -> String {
+        let mut out = String::from_utf8_lossy(&self.head).into_owned();
+        if self.omitted > 0 {
+            out.push_str(&format!("\n[... {} bytes omitted ...]\n", self.omitted));
+        }
+        let (a, b) = self.tail.as_slices();
+        out.push_str(&String::from_utf8_lossy(&[a, b].concat()));
+        out
+    }
+}
+
+/// Reads up to `buf.len()` bytes from a stream that may already be closed.
+async fn read_some<R: AsyncRead + Unpin>(stream: &mut Option<R>, buf: &mut [u8]) -> std::io::Result<usize> {
+    match stream {
+        Some(s) => s.read(buf).await,
+        None => Ok(0),
+    }
+}
+
+/// Copies stdout and stderr into `sink` in arrival order until both are closed.
+async fn pump(
+    mut stdout: Option<impl AsyncRead + Unpin>,
+    mut stderr: Option<impl AsyncRead + Unpin>,
+    sink: &mut HeadTail,
+) {
+    let mut out_buf = vec![0u8; 32 * 1024];
+    let mut err_buf = vec![0u8; 32 * 1024];
+    loop {
+        tokio::select! {
+            // When both have data, stdout first: it is usually the one written first, and a
+            // fixed order keeps `echo a; echo b >&2` stable. Neither starves: a writer blocked
+            // on a full pipe stops producing on the other.
+            biased;
+            n = read_some(&mut stdout, &mut out_buf), if stdout.is_some() => match n {
+                Ok(n) if n > 0 => sink.push(&out_buf[..n]),
+                _ => stdout = None,
+            },
+            n = read_some(&mut stderr, &mut err_buf), if stderr.is_some() => match n {
+                Ok(n) if n > 0 => sink.push(&err_buf[..n]),
+                _ => stderr = None,
+            },
+            else => break,
+        }
+    }
+}
+
+/// How a run ended.
+enum Ending {
+    Exited(ExitStatus),
+    TimedOut,
+}
+
+/// Waits for the child while `pump` collects its output; on `deadline` stops the group
+/// (SIGTERM, grace, SIGKILL).
+async fn supervise(
+    child: &mut Child,
+    group: &ProcessGroup,
+    pump: impl Future<Output = ()>,
+    deadline: Instant,
+) -> std::io::Result<Ending> {
+    tokio::pin!(pump);
+    let mut pumped = false;
+    let exited = loop {
+        tokio::select! {
+            _ = &mut pump, if !pumped => pumped = true,
+            status = child.wait() => break Some(status?),
+            _ = tokio::time::sleep_until(deadline) => break None,
+        }
+    };
+    if let Some(status) = exited {
+        if !pumped {
+            let _ = tokio::time::timeout(DRAIN_GRACE, &mut pump).await;
+        }
+        return Ok(Ending::Exited(status));
+    }
+    group.signal(libc::SIGTERM);
+    let grace_end = Instant::now() + TERM_GRACE;
+    let mut leader_done = false;
+    while !(leader_done && pumped) {
+        tokio::select! {
+            _ = &mut pump, if !pumped => pumped = true,
+            _ = child.wait(), if !leader_done => leader_done = true,
+            _ = tokio::time::sleep_until(grace_end) => break,
+        }
+    }
+    group.signal(libc::SIGKILL);
+    if !leader_done {
+        let _ = tokio::time::timeout(DRAIN_GRACE, child.wait()).await;
+    }
+    if !pumped {
+        let _ = tokio::time::timeout(DRAIN_GRACE, &mut pump).await;
+    }
+    Ok(Ending::TimedOut)
 }
 
 #[cfg(test)]

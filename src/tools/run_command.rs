@@ -1,28 +1,15 @@
 //! The `run_command` tool: runs a program in the workspace and returns its output.
 //!
-//! The command runs in its own process group with a cleaned environment and no stdin. When it
-//! times out the whole group gets SIGTERM, then SIGKILL after a grace period, so grandchildren
-//! (`sh -c "server &"`) die too; the group is also killed when the call returns or is
-//! cancelled, so nothing a command started outlives it. Output (stdout and stderr interleaved
-//! as they arrive) is capped to the context's limit, keeping its head and tail.
+//! Arguments become an argv (no shell unless `shell` is true); running it — process group,
+//! timeout with SIGTERM then SIGKILL, cleaned environment, capped output — is
+//! [`crate::process`].
 
 use super::{ErrorCode, Tool, ToolContext, ToolError, parse_args, schema_of};
 use crate::llm::BoxFuture;
+use crate::process::{self, Spec};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use std::collections::VecDeque;
-use std::os::unix::process::ExitStatusExt;
-use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::process::{Child, Command};
-use tokio::time::Instant;
-
-/// Between SIGTERM and SIGKILL on a timeout.
-const TERM_GRACE: Duration = Duration::from_secs(2);
-/// How long to keep reading after the command exited, for output still in flight from
-/// processes it left behind.
-const DRAIN_GRACE: Duration = Duration::from_secs(1);
 
 /// The `run_command` tool.
 pub struct RunCommand;
@@ -163,162 +150,36 @@ fn time_limit(args: &Args, ctx: &ToolContext) -> Result<Duration, ToolError> {
     Ok(requested.min(ctx.max_command_timeout))
 }
 
-/// The command's process group; killed with SIGKILL when dropped, so a cancelled call or a
-/// command's leftover background processes cannot outlive the call.
-struct ProcessGroup(libc::pid_t);
-
-impl ProcessGroup {
-    fn signal(&self, signal: libc::c_int) {
-        // pgid 0 or 1 would mean our own group or init's; a spawned child never has either.
-        if self.0 > 1 {
-            // SAFETY: killpg only sends a signal; it touches no memory of this process. The
-            // group is the child's own (process_group(0)), so it never includes dracode. The
-            // group id stays reserved while any member lives; the only race is reuse after the
-            // whole group is gone, within the microseconds between reaping and this call.
-            unsafe {
-                libc::killpg(self.0, signal);
-            }
-        }
-    }
-}
-
-impl Drop for ProcessGroup {
-    fn drop(&mut self) {
-        self.signal(libc::SIGKILL);
-    }
-}
-
-/// Keeps the first and last `limit / 2` bytes of a stream and counts what is dropped between.
-struct HeadTail {
-    head_cap: usize,
-    tail_cap: usize,
-    head: Vec<u8>,
-    tail: VecDeque<u8>,
-    omitted: usize,
-}
-
-impl HeadTail {
-    fn new(limit: usize) -> Self {
-        let head_cap = limit / 2;
-        HeadTail { head_cap, tail_cap: limit - head_cap, head: Vec::new(), tail: VecDeque::new(), omitted: 0 }
-    }
-
-    fn push(&mut self, mut data: &[u8]) {
-        let room = self.head_cap - self.head.len();
-        if room > 0 {
-            let take = room.min(data.len());
-            self.head.extend_from_slice(&data[..take]);
-            data = &data[take..];
-        }
-        self.tail.extend(data);
-        let excess = self.tail.len().saturating_sub(self.tail_cap);
-        self.tail.drain(..excess);
-        self.omitted += excess;
-    }
-
-    fn render(&self) -> String {
-        let mut out = String::from_utf8_lossy(&self.head).into_owned();
-        if self.omitted > 0 {
-            out.push_str(&format!("\n[... {} bytes omitted ...]\n", self.omitted));
-        }
-        let (a, b) = self.tail.as_slices();
-        out.push_str(&String::from_utf8_lossy(&[a, b].concat()));
-        out
-    }
-}
-
-/// Reads up to `buf.len()` bytes from a stream that may already be closed.
-async fn read_some<R: AsyncRead + Unpin>(stream: &mut Option<R>, buf: &mut [u8]) -> std::io::Result<usize> {
-    match stream {
-        Some(s) => s.read(buf).await,
-        None => Ok(0),
-    }
-}
-
-/// Copies stdout and stderr into `sink` in arrival order until both are closed.
-async fn pump(
-    mut stdout: Option<impl AsyncRead + Unpin>,
-    mut stderr: Option<impl AsyncRead + Unpin>,
-    sink: &mut HeadTail,
-) {
-    let mut out_buf = vec![0u8; 32 * 1024];
-    let mut err_buf = vec![0u8; 32 * 1024];
-    loop {
-        tokio::select! {
-            // When both have data, stdout first: it is usually the one written first, and a
-            // fixed order keeps `echo a; echo b >&2` stable. Neither starves: a writer blocked
-            // on a full pipe stops producing on the other.
-            biased;
-            n = read_some(&mut stdout, &mut out_buf), if stdout.is_some() => match n {
-                Ok(n) if n > 0 => sink.push(&out_buf[..n]),
-                _ => stdout = None,
-            },
-            n = read_some(&mut stderr, &mut err_buf), if stderr.is_some() => match n {
-                Ok(n) if n > 0 => sink.push(&err_buf[..n]),
-                _ => stderr = None,
-            },
-            else => break,
-        }
-    }
-}
-
-/// How a run ended.
-enum Ending {
-    Exited(ExitStatus),
-    TimedOut,
-}
-
 async fn run(ctx: &ToolContext, args: Args) -> Result<String, ToolError> {
     let argv = argv(&args)?;
     let limit = time_limit(&args, ctx)?;
-    let mut cmd = Command::new(&argv[0]);
-    cmd.args(&argv[1..])
-        .current_dir(ctx.sandbox.root())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .env_clear()
-        .envs(ctx.child_env.iter())
-        .process_group(0)
-        .kill_on_drop(true);
-    if let Some(tmp) = &ctx.tmp_dir {
-        cmd.env("TMPDIR", tmp);
-    }
-    let mut child = cmd.spawn().map_err(|e| spawn_error(&e, &argv[0], args.shell))?;
-    let group = ProcessGroup(child.id().and_then(|id| libc::pid_t::try_from(id).ok()).unwrap_or(0));
-    let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
-    let mut output = HeadTail::new(ctx.output_limit);
-    let ending = {
-        let pump = pump(stdout, stderr, &mut output);
-        supervise(&mut child, &group, pump, Instant::now() + limit).await
+    let spec = Spec {
+        program: &argv[0],
+        args: &argv[1..],
+        cwd: ctx.sandbox.root(),
+        env: &ctx.child_env,
+        tmp_dir: ctx.tmp_dir.as_deref(),
+        timeout: limit,
+        output_limit: ctx.output_limit,
     };
-    drop(group);
-    let text = output.render();
-    match ending {
-        Ok(Ending::Exited(status)) => {
-            let mut text = text;
-            if !text.is_empty() && !text.ends_with('\n') {
-                text.push('\n');
-            }
-            text.push_str(&describe(status));
-            Ok(text)
-        }
-        Ok(Ending::TimedOut) => {
-            let capped = if limit < Duration::try_from_secs_f64(args.timeout_seconds).unwrap_or(limit) {
-                " (the task's limit for one command)"
-            } else {
-                ""
-            };
-            Err(ToolError::new(
-                ErrorCode::Timeout,
-                format!(
-                    "command timed out after {}{capped} and was stopped; output so far:\n{text}",
-                    humantime::format_duration(limit)
-                ),
-            ))
-        }
-        Err(e) => Err(ToolError::new(ErrorCode::CommandFailed, format!("waiting for {}: {e}", argv[0]))),
+    let finished = process::run(&spec).await.map_err(|e| spawn_error(&e, &argv[0], args.shell))?;
+    let mut text = finished.output.clone();
+    if finished.timed_out {
+        let capped = if limit < Duration::try_from_secs_f64(args.timeout_seconds).unwrap_or(limit) {
+            " (the task's limit for one command)"
+        } else {
+            ""
+        };
+        return Err(ToolError::new(
+            ErrorCode::Timeout,
+            format!("command timed out after {}{capped} and was stopped; output so far:\n{text}", humantime::format_duration(limit)),
+        ));
     }
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(&finished.status_line(limit));
+    Ok(text)
 }
 
 fn spawn_error(err: &std::io::Error, program: &str, shell: bool) -> ToolError {
@@ -328,58 +189,6 @@ fn spawn_error(err: &std::io::Error, program: &str, shell: bool) -> ToolError {
         format!("could not start {program}: {err}")
     };
     ToolError::new(ErrorCode::CommandFailed, message)
-}
-
-/// `exit code: N`, or the signal that ended it.
-fn describe(status: ExitStatus) -> String {
-    match (status.code(), status.signal()) {
-        (Some(code), _) => format!("exit code: {code}"),
-        (None, Some(signal)) => format!("exit code: none (killed by signal {signal})"),
-        (None, None) => "exit code: unknown".to_string(),
-    }
-}
-
-/// Waits for the child while `pump` collects its output; on `deadline` stops the group
-/// (SIGTERM, grace, SIGKILL).
-async fn supervise(
-    child: &mut Child,
-    group: &ProcessGroup,
-    pump: impl Future<Output = ()>,
-    deadline: Instant,
-) -> std::io::Result<Ending> {
-    tokio::pin!(pump);
-    let mut pumped = false;
-    let exited = loop {
-        tokio::select! {
-            _ = &mut pump, if !pumped => pumped = true,
-            status = child.wait() => break Some(status?),
-            _ = tokio::time::sleep_until(deadline) => break None,
-        }
-    };
-    if let Some(status) = exited {
-        if !pumped {
-            let _ = tokio::time::timeout(DRAIN_GRACE, &mut pump).await;
-        }
-        return Ok(Ending::Exited(status));
-    }
-    group.signal(libc::SIGTERM);
-    let grace_end = Instant::now() + TERM_GRACE;
-    let mut leader_done = false;
-    while !(leader_done && pumped) {
-        tokio::select! {
-            _ = &mut pump, if !pumped => pumped = true,
-            _ = child.wait(), if !leader_done => leader_done = true,
-            _ = tokio::time::sleep_until(grace_end) => break,
-        }
-    }
-    group.signal(libc::SIGKILL);
-    if !leader_done {
-        let _ = tokio::time::timeout(DRAIN_GRACE, child.wait()).await;
-    }
-    if !pumped {
-        let _ = tokio::time::timeout(DRAIN_GRACE, &mut pump).await;
-    }
-    Ok(Ending::TimedOut)
 }
 
 #[cfg(test)]

@@ -243,8 +243,13 @@ async fn watch_signals(cancel: tokio::sync::watch::Sender<bool>, which: Arc<Atom
         _ = term.recv() => 15,
     };
     which.store(number, Ordering::SeqCst);
-    eprintln!("dracode: interrupted; cancelling running tasks and writing results");
+    eprintln!("dracode: interrupted; cancelling running tasks and writing results (again to quit at once)");
     let _ = cancel.send(true);
+    // A second signal means "now": results.jsonl is already complete up to this line.
+    tokio::select! {
+        _ = int.recv() => std::process::exit(exit_codes::INTERRUPTED),
+        _ = term.recv() => std::process::exit(exit_codes::TERMINATED),
+    }
 }
 
 /// Appends summary.md to the GitHub step summary; a failure here is only a warning.

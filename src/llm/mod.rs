@@ -6,6 +6,7 @@ pub mod anthropic;
 pub mod error;
 pub mod governor;
 pub mod http;
+pub mod ollama;
 pub mod openai;
 pub mod preset;
 pub mod prices;

@@ -286,7 +286,7 @@ pub fn build(
             Ok(Arc::new(super::anthropic::AnthropicMessages::new(resolved, http.clone())?))
         }
         WireApi::GeminiGenerateContent => Err(not_built(resolved)),
-        WireApi::OllamaChat => Err(not_built(resolved)),
+        WireApi::OllamaChat => Ok(Arc::new(super::ollama::OllamaChat::new(resolved, http.clone())?)),
     }
 }
 

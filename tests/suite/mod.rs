@@ -2,6 +2,7 @@
 
 mod anthropic_provider;
 mod manifest_errors;
+mod ollama_provider;
 mod openai_provider;
 mod provider_matrix;
 mod run_batch;

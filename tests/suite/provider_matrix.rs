@@ -4,6 +4,7 @@
 
 use crate::support::anthropic_server as anthropic;
 use crate::support::cli::{dracode, finished, read_jsonl};
+use crate::support::ollama_server as ollama;
 use crate::support::openai_server as openai;
 use serde_json::{Value, json};
 use std::path::Path;
@@ -82,6 +83,20 @@ async fn anthropic() {
     let tmp = tempfile::tempdir().unwrap();
     config(tmp.path(), "anthropic", &format!("base_url = \"{}\"\n", server.base_url()));
     let task = run(tmp.path(), "anthropic", &[("ANTHROPIC_API_KEY", "sk-ant-123456789")]).await;
+    assert_eq!(task["usage"]["input_tokens"], 70);
+    assert_eq!(task["usage"]["output_tokens"], 7);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ollama_native() {
+    let server = ollama::OllamaServer::start(
+        "qwen2.5-coder",
+        vec![ollama::Reply::Calls(vec![("write_file".into(), write_call())], 30, 5), ollama::Reply::Text("done".into(), 40, 2)],
+    )
+    .await;
+    let tmp = tempfile::tempdir().unwrap();
+    config(tmp.path(), "ollama", "model = \"qwen2.5-coder\"\n");
+    let task = run(tmp.path(), "ollama", &[("OLLAMA_HOST", &server.base_url())]).await;
     assert_eq!(task["usage"]["input_tokens"], 70);
     assert_eq!(task["usage"]["output_tokens"], 7);
 }

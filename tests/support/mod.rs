@@ -3,4 +3,5 @@
 
 pub mod anthropic_server;
 pub mod cli;
+pub mod ollama_server;
 pub mod openai_server;

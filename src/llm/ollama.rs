@@ -1,0 +1,226 @@
+//! Ollama's native chat API, `POST {base_url}/api/chat` (non-streaming).
+//!
+//! It differs from Chat Completions in small ways that matter on the wire: tool-call arguments
+//! are JSON objects (not strings), calls carry no ids (dracode makes them up, unique within the
+//! conversation), tool results are `role: "tool"` messages naming the tool (`tool_name`), the
+//! output limit is `options.num_predict`, and usage comes as `prompt_eval_count` /
+//! `eval_count`. A server that is not running is a `network` error saying so.
+
+use super::http::{HttpClient, JsonEndpoint, RetryPolicy, add_configured_headers};
+use super::preset::ResolvedProvider;
+use super::{BoxFuture, ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, Provider, RetryObserver, Role, StopReason, Usage};
+use crate::secrets::Redactor;
+use crate::tools::render::openai_tool;
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+
+/// An Ollama server's native chat endpoint.
+pub struct OllamaChat {
+    model: String,
+    max_tokens: Option<u32>,
+    endpoint: JsonEndpoint,
+}
+
+impl OllamaChat {
+    /// Builds the adapter from resolved settings (a key, when set, is sent as a bearer token,
+    /// for servers behind an authenticating proxy).
+    pub fn new(resolved: &ResolvedProvider, http: HttpClient) -> Result<Self, LlmError> {
+        let base = resolved.base_url.as_deref().unwrap_or_default().trim_end_matches('/');
+        // OLLAMA_HOST is often written without a scheme (`127.0.0.1:11434`).
+        let base = if base.contains("://") { base.to_string() } else { format!("http://{base}") };
+        let mut headers = HeaderMap::new();
+        let mut secrets = Vec::new();
+        if let Some(key) = resolved.api_key.as_deref().filter(|k| !k.is_empty()) {
+            let mut value = HeaderValue::from_str(&format!("Bearer {key}"))
+                .map_err(|_| super::http::unsendable(resolved, "the API key"))?;
+            value.set_sensitive(true);
+            headers.insert(AUTHORIZATION, value);
+            secrets.push(key.to_string());
+        }
+        add_configured_headers(resolved, &mut headers, &mut secrets)?;
+        Ok(OllamaChat {
+            model: resolved.model.clone().unwrap_or_default(),
+            max_tokens: resolved.max_tokens,
+            endpoint: JsonEndpoint {
+                name: resolved.name.clone(),
+                url: format!("{base}/api/chat"),
+                headers,
+                timeout: resolved.timeout,
+                http,
+                retry: RetryPolicy::default(),
+                redactor: Redactor::new(secrets),
+            },
+        })
+    }
+
+    /// The same adapter with another retry policy (tests use short delays).
+    pub fn with_retry_policy(mut self, retry: RetryPolicy) -> Self {
+        self.endpoint.retry = retry;
+        self
+    }
+}
+
+impl Provider for OllamaChat {
+    fn complete<'a>(&'a self, request: LlmRequest<'a>, on_retry: RetryObserver<'a>) -> BoxFuture<'a, Result<LlmResponse, LlmError>> {
+        Box::pin(async move {
+            let request = LlmRequest { max_tokens: request.max_tokens.or(self.max_tokens), ..request };
+            let body = request_body(&self.model, &request);
+            let reply = self.endpoint.post(&body, on_retry).await.map_err(|mut e| {
+                if e.kind == ErrorKind::Network {
+                    e.message = format!("cannot reach Ollama at {}: is `ollama serve` running? ({})", self.endpoint.url, e.message);
+                }
+                e
+            })?;
+            parse_response(&reply.body, request.messages).map_err(|e| self.endpoint.label(e))
+        })
+    }
+
+    fn model(&self) -> &str {
+        &self.model
+    }
+}
+
+/// The `/api/chat` body for `request`.
+pub fn request_body(model: &str, request: &LlmRequest<'_>) -> Value {
+    let mut messages = vec![json!({"role": "system", "content": request.system})];
+    let mut names: HashMap<&str, &str> = HashMap::new();
+    for message in request.messages {
+        messages.extend(convert(message, &mut names));
+    }
+    let mut body = json!({"model": model, "messages": messages, "stream": false});
+    if !request.tools.is_empty() {
+        body["tools"] = Value::Array(request.tools.iter().map(openai_tool).collect());
+    }
+    if let Some(limit) = request.max_tokens {
+        body["options"] = json!({"num_predict": limit});
+    }
+    body
+}
+
+/// One conversation message as Ollama messages; `names` maps call ids to tool names.
+fn convert<'m>(message: &'m Message, names: &mut HashMap<&'m str, &'m str>) -> Vec<Value> {
+    let mut out = Vec::new();
+    let text = message.text();
+    match message.role {
+        Role::Assistant => {
+            let calls: Vec<Value> = message
+                .content
+                .iter()
+                .filter_map(|b| match b {
+                    ContentBlock::ToolUse { id, name, input } => {
+                        names.insert(id, name);
+                        let arguments = if input.is_object() { input.clone() } else { json!({}) };
+                        Some(json!({"function": {"name": name, "arguments": arguments}}))
+                    }
+                    _ => None,
+                })
+                .collect();
+            let mut m = json!({"role": "assistant", "content": text});
+            if !calls.is_empty() {
+                m["tool_calls"] = Value::Array(calls);
+            }
+            out.push(m);
+        }
+        Role::User => {
+            for block in &message.content {
+                if let ContentBlock::ToolResult { tool_use_id, content, .. } = block {
+                    let name = names.get(tool_use_id.as_str()).copied().unwrap_or_default();
+                    out.push(json!({"role": "tool", "content": content, "tool_name": name}));
+                }
+            }
+            if !text.is_empty() {
+                out.push(json!({"role": "user", "content": text}));
+            }
+        }
+    }
+    out
+}
+
+/// The response to `request` (call ids are numbered after those already in `history`).
+pub fn parse_response(body: &Value, history: &[Message]) -> Result<LlmResponse, LlmError> {
+    let bad = |what: &str| LlmError::new(ErrorKind::BadResponse, format!("Ollama response {what}"));
+    let message = body.get("message").filter(|m| m.is_object()).ok_or_else(|| bad("has no `message`"))?;
+    let mut content = Vec::new();
+    if let Some(text) = message.get("content").and_then(Value::as_str).filter(|t| !t.is_empty()) {
+        content.push(ContentBlock::text(text));
+    }
+    let earlier = history.iter().flat_map(|m| &m.content).filter(|b| matches!(b, ContentBlock::ToolUse { .. })).count();
+    for (i, call) in message.get("tool_calls").and_then(Value::as_array).into_iter().flatten().enumerate() {
+        let function = call.get("function").ok_or_else(|| bad("has a tool call without `function`"))?;
+        let name = function.get("name").and_then(Value::as_str).ok_or_else(|| bad("has a tool call without a name"))?;
+        let input = match function.get("arguments") {
+            Some(Value::String(raw)) => serde_json::from_str(raw).unwrap_or(Value::String(raw.clone())),
+            Some(args) => args.clone(),
+            None => json!({}),
+        };
+        content.push(ContentBlock::ToolUse { id: format!("call_{}", earlier + i + 1), name: name.to_string(), input });
+    }
+    let has_calls = content.iter().any(|b| matches!(b, ContentBlock::ToolUse { .. }));
+    let stop_reason = match body.get("done_reason").and_then(Value::as_str) {
+        _ if has_calls => StopReason::ToolUse,
+        Some("length") => StopReason::MaxTokens,
+        None | Some("stop") => StopReason::EndTurn,
+        Some(other) => StopReason::Other(other.to_string()),
+    };
+    let count = |key: &str| body.get(key).and_then(Value::as_u64).unwrap_or(0);
+    Ok(LlmResponse {
+        content,
+        stop_reason,
+        usage: Usage::from_counts(count("prompt_eval_count"), count("eval_count")),
+        model: body.get("model").and_then(Value::as_str).map(str::to_string),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::ToolSpec;
+
+    #[test]
+    fn request_maps_calls_results_and_limits() {
+        let messages = vec![
+            Message::user_text("fix it"),
+            Message {
+                role: Role::Assistant,
+                content: vec![ContentBlock::ToolUse { id: "call_1".into(), name: "read_file".into(), input: json!({"file_path": "a"}) }],
+            },
+            Message {
+                role: Role::User,
+                content: vec![ContentBlock::ToolResult { tool_use_id: "call_1".into(), content: "x".into(), is_error: false }],
+            },
+        ];
+        let tools = [ToolSpec { name: "read_file".into(), description: "r".into(), parameters: json!({"type": "object"}) }];
+        let body = request_body("qwen", &LlmRequest { system: "sys", messages: &messages, tools: &tools, max_tokens: Some(64) });
+        assert_eq!(body["stream"], false);
+        assert_eq!(body["options"]["num_predict"], 64);
+        assert_eq!(body["messages"][0], json!({"role": "system", "content": "sys"}));
+        assert_eq!(body["messages"][2]["tool_calls"][0]["function"]["arguments"], json!({"file_path": "a"}));
+        assert_eq!(body["messages"][3], json!({"role": "tool", "content": "x", "tool_name": "read_file"}));
+        assert_eq!(body["tools"][0]["function"]["name"], "read_file");
+    }
+
+    #[test]
+    fn response_gets_unique_ids_usage_and_stop_reason() {
+        let history = vec![Message {
+            role: Role::Assistant,
+            content: vec![ContentBlock::ToolUse { id: "call_1".into(), name: "x".into(), input: json!({}) }],
+        }];
+        let body = json!({
+            "model": "qwen", "done": true, "done_reason": "stop",
+            "message": {"role": "assistant", "content": "", "tool_calls": [
+                {"function": {"name": "list_files", "arguments": {}}},
+                {"function": {"name": "read_file", "arguments": {"file_path": "b"}}}
+            ]},
+            "prompt_eval_count": 120, "eval_count": 15
+        });
+        let r = parse_response(&body, &history).unwrap();
+        assert_eq!(r.stop_reason, StopReason::ToolUse);
+        let ids: Vec<&str> = r.content.iter().filter_map(|b| match b { ContentBlock::ToolUse { id, .. } => Some(id.as_str()), _ => None }).collect();
+        assert_eq!(ids, ["call_2", "call_3"]);
+        assert_eq!((r.usage.input_tokens, r.usage.output_tokens, r.usage.total_tokens), (120, 15, 135));
+        let text = parse_response(&json!({"message": {"role": "assistant", "content": "hi"}, "done_reason": "length"}), &[]).unwrap();
+        assert_eq!(text.stop_reason, StopReason::MaxTokens);
+        assert!(parse_response(&json!({"error": "x"}), &[]).is_err());
+    }
+}

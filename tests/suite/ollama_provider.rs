@@ -1,0 +1,91 @@
+//! Ollama's native chat API against a local server that rejects what Ollama rejects.
+
+use crate::support::ollama_server::{OllamaServer, Reply};
+use dracode::llm::http::{HttpClient, RetryPolicy};
+use dracode::llm::ollama::OllamaChat;
+use dracode::llm::preset::{ProviderType, ResolvedProvider};
+use dracode::llm::{ContentBlock, ErrorKind, LlmRequest, Message, Provider, Role, StopReason, Usage};
+use serde_json::json;
+use std::time::Duration;
+
+fn resolved(base_url: &str, model: &str) -> ResolvedProvider {
+    ResolvedProvider {
+        name: "local".into(),
+        kind: ProviderType::Ollama,
+        model: Some(model.into()),
+        base_url: Some(base_url.into()),
+        api_key: None,
+        timeout: Duration::from_secs(10),
+        max_tokens: None,
+        headers: Default::default(),
+        api_version: None,
+        limits: Default::default(),
+        replay_path: None,
+    }
+}
+
+fn fast() -> RetryPolicy {
+    RetryPolicy { max_retries: 1, base_delay: Duration::from_millis(10), max_delay: Duration::from_millis(20), max_total_wait: Duration::from_secs(1) }
+}
+
+#[tokio::test]
+async fn a_three_turn_tool_conversation_completes_with_exact_usage() {
+    let server = OllamaServer::start(
+        "qwen2.5-coder",
+        vec![
+            Reply::Calls(vec![("list_files".into(), json!({}))], 100, 10),
+            Reply::Calls(vec![("read_file".into(), json!({"file_path": "a"})), ("read_file".into(), json!({"file_path": "b"}))], 150, 20),
+            Reply::Text("done".into(), 200, 5),
+        ],
+    )
+    .await;
+    let provider = OllamaChat::new(&resolved(&server.base_url(), "qwen2.5-coder"), HttpClient::default()).unwrap();
+    let mut messages = vec![Message::user_text("go")];
+    let mut usage = Usage::default();
+    let noop = |_| {};
+    for _ in 0..3 {
+        let r = provider.complete(LlmRequest { system: "s", messages: &messages, tools: &[], max_tokens: None }, &noop).await.unwrap();
+        usage += r.usage;
+        let results: Vec<ContentBlock> = r
+            .content
+            .iter()
+            .filter_map(|b| match b {
+                ContentBlock::ToolUse { id, .. } => Some(ContentBlock::ToolResult { tool_use_id: id.clone(), content: "ok".into(), is_error: false }),
+                _ => None,
+            })
+            .collect();
+        let done = r.stop_reason == StopReason::EndTurn;
+        messages.push(Message { role: Role::Assistant, content: r.content });
+        if done {
+            break;
+        }
+        messages.push(Message { role: Role::User, content: results });
+    }
+    assert_eq!((usage.input_tokens, usage.output_tokens, usage.requests), (450, 35, 3));
+    let last = server.requests().pop().unwrap();
+    let tools: Vec<_> = last["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "tool").collect();
+    assert_eq!(tools.len(), 3);
+    assert_eq!(tools[1]["tool_name"], "read_file");
+    let ids: Vec<String> = messages.iter().flat_map(|m| &m.content).filter_map(|b| match b { ContentBlock::ToolUse { id, .. } => Some(id.clone()), _ => None }).collect();
+    let mut unique = ids.clone();
+    unique.dedup();
+    assert_eq!(ids.len(), 3);
+    assert_eq!(unique, ids, "synthesised call ids are unique");
+}
+
+#[tokio::test]
+async fn an_unknown_model_is_a_bad_response_and_a_stopped_server_says_so() {
+    let server = OllamaServer::start("qwen2.5-coder", vec![]).await;
+    let provider = OllamaChat::new(&resolved(&server.base_url(), "llama9"), HttpClient::default()).unwrap().with_retry_policy(fast());
+    let req = LlmRequest { system: "s", messages: &[], tools: &[], max_tokens: None };
+    let err = provider.complete(req, &|_| {}).await.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::BadResponse);
+    assert!(err.message.contains("model 'llama9' not found"), "{}", err.message);
+    assert_eq!(server.requests().len(), 1, "404 is not retried");
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let provider = OllamaChat::new(&resolved(&format!("127.0.0.1:{port}"), "m"), HttpClient::default()).unwrap().with_retry_policy(fast());
+    let err = provider.complete(req, &|_| {}).await.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Network);
+    assert!(err.message.contains("is `ollama serve` running?"), "{}", err.message);
+}

@@ -1,0 +1,105 @@
+//! A local server that speaks Ollama's native `POST /api/chat`, non-streaming, and rejects what
+//! a real Ollama rejects: a missing model (400 `model is required`), a model it does not have
+//! (404 `model 'x' not found`), tool-call arguments sent as a string instead of an object (400,
+//! Go's unmarshal error), an unknown role. It also refuses `stream` other than `false`: a real
+//! server would answer with a stream of NDJSON lines, which is not what dracode reads.
+
+use serde_json::{Value, json};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use wiremock::matchers::any;
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+/// One scripted answer.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// A text answer with prompt/eval counts.
+    Text(String, u64, u64),
+    /// Tool calls `(name, arguments)` with prompt/eval counts.
+    Calls(Vec<(String, Value)>, u64, u64),
+}
+
+struct State {
+    model: String,
+    script: Mutex<VecDeque<Reply>>,
+    requests: Mutex<Vec<Value>>,
+}
+
+/// A running mock Ollama.
+pub struct OllamaServer {
+    server: MockServer,
+    state: Arc<State>,
+}
+
+impl OllamaServer {
+    /// A server that has `model` and answers with `script` in order.
+    pub async fn start(model: &str, script: Vec<Reply>) -> Self {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
+        let server = MockServer::builder().listener(listener).start().await;
+        let state = Arc::new(State { model: model.into(), script: Mutex::new(script.into()), requests: Mutex::new(Vec::new()) });
+        Mock::given(any()).respond_with(Responder(state.clone())).mount(&server).await;
+        OllamaServer { server, state }
+    }
+
+    /// The `base_url` to configure (no `/v1`, no `/api`).
+    pub fn base_url(&self) -> String {
+        self.server.uri()
+    }
+
+    /// Every JSON body received.
+    pub fn requests(&self) -> Vec<Value> {
+        self.state.requests.lock().unwrap().clone()
+    }
+}
+
+struct Responder(Arc<State>);
+
+fn error(status: u16, message: &str) -> ResponseTemplate {
+    ResponseTemplate::new(status).set_body_json(json!({"error": message}))
+}
+
+impl Respond for Responder {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        if request.url.path() != "/api/chat" || request.method.as_str() != "POST" {
+            return ResponseTemplate::new(404).set_body_string("404 page not found");
+        }
+        let Ok(body) = serde_json::from_slice::<Value>(&request.body) else {
+            return error(400, "invalid character looking for beginning of value");
+        };
+        self.0.requests.lock().unwrap().push(body.clone());
+        match body.get("model").and_then(Value::as_str) {
+            None | Some("") => return error(400, "model is required"),
+            Some(m) if m != self.0.model => return error(404, &format!("model '{m}' not found")),
+            Some(_) => {}
+        }
+        if body.get("stream") != Some(&Value::Bool(false)) {
+            return error(400, "mock: only stream=false is served (a real server would stream NDJSON)");
+        }
+        for m in body["messages"].as_array().into_iter().flatten() {
+            let role = m["role"].as_str().unwrap_or_default();
+            if !matches!(role, "system" | "user" | "assistant" | "tool") {
+                return error(400, &format!("invalid role: {role}"));
+            }
+            for call in m.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
+                if !call["function"]["arguments"].is_object() {
+                    return error(400, "json: cannot unmarshal string into Go struct field ToolCallFunction.messages.tool_calls.function.arguments of type api.ToolCallFunctionArguments");
+                }
+            }
+        }
+        let Some(reply) = self.0.script.lock().unwrap().pop_front() else {
+            return error(500, "mock: script exhausted");
+        };
+        let (message, prompt, eval, reason) = match reply {
+            Reply::Text(text, p, e) => (json!({"role": "assistant", "content": text}), p, e, "stop"),
+            Reply::Calls(calls, p, e) => {
+                let calls: Vec<Value> = calls.into_iter().map(|(n, a)| json!({"function": {"name": n, "arguments": a}})).collect();
+                (json!({"role": "assistant", "content": "", "tool_calls": calls}), p, e, "stop")
+            }
+        };
+        ResponseTemplate::new(200).set_body_json(json!({
+            "model": self.0.model, "created_at": "2026-11-22T00:00:00Z", "message": message,
+            "done": true, "done_reason": reason, "total_duration": 1, "load_duration": 1,
+            "prompt_eval_count": prompt, "prompt_eval_duration": 1, "eval_count": eval, "eval_duration": 1
+        }))
+    }
+}

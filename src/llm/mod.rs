@@ -4,6 +4,7 @@
 
 pub mod anthropic;
 pub mod error;
+pub mod gemini;
 pub mod governor;
 pub mod http;
 pub mod ollama;

@@ -285,15 +285,7 @@ pub fn build(
         WireApi::AnthropicMessages => {
             Ok(Arc::new(super::anthropic::AnthropicMessages::new(resolved, http.clone())?))
         }
-        WireApi::GeminiGenerateContent => Err(not_built(resolved)),
+        WireApi::GeminiGenerateContent => Ok(Arc::new(super::gemini::GeminiGenerateContent::new(resolved, http.clone())?)),
         WireApi::OllamaChat => Ok(Arc::new(super::ollama::OllamaChat::new(resolved, http.clone())?)),
     }
-}
-
-/// The error for a wire format this build does not speak yet (nothing is sent).
-fn not_built(resolved: &ResolvedProvider) -> LlmError {
-    LlmError::not_configured(format!(
-        "provider type {:?} is not built yet in this version of dracode",
-        resolved.kind.as_str()
-    ))
 }

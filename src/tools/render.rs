@@ -71,6 +71,11 @@ pub fn gemini_schema(schema: &Value) -> Value {
                         other => other.clone(),
                     },
                     "items" => gemini_schema(value),
+                    // Gemini knows only these formats (uint32, uint64, … are rejected).
+                    "format" => match value.as_str() {
+                        Some("float" | "double" | "int32" | "int64" | "enum" | "date-time") => value.clone(),
+                        _ => continue,
+                    },
                     "anyOf" => match value {
                         Value::Array(items) => Value::Array(items.iter().map(gemini_schema).collect()),
                         other => other.clone(),
@@ -134,6 +139,9 @@ mod tests {
         assert!(params["properties"]["recursive"].get("default").is_none());
         assert_eq!(params["properties"]["directory"]["type"], "string");
         assert_eq!(params["properties"]["directory"]["nullable"], true);
+        let unsigned = gemini_schema(&json!({"type": "integer", "format": "uint64", "minimum": 0}));
+        assert!(unsigned.get("format").is_none(), "{unsigned}");
+        assert_eq!(gemini_schema(&json!({"type": "integer", "format": "int64"}))["format"], "int64");
     }
 
     #[test]

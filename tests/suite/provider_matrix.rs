@@ -4,6 +4,7 @@
 
 use crate::support::anthropic_server as anthropic;
 use crate::support::cli::{dracode, finished, read_jsonl};
+use crate::support::gemini_server as gemini;
 use crate::support::ollama_server as ollama;
 use crate::support::openai_server as openai;
 use serde_json::{Value, json};
@@ -97,6 +98,20 @@ async fn ollama_native() {
     let tmp = tempfile::tempdir().unwrap();
     config(tmp.path(), "ollama", "model = \"qwen2.5-coder\"\n");
     let task = run(tmp.path(), "ollama", &[("OLLAMA_HOST", &server.base_url())]).await;
+    assert_eq!(task["usage"]["input_tokens"], 70);
+    assert_eq!(task["usage"]["output_tokens"], 7);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn gemini() {
+    let server = gemini::GeminiServer::start(
+        "AIza-matrix-123456789",
+        vec![gemini::Reply::Calls(vec![("write_file".into(), write_call())], [30, 5, 0, 0]), gemini::Reply::Text("done".into(), [40, 2, 0, 0])],
+    )
+    .await;
+    let tmp = tempfile::tempdir().unwrap();
+    config(tmp.path(), "gemini", &format!("base_url = \"{}\"\n", server.base_url()));
+    let task = run(tmp.path(), "gemini", &[("GEMINI_API_KEY", "AIza-matrix-123456789")]).await;
     assert_eq!(task["usage"]["input_tokens"], 70);
     assert_eq!(task["usage"]["output_tokens"], 7);
 }

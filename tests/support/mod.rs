@@ -3,5 +3,6 @@
 
 pub mod anthropic_server;
 pub mod cli;
+pub mod gemini_server;
 pub mod ollama_server;
 pub mod openai_server;

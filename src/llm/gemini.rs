@@ -1,0 +1,245 @@
+//! Google Gemini `generateContent`: `POST {base_url}/v1beta/models/{model}:generateContent`.
+//!
+//! The key travels in the `x-goog-api-key` header, never in the URL (URLs end up in logs). The
+//! system prompt is `systemInstruction`; roles are `user` and `model`; tool calls are
+//! `functionCall` parts (no ids: dracode numbers them, unique within the conversation) answered
+//! by `functionResponse` parts in the next user turn, `{"output": …}` or `{"error": …}` as the
+//! API reference asks; tool schemas are reduced to the subset Gemini accepts
+//! ([`crate::tools::render::gemini_declaration`]). Usage: `promptTokenCount` (cached content
+//! included) is input, `candidatesTokenCount + thoughtsTokenCount` is output.
+
+use super::http::{HttpClient, JsonEndpoint, RetryPolicy, add_configured_headers, unsendable};
+use super::preset::ResolvedProvider;
+use super::{BoxFuture, ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, Provider, RetryObserver, Role, StopReason, Usage};
+use crate::secrets::Redactor;
+use crate::tools::render::gemini_declaration;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+
+/// A Gemini model's generateContent endpoint.
+pub struct GeminiGenerateContent {
+    model: String,
+    max_tokens: Option<u32>,
+    endpoint: JsonEndpoint,
+}
+
+impl GeminiGenerateContent {
+    /// Builds the adapter from resolved settings. Fails (nothing sent) when the key or a
+    /// configured header cannot be sent over HTTP.
+    pub fn new(resolved: &ResolvedProvider, http: HttpClient) -> Result<Self, LlmError> {
+        let base = resolved.base_url.as_deref().unwrap_or_default().trim_end_matches('/');
+        let model = resolved.model.clone().unwrap_or_default();
+        let model_path = model.strip_prefix("models/").unwrap_or(&model).to_string();
+        let mut headers = HeaderMap::new();
+        let mut secrets = Vec::new();
+        if let Some(key) = resolved.api_key.as_deref().filter(|k| !k.is_empty()) {
+            let mut value = HeaderValue::from_str(key).map_err(|_| unsendable(resolved, "the API key"))?;
+            value.set_sensitive(true);
+            headers.insert(HeaderName::from_static("x-goog-api-key"), value);
+            secrets.push(key.to_string());
+        }
+        add_configured_headers(resolved, &mut headers, &mut secrets)?;
+        Ok(GeminiGenerateContent {
+            model,
+            max_tokens: resolved.max_tokens,
+            endpoint: JsonEndpoint {
+                name: resolved.name.clone(),
+                url: format!("{base}/v1beta/models/{model_path}:generateContent"),
+                headers,
+                timeout: resolved.timeout,
+                http,
+                retry: RetryPolicy::default(),
+                redactor: Redactor::new(secrets),
+            },
+        })
+    }
+
+    /// The same adapter with another retry policy (tests use short delays).
+    pub fn with_retry_policy(mut self, retry: RetryPolicy) -> Self {
+        self.endpoint.retry = retry;
+        self
+    }
+}
+
+impl Provider for GeminiGenerateContent {
+    fn complete<'a>(&'a self, request: LlmRequest<'a>, on_retry: RetryObserver<'a>) -> BoxFuture<'a, Result<LlmResponse, LlmError>> {
+        Box::pin(async move {
+            let request = LlmRequest { max_tokens: request.max_tokens.or(self.max_tokens), ..request };
+            let body = request_body(&request);
+            let reply = self.endpoint.post(&body, on_retry).await.map_err(|mut e| {
+                // Gemini answers a bad key with 400 INVALID_ARGUMENT / API_KEY_INVALID.
+                if e.kind == ErrorKind::BadResponse && (e.message.contains("API key not valid") || e.message.contains("API_KEY_INVALID")) {
+                    e.kind = ErrorKind::Auth;
+                }
+                e
+            })?;
+            parse_response(&reply.body, request.messages).map_err(|e| self.endpoint.label(e))
+        })
+    }
+
+    fn model(&self) -> &str {
+        &self.model
+    }
+}
+
+/// The generateContent body for `request`.
+pub fn request_body(request: &LlmRequest<'_>) -> Value {
+    let mut names: HashMap<&str, &str> = HashMap::new();
+    let contents: Vec<Value> = request.messages.iter().filter_map(|m| convert(m, &mut names)).collect();
+    let mut body = json!({
+        "systemInstruction": {"parts": [{"text": request.system}]},
+        "contents": contents,
+    });
+    if !request.tools.is_empty() {
+        body["tools"] = json!([{"functionDeclarations": request.tools.iter().map(gemini_declaration).collect::<Vec<_>>()}]);
+    }
+    if let Some(limit) = request.max_tokens {
+        body["generationConfig"] = json!({"maxOutputTokens": limit});
+    }
+    body
+}
+
+/// One message as a Gemini `Content`; `None` when it has no parts. `names` maps call ids to
+/// function names, for the responses.
+fn convert<'m>(message: &'m Message, names: &mut HashMap<&'m str, &'m str>) -> Option<Value> {
+    let mut parts = Vec::new();
+    for block in &message.content {
+        match block {
+            ContentBlock::Text { text } if !text.is_empty() => parts.push(json!({"text": text})),
+            ContentBlock::Text { .. } => {}
+            ContentBlock::ToolUse { id, name, input } => {
+                names.insert(id, name);
+                let args = if input.is_object() { input.clone() } else { json!({}) };
+                parts.push(json!({"functionCall": {"name": name, "args": args}}));
+            }
+            ContentBlock::ToolResult { tool_use_id, content, is_error } => {
+                let name = names.get(tool_use_id.as_str()).copied().unwrap_or_default();
+                let response = if *is_error { json!({"error": content}) } else { json!({"output": content}) };
+                parts.push(json!({"functionResponse": {"name": name, "response": response}}));
+            }
+        }
+    }
+    // Function responses first: they must answer the previous model turn before any text.
+    parts.sort_by_key(|p| p.get("functionResponse").is_none());
+    let role = match message.role {
+        Role::User => "user",
+        Role::Assistant => "model",
+    };
+    (!parts.is_empty()).then(|| json!({"role": role, "parts": parts}))
+}
+
+/// The response to a request whose conversation was `history`.
+pub fn parse_response(body: &Value, history: &[Message]) -> Result<LlmResponse, LlmError> {
+    let usage = usage(body.get("usageMetadata"));
+    let model = body.get("modelVersion").and_then(Value::as_str).map(str::to_string);
+    let Some(candidate) = body.get("candidates").and_then(|c| c.get(0)) else {
+        if let Some(reason) = body.pointer("/promptFeedback/blockReason").and_then(Value::as_str) {
+            let content = vec![ContentBlock::text(format!("prompt blocked: {reason}"))];
+            return Ok(LlmResponse { content, stop_reason: StopReason::ContentFilter, usage, model });
+        }
+        return Err(LlmError::new(ErrorKind::BadResponse, "Gemini response has no candidates"));
+    };
+    let earlier = history.iter().flat_map(|m| &m.content).filter(|b| matches!(b, ContentBlock::ToolUse { .. })).count();
+    let mut content = Vec::new();
+    for part in candidate.pointer("/content/parts").and_then(Value::as_array).into_iter().flatten() {
+        if part.get("thought").and_then(Value::as_bool) == Some(true) {
+            continue;
+        }
+        if let Some(text) = part.get("text").and_then(Value::as_str).filter(|t| !t.is_empty()) {
+            content.push(ContentBlock::text(text));
+        }
+        if let Some(call) = part.get("functionCall") {
+            let name = call.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
+            let input = call.get("args").cloned().unwrap_or_else(|| json!({}));
+            let n = earlier + content.iter().filter(|b| matches!(b, ContentBlock::ToolUse { .. })).count() + 1;
+            content.push(ContentBlock::ToolUse { id: format!("call_{n}"), name, input });
+        }
+    }
+    let has_calls = content.iter().any(|b| matches!(b, ContentBlock::ToolUse { .. }));
+    let stop_reason = match candidate.get("finishReason").and_then(Value::as_str) {
+        _ if has_calls => StopReason::ToolUse,
+        None | Some("STOP") => StopReason::EndTurn,
+        Some("MAX_TOKENS") => StopReason::MaxTokens,
+        Some("SAFETY" | "RECITATION" | "BLOCKLIST" | "PROHIBITED_CONTENT" | "SPII" | "IMAGE_SAFETY") => StopReason::ContentFilter,
+        Some("MALFORMED_FUNCTION_CALL" | "UNEXPECTED_TOOL_CALL") => StopReason::MalformedToolCall,
+        Some(other) => StopReason::Other(other.to_string()),
+    };
+    Ok(LlmResponse { content, stop_reason, usage, model })
+}
+
+/// `usageMetadata`, normalised: cached content is part of the prompt count; thoughts are output.
+fn usage(meta: Option<&Value>) -> Usage {
+    let count = |key: &str| meta.and_then(|m| m.get(key)).and_then(Value::as_u64).unwrap_or(0);
+    let thoughts = count("thoughtsTokenCount");
+    Usage {
+        cached_input_tokens: count("cachedContentTokenCount"),
+        reasoning_output_tokens: thoughts,
+        ..Usage::from_counts(count("promptTokenCount"), count("candidatesTokenCount") + thoughts)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::ToolSpec;
+
+    fn conversation() -> Vec<Message> {
+        vec![
+            Message::user_text("go"),
+            Message {
+                role: Role::Assistant,
+                content: vec![
+                    ContentBlock::ToolUse { id: "call_1".into(), name: "read_file".into(), input: json!({"file_path": "a"}) },
+                    ContentBlock::ToolUse { id: "call_2".into(), name: "list_files".into(), input: json!({}) },
+                ],
+            },
+            Message {
+                role: Role::User,
+                content: vec![
+                    ContentBlock::ToolResult { tool_use_id: "call_1".into(), content: "x".into(), is_error: false },
+                    ContentBlock::ToolResult { tool_use_id: "call_2".into(), content: "Error [IO_ERROR]: no".into(), is_error: true },
+                ],
+            },
+        ]
+    }
+
+    #[test]
+    fn request_uses_system_instruction_roles_and_function_parts() {
+        let messages = conversation();
+        let tools = [ToolSpec { name: "read_file".into(), description: "r".into(), parameters: json!({"type": "object", "additionalProperties": false, "properties": {"n": {"type": "integer", "format": "uint64", "default": 1}}}) }];
+        let body = request_body(&LlmRequest { system: "sys", messages: &messages, tools: &tools, max_tokens: Some(99) });
+        assert_eq!(body["systemInstruction"]["parts"][0]["text"], "sys");
+        assert_eq!(body["contents"][1]["role"], "model");
+        assert_eq!(body["contents"][1]["parts"][0]["functionCall"], json!({"name": "read_file", "args": {"file_path": "a"}}));
+        assert_eq!(body["contents"][2]["parts"][0]["functionResponse"], json!({"name": "read_file", "response": {"output": "x"}}));
+        assert_eq!(body["contents"][2]["parts"][1]["functionResponse"]["response"], json!({"error": "Error [IO_ERROR]: no"}));
+        let params = &body["tools"][0]["functionDeclarations"][0]["parameters"];
+        assert!(params.get("additionalProperties").is_none() && params["properties"]["n"].get("default").is_none());
+        assert!(params["properties"]["n"].get("format").is_none());
+        assert_eq!(body["generationConfig"]["maxOutputTokens"], 99);
+    }
+
+    #[test]
+    fn response_maps_calls_usage_and_finish_reasons() {
+        let body = json!({
+            "candidates": [{"content": {"role": "model", "parts": [
+                {"text": "thinking…", "thought": true},
+                {"functionCall": {"name": "read_file", "args": {"file_path": "b"}}}
+            ]}, "finishReason": "STOP", "index": 0}],
+            "usageMetadata": {"promptTokenCount": 100, "candidatesTokenCount": 10, "thoughtsTokenCount": 5, "cachedContentTokenCount": 40, "totalTokenCount": 115},
+            "modelVersion": "gemini-2.5-flash"
+        });
+        let r = parse_response(&body, &conversation()).unwrap();
+        assert_eq!(r.stop_reason, StopReason::ToolUse);
+        assert!(matches!(&r.content[..], [ContentBlock::ToolUse { id, .. }] if id == "call_3"));
+        assert_eq!((r.usage.input_tokens, r.usage.output_tokens, r.usage.cached_input_tokens, r.usage.reasoning_output_tokens, r.usage.total_tokens), (100, 15, 40, 5, 115));
+        let finish = |reason: &str| parse_response(&json!({"candidates": [{"content": {"parts": [{"text": "t"}]}, "finishReason": reason}]}), &[]).unwrap().stop_reason;
+        assert_eq!(finish("SAFETY"), StopReason::ContentFilter);
+        assert_eq!(finish("MALFORMED_FUNCTION_CALL"), StopReason::MalformedToolCall);
+        assert_eq!(finish("MAX_TOKENS"), StopReason::MaxTokens);
+        let blocked = parse_response(&json!({"promptFeedback": {"blockReason": "SAFETY"}}), &[]).unwrap();
+        assert_eq!(blocked.stop_reason, StopReason::ContentFilter);
+        assert!(parse_response(&json!({}), &[]).is_err());
+    }
+}

@@ -1,0 +1,192 @@
+//! A local server that speaks Gemini `generateContent` and rejects what the real API rejects,
+//! with its error shape `{"error":{"code","message","status","details"}}`:
+//! - a missing or wrong `x-goog-api-key` → 400 INVALID_ARGUMENT, reason API_KEY_INVALID (the
+//!   real API's answer to a bad key);
+//! - a key in the URL (`?key=`): the real API accepts it, but dracode must never put it there
+//!   (URLs reach logs), so the mock answers 400 saying so;
+//! - a role other than `user`/`model`, or a content with no parts → 400;
+//! - JSON Schema keywords the `Schema` object lacks (`additionalProperties`, `default`,
+//!   `$schema`) → 400 "Invalid JSON payload received. Unknown name …";
+//! - a model turn with function calls not followed at once by a user turn holding as many
+//!   function responses, with the same names → 400 (the API's wording).
+
+use serde_json::{Value, json};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use wiremock::matchers::any;
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+/// One scripted answer.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// Text with (prompt, candidates, cached, thoughts) token counts.
+    Text(String, [u64; 4]),
+    /// Function calls `(name, args)` with token counts.
+    Calls(Vec<(String, Value)>, [u64; 4]),
+    /// A candidate ending with `finishReason`.
+    Finish(String),
+    /// An HTTP error: status, `status` string, message.
+    Error(u16, String, String),
+    /// A raw body with status 200.
+    Raw(String),
+    /// 429 with `Retry-After`.
+    RateLimited(u64),
+}
+
+struct State {
+    key: String,
+    script: Mutex<VecDeque<Reply>>,
+    requests: Mutex<Vec<(String, Value)>>,
+}
+
+/// A running mock of the Gemini API.
+pub struct GeminiServer {
+    server: MockServer,
+    state: Arc<State>,
+}
+
+impl GeminiServer {
+    /// A server accepting only `key`, answering with `script` in order.
+    pub async fn start(key: &str, script: Vec<Reply>) -> Self {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
+        let server = MockServer::builder().listener(listener).start().await;
+        let state = Arc::new(State { key: key.into(), script: Mutex::new(script.into()), requests: Mutex::new(Vec::new()) });
+        Mock::given(any()).respond_with(Responder(state.clone())).mount(&server).await;
+        GeminiServer { server, state }
+    }
+
+    /// The `base_url` to configure.
+    pub fn base_url(&self) -> String {
+        self.server.uri()
+    }
+
+    /// Every request received: full URL (path and query) and JSON body.
+    pub fn requests(&self) -> Vec<(String, Value)> {
+        self.state.requests.lock().unwrap().clone()
+    }
+}
+
+fn error(code: u16, status: &str, message: &str, reason: Option<&str>) -> ResponseTemplate {
+    let mut body = json!({"error": {"code": code, "message": message, "status": status}});
+    if let Some(reason) = reason {
+        body["error"]["details"] = json!([{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": reason, "domain": "googleapis.com"}]);
+    }
+    ResponseTemplate::new(code).set_body_json(body)
+}
+
+fn invalid(message: &str) -> ResponseTemplate {
+    error(400, "INVALID_ARGUMENT", message, None)
+}
+
+/// Why `body` would be rejected, if it would.
+pub fn validate(body: &Value) -> Result<(), String> {
+    let contents = body["contents"].as_array().ok_or("* GenerateContentRequest.contents: contents is not specified")?;
+    for (i, decl) in body.pointer("/tools/0/functionDeclarations").and_then(Value::as_array).into_iter().flatten().enumerate() {
+        check_schema(&decl["parameters"], &format!("tools[0].function_declarations[{i}].parameters"))?;
+    }
+    for (i, content) in contents.iter().enumerate() {
+        let role = content["role"].as_str().unwrap_or_default();
+        if role != "user" && role != "model" {
+            return Err(format!("Please use a valid role: user, model. (contents[{i}].role = {role:?})"));
+        }
+        let parts = content["parts"].as_array().filter(|p| !p.is_empty()).ok_or(format!("* GenerateContentRequest.contents[{i}].parts: contents.parts must not be empty."))?;
+        let calls: Vec<&str> = parts.iter().filter_map(|p| p.pointer("/functionCall/name").and_then(Value::as_str)).collect();
+        if role == "model" && !calls.is_empty() {
+            let next = contents.get(i + 1);
+            let answers: Vec<&str> = next
+                .filter(|n| n["role"] == "user")
+                .and_then(|n| n["parts"].as_array())
+                .map(|ps| ps.iter().filter_map(|p| p.pointer("/functionResponse/name").and_then(Value::as_str)).collect())
+                .unwrap_or_default();
+            let mut sorted_calls = calls.clone();
+            let mut sorted_answers = answers.clone();
+            sorted_calls.sort();
+            sorted_answers.sort();
+            if next.is_some() && sorted_calls != sorted_answers {
+                return Err("Please ensure that function response turn comes immediately after a function call turn. And the number of function response parts should be equal to number of function call parts of the function call turn.".into());
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_schema(schema: &Value, at: &str) -> Result<(), String> {
+    if let Some(map) = schema.as_object() {
+        for (key, value) in map {
+            if matches!(key.as_str(), "additionalProperties" | "default" | "$schema" | "title" | "const") {
+                return Err(format!("Invalid JSON payload received. Unknown name \"{key}\" at '{at}': Cannot find field."));
+            }
+            if key == "format" && !matches!(value.as_str(), Some("float" | "double" | "int32" | "int64" | "enum" | "date-time")) {
+                return Err(format!("* GenerateContentRequest.{at}.format: only 'enum' and 'date-time' are supported for STRING type; int32/int64 for INTEGER"));
+            }
+            if key == "properties" {
+                for (name, sub) in value.as_object().into_iter().flatten() {
+                    check_schema(sub, &format!("{at}.properties[{name}]"))?;
+                }
+            } else if key == "items" {
+                check_schema(value, &format!("{at}.items"))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+struct Responder(Arc<State>);
+
+impl Respond for Responder {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let url = match request.url.query() {
+            Some(q) => format!("{}?{q}", request.url.path()),
+            None => request.url.path().to_string(),
+        };
+        let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+        self.0.requests.lock().unwrap().push((url.clone(), body.clone()));
+        if !(request.url.path().starts_with("/v1beta/models/") && request.url.path().ends_with(":generateContent")) {
+            return error(404, "NOT_FOUND", &format!("mock: unexpected path {}", request.url.path()), None);
+        }
+        if request.url.query_pairs().any(|(k, _)| k == "key") {
+            return invalid("mock: the API key was sent in the URL; it must go in the x-goog-api-key header");
+        }
+        let key = request.headers.get("x-goog-api-key").and_then(|v| v.to_str().ok()).unwrap_or_default();
+        if key != self.0.key {
+            return error(400, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key.", Some("API_KEY_INVALID"));
+        }
+        if body.is_null() {
+            return invalid("Invalid JSON payload received.");
+        }
+        if let Err(message) = validate(&body) {
+            return invalid(&message);
+        }
+        let Some(reply) = self.0.script.lock().unwrap().pop_front() else {
+            return error(500, "INTERNAL", "mock: script exhausted", None);
+        };
+        let candidate = |parts: Value, finish: &str, t: [u64; 4]| {
+            let mut usage = json!({"promptTokenCount": t[0], "candidatesTokenCount": t[1], "totalTokenCount": t[0] + t[1] + t[3]});
+            if t[2] > 0 {
+                usage["cachedContentTokenCount"] = json!(t[2]);
+            }
+            if t[3] > 0 {
+                usage["thoughtsTokenCount"] = json!(t[3]);
+            }
+            ResponseTemplate::new(200).set_body_json(json!({
+                "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": finish, "index": 0}],
+                "usageMetadata": usage,
+                "modelVersion": "gemini-2.5-flash"
+            }))
+        };
+        match reply {
+            Reply::Text(text, t) => candidate(json!([{"text": text}]), "STOP", t),
+            Reply::Calls(calls, t) => {
+                let parts: Vec<Value> = calls.into_iter().map(|(n, a)| json!({"functionCall": {"name": n, "args": a}})).collect();
+                candidate(Value::Array(parts), "STOP", t)
+            }
+            Reply::Finish(reason) => candidate(json!([{"text": "…"}]), &reason, [1, 1, 0, 0]),
+            Reply::Error(code, status, message) => error(code, &status, &message, None),
+            Reply::Raw(raw) => ResponseTemplate::new(200).set_body_string(raw),
+            Reply::RateLimited(secs) => error(429, "RESOURCE_EXHAUSTED", "Resource has been exhausted (e.g. check quota).", None)
+                .insert_header("retry-after", secs.to_string().as_str())
+                .set_delay(Duration::from_millis(0)),
+        }
+    }
+}

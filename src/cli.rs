@@ -59,6 +59,13 @@ pub enum Command {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Sign in to a provider that needs an interactive login.
+    #[command(after_help = "Example:\n  dracode auth copilot   # prints a URL and a code; stores the token (mode 0600)")]
+    Auth {
+        /// Which provider.
+        #[command(subcommand)]
+        target: AuthTarget,
+    },
     /// Print the tool schemas in a provider's format.
     #[command(after_help = "Example:\n  dracode tools --format anthropic")]
     Tools {
@@ -80,6 +87,13 @@ pub enum Command {
         #[arg(value_enum)]
         which: SchemaKind,
     },
+}
+
+/// `dracode auth` targets.
+#[derive(Debug, Subcommand)]
+pub enum AuthTarget {
+    /// GitHub Copilot, by GitHub's device flow.
+    Copilot,
 }
 
 /// `dracode list` output formats.

@@ -3,7 +3,7 @@
 use anyhow::Context;
 use clap::Parser;
 use dracode::batch::{plan, runner, task::Shared};
-use dracode::cli::{Cli, Command, ListFormat, RunArgs, SchemaKind};
+use dracode::cli::{AuthTarget, Cli, Command, ListFormat, RunArgs, SchemaKind};
 use dracode::config::Config;
 use dracode::events::{Emitter, EventBus, Reporter};
 use dracode::exit_codes;
@@ -35,15 +35,9 @@ fn init_tracing() {
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).without_time().try_init();
 }
 
-fn env_map() -> BTreeMap<String, String> {
-    std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-        .collect()
-}
-
 fn run(cli: Cli) -> anyhow::Result<i32> {
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
-    let env = env_map();
+    let env = dracode::config::process_env();
     match cli.command {
         Command::Run(args) => run_batch(*args, &cwd, env),
         Command::Validate { manifests, config } => {
@@ -97,6 +91,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
                 Err(e) => usage_error(&e),
             }
         }
+        Command::Auth { target: AuthTarget::Copilot } => auth_copilot(&env),
         Command::Tools { format } => {
             let specs = dracode::tools::Registry::all().specs();
             let rendered = dracode::tools::render::render(&specs, format);
@@ -132,6 +127,32 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             };
             println!("{}", serde_json::to_string_pretty(&schema)?);
             Ok(exit_codes::OK)
+        }
+    }
+}
+
+/// `dracode auth copilot`: GitHub's device flow; the token is stored with mode 0600.
+fn auth_copilot(env: &BTreeMap<String, String>) -> anyhow::Result<i32> {
+    use dracode::llm::copilot;
+    let endpoints = copilot::Endpoints::from_env(env);
+    let http = dracode::llm::http::HttpClient::default();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let token = runtime.block_on(copilot::device_flow(&http, &endpoints, |code| {
+        eprintln!("To authorize dracode for GitHub Copilot, open {} and enter the code {}", code.verification_uri, code.user_code);
+        if !std::io::stdin().is_terminal() {
+            eprintln!("(no terminal here: open the address on any machine; this waits for the approval)");
+        }
+        eprintln!("Waiting for approval…");
+    }));
+    match token {
+        Ok(token) => {
+            let path = copilot::store_token(env, &token).context("cannot store the token")?;
+            eprintln!("Stored the GitHub token in {} (mode 0600). In CI, set GITHUB_COPILOT_TOKEN instead.", path.display());
+            Ok(exit_codes::OK)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            Ok(exit_codes::TASKS_FAILED)
         }
     }
 }

@@ -22,8 +22,14 @@ use std::path::{Path, PathBuf};
 pub const CONFIG_FILE: &str = "dracode.toml";
 /// The personal, gitignored overlay.
 pub const LOCAL_CONFIG_FILE: &str = "dracode.local.toml";
-/// `DRACODE_*` variables that are not config keys.
-const NOT_CONFIG_ENV: &[&str] = &["CONFIG", "SHARD", "SHARD_COUNT", "LOG"];
+/// The top-level keys `DRACODE_*` variables may set; other `DRACODE_*` variables (`LOG`,
+/// `SHARD`, `GITHUB_URL`, …) are settings of their own, not config.
+const CONFIG_ENV_ROOTS: &[&str] = &["provider", "providers", "prices", "defaults"];
+
+/// The process environment as a map (non-UTF-8 variables skipped).
+pub fn process_env() -> BTreeMap<String, String> {
+    std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))).collect()
+}
 
 /// Everything read from config files and the environment.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -71,7 +77,10 @@ impl Config {
             None => dir.join(CONFIG_FILE),
         };
         let env_layer = Env::prefixed("DRACODE_")
-            .filter(|key| !NOT_CONFIG_ENV.iter().any(|n| key.as_str().eq_ignore_ascii_case(n)))
+            .filter(|key| {
+                let root = key.as_str().split("__").next().unwrap_or_default().to_ascii_lowercase();
+                CONFIG_ENV_ROOTS.contains(&root.as_str())
+            })
             .split("__");
         let figment = Figment::from(Serialized::defaults(Config::default()))
             .merge(Toml::file(&main))

@@ -80,6 +80,7 @@ pub(super) fn resolve(
             .or_else(|| preset.base_url.map(str::to_string)),
         api_key: match &settings.api_key {
             Some(key) => Some(key.clone()).filter(|k| !k.is_empty()),
+            None if kind == ProviderType::Copilot => crate::llm::copilot::github_token(env),
             None => from_env(preset.key_env),
         },
         timeout: settings

@@ -3,6 +3,7 @@
 //! wire APIs are code ([`openai`], [`anthropic`], [`replay`]).
 
 pub mod anthropic;
+pub mod copilot;
 pub mod error;
 pub mod gemini;
 pub mod governor;

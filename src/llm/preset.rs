@@ -231,7 +231,10 @@ impl ResolvedProvider {
     pub fn not_configured_reason(&self) -> Option<String> {
         let preset = self.kind.preset();
         if preset.key_required && self.api_key.as_deref().is_none_or(str::is_empty) {
-            let var = preset.key_env.unwrap_or("api_key");
+            let var = match self.kind {
+                ProviderType::Copilot => "GITHUB_COPILOT_TOKEN (or run `dracode auth copilot`)",
+                _ => preset.key_env.unwrap_or("api_key"),
+            };
             return Some(format!(
                 "provider {:?} ({}) has no API key: set {var} or `api_key` in its config",
                 self.name,
@@ -278,6 +281,10 @@ pub fn build(
 ) -> Result<Arc<dyn Provider>, LlmError> {
     if let Some(reason) = resolved.not_configured_reason() {
         return Err(LlmError::not_configured(reason));
+    }
+    if resolved.kind == ProviderType::Copilot {
+        let endpoints = super::copilot::Endpoints::from_env(&crate::config::process_env());
+        return Ok(Arc::new(super::copilot::Copilot::new(resolved, http.clone(), endpoints)?));
     }
     match resolved.kind.preset().wire {
         WireApi::ChatCompletions => Ok(Arc::new(super::openai::ChatCompletions::new(resolved, http.clone())?)),

@@ -4,5 +4,6 @@
 pub mod anthropic_server;
 pub mod cli;
 pub mod gemini_server;
+pub mod github_server;
 pub mod ollama_server;
 pub mod openai_server;

@@ -27,7 +27,7 @@
 //! wrote. That is 3 of the 4 marks the API allows; they are placed afresh on every call, so they
 //! never pile up in the history.
 
-use super::http::{HttpClient, JsonEndpoint, RetryPolicy, add_configured_headers, snippet, unsendable};
+use super::http::{HttpClient, JsonEndpoint, KeyHeader, RetryPolicy, snippet};
 use super::preset::ResolvedProvider;
 use super::{
     BoxFuture, ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, Provider, RetryObserver, Role,
@@ -64,27 +64,11 @@ impl AnthropicMessages {
         let base = resolved.base_url.as_deref().unwrap_or_default().trim_end_matches('/');
         let mut headers = HeaderMap::new();
         headers.insert("anthropic-version", HeaderValue::from_static(ANTHROPIC_VERSION));
-        let mut secrets = Vec::new();
-        if let Some(key) = resolved.api_key.as_deref().filter(|k| !k.is_empty()) {
-            let mut value = HeaderValue::from_str(key).map_err(|_| unsendable(resolved, "the API key"))?;
-            value.set_sensitive(true);
-            headers.insert("x-api-key", value);
-            secrets.push(key.to_string());
-        }
-        add_configured_headers(resolved, &mut headers, &mut secrets)?;
         Ok(AnthropicMessages {
             model: resolved.model.clone().unwrap_or_default(),
             max_tokens: resolved.max_tokens,
             prompt_caching: PROMPT_CACHING,
-            endpoint: JsonEndpoint {
-                name: resolved.name.clone(),
-                url: format!("{base}/v1/messages"),
-                headers,
-                timeout: resolved.timeout,
-                http,
-                retry: RetryPolicy::default(),
-                redactor: Redactor::new(secrets),
-            },
+            endpoint: JsonEndpoint::new(resolved, format!("{base}/v1/messages"), headers, KeyHeader::Named("x-api-key"), http)?,
         })
     }
 

@@ -8,12 +8,11 @@
 //! ([`crate::tools::render::gemini_declaration`]). Usage: `promptTokenCount` (cached content
 //! included) is input, `candidatesTokenCount + thoughtsTokenCount` is output.
 
-use super::http::{HttpClient, JsonEndpoint, RetryPolicy, add_configured_headers, unsendable};
+use super::http::{HttpClient, JsonEndpoint, KeyHeader, RetryPolicy};
 use super::preset::ResolvedProvider;
 use super::{BoxFuture, ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, Provider, RetryObserver, Role, StopReason, Usage};
-use crate::secrets::Redactor;
 use crate::tools::render::gemini_declaration;
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 
@@ -31,27 +30,11 @@ impl GeminiGenerateContent {
         let base = resolved.base_url.as_deref().unwrap_or_default().trim_end_matches('/');
         let model = resolved.model.clone().unwrap_or_default();
         let model_path = model.strip_prefix("models/").unwrap_or(&model).to_string();
-        let mut headers = HeaderMap::new();
-        let mut secrets = Vec::new();
-        if let Some(key) = resolved.api_key.as_deref().filter(|k| !k.is_empty()) {
-            let mut value = HeaderValue::from_str(key).map_err(|_| unsendable(resolved, "the API key"))?;
-            value.set_sensitive(true);
-            headers.insert(HeaderName::from_static("x-goog-api-key"), value);
-            secrets.push(key.to_string());
-        }
-        add_configured_headers(resolved, &mut headers, &mut secrets)?;
+        let url = format!("{base}/v1beta/models/{model_path}:generateContent");
         Ok(GeminiGenerateContent {
             model,
             max_tokens: resolved.max_tokens,
-            endpoint: JsonEndpoint {
-                name: resolved.name.clone(),
-                url: format!("{base}/v1beta/models/{model_path}:generateContent"),
-                headers,
-                timeout: resolved.timeout,
-                http,
-                retry: RetryPolicy::default(),
-                redactor: Redactor::new(secrets),
-            },
+            endpoint: JsonEndpoint::new(resolved, url, HeaderMap::new(), KeyHeader::Named("x-goog-api-key"), http)?,
         })
     }
 

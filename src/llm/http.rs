@@ -71,14 +71,14 @@ impl RetryPolicy {
 
 /// The error for a provider setting that cannot be sent as an HTTP header; names `what`, never
 /// its value (it may be a key). Nothing has been sent.
-pub fn unsendable(resolved: &ResolvedProvider, what: &str) -> LlmError {
+fn unsendable(resolved: &ResolvedProvider, what: &str) -> LlmError {
     LlmError::not_configured(format!("provider {:?}: {what} cannot be sent as an HTTP header", resolved.name))
 }
 
 /// Adds the provider's configured `headers` to `headers`, replacing any of the same name. A value
 /// under a secret-looking name (`authorization`, `api-key`, `x-api-key`, `*-token`, …) is marked
 /// sensitive and pushed to `secrets` (also without a `Bearer ` prefix), so errors mask it.
-pub fn add_configured_headers(
+fn add_configured_headers(
     resolved: &ResolvedProvider,
     headers: &mut HeaderMap,
     secrets: &mut Vec<String>,
@@ -120,7 +120,49 @@ pub struct JsonEndpoint {
     pub redactor: Redactor,
 }
 
+/// How a provider sends its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyHeader {
+    /// `Authorization: Bearer <key>`.
+    Bearer,
+    /// The bare key in the named header (`api-key`, `x-api-key`, `x-goog-api-key`).
+    Named(&'static str),
+}
+
 impl JsonEndpoint {
+    /// The endpoint of `resolved` at `url`: the wire format's fixed `headers`, then the key as
+    /// `key_header` says (marked sensitive), then the configured headers; the default retry
+    /// policy. Fails (nothing sent) when a value cannot be sent over HTTP.
+    pub fn new(
+        resolved: &ResolvedProvider,
+        url: String,
+        mut headers: HeaderMap,
+        key_header: KeyHeader,
+        http: HttpClient,
+    ) -> Result<Self, LlmError> {
+        let mut secrets = Vec::new();
+        if let Some(key) = resolved.api_key.as_deref().filter(|k| !k.is_empty()) {
+            let (name, value) = match key_header {
+                KeyHeader::Bearer => (reqwest::header::AUTHORIZATION, format!("Bearer {key}")),
+                KeyHeader::Named(name) => (HeaderName::from_static(name), key.to_string()),
+            };
+            let mut value = HeaderValue::from_str(&value).map_err(|_| unsendable(resolved, "the API key"))?;
+            value.set_sensitive(true);
+            headers.insert(name, value);
+            secrets.push(key.to_string());
+        }
+        add_configured_headers(resolved, &mut headers, &mut secrets)?;
+        Ok(JsonEndpoint {
+            name: resolved.name.clone(),
+            url,
+            headers,
+            timeout: resolved.timeout,
+            http,
+            retry: RetryPolicy::default(),
+            redactor: Redactor::new(secrets),
+        })
+    }
+
     /// POSTs `body` (with retries) and returns the JSON reply, or a labelled error.
     pub async fn post(&self, body: &Value, on_retry: RetryObserver<'_>) -> Result<JsonReply, LlmError> {
         let build = |client: &reqwest::Client| {

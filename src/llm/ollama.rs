@@ -6,12 +6,11 @@
 //! output limit is `options.num_predict`, and usage comes as `prompt_eval_count` /
 //! `eval_count`. A server that is not running is a `network` error saying so.
 
-use super::http::{HttpClient, JsonEndpoint, RetryPolicy, add_configured_headers};
+use super::http::{HttpClient, JsonEndpoint, KeyHeader, RetryPolicy};
 use super::preset::ResolvedProvider;
 use super::{BoxFuture, ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, Provider, RetryObserver, Role, StopReason, Usage};
-use crate::secrets::Redactor;
 use crate::tools::render::openai_tool;
-use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
+use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 
@@ -29,28 +28,10 @@ impl OllamaChat {
         let base = resolved.base_url.as_deref().unwrap_or_default().trim_end_matches('/');
         // OLLAMA_HOST is often written without a scheme (`127.0.0.1:11434`).
         let base = if base.contains("://") { base.to_string() } else { format!("http://{base}") };
-        let mut headers = HeaderMap::new();
-        let mut secrets = Vec::new();
-        if let Some(key) = resolved.api_key.as_deref().filter(|k| !k.is_empty()) {
-            let mut value = HeaderValue::from_str(&format!("Bearer {key}"))
-                .map_err(|_| super::http::unsendable(resolved, "the API key"))?;
-            value.set_sensitive(true);
-            headers.insert(AUTHORIZATION, value);
-            secrets.push(key.to_string());
-        }
-        add_configured_headers(resolved, &mut headers, &mut secrets)?;
         Ok(OllamaChat {
             model: resolved.model.clone().unwrap_or_default(),
             max_tokens: resolved.max_tokens,
-            endpoint: JsonEndpoint {
-                name: resolved.name.clone(),
-                url: format!("{base}/api/chat"),
-                headers,
-                timeout: resolved.timeout,
-                http,
-                retry: RetryPolicy::default(),
-                redactor: Redactor::new(secrets),
-            },
+            endpoint: JsonEndpoint::new(resolved, format!("{base}/api/chat"), HeaderMap::new(), KeyHeader::Bearer, http)?,
         })
     }
 

@@ -4,15 +4,14 @@
 //! Conversion is two pure functions, [`request_body`] and [`parse_response`]; the
 //! [`ChatCompletions`] provider adds the URL, headers and [`send_json`]'s retries.
 
-use super::http::{HttpClient, JsonEndpoint, RetryPolicy, add_configured_headers, unsendable};
+use super::http::{HttpClient, JsonEndpoint, KeyHeader, RetryPolicy};
 use super::preset::{ProviderType, ResolvedProvider};
 use super::{
     BoxFuture, ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, Provider, RetryObserver, Role,
     StopReason, Usage,
 };
-use crate::secrets::Redactor;
 use crate::tools::render::openai_tool;
-use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::{Value, json};
 
 /// The Azure `api-version` sent when none is configured: the last dated GA release of the
@@ -58,31 +57,12 @@ impl ChatCompletions {
                 headers.insert(name, HeaderValue::from_static(value));
             }
         }
-        let mut secrets = Vec::new();
-        if let Some(key) = resolved.api_key.as_deref().filter(|k| !k.is_empty()) {
-            let (name, value) = match kind {
-                ProviderType::Azure => (HeaderName::from_static("api-key"), key.to_string()),
-                _ => (AUTHORIZATION, format!("Bearer {key}")),
-            };
-            let mut value = HeaderValue::from_str(&value).map_err(|_| unsendable(resolved, "the API key"))?;
-            value.set_sensitive(true);
-            headers.insert(name, value);
-            secrets.push(key.to_string());
-        }
-        add_configured_headers(resolved, &mut headers, &mut secrets)?;
+        let key_header = if kind == ProviderType::Azure { KeyHeader::Named("api-key") } else { KeyHeader::Bearer };
         Ok(ChatCompletions {
             kind,
             model,
             max_tokens: resolved.max_tokens,
-            endpoint: JsonEndpoint {
-                name: resolved.name.clone(),
-                url,
-                headers,
-                timeout: resolved.timeout,
-                http,
-                retry: RetryPolicy::default(),
-                redactor: Redactor::new(secrets),
-            },
+            endpoint: JsonEndpoint::new(resolved, url, headers, key_header, http)?,
         })
     }
 

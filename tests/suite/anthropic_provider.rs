@@ -1,13 +1,14 @@
 //! Anthropic provider scenarios: `AnthropicMessages` against the strict local mock of the
 //! Messages API, then the real binary with an `anthropic` (and `claude`) provider.
 
+use crate::support::provider::{fast_retries, resolved};
 use crate::support::anthropic_server::{
     AnthropicServer, ScriptedReply, Tokens, ToolUse, validate_request, validate_response,
 };
 use crate::support::cli::{dracode, events, finished, git_repo, read_jsonl};
 use dracode::llm::anthropic::{ANTHROPIC_VERSION, AnthropicMessages, DEFAULT_MAX_TOKENS, request_body};
-use dracode::llm::http::{HttpClient, RetryPolicy};
-use dracode::llm::preset::{ProviderType, ResolvedProvider};
+use dracode::llm::http::HttpClient;
+use dracode::llm::preset::ProviderType;
 use dracode::llm::{
     ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, Provider, RetryNotice, Role, StopReason,
     ToolSpec, Usage,
@@ -20,34 +21,9 @@ use std::time::{Duration, Instant};
 
 const KEY: &str = "sk-ant-test-mock-0123456789";
 
-fn resolved(base_url: String, key: &str) -> ResolvedProvider {
-    ResolvedProvider {
-        name: "anthropic".into(),
-        kind: ProviderType::Anthropic,
-        model: Some("claude-sonnet-4-5".into()),
-        base_url: Some(base_url),
-        api_key: Some(key.into()),
-        timeout: Duration::from_secs(10),
-        max_tokens: None,
-        headers: Default::default(),
-        api_version: None,
-        limits: Default::default(),
-        replay_path: None,
-    }
-}
-
-/// Short waits so retry scenarios run fast; `retry-after` is still honoured exactly.
-fn fast_retries() -> RetryPolicy {
-    RetryPolicy {
-        max_retries: 3,
-        base_delay: Duration::from_millis(20),
-        max_delay: Duration::from_millis(100),
-        max_total_wait: Duration::from_secs(5),
-    }
-}
 
 fn provider(server: &AnthropicServer, key: &str) -> AnthropicMessages {
-    AnthropicMessages::new(&resolved(server.base_url(), key), HttpClient::default())
+    AnthropicMessages::new(&resolved(ProviderType::Anthropic, &server.base_url(), "claude-sonnet-4-5", Some(key)), HttpClient::default())
         .expect("provider builds")
         .with_retry_policy(fast_retries())
 }
@@ -205,7 +181,7 @@ async fn max_tokens_is_always_sent() {
         provider.complete(request, &|_| {}).await.expect("accepted");
     }
     no_limit(&provider(&server, KEY)).await;
-    let mut settings = resolved(server.base_url(), KEY);
+    let mut settings = resolved(ProviderType::Anthropic, &server.base_url(), "claude-sonnet-4-5", Some(KEY));
     settings.max_tokens = Some(2048);
     no_limit(&AnthropicMessages::new(&settings, HttpClient::default()).unwrap()).await;
     let bodies = server.requests();

@@ -5,7 +5,7 @@ use crate::support::github_server::GithubServer;
 use crate::support::openai_server::{OpenAiServer, ScriptedReply, Tokens};
 use dracode::llm::copilot::{Copilot, Endpoints, device_flow};
 use dracode::llm::http::HttpClient;
-use dracode::llm::preset::{ProviderType, ResolvedProvider};
+use dracode::llm::preset::ProviderType;
 use dracode::llm::{LlmRequest, Provider};
 use serde_json::json;
 use std::time::Duration;
@@ -43,19 +43,7 @@ async fn tokens_are_exchanged_refreshed_before_expiry_and_once_after_a_401() {
     )
     .await;
     let github = GithubServer::start("gho_ci", vec![], 120, &chat.base_url()).await;
-    let resolved = ResolvedProvider {
-        name: "copilot".into(),
-        kind: ProviderType::Copilot,
-        model: Some("gpt-4o".into()),
-        base_url: Some("https://api.githubcopilot.com".into()),
-        api_key: Some("gho_ci".into()),
-        timeout: Duration::from_secs(10),
-        max_tokens: None,
-        headers: Default::default(),
-        api_version: None,
-        limits: Default::default(),
-        replay_path: None,
-    };
+    let resolved = crate::support::provider::resolved(ProviderType::Copilot, "https://api.githubcopilot.com", "gpt-4o", Some("gho_ci"));
     let copilot = Copilot::new(&resolved, HttpClient::default(), endpoints(&github)).unwrap();
     let req = LlmRequest { system: "s", messages: &[], tools: &[], max_tokens: None };
     assert_eq!(copilot.complete(req, &|_| {}).await.unwrap().content[0], dracode::llm::ContentBlock::text("one"));

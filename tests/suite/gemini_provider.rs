@@ -3,7 +3,8 @@
 use crate::support::gemini_server::{GeminiServer, Reply, validate};
 use dracode::llm::gemini::GeminiGenerateContent;
 use dracode::llm::http::{HttpClient, RetryPolicy};
-use dracode::llm::preset::{ProviderType, ResolvedProvider};
+use crate::support::provider::resolved;
+use dracode::llm::preset::ProviderType;
 use dracode::llm::{ContentBlock, ErrorKind, LlmRequest, Message, Provider, Role, StopReason, Usage};
 use dracode::tools::Registry;
 use serde_json::json;
@@ -13,19 +14,7 @@ use std::time::{Duration, Instant};
 const KEY: &str = "AIza-test-0123456789";
 
 fn provider(server: &GeminiServer, key: &str) -> GeminiGenerateContent {
-    let resolved = ResolvedProvider {
-        name: "gem".into(),
-        kind: ProviderType::Gemini,
-        model: Some("gemini-2.5-flash".into()),
-        base_url: Some(server.base_url()),
-        api_key: Some(key.into()),
-        timeout: Duration::from_secs(10),
-        max_tokens: None,
-        headers: Default::default(),
-        api_version: None,
-        limits: Default::default(),
-        replay_path: None,
-    };
+    let resolved = resolved(ProviderType::Gemini, &server.base_url(), "gemini-2.5-flash", Some(key));
     let fast = RetryPolicy { max_retries: 3, base_delay: Duration::from_millis(10), max_delay: Duration::from_millis(50), max_total_wait: Duration::from_secs(5) };
     GeminiGenerateContent::new(&resolved, HttpClient::default()).unwrap().with_retry_policy(fast)
 }

@@ -9,19 +9,7 @@ use serde_json::json;
 use std::time::Duration;
 
 fn resolved(base_url: &str, model: &str) -> ResolvedProvider {
-    ResolvedProvider {
-        name: "local".into(),
-        kind: ProviderType::Ollama,
-        model: Some(model.into()),
-        base_url: Some(base_url.into()),
-        api_key: None,
-        timeout: Duration::from_secs(10),
-        max_tokens: None,
-        headers: Default::default(),
-        api_version: None,
-        limits: Default::default(),
-        replay_path: None,
-    }
+    crate::support::provider::resolved(ProviderType::Ollama, base_url, model, None)
 }
 
 fn fast() -> RetryPolicy {

@@ -1,11 +1,12 @@
 //! OpenAI provider scenarios: `ChatCompletions` against the strict local mock of the API.
 
+use crate::support::provider::{fast_retries, resolved};
 use crate::support::openai_server::{
     OpenAiServer, ScriptedReply, Tokens, ToolCall, validate_request, validate_response,
 };
-use dracode::llm::http::{HttpClient, RetryPolicy};
+use dracode::llm::http::HttpClient;
 use dracode::llm::openai::{AZURE_API_VERSION, ChatCompletions};
-use dracode::llm::preset::{ProviderType, ResolvedProvider};
+use dracode::llm::preset::ProviderType;
 use dracode::llm::{
     ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, Provider, RetryNotice, Role, StopReason,
     ToolSpec, Usage,
@@ -17,34 +18,9 @@ use std::time::{Duration, Instant};
 
 const KEY: &str = "sk-test-mock-0123456789";
 
-fn resolved(kind: ProviderType, base_url: String, model: &str, key: &str) -> ResolvedProvider {
-    ResolvedProvider {
-        name: kind.as_str().into(),
-        kind,
-        model: Some(model.into()),
-        base_url: Some(base_url),
-        api_key: Some(key.into()),
-        timeout: Duration::from_secs(10),
-        max_tokens: None,
-        headers: Default::default(),
-        api_version: None,
-        limits: Default::default(),
-        replay_path: None,
-    }
-}
-
-/// Short waits so retry scenarios run fast; `Retry-After` is still honoured exactly.
-fn fast_retries() -> RetryPolicy {
-    RetryPolicy {
-        max_retries: 3,
-        base_delay: Duration::from_millis(20),
-        max_delay: Duration::from_millis(100),
-        max_total_wait: Duration::from_secs(5),
-    }
-}
 
 fn provider(server: &OpenAiServer, key: &str) -> ChatCompletions {
-    ChatCompletions::new(&resolved(ProviderType::Openai, server.base_url(), "gpt-4o", key), HttpClient::default())
+    ChatCompletions::new(&resolved(ProviderType::Openai, &server.base_url(), "gpt-4o", Some(key)), HttpClient::default())
         .expect("provider builds")
         .with_retry_policy(fast_retries())
 }
@@ -270,7 +246,7 @@ async fn insufficient_quota_is_quota_and_not_retried() {
 #[tokio::test]
 async fn azure_uses_the_deployment_url_and_api_key_header() {
     let server = OpenAiServer::start_azure(KEY, vec![ScriptedReply::text("hi from azure", Tokens::new(7, 3))]).await;
-    let settings = resolved(ProviderType::Azure, format!("{}/", server.base_url()), "my-deployment", KEY);
+    let settings = resolved(ProviderType::Azure, &format!("{}/", server.base_url()), "my-deployment", Some(KEY));
     let provider = ChatCompletions::new(&settings, HttpClient::default()).unwrap().with_retry_policy(fast_retries());
     let (result, _) = complete(&provider, &hello(), &[]).await;
     assert_eq!(result.expect("azure answers").content, vec![ContentBlock::text("hi from azure")]);

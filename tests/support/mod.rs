@@ -7,3 +7,4 @@ pub mod gemini_server;
 pub mod github_server;
 pub mod ollama_server;
 pub mod openai_server;
+pub mod provider;

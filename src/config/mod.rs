@@ -188,6 +188,18 @@ mod tests {
     }
 
     #[test]
+    fn azure_takes_an_entra_token_when_there_is_no_key() {
+        let vars = env(&[("AZURE_OPENAI_ENDPOINT", "https://r.openai.azure.com"), ("AZURE_OPENAI_AD_TOKEN", "eyJ-entra")]);
+        let mut config = Config::default();
+        config.providers.insert("azure".into(), ProviderSettings { model: Some("dep".into()), ..Default::default() });
+        let p = config.resolve_provider("azure", None, &vars).unwrap();
+        assert_eq!(p.headers.get("Authorization").map(String::as_str), Some("Bearer eyJ-entra"));
+        assert!(p.not_configured_reason().is_none());
+        let none = config.resolve_provider("azure", None, &env(&[("AZURE_OPENAI_ENDPOINT", "https://r")])).unwrap();
+        assert!(none.not_configured_reason().unwrap().contains("AZURE_OPENAI_API_KEY"));
+    }
+
+    #[test]
     fn unknown_provider_suggests_a_name() {
         let err = Config::default().resolve_provider("opnai", None, &env(&[])).unwrap_err().to_string();
         assert!(err.contains("did you mean \"openai\""), "{err}");

@@ -89,7 +89,7 @@ pub(super) fn resolve(
             .and_then(|t| crate::duration::parse(t).ok())
             .unwrap_or(DEFAULT_TIMEOUT),
         max_tokens: settings.max_tokens,
-        headers: settings.headers.clone(),
+        headers: azure_entra_header(kind, settings, env),
         api_version: settings.api_version.clone(),
         limits: crate::llm::governor::Limits {
             max_concurrent: settings.max_concurrent_requests,
@@ -97,4 +97,16 @@ pub(super) fn resolve(
         },
         replay_path: None,
     }
+}
+
+/// The configured headers; for Azure without an `api_key`, an Entra ID token from
+/// `AZURE_OPENAI_AD_TOKEN` is sent as `Authorization: Bearer …` instead.
+fn azure_entra_header(kind: ProviderType, settings: &ProviderSettings, env: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let mut headers = settings.headers.clone();
+    let has_key = settings.api_key.is_some() || env.get("AZURE_OPENAI_API_KEY").is_some_and(|k| !k.is_empty());
+    let entra = env.get("AZURE_OPENAI_AD_TOKEN").filter(|t| kind == ProviderType::Azure && !has_key && !t.is_empty());
+    if let Some(token) = entra {
+        headers.entry("Authorization".into()).or_insert_with(|| format!("Bearer {token}"));
+    }
+    headers
 }

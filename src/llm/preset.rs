@@ -230,7 +230,8 @@ impl ResolvedProvider {
     /// Why this provider cannot send a request, or `None` when it can.
     pub fn not_configured_reason(&self) -> Option<String> {
         let preset = self.kind.preset();
-        if preset.key_required && self.api_key.as_deref().is_none_or(str::is_empty) {
+        let auth_header = self.headers.keys().any(|h| h.eq_ignore_ascii_case("authorization"));
+        if preset.key_required && self.api_key.as_deref().is_none_or(str::is_empty) && !auth_header {
             let var = match self.kind {
                 ProviderType::Copilot => "GITHUB_COPILOT_TOKEN (or run `dracode auth copilot`)",
                 _ => preset.key_env.unwrap_or("api_key"),

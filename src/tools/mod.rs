@@ -115,6 +115,19 @@ pub fn parse_args<T: serde::de::DeserializeOwned>(input: serde_json::Value) -> R
     })
 }
 
+/// Makes sure `path`'s parent folder exists, creating it when `create` is set; otherwise a
+/// `DIRECTORY_NOT_FOUND` error that says how to get it created.
+pub(crate) fn ensure_parent(sandbox: &Sandbox, path: &std::path::Path, create: bool) -> Result<(), ToolError> {
+    let Some(parent) = path.parent().filter(|p| !p.is_dir()) else { return Ok(()) };
+    if !create {
+        return Err(ToolError::new(
+            ErrorCode::DirectoryNotFound,
+            format!("directory does not exist: {}; set create_directories to true to create it", sandbox.relative(parent)),
+        ));
+    }
+    std::fs::create_dir_all(parent).map_err(|e| ToolError::io(&e, &sandbox.relative(parent)))
+}
+
 /// Everything a tool may use while it runs: the sandboxed workspace and the task's settings.
 #[derive(Clone)]
 pub struct ToolContext {

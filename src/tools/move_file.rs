@@ -79,20 +79,7 @@ fn move_entry(sandbox: &Sandbox, args: &Args) -> Result<String, ToolError> {
             std::fs::remove_dir_all(&destination).map_err(|e| ToolError::io(&e, &args.destination))?;
         }
     }
-    if let Some(parent) = destination.parent()
-        && !parent.is_dir()
-    {
-        if !args.create_directories {
-            return Err(ToolError::new(
-                ErrorCode::DirectoryNotFound,
-                format!(
-                    "directory does not exist: {}; set create_directories to true to create it",
-                    sandbox.relative(parent)
-                ),
-            ));
-        }
-        std::fs::create_dir_all(parent).map_err(|e| ToolError::io(&e, &sandbox.relative(parent)))?;
-    }
+    super::ensure_parent(sandbox, &destination, args.create_directories)?;
     std::fs::rename(&source, &destination).map_err(|e| ToolError::io(&e, &args.source))?;
     Ok(format!("OK: moved {} to {}", sandbox.relative(&source), sandbox.relative(&destination)))
 }

@@ -51,20 +51,7 @@ fn write(sandbox: &Sandbox, args: &Args) -> Result<String, ToolError> {
     if path.is_dir() {
         return Err(ToolError::new(ErrorCode::InvalidArguments, format!("{shown} is a directory")));
     }
-    if let Some(parent) = path.parent()
-        && !parent.is_dir()
-    {
-        if !args.create_directories {
-            return Err(ToolError::new(
-                ErrorCode::DirectoryNotFound,
-                format!(
-                    "directory does not exist: {}; set create_directories to true to create it",
-                    sandbox.relative(parent)
-                ),
-            ));
-        }
-        std::fs::create_dir_all(parent).map_err(|e| ToolError::io(&e, &sandbox.relative(parent)))?;
-    }
+    super::ensure_parent(sandbox, &path, args.create_directories)?;
     std::fs::write(&path, &args.content).map_err(|e| ToolError::io(&e, shown))?;
     Ok(format!("OK: wrote {} bytes to {}", args.content.len(), sandbox.relative(&path)))
 }

@@ -1,21 +1,22 @@
 //! GitHub Copilot: a GitHub OAuth token (from `dracode auth copilot`'s device flow, or from the
 //! environment in CI) is exchanged for a short-lived Copilot token, which then authenticates
 //! Chat Completions calls. The Copilot token is refreshed five minutes before it expires, and
-//! once more after a 401.
+//! once more after a 401; the tasks of a run share one token.
 //!
 //! Credentials, in order: `GITHUB_COPILOT_TOKEN`, `GH_COPILOT_TOKEN`, then the token stored by
 //! `dracode auth copilot` in `$XDG_CONFIG_HOME/dracode/copilot.json` (or `~/.config/…`, mode
 //! 0600). `dracode run` never starts the device flow.
 
-use super::http::HttpClient;
+use super::http::{HttpClient, RetryPolicy, send_json};
 use super::openai::ChatCompletions;
 use super::preset::ResolvedProvider;
 use super::{BoxFuture, ErrorKind, LlmError, LlmRequest, LlmResponse, Provider, RetryObserver};
+use crate::secrets::Redactor;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The OAuth app id that editor Copilot integrations use for the device flow; override with
@@ -23,6 +24,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub const CLIENT_ID: &str = "Iv1.b507a08c87ecfe98";
 /// Refresh the Copilot token this long before it expires.
 const REFRESH_MARGIN: Duration = Duration::from_secs(300);
+
+/// The editor identification Copilot's token exchange expects (the values dracode's Chat
+/// Completions adapter sends to the chat API as well).
+const EDITOR_HEADERS: [(&str, &str); 2] = [("editor-version", "vscode/1.107.0"), ("editor-plugin-version", "copilot-chat/0.35.0")];
 
 /// Where GitHub lives (overridable for tests and GitHub Enterprise).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,15 +144,18 @@ pub async fn device_flow(http: &HttpClient, endpoints: &Endpoints, show: impl Fn
         }
         match poll.get("error").and_then(Value::as_str) {
             Some("authorization_pending") => {}
-            Some("slow_down") => {
-                // GitHub says how long to wait now; the RFC says five seconds more.
-                interval = poll.get("interval").and_then(Value::as_u64).map(Duration::from_secs).unwrap_or(interval + Duration::from_secs(5));
-            }
+            Some("slow_down") => interval = slowed_down(&poll, interval),
             Some("expired_token") => return Err("the code expired; run `dracode auth copilot` again".into()),
             Some("access_denied") => return Err("access was denied on GitHub".into()),
             other => return Err(format!("GitHub refused: {}", other.unwrap_or("unknown error"))),
         }
     }
+}
+
+/// The wait after a `slow_down`: the interval GitHub's answer names, else five seconds more
+/// (RFC 8628 §3.5).
+fn slowed_down(poll: &Value, interval: Duration) -> Duration {
+    poll.get("interval").and_then(Value::as_u64).map_or(interval + Duration::from_secs(5), Duration::from_secs)
 }
 
 /// A Copilot token and the API it is for.
@@ -158,27 +166,48 @@ struct CopilotToken {
     api: Option<String>,
 }
 
-/// Exchanges a GitHub token for a Copilot token.
-async fn exchange(http: &HttpClient, endpoints: &Endpoints, github_token: &str) -> Result<CopilotToken, LlmError> {
-    let response = http
-        .get()
-        .get(format!("{}/copilot_internal/v2/token", endpoints.api))
-        .header("authorization", format!("token {github_token}"))
-        .header("accept", "application/json")
-        .header("user-agent", concat!("dracode/", env!("CARGO_PKG_VERSION")))
-        .send()
-        .await
-        .map_err(|e| LlmError::new(ErrorKind::Network, format!("Copilot token exchange: {}", e.without_url())))?;
-    let status = response.status().as_u16();
-    let body: Value = response.json().await.unwrap_or(Value::Null);
-    if status == 401 || status == 403 || status == 404 {
-        return Err(LlmError {
-            http_status: Some(status),
-            ..LlmError::new(ErrorKind::Auth, format!("GitHub refused the Copilot token exchange (HTTP {status}): is Copilot enabled for this account? Run `dracode auth copilot` or set GITHUB_COPILOT_TOKEN"))
-        });
+impl CopilotToken {
+    /// Still usable for a while: it expires more than [`REFRESH_MARGIN`] from now.
+    fn is_fresh(&self) -> bool {
+        self.expires_at > now() + REFRESH_MARGIN.as_secs()
     }
-    let token = body.get("token").and_then(Value::as_str).ok_or_else(|| {
-        LlmError { http_status: Some(status), ..LlmError::new(ErrorKind::BadResponse, format!("Copilot token exchange answered HTTP {status} without a token")) }
+}
+
+/// Exchanges a GitHub token for a Copilot token (`GET {api}/copilot_internal/v2/token`),
+/// retrying transient failures like every provider call.
+async fn exchange(copilot: &Copilot, on_retry: RetryObserver<'_>) -> Result<CopilotToken, LlmError> {
+    let url = format!("{}/copilot_internal/v2/token", copilot.endpoints.api);
+    let timeout = copilot.resolved.timeout;
+    let build = |client: &reqwest::Client| {
+        let mut request = client
+            .get(&url)
+            .header("authorization", format!("token {}", copilot.github_token))
+            .header("accept", "application/json")
+            .header("user-agent", concat!("dracode/", env!("CARGO_PKG_VERSION")));
+        for (name, value) in EDITOR_HEADERS {
+            request = request.header(name, value);
+        }
+        if timeout.is_zero() { request } else { request.timeout(timeout) }
+    };
+    let redactor = Redactor::new([copilot.github_token.clone()]);
+    let reply = send_json(&copilot.http, build, &copilot.retry, &redactor, on_retry).await.map_err(|mut e| {
+        e.message = match e.http_status {
+            // GitHub answers 404 as well when the account has no Copilot access.
+            Some(401 | 403 | 404) => {
+                e.kind = ErrorKind::Auth;
+                format!(
+                    "GitHub refused the Copilot token exchange ({}): is Copilot enabled for this account? Run `dracode auth copilot` or set GITHUB_COPILOT_TOKEN",
+                    e.message
+                )
+            }
+            _ => format!("Copilot token exchange: {}", e.message),
+        };
+        e
+    })?;
+    let body = &reply.body;
+    let token = body.get("token").and_then(Value::as_str).filter(|t| !t.is_empty()).ok_or_else(|| LlmError {
+        http_status: Some(reply.status),
+        ..LlmError::new(ErrorKind::BadResponse, format!("Copilot token exchange answered HTTP {} without a token", reply.status))
     })?;
     Ok(CopilotToken {
         token: token.to_string(),
@@ -191,18 +220,33 @@ fn now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
+/// Where a Copilot token is kept between calls.
+type Slot = Arc<tokio::sync::Mutex<Option<CopilotToken>>>;
+
+/// The process's slot for tokens of `github_token` at `api`: every task of a batch builds its
+/// own provider, and they share one Copilot token rather than each exchanging its own.
+fn shared_slot(api: &str, github_token: &str) -> Slot {
+    static SLOTS: OnceLock<Mutex<HashMap<(String, String), Slot>>> = OnceLock::new();
+    // A panic while holding this lock cannot leave the map half-updated (one insert), so a
+    // poisoned lock is still sound to use.
+    let mut slots = SLOTS.get_or_init(Default::default).lock().unwrap_or_else(PoisonError::into_inner);
+    slots.entry((api.to_string(), github_token.to_string())).or_default().clone()
+}
+
 /// Copilot chat: Chat Completions with a Copilot token that is kept fresh.
 pub struct Copilot {
     resolved: ResolvedProvider,
     github_token: String,
     endpoints: Endpoints,
     http: HttpClient,
-    current: tokio::sync::Mutex<Option<(CopilotToken, Arc<ChatCompletions>)>>,
+    retry: RetryPolicy,
+    slot: Slot,
     model: String,
 }
 
 impl Copilot {
     /// A provider from resolved settings (`api_key` holds the GitHub token) and `endpoints`.
+    /// Nothing is sent until the first call.
     pub fn new(resolved: &ResolvedProvider, http: HttpClient, endpoints: Endpoints) -> Result<Self, LlmError> {
         let github_token = resolved.api_key.clone().filter(|k| !k.is_empty()).ok_or_else(|| {
             LlmError::not_configured("copilot has no GitHub token: set GITHUB_COPILOT_TOKEN (CI) or run `dracode auth copilot`")
@@ -210,37 +254,54 @@ impl Copilot {
         Ok(Copilot {
             model: resolved.model.clone().unwrap_or_default(),
             resolved: resolved.clone(),
+            slot: shared_slot(&endpoints.api, &github_token),
             github_token,
             endpoints,
             http,
-            current: tokio::sync::Mutex::new(None),
+            retry: RetryPolicy::default(),
         })
     }
 
-    /// A chat client with a valid token, refreshing it when `force` or when it is about to expire.
-    async fn client(&self, force: bool) -> Result<Arc<ChatCompletions>, LlmError> {
-        let mut current = self.current.lock().await;
-        if let Some((_, client)) = current.as_ref().filter(|(t, _)| !force && t.expires_at > now() + REFRESH_MARGIN.as_secs()) {
-            return Ok(client.clone());
+    /// The same provider with another retry policy, for the exchange and the chat calls (tests
+    /// use short delays).
+    pub fn with_retry_policy(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// A usable token: the shared one while it is fresh and is not `stale` (the one a 401 just
+    /// refused), else a new exchange. Tasks that find the same token stale wait here for one
+    /// exchange and then share its result.
+    async fn token(&self, stale: Option<&str>, on_retry: RetryObserver<'_>) -> Result<CopilotToken, LlmError> {
+        let mut slot = self.slot.lock().await;
+        if let Some(token) = slot.as_ref().filter(|t| t.is_fresh() && Some(t.token.as_str()) != stale) {
+            return Ok(token.clone());
         }
-        let token = exchange(&self.http, &self.endpoints, &self.github_token).await?;
+        let token = exchange(self, on_retry).await?;
+        *slot = Some(token.clone());
+        Ok(token)
+    }
+
+    /// The Chat Completions adapter for `token`, at the API the exchange named.
+    fn chat(&self, token: &CopilotToken) -> Result<ChatCompletions, LlmError> {
         let mut settings = self.resolved.clone();
         settings.api_key = Some(token.token.clone());
         if let Some(api) = &token.api {
             settings.base_url = Some(api.clone());
         }
-        let client = Arc::new(ChatCompletions::new(&settings, self.http.clone())?);
-        *current = Some((token, client.clone()));
-        Ok(client)
+        Ok(ChatCompletions::new(&settings, self.http.clone())?.with_retry_policy(self.retry.clone()))
     }
 }
 
 impl Provider for Copilot {
     fn complete<'a>(&'a self, request: LlmRequest<'a>, on_retry: RetryObserver<'a>) -> BoxFuture<'a, Result<LlmResponse, LlmError>> {
         Box::pin(async move {
-            let client = self.client(false).await?;
-            match client.complete(request, on_retry).await {
-                Err(e) if e.kind == ErrorKind::Auth => self.client(true).await?.complete(request, on_retry).await,
+            let token = self.token(None, on_retry).await?;
+            match self.chat(&token)?.complete(request, on_retry).await {
+                Err(e) if e.http_status == Some(401) => {
+                    let token = self.token(Some(&token.token), on_retry).await?;
+                    self.chat(&token)?.complete(request, on_retry).await
+                }
                 other => other,
             }
         })
@@ -265,7 +326,38 @@ mod tests {
         assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
         assert_eq!(std::fs::metadata(path.parent().unwrap()).unwrap().permissions().mode() & 0o777, 0o700);
         assert_eq!(github_token(&env).as_deref(), Some("gho_stored"));
+        env.insert("GH_COPILOT_TOKEN".into(), "gho_gh".into());
+        assert_eq!(github_token(&env).as_deref(), Some("gho_gh"));
         env.insert("GITHUB_COPILOT_TOKEN".into(), "gho_env".into());
         assert_eq!(github_token(&env).as_deref(), Some("gho_env"));
+    }
+
+    #[test]
+    fn the_stored_token_lives_under_the_config_dir() {
+        let home = BTreeMap::from([("HOME".to_string(), "/home/u".to_string())]);
+        assert_eq!(token_path(&home), Some(PathBuf::from("/home/u/.config/dracode/copilot.json")));
+        let xdg = BTreeMap::from([("HOME".to_string(), "/home/u".to_string()), ("XDG_CONFIG_HOME".to_string(), "/cfg".to_string())]);
+        assert_eq!(token_path(&xdg), Some(PathBuf::from("/cfg/dracode/copilot.json")));
+        assert_eq!(token_path(&BTreeMap::new()), None);
+    }
+
+    #[test]
+    fn slow_down_takes_githubs_interval_else_five_seconds_more() {
+        let five = Duration::from_secs(5);
+        assert_eq!(slowed_down(&json!({"error": "slow_down", "interval": 12}), five), Duration::from_secs(12));
+        assert_eq!(slowed_down(&json!({"error": "slow_down"}), five), Duration::from_secs(10));
+    }
+
+    #[test]
+    fn endpoints_default_to_github_and_follow_the_environment() {
+        let defaults = Endpoints::from_env(&BTreeMap::new());
+        assert_eq!((defaults.github.as_str(), defaults.api.as_str(), defaults.client_id.as_str()), ("https://github.com", "https://api.github.com", CLIENT_ID));
+        let env = BTreeMap::from([
+            ("DRACODE_GITHUB_URL".to_string(), "http://127.0.0.1:1/".to_string()),
+            ("DRACODE_GITHUB_API_URL".to_string(), "http://127.0.0.1:2".to_string()),
+            ("DRACODE_COPILOT_CLIENT_ID".to_string(), "Iv1.other".to_string()),
+        ]);
+        let custom = Endpoints::from_env(&env);
+        assert_eq!((custom.github.as_str(), custom.api.as_str(), custom.client_id.as_str()), ("http://127.0.0.1:1", "http://127.0.0.1:2", "Iv1.other"));
     }
 }

@@ -1,10 +1,12 @@
 //! Ollama's native chat API, `POST {base_url}/api/chat` (non-streaming).
 //!
 //! It differs from Chat Completions in small ways that matter on the wire: tool-call arguments
-//! are JSON objects (not strings), calls carry no ids (dracode makes them up, unique within the
-//! conversation), tool results are `role: "tool"` messages naming the tool (`tool_name`), the
-//! output limit is `options.num_predict`, and usage comes as `prompt_eval_count` /
-//! `eval_count`. A server that is not running is a `network` error saying so.
+//! are JSON objects (not strings), tool results are `role: "tool"` messages naming the tool
+//! (`tool_name`, as the API documents, plus `tool_call_id`, which some model renderers use to
+//! pair results with calls), the output limit is `options.num_predict`, and usage comes as
+//! `prompt_eval_count` / `eval_count`. Recent servers give each call an `id`; older ones give
+//! none, and dracode makes one up, unique within the conversation. A server that is not running
+//! is a `network` error saying so.
 
 use super::http::{HttpClient, JsonEndpoint, KeyHeader, RetryPolicy};
 use super::preset::ResolvedProvider;
@@ -17,6 +19,7 @@ use std::collections::HashMap;
 /// An Ollama server's native chat endpoint.
 pub struct OllamaChat {
     model: String,
+    base_url: String,
     max_tokens: Option<u32>,
     endpoint: JsonEndpoint,
 }
@@ -30,6 +33,7 @@ impl OllamaChat {
         let base = if base.contains("://") { base.to_string() } else { format!("http://{base}") };
         Ok(OllamaChat {
             model: resolved.model.clone().unwrap_or_default(),
+            base_url: base.clone(),
             max_tokens: resolved.max_tokens,
             endpoint: JsonEndpoint::new(resolved, format!("{base}/api/chat"), HeaderMap::new(), KeyHeader::Bearer, http)?,
         })
@@ -48,8 +52,9 @@ impl Provider for OllamaChat {
             let request = LlmRequest { max_tokens: request.max_tokens.or(self.max_tokens), ..request };
             let body = request_body(&self.model, &request);
             let reply = self.endpoint.post(&body, on_retry).await.map_err(|mut e| {
-                if e.kind == ErrorKind::Network {
-                    e.message = format!("cannot reach Ollama at {}: is `ollama serve` running? ({})", self.endpoint.url, e.message);
+                // A timeout is a slow model, not a missing server.
+                if e.kind == ErrorKind::Network && !e.message.contains("timed out") {
+                    e.message = format!("cannot reach Ollama at {}: is `ollama serve` running? ({})", self.base_url, e.message);
                 }
                 e
             })?;
@@ -92,7 +97,7 @@ fn convert<'m>(message: &'m Message, names: &mut HashMap<&'m str, &'m str>) -> V
                     ContentBlock::ToolUse { id, name, input } => {
                         names.insert(id, name);
                         let arguments = if input.is_object() { input.clone() } else { json!({}) };
-                        Some(json!({"function": {"name": name, "arguments": arguments}}))
+                        Some(json!({"id": id, "function": {"name": name, "arguments": arguments}}))
                     }
                     _ => None,
                 })
@@ -107,7 +112,7 @@ fn convert<'m>(message: &'m Message, names: &mut HashMap<&'m str, &'m str>) -> V
             for block in &message.content {
                 if let ContentBlock::ToolResult { tool_use_id, content, .. } = block {
                     let name = names.get(tool_use_id.as_str()).copied().unwrap_or_default();
-                    out.push(json!({"role": "tool", "content": content, "tool_name": name}));
+                    out.push(json!({"role": "tool", "content": content, "tool_name": name, "tool_call_id": tool_use_id}));
                 }
             }
             if !text.is_empty() {
@@ -118,7 +123,8 @@ fn convert<'m>(message: &'m Message, names: &mut HashMap<&'m str, &'m str>) -> V
     out
 }
 
-/// The response to `request` (call ids are numbered after those already in `history`).
+/// The response to `request`; calls without an `id` get one numbered after the calls already
+/// in `history`.
 pub fn parse_response(body: &Value, history: &[Message]) -> Result<LlmResponse, LlmError> {
     let bad = |what: &str| LlmError::new(ErrorKind::BadResponse, format!("Ollama response {what}"));
     let message = body.get("message").filter(|m| m.is_object()).ok_or_else(|| bad("has no `message`"))?;
@@ -135,7 +141,11 @@ pub fn parse_response(body: &Value, history: &[Message]) -> Result<LlmResponse, 
             Some(args) => args.clone(),
             None => json!({}),
         };
-        content.push(ContentBlock::ToolUse { id: format!("call_{}", earlier + i + 1), name: name.to_string(), input });
+        let id = match call.get("id").and_then(Value::as_str) {
+            Some(id) if !id.is_empty() => id.to_string(),
+            _ => format!("call_{}", earlier + i + 1),
+        };
+        content.push(ContentBlock::ToolUse { id, name: name.to_string(), input });
     }
     let has_calls = content.iter().any(|b| matches!(b, ContentBlock::ToolUse { .. }));
     let stop_reason = match body.get("done_reason").and_then(Value::as_str) {
@@ -176,8 +186,8 @@ mod tests {
         assert_eq!(body["stream"], false);
         assert_eq!(body["options"]["num_predict"], 64);
         assert_eq!(body["messages"][0], json!({"role": "system", "content": "sys"}));
-        assert_eq!(body["messages"][2]["tool_calls"][0]["function"]["arguments"], json!({"file_path": "a"}));
-        assert_eq!(body["messages"][3], json!({"role": "tool", "content": "x", "tool_name": "read_file"}));
+        assert_eq!(body["messages"][2]["tool_calls"][0], json!({"id": "call_1", "function": {"name": "read_file", "arguments": {"file_path": "a"}}}));
+        assert_eq!(body["messages"][3], json!({"role": "tool", "content": "x", "tool_name": "read_file", "tool_call_id": "call_1"}));
         assert_eq!(body["tools"][0]["function"]["name"], "read_file");
     }
 
@@ -199,6 +209,10 @@ mod tests {
         assert_eq!(r.stop_reason, StopReason::ToolUse);
         let ids: Vec<&str> = r.content.iter().filter_map(|b| match b { ContentBlock::ToolUse { id, .. } => Some(id.as_str()), _ => None }).collect();
         assert_eq!(ids, ["call_2", "call_3"]);
+        let given = json!({"message": {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "call_k3x9a2mz", "function": {"index": 0, "name": "list_files", "arguments": {}}}
+        ]}});
+        assert!(matches!(&parse_response(&given, &history).unwrap().content[0], ContentBlock::ToolUse { id, .. } if id == "call_k3x9a2mz"));
         assert_eq!((r.usage.input_tokens, r.usage.output_tokens, r.usage.total_tokens), (120, 15, 135));
         let text = parse_response(&json!({"message": {"role": "assistant", "content": "hi"}, "done_reason": "length"}), &[]).unwrap();
         assert_eq!(text.stop_reason, StopReason::MaxTokens);

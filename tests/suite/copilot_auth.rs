@@ -81,9 +81,11 @@ async fn in_ci_an_environment_token_is_used_and_without_one_nothing_is_sent() {
     assert_eq!(finished(&all, "c")["usage"]["input_tokens"], 9);
     assert!(std::fs::read_to_string(tmp.path().join("out/results.jsonl")).unwrap().find("gho_env_token").is_none());
 
-    let dir = tmp.path().to_path_buf();
+    // Pointed at the fake GitHub, so an exchange would be counted; HOME is the scratch folder,
+    // which holds no stored token.
+    let (dir, url) = (tmp.path().to_path_buf(), github.url());
     let output = tokio::task::spawn_blocking(move || {
-        dracode(&dir).args(["run", "tasks.toml", "--provider", "copilot", "--out", "none"]).output().unwrap()
+        dracode(&dir).env("DRACODE_GITHUB_API_URL", &url).args(["run", "tasks.toml", "--provider", "copilot", "--out", "none"]).output().unwrap()
     })
     .await
     .unwrap();
@@ -93,11 +95,31 @@ async fn in_ci_an_environment_token_is_used_and_without_one_nothing_is_sent() {
     assert_eq!(task["status"], "not_configured");
     assert!(task["error"]["message"].as_str().unwrap().contains("dracode auth copilot"));
     assert_eq!(github.exchanges(), 1, "no exchange without a token");
+    assert_eq!(chat.received().len(), 1, "no chat request without a token");
+}
+
+#[tokio::test]
+async fn the_tasks_of_a_run_share_one_copilot_token() {
+    let chat = OpenAiServer::start_with_key(
+        "copilot-1",
+        vec![ScriptedReply::text("a", Tokens::new(5, 1)), ScriptedReply::text("b", Tokens::new(5, 1))],
+    )
+    .await;
+    let github = GithubServer::start("gho_shared", vec![], 3600, &chat.base_url()).await;
+    let resolved = crate::support::provider::resolved(ProviderType::Copilot, "https://api.githubcopilot.com", "gpt-4o", Some("gho_shared"));
+    let req = LlmRequest { system: "s", messages: &[], tools: &[], max_tokens: None };
+    for _ in 0..2 {
+        // A provider per task, as `dracode run` builds them.
+        let task = Copilot::new(&resolved, HttpClient::default(), endpoints(&github)).unwrap();
+        task.complete(req, &|_| {}).await.unwrap();
+    }
+    assert_eq!(github.exchanges(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn dracode_auth_copilot_prints_the_code_and_stores_the_token_privately() {
-    let github = GithubServer::start("gho_from_cli", vec![json!({"error": "authorization_pending"})], 3600, "http://127.0.0.1:9").await;
+    let chat = OpenAiServer::start_with_key("copilot-1", vec![ScriptedReply::text("done", Tokens::new(9, 2))]).await;
+    let github = GithubServer::start("gho_from_cli", vec![json!({"error": "authorization_pending"})], 3600, &chat.base_url()).await;
     let tmp = tempfile::tempdir().unwrap();
     let (dir, url) = (tmp.path().to_path_buf(), github.url());
     let output = tokio::task::spawn_blocking(move || {
@@ -118,4 +140,22 @@ async fn dracode_auth_copilot_prints_the_code_and_stores_the_token_privately() {
     assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
     assert!(std::fs::read_to_string(&path).unwrap().contains("gho_from_cli"));
     assert!(!stderr.contains("gho_from_cli"), "the token is never printed");
+
+    // `dracode run` then finds the stored token: the provider counts as configured.
+    std::fs::create_dir(tmp.path().join("ws")).unwrap();
+    std::fs::write(tmp.path().join("tasks.toml"), "[defaults]\nrepo = \"ws\"\nisolation = \"copy\"\n[[tasks]]\nid = \"c\"\nprompt = \"p\"\n").unwrap();
+    let (dir, url) = (tmp.path().to_path_buf(), github.url());
+    let output = tokio::task::spawn_blocking(move || {
+        dracode(&dir)
+            .env("XDG_CONFIG_HOME", dir.join("cfg"))
+            .env("DRACODE_GITHUB_API_URL", &url)
+            .args(["run", "tasks.toml", "--provider", "copilot", "--out", "out"])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(github.exchanges(), 1);
+    assert_eq!(chat.received().len(), 1);
 }

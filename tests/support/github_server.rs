@@ -1,8 +1,9 @@
 //! A fake GitHub on 127.0.0.1 for Copilot: the OAuth device flow (`/login/device/code`,
 //! `/login/oauth/access_token` answering from a script of `authorization_pending`,
 //! `slow_down`, … then a token) and the Copilot token exchange
-//! (`/copilot_internal/v2/token`, which requires `Authorization: token <github token>` and
-//! hands out numbered Copilot tokens pointing at a chat API).
+//! (`/copilot_internal/v2/token`, which requires `Authorization: token <github token>` and a
+//! `User-Agent`, as GitHub's API does, and hands out numbered Copilot tokens pointing at a chat
+//! API).
 
 use serde_json::{Value, json};
 use std::collections::VecDeque;
@@ -87,7 +88,11 @@ impl Respond for Responder {
                 }
             }
             "/copilot_internal/v2/token" => {
-                let auth = request.headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or_default();
+                let header = |name: &str| request.headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+                if header("user-agent").is_empty() {
+                    return ResponseTemplate::new(403).set_body_string("Request forbidden by administrative rules. Please make sure your request has a User-Agent header");
+                }
+                let auth = header("authorization");
                 if auth != format!("token {}", self.0.github_token) {
                     return ResponseTemplate::new(401).set_body_json(json!({"message": "Bad credentials"}));
                 }

@@ -1,8 +1,14 @@
 //! A local server that speaks Ollama's native `POST /api/chat`, non-streaming, and rejects what
-//! a real Ollama rejects: a missing model (400 `model is required`), a model it does not have
-//! (404 `model 'x' not found`), tool-call arguments sent as a string instead of an object (400,
-//! Go's unmarshal error), an unknown role. It also refuses `stream` other than `false`: a real
-//! server would answer with a stream of NDJSON lines, which is not what dracode reads.
+//! a real Ollama rejects, with its status and message: a missing model (400 `model is
+//! required`), a model it does not have (404 `model 'x' not found`), tool-call arguments sent as
+//! a string instead of an object (400; the message is that of the JSON parser behind
+//! `api.ToolCallFunctionArguments`). Like current servers it gives each tool call an `id`
+//! (`call_` and eight characters) unless the script says otherwise.
+//!
+//! Stricter than a real server, on purpose: a role other than system/user/assistant/tool (a
+//! real one lowercases it and hands it to the model's template, which drops it unseen), and
+//! `stream` other than `false` (a real server would answer with NDJSON lines, which is not what
+//! dracode reads).
 
 use serde_json::{Value, json};
 use std::collections::VecDeque;
@@ -15,14 +21,17 @@ use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 pub enum Reply {
     /// A text answer with prompt/eval counts.
     Text(String, u64, u64),
-    /// Tool calls `(name, arguments)` with prompt/eval counts.
+    /// Tool calls `(name, arguments)` with prompt/eval counts, each with an `id`.
     Calls(Vec<(String, Value)>, u64, u64),
+    /// The same from an older server, whose tool calls carry no `id`.
+    CallsWithoutIds(Vec<(String, Value)>, u64, u64),
 }
 
 struct State {
     model: String,
     script: Mutex<VecDeque<Reply>>,
     requests: Mutex<Vec<Value>>,
+    calls_made: Mutex<u32>,
 }
 
 /// A running mock Ollama.
@@ -36,7 +45,7 @@ impl OllamaServer {
     pub async fn start(model: &str, script: Vec<Reply>) -> Self {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
         let server = MockServer::builder().listener(listener).start().await;
-        let state = Arc::new(State { model: model.into(), script: Mutex::new(script.into()), requests: Mutex::new(Vec::new()) });
+        let state = Arc::new(State { model: model.into(), script: Mutex::new(script.into()), requests: Mutex::new(Vec::new()), calls_made: Mutex::new(0) });
         Mock::given(any()).respond_with(Responder(state.clone())).mount(&server).await;
         OllamaServer { server, state }
     }
@@ -76,13 +85,13 @@ impl Respond for Responder {
             return error(400, "mock: only stream=false is served (a real server would stream NDJSON)");
         }
         for m in body["messages"].as_array().into_iter().flatten() {
-            let role = m["role"].as_str().unwrap_or_default();
-            if !matches!(role, "system" | "user" | "assistant" | "tool") {
+            let role = m["role"].as_str().unwrap_or_default().to_ascii_lowercase();
+            if !matches!(role.as_str(), "system" | "user" | "assistant" | "tool") {
                 return error(400, &format!("invalid role: {role}"));
             }
             for call in m.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
                 if !call["function"]["arguments"].is_object() {
-                    return error(400, "json: cannot unmarshal string into Go struct field ToolCallFunction.messages.tool_calls.function.arguments of type api.ToolCallFunctionArguments");
+                    return error(400, "Value looks like object, but can't find closing '}' symbol");
                 }
             }
         }
@@ -92,6 +101,18 @@ impl Respond for Responder {
         let (message, prompt, eval, reason) = match reply {
             Reply::Text(text, p, e) => (json!({"role": "assistant", "content": text}), p, e, "stop"),
             Reply::Calls(calls, p, e) => {
+                let mut made = self.0.calls_made.lock().unwrap();
+                let calls: Vec<Value> = calls
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, (n, a))| {
+                        *made += 1;
+                        json!({"id": format!("call_{:08x}", *made), "function": {"index": i, "name": n, "arguments": a}})
+                    })
+                    .collect();
+                (json!({"role": "assistant", "content": "", "tool_calls": calls}), p, e, "stop")
+            }
+            Reply::CallsWithoutIds(calls, p, e) => {
                 let calls: Vec<Value> = calls.into_iter().map(|(n, a)| json!({"function": {"name": n, "arguments": a}})).collect();
                 (json!({"role": "assistant", "content": "", "tool_calls": calls}), p, e, "stop")
             }

@@ -32,8 +32,13 @@ fn main() {
         t
     });
     let long = median(5, || spawn_measure(run_cmd(&exe, &many, root)).0);
-    println!("fixed cost of a one-task run: {:.1} ms ({:.0}x spawning `true`: {:.2} ms), peak RSS {:.1} MiB",
-        ms(fixed), fixed.as_secs_f64() / baseline.as_secs_f64(), ms(baseline), rss as f64 / 1024.0);
+    println!(
+        "fixed cost of a one-task run: {:.1} ms ({:.0}x spawning `true`: {:.2} ms), peak RSS {:.1} MiB",
+        ms(fixed),
+        fixed.as_secs_f64() / baseline.as_secs_f64(),
+        ms(baseline),
+        rss as f64 / 1024.0
+    );
     println!("orchestration per LLM turn (200-turn replay): {:.3} ms", ms(long.saturating_sub(fixed)) / 199.0);
 
     jobs_scaling(&exe, root);
@@ -45,7 +50,14 @@ fn main() {
     for n in 0..7 {
         let path = root.join(format!("gitwt{n}"));
         let t = Instant::now();
-        let ok = Command::new("git").args(["worktree", "add", "-q", "--detach"]).arg(&path).arg("HEAD").current_dir(&repo).status().unwrap().success();
+        let ok = Command::new("git")
+            .args(["worktree", "add", "-q", "--detach"])
+            .arg(&path)
+            .arg("HEAD")
+            .current_dir(&repo)
+            .status()
+            .unwrap()
+            .success();
         git_times.push(t.elapsed());
         assert!(ok);
         Command::new("git").args(["worktree", "remove", "--force"]).arg(&path).current_dir(&repo).status().unwrap();
@@ -60,8 +72,12 @@ fn main() {
     git_times.sort();
     our_times.sort();
     let (git_add, ours) = (git_times[3], our_times[3]);
-    println!("worktree creation, 5,000 files: dracode {:.1} ms vs `git worktree add` {:.1} ms (ratio {:.2})",
-        ms(ours), ms(git_add), ours.as_secs_f64() / git_add.as_secs_f64());
+    println!(
+        "worktree creation, 5,000 files: dracode {:.1} ms vs `git worktree add` {:.1} ms (ratio {:.2})",
+        ms(ours),
+        ms(git_add),
+        ours.as_secs_f64() / git_add.as_secs_f64()
+    );
 
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let ctx = dracode::tools::ToolContext {
@@ -89,7 +105,12 @@ fn main() {
                 assert!(out.status.success());
                 t.elapsed()
             });
-            println!("search_code, 5,000 files: {:.1} ms vs rg {:.1} ms (ratio {:.2})", ms(search), ms(rg), search.as_secs_f64() / rg.as_secs_f64());
+            println!(
+                "search_code, 5,000 files: {:.1} ms vs rg {:.1} ms (ratio {:.2})",
+                ms(search),
+                ms(rg),
+                search.as_secs_f64() / rg.as_secs_f64()
+            );
         }
         Err(_) => println!("search_code, 5,000 files: {:.1} ms (rg not installed: no ratio)", ms(search)),
     }
@@ -114,9 +135,7 @@ fn spawn_measure(mut cmd: Command) -> (Duration, i64) {
     // SAFETY: plain wait4 on our own child (reaping it, so `Child::wait` is not needed);
     // rusage is written by the kernel.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe {
-        libc::wait4(child.id() as i32, &mut status, 0, &mut usage)
-    };
+    unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
     (t.elapsed(), usage.ru_maxrss)
 }
 
@@ -160,8 +179,19 @@ fn make_repo(dir: &Path, files: usize) {
         std::fs::write(sub.join(format!("f{i}.rs")), format!("{body}// needle_{i}\n")).unwrap();
     }
     let git = |args: &[&str]| {
-        assert!(Command::new("git").args(args).current_dir(dir).env("GIT_AUTHOR_NAME", "b").env("GIT_AUTHOR_EMAIL", "b@x")
-            .env("GIT_COMMITTER_NAME", "b").env("GIT_COMMITTER_EMAIL", "b@x").output().unwrap().status.success());
+        assert!(
+            Command::new("git")
+                .args(args)
+                .current_dir(dir)
+                .env("GIT_AUTHOR_NAME", "b")
+                .env("GIT_AUTHOR_EMAIL", "b@x")
+                .env("GIT_COMMITTER_NAME", "b")
+                .env("GIT_COMMITTER_EMAIL", "b@x")
+                .output()
+                .unwrap()
+                .status
+                .success()
+        );
     };
     git(&["init", "-q"]);
     git(&["add", "-A"]);
@@ -188,9 +218,11 @@ fn jobs_scaling(exe: &Path, root: &Path) {
     });
     let dir = root.join("jobs");
     std::fs::create_dir_all(dir.join("ws")).unwrap();
-    std::fs::write(dir.join("dracode.toml"), format!(
-        "[providers.mock]\ntype = \"vllm\"\nbase_url = \"{}/v1\"\nmodel = \"m\"\n", server.uri()
-    )).unwrap();
+    std::fs::write(
+        dir.join("dracode.toml"),
+        format!("[providers.mock]\ntype = \"vllm\"\nbase_url = \"{}/v1\"\nmodel = \"m\"\n", server.uri()),
+    )
+    .unwrap();
     let manifest = |n: usize| {
         let path = dir.join(format!("m{n}.toml"));
         let mut text = "[defaults]\nprovider = \"mock\"\nrepo = \"ws\"\nisolation = \"copy\"\n".to_string();
@@ -210,8 +242,14 @@ fn jobs_scaling(exe: &Path, root: &Path) {
     for jobs in [4, 8, 16] {
         let (t, _) = run(&sixteen, jobs);
         let ideal = serial.as_secs_f64() / jobs as f64;
-        println!("--jobs {jobs:>2}, 16 tasks x {} ms latency: {:.0} ms vs ideal {:.0} ms (ratio {:.3}; serial {:.0} ms)",
-            latency.as_millis(), ms(t), ideal * 1000.0, t.as_secs_f64() / ideal, ms(serial));
+        println!(
+            "--jobs {jobs:>2}, 16 tasks x {} ms latency: {:.0} ms vs ideal {:.0} ms (ratio {:.3}; serial {:.0} ms)",
+            latency.as_millis(),
+            ms(t),
+            ideal * 1000.0,
+            t.as_secs_f64() / ideal,
+            ms(serial)
+        );
     }
     let (t, rss) = run(&manifest(64), 64);
     println!("64 tasks at --jobs 64: {:.0} ms, peak RSS {:.1} MiB", ms(t), rss as f64 / 1024.0);

@@ -64,9 +64,7 @@ impl RunMeter {
             return Some(format!("the run used {tokens} tokens, over --max-tokens {limit}"));
         }
         let cost = self.micro_usd.load(Relaxed) as f64 / 1e6;
-        self.max_cost_usd
-            .filter(|l| cost > *l)
-            .map(|limit| format!("the run spent ${cost:.4}, over --max-cost-usd {limit}"))
+        self.max_cost_usd.filter(|l| cost > *l).map(|limit| format!("the run spent ${cost:.4}, over --max-cost-usd {limit}"))
     }
 }
 
@@ -135,12 +133,7 @@ impl Agent<'_> {
         state.messages.push(Message::user_text(prompt));
         for _ in 0..self.max_iterations {
             let started = Instant::now();
-            let request = LlmRequest {
-                system: &self.system,
-                messages: &state.messages,
-                tools: &specs,
-                max_tokens: self.max_output_tokens,
-            };
+            let request = LlmRequest { system: &self.system, messages: &state.messages, tools: &specs, max_tokens: self.max_output_tokens };
             let on_retry = |notice: RetryNotice| {
                 self.emitter.emit(EventKind::Retry {
                     scope: RetryScope::Http,
@@ -229,13 +222,15 @@ impl Agent<'_> {
             return Some(reason);
         }
         if let Some(limit) = self.budget.max_tokens
-            && usage.total_tokens > limit {
-                return Some(format!("used {} tokens, over the task's max_tokens of {limit}", usage.total_tokens));
-            }
+            && usage.total_tokens > limit
+        {
+            return Some(format!("used {} tokens, over the task's max_tokens of {limit}", usage.total_tokens));
+        }
         if let (Some(limit), Some(cost)) = (self.budget.max_cost_usd, (self.cost)(usage))
-            && cost > limit {
-                return Some(format!("spent ${cost:.4}, over the task's max_cost_usd of ${limit}"));
-            }
+            && cost > limit
+        {
+            return Some(format!("spent ${cost:.4}, over the task's max_cost_usd of ${limit}"));
+        }
         None
     }
 }
@@ -255,8 +250,8 @@ fn stop_failure(reason: &StopReason) -> TaskError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::replay::Replay;
     use crate::llm::LlmResponse;
+    use crate::llm::replay::Replay;
     use serde_json::json;
 
     fn reply(content: Vec<ContentBlock>, stop: StopReason, input: u64, output: u64) -> LlmResponse {
@@ -343,7 +338,9 @@ mod tests {
 
     #[tokio::test]
     async fn budgets_stop_the_loop() {
-        let turns = (0..5).map(|i| reply(vec![tool_use(&format!("c{i}"), "list_files", json!({}))], StopReason::ToolUse, 100, 50)).collect::<Vec<_>>();
+        let turns = (0..5)
+            .map(|i| reply(vec![tool_use(&format!("c{i}"), "list_files", json!({}))], StopReason::ToolUse, 100, 50))
+            .collect::<Vec<_>>();
         let (end, state, _) = run(turns.clone(), 10, Budget { max_tokens: Some(200), max_cost_usd: None }).await;
         assert!(matches!(end, AgentEnd::BudgetExceeded(_)));
         assert_eq!(state.turns, 2);

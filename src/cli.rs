@@ -18,7 +18,9 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the tasks of one or more manifests (or ad-hoc `--task`s); the main job.
-    #[command(after_help = "Examples:\n  dracode run examples/quickstart.toml\n  dracode run tasks.toml --provider openai --jobs 4 --out dracode-out\n  dracode run --task \"Add a README\" --provider openai\n\nExit codes: 0 all passed, 1 a task did not pass, 2 usage/config/manifest error, 130/143 interrupted.")]
+    #[command(
+        after_help = "Examples:\n  dracode run examples/quickstart.toml\n  dracode run tasks.toml --provider openai --jobs 4 --out dracode-out\n  dracode run --task \"Add a README\" --provider openai\n\nExit codes: 0 all passed, 1 a task did not pass, 2 usage/config/manifest error, 130/143 interrupted."
+    )]
     Run(Box<RunArgs>),
     /// Parse and check manifests; print every error (exit 0 when valid, 2 otherwise).
     #[command(after_help = "Example:\n  dracode validate examples/quickstart.toml")]
@@ -50,7 +52,9 @@ pub enum Command {
         config: Option<PathBuf>,
     },
     /// Merge the output folders of sharded runs into one results.jsonl / junit.xml / summary.md.
-    #[command(after_help = "Example (after `dracode run tasks.toml --shard K/3 --out out-K` in three CI jobs):\n  dracode merge out-1 out-2 out-3 --out dracode-out\n\nA missing or unfinished shard is reported and makes the exit code 1; a duplicated shard,\nmixed shard counts or a task in two inputs is an error (exit 2).")]
+    #[command(
+        after_help = "Example (after `dracode run tasks.toml --shard K/3 --out out-K` in three CI jobs):\n  dracode merge out-1 out-2 out-3 --out dracode-out\n\nA missing or unfinished shard is reported and makes the exit code 1; a duplicated shard,\nmixed shard counts or a task in two inputs is an error (exit 2)."
+    )]
     Merge {
         /// The shard output folders.
         #[arg(required = true)]

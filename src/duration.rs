@@ -6,9 +6,11 @@ use std::time::Duration;
 pub fn parse(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     if let Ok(secs) = text.parse::<f64>()
-        && secs.is_finite() && secs >= 0.0 {
-            return Ok(Duration::from_secs_f64(secs));
-        }
+        && secs.is_finite()
+        && secs >= 0.0
+    {
+        return Ok(Duration::from_secs_f64(secs));
+    }
     humantime::parse_duration(text).map_err(|e| format!("invalid duration {text:?}: {e}"))
 }
 

@@ -7,7 +7,12 @@ use dracode::cli::{AuthTarget, Cli, Command, ListFormat, RunArgs, SchemaKind};
 use dracode::config::Config;
 use dracode::events::{Emitter, EventBus, Reporter};
 use dracode::exit_codes;
-use dracode::report::{self, jsonl::JsonlReporter, live::LiveReporter, progress::{ProgressReporter, Verbosity}};
+use dracode::report::{
+    self,
+    jsonl::JsonlReporter,
+    live::LiveReporter,
+    progress::{ProgressReporter, Verbosity},
+};
 use dracode::secrets::{self, Redactor};
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
@@ -30,8 +35,7 @@ fn main() -> ExitCode {
 }
 
 fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("DRACODE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let filter = tracing_subscriber::EnvFilter::try_from_env("DRACODE_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).without_time().try_init();
 }
 
@@ -196,7 +200,13 @@ fn run_batch(args: RunArgs, cwd: &Path, env: BTreeMap<String, String>) -> anyhow
     let shard = plan.shard.map(|s| s.to_string());
     let mut reporters: Vec<Box<dyn Reporter>> = report::artifact_reporters(&args.out, &run_id, shard.as_deref(), redactor.clone())
         .with_context(|| format!("cannot write to {}", args.out.display()))?;
-    let verbosity = if args.quiet { Verbosity::Quiet } else if args.verbose { Verbosity::Verbose } else { Verbosity::Normal };
+    let verbosity = if args.quiet {
+        Verbosity::Quiet
+    } else if args.verbose {
+        Verbosity::Verbose
+    } else {
+        Verbosity::Normal
+    };
     let in_ci = env.get("CI").is_some_and(|v| !v.is_empty() && v != "false" && v != "0");
     if std::io::stderr().is_terminal() && !in_ci && verbosity != Verbosity::Quiet {
         reporters.push(Box::new(LiveReporter::new(verbosity, plan.tasks.len(), redactor.clone())));

@@ -180,11 +180,7 @@ async fn read_some<R: AsyncRead + Unpin>(stream: &mut Option<R>, buf: &mut [u8])
 }
 
 /// Copies stdout and stderr into `sink` in arrival order until both are closed.
-async fn pump(
-    mut stdout: Option<impl AsyncRead + Unpin>,
-    mut stderr: Option<impl AsyncRead + Unpin>,
-    sink: &mut HeadTail,
-) {
+async fn pump(mut stdout: Option<impl AsyncRead + Unpin>, mut stderr: Option<impl AsyncRead + Unpin>, sink: &mut HeadTail) {
     let mut out_buf = vec![0u8; 32 * 1024];
     let mut err_buf = vec![0u8; 32 * 1024];
     loop {
@@ -214,12 +210,7 @@ enum Ending {
 
 /// Waits for the child while `pump` collects its output; on `deadline` stops the group
 /// (SIGTERM, grace, SIGKILL).
-async fn supervise(
-    child: &mut Child,
-    group: &ProcessGroup,
-    pump: impl Future<Output = ()>,
-    deadline: Instant,
-) -> std::io::Result<Ending> {
+async fn supervise(child: &mut Child, group: &ProcessGroup, pump: impl Future<Output = ()>, deadline: Instant) -> std::io::Result<Ending> {
     tokio::pin!(pump);
     let mut pumped = false;
     let exited = loop {
@@ -309,7 +300,15 @@ mod tests {
     async fn a_missing_program_is_an_error() {
         let env = env();
         let dir = std::env::temp_dir();
-        let spec = Spec { program: "no-such-program-xyz", args: &[], cwd: &dir, env: &env, tmp_dir: None, timeout: Duration::from_secs(1), output_limit: 10 };
+        let spec = Spec {
+            program: "no-such-program-xyz",
+            args: &[],
+            cwd: &dir,
+            env: &env,
+            tmp_dir: None,
+            timeout: Duration::from_secs(1),
+            output_limit: 10,
+        };
         assert!(run(&spec).await.is_err());
     }
 }

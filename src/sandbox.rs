@@ -46,11 +46,7 @@ impl Sandbox {
     /// directory, symlinks followed. Errors: `PATH_OUTSIDE_WORKSPACE`, `FILE_NOT_FOUND`.
     pub fn resolve(&self, path: &str) -> Result<PathBuf, ToolError> {
         let walked = self.walk(path, true)?;
-        if walked.exists {
-            Ok(walked.path)
-        } else {
-            Err(ToolError::new(ErrorCode::FileNotFound, format!("not found: {path}")))
-        }
+        if walked.exists { Ok(walked.path) } else { Err(ToolError::new(ErrorCode::FileNotFound, format!("not found: {path}"))) }
     }
 
     /// Resolves `path` for a file that may not exist yet: symlinks in its existing part are
@@ -110,10 +106,7 @@ impl Sandbox {
                 Ok(meta) if meta.file_type().is_symlink() && (follow_last || !queue.is_empty()) => {
                     hops += 1;
                     if hops > MAX_SYMLINK_HOPS {
-                        return Err(ToolError::new(
-                            ErrorCode::IoError,
-                            format!("{path}: too many levels of symbolic links"),
-                        ));
+                        return Err(ToolError::new(ErrorCode::IoError, format!("{path}: too many levels of symbolic links")));
                     }
                     let target = std::fs::read_link(&cur).map_err(|e| ToolError::io(&e, path))?;
                     cur.pop();
@@ -138,9 +131,7 @@ fn push_front_components(queue: &mut VecDeque<OsString>, cur: &mut PathBuf, path
         match comp {
             Component::Prefix(p) => *cur = PathBuf::from(p.as_os_str()),
             // After a Windows prefix the root completes it (`C:` + `\`); on Unix it is `/`.
-            Component::RootDir if matches!(cur.components().next_back(), Some(Component::Prefix(_))) => {
-                cur.push(comp.as_os_str())
-            }
+            Component::RootDir if matches!(cur.components().next_back(), Some(Component::Prefix(_))) => cur.push(comp.as_os_str()),
             Component::RootDir => *cur = PathBuf::from(comp.as_os_str()),
             Component::CurDir => {}
             Component::ParentDir => parts.push(OsString::from("..")),

@@ -74,10 +74,7 @@ impl Redactor {
     }
 
     /// A redactor for every secret-looking variable of `env` plus `extra` values.
-    pub fn from_env(
-        env: impl IntoIterator<Item = (String, String)>,
-        extra: impl IntoIterator<Item = String>,
-    ) -> Self {
+    pub fn from_env(env: impl IntoIterator<Item = (String, String)>, extra: impl IntoIterator<Item = String>) -> Self {
         Self::new(env.into_iter().filter(|(k, _)| is_secret_name(k)).map(|(_, v)| v).chain(extra))
     }
 

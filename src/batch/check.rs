@@ -2,9 +2,9 @@
 //! (and before it, with `check_before`); the task passes only if it exits 0.
 
 use crate::events::CheckRecord;
+use crate::process::{self, Spec};
 use crate::secrets::Redactor;
 use std::collections::BTreeMap;
-use crate::process::{self, Spec};
 use std::path::Path;
 use std::time::Duration;
 
@@ -14,15 +14,7 @@ const CHECK_OUTPUT_LIMIT: usize = 8 * 1024;
 /// Runs `command` in `cwd` and records how it ended.
 pub async fn run(command: &str, cwd: &Path, timeout: Duration, env: &BTreeMap<String, String>, redactor: &Redactor) -> CheckRecord {
     let args = vec!["-c".to_string(), command.to_string()];
-    let spec = Spec {
-        program: "sh",
-        args: &args,
-        cwd,
-        env,
-        tmp_dir: None,
-        timeout,
-        output_limit: CHECK_OUTPUT_LIMIT,
-    };
+    let spec = Spec { program: "sh", args: &args, cwd, env, tmp_dir: None, timeout, output_limit: CHECK_OUTPUT_LIMIT };
     match process::run(&spec).await {
         Ok(finished) => {
             let mut tail = redactor.redact(&finished.output).into_owned();
@@ -31,11 +23,8 @@ pub async fn run(command: &str, cwd: &Path, timeout: Duration, env: &BTreeMap<St
             }
             CheckRecord { command: command.to_string(), exit_code: finished.exit_code, output_tail: tail, before: None }
         }
-        Err(e) => CheckRecord {
-            command: command.to_string(),
-            exit_code: None,
-            output_tail: format!("could not start `sh`: {e}"),
-            before: None,
-        },
+        Err(e) => {
+            CheckRecord { command: command.to_string(), exit_code: None, output_tail: format!("could not start `sh`: {e}"), before: None }
+        }
     }
 }

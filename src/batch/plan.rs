@@ -2,12 +2,12 @@
 //! resolved. Everything that can be wrong with the input is found here, before anything runs
 //! (exit code 2).
 
+use super::shard::Shard;
 use crate::cli::RunArgs;
 use crate::config::{Config, ConfigError};
 use crate::llm::preset::ResolvedProvider;
 use crate::llm::prices::PriceTable;
 use crate::manifest::{self, Isolation, ManifestErrors, Task, TaskFields};
-use super::shard::Shard;
 use globset::Glob;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -58,7 +58,6 @@ pub struct Plan {
     pub shard: Option<Shard>,
 }
 
-
 /// Input that cannot be run.
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
@@ -79,10 +78,7 @@ pub fn plan(args: &RunArgs, cwd: &Path, env: &BTreeMap<String, String>) -> Resul
         return Err(PlanError::Usage("nothing to run: give a manifest file or --task TEXT".into()));
     }
     let config = Config::load(cwd, args.config.as_deref(), env)?;
-    let mut tasks: Vec<Task> = manifest::load_all(&args.manifests, &config.defaults)?
-        .into_iter()
-        .flat_map(|m| m.tasks)
-        .collect();
+    let mut tasks: Vec<Task> = manifest::load_all(&args.manifests, &config.defaults)?.into_iter().flat_map(|m| m.tasks).collect();
     for (i, text) in args.tasks.iter().enumerate() {
         tasks.push(adhoc_task(i, text, tasks.len(), cwd, &config.defaults)?);
     }
@@ -161,26 +157,18 @@ fn resolve(config: &Config, task: Task, args: &RunArgs, cwd: &Path, env: &BTreeM
     let f = &task.fields;
     let label = format!("{}: task {:?}", task.manifest.display(), task.id);
     let name = config.provider_name(args.provider.as_deref(), f.provider.as_deref());
-    let mut provider = config
-        .resolve_provider(name, f.model.as_deref(), env)
-        .map_err(|e| format!("{label}: field \"provider\": {e}"))?;
+    let mut provider = config.resolve_provider(name, f.model.as_deref(), env).map_err(|e| format!("{label}: field \"provider\": {e}"))?;
     provider.replay_path = f.replay.clone();
     provider.max_tokens = f.max_output_tokens.or(provider.max_tokens);
     let manifest_dir = task.manifest.parent().filter(|p| !p.as_os_str().is_empty()).map(Path::to_path_buf);
     let repo = f.repo.clone().or(manifest_dir).unwrap_or_else(|| cwd.to_path_buf());
     let duration = |field: &str, value: &Option<String>| -> Result<Option<Duration>, String> {
-        value
-            .as_deref()
-            .map(|v| crate::duration::parse(v).map_err(|e| format!("{label}: field {field:?}: {e}")))
-            .transpose()
+        value.as_deref().map(|v| crate::duration::parse(v).map_err(|e| format!("{label}: field {field:?}: {e}"))).transpose()
     };
     let timeout = duration("timeout", &f.timeout)?;
     let check_timeout = duration("check_timeout", &f.check_timeout)?.unwrap_or(DEFAULT_CHECK_TIMEOUT);
     let idle_timeout = duration("idle_timeout", &f.idle_timeout)?;
-    let tools = f
-        .tools
-        .clone()
-        .unwrap_or_else(|| crate::tools::DEFAULT_TOOLS.iter().map(|s| s.to_string()).collect());
+    let tools = f.tools.clone().unwrap_or_else(|| crate::tools::DEFAULT_TOOLS.iter().map(|s| s.to_string()).collect());
     let isolation = f.isolation.unwrap_or_else(|| default_isolation(&repo));
     if isolation == Isolation::Worktree && git2::Repository::open(&repo).is_err() {
         return Err(format!(
@@ -246,8 +234,8 @@ fn not_passed(path: &Path) -> Result<std::collections::BTreeSet<String>, String>
     let text = std::fs::read_to_string(path).map_err(|e| format!("--rerun-failed {}: {e}", path.display()))?;
     let mut ids = std::collections::BTreeSet::new();
     for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        let event: serde_json::Value = serde_json::from_str(line)
-            .map_err(|e| format!("--rerun-failed {}:{}: not a JSON line: {e}", path.display(), n + 1))?;
+        let event: serde_json::Value =
+            serde_json::from_str(line).map_err(|e| format!("--rerun-failed {}:{}: not a JSON line: {e}", path.display(), n + 1))?;
         if let (true, Some(id)) = (event["type"] == "task.finished" && event["status"] != "passed", event["task_id"].as_str()) {
             ids.insert(id.to_string());
         }
@@ -267,11 +255,9 @@ impl Filter {
         for expr in exprs {
             match expr.strip_prefix("tag:") {
                 Some(tag) => filter.tags.push(tag.to_string()),
-                None => filter.globs.push(
-                    Glob::new(expr)
-                        .map_err(|e| PlanError::Usage(format!("--filter {expr:?}: {e}")))?
-                        .compile_matcher(),
-                ),
+                None => {
+                    filter.globs.push(Glob::new(expr).map_err(|e| PlanError::Usage(format!("--filter {expr:?}: {e}")))?.compile_matcher())
+                }
             }
         }
         Ok(filter)

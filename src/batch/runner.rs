@@ -123,7 +123,11 @@ fn panicked(planned: &PlannedTask, error: tokio::task::JoinError, emitter: &Emit
         Err(e) => e.to_string(),
     };
     let outcome = TaskOutcome {
-        error: Some(TaskError { kind: ErrorKind::Internal, message: format!("dracode bug: the task panicked: {message}"), http_status: None }),
+        error: Some(TaskError {
+            kind: ErrorKind::Internal,
+            message: format!("dracode bug: the task panicked: {message}"),
+            http_status: None,
+        }),
         ..blank(planned, Status::Error)
     };
     emitter.task(&planned.task.id, 1).emit(EventKind::TaskFinished(Box::new(outcome.clone())));
@@ -142,10 +146,7 @@ pub fn totals(outcomes: &[TaskOutcome], duration: Duration) -> RunTotals {
     for o in outcomes {
         *counts.entry(o.status).or_default() += 1;
     }
-    let cost_usd = outcomes
-        .iter()
-        .filter(|o| o.usage.requests > 0)
-        .try_fold(0.0, |sum, o| o.cost_usd.map(|c| sum + c));
+    let cost_usd = outcomes.iter().filter(|o| o.usage.requests > 0).try_fold(0.0, |sum, o| o.cost_usd.map(|c| sum + c));
     let all_passed = outcomes.iter().all(|o| o.status.is_pass());
     RunTotals {
         counts,

@@ -63,7 +63,9 @@ impl Shard {
         match (env.get("JOB_COMPLETION_INDEX"), env.get("DRACODE_SHARD_COUNT")) {
             (Some(index), Some(count)) => {
                 let index: u32 = index.parse().map_err(|_| format!("JOB_COMPLETION_INDEX {index:?} is not a number"))?;
-                Shard::parse(&format!("{}/{count}", index + 1)).map(Some).map_err(|e| format!("JOB_COMPLETION_INDEX/DRACODE_SHARD_COUNT: {e}"))
+                Shard::parse(&format!("{}/{count}", index + 1))
+                    .map(Some)
+                    .map_err(|e| format!("JOB_COMPLETION_INDEX/DRACODE_SHARD_COUNT: {e}"))
             }
             _ => Ok(None),
         }

@@ -121,10 +121,7 @@ fn combine(mut last: TaskOutcome, prior: Vec<TaskOutcome>, attempts: u32) -> Tas
             _ => None,
         };
     }
-    last.prior_attempts = prior
-        .into_iter()
-        .map(|p| AttemptRecord { status: p.status, error: p.error, duration: p.duration })
-        .collect();
+    last.prior_attempts = prior.into_iter().map(|p| AttemptRecord { status: p.status, error: p.error, duration: p.duration }).collect();
     last
 }
 
@@ -170,7 +167,8 @@ async fn run_attempt(planned: &PlannedTask, shared: &Shared, emitter: &Emitter) 
     let task_tmp = match TaskTemp::new(task.fields.isolate_home == Some(true)) {
         Ok(t) => t,
         Err(e) => {
-            outcome.error = Some(TaskError { kind: ErrorKind::Internal, message: format!("cannot make the task's TMPDIR: {e}"), http_status: None });
+            outcome.error =
+                Some(TaskError { kind: ErrorKind::Internal, message: format!("cannot make the task's TMPDIR: {e}"), http_status: None });
             return stamp(outcome, started);
         }
     };
@@ -191,7 +189,9 @@ async fn run_attempt(planned: &PlannedTask, shared: &Shared, emitter: &Emitter) 
     };
 
     let check_before = match (&task.fields.check, task.fields.check_before) {
-        (Some(cmd), Some(true)) => Some(super::check::run(cmd, &workspace.workdir, planned.check_timeout, &child_env, &shared.redactor).await),
+        (Some(cmd), Some(true)) => {
+            Some(super::check::run(cmd, &workspace.workdir, planned.check_timeout, &child_env, &shared.redactor).await)
+        }
         _ => None,
     };
 
@@ -243,7 +243,10 @@ async fn run_attempt(planned: &PlannedTask, shared: &Shared, emitter: &Emitter) 
                     outcome.status = Status::Failed;
                     outcome.error = Some(TaskError {
                         kind: ErrorKind::Check,
-                        message: format!("check `{cmd}` exited with {}", record.exit_code.map_or("no code (killed)".into(), |c| c.to_string())),
+                        message: format!(
+                            "check `{cmd}` exited with {}",
+                            record.exit_code.map_or("no code (killed)".into(), |c| c.to_string())
+                        ),
                         http_status: None,
                     });
                 }
@@ -301,7 +304,8 @@ async fn run_attempt(planned: &PlannedTask, shared: &Shared, emitter: &Emitter) 
         Ok(pair) => pair,
         Err(e) => {
             outcome.status = Status::Error;
-            outcome.error = Some(TaskError { kind: ErrorKind::Internal, message: format!("computing the diff panicked: {e}"), http_status: None });
+            outcome.error =
+                Some(TaskError { kind: ErrorKind::Internal, message: format!("computing the diff panicked: {e}"), http_status: None });
             return stamp(outcome, started);
         }
     };
@@ -315,7 +319,11 @@ async fn run_attempt(planned: &PlannedTask, shared: &Shared, emitter: &Emitter) 
     }
     if outcome.status == Status::Passed && task.fields.require_change == Some(true) && outcome.files_changed.is_empty() {
         outcome.status = Status::Failed;
-        outcome.error = Some(TaskError { kind: ErrorKind::Agent, message: "the agent changed no file (require_change = true)".into(), http_status: None });
+        outcome.error = Some(TaskError {
+            kind: ErrorKind::Agent,
+            message: "the agent changed no file (require_change = true)".into(),
+            http_status: None,
+        });
     }
     if outcome.status == Status::Passed && task.fields.commit == Some(true) && !outcome.files_changed.is_empty() {
         let branch = format!("dracode/{}/{}", shared.run_id, task.id);
@@ -325,7 +333,8 @@ async fn run_attempt(planned: &PlannedTask, shared: &Shared, emitter: &Emitter) 
             Ok(_) => outcome.branch = Some(branch),
             Err(e) => {
                 outcome.status = Status::Error;
-                outcome.error = Some(TaskError { kind: ErrorKind::Internal, message: format!("cannot commit on {branch}: {e}"), http_status: None });
+                outcome.error =
+                    Some(TaskError { kind: ErrorKind::Internal, message: format!("cannot commit on {branch}: {e}"), http_status: None });
             }
         }
     }

@@ -67,7 +67,15 @@ impl Workspace {
                 let root = temp.path().canonicalize().map_err(io)?;
                 let (repo, baseline) = snapshot::init_baseline(&root)?;
                 let base_commit = Repository::open(&source).ok().and_then(|r| r.head().ok()?.target()).map(|o| o.to_string());
-                Workspace { root: root.clone(), workdir: root, base_commit, repo: Some(repo), baseline: Some(baseline), _worktree: None, _temp: Some(temp) }
+                Workspace {
+                    root: root.clone(),
+                    workdir: root,
+                    base_commit,
+                    repo: Some(repo),
+                    baseline: Some(baseline),
+                    _worktree: None,
+                    _temp: Some(temp),
+                }
             }
             Isolation::Worktree => {
                 let temp = tempfile::Builder::new().prefix("dracode-wt-").tempdir().map_err(io)?;

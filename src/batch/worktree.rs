@@ -94,9 +94,10 @@ impl Drop for Worktree {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.path);
         if let Ok(repo) = Repository::open(&self.source)
-            && let Ok(wt) = repo.find_worktree(&self.name) {
-                let _ = wt.prune(Some(WorktreePruneOptions::new().valid(true).working_tree(true).locked(true)));
-            }
+            && let Ok(wt) = repo.find_worktree(&self.name)
+        {
+            let _ = wt.prune(Some(WorktreePruneOptions::new().valid(true).working_tree(true).locked(true)));
+        }
     }
 }
 
@@ -107,9 +108,10 @@ pub fn prune_stale(source: &Path) {
     let names: Vec<String> = (0..names.len()).filter_map(|i| names.get(i).ok().flatten().map(str::to_string)).collect();
     for name in names.iter().filter(|n| n.starts_with(NAME_PREFIX)) {
         if let Ok(wt) = repo.find_worktree(name)
-            && !wt.path().exists() {
-                let _ = wt.prune(Some(WorktreePruneOptions::new().valid(true)));
-            }
+            && !wt.path().exists()
+        {
+            let _ = wt.prune(Some(WorktreePruneOptions::new().valid(true)));
+        }
     }
 }
 
@@ -119,9 +121,7 @@ pub fn dirty_paths(source: &Path) -> Vec<String> {
     let Ok(repo) = Repository::open(source) else { return Vec::new() };
     let mut opts = git2::StatusOptions::new();
     opts.include_untracked(true).include_ignored(false);
-    repo.statuses(Some(&mut opts))
-        .map(|s| s.iter().filter_map(|e| e.path().ok().map(str::to_string)).collect())
-        .unwrap_or_default()
+    repo.statuses(Some(&mut opts)).map(|s| s.iter().filter_map(|e| e.path().ok().map(str::to_string)).collect()).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -66,11 +66,7 @@ pub enum ConfigError {
 impl Config {
     /// Loads the layers from `dir` (the current directory), with `explicit` (from `--config`)
     /// replacing `dracode.toml`, and `env` as the process environment.
-    pub fn load(
-        dir: &Path,
-        explicit: Option<&Path>,
-        env: &BTreeMap<String, String>,
-    ) -> Result<Config, ConfigError> {
+    pub fn load(dir: &Path, explicit: Option<&Path>, env: &BTreeMap<String, String>) -> Result<Config, ConfigError> {
         let main = match explicit.map(Path::to_path_buf).or_else(|| env.get("DRACODE_CONFIG").map(PathBuf::from)) {
             Some(path) if !path.is_file() => return Err(ConfigError::Missing(path)),
             Some(path) => path,

@@ -71,23 +71,14 @@ pub(super) fn resolve(
     ResolvedProvider {
         name: name.to_string(),
         kind,
-        model: model
-            .map(str::to_string)
-            .or_else(|| non_empty(&settings.model))
-            .or_else(|| preset.default_model.map(str::to_string)),
-        base_url: non_empty(&settings.base_url)
-            .or_else(|| from_env(preset.base_url_env))
-            .or_else(|| preset.base_url.map(str::to_string)),
+        model: model.map(str::to_string).or_else(|| non_empty(&settings.model)).or_else(|| preset.default_model.map(str::to_string)),
+        base_url: non_empty(&settings.base_url).or_else(|| from_env(preset.base_url_env)).or_else(|| preset.base_url.map(str::to_string)),
         api_key: match &settings.api_key {
             Some(key) => Some(key.clone()).filter(|k| !k.is_empty()),
             None if kind == ProviderType::Copilot => crate::llm::copilot::github_token(env),
             None => from_env(preset.key_env),
         },
-        timeout: settings
-            .timeout
-            .as_deref()
-            .and_then(|t| crate::duration::parse(t).ok())
-            .unwrap_or(DEFAULT_TIMEOUT),
+        timeout: settings.timeout.as_deref().and_then(|t| crate::duration::parse(t).ok()).unwrap_or(DEFAULT_TIMEOUT),
         max_tokens: settings.max_tokens,
         headers: azure_entra_header(kind, settings, env),
         api_version: settings.api_version.clone(),

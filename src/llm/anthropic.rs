@@ -30,8 +30,7 @@
 use super::http::{HttpClient, JsonEndpoint, KeyHeader, RetryPolicy, snippet};
 use super::preset::ResolvedProvider;
 use super::{
-    BoxFuture, ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, Provider, RetryObserver, Role,
-    StopReason, Usage,
+    BoxFuture, ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, Provider, RetryObserver, Role, StopReason, Usage,
 };
 use crate::secrets::Redactor;
 use crate::tools::render::anthropic_tool;
@@ -86,11 +85,7 @@ impl AnthropicMessages {
 }
 
 impl Provider for AnthropicMessages {
-    fn complete<'a>(
-        &'a self,
-        request: LlmRequest<'a>,
-        on_retry: RetryObserver<'a>,
-    ) -> BoxFuture<'a, Result<LlmResponse, LlmError>> {
+    fn complete<'a>(&'a self, request: LlmRequest<'a>, on_retry: RetryObserver<'a>) -> BoxFuture<'a, Result<LlmResponse, LlmError>> {
         Box::pin(async move {
             let request = LlmRequest { max_tokens: request.max_tokens.or(self.max_tokens), ..request };
             let body = request_body(&self.model, &request, self.prompt_caching);
@@ -122,9 +117,7 @@ pub fn request_body(model: &str, request: &LlmRequest, prompt_caching: bool) -> 
         body.insert("system".into(), json!([block]));
     }
     let mut messages = wire_messages(request.messages);
-    if prompt_caching
-        && let Some(Value::Object(last)) = messages.last_mut().and_then(|m| m["content"].as_array_mut()?.last_mut())
-    {
+    if prompt_caching && let Some(Value::Object(last)) = messages.last_mut().and_then(|m| m["content"].as_array_mut()?.last_mut()) {
         last.insert("cache_control".into(), ephemeral());
     }
     body.insert("messages".into(), Value::Array(messages));
@@ -205,9 +198,7 @@ fn wire_block(block: &ContentBlock) -> Option<Value> {
 /// - `total_tokens` = input + output, `requests` = 1.
 pub fn parse_response(body: &Value) -> Result<LlmResponse, LlmError> {
     // The provider masks its secrets in every error it returns, so none are known here.
-    let bad = |what: &str| {
-        LlmError::new(ErrorKind::BadResponse, format!("{what}: {}", snippet(&body.to_string(), &Redactor::default())))
-    };
+    let bad = |what: &str| LlmError::new(ErrorKind::BadResponse, format!("{what}: {}", snippet(&body.to_string(), &Redactor::default())));
     if body.get("type").and_then(Value::as_str) == Some("error") {
         let error = body.get("error");
         let field = |key: &str| error.and_then(|e| e.get(key)).and_then(Value::as_str).unwrap_or("no message");
@@ -259,9 +250,7 @@ pub fn parse_response(body: &Value) -> Result<LlmResponse, LlmError> {
 
 /// `usage` normalised (see [`parse_response`]); absent counts are zero.
 fn parse_usage(usage: Option<&Value>) -> Usage {
-    let count = |path: &[&str]| {
-        path.iter().fold(usage, |value, key| value.and_then(|v| v.get(key))).and_then(Value::as_u64).unwrap_or(0)
-    };
+    let count = |path: &[&str]| path.iter().fold(usage, |value, key| value.and_then(|v| v.get(key))).and_then(Value::as_u64).unwrap_or(0);
     let cache_read = count(&["cache_read_input_tokens"]);
     let cache_creation = count(&["cache_creation_input_tokens"]);
     Usage {
@@ -328,8 +317,7 @@ mod tests {
     fn request_body_maps_the_conversation() {
         let messages = conversation();
         let tools = tools();
-        let request =
-            LlmRequest { system: "You are terse.", messages: &messages, tools: &tools, max_tokens: Some(256) };
+        let request = LlmRequest { system: "You are terse.", messages: &messages, tools: &tools, max_tokens: Some(256) };
         insta::assert_json_snapshot!(request_body("claude-sonnet-4-5", &request, true));
     }
 
@@ -342,9 +330,8 @@ mod tests {
         let roles: Vec<&str> = wire.iter().map(|m| m["role"].as_str().unwrap()).collect();
         // The blank assistant message is dropped, so "Go on." joins the tool-result turn.
         assert_eq!(roles, ["user", "assistant", "user", "assistant", "user"]);
-        let types = |i: usize| -> Vec<&str> {
-            wire[i]["content"].as_array().unwrap().iter().map(|b| b["type"].as_str().unwrap()).collect()
-        };
+        let types =
+            |i: usize| -> Vec<&str> { wire[i]["content"].as_array().unwrap().iter().map(|b| b["type"].as_str().unwrap()).collect() };
         assert_eq!(types(2), ["tool_result", "tool_result", "text", "text"]);
         assert_eq!(wire[2]["content"][0]["tool_use_id"], "toolu_b");
         assert_eq!(wire[2]["content"][0]["is_error"], true);

@@ -70,13 +70,10 @@ pub fn token_path(env: &BTreeMap<String, String>) -> Option<PathBuf> {
 
 /// The GitHub token to use: the environment first, then the stored one.
 pub fn github_token(env: &BTreeMap<String, String>) -> Option<String> {
-    ["GITHUB_COPILOT_TOKEN", "GH_COPILOT_TOKEN"]
-        .iter()
-        .find_map(|k| env.get(*k).filter(|v| !v.is_empty()).cloned())
-        .or_else(|| {
-            let text = std::fs::read_to_string(token_path(env)?).ok()?;
-            serde_json::from_str::<Stored>(&text).ok().map(|s| s.github_token)
-        })
+    ["GITHUB_COPILOT_TOKEN", "GH_COPILOT_TOKEN"].iter().find_map(|k| env.get(*k).filter(|v| !v.is_empty()).cloned()).or_else(|| {
+        let text = std::fs::read_to_string(token_path(env)?).ok()?;
+        serde_json::from_str::<Stored>(&text).ok().map(|s| s.github_token)
+    })
 }
 
 /// Stores `token` with mode 0600 (its folder 0700); returns the path.
@@ -115,7 +112,8 @@ pub async fn device_flow(http: &HttpClient, endpoints: &Endpoints, show: impl Fn
         .json()
         .await
         .map_err(|e| format!("unexpected answer from GitHub: {e}"))?;
-    let field = |k: &str| start.get(k).and_then(Value::as_str).map(str::to_string).ok_or_else(|| format!("GitHub's answer lacks `{k}`: {start}"));
+    let field =
+        |k: &str| start.get(k).and_then(Value::as_str).map(str::to_string).ok_or_else(|| format!("GitHub's answer lacks `{k}`: {start}"));
     let device_code = field("device_code")?;
     show(&DeviceCode { verification_uri: field("verification_uri")?, user_code: field("user_code")? });
     let mut interval = Duration::from_secs(start.get("interval").and_then(Value::as_u64).unwrap_or(5));
@@ -351,13 +349,19 @@ mod tests {
     #[test]
     fn endpoints_default_to_github_and_follow_the_environment() {
         let defaults = Endpoints::from_env(&BTreeMap::new());
-        assert_eq!((defaults.github.as_str(), defaults.api.as_str(), defaults.client_id.as_str()), ("https://github.com", "https://api.github.com", CLIENT_ID));
+        assert_eq!(
+            (defaults.github.as_str(), defaults.api.as_str(), defaults.client_id.as_str()),
+            ("https://github.com", "https://api.github.com", CLIENT_ID)
+        );
         let env = BTreeMap::from([
             ("DRACODE_GITHUB_URL".to_string(), "http://127.0.0.1:1/".to_string()),
             ("DRACODE_GITHUB_API_URL".to_string(), "http://127.0.0.1:2".to_string()),
             ("DRACODE_COPILOT_CLIENT_ID".to_string(), "Iv1.other".to_string()),
         ]);
         let custom = Endpoints::from_env(&env);
-        assert_eq!((custom.github.as_str(), custom.api.as_str(), custom.client_id.as_str()), ("http://127.0.0.1:1", "http://127.0.0.1:2", "Iv1.other"));
+        assert_eq!(
+            (custom.github.as_str(), custom.api.as_str(), custom.client_id.as_str()),
+            ("http://127.0.0.1:1", "http://127.0.0.1:2", "Iv1.other")
+        );
     }
 }

@@ -93,7 +93,6 @@ impl LlmError {
 
     /// True when the same call may succeed if tried again.
     pub fn is_transient(&self) -> bool {
-        matches!(self.kind, ErrorKind::RateLimit | ErrorKind::Network | ErrorKind::Server)
-            || matches!(self.http_status, Some(408 | 409))
+        matches!(self.kind, ErrorKind::RateLimit | ErrorKind::Network | ErrorKind::Server) || matches!(self.http_status, Some(408 | 409))
     }
 }

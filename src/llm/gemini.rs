@@ -10,7 +10,9 @@
 
 use super::http::{HttpClient, JsonEndpoint, KeyHeader, RetryPolicy};
 use super::preset::ResolvedProvider;
-use super::{BoxFuture, ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, Provider, RetryObserver, Role, StopReason, Usage};
+use super::{
+    BoxFuture, ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, Provider, RetryObserver, Role, StopReason, Usage,
+};
 use crate::tools::render::gemini_declaration;
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
@@ -190,7 +192,11 @@ mod tests {
     #[test]
     fn request_uses_system_instruction_roles_and_function_parts() {
         let messages = conversation();
-        let tools = [ToolSpec { name: "read_file".into(), description: "r".into(), parameters: json!({"type": "object", "additionalProperties": false, "properties": {"n": {"type": "integer", "format": "uint64", "default": 1}}}) }];
+        let tools = [ToolSpec {
+            name: "read_file".into(),
+            description: "r".into(),
+            parameters: json!({"type": "object", "additionalProperties": false, "properties": {"n": {"type": "integer", "format": "uint64", "default": 1}}}),
+        }];
         let body = request_body(&LlmRequest { system: "sys", messages: &messages, tools: &tools, max_tokens: Some(99) });
         assert_eq!(body["systemInstruction"]["parts"][0]["text"], "sys");
         assert_eq!(body["contents"][1]["role"], "model");
@@ -216,8 +222,21 @@ mod tests {
         let r = parse_response(&body, &conversation()).unwrap();
         assert_eq!(r.stop_reason, StopReason::ToolUse);
         assert!(matches!(&r.content[..], [ContentBlock::ToolUse { id, .. }] if id == "call_3"));
-        assert_eq!((r.usage.input_tokens, r.usage.output_tokens, r.usage.cached_input_tokens, r.usage.reasoning_output_tokens, r.usage.total_tokens), (100, 15, 40, 5, 115));
-        let finish = |reason: &str| parse_response(&json!({"candidates": [{"content": {"parts": [{"text": "t"}]}, "finishReason": reason}]}), &[]).unwrap().stop_reason;
+        assert_eq!(
+            (
+                r.usage.input_tokens,
+                r.usage.output_tokens,
+                r.usage.cached_input_tokens,
+                r.usage.reasoning_output_tokens,
+                r.usage.total_tokens
+            ),
+            (100, 15, 40, 5, 115)
+        );
+        let finish = |reason: &str| {
+            parse_response(&json!({"candidates": [{"content": {"parts": [{"text": "t"}]}, "finishReason": reason}]}), &[])
+                .unwrap()
+                .stop_reason
+        };
         assert_eq!(finish("SAFETY"), StopReason::ContentFilter);
         assert_eq!(finish("MALFORMED_FUNCTION_CALL"), StopReason::MalformedToolCall);
         assert_eq!(finish("MAX_TOKENS"), StopReason::MaxTokens);

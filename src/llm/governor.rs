@@ -140,7 +140,12 @@ mod tests {
                 self.in_flight.fetch_sub(1, Ordering::SeqCst);
                 match &self.error {
                     Some(e) => Err(e.clone()),
-                    None => Ok(LlmResponse { content: vec![ContentBlock::text("ok")], stop_reason: StopReason::EndTurn, usage: Usage::default(), model: None }),
+                    None => Ok(LlmResponse {
+                        content: vec![ContentBlock::text("ok")],
+                        stop_reason: StopReason::EndTurn,
+                        usage: Usage::default(),
+                        model: None,
+                    }),
                 }
             })
         }

@@ -78,19 +78,12 @@ fn unsendable(resolved: &ResolvedProvider, what: &str) -> LlmError {
 /// Adds the provider's configured `headers` to `headers`, replacing any of the same name. A value
 /// under a secret-looking name (`authorization`, `api-key`, `x-api-key`, `*-token`, …) is marked
 /// sensitive and pushed to `secrets` (also without a `Bearer ` prefix), so errors mask it.
-fn add_configured_headers(
-    resolved: &ResolvedProvider,
-    headers: &mut HeaderMap,
-    secrets: &mut Vec<String>,
-) -> Result<(), LlmError> {
+fn add_configured_headers(resolved: &ResolvedProvider, headers: &mut HeaderMap, secrets: &mut Vec<String>) -> Result<(), LlmError> {
     for (name, value) in &resolved.headers {
-        let header =
-            HeaderName::from_bytes(name.as_bytes()).map_err(|_| unsendable(resolved, &format!("header name {name:?}")))?;
-        let mut header_value =
-            HeaderValue::from_str(value).map_err(|_| unsendable(resolved, &format!("the value of header {name:?}")))?;
+        let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| unsendable(resolved, &format!("header name {name:?}")))?;
+        let mut header_value = HeaderValue::from_str(value).map_err(|_| unsendable(resolved, &format!("the value of header {name:?}")))?;
         let as_variable = name.replace('-', "_");
-        if is_secret_name(&as_variable) || matches!(as_variable.to_ascii_lowercase().as_str(), "authorization" | "api_key")
-        {
+        if is_secret_name(&as_variable) || matches!(as_variable.to_ascii_lowercase().as_str(), "authorization" | "api_key") {
             header_value.set_sensitive(true);
             secrets.push(value.clone());
             secrets.extend(value.strip_prefix("Bearer ").map(str::to_string));
@@ -267,10 +260,7 @@ async fn try_once(
         Err(e) => {
             let mut error = LlmError::new(
                 ErrorKind::BadResponse,
-                format!(
-                    "HTTP {status} with a body that is not valid JSON ({e}): {}",
-                    snippet(&String::from_utf8_lossy(&bytes), redactor)
-                ),
+                format!("HTTP {status} with a body that is not valid JSON ({e}): {}", snippet(&String::from_utf8_lossy(&bytes), redactor)),
             );
             error.http_status = Some(status);
             Err(Failure { error, hint: None })
@@ -279,13 +269,7 @@ async fn try_once(
 }
 
 /// The wait before the next try, or the error to return when there is none.
-fn next_wait(
-    policy: &RetryPolicy,
-    retries: u32,
-    waited: Duration,
-    failure: &Failure,
-    unit: f64,
-) -> Result<Duration, LlmError> {
+fn next_wait(policy: &RetryPolicy, retries: u32, waited: Duration, failure: &Failure, unit: f64) -> Result<Duration, LlmError> {
     let error = &failure.error;
     if !error.is_transient() {
         return Err(error.clone());
@@ -405,11 +389,7 @@ impl ApiError {
                 kind: text(obj.get("type")).or_else(|| text(obj.get("status"))),
                 code: text(obj.get("code")).or_else(|| text(obj.get("details").and_then(|d| d.get("error_code")))),
             },
-            _ => ApiError {
-                message: text(body.get("message")),
-                kind: text(body.get("type")),
-                code: text(body.get("code")),
-            },
+            _ => ApiError { message: text(body.get("message")), kind: text(body.get("type")), code: text(body.get("code")) },
         };
         (api != ApiError::default()).then_some(api)
     }
@@ -417,10 +397,7 @@ impl ApiError {
     /// OpenAI's `insufficient_quota`; Anthropic's monthly spend cap, a 429 `rate_limit_error`
     /// that only the next month (or a higher tier) lifts.
     fn is_quota(&self) -> bool {
-        [&self.kind, &self.code]
-            .into_iter()
-            .flatten()
-            .any(|s| s == "insufficient_quota" || s == "enforced_spend_limit_reached")
+        [&self.kind, &self.code].into_iter().flatten().any(|s| s == "insufficient_quota" || s == "enforced_spend_limit_reached")
     }
 
     fn describe(&self) -> String {
@@ -531,10 +508,7 @@ mod tests {
     use reqwest::header::{HeaderName, HeaderValue};
 
     fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
-        pairs
-            .iter()
-            .map(|(k, v)| (HeaderName::from_bytes(k.as_bytes()).unwrap(), HeaderValue::from_str(v).unwrap()))
-            .collect()
+        pairs.iter().map(|(k, v)| (HeaderName::from_bytes(k.as_bytes()).unwrap(), HeaderValue::from_str(v).unwrap())).collect()
     }
 
     fn at(secs: u64) -> SystemTime {
@@ -579,10 +553,7 @@ mod tests {
         ]);
         assert_eq!(wait_hint(429, &h, now), Some(WaitHint::Reset(Duration::from_secs(2))));
         assert_eq!(wait_hint(500, &h, now), None, "reset headers only explain a 429");
-        let h = headers(&[
-            ("anthropic-ratelimit-tokens-remaining", "0"),
-            ("anthropic-ratelimit-tokens-reset", "1970-01-01T00:16:50Z"),
-        ]);
+        let h = headers(&[("anthropic-ratelimit-tokens-remaining", "0"), ("anthropic-ratelimit-tokens-reset", "1970-01-01T00:16:50Z")]);
         assert_eq!(wait_hint(429, &h, now), Some(WaitHint::Reset(Duration::from_secs(10))));
     }
 
@@ -598,34 +569,14 @@ mod tests {
             format!(r#"{{"error":{{"message":"{message}","type":"{kind}","param":null,"code":"{code}"}}}}"#)
         };
         let table: [(u16, String, ErrorKind, bool); 12] = [
-            (
-                401,
-                openai("Incorrect API key provided", "invalid_request_error", "invalid_api_key"),
-                ErrorKind::Auth,
-                false,
-            ),
+            (401, openai("Incorrect API key provided", "invalid_request_error", "invalid_api_key"), ErrorKind::Auth, false),
             (403, "{}".into(), ErrorKind::Auth, false),
             (429, openai("Rate limit reached", "requests", "rate_limit_exceeded"), ErrorKind::RateLimit, true),
-            (
-                429,
-                openai("You exceeded your current quota", "insufficient_quota", "insufficient_quota"),
-                ErrorKind::Quota,
-                false,
-            ),
+            (429, openai("You exceeded your current quota", "insufficient_quota", "insufficient_quota"), ErrorKind::Quota, false),
             (500, openai("The server had an error", "server_error", ""), ErrorKind::Server, true),
             (503, "<html>Service Unavailable</html>".into(), ErrorKind::Server, true),
-            (
-                400,
-                openai("Invalid 'messages[0].role'", "invalid_request_error", "invalid_value"),
-                ErrorKind::BadResponse,
-                false,
-            ),
-            (
-                404,
-                openai("The model `gpt-9` does not exist", "invalid_request_error", "model_not_found"),
-                ErrorKind::BadResponse,
-                false,
-            ),
+            (400, openai("Invalid 'messages[0].role'", "invalid_request_error", "invalid_value"), ErrorKind::BadResponse, false),
+            (404, openai("The model `gpt-9` does not exist", "invalid_request_error", "model_not_found"), ErrorKind::BadResponse, false),
             (
                 422,
                 r#"{"object":"error","message":"bad tool schema","type":"BadRequestError","code":422}"#.into(),

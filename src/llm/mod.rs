@@ -45,11 +45,7 @@ pub type RetryObserver<'a> = &'a (dyn Fn(RetryNotice) + Send + Sync);
 pub trait Provider: Send + Sync {
     /// Sends one request and returns the model's answer. Transient failures are retried inside,
     /// each retry reported to `on_retry`; what comes back as `Err` is final for this call.
-    fn complete<'a>(
-        &'a self,
-        request: LlmRequest<'a>,
-        on_retry: RetryObserver<'a>,
-    ) -> BoxFuture<'a, Result<LlmResponse, LlmError>>;
+    fn complete<'a>(&'a self, request: LlmRequest<'a>, on_retry: RetryObserver<'a>) -> BoxFuture<'a, Result<LlmResponse, LlmError>>;
 
     /// The model name this provider sends.
     fn model(&self) -> &str;

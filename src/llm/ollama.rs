@@ -10,7 +10,9 @@
 
 use super::http::{HttpClient, JsonEndpoint, KeyHeader, RetryPolicy};
 use super::preset::ResolvedProvider;
-use super::{BoxFuture, ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, Provider, RetryObserver, Role, StopReason, Usage};
+use super::{
+    BoxFuture, ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, Provider, RetryObserver, Role, StopReason, Usage,
+};
 use crate::tools::render::openai_tool;
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
@@ -186,7 +188,10 @@ mod tests {
         assert_eq!(body["stream"], false);
         assert_eq!(body["options"]["num_predict"], 64);
         assert_eq!(body["messages"][0], json!({"role": "system", "content": "sys"}));
-        assert_eq!(body["messages"][2]["tool_calls"][0], json!({"id": "call_1", "function": {"name": "read_file", "arguments": {"file_path": "a"}}}));
+        assert_eq!(
+            body["messages"][2]["tool_calls"][0],
+            json!({"id": "call_1", "function": {"name": "read_file", "arguments": {"file_path": "a"}}})
+        );
         assert_eq!(body["messages"][3], json!({"role": "tool", "content": "x", "tool_name": "read_file", "tool_call_id": "call_1"}));
         assert_eq!(body["tools"][0]["function"]["name"], "read_file");
     }
@@ -207,7 +212,14 @@ mod tests {
         });
         let r = parse_response(&body, &history).unwrap();
         assert_eq!(r.stop_reason, StopReason::ToolUse);
-        let ids: Vec<&str> = r.content.iter().filter_map(|b| match b { ContentBlock::ToolUse { id, .. } => Some(id.as_str()), _ => None }).collect();
+        let ids: Vec<&str> = r
+            .content
+            .iter()
+            .filter_map(|b| match b {
+                ContentBlock::ToolUse { id, .. } => Some(id.as_str()),
+                _ => None,
+            })
+            .collect();
         assert_eq!(ids, ["call_2", "call_3"]);
         let given = json!({"message": {"role": "assistant", "content": "", "tool_calls": [
             {"id": "call_k3x9a2mz", "function": {"index": 0, "name": "list_files", "arguments": {}}}

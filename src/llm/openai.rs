@@ -7,8 +7,7 @@
 use super::http::{HttpClient, JsonEndpoint, KeyHeader, RetryPolicy};
 use super::preset::{ProviderType, ResolvedProvider};
 use super::{
-    BoxFuture, ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, Provider, RetryObserver, Role,
-    StopReason, Usage,
+    BoxFuture, ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, Provider, RetryObserver, Role, StopReason, Usage,
 };
 use crate::tools::render::openai_tool;
 use reqwest::header::{HeaderMap, HeaderValue};
@@ -20,11 +19,8 @@ pub const AZURE_API_VERSION: &str = "2024-10-21";
 
 /// What Copilot's API expects from an editor integration (values as VS Code's Copilot Chat
 /// sends them; configured `headers` override them).
-const COPILOT_HEADERS: [(&str, &str); 3] = [
-    ("copilot-integration-id", "vscode-chat"),
-    ("editor-version", "vscode/1.107.0"),
-    ("editor-plugin-version", "copilot-chat/0.35.0"),
-];
+const COPILOT_HEADERS: [(&str, &str); 3] =
+    [("copilot-integration-id", "vscode-chat"), ("editor-version", "vscode/1.107.0"), ("editor-plugin-version", "copilot-chat/0.35.0")];
 
 /// A Chat Completions endpoint (OpenAI, vLLM, SGLang, llama.cpp, Z.AI, Copilot, Azure).
 pub struct ChatCompletions {
@@ -43,11 +39,7 @@ impl ChatCompletions {
         let base = resolved.base_url.as_deref().unwrap_or_default().trim_end_matches('/');
         let url = if kind == ProviderType::Azure {
             let version = resolved.api_version.as_deref().unwrap_or(AZURE_API_VERSION);
-            format!(
-                "{base}/openai/deployments/{}/chat/completions?api-version={}",
-                percent_encode(&model),
-                percent_encode(version)
-            )
+            format!("{base}/openai/deployments/{}/chat/completions?api-version={}", percent_encode(&model), percent_encode(version))
         } else {
             format!("{base}/chat/completions")
         };
@@ -74,11 +66,7 @@ impl ChatCompletions {
 }
 
 impl Provider for ChatCompletions {
-    fn complete<'a>(
-        &'a self,
-        request: LlmRequest<'a>,
-        on_retry: RetryObserver<'a>,
-    ) -> BoxFuture<'a, Result<LlmResponse, LlmError>> {
+    fn complete<'a>(&'a self, request: LlmRequest<'a>, on_retry: RetryObserver<'a>) -> BoxFuture<'a, Result<LlmResponse, LlmError>> {
         Box::pin(async move {
             let request = LlmRequest { max_tokens: request.max_tokens.or(self.max_tokens), ..request };
             let body = request_body(self.kind, &self.model, &request);
@@ -175,9 +163,7 @@ fn wire_messages(system: &str, messages: &[Message]) -> Vec<Value> {
                     .content
                     .iter()
                     .filter_map(|block| match block {
-                        ContentBlock::ToolResult { tool_use_id, content, .. } => {
-                            Some((tool_use_id.as_str(), content.as_str()))
-                        }
+                        ContentBlock::ToolResult { tool_use_id, content, .. } => Some((tool_use_id.as_str(), content.as_str())),
                         _ => None,
                     })
                     .collect();
@@ -242,11 +228,7 @@ pub fn parse_response(body: &Value) -> Result<LlmResponse, LlmError> {
         let name = function.get("name").and_then(Value::as_str).ok_or_else(|| bad("a tool call has no name"))?;
         // Some local servers omit ids; the result only has to carry the same one back.
         let id = call.get("id").and_then(Value::as_str).map_or_else(|| format!("call_{index}"), str::to_string);
-        content.push(ContentBlock::ToolUse {
-            id,
-            name: name.to_string(),
-            input: parse_arguments(function.get("arguments")),
-        });
+        content.push(ContentBlock::ToolUse { id, name: name.to_string(), input: parse_arguments(function.get("arguments")) });
     }
     // The deprecated single `function_call`, from servers that still answer with it.
     if let (true, Some(call)) = (calls.is_empty(), message.get("function_call").filter(|c| c.is_object())) {
@@ -283,9 +265,7 @@ pub fn parse_response(body: &Value) -> Result<LlmResponse, LlmError> {
 fn message_text(content: Option<&Value>) -> String {
     match content {
         Some(Value::String(s)) => s.clone(),
-        Some(Value::Array(parts)) => {
-            parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join("")
-        }
+        Some(Value::Array(parts)) => parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join(""),
         _ => String::new(),
     }
 }
@@ -331,16 +311,8 @@ mod tests {
                 role: Role::Assistant,
                 content: vec![
                     ContentBlock::text("Looking."),
-                    ContentBlock::ToolUse {
-                        id: "call_a".into(),
-                        name: "read_file".into(),
-                        input: json!({"file_path": "a.rs"}),
-                    },
-                    ContentBlock::ToolUse {
-                        id: "call_b".into(),
-                        name: "list_files".into(),
-                        input: Value::String("{oops".into()),
-                    },
+                    ContentBlock::ToolUse { id: "call_a".into(), name: "read_file".into(), input: json!({"file_path": "a.rs"}) },
+                    ContentBlock::ToolUse { id: "call_b".into(), name: "list_files".into(), input: Value::String("{oops".into()) },
                 ],
             },
             Message {
@@ -351,29 +323,17 @@ mod tests {
                         content: "Error [INVALID_ARGUMENTS]: not JSON".into(),
                         is_error: true,
                     },
-                    ContentBlock::ToolResult {
-                        tool_use_id: "call_a".into(),
-                        content: "fn main() {}".into(),
-                        is_error: false,
-                    },
+                    ContentBlock::ToolResult { tool_use_id: "call_a".into(), content: "fn main() {}".into(), is_error: false },
                     ContentBlock::text("Also keep it short."),
                 ],
             },
             Message {
                 role: Role::Assistant,
-                content: vec![ContentBlock::ToolUse {
-                    id: "call_c".into(),
-                    name: "write_file".into(),
-                    input: json!({}),
-                }],
+                content: vec![ContentBlock::ToolUse { id: "call_c".into(), name: "write_file".into(), input: json!({}) }],
             },
             Message {
                 role: Role::User,
-                content: vec![ContentBlock::ToolResult {
-                    tool_use_id: "call_c".into(),
-                    content: "ok".into(),
-                    is_error: false,
-                }],
+                content: vec![ContentBlock::ToolResult { tool_use_id: "call_c".into(), content: "ok".into(), is_error: false }],
             },
         ]
     }
@@ -390,8 +350,7 @@ mod tests {
     fn request_body_maps_the_conversation() {
         let messages = conversation();
         let tools = tools();
-        let request =
-            LlmRequest { system: "You are terse.", messages: &messages, tools: &tools, max_tokens: Some(256) };
+        let request = LlmRequest { system: "You are terse.", messages: &messages, tools: &tools, max_tokens: Some(256) };
         insta::assert_json_snapshot!(request_body(ProviderType::Openai, "gpt-4o", &request));
     }
 
@@ -441,16 +400,8 @@ mod tests {
         assert_eq!(
             response.content,
             vec![
-                ContentBlock::ToolUse {
-                    id: "call_1".into(),
-                    name: "read_file".into(),
-                    input: json!({"file_path": "a"})
-                },
-                ContentBlock::ToolUse {
-                    id: "call_2".into(),
-                    name: "list_files".into(),
-                    input: Value::String("{not json".into())
-                },
+                ContentBlock::ToolUse { id: "call_1".into(), name: "read_file".into(), input: json!({"file_path": "a"}) },
+                ContentBlock::ToolUse { id: "call_2".into(), name: "list_files".into(), input: Value::String("{not json".into()) },
             ]
         );
         assert_eq!(
@@ -487,18 +438,11 @@ mod tests {
             assert_eq!(response.stop_reason, expected, "{finish}");
         }
         let response = parse_response(&reply(call, "tool_calls")).unwrap();
-        assert_eq!(
-            response.content,
-            vec![ContentBlock::ToolUse { id: "c".into(), name: "x".into(), input: json!({}) }]
-        );
-        let legacy =
-            json!({"role": "assistant", "content": null, "function_call": {"name": "x", "arguments": "{\"a\":1}"}});
+        assert_eq!(response.content, vec![ContentBlock::ToolUse { id: "c".into(), name: "x".into(), input: json!({}) }]);
+        let legacy = json!({"role": "assistant", "content": null, "function_call": {"name": "x", "arguments": "{\"a\":1}"}});
         let response = parse_response(&reply(legacy, "function_call")).unwrap();
         assert_eq!(response.stop_reason, StopReason::ToolUse);
-        assert_eq!(
-            response.content,
-            vec![ContentBlock::ToolUse { id: "call_0".into(), name: "x".into(), input: json!({"a": 1}) }]
-        );
+        assert_eq!(response.content, vec![ContentBlock::ToolUse { id: "call_0".into(), name: "x".into(), input: json!({"a": 1}) }]);
         let refusal = json!({"role": "assistant", "content": null, "refusal": "I can't help with that."});
         let response = parse_response(&reply(refusal, "stop")).unwrap();
         assert_eq!(response.stop_reason, StopReason::Refusal);
@@ -551,9 +495,7 @@ mod tests {
         let azure = ChatCompletions::new(&resolved(ProviderType::Azure), HttpClient::default()).unwrap();
         assert_eq!(
             azure.endpoint.url,
-            format!(
-                "https://example.test/v1/openai/deployments/dep-1/chat/completions?api-version={AZURE_API_VERSION}"
-            )
+            format!("https://example.test/v1/openai/deployments/dep-1/chat/completions?api-version={AZURE_API_VERSION}")
         );
         assert_eq!(azure.endpoint.headers["api-key"], "sk-test-0123456789");
         assert!(azure.endpoint.headers.get("authorization").is_none());

@@ -128,21 +128,9 @@ impl ProviderType {
             },
             ProviderType::Vllm => chat(Some("http://127.0.0.1:8000/v1"), Some("VLLM_API_KEY"), false, None),
             ProviderType::Sglang => chat(Some("http://127.0.0.1:30000/v1"), Some("SGLANG_API_KEY"), false, None),
-            ProviderType::Llamacpp => {
-                chat(Some("http://127.0.0.1:8080/v1"), Some("LLAMACPP_API_KEY"), false, None)
-            }
-            ProviderType::Zai => chat(
-                Some("https://api.z.ai/api/paas/v4"),
-                Some("ZAI_API_KEY"),
-                true,
-                Some("glm-4.6"),
-            ),
-            ProviderType::Copilot => chat(
-                Some("https://api.githubcopilot.com"),
-                Some("GITHUB_COPILOT_TOKEN"),
-                true,
-                Some("gpt-4o"),
-            ),
+            ProviderType::Llamacpp => chat(Some("http://127.0.0.1:8080/v1"), Some("LLAMACPP_API_KEY"), false, None),
+            ProviderType::Zai => chat(Some("https://api.z.ai/api/paas/v4"), Some("ZAI_API_KEY"), true, Some("glm-4.6")),
+            ProviderType::Copilot => chat(Some("https://api.githubcopilot.com"), Some("GITHUB_COPILOT_TOKEN"), true, Some("gpt-4o")),
             ProviderType::Azure => Preset {
                 wire: WireApi::ChatCompletions,
                 base_url: None,
@@ -236,11 +224,7 @@ impl ResolvedProvider {
                 ProviderType::Copilot => "GITHUB_COPILOT_TOKEN (or run `dracode auth copilot`)",
                 _ => preset.key_env.unwrap_or("api_key"),
             };
-            return Some(format!(
-                "provider {:?} ({}) has no API key: set {var} or `api_key` in its config",
-                self.name,
-                self.kind.as_str()
-            ));
+            return Some(format!("provider {:?} ({}) has no API key: set {var} or `api_key` in its config", self.name, self.kind.as_str()));
         }
         if preset.wire != WireApi::Replay && self.base_url.as_deref().is_none_or(str::is_empty) {
             let var = preset.base_url_env.unwrap_or("base_url");
@@ -258,10 +242,7 @@ impl ResolvedProvider {
             ));
         }
         if preset.wire == WireApi::Replay && self.replay_path.is_none() {
-            return Some(format!(
-                "provider {:?} (replay) has no recording: set `replay` in the manifest",
-                self.name
-            ));
+            return Some(format!("provider {:?} (replay) has no recording: set `replay` in the manifest", self.name));
         }
         None
     }
@@ -275,11 +256,7 @@ pub struct TaskBinding {
 }
 
 /// Builds the provider for one task, or says why it is not configured. Nothing is sent here.
-pub fn build(
-    resolved: &ResolvedProvider,
-    task: &TaskBinding,
-    http: &super::http::HttpClient,
-) -> Result<Arc<dyn Provider>, LlmError> {
+pub fn build(resolved: &ResolvedProvider, task: &TaskBinding, http: &super::http::HttpClient) -> Result<Arc<dyn Provider>, LlmError> {
     if let Some(reason) = resolved.not_configured_reason() {
         return Err(LlmError::not_configured(reason));
     }
@@ -290,9 +267,7 @@ pub fn build(
     match resolved.kind.preset().wire {
         WireApi::ChatCompletions => Ok(Arc::new(super::openai::ChatCompletions::new(resolved, http.clone())?)),
         WireApi::Replay => Ok(Arc::new(super::replay::Replay::load(resolved, task)?)),
-        WireApi::AnthropicMessages => {
-            Ok(Arc::new(super::anthropic::AnthropicMessages::new(resolved, http.clone())?))
-        }
+        WireApi::AnthropicMessages => Ok(Arc::new(super::anthropic::AnthropicMessages::new(resolved, http.clone())?)),
         WireApi::GeminiGenerateContent => Ok(Arc::new(super::gemini::GeminiGenerateContent::new(resolved, http.clone())?)),
         WireApi::OllamaChat => Ok(Arc::new(super::ollama::OllamaChat::new(resolved, http.clone())?)),
     }

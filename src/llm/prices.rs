@@ -53,11 +53,7 @@ impl PriceTable {
     /// The price of `model`: an exact entry, else the longest entry that prefixes it.
     pub fn price(&self, model: &str) -> Option<&Price> {
         self.prices.get(model).or_else(|| {
-            self.prices
-                .iter()
-                .filter(|(name, _)| model.starts_with(name.as_str()))
-                .max_by_key(|(name, _)| name.len())
-                .map(|(_, p)| p)
+            self.prices.iter().filter(|(name, _)| model.starts_with(name.as_str())).max_by_key(|(name, _)| name.len()).map(|(_, p)| p)
         })
     }
 

@@ -45,9 +45,8 @@ impl Provider for Recorder {
             let response = self.inner.complete(request, on_retry).await?;
             let mut responses = self.responses.lock().unwrap_or_else(|p| p.into_inner());
             responses.push(response.clone());
-            self.save(&responses).map_err(|e| {
-                LlmError::new(super::ErrorKind::Internal, format!("cannot write recording {}: {e}", self.file.display()))
-            })?;
+            self.save(&responses)
+                .map_err(|e| LlmError::new(super::ErrorKind::Internal, format!("cannot write recording {}: {e}", self.file.display())))?;
             Ok(response)
         })
     }

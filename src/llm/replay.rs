@@ -70,12 +70,12 @@ impl Replay {
 fn read_recording(file: &Path, task_id: Option<&str>) -> Result<Vec<LlmResponse>, LlmError> {
     let text = std::fs::read_to_string(file)
         .map_err(|e| LlmError::not_configured(format!("cannot read replay recording {}: {e}", file.display())))?;
-    let value: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| bad(format!("replay recording {}: {e}", file.display())))?;
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(format!("replay recording {}: {e}", file.display())))?;
     let value = match (task_id, value.get("tasks")) {
-        (Some(id), Some(tasks)) => tasks.get(id).cloned().ok_or_else(|| {
-            LlmError::not_configured(format!("replay recording {} has no entry for task {id:?}", file.display()))
-        })?,
+        (Some(id), Some(tasks)) => tasks
+            .get(id)
+            .cloned()
+            .ok_or_else(|| LlmError::not_configured(format!("replay recording {} has no entry for task {id:?}", file.display())))?,
         _ => value,
     };
     serde_json::from_value::<Recording>(value)
@@ -91,12 +91,9 @@ impl Provider for Replay {
                 *next += 1;
                 Ok(response.clone())
             }
-            None => Err(bad(format!(
-                "replay recording {} has no response #{} (it holds {})",
-                self.source,
-                *next + 1,
-                self.responses.len()
-            ))),
+            None => {
+                Err(bad(format!("replay recording {} has no response #{} (it holds {})", self.source, *next + 1, self.responses.len())))
+            }
         };
         Box::pin(async move { result })
     }
@@ -112,7 +109,12 @@ mod tests {
     use crate::llm::{ContentBlock, StopReason, Usage};
 
     fn answer(text: &str) -> LlmResponse {
-        LlmResponse { content: vec![ContentBlock::text(text)], stop_reason: StopReason::EndTurn, usage: Usage::from_counts(3, 2), model: None }
+        LlmResponse {
+            content: vec![ContentBlock::text(text)],
+            stop_reason: StopReason::EndTurn,
+            usage: Usage::from_counts(3, 2),
+            model: None,
+        }
     }
 
     #[tokio::test]

@@ -151,13 +151,7 @@ pub struct Usage {
 impl Usage {
     /// The usage of one call from its input and output token counts.
     pub fn from_counts(input_tokens: u64, output_tokens: u64) -> Self {
-        Usage {
-            input_tokens,
-            output_tokens,
-            total_tokens: input_tokens + output_tokens,
-            requests: 1,
-            ..Usage::default()
-        }
+        Usage { input_tokens, output_tokens, total_tokens: input_tokens + output_tokens, requests: 1, ..Usage::default() }
     }
 }
 
@@ -167,8 +161,7 @@ impl Add for Usage {
         Usage {
             input_tokens: self.input_tokens + o.input_tokens,
             cached_input_tokens: self.cached_input_tokens + o.cached_input_tokens,
-            cache_creation_input_tokens: self.cache_creation_input_tokens
-                + o.cache_creation_input_tokens,
+            cache_creation_input_tokens: self.cache_creation_input_tokens + o.cache_creation_input_tokens,
             output_tokens: self.output_tokens + o.output_tokens,
             reasoning_output_tokens: self.reasoning_output_tokens + o.reasoning_output_tokens,
             total_tokens: self.total_tokens + o.total_tokens,
@@ -247,11 +240,7 @@ mod tests {
 
     #[test]
     fn content_blocks_serialise_tagged() {
-        let block = ContentBlock::ToolUse {
-            id: "c1".into(),
-            name: "read_file".into(),
-            input: serde_json::json!({"file_path": "a"}),
-        };
+        let block = ContentBlock::ToolUse { id: "c1".into(), name: "read_file".into(), input: serde_json::json!({"file_path": "a"}) };
         let json = serde_json::to_value(&block).unwrap();
         assert_eq!(json["type"], "tool_use");
         let back: ContentBlock = serde_json::from_value(json).unwrap();

@@ -95,10 +95,34 @@ pub struct TaskFields {
 
 /// The names of [`TaskFields`], for did-you-mean suggestions.
 pub const FIELD_NAMES: &[&str] = &[
-    "id", "prompt", "prompt_file", "provider", "model", "max_iterations", "timeout", "idle_timeout",
-    "retries", "retry_on", "isolation", "repo", "base", "workdir", "tools", "check", "check_before",
-    "check_timeout", "commit", "isolate_home", "require_change", "tags", "answers", "replay", "system_prompt",
-    "max_output_tokens", "max_tokens", "max_cost_usd",
+    "id",
+    "prompt",
+    "prompt_file",
+    "provider",
+    "model",
+    "max_iterations",
+    "timeout",
+    "idle_timeout",
+    "retries",
+    "retry_on",
+    "isolation",
+    "repo",
+    "base",
+    "workdir",
+    "tools",
+    "check",
+    "check_before",
+    "check_timeout",
+    "commit",
+    "isolate_home",
+    "require_change",
+    "tags",
+    "answers",
+    "replay",
+    "system_prompt",
+    "max_output_tokens",
+    "max_tokens",
+    "max_cost_usd",
 ];
 
 macro_rules! overlay_fields {

@@ -4,8 +4,8 @@
 //! task boundaries (`[[tasks]]` headers, YAML list items, JSON array objects) and then the
 //! field's key inside that task.
 
-use super::{Format, ManifestError};
 use super::fields::FIELD_NAMES;
+use super::{Format, ManifestError};
 use serde_json::Value;
 use std::path::Path;
 
@@ -23,8 +23,7 @@ pub(super) fn parse_tree(path: &Path, text: &str, format: Format) -> Result<Valu
             let position = e.span().map(|span| line_col(text, span.start));
             syntax(position, e.message().trim().to_string())
         }),
-        Format::Json => serde_json::from_str::<Value>(text)
-            .map_err(|e| syntax(Some((e.line(), e.column())), e.to_string())),
+        Format::Json => serde_json::from_str::<Value>(text).map_err(|e| syntax(Some((e.line(), e.column())), e.to_string())),
         Format::Yaml => {
             if text.trim().is_empty() {
                 return Ok(Value::Object(Default::default()));
@@ -70,11 +69,7 @@ impl Locator<'_> {
     pub fn unknown_field(&self, key: &str) -> ManifestError {
         let segs = segments(key);
         let name = segs.last().copied().unwrap_or(key);
-        let hint = if segs.len() <= 1 {
-            super::did_you_mean(name, &["defaults", "tasks"])
-        } else {
-            super::did_you_mean(name, FIELD_NAMES)
-        };
+        let hint = if segs.len() <= 1 { super::did_you_mean(name, &["defaults", "tasks"]) } else { super::did_you_mean(name, FIELD_NAMES) };
         let mut error = self.at_key(key, format!("unknown field {name:?}{hint}"));
         error.message = format!("unknown field {name:?}{hint}");
         error
@@ -192,8 +187,7 @@ impl Locator<'_> {
             let abs = pos + hit;
             let before = region[..abs].chars().next_back();
             let after = region[abs + len..].trim_start_matches([' ', '\t']).chars().next();
-            let key_like = before.is_none_or(|c| !(c.is_alphanumeric() || c == '_'))
-                && matches!(after, Some('=' | ':'));
+            let key_like = before.is_none_or(|c| !(c.is_alphanumeric() || c == '_')) && matches!(after, Some('=' | ':'));
             if key_like {
                 return Some(start + abs);
             }

@@ -120,9 +120,7 @@ pub fn load_with(path: &Path, base: &TaskFields) -> Result<Manifest, ManifestErr
     let error = |message: String| {
         ManifestErrors(vec![ManifestError { file: path.to_path_buf(), position: None, task: None, field: None, message }])
     };
-    let format = Format::of(path).ok_or_else(|| {
-        error("unknown manifest format: use a .toml, .yaml, .yml or .json file".to_string())
-    })?;
+    let format = Format::of(path).ok_or_else(|| error("unknown manifest format: use a .toml, .yaml, .yml or .json file".to_string()))?;
     let text = std::fs::read_to_string(path).map_err(|e| error(format!("cannot read: {e}")))?;
     parse(path, &text, format, base)
 }
@@ -221,13 +219,7 @@ pub fn parse(path: &Path, text: &str, format: Format, base: &TaskFields) -> Resu
 }
 
 /// Value checks serde cannot express: durations, tool names, numeric ranges.
-fn check_fields(
-    ctx: &locate::Locator<'_>,
-    key: &str,
-    fields: &TaskFields,
-    task: Option<(usize, &str)>,
-    errors: &mut Vec<ManifestError>,
-) {
+fn check_fields(ctx: &locate::Locator<'_>, key: &str, fields: &TaskFields, task: Option<(usize, &str)>, errors: &mut Vec<ManifestError>) {
     let mut push = |field: &str, message: String| {
         errors.push(match task {
             Some((i, label)) => ctx.task_error(i, label, field, message),
@@ -236,9 +228,10 @@ fn check_fields(
     };
     for (field, value) in [("timeout", &fields.timeout), ("check_timeout", &fields.check_timeout), ("idle_timeout", &fields.idle_timeout)] {
         if let Some(value) = value
-            && let Err(e) = duration::parse(value) {
-                push(field, e);
-            }
+            && let Err(e) = duration::parse(value)
+        {
+            push(field, e);
+        }
     }
     if let Some(tools) = &fields.tools {
         let known: Vec<&str> = crate::tools::builtin().iter().map(|t| t.name()).collect();
@@ -252,9 +245,10 @@ fn check_fields(
         push("max_iterations", "must be at least 1".into());
     }
     if let Some(provider) = &fields.provider
-        && provider.trim().is_empty() {
-            push("provider", "is empty".into());
-        }
+        && provider.trim().is_empty()
+    {
+        push("provider", "is empty".into());
+    }
 }
 
 /// `[A-Za-z0-9._-]+`

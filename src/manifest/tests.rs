@@ -34,10 +34,7 @@ fn toml_yaml_and_json_give_the_same_tasks() {
 fn unknown_field_names_file_line_task_and_suggests() {
     let text = "[[tasks]]\nid = \"fix\"\nprompt = \"x\"\n\n[[tasks]]\nid = \"docs\"\npromt = \"y\"\n";
     let errs = errors("tasks.toml", text);
-    assert!(
-        errs.contains(&"tasks.toml:7:1: task \"docs\": unknown field \"promt\" (did you mean \"prompt\"?)".to_string()),
-        "{errs:?}"
-    );
+    assert!(errs.contains(&"tasks.toml:7:1: task \"docs\": unknown field \"promt\" (did you mean \"prompt\"?)".to_string()), "{errs:?}");
     // The missing prompt of the same task is reported too (every error, not just the first).
     assert!(errs.iter().any(|e| e.contains("task \"docs\"") && e.contains("missing field \"prompt\"")), "{errs:?}");
 }
@@ -47,7 +44,8 @@ fn yaml_and_json_errors_are_located_too() {
     let yaml = "tasks:\n  - id: a\n    prompt: x\n  - id: b\n    prompt: y\n    isolaton: copy\n";
     let errs = errors("t.yaml", yaml);
     assert_eq!(errs, ["t.yaml:6:5: task \"b\": unknown field \"isolaton\" (did you mean \"isolation\"?)"]);
-    let json = "{\"tasks\": [\n  {\"id\": \"a\", \"prompt\": \"x\"},\n  {\"id\": \"b\", \"prompt\": \"y\", \"max_iterations\": \"ten\"}\n]}";
+    let json =
+        "{\"tasks\": [\n  {\"id\": \"a\", \"prompt\": \"x\"},\n  {\"id\": \"b\", \"prompt\": \"y\", \"max_iterations\": \"ten\"}\n]}";
     let errs = errors("t.json", json);
     assert_eq!(errs.len(), 1, "{errs:?}");
     assert!(errs[0].starts_with("t.json:3:") && errs[0].contains("task \"b\"") && errs[0].contains("max_iterations"), "{errs:?}");

@@ -20,41 +20,22 @@ pub struct JsonlReporter {
 impl JsonlReporter {
     /// A reporter writing to `writer` (a file, or stdout for `--jsonl -`), stamping every line
     /// with `run_id` and, when sharded, `shard` (`K/N`).
-    pub fn new(
-        writer: Box<dyn Write + Send>,
-        run_id: &str,
-        shard: Option<&str>,
-        redactor: Arc<Redactor>,
-    ) -> Self {
-        JsonlReporter {
-            writer,
-            run_id: run_id.to_string(),
-            shard: shard.map(str::to_string),
-            redactor,
-            seq: 0,
-        }
+    pub fn new(writer: Box<dyn Write + Send>, run_id: &str, shard: Option<&str>, redactor: Arc<Redactor>) -> Self {
+        JsonlReporter { writer, run_id: run_id.to_string(), shard: shard.map(str::to_string), redactor, seq: 0 }
     }
 
     fn line(&self, event: &Event, seq: u64) -> std::io::Result<String> {
         // Tool output is redacted before it is cut to 2 KB, so the cut cannot split a secret
         // and leave its first half unmasked.
         let event = match &event.kind {
-            EventKind::ToolCompleted { call_id, name, ok, output, duration } => {
-                match self.redactor.redact(output) {
-                    Cow::Borrowed(_) => Cow::Borrowed(event),
-                    Cow::Owned(output) => Cow::Owned(Event {
-                        ts: event.ts,
-                        task: event.task.clone(),
-                        kind: EventKind::ToolCompleted {
-                            call_id: call_id.clone(),
-                            name: name.clone(),
-                            ok: *ok,
-                            output,
-                            duration: *duration,
-                        },
-                    }),
-                }
-            }
+            EventKind::ToolCompleted { call_id, name, ok, output, duration } => match self.redactor.redact(output) {
+                Cow::Borrowed(_) => Cow::Borrowed(event),
+                Cow::Owned(output) => Cow::Owned(Event {
+                    ts: event.ts,
+                    task: event.task.clone(),
+                    kind: EventKind::ToolCompleted { call_id: call_id.clone(), name: name.clone(), ok: *ok, output, duration: *duration },
+                }),
+            },
             _ => Cow::Borrowed(event),
         };
         let wire = to_wire(&event, seq, &self.run_id, self.shard.as_deref());
@@ -114,8 +95,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("results.jsonl");
         let file = std::fs::File::create(&path).unwrap();
-        let mut reporter =
-            JsonlReporter::new(Box::new(file), "run-9", Some("1/2"), Arc::new(Redactor::default()));
+        let mut reporter = JsonlReporter::new(Box::new(file), "run-9", Some("1/2"), Arc::new(Redactor::default()));
         let events = sample_run();
         for (i, e) in events.iter().enumerate() {
             reporter.on_event(e).unwrap();
@@ -128,8 +108,7 @@ mod tests {
             assert_eq!(last["shard"], "1/2");
             assert_eq!(last["schema_version"], 1);
         }
-        let types: Vec<String> =
-            read_lines(&path).iter().map(|l| l["type"].as_str().unwrap().to_string()).collect();
+        let types: Vec<String> = read_lines(&path).iter().map(|l| l["type"].as_str().unwrap().to_string()).collect();
         assert_eq!(
             types,
             [
@@ -159,13 +138,7 @@ mod tests {
         reporter
             .on_event(&event(
                 Some(("t", 1)),
-                EventKind::ToolCompleted {
-                    call_id: "c".into(),
-                    name: "run_command".into(),
-                    ok: true,
-                    output,
-                    duration: Duration::ZERO,
-                },
+                EventKind::ToolCompleted { call_id: "c".into(), name: "run_command".into(), ok: true, output, duration: Duration::ZERO },
             ))
             .unwrap();
         reporter

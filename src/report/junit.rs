@@ -35,14 +35,7 @@ pub struct JunitReporter {
 impl JunitReporter {
     /// A reporter that will write `path` (atomically: a reader never sees half a file).
     pub fn new(path: impl Into<PathBuf>, redactor: Arc<Redactor>) -> Self {
-        JunitReporter {
-            path: path.into(),
-            redactor,
-            manifests: Vec::new(),
-            version: None,
-            started: None,
-            outcomes: Vec::new(),
-        }
+        JunitReporter { path: path.into(), redactor, manifests: Vec::new(), version: None, started: None, outcomes: Vec::new() }
     }
 
     /// The report as XML.
@@ -155,10 +148,7 @@ impl JunitReporter {
             props.push(("flaky", "true".to_string()));
         }
         let id = self.redact(&o.task_id);
-        props
-            .into_iter()
-            .map(|(name, value)| Property::new(format!("{id}.{name}"), self.redact(&value)))
-            .collect()
+        props.into_iter().map(|(name, value)| Property::new(format!("{id}.{name}"), self.redact(&value))).collect()
     }
 
     fn redact(&self, text: &str) -> String {
@@ -195,10 +185,7 @@ impl Reporter for JunitReporter {
 fn non_success_kind(o: &TaskOutcome) -> NonSuccessKind {
     let infrastructure = match &o.error {
         Some(error) => error.kind.is_infrastructure(),
-        None => matches!(
-            o.status,
-            Status::Error | Status::NotConfigured | Status::Timeout | Status::Stalled | Status::Cancelled
-        ),
+        None => matches!(o.status, Status::Error | Status::NotConfigured | Status::Timeout | Status::Stalled | Status::Cancelled),
     };
     if infrastructure { NonSuccessKind::Error } else { NonSuccessKind::Failure }
 }
@@ -220,11 +207,7 @@ fn details(o: &TaskOutcome) -> String {
     }
     if let Some(check) = &o.check {
         let code = check.exit_code.map_or("none".to_string(), |c| c.to_string());
-        parts.push(format!(
-            "check: {}\nexit code: {code}\n{}",
-            check.command,
-            strip_control(&check.output_tail)
-        ));
+        parts.push(format!("check: {}\nexit code: {code}\n{}", check.command, strip_control(&check.output_tail)));
     }
     parts.join("\n\n")
 }
@@ -288,13 +271,7 @@ mod tests {
 
     /// Runs `xmllint --noout --schema`; panics with its complaints when `file` is invalid.
     fn assert_valid(schema: &str, file: &Path) {
-        let out = match Command::new("xmllint")
-            .arg("--noout")
-            .arg("--schema")
-            .arg(xsd(schema))
-            .arg(file)
-            .output()
-        {
+        let out = match Command::new("xmllint").arg("--noout").arg("--schema").arg(xsd(schema)).arg(file).output() {
             Ok(out) => out,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 panic!("xmllint not found: install libxml2-utils (apt-get install -y libxml2-utils)")
@@ -330,8 +307,7 @@ mod tests {
             output_tail: "\x1b[31merror\x1b[0m: Vec<String> & ]]> mismatch\x07\nline two".into(),
             before: None,
         });
-        check_failed.error =
-            Some(TaskError { kind: ErrorKind::Check, message: "check failed".into(), http_status: None });
+        check_failed.error = Some(TaskError { kind: ErrorKind::Check, message: "check failed".into(), http_status: None });
         check_failed.result = Some("I changed <b>it</b> & ]]> done \x1b[1mbold\x1b[0m \x00".into());
 
         let mut auth = outcome("auth-error", Status::Error);
@@ -346,11 +322,8 @@ mod tests {
         let mut not_configured = outcome("no-key", Status::NotConfigured);
         not_configured.index = 3;
         not_configured.cost_usd = None;
-        not_configured.error = Some(TaskError {
-            kind: ErrorKind::NotConfigured,
-            message: "OPENAI_API_KEY is not set".into(),
-            http_status: None,
-        });
+        not_configured.error =
+            Some(TaskError { kind: ErrorKind::NotConfigured, message: "OPENAI_API_KEY is not set".into(), http_status: None });
 
         let mut skipped = outcome("skipped", Status::Skipped);
         skipped.index = 4;
@@ -408,13 +381,7 @@ mod tests {
         assert_valid(WINDYROAD_XSD, &profile);
 
         // And the one thing removed is indeed what the Ant schema rejects.
-        let out = Command::new("xmllint")
-            .arg("--noout")
-            .arg("--schema")
-            .arg(xsd(WINDYROAD_XSD))
-            .arg(&path)
-            .output()
-            .unwrap();
+        let out = Command::new("xmllint").arg("--noout").arg("--schema").arg(xsd(WINDYROAD_XSD)).arg(&path).output().unwrap();
         let complaints = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success());
         for line in complaints.lines().filter(|l| l.contains("validity error")) {
@@ -444,8 +411,7 @@ mod tests {
         let case = |name: &str| {
             let start = xml.find(&format!(r#"<testcase name="{name}""#)).unwrap();
             let rest = &xml[start + 1..];
-            let end =
-                [rest.find("<testcase"), rest.find("</testsuite>")].into_iter().flatten().min().unwrap();
+            let end = [rest.find("<testcase"), rest.find("</testsuite>")].into_iter().flatten().min().unwrap();
             xml[start..start + 1 + end].to_string()
         };
         let passed = case("passes");
@@ -454,25 +420,17 @@ mod tests {
         assert!(failed.contains(r#"<failure message="failed: check failed" type="check">"#), "{failed}");
         assert!(failed.contains("exit code: 101"), "{failed}");
         let auth = case("auth-error");
-        assert!(
-            auth.contains(r#"<error message="error: 401 Unauthorized: key [REDACTED] refused" type="auth">"#),
-            "{auth}"
-        );
+        assert!(auth.contains(r#"<error message="error: 401 Unauthorized: key [REDACTED] refused" type="auth">"#), "{auth}");
         assert!(auth.contains("(HTTP 401)"), "{auth}");
         assert!(!xml.contains("sk-secret"), "secrets are masked");
-        assert!(
-            case("no-key").contains(
-                r#"<error message="not_configured: OPENAI_API_KEY is not set" type="not_configured""#
-            )
-        );
+        assert!(case("no-key").contains(r#"<error message="not_configured: OPENAI_API_KEY is not set" type="not_configured""#));
         assert!(case("skipped").contains(r#"<skipped message="skipped"/>"#), "{}", case("skipped"));
     }
 
     #[test]
     fn suites_follow_manifests_and_cases_follow_manifest_order() {
         let (_dir, _, xml) = write(outcomes());
-        let suite_a =
-            xml.find(r#"<testsuite name="tasks.toml" tests="5" skipped="1" errors="2" failures="1""#);
+        let suite_a = xml.find(r#"<testsuite name="tasks.toml" tests="5" skipped="1" errors="2" failures="1""#);
         let suite_b = xml.find(r#"<testsuite name="more/extra.yaml" tests="1""#);
         assert!(suite_a.unwrap() < suite_b.unwrap(), "{xml}");
         let order: Vec<usize> = ["passes", "check-fails", "auth-error", "no-key", "skipped"]
@@ -499,8 +457,7 @@ mod tests {
     #[test]
     fn the_file_is_replaced_whole() {
         let (dir, path, _) = write(outcomes());
-        let leftovers: Vec<_> =
-            std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(leftovers, [path.file_name().unwrap().to_owned()], "no temporary file left");
     }
 }

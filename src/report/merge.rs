@@ -200,8 +200,7 @@ pub fn merge(inputs: &[PathBuf], out: &Path, redactor: Arc<Redactor>) -> Result<
 fn problems(read: &[Input], missing: &[String], warnings: &mut Vec<String>) -> bool {
     let mut failing = false;
     if !missing.is_empty() {
-        let (noun, verb, their) =
-            if missing.len() == 1 { ("shard", "is", "its") } else { ("shards", "are", "their") };
+        let (noun, verb, their) = if missing.len() == 1 { ("shard", "is", "its") } else { ("shards", "are", "their") };
         warnings.push(format!(
             "{noun} {} {verb} missing (did {their} job fail before writing its output?): {their} tasks are \
              not in this report",
@@ -228,8 +227,7 @@ fn problems(read: &[Input], missing: &[String], warnings: &mut Vec<String>) -> b
     }
     let versions: Vec<&str> = read.iter().map(|i| i.version.as_str()).collect();
     if versions.iter().any(|v| *v != versions[0]) {
-        let each: Vec<String> =
-            read.iter().map(|i| format!("{} in {}", i.version, i.dir.display())).collect();
+        let each: Vec<String> = read.iter().map(|i| format!("{} in {}", i.version, i.dir.display())).collect();
         warnings.push(format!("the inputs were written by different dracode versions: {}", each.join(", ")));
     }
     failing
@@ -246,21 +244,17 @@ fn refuse_out_as_input(inputs: &[PathBuf], out: &Path) -> Result<(), MergeError>
 /// Reads and checks `dir/results.jsonl`, with the patches its tasks name.
 fn read_input(dir: &Path, warnings: &mut Vec<String>) -> Result<Input, MergeError> {
     let path = dir.join("results.jsonl");
-    let text =
-        std::fs::read_to_string(&path).map_err(|source| MergeError::Read { path: path.clone(), source })?;
+    let text = std::fs::read_to_string(&path).map_err(|source| MergeError::Read { path: path.clone(), source })?;
     let mut input: Option<Input> = None;
     for (n, raw) in text.lines().enumerate() {
         if raw.trim().is_empty() {
             continue;
         }
         let invalid = |message: String| MergeError::Invalid { path: path.clone(), line: n + 1, message };
-        let value: serde_json::Value =
-            serde_json::from_str(raw).map_err(|e| invalid(format!("not a JSON line: {e}")))?;
-        let event =
-            WireEvent::deserialize(&value).map_err(|e| invalid(format!("not a dracode event: {e}")))?;
+        let value: serde_json::Value = serde_json::from_str(raw).map_err(|e| invalid(format!("not a JSON line: {e}")))?;
+        let event = WireEvent::deserialize(&value).map_err(|e| invalid(format!("not a dracode event: {e}")))?;
         let header = event.header();
-        let ts =
-            humantime::parse_rfc3339(&header.ts).map_err(|e| invalid(format!("ts {:?}: {e}", header.ts)))?;
+        let ts = humantime::parse_rfc3339(&header.ts).map_err(|e| invalid(format!("ts {:?}: {e}", header.ts)))?;
         if let WireEvent::RunStarted { header, version, manifests, task_count, jobs, .. } = &event {
             if input.is_some() {
                 return Err(invalid("a second run.started: the file holds more than one run".into()));
@@ -309,12 +303,7 @@ fn type_of(value: &serde_json::Value) -> &str {
 
 /// The outcome a `task.finished` line describes, its patch read back from the input folder.
 /// The transcript stays a file: it is copied, not rebuilt.
-fn rebuild(
-    dir: &Path,
-    task_id: String,
-    w: WireOutcome,
-    warnings: &mut Vec<String>,
-) -> Result<TaskOutcome, MergeError> {
+fn rebuild(dir: &Path, task_id: String, w: WireOutcome, warnings: &mut Vec<String>) -> Result<TaskOutcome, MergeError> {
     // The patch is looked up by the task id, not by the line's `diff_path`, so that a crafted
     // file cannot make the merge copy something from outside the folder.
     let diff = match w.diff_path {
@@ -324,8 +313,7 @@ fn rebuild(
             match std::fs::read_to_string(&path) {
                 Ok(diff) => Some(diff),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    warnings
-                        .push(format!("{} is missing: task {task_id:?} has no patch here", path.display()));
+                    warnings.push(format!("{} is missing: task {task_id:?} has no patch here", path.display()));
                     None
                 }
                 Err(source) => return Err(MergeError::Read { path, source }),
@@ -351,11 +339,7 @@ fn rebuild(
         prior_attempts: w
             .prior_attempts
             .into_iter()
-            .map(|a| AttemptRecord {
-                status: a.status,
-                error: a.error,
-                duration: Duration::from_millis(a.duration_ms),
-            })
+            .map(|a| AttemptRecord { status: a.status, error: a.error, duration: Duration::from_millis(a.duration_ms) })
             .collect(),
         branch: w.branch.clone(),
         provider: w.provider,
@@ -388,10 +372,7 @@ fn check_shards(inputs: &[Input]) -> Result<Vec<String>, MergeError> {
         let shard = Shard { index, ..split }.to_string();
         return Err(MergeError::DuplicateShard { shard, dirs: dirs.clone() });
     }
-    Ok((1..=split.count)
-        .filter(|k| !dirs.contains_key(k))
-        .map(|index| Shard { index, ..split }.to_string())
-        .collect())
+    Ok((1..=split.count).filter(|k| !dirs.contains_key(k)).map(|index| Shard { index, ..split }.to_string()).collect())
 }
 
 fn check_tasks(inputs: &[Input]) -> Result<(), MergeError> {
@@ -491,13 +472,7 @@ fn write_reports(
 
 /// `out/results.jsonl`: a `run.started` naming the inputs, their lines renumbered, a
 /// `run.finished` with the merged totals.
-fn write_results(
-    inputs: &[Input],
-    run: &MergedRun,
-    run_totals: &RunTotals,
-    out: &Path,
-    redactor: &Redactor,
-) -> Result<(), MergeError> {
+fn write_results(inputs: &[Input], run: &MergedRun, run_totals: &RunTotals, out: &Path, redactor: &Redactor) -> Result<(), MergeError> {
     let path = out.join("results.jsonl");
     let write_err = |e: serde_json::Error| MergeError::Write { path: path.clone(), source: e.into() };
     let started = Event { ts: run.started, task: None, kind: run.started_kind() };
@@ -525,10 +500,7 @@ fn write_results(
         lines.push(value);
     }
     let finished = Event { ts: run.finished, task: None, kind: EventKind::RunFinished(run_totals.clone()) };
-    lines.push(
-        serde_json::to_value(to_wire(&finished, lines.len() as u64 + 1, &run.run_id, None))
-            .map_err(write_err)?,
-    );
+    lines.push(serde_json::to_value(to_wire(&finished, lines.len() as u64 + 1, &run.run_id, None)).map_err(write_err)?);
     let mut text = String::new();
     for mut line in lines {
         // The shards redacted their own secrets; this also masks the ones the merge knows.
@@ -602,8 +574,7 @@ mod tests {
             })
             .collect();
         tasks[1].status = Status::Failed;
-        tasks[1].error =
-            Some(TaskError { kind: ErrorKind::Check, message: "check failed".into(), http_status: None });
+        tasks[1].error = Some(TaskError { kind: ErrorKind::Check, message: "check failed".into(), http_status: None });
         tasks[1].check = Some(CheckRecord {
             command: "cargo test".into(),
             exit_code: Some(101),
@@ -613,11 +584,7 @@ mod tests {
         tasks[1].files_changed = vec!["src/lib.rs".into()];
         tasks[1].diff = Some("diff --git a/src/lib.rs b/src/lib.rs\n-a\n+b\n".into());
         tasks[2].status = Status::Error;
-        tasks[2].error = Some(TaskError {
-            kind: ErrorKind::Auth,
-            message: format!("401: key {SECRET} refused"),
-            http_status: Some(401),
-        });
+        tasks[2].error = Some(TaskError { kind: ErrorKind::Auth, message: format!("401: key {SECRET} refused"), http_status: Some(401) });
         tasks[3].flaky = true;
         tasks[3].attempts = 2;
         tasks[3].prior_attempts = vec![AttemptRecord {
@@ -672,11 +639,7 @@ mod tests {
             events.push(Event { ts, task, kind: EventKind::TaskFinished(Box::new(o.clone())) });
         }
         let run_totals = totals(tasks, Duration::from_secs(3));
-        events.push(Event {
-            ts: start + Duration::from_secs(3),
-            task: None,
-            kind: EventKind::RunFinished(run_totals),
-        });
+        events.push(Event { ts: start + Duration::from_secs(3), task: None, kind: EventKind::RunFinished(run_totals) });
         let mut reporters = artifact_reporters(dir, run_id, shard, redactor()).unwrap();
         for reporter in &mut reporters {
             for event in &events {
@@ -692,19 +655,10 @@ mod tests {
         (1..=n)
             .map(|k| {
                 let shard = Shard::parse(&format!("{k}/{n}")).unwrap();
-                let mine: Vec<TaskOutcome> = tasks
-                    .iter()
-                    .enumerate()
-                    .filter(|(position, t)| shard.selects(&t.task_id, *position))
-                    .map(|(_, t)| t.clone())
-                    .collect();
+                let mine: Vec<TaskOutcome> =
+                    tasks.iter().enumerate().filter(|(position, t)| shard.selects(&t.task_id, *position)).map(|(_, t)| t.clone()).collect();
                 assert!(!mine.is_empty(), "shard {k}/{n} should get a task");
-                write_run(
-                    &root.join(format!("shard-{k}")),
-                    &format!("run-{k}"),
-                    Some(&shard.to_string()),
-                    &mine,
-                )
+                write_run(&root.join(format!("shard-{k}")), &format!("run-{k}"), Some(&shard.to_string()), &mine)
             })
             .collect()
     }
@@ -751,8 +705,7 @@ mod tests {
             .output()
             .expect("xmllint (apt-get install -y libxml2-utils)");
         let stderr = String::from_utf8_lossy(&out.stderr);
-        let complaints: Vec<String> =
-            stderr.lines().filter(|l| l.contains("validity error")).map(str::to_string).collect();
+        let complaints: Vec<String> = stderr.lines().filter(|l| l.contains("validity error")).map(str::to_string).collect();
         assert_eq!(out.status.success(), complaints.is_empty(), "{stderr}");
         complaints
     }
@@ -776,13 +729,8 @@ mod tests {
 
         let lines = read_lines(&merged.join("results.jsonl"));
         let one = read_lines(&single.join("results.jsonl"));
-        let shard_lines: usize =
-            (1..=3).map(|k| read_lines(&root.path().join(format!("shard-{k}/results.jsonl"))).len()).sum();
-        assert_eq!(
-            lines.len(),
-            shard_lines - 2 * 3 + 2,
-            "every task line kept, one run.started and run.finished"
-        );
+        let shard_lines: usize = (1..=3).map(|k| read_lines(&root.path().join(format!("shard-{k}/results.jsonl"))).len()).sum();
+        assert_eq!(lines.len(), shard_lines - 2 * 3 + 2, "every task line kept, one run.started and run.finished");
         let validator = jsonschema::validator_for(&events_schema()).unwrap();
         for (i, line) in lines.iter().enumerate() {
             assert_eq!(line["seq"], i as u64 + 1);
@@ -800,8 +748,7 @@ mod tests {
             .map(|m| (m["run_id"].as_str().unwrap(), m["shard"].as_str().unwrap()))
             .collect();
         assert_eq!(from, [("run-1", "1/3"), ("run-2", "2/3"), ("run-3", "3/3")], "inputs in shard order");
-        let shard_of: Vec<&str> =
-            lines[1..lines.len() - 1].iter().map(|l| l["shard"].as_str().unwrap()).collect();
+        let shard_of: Vec<&str> = lines[1..lines.len() - 1].iter().map(|l| l["shard"].as_str().unwrap()).collect();
         assert!(shard_of.windows(2).all(|w| w[0] <= w[1]), "lines follow shard order: {shard_of:?}");
 
         // The same tasks with the same results, and the same totals.
@@ -816,11 +763,7 @@ mod tests {
         // The other artifacts are what the single run wrote.
         let junit = std::fs::read_to_string(merged.join("junit.xml")).unwrap();
         assert_eq!(junit, std::fs::read_to_string(single.join("junit.xml")).unwrap());
-        assert!(
-            junit.contains("<flakyError message=\"timeout: reset\"")
-                && !junit.contains(SECRET),
-            "{junit}"
-        );
+        assert!(junit.contains("<flakyError message=\"timeout: reset\"") && !junit.contains(SECRET), "{junit}");
         assert_eq!(junit_complaints(&merged.join("junit.xml")), Vec::<String>::new(), "valid JUnit");
         assert_eq!(
             std::fs::read_to_string(merged.join("summary.md")).unwrap(),
@@ -892,14 +835,9 @@ mod tests {
         let merged = root.path().join("merged");
 
         let err = merge(&shards, &merged, redactor()).unwrap_err();
-        assert!(
-            matches!(&err, MergeError::DuplicateShard { shard, dirs } if shard == "2/3" && dirs == &[shards[1].clone(), again])
-        );
+        assert!(matches!(&err, MergeError::DuplicateShard { shard, dirs } if shard == "2/3" && dirs == &[shards[1].clone(), again]));
         let text = err.to_string();
-        assert!(
-            text.starts_with("shard 2/3 is in more than one input: ") && text.contains("shard-2-again"),
-            "{text}"
-        );
+        assert!(text.starts_with("shard 2/3 is in more than one input: ") && text.contains("shard-2-again"), "{text}");
         assert!(!merged.exists(), "nothing is written");
     }
 
@@ -914,13 +852,11 @@ mod tests {
         assert!(text.contains("shard-1 is shard 1/3 but ") && text.contains("half is shard 1/2"), "{text}");
 
         let plain = write_run(&root.path().join("plain"), "run-p", None, &tasks[..1]);
-        let text =
-            merge(&[shards[0].clone(), plain], &root.path().join("m"), redactor()).unwrap_err().to_string();
+        let text = merge(&[shards[0].clone(), plain], &root.path().join("m"), redactor()).unwrap_err().to_string();
         assert!(text.contains("plain is not sharded"), "{text}");
 
         let slice = write_run(&root.path().join("slice"), "run-s", Some("slice:2/3"), &tasks[..1]);
-        let text =
-            merge(&[shards[0].clone(), slice], &root.path().join("m"), redactor()).unwrap_err().to_string();
+        let text = merge(&[shards[0].clone(), slice], &root.path().join("m"), redactor()).unwrap_err().to_string();
         assert!(text.contains("slice is shard slice:2/3"), "{text}");
     }
 
@@ -935,9 +871,7 @@ mod tests {
 
         let c = write_run(&root.path().join("c"), "run-c", None, &tasks[3..5]);
         let err = merge(&[a.clone(), c.clone()], &root.path().join("ac"), redactor()).unwrap_err();
-        assert!(
-            matches!(&err, MergeError::DuplicateTask { task_id, dirs } if task_id == "task-3" && dirs == &[a, c])
-        );
+        assert!(matches!(&err, MergeError::DuplicateTask { task_id, dirs } if task_id == "task-3" && dirs == &[a, c]));
         assert!(err.to_string().starts_with("task \"task-3\" is in more than one input: "), "{err}");
     }
 
@@ -964,16 +898,10 @@ mod tests {
 
         std::fs::write(&results, "").unwrap();
         let text = merge(&shards, &root.path().join("merged"), redactor()).unwrap_err().to_string();
-        assert_eq!(
-            text,
-            format!("{}: no run.started line: not the results of a dracode run", results.display())
-        );
+        assert_eq!(text, format!("{}: no run.started line: not the results of a dracode run", results.display()));
         let missing = root.path().join("nowhere");
         let err = merge(std::slice::from_ref(&missing), &root.path().join("merged"), redactor()).unwrap_err();
-        assert!(
-            matches!(&err, MergeError::Read { path, .. } if *path == missing.join("results.jsonl")),
-            "{err}"
-        );
+        assert!(matches!(&err, MergeError::Read { path, .. } if *path == missing.join("results.jsonl")), "{err}");
     }
 
     #[test]
@@ -1000,10 +928,6 @@ mod tests {
             let text = std::fs::read_to_string(merged.join(file)).unwrap();
             assert!(!text.contains(late), "{file}: {text}");
         }
-        assert!(
-            std::fs::read_to_string(merged.join("results.jsonl"))
-                .unwrap()
-                .contains("the token is [REDACTED]")
-        );
+        assert!(std::fs::read_to_string(merged.join("results.jsonl")).unwrap().contains("the token is [REDACTED]"));
     }
 }

@@ -33,10 +33,7 @@ pub use transcript::TranscriptReporter;
 /// A task id made safe as a file name: `[A-Za-z0-9._-]` kept, anything else `_`; never empty,
 /// `.` or `..`.
 pub fn file_stem(task_id: &str) -> String {
-    let stem: String = task_id
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' })
-        .collect();
+    let stem: String = task_id.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' }).collect();
     match stem.as_str() {
         "" | "." | ".." => format!("_{stem}"),
         _ => stem,

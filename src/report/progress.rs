@@ -48,15 +48,7 @@ impl ProgressReporter {
     /// A reporter writing to `writer` (stderr, or stdout when it is not the JSONL stream) for a
     /// run of `total_tasks` tasks.
     pub fn new(writer: Box<dyn Write + Send>, verbosity: Verbosity, total_tasks: usize) -> Self {
-        ProgressReporter {
-            writer,
-            verbosity,
-            total: total_tasks,
-            started: 0,
-            finished: 0,
-            numbers: HashMap::new(),
-            redactor: None,
-        }
+        ProgressReporter { writer, verbosity, total: total_tasks, started: 0, finished: 0, numbers: HashMap::new(), redactor: None }
     }
 
     /// Masks secrets in the reasons shown (an error message may quote a refused key).
@@ -84,8 +76,7 @@ impl ProgressReporter {
             }
         };
         let again = if attempt > 1 { format!(" (attempt {attempt})") } else { String::new() };
-        (self.verbosity != Verbosity::Quiet)
-            .then(|| format!("{:>7}  [{number}/{}] {id}{again}", "START", self.total))
+        (self.verbosity != Verbosity::Quiet).then(|| format!("{:>7}  [{number}/{}] {id}{again}", "START", self.total))
     }
 
     fn finished(&mut self, o: &TaskOutcome) -> Option<String> {
@@ -133,10 +124,8 @@ impl ProgressReporter {
 
     fn total_line(&self, t: &RunTotals) -> String {
         let tasks: usize = t.counts.values().sum();
-        let counts: Vec<String> = Status::ALL
-            .iter()
-            .filter_map(|s| t.counts.get(s).filter(|n| **n > 0).map(|n| format!("{n} {}", s.as_str())))
-            .collect();
+        let counts: Vec<String> =
+            Status::ALL.iter().filter_map(|s| t.counts.get(s).filter(|n| **n > 0).map(|n| format!("{n} {}", s.as_str()))).collect();
         let counts = if counts.is_empty() { "nothing run".to_string() } else { counts.join(", ") };
         let mut text = format!(
             "{:>7}  {tasks} {} in {}: {counts}  {} tok",
@@ -162,22 +151,15 @@ impl Reporter for ProgressReporter {
                 self.started(id, attempt)
             }
             EventKind::TaskFinished(outcome) => self.finished(outcome),
-            EventKind::ToolCompleted { name, ok, duration, .. } if verbose => Some(format!(
-                "{:>7}  {id}  {name} {} {}",
-                "TOOL",
-                if *ok { "ok" } else { "error" },
-                short_duration(*duration)
-            )),
+            EventKind::ToolCompleted { name, ok, duration, .. } if verbose => {
+                Some(format!("{:>7}  {id}  {name} {} {}", "TOOL", if *ok { "ok" } else { "error" }, short_duration(*duration)))
+            }
             EventKind::Retry { scope, reason, delay, next_attempt } if verbose => {
                 let scope = match scope {
                     RetryScope::Http => "http",
                     RetryScope::Task => "task",
                 };
-                Some(format!(
-                    "{:>7}  {id}  {scope} {reason}: attempt {next_attempt} in {}",
-                    "RETRY",
-                    short_duration(*delay)
-                ))
+                Some(format!("{:>7}  {id}  {scope} {reason}: attempt {next_attempt} in {}", "RETRY", short_duration(*delay)))
             }
             EventKind::RunFinished(totals) => Some(self.total_line(totals)),
             _ => None,
@@ -252,12 +234,7 @@ mod tests {
         p.on_event(&start("b", 1)).unwrap();
         p.on_event(&event(
             Some(("b", 1)),
-            EventKind::Retry {
-                scope: RetryScope::Task,
-                reason: "server".into(),
-                delay: Duration::from_millis(1500),
-                next_attempt: 2,
-            },
+            EventKind::Retry { scope: RetryScope::Task, reason: "server".into(), delay: Duration::from_millis(1500), next_attempt: 2 },
         ))
         .unwrap();
         p.on_event(&start("b", 2)).unwrap();
@@ -271,11 +248,7 @@ mod tests {
         });
         p.on_event(&finished(b)).unwrap();
         let mut c = outcome("c", Status::Error);
-        c.error = Some(TaskError {
-            kind: ErrorKind::Auth,
-            message: "key sk-live-abcdefgh refused\nmore".into(),
-            http_status: Some(401),
-        });
+        c.error = Some(TaskError { kind: ErrorKind::Auth, message: "key sk-live-abcdefgh refused\nmore".into(), http_status: Some(401) });
         p.on_event(&finished(c)).unwrap();
         let mut t = totals(&[(Status::Passed, 1), (Status::Failed, 1), (Status::Error, 1)]);
         t.usage = crate::llm::Usage::from_counts(3000, 702);

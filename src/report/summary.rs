@@ -60,13 +60,7 @@ impl SummaryReporter {
         if !failures.is_empty() {
             md.push_str("\n### Failures\n\n| task | status | reason |\n|---|---|---|\n");
             for o in failures {
-                let _ = writeln!(
-                    md,
-                    "| {} | {} | {} |",
-                    self.cell(&o.task_id),
-                    o.status.as_str(),
-                    self.cell(&reason(o))
-                );
+                let _ = writeln!(md, "| {} | {} | {} |", self.cell(&o.task_id), o.status.as_str(), self.cell(&reason(o)));
             }
         }
         md
@@ -96,17 +90,9 @@ impl SummaryReporter {
 
         let (tokens, cost) = match &self.totals {
             Some(t) => (t.usage.total_tokens, t.cost_usd),
-            None => (
-                outcomes.iter().map(|o| o.usage.total_tokens).sum(),
-                outcomes.iter().map(|o| o.cost_usd).sum::<Option<f64>>(),
-            ),
+            None => (outcomes.iter().map(|o| o.usage.total_tokens).sum(), outcomes.iter().map(|o| o.cost_usd).sum::<Option<f64>>()),
         };
-        let _ = write!(
-            md,
-            "\n**Tokens** {} · **Cost** {}",
-            thousands(tokens),
-            cost.map_or("unknown".to_string(), human_cost)
-        );
+        let _ = write!(md, "\n**Tokens** {} · **Cost** {}", thousands(tokens), cost.map_or("unknown".to_string(), human_cost));
         if let Some(t) = &self.totals {
             let _ = write!(md, " · **Duration** {}", human_duration(t.duration));
         }
@@ -240,14 +226,11 @@ mod tests {
         let ok = outcome("ok", Status::Passed);
         let mut bad = outcome("bad|id", Status::Failed);
         bad.index = 1;
-        bad.error =
-            Some(TaskError { kind: ErrorKind::Check, message: "check failed".into(), http_status: None });
+        bad.error = Some(TaskError { kind: ErrorKind::Check, message: "check failed".into(), http_status: None });
         bad.check = Some(CheckRecord {
             command: "cargo test | tee log".into(),
             exit_code: Some(101),
-            output_tail:
-                "\x1b[31merror\x1b[0m[E0308]: expected Vec<String>\n  | a && b\nkey sk_live_secret_1234\n"
-                    .into(),
+            output_tail: "\x1b[31merror\x1b[0m[E0308]: expected Vec<String>\n  | a && b\nkey sk_live_secret_1234\n".into(),
             before: None,
         });
         let mut skipped = outcome("later", Status::Skipped);

@@ -33,10 +33,7 @@ pub fn transcript(answer: &str) -> Arc<Transcript> {
         tools: vec!["read_file".into()],
         messages: vec![
             Message::user_text("Add a README"),
-            Message {
-                role: crate::llm::Role::Assistant,
-                content: vec![crate::llm::ContentBlock::text(answer)],
-            },
+            Message { role: crate::llm::Role::Assistant, content: vec![crate::llm::ContentBlock::text(answer)] },
         ],
     })
 }
@@ -71,13 +68,7 @@ pub fn sample_run() -> Vec<Event> {
     vec![
         event(
             None,
-            EventKind::RunStarted {
-                version: "0.1.0".into(),
-                manifests: vec!["tasks.toml".into()],
-                task_count: 1,
-                shard: None,
-                jobs: 1,
-            },
+            EventKind::RunStarted { version: "0.1.0".into(), manifests: vec!["tasks.toml".into()], task_count: 1, shard: None, jobs: 1 },
         ),
         event(
             Some(("t1", 1)),
@@ -100,11 +91,7 @@ pub fn sample_run() -> Vec<Event> {
         ),
         event(
             Some(("t1", 1)),
-            EventKind::ToolStarted {
-                call_id: "c1".into(),
-                name: "write_file".into(),
-                input: serde_json::json!({"path": "README.md"}),
-            },
+            EventKind::ToolStarted { call_id: "c1".into(), name: "write_file".into(), input: serde_json::json!({"path": "README.md"}) },
         ),
         event(
             Some(("t1", 1)),
@@ -118,12 +105,7 @@ pub fn sample_run() -> Vec<Event> {
         ),
         event(
             Some(("t1", 1)),
-            EventKind::Retry {
-                scope: RetryScope::Http,
-                reason: "429".into(),
-                delay: Duration::from_millis(500),
-                next_attempt: 2,
-            },
+            EventKind::Retry { scope: RetryScope::Http, reason: "429".into(), delay: Duration::from_millis(500), next_attempt: 2 },
         ),
         event(Some(("t1", 1)), EventKind::AgentMessage { text: "Done.".into() }),
         finished(done),

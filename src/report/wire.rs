@@ -358,16 +358,14 @@ pub fn to_wire(event: &Event, seq: u64, run_id: &str, shard: Option<&str>) -> Wi
                 merged_from: None,
             }
         }
-        EventKind::TaskStarted { provider, model, isolation, workdir, base_commit } => {
-            WireEvent::TaskStarted {
-                header,
-                provider: provider.clone(),
-                model: model.clone(),
-                isolation: isolation.clone(),
-                workdir: workdir.to_string_lossy().into_owned(),
-                base_commit: base_commit.clone(),
-            }
-        }
+        EventKind::TaskStarted { provider, model, isolation, workdir, base_commit } => WireEvent::TaskStarted {
+            header,
+            provider: provider.clone(),
+            model: model.clone(),
+            isolation: isolation.clone(),
+            workdir: workdir.to_string_lossy().into_owned(),
+            base_commit: base_commit.clone(),
+        },
         EventKind::TurnCompleted { turn, stop_reason, usage, duration } => WireEvent::TurnCompleted {
             header,
             turn: *turn,
@@ -375,12 +373,9 @@ pub fn to_wire(event: &Event, seq: u64, run_id: &str, shard: Option<&str>) -> Wi
             usage: *usage,
             duration_ms: millis(*duration),
         },
-        EventKind::ToolStarted { call_id, name, input } => WireEvent::ToolStarted {
-            header,
-            call_id: call_id.clone(),
-            name: name.clone(),
-            input: input.clone(),
-        },
+        EventKind::ToolStarted { call_id, name, input } => {
+            WireEvent::ToolStarted { header, call_id: call_id.clone(), name: name.clone(), input: input.clone() }
+        }
         EventKind::ToolCompleted { call_id, name, ok, output, duration } => WireEvent::ToolCompleted {
             header,
             call_id: call_id.clone(),
@@ -440,11 +435,7 @@ fn wire_outcome(o: &TaskOutcome) -> WireOutcome {
         prior_attempts: o
             .prior_attempts
             .iter()
-            .map(|a| WireAttempt {
-                status: a.status,
-                error: a.error.clone(),
-                duration_ms: millis(a.duration),
-            })
+            .map(|a| WireAttempt { status: a.status, error: a.error.clone(), duration_ms: millis(a.duration) })
             .collect(),
         branch: o.branch.clone(),
     }
@@ -488,14 +479,9 @@ mod tests {
         let mut o = outcome("fix/clippy", Status::Failed);
         o.diff = Some("diff --git a/x b/x\n".into());
         o.files_changed = vec!["src/lib.rs".into()];
-        o.check = Some(CheckRecord {
-            command: "cargo clippy".into(),
-            exit_code: Some(101),
-            output_tail: "warning: x".into(),
-            before: None,
-        });
-        o.error =
-            Some(TaskError { kind: ErrorKind::Check, message: "check failed".into(), http_status: None });
+        o.check =
+            Some(CheckRecord { command: "cargo clippy".into(), exit_code: Some(101), output_tail: "warning: x".into(), before: None });
+        o.error = Some(TaskError { kind: ErrorKind::Check, message: "check failed".into(), http_status: None });
         o.manifest = "ci/tasks.toml".into();
         o.index = 3;
         o.attempts = 2;
@@ -629,31 +615,16 @@ mod tests {
 
         let retry = line(&event(
             Some(("t", 1)),
-            EventKind::Retry {
-                scope: RetryScope::Http,
-                reason: "rate_limit".into(),
-                delay: Duration::from_millis(2000),
-                next_attempt: 2,
-            },
+            EventKind::Retry { scope: RetryScope::Http, reason: "rate_limit".into(), delay: Duration::from_millis(2000), next_attempt: 2 },
         ));
         assert_eq!(
-            (
-                retry["type"].clone(),
-                retry["scope"].clone(),
-                retry["delay_ms"].clone(),
-                retry["attempt"].clone()
-            ),
+            (retry["type"].clone(), retry["scope"].clone(), retry["delay_ms"].clone(), retry["attempt"].clone()),
             (json!("retry"), json!("http"), json!(2000), json!(2))
         );
         let text = serde_json::to_string(&to_wire(
             &event(
                 Some(("t", 1)),
-                EventKind::Retry {
-                    scope: RetryScope::Task,
-                    reason: "server".into(),
-                    delay: Duration::ZERO,
-                    next_attempt: 2,
-                },
+                EventKind::Retry { scope: RetryScope::Task, reason: "server".into(), delay: Duration::ZERO, next_attempt: 2 },
             ),
             1,
             "r",
@@ -665,11 +636,7 @@ mod tests {
 
         let started = line(&event(
             Some(("t", 1)),
-            EventKind::ToolStarted {
-                call_id: "c".into(),
-                name: "list_files".into(),
-                input: json!({"path": "."}),
-            },
+            EventKind::ToolStarted { call_id: "c".into(), name: "list_files".into(), input: json!({"path": "."}) },
         ));
         assert_eq!(started["type"], "tool.started");
         assert_eq!(started["input"], json!({"path": "."}));

@@ -7,8 +7,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 /// What the model is told when no canned answer fits.
-pub const NO_USER: &str =
-    "No user is present: this is a non-interactive run. Make a reasonable decision yourself and continue.";
+pub const NO_USER: &str = "No user is present: this is a non-interactive run. Make a reasonable decision yourself and continue.";
 
 /// The `ask_user` tool.
 pub struct AskUser;
@@ -36,8 +35,7 @@ impl Tool for AskUser {
         Box::pin(async move {
             let args: Args = parse_args(input)?;
             let question = args.question.as_str();
-            let answer =
-                ctx.answers.get(question).or_else(|| ctx.answers.get(question.trim())).or_else(|| ctx.answers.get("*"));
+            let answer = ctx.answers.get(question).or_else(|| ctx.answers.get(question.trim())).or_else(|| ctx.answers.get("*"));
             Ok(answer.cloned().unwrap_or_else(|| NO_USER.to_string()))
         })
     }

@@ -50,10 +50,7 @@ impl Tool for EditFile {
 fn edit(sandbox: &Sandbox, args: &Args) -> Result<String, ToolError> {
     let shown = &args.file_path;
     if args.old_string.is_empty() {
-        return Err(ToolError::new(
-            ErrorCode::InvalidArguments,
-            "old_string is empty; to create or replace a whole file use write_file",
-        ));
+        return Err(ToolError::new(ErrorCode::InvalidArguments, "old_string is empty; to create or replace a whole file use write_file"));
     }
     if args.old_string == args.new_string {
         return Err(ToolError::new(ErrorCode::InvalidArguments, "old_string and new_string are identical"));
@@ -63,16 +60,13 @@ fn edit(sandbox: &Sandbox, args: &Args) -> Result<String, ToolError> {
         return Err(ToolError::new(ErrorCode::InvalidArguments, format!("{shown} is a directory")));
     }
     let bytes = std::fs::read(&path).map_err(|e| ToolError::io(&e, shown))?;
-    let text = String::from_utf8(bytes).map_err(|_| {
-        ToolError::new(ErrorCode::InvalidArguments, format!("{shown} is not valid UTF-8 text; use write_file"))
-    })?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| ToolError::new(ErrorCode::InvalidArguments, format!("{shown} is not valid UTF-8 text; use write_file")))?;
     let count = text.matches(args.old_string.as_str()).count();
     if count == 0 {
         return Err(ToolError::new(
             ErrorCode::NoMatch,
-            format!(
-                "old_string was not found in {shown}; read the file and copy the text exactly, whitespace included"
-            ),
+            format!("old_string was not found in {shown}; read the file and copy the text exactly, whitespace included"),
         ));
     }
     if count > 1 && !args.replace_all {
@@ -106,16 +100,11 @@ mod tests {
         let dir = setup();
         let ctx = test_context(dir.path());
         let file = dir.path().join("f.rs");
-        let out = EditFile
-            .call(&ctx, json!({"file_path": "f.rs", "old_string": "c = 2", "new_string": "c = 3"}))
-            .await
-            .unwrap();
+        let out = EditFile.call(&ctx, json!({"file_path": "f.rs", "old_string": "c = 2", "new_string": "c = 3"})).await.unwrap();
         assert_eq!(out, "OK: 1 replacement in f.rs");
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "let a = 1;\nlet b = 1;\nlet c = 3;\n");
-        let out = EditFile
-            .call(&ctx, json!({"file_path": "f.rs", "old_string": "= 1", "new_string": "= 0", "replace_all": true}))
-            .await
-            .unwrap();
+        let out =
+            EditFile.call(&ctx, json!({"file_path": "f.rs", "old_string": "= 1", "new_string": "= 0", "replace_all": true})).await.unwrap();
         assert_eq!(out, "OK: 2 replacements in f.rs");
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "let a = 0;\nlet b = 0;\nlet c = 3;\n");
     }
@@ -146,10 +135,7 @@ mod tests {
     async fn ambiguous_match_says_how_many() {
         let dir = setup();
         let ctx = test_context(dir.path());
-        let err = EditFile
-            .call(&ctx, json!({"file_path": "f.rs", "old_string": "let", "new_string": "const"}))
-            .await
-            .unwrap_err();
+        let err = EditFile.call(&ctx, json!({"file_path": "f.rs", "old_string": "let", "new_string": "const"})).await.unwrap_err();
         assert!(err.message.contains("occurs 3 times"), "{err}");
     }
 }

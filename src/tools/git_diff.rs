@@ -52,9 +52,8 @@ fn diff(sandbox: &Sandbox, path: Option<&str>, limit: usize) -> Result<String, T
         Some(p) => sandbox.resolve_for_write(p)?,
         None => sandbox.root().to_path_buf(),
     };
-    let repo = Repository::discover(sandbox.root()).map_err(|e| {
-        ToolError::new(ErrorCode::GitError, format!("the workspace is not in a git repository ({})", e.message()))
-    })?;
+    let repo = Repository::discover(sandbox.root())
+        .map_err(|e| ToolError::new(ErrorCode::GitError, format!("the workspace is not in a git repository ({})", e.message())))?;
     let workdir = repo
         .workdir()
         .and_then(|w| w.canonicalize().ok())
@@ -70,9 +69,8 @@ fn diff(sandbox: &Sandbox, path: Option<&str>, limit: usize) -> Result<String, T
     if let Some(spec) = pathspec(&target, &workdir) {
         opts.pathspec(spec);
     }
-    let diff = repo
-        .diff_tree_to_workdir_with_index(head_tree.as_ref(), Some(&mut opts))
-        .map_err(|e| git_error("computing the diff", &e))?;
+    let diff =
+        repo.diff_tree_to_workdir_with_index(head_tree.as_ref(), Some(&mut opts)).map_err(|e| git_error("computing the diff", &e))?;
     let mut patch = Vec::new();
     diff.print(DiffFormat::Patch, |_, _, line| {
         // Patch lines arrive without their marker; file and hunk headers carry their own.

@@ -52,9 +52,7 @@ impl Tool for ListFiles {
 fn list(sandbox: &Sandbox, args: &Args) -> Result<String, ToolError> {
     let shown = &args.directory;
     let dir = sandbox.resolve(shown).map_err(|e| match e.code {
-        ErrorCode::FileNotFound => {
-            ToolError::new(ErrorCode::DirectoryNotFound, format!("directory not found: {shown}"))
-        }
+        ErrorCode::FileNotFound => ToolError::new(ErrorCode::DirectoryNotFound, format!("directory not found: {shown}")),
         _ => e,
     })?;
     if !dir.is_dir() {
@@ -103,15 +101,7 @@ mod tests {
         fs::create_dir_all(root.join(".git/objects")).unwrap();
         fs::create_dir_all(root.join("target/debug")).unwrap();
         fs::create_dir_all(root.join(".github")).unwrap();
-        for f in [
-            "README.md",
-            "src/main.rs",
-            "src/util/mod.rs",
-            "target/debug/bin",
-            ".git/HEAD",
-            ".github/ci.yml",
-            "debug.log",
-        ] {
+        for f in ["README.md", "src/main.rs", "src/util/mod.rs", "target/debug/bin", ".git/HEAD", ".github/ci.yml", "debug.log"] {
             fs::write(root.join(f), "x").unwrap();
         }
         fs::write(root.join(".gitignore"), "target/\n*.log\n").unwrap();

@@ -95,9 +95,7 @@ impl ToolError {
     pub fn io(err: &std::io::Error, path: &str) -> Self {
         match err.kind() {
             std::io::ErrorKind::NotFound => Self::new(ErrorCode::FileNotFound, format!("not found: {path}")),
-            std::io::ErrorKind::AlreadyExists => {
-                Self::new(ErrorCode::AlreadyExists, format!("already exists: {path}"))
-            }
+            std::io::ErrorKind::AlreadyExists => Self::new(ErrorCode::AlreadyExists, format!("already exists: {path}")),
             _ => Self::new(ErrorCode::IoError, format!("{path}: {err}")),
         }
     }
@@ -162,9 +160,7 @@ pub trait Tool: Send + Sync {
 /// Derives a tool's argument schema from its argument type, as a plain JSON Schema object
 /// without the `$schema`/`title` noise providers reject.
 pub fn schema_of<T: schemars::JsonSchema>() -> serde_json::Value {
-    let generator = schemars::generate::SchemaSettings::draft07()
-        .with(|s| s.inline_subschemas = true)
-        .into_generator();
+    let generator = schemars::generate::SchemaSettings::draft07().with(|s| s.inline_subschemas = true).into_generator();
     let mut value = generator.into_root_schema_for::<T>().to_value();
     if let Some(obj) = value.as_object_mut() {
         obj.remove("$schema");
@@ -193,16 +189,8 @@ pub fn builtin() -> Vec<Arc<dyn Tool>> {
 
 /// The names of the tools enabled when a task does not list its own: DraCode's five plus
 /// `edit_file`, `display_text` and `ask_user`.
-pub const DEFAULT_TOOLS: [&str; 8] = [
-    "list_files",
-    "read_file",
-    "write_file",
-    "edit_file",
-    "search_code",
-    "run_command",
-    "display_text",
-    "ask_user",
-];
+pub const DEFAULT_TOOLS: [&str; 8] =
+    ["list_files", "read_file", "write_file", "edit_file", "search_code", "run_command", "display_text", "ask_user"];
 
 /// The enabled tools of one task.
 #[derive(Clone)]
@@ -234,11 +222,7 @@ impl Registry {
     pub fn specs(&self) -> Vec<ToolSpec> {
         self.tools
             .iter()
-            .map(|t| ToolSpec {
-                name: t.name().to_string(),
-                description: t.description().to_string(),
-                parameters: t.schema(),
-            })
+            .map(|t| ToolSpec { name: t.name().to_string(), description: t.description().to_string(), parameters: t.schema() })
             .collect()
     }
 
@@ -248,10 +232,7 @@ impl Registry {
             Some(tool) => tool.call(ctx, input).await,
             None => Err(ToolError::new(
                 ErrorCode::UnknownTool,
-                format!(
-                    "no tool named {name:?}; available: {}",
-                    self.tools.iter().map(|t| t.name()).collect::<Vec<_>>().join(", ")
-                ),
+                format!("no tool named {name:?}; available: {}", self.tools.iter().map(|t| t.name()).collect::<Vec<_>>().join(", ")),
             )),
         }
     }
@@ -264,9 +245,7 @@ where
     T: Send + 'static,
     F: FnOnce() -> Result<T, ToolError> + Send + 'static,
 {
-    tokio::task::spawn_blocking(job)
-        .await
-        .unwrap_or_else(|e| Err(ToolError::new(ErrorCode::IoError, format!("tool task failed: {e}"))))
+    tokio::task::spawn_blocking(job).await.unwrap_or_else(|e| Err(ToolError::new(ErrorCode::IoError, format!("tool task failed: {e}"))))
 }
 
 /// A walker over `dir` as the model should see the workspace: `.gitignore`/`.ignore` rules

@@ -110,10 +110,7 @@ mod tests {
         assert!(!root.join("a.txt").exists());
         MoveFile.call(&ctx, json!({"source": "d", "destination": "e"})).await.unwrap();
         assert_eq!(std::fs::read_to_string(root.join("e/in.txt")).unwrap(), "in");
-        MoveFile
-            .call(&ctx, json!({"source": "b.txt", "destination": "new/deep/a.txt", "overwrite": true}))
-            .await
-            .unwrap();
+        MoveFile.call(&ctx, json!({"source": "b.txt", "destination": "new/deep/a.txt", "overwrite": true})).await.unwrap();
         assert_eq!(std::fs::read_to_string(root.join("new/deep/a.txt")).unwrap(), "b");
     }
 
@@ -126,10 +123,7 @@ mod tests {
         let cases = [
             (json!({"source": "missing", "destination": "x"}), ErrorCode::FileNotFound),
             (json!({"source": "a.txt", "destination": "b.txt"}), ErrorCode::AlreadyExists),
-            (
-                json!({"source": "a.txt", "destination": "no/dir/a.txt", "create_directories": false}),
-                ErrorCode::DirectoryNotFound,
-            ),
+            (json!({"source": "a.txt", "destination": "no/dir/a.txt", "create_directories": false}), ErrorCode::DirectoryNotFound),
             (json!({"source": "a.txt", "destination": "../a.txt"}), ErrorCode::PathOutsideWorkspace),
             (json!({"source": "a.txt", "destination": "out/a.txt"}), ErrorCode::PathOutsideWorkspace),
             (json!({"source": "/etc/hostname", "destination": "h"}), ErrorCode::PathOutsideWorkspace),

@@ -67,28 +67,19 @@ fn read(sandbox: &Sandbox, args: &Args) -> Result<String, ToolError> {
     if let (Some(start), Some(end)) = (start_line, end_line)
         && end < start
     {
-        return Err(ToolError::new(
-            ErrorCode::InvalidArguments,
-            format!("end_line {end} is before start_line {start}"),
-        ));
+        return Err(ToolError::new(ErrorCode::InvalidArguments, format!("end_line {end} is before start_line {start}")));
     }
     let path = sandbox.resolve(shown)?;
     let meta = std::fs::metadata(&path).map_err(|e| ToolError::io(&e, shown))?;
     if meta.is_dir() {
-        return Err(ToolError::new(
-            ErrorCode::InvalidArguments,
-            format!("{shown} is a directory; use list_files to see its contents"),
-        ));
+        return Err(ToolError::new(ErrorCode::InvalidArguments, format!("{shown} is a directory; use list_files to see its contents")));
     }
     let file = std::fs::File::open(&path).map_err(|e| ToolError::io(&e, shown))?;
     let (bytes, truncated) = if start_line.is_none() && end_line.is_none() {
         if meta.len() > MAX_BYTES {
             return Err(ToolError::new(
                 ErrorCode::FileTooLarge,
-                format!(
-                    "{shown} is {} bytes (limit {MAX_BYTES}); read it in parts with start_line and end_line",
-                    meta.len()
-                ),
+                format!("{shown} is {} bytes (limit {MAX_BYTES}); read it in parts with start_line and end_line", meta.len()),
             ));
         }
         let mut bytes = Vec::with_capacity(meta.len() as usize);
@@ -140,10 +131,7 @@ fn read_lines(file: std::fs::File, start: u64, end: u64, shown: &str) -> Result<
         }
     }
     if number < start {
-        return Err(ToolError::new(
-            ErrorCode::InvalidArguments,
-            format!("start_line {start} is past the end of {shown} ({number} lines)"),
-        ));
+        return Err(ToolError::new(ErrorCode::InvalidArguments, format!("start_line {start} is past the end of {shown} ({number} lines)")));
     }
     Ok((out, false))
 }

@@ -53,8 +53,20 @@ pub fn mcp_tool(spec: &ToolSpec) -> Value {
 /// `"type": "x", "nullable": true`.
 pub fn gemini_schema(schema: &Value) -> Value {
     const KEEP: &[&str] = &[
-        "type", "format", "description", "nullable", "enum", "properties", "required", "items",
-        "minItems", "maxItems", "minimum", "maximum", "anyOf", "propertyOrdering",
+        "type",
+        "format",
+        "description",
+        "nullable",
+        "enum",
+        "properties",
+        "required",
+        "items",
+        "minItems",
+        "maxItems",
+        "minimum",
+        "maximum",
+        "anyOf",
+        "propertyOrdering",
     ];
     match schema {
         Value::Object(map) => {
@@ -65,9 +77,7 @@ pub fn gemini_schema(schema: &Value) -> Value {
                 }
                 let value = match key.as_str() {
                     "properties" => match value {
-                        Value::Object(props) => Value::Object(
-                            props.iter().map(|(k, v)| (k.clone(), gemini_schema(v))).collect(),
-                        ),
+                        Value::Object(props) => Value::Object(props.iter().map(|(k, v)| (k.clone(), gemini_schema(v))).collect()),
                         other => other.clone(),
                     },
                     "items" => gemini_schema(value),

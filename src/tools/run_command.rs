@@ -143,10 +143,10 @@ fn argv(args: &Args) -> Result<Vec<String>, ToolError> {
 
 /// The run time allowed: the requested one, capped by the task's limit.
 fn time_limit(args: &Args, ctx: &ToolContext) -> Result<Duration, ToolError> {
-    let requested =
-        Duration::try_from_secs_f64(args.timeout_seconds).ok().filter(|d| !d.is_zero()).ok_or_else(|| {
-            ToolError::new(ErrorCode::InvalidArguments, "timeout_seconds must be a positive number of seconds")
-        })?;
+    let requested = Duration::try_from_secs_f64(args.timeout_seconds)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| ToolError::new(ErrorCode::InvalidArguments, "timeout_seconds must be a positive number of seconds"))?;
     Ok(requested.min(ctx.max_command_timeout))
 }
 
@@ -262,12 +262,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ctx = test_context(dir.path());
         let started = std::time::Instant::now();
-        let err = call(
-            &ctx,
-            json!({"command": "sh", "arguments": "-c 'sleep 30 & echo $!; sleep 30'", "timeout_seconds": 1}),
-        )
-        .await
-        .unwrap_err();
+        let err =
+            call(&ctx, json!({"command": "sh", "arguments": "-c 'sleep 30 & echo $!; sleep 30'", "timeout_seconds": 1})).await.unwrap_err();
         assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
         assert_eq!(err.code, ErrorCode::Timeout, "{err}");
         let pid = err.message.lines().last().unwrap().trim().to_string();

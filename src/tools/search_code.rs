@@ -124,10 +124,7 @@ impl Hits {
             }
         }
         if self.total > printed {
-            out.push_str(&format!(
-                "… truncated: showing {printed} of {} matches; narrow the query, directory or pattern\n",
-                self.total
-            ));
+            out.push_str(&format!("… truncated: showing {printed} of {} matches; narrow the query, directory or pattern\n", self.total));
         }
         out.pop();
         out
@@ -185,29 +182,23 @@ fn search(sandbox: &Sandbox, args: &Args) -> Result<String, ToolError> {
     let matcher = matcher(args)?;
     let shown = &args.directory;
     let dir = sandbox.resolve(shown).map_err(|e| match e.code {
-        ErrorCode::FileNotFound => {
-            ToolError::new(ErrorCode::DirectoryNotFound, format!("directory not found: {shown}"))
-        }
+        ErrorCode::FileNotFound => ToolError::new(ErrorCode::DirectoryNotFound, format!("directory not found: {shown}")),
         _ => e,
     })?;
     let mut walker = workspace_walker(&dir, args.recursive);
     let pattern = args.pattern.trim();
     if !pattern.is_empty() && pattern != "*" {
         let mut overrides = OverrideBuilder::new(&dir);
-        overrides
-            .add(pattern)
-            .map_err(|e| ToolError::new(ErrorCode::InvalidArguments, format!("invalid pattern {pattern:?}: {e}")))?;
-        let overrides = overrides
-            .build()
-            .map_err(|e| ToolError::new(ErrorCode::InvalidArguments, format!("invalid pattern {pattern:?}: {e}")))?;
+        overrides.add(pattern).map_err(|e| ToolError::new(ErrorCode::InvalidArguments, format!("invalid pattern {pattern:?}: {e}")))?;
+        let overrides =
+            overrides.build().map_err(|e| ToolError::new(ErrorCode::InvalidArguments, format!("invalid pattern {pattern:?}: {e}")))?;
         walker.overrides(overrides);
     }
     let hits = Mutex::new(Hits::default());
     walker.build_parallel().run(|| {
         let matcher = matcher.clone();
         let hits = &hits;
-        let mut searcher =
-            SearcherBuilder::new().binary_detection(BinaryDetection::quit(b'\0')).line_number(true).build();
+        let mut searcher = SearcherBuilder::new().binary_detection(BinaryDetection::quit(b'\0')).line_number(true).build();
         Box::new(move |entry| {
             // Unreadable entries are skipped: partial results beat none.
             let Ok(entry) = entry else { return WalkState::Continue };
@@ -279,14 +270,8 @@ mod tests {
                  src/deep/agent.rs:2: impl Agent {}\n\
                  src/main.rs:2:     let agent = Agent::new();",
             ),
-            (
-                json!({"query": "agent", "pattern": "*.{js,ts}"}),
-                "web/app.js:1: var AGENT = 2;\nweb/app.ts:1: const agent = 1;",
-            ),
-            (
-                json!({"query": "agent", "directory": "src", "recursive": false}),
-                "src/main.rs:2:     let agent = Agent::new();",
-            ),
+            (json!({"query": "agent", "pattern": "*.{js,ts}"}), "web/app.js:1: var AGENT = 2;\nweb/app.ts:1: const agent = 1;"),
+            (json!({"query": "agent", "directory": "src", "recursive": false}), "src/main.rs:2:     let agent = Agent::new();"),
             (
                 json!({"query": "agent", "pattern": "src/deep/*"}),
                 "src/deep/agent.rs:1: pub struct Agent;\nsrc/deep/agent.rs:2: impl Agent {}",
@@ -315,10 +300,7 @@ mod tests {
         assert_eq!(lines.len(), MAX_MATCHES + 1);
         assert_eq!(lines[0], "f00.txt:1: hit 0");
         assert_eq!(lines[MAX_MATCHES - 1], "f19.txt:10: hit 9");
-        assert_eq!(
-            lines[MAX_MATCHES],
-            "… truncated: showing 200 of 300 matches; narrow the query, directory or pattern"
-        );
+        assert_eq!(lines[MAX_MATCHES], "… truncated: showing 200 of 300 matches; narrow the query, directory or pattern");
     }
 
     #[tokio::test]

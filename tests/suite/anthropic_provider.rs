@@ -1,17 +1,14 @@
 //! Anthropic provider scenarios: `AnthropicMessages` against the strict local mock of the
 //! Messages API, then the real binary with an `anthropic` (and `claude`) provider.
 
-use crate::support::provider::{fast_retries, resolved};
-use crate::support::anthropic_server::{
-    AnthropicServer, ScriptedReply, Tokens, ToolUse, validate_request, validate_response,
-};
+use crate::support::anthropic_server::{AnthropicServer, ScriptedReply, Tokens, ToolUse, validate_request, validate_response};
 use crate::support::cli::{dracode, events, finished, git_repo, read_jsonl};
+use crate::support::provider::{fast_retries, resolved};
 use dracode::llm::anthropic::{ANTHROPIC_VERSION, AnthropicMessages, DEFAULT_MAX_TOKENS, request_body};
 use dracode::llm::http::HttpClient;
 use dracode::llm::preset::ProviderType;
 use dracode::llm::{
-    ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, Provider, RetryNotice, Role, StopReason,
-    ToolSpec, Usage,
+    ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, Provider, RetryNotice, Role, StopReason, ToolSpec, Usage,
 };
 use dracode::tools::Registry;
 use serde_json::{Value, json};
@@ -20,7 +17,6 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 const KEY: &str = "sk-ant-test-mock-0123456789";
-
 
 fn provider(server: &AnthropicServer, key: &str) -> AnthropicMessages {
     AnthropicMessages::new(&resolved(ProviderType::Anthropic, &server.base_url(), "claude-sonnet-4-5", Some(key)), HttpClient::default())
@@ -54,12 +50,7 @@ async fn a_three_turn_tool_conversation_completes_with_normalised_usage() {
     let server = AnthropicServer::start_with_key(
         KEY,
         vec![
-            ScriptedReply::tool_use(
-                "toolu_01",
-                "read_file",
-                json!({"file_path": "src/lib.rs"}),
-                Tokens::new(120, 20).cache_creation(2000),
-            ),
+            ScriptedReply::tool_use("toolu_01", "read_file", json!({"file_path": "src/lib.rs"}), Tokens::new(120, 20).cache_creation(2000)),
             ScriptedReply::tool_uses(
                 vec![
                     ToolUse::new("toolu_02", "list_files", json!({"directory": "src"})),
@@ -170,11 +161,8 @@ async fn cache_marks_sit_on_the_system_prompt_and_the_last_tool_and_can_be_turne
 
 #[tokio::test]
 async fn max_tokens_is_always_sent() {
-    let server = AnthropicServer::start(vec![
-        ScriptedReply::text("a", Tokens::new(1, 1)),
-        ScriptedReply::text("b", Tokens::new(1, 1)),
-    ])
-    .await;
+    let server =
+        AnthropicServer::start(vec![ScriptedReply::text("a", Tokens::new(1, 1)), ScriptedReply::text("b", Tokens::new(1, 1))]).await;
     async fn no_limit(provider: &AnthropicMessages) {
         let messages = hello();
         let request = LlmRequest { system: "", messages: &messages, tools: &[], max_tokens: None };
@@ -230,11 +218,7 @@ async fn a_permission_error_is_auth_and_a_spend_cap_is_quota() {
 
 #[tokio::test]
 async fn an_overloaded_api_is_retried_once_then_answers() {
-    let server = AnthropicServer::start(vec![
-        ScriptedReply::overloaded(),
-        ScriptedReply::text("recovered", Tokens::new(10, 2)),
-    ])
-    .await;
+    let server = AnthropicServer::start(vec![ScriptedReply::overloaded(), ScriptedReply::text("recovered", Tokens::new(10, 2))]).await;
     let (result, notices) = complete(&provider(&server, KEY), &hello(), &[]).await;
     let response = result.expect("second try succeeds");
     assert_eq!(response.content, vec![ContentBlock::text("recovered")]);
@@ -246,8 +230,7 @@ async fn an_overloaded_api_is_retried_once_then_answers() {
 
 #[tokio::test]
 async fn a_rate_limit_waits_as_long_as_retry_after_says() {
-    let server =
-        AnthropicServer::start(vec![ScriptedReply::rate_limited(1), ScriptedReply::text("ok", Tokens::new(5, 1))]).await;
+    let server = AnthropicServer::start(vec![ScriptedReply::rate_limited(1), ScriptedReply::text("ok", Tokens::new(5, 1))]).await;
     let started = Instant::now();
     let (result, notices) = complete(&provider(&server, KEY), &hello(), &[]).await;
     assert!(result.is_ok(), "{result:?}");
@@ -348,13 +331,12 @@ async fn the_mock_rejects_what_the_real_api_rejects() {
 
     let cases = [
         (json!({"model": "claude-sonnet-4-5", "messages": [user("go")]}), "max_tokens: Field required"),
-        (
-            body(json!([{"role": "system", "content": "be terse"}, user("go")])),
-            "messages.0.role: Input should be 'user' or 'assistant'",
-        ),
+        (body(json!([{"role": "system", "content": "be terse"}, user("go")])), "messages.0.role: Input should be 'user' or 'assistant'"),
         (body(json!([{"role": "assistant", "content": "hi"}, user("go")])), r#"messages: first message must use the "user" role"#),
         (
-            body(json!([user("go"), asks(), {"role": "user", "content": [{"type": "text", "text": "results:"}, answer("toolu_a"), answer("toolu_b")]}])),
+            body(
+                json!([user("go"), asks(), {"role": "user", "content": [{"type": "text", "text": "results:"}, answer("toolu_a"), answer("toolu_b")]}]),
+            ),
             "`tool_use` ids were found without `tool_result` blocks immediately after: toolu_a, toolu_b",
         ),
         (body(json!([user("go"), asks()])), "`tool_use` ids were found without `tool_result` blocks immediately after"),
@@ -368,7 +350,10 @@ async fn the_mock_rejects_what_the_real_api_rejects() {
             body(json!([user("go"), {"role": "assistant", "content": []}, user("again")])),
             "messages.1: all messages must have non-empty content except for the optional final assistant message",
         ),
-        (json!({"model": "claude-sonnet-4-5", "max_tokens": 8, "messages": [user("go")], "max_tokns": 5}), "max_tokns: Extra inputs are not permitted"),
+        (
+            json!({"model": "claude-sonnet-4-5", "max_tokens": 8, "messages": [user("go")], "max_tokns": 5}),
+            "max_tokns: Extra inputs are not permitted",
+        ),
         (
             json!({"model": "claude-sonnet-4-5", "max_tokens": 8, "system": [
                 {"type": "text", "text": "a", "cache_control": {"type": "ephemeral"}},
@@ -439,10 +424,7 @@ fn setup(server: &AnthropicServer, kind: &str, manifest: &str) -> tempfile::Temp
     let tmp = tempfile::tempdir().unwrap();
     std::fs::write(
         tmp.path().join("dracode.toml"),
-        format!(
-            "[providers.mock]\ntype = \"{kind}\"\nbase_url = \"{}\"\nmodel = \"claude-sonnet-4-5\"\n",
-            server.base_url()
-        ),
+        format!("[providers.mock]\ntype = \"{kind}\"\nbase_url = \"{}\"\nmodel = \"claude-sonnet-4-5\"\n", server.base_url()),
     )
     .unwrap();
     std::fs::write(tmp.path().join("tasks.toml"), manifest).unwrap();
@@ -544,7 +526,8 @@ async fn the_claude_alias_answers_every_call_and_reports_tool_errors() {
         ScriptedReply::text("done", Tokens::new(80, 5)),
     ])
     .await;
-    let tmp = setup(&server, "claude", "[defaults]\nrepo = \"ws\"\nisolation = \"copy\"\n[[tasks]]\nid = \"multi\"\nprompt = \"look around\"\n");
+    let tmp =
+        setup(&server, "claude", "[defaults]\nrepo = \"ws\"\nisolation = \"copy\"\n[[tasks]]\nid = \"multi\"\nprompt = \"look around\"\n");
     std::fs::create_dir(tmp.path().join("ws")).unwrap();
     std::fs::write(tmp.path().join("ws/present.txt"), "x").unwrap();
     let (code, stderr, all) = run(tmp.path(), Some(KEY)).await;

@@ -18,7 +18,11 @@ fn endpoints(github: &GithubServer) -> Endpoints {
 async fn the_device_flow_waits_through_pending_and_slows_down_when_told() {
     let github = GithubServer::start(
         "gho_device",
-        vec![json!({"error": "authorization_pending"}), json!({"error": "slow_down", "interval": 1}), json!({"error": "authorization_pending"})],
+        vec![
+            json!({"error": "authorization_pending"}),
+            json!({"error": "slow_down", "interval": 1}),
+            json!({"error": "authorization_pending"}),
+        ],
         1800,
         "http://127.0.0.1:9",
     )
@@ -64,7 +68,11 @@ async fn in_ci_an_environment_token_is_used_and_without_one_nothing_is_sent() {
     let github = GithubServer::start("gho_env_token", vec![], 3600, &chat.base_url()).await;
     let tmp = tempfile::tempdir().unwrap();
     std::fs::create_dir(tmp.path().join("ws")).unwrap();
-    std::fs::write(tmp.path().join("tasks.toml"), "[defaults]\nrepo = \"ws\"\nisolation = \"copy\"\n[[tasks]]\nid = \"c\"\nprompt = \"p\"\n").unwrap();
+    std::fs::write(
+        tmp.path().join("tasks.toml"),
+        "[defaults]\nrepo = \"ws\"\nisolation = \"copy\"\n[[tasks]]\nid = \"c\"\nprompt = \"p\"\n",
+    )
+    .unwrap();
     let (dir, url) = (tmp.path().to_path_buf(), github.url());
     let output = tokio::task::spawn_blocking(move || {
         dracode(&dir)
@@ -85,7 +93,11 @@ async fn in_ci_an_environment_token_is_used_and_without_one_nothing_is_sent() {
     // which holds no stored token.
     let (dir, url) = (tmp.path().to_path_buf(), github.url());
     let output = tokio::task::spawn_blocking(move || {
-        dracode(&dir).env("DRACODE_GITHUB_API_URL", &url).args(["run", "tasks.toml", "--provider", "copilot", "--out", "none"]).output().unwrap()
+        dracode(&dir)
+            .env("DRACODE_GITHUB_API_URL", &url)
+            .args(["run", "tasks.toml", "--provider", "copilot", "--out", "none"])
+            .output()
+            .unwrap()
     })
     .await
     .unwrap();
@@ -123,12 +135,7 @@ async fn dracode_auth_copilot_prints_the_code_and_stores_the_token_privately() {
     let tmp = tempfile::tempdir().unwrap();
     let (dir, url) = (tmp.path().to_path_buf(), github.url());
     let output = tokio::task::spawn_blocking(move || {
-        dracode(&dir)
-            .env("XDG_CONFIG_HOME", dir.join("cfg"))
-            .env("DRACODE_GITHUB_URL", &url)
-            .args(["auth", "copilot"])
-            .output()
-            .unwrap()
+        dracode(&dir).env("XDG_CONFIG_HOME", dir.join("cfg")).env("DRACODE_GITHUB_URL", &url).args(["auth", "copilot"]).output().unwrap()
     })
     .await
     .unwrap();
@@ -143,7 +150,11 @@ async fn dracode_auth_copilot_prints_the_code_and_stores_the_token_privately() {
 
     // `dracode run` then finds the stored token: the provider counts as configured.
     std::fs::create_dir(tmp.path().join("ws")).unwrap();
-    std::fs::write(tmp.path().join("tasks.toml"), "[defaults]\nrepo = \"ws\"\nisolation = \"copy\"\n[[tasks]]\nid = \"c\"\nprompt = \"p\"\n").unwrap();
+    std::fs::write(
+        tmp.path().join("tasks.toml"),
+        "[defaults]\nrepo = \"ws\"\nisolation = \"copy\"\n[[tasks]]\nid = \"c\"\nprompt = \"p\"\n",
+    )
+    .unwrap();
     let (dir, url) = (tmp.path().to_path_buf(), github.url());
     let output = tokio::task::spawn_blocking(move || {
         dracode(&dir)

@@ -1,9 +1,9 @@
 //! Gemini generateContent against a local server that rejects what the real API rejects.
 
 use crate::support::gemini_server::{GeminiServer, Reply, validate};
+use crate::support::provider::resolved;
 use dracode::llm::gemini::GeminiGenerateContent;
 use dracode::llm::http::{HttpClient, RetryPolicy};
-use crate::support::provider::resolved;
 use dracode::llm::preset::ProviderType;
 use dracode::llm::{ContentBlock, ErrorKind, LlmRequest, Message, Provider, Role, StopReason, Usage};
 use dracode::tools::Registry;
@@ -15,7 +15,12 @@ const KEY: &str = "AIza-test-0123456789";
 
 fn provider(server: &GeminiServer, key: &str) -> GeminiGenerateContent {
     let resolved = resolved(ProviderType::Gemini, &server.base_url(), "gemini-2.5-flash", Some(key));
-    let fast = RetryPolicy { max_retries: 3, base_delay: Duration::from_millis(10), max_delay: Duration::from_millis(50), max_total_wait: Duration::from_secs(5) };
+    let fast = RetryPolicy {
+        max_retries: 3,
+        base_delay: Duration::from_millis(10),
+        max_delay: Duration::from_millis(50),
+        max_total_wait: Duration::from_secs(5),
+    };
     GeminiGenerateContent::new(&resolved, HttpClient::default()).unwrap().with_retry_policy(fast)
 }
 
@@ -55,14 +60,20 @@ async fn a_three_turn_tool_conversation_completes_with_exact_usage_and_the_key_i
         KEY,
         vec![
             Reply::Calls(vec![("list_files".into(), json!({}))], [100, 10, 0, 0]),
-            Reply::Calls(vec![("read_file".into(), json!({"file_path": "b"})), ("list_files".into(), json!({"recursive": true}))], [150, 20, 64, 7]),
+            Reply::Calls(
+                vec![("read_file".into(), json!({"file_path": "b"})), ("list_files".into(), json!({"recursive": true}))],
+                [150, 20, 64, 7],
+            ),
             Reply::Text("done".into(), [200, 5, 128, 0]),
         ],
     )
     .await;
     let (usage, messages) = converse(&provider(&server, KEY)).await;
     assert_eq!(messages.last().unwrap().text(), "done");
-    assert_eq!((usage.input_tokens, usage.output_tokens, usage.cached_input_tokens, usage.reasoning_output_tokens, usage.requests), (450, 42, 192, 7, 3));
+    assert_eq!(
+        (usage.input_tokens, usage.output_tokens, usage.cached_input_tokens, usage.reasoning_output_tokens, usage.requests),
+        (450, 42, 192, 7, 3)
+    );
     let requests = server.requests();
     assert_eq!(requests.len(), 3, "every request was accepted");
     assert!(requests.iter().all(|(url, _)| url == "/v1beta/models/gemini-2.5-flash:generateContent" && !url.contains(KEY)));

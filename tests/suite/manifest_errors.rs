@@ -5,17 +5,11 @@ use crate::support::cli::{crate_root, dracode};
 #[test]
 fn a_typo_in_a_manifest_is_exit_2_with_file_line_task_field_and_suggestion() {
     let tmp = tempfile::tempdir().unwrap();
-    std::fs::write(
-        tmp.path().join("tasks.toml"),
-        "[[tasks]]\nid = \"ok\"\nprompt = \"x\"\n\n[[tasks]]\nid = \"docs\"\npromt = \"y\"\n",
-    )
-    .unwrap();
+    std::fs::write(tmp.path().join("tasks.toml"), "[[tasks]]\nid = \"ok\"\nprompt = \"x\"\n\n[[tasks]]\nid = \"docs\"\npromt = \"y\"\n")
+        .unwrap();
     let output = dracode(tmp.path()).args(["run", "tasks.toml"]).assert().code(2).get_output().clone();
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("tasks.toml:7:1: task \"docs\": unknown field \"promt\" (did you mean \"prompt\"?)"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("tasks.toml:7:1: task \"docs\": unknown field \"promt\" (did you mean \"prompt\"?)"), "{stderr}");
     assert!(!tmp.path().join("dracode-out").exists(), "nothing was run or written");
 
     let output = dracode(tmp.path()).args(["validate", "tasks.toml"]).assert().code(2).get_output().clone();
@@ -57,7 +51,12 @@ fn schema_commands_print_json_schemas() {
 #[test]
 fn tools_and_providers_commands_describe_what_exists_without_secrets() {
     let tmp = tempfile::tempdir().unwrap();
-    for (format, probe) in [("openai", "/0/function/name"), ("anthropic", "/0/input_schema/type"), ("gemini", "/0/functionDeclarations/0/parameters"), ("mcp", "/tools/0/inputSchema")] {
+    for (format, probe) in [
+        ("openai", "/0/function/name"),
+        ("anthropic", "/0/input_schema/type"),
+        ("gemini", "/0/functionDeclarations/0/parameters"),
+        ("mcp", "/tools/0/inputSchema"),
+    ] {
         let out = dracode(tmp.path()).args(["tools", "--format", format]).assert().success().get_output().stdout.clone();
         let value: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert!(value.pointer(probe).is_some(), "{format}: {value}");

@@ -13,7 +13,12 @@ fn resolved(base_url: &str, model: &str) -> ResolvedProvider {
 }
 
 fn fast() -> RetryPolicy {
-    RetryPolicy { max_retries: 1, base_delay: Duration::from_millis(10), max_delay: Duration::from_millis(20), max_total_wait: Duration::from_secs(1) }
+    RetryPolicy {
+        max_retries: 1,
+        base_delay: Duration::from_millis(10),
+        max_delay: Duration::from_millis(20),
+        max_total_wait: Duration::from_secs(1),
+    }
 }
 
 #[tokio::test]
@@ -40,7 +45,9 @@ async fn a_three_turn_tool_conversation_completes_with_exact_usage() {
             .content
             .iter()
             .filter_map(|b| match b {
-                ContentBlock::ToolUse { id, .. } => Some(ContentBlock::ToolResult { tool_use_id: id.clone(), content: "ok".into(), is_error: false }),
+                ContentBlock::ToolUse { id, .. } => {
+                    Some(ContentBlock::ToolResult { tool_use_id: id.clone(), content: "ok".into(), is_error: false })
+                }
                 _ => None,
             })
             .collect();
@@ -56,11 +63,19 @@ async fn a_three_turn_tool_conversation_completes_with_exact_usage() {
     let tools: Vec<_> = last["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "tool").collect();
     assert_eq!(tools.len(), 3);
     assert_eq!(tools[1]["tool_name"], "read_file");
-    let ids: Vec<String> = messages.iter().flat_map(|m| &m.content).filter_map(|b| match b { ContentBlock::ToolUse { id, .. } => Some(id.clone()), _ => None }).collect();
+    let ids: Vec<String> = messages
+        .iter()
+        .flat_map(|m| &m.content)
+        .filter_map(|b| match b {
+            ContentBlock::ToolUse { id, .. } => Some(id.clone()),
+            _ => None,
+        })
+        .collect();
     assert_eq!(ids, ["call_1", "call_00000001", "call_00000002"], "made-up ids for the older server, the server's own otherwise");
     let sent: Vec<&str> = tools.iter().map(|t| t["tool_call_id"].as_str().unwrap()).collect();
     assert_eq!(sent, ids, "each result names its call");
-    let calls: Vec<&serde_json::Value> = last["messages"].as_array().unwrap().iter().flat_map(|m| m["tool_calls"].as_array().into_iter().flatten()).collect();
+    let calls: Vec<&serde_json::Value> =
+        last["messages"].as_array().unwrap().iter().flat_map(|m| m["tool_calls"].as_array().into_iter().flatten()).collect();
     assert!(calls.iter().all(|c| c["function"]["arguments"].is_object()));
     assert_eq!(calls[2]["id"], "call_00000002");
 }
@@ -96,14 +111,23 @@ async fn dracode_runs_a_task_against_a_provider_of_type_ollama() {
     std::fs::create_dir(tmp.path().join("ws")).unwrap();
     std::fs::write(
         tmp.path().join("dracode.toml"),
-        format!("provider = \"local\"\n[providers.local]\ntype = \"ollama\"\nbase_url = \"{}\"\nmodel = \"qwen2.5-coder\"\nmax_tokens = 512\n", server.base_url()),
+        format!(
+            "provider = \"local\"\n[providers.local]\ntype = \"ollama\"\nbase_url = \"{}\"\nmodel = \"qwen2.5-coder\"\nmax_tokens = 512\n",
+            server.base_url()
+        ),
     )
     .unwrap();
-    std::fs::write(tmp.path().join("tasks.toml"), "[defaults]\nrepo = \"ws\"\nisolation = \"copy\"\n[[tasks]]\nid = \"hello\"\nprompt = \"Create hello.txt\"\n").unwrap();
+    std::fs::write(
+        tmp.path().join("tasks.toml"),
+        "[defaults]\nrepo = \"ws\"\nisolation = \"copy\"\n[[tasks]]\nid = \"hello\"\nprompt = \"Create hello.txt\"\n",
+    )
+    .unwrap();
     let dir = tmp.path().to_path_buf();
-    let output = tokio::task::spawn_blocking(move || crate::support::cli::dracode(&dir).args(["run", "tasks.toml", "--out", "out"]).output().unwrap())
-        .await
-        .unwrap();
+    let output = tokio::task::spawn_blocking(move || {
+        crate::support::cli::dracode(&dir).args(["run", "tasks.toml", "--out", "out"]).output().unwrap()
+    })
+    .await
+    .unwrap();
     assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
     let all = crate::support::cli::read_jsonl(&tmp.path().join("out/results.jsonl"));
     let task = crate::support::cli::finished(&all, "hello");

@@ -1,15 +1,12 @@
 //! OpenAI provider scenarios: `ChatCompletions` against the strict local mock of the API.
 
+use crate::support::openai_server::{OpenAiServer, ScriptedReply, Tokens, ToolCall, validate_request, validate_response};
 use crate::support::provider::{fast_retries, resolved};
-use crate::support::openai_server::{
-    OpenAiServer, ScriptedReply, Tokens, ToolCall, validate_request, validate_response,
-};
 use dracode::llm::http::HttpClient;
 use dracode::llm::openai::{AZURE_API_VERSION, ChatCompletions};
 use dracode::llm::preset::ProviderType;
 use dracode::llm::{
-    ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, Provider, RetryNotice, Role, StopReason,
-    ToolSpec, Usage,
+    ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, Provider, RetryNotice, Role, StopReason, ToolSpec, Usage,
 };
 use dracode::tools::Registry;
 use serde_json::{Value, json};
@@ -17,7 +14,6 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 const KEY: &str = "sk-test-mock-0123456789";
-
 
 fn provider(server: &OpenAiServer, key: &str) -> ChatCompletions {
     ChatCompletions::new(&resolved(ProviderType::Openai, &server.base_url(), "gpt-4o", Some(key)), HttpClient::default())
@@ -47,12 +43,7 @@ async fn a_three_turn_tool_conversation_completes_with_exact_usage() {
     let server = OpenAiServer::start_with_key(
         KEY,
         vec![
-            ScriptedReply::tool_call(
-                "call_1",
-                "read_file",
-                json!({"file_path": "src/lib.rs"}),
-                Tokens::new(120, 20).cached(64),
-            ),
+            ScriptedReply::tool_call("call_1", "read_file", json!({"file_path": "src/lib.rs"}), Tokens::new(120, 20).cached(64)),
             ScriptedReply::tool_calls(
                 vec![
                     ToolCall::new("call_2", "list_files", json!({"directory": "src"})),
@@ -79,11 +70,9 @@ async fn a_three_turn_tool_conversation_completes_with_exact_usage() {
             .content
             .iter()
             .filter_map(|block| match block {
-                ContentBlock::ToolUse { id, name, .. } => Some(ContentBlock::ToolResult {
-                    tool_use_id: id.clone(),
-                    content: format!("output of {name}"),
-                    is_error: false,
-                }),
+                ContentBlock::ToolUse { id, name, .. } => {
+                    Some(ContentBlock::ToolResult { tool_use_id: id.clone(), content: format!("output of {name}"), is_error: false })
+                }
                 _ => None,
             })
             .collect();
@@ -128,27 +117,15 @@ async fn request_bodies_pass_the_official_schema() {
             role: Role::Assistant,
             content: vec![
                 ContentBlock::text("Reading first."),
-                ContentBlock::ToolUse {
-                    id: "call_a".into(),
-                    name: "read_file".into(),
-                    input: json!({"file_path": "a"}),
-                },
-                ContentBlock::ToolUse {
-                    id: "call_b".into(),
-                    name: "list_files".into(),
-                    input: Value::String("{bad".into()),
-                },
+                ContentBlock::ToolUse { id: "call_a".into(), name: "read_file".into(), input: json!({"file_path": "a"}) },
+                ContentBlock::ToolUse { id: "call_b".into(), name: "list_files".into(), input: Value::String("{bad".into()) },
             ],
         },
         Message {
             role: Role::User,
             content: vec![
                 ContentBlock::ToolResult { tool_use_id: "call_a".into(), content: "text".into(), is_error: false },
-                ContentBlock::ToolResult {
-                    tool_use_id: "call_b".into(),
-                    content: "Error [INVALID_ARGUMENTS]: x".into(),
-                    is_error: true,
-                },
+                ContentBlock::ToolResult { tool_use_id: "call_b".into(), content: "Error [INVALID_ARGUMENTS]: x".into(), is_error: true },
                 ContentBlock::text("Please hurry."),
             ],
         },
@@ -198,8 +175,7 @@ async fn server_errors_are_retried_until_success() {
 
 #[tokio::test]
 async fn a_rate_limit_waits_as_long_as_retry_after_says() {
-    let server =
-        OpenAiServer::start(vec![ScriptedReply::rate_limited(1), ScriptedReply::text("ok", Tokens::new(5, 1))]).await;
+    let server = OpenAiServer::start(vec![ScriptedReply::rate_limited(1), ScriptedReply::text("ok", Tokens::new(5, 1))]).await;
     let started = Instant::now();
     let (result, notices) = complete(&provider(&server, KEY), &hello(), &[]).await;
     assert!(result.is_ok(), "{result:?}");
@@ -232,9 +208,7 @@ async fn a_garbage_body_is_a_bad_response() {
 
 #[tokio::test]
 async fn insufficient_quota_is_quota_and_not_retried() {
-    let server =
-        OpenAiServer::start(vec![ScriptedReply::insufficient_quota(), ScriptedReply::text("never", Tokens::new(1, 1))])
-            .await;
+    let server = OpenAiServer::start(vec![ScriptedReply::insufficient_quota(), ScriptedReply::text("never", Tokens::new(1, 1))]).await;
     let (result, notices) = complete(&provider(&server, KEY), &hello(), &[]).await;
     let err = result.unwrap_err();
     assert_eq!(err.kind, ErrorKind::Quota);
@@ -316,13 +290,8 @@ async fn the_mock_rejects_what_the_real_api_rejects() {
         assert_eq!(status, 400, "{request}: {body}");
         assert_eq!(body["error"]["param"], param, "{request}: {body}");
     }
-    let (status, body) =
-        post(&server, Some(KEY), r#"{"model":"gpt-4o","messages":[{"role":"user","content":"go"}],"max_tokns":5}"#)
-            .await;
-    assert_eq!(
-        (status, body["error"]["message"].as_str().unwrap()),
-        (400, "Unrecognized request argument supplied: max_tokns")
-    );
+    let (status, body) = post(&server, Some(KEY), r#"{"model":"gpt-4o","messages":[{"role":"user","content":"go"}],"max_tokns":5}"#).await;
+    assert_eq!((status, body["error"]["message"].as_str().unwrap()), (400, "Unrecognized request argument supplied: max_tokns"));
     let (status, _) = post(&server, Some(KEY), "{not json").await;
     assert_eq!(status, 400);
     let (status, body) = post(&server, None, r#"{"model":"gpt-4o","messages":[{"role":"user","content":"go"}]}"#).await;
@@ -349,8 +318,7 @@ fn the_mock_accepts_nulls_where_the_spec_says_nullable() {
         "stream": null,
     });
     assert_eq!(validate_request(&body), Ok(()));
-    let wrong =
-        json!({"model": "gpt-4o", "messages": [{"role": "user", "content": "go"}], "max_completion_tokens": "ten"});
+    let wrong = json!({"model": "gpt-4o", "messages": [{"role": "user", "content": "go"}], "max_completion_tokens": "ten"});
     assert_eq!(validate_request(&wrong).unwrap_err().param.as_deref(), Some("max_completion_tokens"));
 }
 
@@ -358,10 +326,7 @@ fn the_mock_accepts_nulls_where_the_spec_says_nullable() {
 async fn scripted_replies_follow_the_response_schema() {
     let server = OpenAiServer::start(vec![
         ScriptedReply::tool_calls(
-            vec![
-                ToolCall::new("call_1", "read_file", json!({"file_path": "a"})),
-                ToolCall::raw("call_2", "x", "{oops"),
-            ],
+            vec![ToolCall::new("call_1", "read_file", json!({"file_path": "a"})), ToolCall::raw("call_2", "x", "{oops")],
             Tokens::new(10, 5).cached(2).reasoning(1),
         )
         .with_text("Let me look."),

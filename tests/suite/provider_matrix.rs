@@ -106,7 +106,10 @@ async fn ollama_native() {
 async fn gemini() {
     let server = gemini::GeminiServer::start(
         "AIza-matrix-123456789",
-        vec![gemini::Reply::Calls(vec![("write_file".into(), write_call())], [30, 5, 0, 0]), gemini::Reply::Text("done".into(), [40, 2, 0, 0])],
+        vec![
+            gemini::Reply::Calls(vec![("write_file".into(), write_call())], [30, 5, 0, 0]),
+            gemini::Reply::Text("done".into(), [40, 2, 0, 0]),
+        ],
     )
     .await;
     let tmp = tempfile::tempdir().unwrap();

@@ -252,10 +252,9 @@ fn fail_fast_skips_the_rest() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sigterm_cancels_running_tasks_and_leaves_valid_artifacts_and_no_worktrees() {
-    let server = OpenAiServer::start(
-        (0..4).map(|_| ScriptedReply::text("late", Tokens::new(1, 1)).with_delay(Duration::from_secs(60))).collect(),
-    )
-    .await;
+    let server =
+        OpenAiServer::start((0..4).map(|_| ScriptedReply::text("late", Tokens::new(1, 1)).with_delay(Duration::from_secs(60))).collect())
+            .await;
     let tmp = tempfile::tempdir().unwrap();
     config(tmp.path(), &server);
     let repo = tmp.path().join("repo");
@@ -374,7 +373,11 @@ fn commit_true_leaves_a_branch_with_the_change_and_the_checkout_alone() {
     assert_eq!(std::fs::read_to_string(repo.join("a.txt")).unwrap(), "one\n");
     assert_eq!(git(&repo, &["status", "--porcelain"]), "");
     // Without worktree isolation there is no branch to make: a clear usage error.
-    std::fs::write(tmp.path().join("bad.toml"), "[[tasks]]\nid = \"x\"\nprompt = \"p\"\nrepo = \"repo\"\nisolation = \"copy\"\ncommit = true\n").unwrap();
+    std::fs::write(
+        tmp.path().join("bad.toml"),
+        "[[tasks]]\nid = \"x\"\nprompt = \"p\"\nrepo = \"repo\"\nisolation = \"copy\"\ncommit = true\n",
+    )
+    .unwrap();
     let out = dracode(tmp.path()).args(["run", "bad.toml"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("field \"commit\""));

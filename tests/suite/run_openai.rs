@@ -2,7 +2,7 @@
 //! rejects unanswered tool calls, bad auth and schema violations as the real API does).
 
 use crate::support::cli::{dracode, events, files_containing, finished, git, git_repo, read_jsonl};
-use crate::support::openai_server::{OpenAiServer, ScriptedReply, ToolCall, Tokens};
+use crate::support::openai_server::{OpenAiServer, ScriptedReply, Tokens, ToolCall};
 use serde_json::{Value, json};
 use std::path::Path;
 
@@ -44,13 +44,24 @@ async fn a_task_that_writes_a_file_passes_and_its_patch_applies_to_the_base() {
     let server = OpenAiServer::start_with_key(
         KEY,
         vec![
-            ScriptedReply::tool_call("call_1", "write_file", json!({"file_path": "src/new.txt", "content": "hello\n"}), Tokens::new(100, 20)),
-            ScriptedReply::tool_call("call_2", "edit_file", json!({"file_path": "a.txt", "old_string": "one", "new_string": "uno"}), Tokens::new(150, 30).cached(64)),
+            ScriptedReply::tool_call(
+                "call_1",
+                "write_file",
+                json!({"file_path": "src/new.txt", "content": "hello\n"}),
+                Tokens::new(100, 20),
+            ),
+            ScriptedReply::tool_call(
+                "call_2",
+                "edit_file",
+                json!({"file_path": "a.txt", "old_string": "one", "new_string": "uno"}),
+                Tokens::new(150, 30).cached(64),
+            ),
             ScriptedReply::text("Wrote src/new.txt and edited a.txt.", Tokens::new(200, 10).reasoning(4)),
         ],
     )
     .await;
-    let tmp = setup(&server, "[defaults]\nrepo = \"repo\"\nisolation = \"none\"\n[[tasks]]\nid = \"write\"\nprompt = \"Create src/new.txt\"\n");
+    let tmp =
+        setup(&server, "[defaults]\nrepo = \"repo\"\nisolation = \"none\"\n[[tasks]]\nid = \"write\"\nprompt = \"Create src/new.txt\"\n");
     let repo = tmp.path().join("repo");
     git_repo(&repo, &[("a.txt", "one\ntwo\n")]);
     let (code, stderr, all) = tokio::task::spawn_blocking({
@@ -208,7 +219,11 @@ async fn secrets_never_reach_commands_the_model_or_any_artifact() {
                     ToolCall::new("c1", "run_command", json!({"command": "env"})),
                     // Reading the parent's environment directly: the key is masked anyway.
                     ToolCall::new("c2", "run_command", json!({"command": "cat /proc/$PPID/environ", "shell": true})),
-                    ToolCall::new("c3", "run_command", json!({"command": "sh", "arguments": "-c 'echo key=$OPENAI_API_KEY token=$MY_DEPLOY_TOKEN'"})),
+                    ToolCall::new(
+                        "c3",
+                        "run_command",
+                        json!({"command": "sh", "arguments": "-c 'echo key=$OPENAI_API_KEY token=$MY_DEPLOY_TOKEN'"}),
+                    ),
                 ],
                 Tokens::new(10, 10),
             ),

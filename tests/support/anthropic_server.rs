@@ -127,13 +127,7 @@ impl ScriptedReply {
     pub fn text(text: &str, tokens: Tokens) -> Self {
         Self::with_body(
             200,
-            Body::Message {
-                thinking: None,
-                text: Some(text.into()),
-                calls: Vec::new(),
-                stop_reason: "end_turn".into(),
-                usage: tokens,
-            },
+            Body::Message { thinking: None, text: Some(text.into()), calls: Vec::new(), stop_reason: "end_turn".into(), usage: tokens },
         )
     }
 
@@ -144,10 +138,7 @@ impl ScriptedReply {
 
     /// An answer calling several tools at once.
     pub fn tool_uses(calls: Vec<ToolUse>, tokens: Tokens) -> Self {
-        Self::with_body(
-            200,
-            Body::Message { thinking: None, text: None, calls, stop_reason: "tool_use".into(), usage: tokens },
-        )
+        Self::with_body(200, Body::Message { thinking: None, text: None, calls, stop_reason: "tool_use".into(), usage: tokens })
     }
 
     /// An HTTP error with Anthropic's error body.
@@ -327,12 +318,7 @@ impl AnthropicServer {
     async fn launch(key: Option<String>, script: Vec<ScriptedReply>) -> Self {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
         let server = MockServer::builder().listener(listener).start().await;
-        let state = Arc::new(State {
-            key,
-            scripted: script.len(),
-            script: Mutex::new(script.into()),
-            received: Mutex::new(Vec::new()),
-        });
+        let state = Arc::new(State { key, scripted: script.len(), script: Mutex::new(script.into()), received: Mutex::new(Vec::new()) });
         Mock::given(any()).respond_with(Responder(state.clone())).mount(&server).await;
         AnthropicServer { server, state }
     }
@@ -371,8 +357,7 @@ impl Respond for Responder {
             Ok(answer) => answer,
             Err(rejection) => (
                 rejection.status,
-                ResponseTemplate::new(rejection.status)
-                    .set_body_json(error_json(&rejection.error_type, &rejection.message)),
+                ResponseTemplate::new(rejection.status).set_body_json(error_json(&rejection.error_type, &rejection.message)),
             ),
         };
         lock(&self.0.received).push(ReceivedRequest {
@@ -488,9 +473,7 @@ pub fn validate_request(body: &Value) -> Result<(), Rejection> {
         marks += 1;
     }
     if marks > 4 {
-        return Err(Rejection::invalid(format!(
-            "A maximum of 4 blocks with cache_control may be provided. Found {marks}."
-        )));
+        return Err(Rejection::invalid(format!("A maximum of 4 blocks with cache_control may be provided. Found {marks}.")));
     }
     Ok(())
 }
@@ -559,8 +542,7 @@ fn check_tools(tools: &Value) -> Result<usize, Rejection> {
         let tool = tool.as_object().ok_or_else(|| Rejection::invalid(format!("{path}: Input should be an object")))?;
         no_extra_fields(tool, &["type", "name", "description", "input_schema", "cache_control", "strict"], &path)?;
         let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
-        let valid_name = (1..=128).contains(&name.len())
-            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        let valid_name = (1..=128).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
         if !valid_name {
             return Err(Rejection::invalid(format!("{path}.name: String should match pattern '^[a-zA-Z0-9_-]{{1,128}}$'")));
         }
@@ -648,11 +630,7 @@ fn check_message(i: usize, message: &Value, last: bool) -> Result<usize, Rejecti
 
 /// The ids of the blocks of `kind` (`tool_use` → `id`, `tool_result` → `tool_use_id`).
 fn ids(blocks: &[Value], kind: &str, field: &str) -> Vec<String> {
-    blocks
-        .iter()
-        .filter(|b| b["type"] == kind)
-        .filter_map(|b| b[field].as_str().map(str::to_string))
-        .collect()
+    blocks.iter().filter(|b| b["type"] == kind).filter_map(|b| b[field].as_str().map(str::to_string)).collect()
 }
 
 /// Every `tool_use` answered at the start of the very next message; every `tool_result`
@@ -682,8 +660,7 @@ fn check_tool_pairing(messages: &[Value]) -> Result<(), Rejection> {
         // Only the results that open the next message count as "immediately after".
         let answered: Vec<String> = match messages.get(i + 1) {
             Some(next) if next["role"] == "user" => {
-                let opening: Vec<Value> =
-                    blocks_of(next).into_iter().take_while(|b| b["type"] == "tool_result").collect();
+                let opening: Vec<Value> = blocks_of(next).into_iter().take_while(|b| b["type"] == "tool_result").collect();
                 ids(&opening, "tool_result", "tool_use_id")
             }
             _ => Vec::new(),

@@ -30,9 +30,7 @@ pub fn events<'a>(all: &'a [Value], kind: &str) -> Vec<&'a Value> {
 
 /// The `task.finished` event of `task_id`.
 pub fn finished<'a>(all: &'a [Value], task_id: &str) -> &'a Value {
-    all.iter()
-        .find(|e| e["type"] == "task.finished" && e["task_id"] == task_id)
-        .unwrap_or_else(|| panic!("no task.finished for {task_id}"))
+    all.iter().find(|e| e["type"] == "task.finished" && e["task_id"] == task_id).unwrap_or_else(|| panic!("no task.finished for {task_id}"))
 }
 
 /// Runs `git args` in `dir`, panicking with stderr on failure; returns stdout.

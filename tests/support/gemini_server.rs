@@ -70,7 +70,8 @@ impl GeminiServer {
 fn error(code: u16, status: &str, message: &str, reason: Option<&str>) -> ResponseTemplate {
     let mut body = json!({"error": {"code": code, "message": message, "status": status}});
     if let Some(reason) = reason {
-        body["error"]["details"] = json!([{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": reason, "domain": "googleapis.com"}]);
+        body["error"]["details"] =
+            json!([{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": reason, "domain": "googleapis.com"}]);
     }
     ResponseTemplate::new(code).set_body_json(body)
 }
@@ -90,7 +91,10 @@ pub fn validate(body: &Value) -> Result<(), String> {
         if role != "user" && role != "model" {
             return Err(format!("Please use a valid role: user, model. (contents[{i}].role = {role:?})"));
         }
-        let parts = content["parts"].as_array().filter(|p| !p.is_empty()).ok_or(format!("* GenerateContentRequest.contents[{i}].parts: contents.parts must not be empty."))?;
+        let parts = content["parts"]
+            .as_array()
+            .filter(|p| !p.is_empty())
+            .ok_or(format!("* GenerateContentRequest.contents[{i}].parts: contents.parts must not be empty."))?;
         let calls: Vec<&str> = parts.iter().filter_map(|p| p.pointer("/functionCall/name").and_then(Value::as_str)).collect();
         if role == "model" && !calls.is_empty() {
             let next = contents.get(i + 1);
@@ -118,7 +122,9 @@ fn check_schema(schema: &Value, at: &str) -> Result<(), String> {
                 return Err(format!("Invalid JSON payload received. Unknown name \"{key}\" at '{at}': Cannot find field."));
             }
             if key == "format" && !matches!(value.as_str(), Some("float" | "double" | "int32" | "int64" | "enum" | "date-time")) {
-                return Err(format!("* GenerateContentRequest.{at}.format: only 'enum' and 'date-time' are supported for STRING type; int32/int64 for INTEGER"));
+                return Err(format!(
+                    "* GenerateContentRequest.{at}.format: only 'enum' and 'date-time' are supported for STRING type; int32/int64 for INTEGER"
+                ));
             }
             if key == "properties" {
                 for (name, sub) in value.as_object().into_iter().flatten() {

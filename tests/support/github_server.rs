@@ -84,13 +84,16 @@ impl Respond for Responder {
                 }
                 match self.0.polls.lock().unwrap().pop_front() {
                     Some(answer) => ResponseTemplate::new(200).set_body_json(answer),
-                    None => ResponseTemplate::new(200).set_body_json(json!({"access_token": self.0.github_token, "token_type": "bearer", "scope": "read:user"})),
+                    None => ResponseTemplate::new(200)
+                        .set_body_json(json!({"access_token": self.0.github_token, "token_type": "bearer", "scope": "read:user"})),
                 }
             }
             "/copilot_internal/v2/token" => {
                 let header = |name: &str| request.headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
                 if header("user-agent").is_empty() {
-                    return ResponseTemplate::new(403).set_body_string("Request forbidden by administrative rules. Please make sure your request has a User-Agent header");
+                    return ResponseTemplate::new(403).set_body_string(
+                        "Request forbidden by administrative rules. Please make sure your request has a User-Agent header",
+                    );
                 }
                 let auth = header("authorization");
                 if auth != format!("token {}", self.0.github_token) {

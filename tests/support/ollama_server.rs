@@ -45,7 +45,12 @@ impl OllamaServer {
     pub async fn start(model: &str, script: Vec<Reply>) -> Self {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
         let server = MockServer::builder().listener(listener).start().await;
-        let state = Arc::new(State { model: model.into(), script: Mutex::new(script.into()), requests: Mutex::new(Vec::new()), calls_made: Mutex::new(0) });
+        let state = Arc::new(State {
+            model: model.into(),
+            script: Mutex::new(script.into()),
+            requests: Mutex::new(Vec::new()),
+            calls_made: Mutex::new(0),
+        });
         Mock::given(any()).respond_with(Responder(state.clone())).mount(&server).await;
         OllamaServer { server, state }
     }

@@ -122,12 +122,7 @@ impl ScriptedReply {
     pub fn text(text: &str, tokens: Tokens) -> Self {
         Self::with_body(
             200,
-            Body::Completion {
-                text: Some(text.into()),
-                calls: Vec::new(),
-                finish_reason: "stop".into(),
-                usage: Some(tokens),
-            },
+            Body::Completion { text: Some(text.into()), calls: Vec::new(), finish_reason: "stop".into(), usage: Some(tokens) },
         )
     }
 
@@ -138,10 +133,7 @@ impl ScriptedReply {
 
     /// An answer calling several tools at once.
     pub fn tool_calls(calls: Vec<ToolCall>, tokens: Tokens) -> Self {
-        Self::with_body(
-            200,
-            Body::Completion { text: None, calls, finish_reason: "tool_calls".into(), usage: Some(tokens) },
-        )
+        Self::with_body(200, Body::Completion { text: None, calls, finish_reason: "tool_calls".into(), usage: Some(tokens) })
     }
 
     /// An HTTP error with OpenAI's error body.
@@ -172,12 +164,7 @@ impl ScriptedReply {
 
     /// 500 `server_error`.
     pub fn server_error() -> Self {
-        Self::error(
-            500,
-            "server_error",
-            None,
-            "The server had an error while processing your request. Sorry about that!",
-        )
+        Self::error(500, "server_error", None, "The server had an error while processing your request. Sorry about that!")
     }
 
     /// Any JSON body with any status.
@@ -228,10 +215,9 @@ impl ScriptedReply {
 
     fn render(&self, serial: usize, model: &str) -> ResponseTemplate {
         let (bytes, mime) = match &self.body {
-            Body::Completion { text, calls, finish_reason, usage } => (
-                completion_json(serial, model, text.as_deref(), calls, finish_reason, *usage).to_string(),
-                "application/json",
-            ),
+            Body::Completion { text, calls, finish_reason, usage } => {
+                (completion_json(serial, model, text.as_deref(), calls, finish_reason, *usage).to_string(), "application/json")
+            }
             Body::Json(value) => (value.to_string(), "application/json"),
             Body::Raw(raw) => (raw.clone(), "application/json"),
         };
@@ -256,10 +242,8 @@ fn completion_json(
     let created = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let mut message = json!({"role": "assistant", "content": text, "refusal": null, "annotations": []});
     if !calls.is_empty() {
-        message["tool_calls"] = calls
-            .iter()
-            .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
-            .collect();
+        message["tool_calls"] =
+            calls.iter().map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}})).collect();
     }
     let mut body = json!({
         "id": format!("chatcmpl-mock{serial}"),
@@ -315,13 +299,7 @@ pub struct Rejection {
 
 impl Rejection {
     fn invalid(message: String, param: Option<String>, code: Option<&str>) -> Self {
-        Rejection {
-            status: 400,
-            message,
-            error_type: "invalid_request_error".into(),
-            param,
-            code: code.map(str::to_string),
-        }
+        Rejection { status: 400, message, error_type: "invalid_request_error".into(), param, code: code.map(str::to_string) }
     }
 
     fn body(&self) -> Value {
@@ -372,13 +350,8 @@ impl OpenAiServer {
         request_validator();
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
         let server = MockServer::builder().listener(listener).start().await;
-        let state = Arc::new(State {
-            key,
-            flavor,
-            scripted: script.len(),
-            script: Mutex::new(script.into()),
-            received: Mutex::new(Vec::new()),
-        });
+        let state =
+            Arc::new(State { key, flavor, scripted: script.len(), script: Mutex::new(script.into()), received: Mutex::new(Vec::new()) });
         Mock::given(any()).respond_with(Responder(state.clone())).mount(&server).await;
         OpenAiServer { server, state }
     }
@@ -440,8 +413,7 @@ impl Respond for Responder {
 }
 
 const NO_KEY: &str = "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY), or as the password field (with blank username) if you're accessing the API from your browser and are prompted for a username and password. You can obtain an API key from https://platform.openai.com/account/api-keys.";
-const WRONG_KEY: &str =
-    "Incorrect API key provided. You can find your API key at https://platform.openai.com/account/api-keys.";
+const WRONG_KEY: &str = "Incorrect API key provided. You can find your API key at https://platform.openai.com/account/api-keys.";
 const AZURE_WRONG_KEY: &str = "Access denied due to invalid subscription key or wrong API endpoint. Make sure to provide a valid key for an active subscription and use a correct regional API endpoint for your resource.";
 const NOT_JSON: &str = "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library correctly. The OpenAI API expects a JSON payload, but what was sent was not valid JSON. If you have trouble figuring out how to fix this, please contact us through our help center at help.openai.com.)";
 
@@ -463,14 +435,9 @@ impl Responder {
         let model = body.get("model").and_then(Value::as_str).unwrap_or_default();
         let mut script = lock(&state.script);
         let Some(reply) = script.pop_front() else {
-            let message = format!(
-                "OpenAiServer script exhausted: all {} scripted replies were used, this request was not expected",
-                state.scripted
-            );
-            return Ok((
-                500,
-                ResponseTemplate::new(500).set_body_json(error_json(&message, "server_error", None, None)),
-            ));
+            let message =
+                format!("OpenAiServer script exhausted: all {} scripted replies were used, this request was not expected", state.scripted);
+            return Ok((500, ResponseTemplate::new(500).set_body_json(error_json(&message, "server_error", None, None))));
         };
         let serial = state.scripted - script.len();
         Ok((reply.status, reply.render(serial, model)))
@@ -561,8 +528,7 @@ pub fn validate_request(body: &Value) -> Result<(), Rejection> {
     }
     if map.get("tools").and_then(Value::as_array).is_some_and(Vec::is_empty) {
         return Err(Rejection::invalid(
-            "Invalid 'tools': empty array. Expected an array with minimum length 1, but got an empty array instead."
-                .into(),
+            "Invalid 'tools': empty array. Expected an array with minimum length 1, but got an empty array instead.".into(),
             Some("tools".into()),
             Some("empty_array"),
         ));
@@ -596,9 +562,7 @@ fn schema_rejection(error: &jsonschema::ValidationError<'_>) -> Rejection {
 
 /// Of a `oneOf`/`anyOf`'s failed branches, the first one the value was meant for: the one not
 /// failing on its discriminator (`role` of a message, `type` of a tool or content part).
-fn matching_branch<'e>(
-    branches: &'e [Vec<jsonschema::ValidationError<'static>>],
-) -> Option<&'e jsonschema::ValidationError<'static>> {
+fn matching_branch<'e>(branches: &'e [Vec<jsonschema::ValidationError<'static>>]) -> Option<&'e jsonschema::ValidationError<'static>> {
     let discriminator_failed = |errors: &[jsonschema::ValidationError<'static>]| {
         errors.iter().any(|e| {
             let path = e.instance_path().as_str();
@@ -636,9 +600,7 @@ fn check_tool_sequence(messages: &[Value]) -> Result<(), Rejection> {
             };
             let Some(at) = pending.iter().position(|p| p == id) else {
                 return Err(Rejection::invalid(
-                    format!(
-                        "Invalid parameter: 'tool_call_id' of '{id}' not found in 'tool_calls' of previous message."
-                    ),
+                    format!("Invalid parameter: 'tool_call_id' of '{id}' not found in 'tool_calls' of previous message."),
                     Some(format!("messages.[{i}].tool_call_id")),
                     None,
                 ));
@@ -655,9 +617,7 @@ fn check_tool_sequence(messages: &[Value]) -> Result<(), Rejection> {
             let ids: Vec<String> = message
                 .get("tool_calls")
                 .and_then(Value::as_array)
-                .map(|calls| {
-                    calls.iter().filter_map(|c| c.get("id").and_then(Value::as_str)).map(str::to_string).collect()
-                })
+                .map(|calls| calls.iter().filter_map(|c| c.get("id").and_then(Value::as_str)).map(str::to_string).collect())
                 .unwrap_or_default();
             if !ids.is_empty() {
                 open = Some((i, ids));
@@ -754,8 +714,7 @@ pub fn spec() -> &'static Value {
     SPEC.get_or_init(|| {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/schemas/openai-openapi.yaml");
         let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read the OpenAI spec {path}: {e}"));
-        let mut spec: Value =
-            serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("cannot parse the OpenAI spec {path}: {e}"));
+        let mut spec: Value = serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("cannot parse the OpenAI spec {path}: {e}"));
         rewrite_nullable(&mut spec);
         spec
     })

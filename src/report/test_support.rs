@@ -7,6 +7,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+/// XSD checks with xmllint, shared with the integration tests.
+#[path = "../../tests/support/xmllint.rs"]
+pub mod xmllint;
+
 /// 2023-11-14T22:13:20.123Z.
 pub fn fixed_ts() -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::from_millis(1_700_000_000_123)

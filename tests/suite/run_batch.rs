@@ -336,17 +336,9 @@ fn a_run_budget_stops_the_batch() {
     assert_eq!(all.last().unwrap()["usage"]["total_tokens"], 8, "tasks 3 and 4 never called the model");
 }
 
-/// Asserts `junit` is valid against the Jenkins JUnit XSD (xmllint from libxml2-utils).
+/// Asserts `junit` is valid against the Jenkins JUnit XSD (skipped without xmllint).
 fn xmllint_valid(junit: &Path) {
-    let xsd = crate::support::cli::crate_root().join("../shared/schemas/jenkins-xunit-junit-10.xsd");
-    let lint = std::process::Command::new("xmllint")
-        .arg("--noout")
-        .arg("--schema")
-        .arg(&xsd)
-        .arg(junit)
-        .output()
-        .expect("xmllint is installed (apt-get install libxml2-utils)");
-    assert!(lint.status.success(), "{}", String::from_utf8_lossy(&lint.stderr));
+    crate::support::xmllint::assert_valid("jenkins-xunit-junit-10.xsd", junit);
 }
 
 #[test]

@@ -9,7 +9,7 @@
 //! - a body that is not JSON → 400;
 //! - an unknown top-level argument, a bad `role`, an empty `tools` array, or anything that
 //!   fails `CreateChatCompletionRequest` of the official OpenAPI spec
-//!   (`../shared/schemas/openai-openapi.yaml`) → 400 naming the failing path;
+//!   (`tests/fixtures/schemas/openai-chat-completions.yaml`, reduced from the official document) → 400 naming the failing path;
 //! - tool calls not answered by `tool` messages before the next turn, or a `tool` message that
 //!   answers no call → 400 with the API's message text.
 //!
@@ -712,7 +712,7 @@ fn compile(schema: &str) -> jsonschema::Validator {
 pub fn spec() -> &'static Value {
     static SPEC: OnceLock<Value> = OnceLock::new();
     SPEC.get_or_init(|| {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/schemas/openai-openapi.yaml");
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/schemas/openai-chat-completions.yaml");
         let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read the OpenAI spec {path}: {e}"));
         let mut spec: Value = serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("cannot parse the OpenAI spec {path}: {e}"));
         rewrite_nullable(&mut spec);

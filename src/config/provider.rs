@@ -75,12 +75,14 @@ pub(super) fn resolve(
         base_url: non_empty(&settings.base_url).or_else(|| from_env(preset.base_url_env)).or_else(|| preset.base_url.map(str::to_string)),
         api_key: match &settings.api_key {
             Some(key) => Some(key.clone()).filter(|k| !k.is_empty()),
-            None if kind == ProviderType::Copilot => crate::llm::copilot::github_token(env),
-            None => from_env(preset.key_env),
+            None => match preset.find_key {
+                Some(find_key) => find_key(env),
+                None => from_env(preset.key_env),
+            },
         },
         timeout: settings.timeout.as_deref().and_then(|t| crate::duration::parse(t).ok()).unwrap_or(DEFAULT_TIMEOUT),
         max_tokens: settings.max_tokens,
-        headers: azure_entra_header(kind, settings, env),
+        headers: with_bearer_from_env(kind, settings, env),
         api_version: settings.api_version.clone(),
         limits: crate::llm::governor::Limits {
             max_concurrent: settings.max_concurrent_requests,
@@ -90,13 +92,15 @@ pub(super) fn resolve(
     }
 }
 
-/// The configured headers; for Azure without an `api_key`, an Entra ID token from
-/// `AZURE_OPENAI_AD_TOKEN` is sent as `Authorization: Bearer …` instead.
-fn azure_entra_header(kind: ProviderType, settings: &ProviderSettings, env: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+/// The configured headers; for a type whose preset names a `bearer_env` (Azure's
+/// `AZURE_OPENAI_AD_TOKEN`, an Entra ID token), that token as `Authorization: Bearer …` when
+/// there is no key.
+fn with_bearer_from_env(kind: ProviderType, settings: &ProviderSettings, env: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let preset = kind.preset();
     let mut headers = settings.headers.clone();
-    let has_key = settings.api_key.is_some() || env.get("AZURE_OPENAI_API_KEY").is_some_and(|k| !k.is_empty());
-    let entra = env.get("AZURE_OPENAI_AD_TOKEN").filter(|t| kind == ProviderType::Azure && !has_key && !t.is_empty());
-    if let Some(token) = entra {
+    let has_key = settings.api_key.is_some() || preset.key_env.and_then(|k| env.get(k)).is_some_and(|k| !k.is_empty());
+    let token = preset.bearer_env.and_then(|var| env.get(var)).filter(|t| !has_key && !t.is_empty());
+    if let Some(token) = token {
         headers.entry("Authorization".into()).or_insert_with(|| format!("Bearer {token}"));
     }
     headers

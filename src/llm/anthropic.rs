@@ -487,4 +487,27 @@ mod tests {
         assert!(provider.endpoint().headers["x-proxy-token"].is_sensitive());
         assert_eq!(provider.endpoint().redactor.redact("echo proxy-secret-42 sk-ant-test-0123456789"), "echo [REDACTED] [REDACTED]");
     }
+
+    #[test]
+    fn snapshot_endpoint() {
+        use crate::llm::wire::snapshot::{endpoint, settings};
+        insta::assert_json_snapshot!(endpoint::<MessagesFormat>(&settings(
+            ProviderType::Anthropic,
+            "https://api.anthropic.com",
+            "claude-sonnet-4-5"
+        )));
+    }
+
+    #[test]
+    fn snapshot_parse_response() {
+        let body = reply(
+            json!([
+                {"type": "thinking", "thinking": "Let me look.", "signature": "sig"},
+                {"type": "text", "text": "Reading it."},
+                {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {"file_path": "a"}}
+            ]),
+            "tool_use",
+        );
+        insta::assert_json_snapshot!(parse_response(&body).unwrap());
+    }
 }

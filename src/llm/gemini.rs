@@ -332,4 +332,33 @@ mod tests {
         assert_eq!(blocked.stop_reason, StopReason::ContentFilter);
         assert!(parse_response(&json!({}), &[]).is_err());
     }
+
+    #[test]
+    fn snapshot_request_body() {
+        let messages = conversation();
+        let tools = [list_files_spec()];
+        insta::assert_json_snapshot!(request_body(&LlmRequest { system: "sys", messages: &messages, tools: &tools, max_tokens: Some(99) }));
+    }
+
+    #[test]
+    fn snapshot_endpoint() {
+        use crate::llm::preset::ProviderType;
+        use crate::llm::wire::snapshot::{endpoint, settings};
+        let settings = settings(ProviderType::Gemini, "https://generativelanguage.googleapis.com/", "models/gemini-2.5-flash");
+        insta::assert_json_snapshot!(endpoint::<GenerateContentFormat>(&settings));
+    }
+
+    #[test]
+    fn snapshot_parse_response() {
+        let body = json!({
+            "candidates": [{"content": {"role": "model", "parts": [
+                {"text": "thinking…", "thought": true},
+                {"text": "Reading it."},
+                {"functionCall": {"name": "read_file", "args": {"file_path": "b"}}}
+            ]}, "finishReason": "STOP", "index": 0}],
+            "usageMetadata": {"promptTokenCount": 100, "candidatesTokenCount": 10, "thoughtsTokenCount": 5, "cachedContentTokenCount": 40, "totalTokenCount": 115},
+            "modelVersion": "gemini-2.5-flash"
+        });
+        insta::assert_json_snapshot!(parse_response(&body, &conversation()).unwrap());
+    }
 }

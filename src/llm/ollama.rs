@@ -227,4 +227,53 @@ mod tests {
         assert_eq!(text.stop_reason, StopReason::MaxTokens);
         assert!(parse_response(&json!({"error": "x"}), &[]).is_err());
     }
+
+    fn conversation() -> Vec<Message> {
+        vec![
+            Message::user_text("fix it"),
+            Message {
+                role: Role::Assistant,
+                content: vec![
+                    ContentBlock::text("Looking."),
+                    ContentBlock::ToolUse { id: "call_1".into(), name: "read_file".into(), input: json!({"file_path": "a"}) },
+                ],
+            },
+            Message {
+                role: Role::User,
+                content: vec![
+                    ContentBlock::ToolResult { tool_use_id: "call_1".into(), content: "x".into(), is_error: false },
+                    ContentBlock::text("Keep it short."),
+                ],
+            },
+        ]
+    }
+
+    #[test]
+    fn snapshot_request_body() {
+        let messages = conversation();
+        let tools = [ToolSpec { name: "read_file".into(), description: "r".into(), parameters: json!({"type": "object"}) }];
+        insta::assert_json_snapshot!(request_body(
+            "qwen",
+            &LlmRequest { system: "sys", messages: &messages, tools: &tools, max_tokens: Some(64) }
+        ));
+    }
+
+    #[test]
+    fn snapshot_endpoint() {
+        use crate::llm::preset::ProviderType;
+        use crate::llm::wire::snapshot::{endpoint, settings};
+        insta::assert_json_snapshot!(endpoint::<OllamaChatFormat>(&settings(ProviderType::Ollama, "127.0.0.1:11434", "qwen")));
+    }
+
+    #[test]
+    fn snapshot_parse_response() {
+        let body = json!({
+            "model": "qwen", "done": true, "done_reason": "stop",
+            "message": {"role": "assistant", "content": "Reading.", "tool_calls": [
+                {"function": {"name": "read_file", "arguments": {"file_path": "b"}}}
+            ]},
+            "prompt_eval_count": 120, "eval_count": 15
+        });
+        insta::assert_json_snapshot!(parse_response(&body, &conversation()).unwrap());
+    }
 }

@@ -486,4 +486,30 @@ mod tests {
         assert_eq!(err.kind, ErrorKind::NotConfigured);
         assert!(!err.message.contains("secret"), "{}", err.message);
     }
+
+    #[test]
+    fn snapshot_endpoints_per_vendor() {
+        use crate::llm::wire::snapshot::{endpoint, settings};
+        let endpoints: serde_json::Map<String, Value> = [
+            (ProviderType::Openai, "https://api.openai.com/v1", "gpt-4o"),
+            (ProviderType::Azure, "https://r.openai.azure.com/", "my deployment"),
+            (ProviderType::Copilot, "https://api.githubcopilot.com", "gpt-4o"),
+            (ProviderType::Vllm, "http://127.0.0.1:8000/v1", "qwen"),
+        ]
+        .into_iter()
+        .map(|(kind, base, model)| (kind.as_str().to_string(), endpoint::<ChatCompletionsFormat>(&settings(kind, base, model))))
+        .collect();
+        insta::assert_json_snapshot!(endpoints);
+    }
+
+    #[test]
+    fn snapshot_parse_response() {
+        let body = reply(
+            json!({"role": "assistant", "content": "Reading it.", "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "read_file", "arguments": "{\"file_path\":\"a\"}"}}
+            ]}),
+            "tool_calls",
+        );
+        insta::assert_json_snapshot!(parse_response(&body).unwrap());
+    }
 }

@@ -75,3 +75,39 @@ pub fn has_calls(content: &[super::ContentBlock]) -> bool {
 pub fn count_at(root: Option<&Value>, path: &[&str]) -> u64 {
     path.iter().fold(root, |value, key| value.and_then(|v| v.get(key))).and_then(Value::as_u64).unwrap_or(0)
 }
+
+/// Helpers for the snapshot tests of each format.
+#[cfg(test)]
+pub(crate) mod snapshot {
+    use super::WireFormat;
+    use crate::llm::http::HttpClient;
+    use crate::llm::http_provider::build_endpoint;
+    use crate::llm::preset::{ProviderType, ResolvedProvider};
+    use serde_json::Value;
+    use std::collections::BTreeMap;
+
+    /// Settings of a `kind` provider at `base_url` for `model`, with the key `<key>`.
+    pub fn settings(kind: ProviderType, base_url: &str, model: &str) -> ResolvedProvider {
+        ResolvedProvider {
+            name: kind.as_str().into(),
+            kind,
+            model: Some(model.into()),
+            base_url: Some(base_url.into()),
+            api_key: Some("<key>".into()),
+            timeout: std::time::Duration::from_secs(5),
+            max_tokens: None,
+            headers: BTreeMap::new(),
+            api_version: None,
+            limits: Default::default(),
+            replay_path: None,
+        }
+    }
+
+    /// The URL and headers (sorted) a `W` provider with `settings` sends to.
+    pub fn endpoint<W: WireFormat>(settings: &ResolvedProvider) -> Value {
+        let wire = W::for_provider(settings);
+        let endpoint = build_endpoint(&wire, settings, HttpClient::default()).expect("sendable settings");
+        let headers: BTreeMap<&str, &str> = endpoint.headers.iter().map(|(k, v)| (k.as_str(), v.to_str().unwrap_or("<binary>"))).collect();
+        serde_json::json!({"url": endpoint.url, "headers": headers})
+    }
+}

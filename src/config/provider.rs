@@ -48,9 +48,13 @@ pub struct ProviderSettings {
 
 /// A provider `timeout`: a duration above zero (`"120s"`, `"10m"`, or bare seconds).
 pub fn parse_timeout(text: &str) -> Result<Duration, String> {
+    let not_positive = || format!("invalid timeout {text:?}: it must be more than zero");
+    if text.trim_start().starts_with('-') {
+        return Err(not_positive());
+    }
     let timeout = crate::duration::parse(text)?;
     if timeout.is_zero() {
-        return Err(format!("invalid timeout {text:?}: it must be more than zero"));
+        return Err(not_positive());
     }
     Ok(timeout)
 }

@@ -228,21 +228,7 @@ fn usage(meta: Option<&Value>) -> Usage {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn list_files_spec() -> ToolSpec {
-        ToolSpec {
-            name: "list_files".into(),
-            description: "List files".into(),
-            parameters: json!({
-                "type": "object",
-                "additionalProperties": false,
-                "properties": {
-                    "directory": {"type": ["string", "null"], "description": "dir"},
-                    "recursive": {"type": "boolean", "default": false}
-                }
-            }),
-        }
-    }
+    use crate::llm::wire::snapshot::list_files_spec;
 
     #[test]
     fn gemini_drops_unsupported_keywords_and_maps_nullable() {

@@ -105,21 +105,8 @@ fn wire_messages(system: &str, messages: &[Message]) -> Vec<Value> {
     }
     let mut call_order: Vec<&str> = Vec::new();
     for message in messages {
-        let text = message.text();
         match message.role {
             Role::Assistant => {
-                let calls: Vec<Value> = message
-                    .content
-                    .iter()
-                    .filter_map(|block| match block {
-                        ContentBlock::ToolUse { id, name, input } => Some(json!({
-                            "id": id,
-                            "type": "function",
-                            "function": {"name": name, "arguments": arguments_string(input)},
-                        })),
-                        _ => None,
-                    })
-                    .collect();
                 call_order = message
                     .content
                     .iter()
@@ -128,38 +115,63 @@ fn wire_messages(system: &str, messages: &[Message]) -> Vec<Value> {
                         _ => None,
                     })
                     .collect();
-                // `content` may be null only beside tool calls.
-                let content = match (text.is_empty(), calls.is_empty()) {
-                    (true, false) => Value::Null,
-                    _ => Value::from(text),
-                };
-                let mut wire = json!({"role": "assistant", "content": content});
-                if !calls.is_empty() {
-                    wire["tool_calls"] = Value::Array(calls);
-                }
-                out.push(wire);
+                out.push(assistant_message(message));
             }
             Role::User => {
-                let mut results: Vec<(&str, &str)> = message
-                    .content
-                    .iter()
-                    .filter_map(|block| match block {
-                        ContentBlock::ToolResult { tool_use_id, content, .. } => Some((tool_use_id.as_str(), content.as_str())),
-                        _ => None,
-                    })
-                    .collect();
-                results.sort_by_key(|(id, _)| call_order.iter().position(|c| c == id).unwrap_or(usize::MAX));
-                for (id, content) in &results {
-                    out.push(json!({"role": "tool", "tool_call_id": id, "content": content}));
-                }
-                if !text.is_empty() || results.is_empty() {
-                    out.push(json!({"role": "user", "content": text}));
-                }
+                user_messages(message, &call_order, &mut out);
                 call_order.clear();
             }
         }
     }
     out
+}
+
+/// An assistant turn: its text and its calls as `tool_calls`.
+fn assistant_message(message: &Message) -> Value {
+    let text = message.text();
+    let calls: Vec<Value> = message
+        .content
+        .iter()
+        .filter_map(|block| match block {
+            ContentBlock::ToolUse { id, name, input } => Some(json!({
+                "id": id,
+                "type": "function",
+                "function": {"name": name, "arguments": arguments_string(input)},
+            })),
+            _ => None,
+        })
+        .collect();
+    // `content` may be null only beside tool calls.
+    let content = match (text.is_empty(), calls.is_empty()) {
+        (true, false) => Value::Null,
+        _ => Value::from(text),
+    };
+    let mut wire = json!({"role": "assistant", "content": content});
+    if !calls.is_empty() {
+        wire["tool_calls"] = Value::Array(calls);
+    }
+    wire
+}
+
+/// A user turn pushed onto `out`: its tool results as `tool` messages in `call_order`, then its
+/// text (an empty turn still sends an empty user message).
+fn user_messages(message: &Message, call_order: &[&str], out: &mut Vec<Value>) {
+    let text = message.text();
+    let mut results: Vec<(&str, &str)> = message
+        .content
+        .iter()
+        .filter_map(|block| match block {
+            ContentBlock::ToolResult { tool_use_id, content, .. } => Some((tool_use_id.as_str(), content.as_str())),
+            _ => None,
+        })
+        .collect();
+    results.sort_by_key(|(id, _)| call_order.iter().position(|c| c == id).unwrap_or(usize::MAX));
+    for (id, content) in &results {
+        out.push(json!({"role": "tool", "tool_call_id": id, "content": content}));
+    }
+    if !text.is_empty() || results.is_empty() {
+        out.push(json!({"role": "user", "content": text}));
+    }
 }
 
 /// The `arguments` string of a call: its JSON, or the model's own text when that was not JSON.
@@ -203,6 +215,21 @@ pub fn parse_response(body: &Value) -> Result<LlmResponse, LlmError> {
     if let (Some(refusal), true) = (refusal, content.is_empty()) {
         content.push(ContentBlock::text(refusal));
     }
+    content.extend(parse_calls(message, &bad)?);
+    let refused = refusal.is_some() && message_text(message.get("content")).is_empty();
+    let stop_reason = stop_reason(choice.get("finish_reason").and_then(Value::as_str), has_calls(&content), refused);
+    Ok(LlmResponse {
+        content,
+        stop_reason,
+        usage: parse_usage(body.get("usage")),
+        model: body.get("model").and_then(Value::as_str).map(str::to_string),
+    })
+}
+
+/// The calls of a response `message`: `tool_calls`, or the deprecated single `function_call`
+/// from servers that still answer with it.
+fn parse_calls(message: &Value, bad: &dyn Fn(&str) -> LlmError) -> Result<Vec<ContentBlock>, LlmError> {
+    let mut content = Vec::new();
     let calls = message.get("tool_calls").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
     for (index, call) in calls.iter().enumerate() {
         let function = call.get("function").ok_or_else(|| bad("a tool call has no function"))?;
@@ -211,7 +238,6 @@ pub fn parse_response(body: &Value) -> Result<LlmResponse, LlmError> {
         let id = call.get("id").and_then(Value::as_str).map_or_else(|| format!("call_{index}"), str::to_string);
         content.push(ContentBlock::ToolUse { id, name: name.to_string(), input: parse_arguments(function.get("arguments")) });
     }
-    // The deprecated single `function_call`, from servers that still answer with it.
     if let (true, Some(call)) = (calls.is_empty(), message.get("function_call").filter(|c| c.is_object())) {
         let name = call.get("name").and_then(Value::as_str).ok_or_else(|| bad("a function call has no name"))?;
         content.push(ContentBlock::ToolUse {
@@ -220,26 +246,22 @@ pub fn parse_response(body: &Value) -> Result<LlmResponse, LlmError> {
             input: parse_arguments(call.get("arguments")),
         });
     }
+    Ok(content)
+}
 
-    let has_calls = has_calls(&content);
-    let finish = choice.get("finish_reason").and_then(Value::as_str);
-    let stop_reason = match finish {
+/// The stop reason from `finish_reason`, given whether the answer has calls and whether it is
+/// a refusal with no text.
+fn stop_reason(finish: Option<&str>, has_calls: bool, refused: bool) -> StopReason {
+    match finish {
         Some("length") => StopReason::MaxTokens,
         Some("content_filter") => StopReason::ContentFilter,
         // Some local servers say `stop` (or nothing) after tool calls.
         _ if has_calls => StopReason::ToolUse,
         Some("tool_calls" | "function_call") => StopReason::ToolUse,
-        _ if refusal.is_some() && message_text(message.get("content")).is_empty() => StopReason::Refusal,
+        _ if refused => StopReason::Refusal,
         Some("stop") | None => StopReason::EndTurn,
         Some(other) => StopReason::Other(other.to_string()),
-    };
-
-    Ok(LlmResponse {
-        content,
-        stop_reason,
-        usage: parse_usage(body.get("usage")),
-        model: body.get("model").and_then(Value::as_str).map(str::to_string),
-    })
+    }
 }
 
 /// `content` as a string: a plain string, or the text parts of an array (some servers).

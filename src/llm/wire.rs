@@ -103,6 +103,23 @@ pub(crate) mod snapshot {
         }
     }
 
+    /// A tool whose schema has what Gemini rejects (`additionalProperties`, `default`, a
+    /// nullable type).
+    pub fn list_files_spec() -> crate::llm::ToolSpec {
+        crate::llm::ToolSpec {
+            name: "list_files".into(),
+            description: "List files".into(),
+            parameters: serde_json::json!({
+                "type": "object",
+                "additionalProperties": false,
+                "properties": {
+                    "directory": {"type": ["string", "null"], "description": "dir"},
+                    "recursive": {"type": "boolean", "default": false}
+                }
+            }),
+        }
+    }
+
     /// The URL and headers (sorted) a `W` provider with `settings` sends to.
     pub fn endpoint<W: WireFormat>(settings: &ResolvedProvider) -> Value {
         let wire = W::for_provider(settings);

@@ -40,21 +40,7 @@ pub fn render(specs: &[ToolSpec], format: ToolFormat) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn spec() -> ToolSpec {
-        ToolSpec {
-            name: "list_files".into(),
-            description: "List files".into(),
-            parameters: json!({
-                "type": "object",
-                "additionalProperties": false,
-                "properties": {
-                    "directory": {"type": ["string", "null"], "description": "dir"},
-                    "recursive": {"type": "boolean", "default": false}
-                }
-            }),
-        }
-    }
+    use crate::llm::wire::snapshot::list_files_spec as spec;
 
     #[test]
     fn each_format_has_its_shape() {

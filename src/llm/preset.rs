@@ -1,5 +1,12 @@
-//! Provider types as data: each type's wire format, default endpoint and credential variable.
-//! A provider named after a type (`openai`, `ollama`, …) works with no config table at all.
+//! Provider types as data: each type's wire format, default endpoint and credential variable,
+//! and every vendor quirk — Azure's deployment URL, `api-version`, `api-key` header and Entra
+//! bearer variable; Copilot's editor headers and token lookup ([`super::copilot::PRESET`]);
+//! `max_completion_tokens` or `max_tokens`; Anthropic prompt caching. The wire formats read
+//! these fields and never test a type by name. A provider named after a type (`openai`,
+//! `ollama`, …) works with no config table at all.
+//!
+//! A new vendor on an existing wire API is a [`ProviderType`] variant and its [`Preset`] (the
+//! compiler points at the `as_str` and `preset` arms to fill); see [`super`] for the rest.
 
 use super::http::{HttpClient, KeyHeader};
 use super::http_provider::HttpProvider;

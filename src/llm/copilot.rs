@@ -39,7 +39,7 @@ const EDITOR_PLUGIN_VERSION: (&str, &str) = ("editor-plugin-version", "copilot-c
 const CHAT_HEADERS: [(&str, &str); 3] = [("copilot-integration-id", "vscode-chat"), EDITOR_VERSION, EDITOR_PLUGIN_VERSION];
 
 /// The `copilot` provider type, as data: Chat Completions with `max_completion_tokens`, the
-/// editor headers, the GitHub token found by [`github_token`], and [`connect`] to build it.
+/// editor headers, the GitHub token found by [`github_token`], and `connect` to build it.
 pub const PRESET: Preset = Preset {
     token_limit_field: TokenLimitField::MaxCompletionTokens,
     headers: &CHAT_HEADERS,

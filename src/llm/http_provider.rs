@@ -5,9 +5,12 @@
 //! and, through a [`KeySource`], credentials that are issued rather than configured (Copilot's
 //! token exchange, with one refresh after a 401).
 //!
-//! Streaming plugs in at [`HttpProvider::call`]: when the format can stream, it sends the
-//! format's stream body and feeds the framed chunks to the format's decoder instead of
-//! `parse_response`; retries, the idle clock and usage stay here, written once.
+//! Streaming plugs in at `HttpProvider::call`, the one function that sends: when the format
+//! can stream (and the provider's `stream` setting allows), it sends the format's stream body
+//! through a streaming twin of [`JsonEndpoint::post`] (same retries; a cut stream is a
+//! transient failure; the idle clock restarts on every byte) and feeds the framed chunks (SSE
+//! events or NDJSON lines) to the format's decoder instead of `parse_response`. Nothing in the
+//! format files sends, so streaming is written once, here and in [`super::http`].
 
 use super::http::{HttpClient, JsonEndpoint, RetryPolicy};
 use super::preset::ResolvedProvider;

@@ -17,6 +17,7 @@ pub mod config;
 pub mod duration;
 pub mod events;
 pub mod exit_codes;
+pub mod fsname;
 pub mod llm;
 pub mod manifest;
 pub mod process;

@@ -365,7 +365,7 @@ fn finish(mut outcome: TaskOutcome, started: Instant, emitter: &Emitter) -> Task
 /// The task's provider, wrapped in a recorder under `--record`.
 fn build_provider(planned: &PlannedTask, shared: &Shared) -> Result<Arc<dyn Provider>, crate::llm::LlmError> {
     let binding = TaskBinding { task_id: planned.task.id.clone() };
-    let provider = preset::build(&planned.provider, &binding, &shared.http)?;
+    let provider = preset::build(&planned.provider, &binding, &shared.http, &crate::config::process_env())?;
     let gate = shared.gate(&planned.provider.name, planned.provider.limits);
     let provider: Arc<dyn Provider> = Arc::new(Governed::new(provider, gate));
     Ok(match &shared.record {

@@ -2,7 +2,7 @@
 
 use super::expand_vars;
 use crate::llm::preset::{ProviderType, ResolvedProvider};
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -25,8 +25,9 @@ pub struct ProviderSettings {
     /// Key; `${VAR}` expands. Defaults to the type's conventional variable.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub api_key: Option<String>,
-    /// Per-request timeout, e.g. `120s`.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Per-request timeout, e.g. `120s`; checked when the config loads (a duration above zero),
+    /// so a typo is an error naming the file and key rather than the default.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "checked_timeout")]
     pub timeout: Option<String>,
     /// Output token limit per call.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -43,6 +44,36 @@ pub struct ProviderSettings {
     /// Requests started per minute, across every task of the run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub requests_per_minute: Option<u32>,
+}
+
+/// A provider `timeout`: a duration above zero (`"120s"`, `"10m"`, or bare seconds).
+pub fn parse_timeout(text: &str) -> Result<Duration, String> {
+    let not_positive = || format!("invalid timeout {text:?}: it must be more than zero");
+    if text.trim_start().starts_with('-') {
+        return Err(not_positive());
+    }
+    let timeout = crate::duration::parse(text)?;
+    if timeout.is_zero() {
+        return Err(not_positive());
+    }
+    Ok(timeout)
+}
+
+/// Reads `timeout` (a string, or a number of seconds from a `DRACODE_*` variable) and rejects
+/// what [`parse_timeout`] rejects; the error carries the file and key that set it.
+fn checked_timeout<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Written {
+        Text(String),
+        Seconds(f64),
+    }
+    let text = match Written::deserialize(deserializer)? {
+        Written::Text(text) => text,
+        Written::Seconds(seconds) => seconds.to_string(),
+    };
+    parse_timeout(&text).map_err(serde::de::Error::custom)?;
+    Ok(Some(text))
 }
 
 impl ProviderSettings {
@@ -75,12 +106,15 @@ pub(super) fn resolve(
         base_url: non_empty(&settings.base_url).or_else(|| from_env(preset.base_url_env)).or_else(|| preset.base_url.map(str::to_string)),
         api_key: match &settings.api_key {
             Some(key) => Some(key.clone()).filter(|k| !k.is_empty()),
-            None if kind == ProviderType::Copilot => crate::llm::copilot::github_token(env),
-            None => from_env(preset.key_env),
+            None => match preset.find_key {
+                Some(find_key) => find_key(env),
+                None => from_env(preset.key_env),
+            },
         },
-        timeout: settings.timeout.as_deref().and_then(|t| crate::duration::parse(t).ok()).unwrap_or(DEFAULT_TIMEOUT),
+        // Checked on load; a value set in code after loading and not valid falls back too.
+        timeout: settings.timeout.as_deref().and_then(|t| parse_timeout(t).ok()).unwrap_or(DEFAULT_TIMEOUT),
         max_tokens: settings.max_tokens,
-        headers: azure_entra_header(kind, settings, env),
+        headers: with_bearer_from_env(kind, settings, env),
         api_version: settings.api_version.clone(),
         limits: crate::llm::governor::Limits {
             max_concurrent: settings.max_concurrent_requests,
@@ -90,14 +124,42 @@ pub(super) fn resolve(
     }
 }
 
-/// The configured headers; for Azure without an `api_key`, an Entra ID token from
-/// `AZURE_OPENAI_AD_TOKEN` is sent as `Authorization: Bearer …` instead.
-fn azure_entra_header(kind: ProviderType, settings: &ProviderSettings, env: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+/// The configured headers; for a type whose preset names a `bearer_env` (Azure's
+/// `AZURE_OPENAI_AD_TOKEN`, an Entra ID token), that token as `Authorization: Bearer …` when
+/// there is no key.
+fn with_bearer_from_env(kind: ProviderType, settings: &ProviderSettings, env: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let preset = kind.preset();
     let mut headers = settings.headers.clone();
-    let has_key = settings.api_key.is_some() || env.get("AZURE_OPENAI_API_KEY").is_some_and(|k| !k.is_empty());
-    let entra = env.get("AZURE_OPENAI_AD_TOKEN").filter(|t| kind == ProviderType::Azure && !has_key && !t.is_empty());
-    if let Some(token) = entra {
+    let has_key = settings.api_key.is_some() || preset.key_env.and_then(|k| env.get(k)).is_some_and(|k| !k.is_empty());
+    let token = preset.bearer_env.and_then(|var| env.get(var)).filter(|t| !has_key && !t.is_empty());
+    if let Some(token) = token {
         headers.entry("Authorization".into()).or_insert_with(|| format!("Bearer {token}"));
     }
     headers
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Config, ConfigError};
+    use std::collections::BTreeMap;
+
+    fn load(timeout: &str) -> Result<Config, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(super::super::CONFIG_FILE), format!("[providers.x]\ntype = \"openai\"\ntimeout = {timeout}\n"))
+            .unwrap();
+        Config::load(dir.path(), None, &BTreeMap::new())
+    }
+
+    #[test]
+    fn a_timeout_that_does_not_parse_or_is_not_positive_names_the_file_and_key() {
+        for bad in ["\"ten minutes\"", "\"-1s\"", "\"0s\"", "0"] {
+            let err = load(bad).unwrap_err().to_string();
+            assert!(err.contains("timeout") && err.contains("dracode.toml"), "{bad}: {err}");
+        }
+        for good in ["\"90s\"", "\"5m\"", "30", "1.5"] {
+            let config = load(good).unwrap_or_else(|e| panic!("{good}: {e}"));
+            let provider = config.resolve_provider("x", None, &BTreeMap::new()).unwrap();
+            assert!(!provider.timeout.is_zero() && provider.timeout.as_secs() < 600, "{good}: {:?}", provider.timeout);
+        }
+    }
 }

@@ -2,8 +2,8 @@
 //! `claude`), sent as the official SDKs send it: `x-api-key`, `anthropic-version: 2023-06-01`
 //! and a JSON body.
 //!
-//! Conversion is two pure functions, [`request_body`] and [`parse_response`]; the
-//! [`AnthropicMessages`] provider adds the URL, headers and [`send_json`]'s retries. Errors come
+//! Conversion is two pure functions, [`request_body`] and [`parse_response`], behind
+//! [`MessagesFormat`]; [`AnthropicMessages`] is the generic HTTP provider speaking it. Errors come
 //! as `{"type":"error","error":{"type","message"}}` and classify by status there: 401
 //! `authentication_error` and 403 `permission_error` are auth errors, 429 `rate_limit_error` is
 //! retried (honouring `retry-after`), 529 `overloaded_error` and 500 `api_error` are server
@@ -19,7 +19,8 @@
 //! - consecutive messages of one role are merged (the API would merge them too; merging here
 //!   keeps the tool results of the merged turn first).
 //!
-//! Prompt caching, on unless [`AnthropicMessages::with_prompt_caching`] turns it off:
+//! Prompt caching, on unless the preset (`prompt_caching`) or
+//! [`AnthropicMessages::with_prompt_caching`] turns it off:
 //! `cache_control: {"type":"ephemeral"}` marks the last tool, the system prompt (sent as one text
 //! block for that) and the last block of the last message. The API reads the prompt as tools,
 //! then system, then messages, so the first two marks cache the prefix every turn of every task
@@ -27,14 +28,12 @@
 //! wrote. That is 3 of the 4 marks the API allows; they are placed afresh on every call, so they
 //! never pile up in the history.
 
-use super::http::{HttpClient, JsonEndpoint, KeyHeader, RetryPolicy, snippet};
+use super::http::{KeyHeader, snippet};
+use super::http_provider::HttpProvider;
 use super::preset::ResolvedProvider;
-use super::{
-    BoxFuture, ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, Provider, RetryObserver, Role, StopReason, Usage,
-};
+use super::wire::{WireFormat, count_at, has_calls};
+use super::{ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, Role, StopReason, ToolSpec, Usage};
 use crate::secrets::Redactor;
-use crate::tools::render::anthropic_tool;
-use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::{Map, Value, json};
 
 /// The `anthropic-version` header: the API version every current SDK sends.
@@ -45,57 +44,54 @@ pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 /// allow only 4096, so set `max_tokens` for those.
 pub const DEFAULT_MAX_TOKENS: u32 = 8192;
 
-/// Whether a new provider marks cache breakpoints (see the module doc).
-pub const PROMPT_CACHING: bool = true;
-
 /// An Anthropic Messages endpoint.
-pub struct AnthropicMessages {
-    model: String,
-    max_tokens: Option<u32>,
-    prompt_caching: bool,
-    endpoint: JsonEndpoint,
+pub type AnthropicMessages = HttpProvider<MessagesFormat>;
+
+/// The Anthropic Messages wire format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MessagesFormat {
+    /// Whether requests mark cache breakpoints (see the module doc).
+    pub prompt_caching: bool,
+}
+
+impl WireFormat for MessagesFormat {
+    const KEY_HEADER: KeyHeader = KeyHeader::Named("x-api-key");
+
+    fn for_provider(settings: &ResolvedProvider) -> Self {
+        MessagesFormat { prompt_caching: settings.kind.preset().prompt_caching }
+    }
+
+    fn url(&self, base_url: &str, _model: &str) -> String {
+        format!("{base_url}/v1/messages")
+    }
+
+    fn fixed_headers(&self) -> &'static [(&'static str, &'static str)] {
+        &[("anthropic-version", ANTHROPIC_VERSION)]
+    }
+
+    fn request_body(&self, model: &str, request: &LlmRequest<'_>) -> Value {
+        request_body(model, request, self.prompt_caching)
+    }
+
+    fn parse_response(&self, body: &Value, _history: &[Message]) -> Result<LlmResponse, LlmError> {
+        parse_response(body)
+    }
+
+    fn render_tools(specs: &[ToolSpec]) -> Value {
+        specs.iter().map(tool).collect()
+    }
+}
+
+/// One tool in the `{"name","description","input_schema"}` shape.
+pub fn tool(spec: &ToolSpec) -> Value {
+    json!({ "name": spec.name, "description": spec.description, "input_schema": spec.parameters })
 }
 
 impl AnthropicMessages {
-    /// Builds the adapter from resolved settings. Fails (nothing sent) when the key or a
-    /// configured header cannot be sent over HTTP.
-    pub fn new(resolved: &ResolvedProvider, http: HttpClient) -> Result<Self, LlmError> {
-        let base = resolved.base_url.as_deref().unwrap_or_default().trim_end_matches('/');
-        let mut headers = HeaderMap::new();
-        headers.insert("anthropic-version", HeaderValue::from_static(ANTHROPIC_VERSION));
-        Ok(AnthropicMessages {
-            model: resolved.model.clone().unwrap_or_default(),
-            max_tokens: resolved.max_tokens,
-            prompt_caching: PROMPT_CACHING,
-            endpoint: JsonEndpoint::new(resolved, format!("{base}/v1/messages"), headers, KeyHeader::Named("x-api-key"), http)?,
-        })
-    }
-
-    /// The same adapter with another retry policy (tests use short delays).
-    pub fn with_retry_policy(mut self, retry: RetryPolicy) -> Self {
-        self.endpoint.retry = retry;
-        self
-    }
-
-    /// The same adapter with cache breakpoints on (the default) or off.
+    /// The same provider with cache breakpoints on (the preset's default) or off.
     pub fn with_prompt_caching(mut self, on: bool) -> Self {
-        self.prompt_caching = on;
+        self.wire_mut().prompt_caching = on;
         self
-    }
-}
-
-impl Provider for AnthropicMessages {
-    fn complete<'a>(&'a self, request: LlmRequest<'a>, on_retry: RetryObserver<'a>) -> BoxFuture<'a, Result<LlmResponse, LlmError>> {
-        Box::pin(async move {
-            let request = LlmRequest { max_tokens: request.max_tokens.or(self.max_tokens), ..request };
-            let body = request_body(&self.model, &request, self.prompt_caching);
-            let reply = self.endpoint.post(&body, on_retry).await?;
-            parse_response(&reply.body).map_err(|e| self.endpoint.label(e))
-        })
-    }
-
-    fn model(&self) -> &str {
-        &self.model
     }
 }
 
@@ -122,7 +118,7 @@ pub fn request_body(model: &str, request: &LlmRequest, prompt_caching: bool) -> 
     }
     body.insert("messages".into(), Value::Array(messages));
     if !request.tools.is_empty() {
-        let mut tools: Vec<Value> = request.tools.iter().map(anthropic_tool).collect();
+        let mut tools: Vec<Value> = request.tools.iter().map(tool).collect();
         if prompt_caching && let Some(Value::Object(last)) = tools.last_mut() {
             last.insert("cache_control".into(), ephemeral());
         }
@@ -227,7 +223,7 @@ pub fn parse_response(body: &Value) -> Result<LlmResponse, LlmError> {
             _ => {}
         }
     }
-    let has_calls = content.iter().any(|b| matches!(b, ContentBlock::ToolUse { .. }));
+    let has_calls = has_calls(&content);
     let stop_reason = match body.get("stop_reason").and_then(Value::as_str) {
         Some("end_turn") => StopReason::EndTurn,
         Some("tool_use") => StopReason::ToolUse,
@@ -250,21 +246,20 @@ pub fn parse_response(body: &Value) -> Result<LlmResponse, LlmError> {
 
 /// `usage` normalised (see [`parse_response`]); absent counts are zero.
 fn parse_usage(usage: Option<&Value>) -> Usage {
-    let count = |path: &[&str]| path.iter().fold(usage, |value, key| value.and_then(|v| v.get(key))).and_then(Value::as_u64).unwrap_or(0);
-    let cache_read = count(&["cache_read_input_tokens"]);
-    let cache_creation = count(&["cache_creation_input_tokens"]);
+    let cache_read = count_at(usage, &["cache_read_input_tokens"]);
+    let cache_creation = count_at(usage, &["cache_creation_input_tokens"]);
     Usage {
         cached_input_tokens: cache_read,
         cache_creation_input_tokens: cache_creation,
-        reasoning_output_tokens: count(&["output_tokens_details", "thinking_tokens"]),
-        ..Usage::from_counts(count(&["input_tokens"]) + cache_read + cache_creation, count(&["output_tokens"]))
+        reasoning_output_tokens: count_at(usage, &["output_tokens_details", "thinking_tokens"]),
+        ..Usage::from_counts(count_at(usage, &["input_tokens"]) + cache_read + cache_creation, count_at(usage, &["output_tokens"]))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::ToolSpec;
+    use crate::llm::http::HttpClient;
     use crate::llm::preset::ProviderType;
 
     fn tool_use(id: &str, name: &str, input: Value) -> ContentBlock {
@@ -470,13 +465,13 @@ mod tests {
     #[test]
     fn url_and_headers() {
         let provider = AnthropicMessages::new(&resolved(), HttpClient::default()).unwrap();
-        assert_eq!(provider.endpoint.url, "https://api.anthropic.test/v1/messages");
-        assert_eq!(provider.endpoint.headers["x-api-key"], "sk-ant-test-0123456789");
-        assert!(provider.endpoint.headers["x-api-key"].is_sensitive());
-        assert_eq!(provider.endpoint.headers["anthropic-version"], ANTHROPIC_VERSION);
-        assert_eq!(provider.endpoint.headers["anthropic-beta"], "context-1m-2025-08-07");
-        assert!(provider.endpoint.headers.get("authorization").is_none());
-        assert!(provider.prompt_caching && !provider.with_prompt_caching(false).prompt_caching);
+        assert_eq!(provider.endpoint().url, "https://api.anthropic.test/v1/messages");
+        assert_eq!(provider.endpoint().headers["x-api-key"], "sk-ant-test-0123456789");
+        assert!(provider.endpoint().headers["x-api-key"].is_sensitive());
+        assert_eq!(provider.endpoint().headers["anthropic-version"], ANTHROPIC_VERSION);
+        assert_eq!(provider.endpoint().headers["anthropic-beta"], "context-1m-2025-08-07");
+        assert!(provider.endpoint().headers.get("authorization").is_none());
+        assert!(provider.wire().prompt_caching && !provider.with_prompt_caching(false).wire().prompt_caching);
     }
 
     #[test]
@@ -489,7 +484,30 @@ mod tests {
         let mut proxied = resolved();
         proxied.headers.insert("x-proxy-token".into(), "proxy-secret-42".into());
         let provider = AnthropicMessages::new(&proxied, HttpClient::default()).unwrap();
-        assert!(provider.endpoint.headers["x-proxy-token"].is_sensitive());
-        assert_eq!(provider.endpoint.redactor.redact("echo proxy-secret-42 sk-ant-test-0123456789"), "echo [REDACTED] [REDACTED]");
+        assert!(provider.endpoint().headers["x-proxy-token"].is_sensitive());
+        assert_eq!(provider.endpoint().redactor.redact("echo proxy-secret-42 sk-ant-test-0123456789"), "echo [REDACTED] [REDACTED]");
+    }
+
+    #[test]
+    fn snapshot_endpoint() {
+        use crate::llm::wire::snapshot::{endpoint, settings};
+        insta::assert_json_snapshot!(endpoint::<MessagesFormat>(&settings(
+            ProviderType::Anthropic,
+            "https://api.anthropic.com",
+            "claude-sonnet-4-5"
+        )));
+    }
+
+    #[test]
+    fn snapshot_parse_response() {
+        let body = reply(
+            json!([
+                {"type": "thinking", "thinking": "Let me look.", "signature": "sig"},
+                {"type": "text", "text": "Reading it."},
+                {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {"file_path": "a"}}
+            ]),
+            "tool_use",
+        );
+        insta::assert_json_snapshot!(parse_response(&body).unwrap());
     }
 }

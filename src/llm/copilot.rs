@@ -6,11 +6,16 @@
 //! Credentials, in order: `GITHUB_COPILOT_TOKEN`, `GH_COPILOT_TOKEN`, then the token stored by
 //! `dracode auth copilot` in `$XDG_CONFIG_HOME/dracode/copilot.json` (or `~/.config/…`, mode
 //! 0600). `dracode run` never starts the device flow.
+//!
+//! Everything Copilot is lives here: its [`PRESET`] (registered in [`super::preset`]), the
+//! editor headers, and [`CopilotTokens`], the [`KeySource`] that plugs the exchange into the
+//! generic [`HttpProvider`] speaking Chat Completions.
 
 use super::http::{HttpClient, RetryPolicy, send_json};
-use super::openai::ChatCompletions;
-use super::preset::ResolvedProvider;
-use super::{BoxFuture, ErrorKind, LlmError, LlmRequest, LlmResponse, Provider, RetryObserver};
+use super::http_provider::{HttpProvider, IssuedKey, KeySource};
+use super::openai::ChatCompletionsFormat;
+use super::preset::{Env, Preset, ResolvedProvider, TokenLimitField};
+use super::{BoxFuture, ErrorKind, LlmError, Provider, RetryObserver};
 use crate::secrets::Redactor;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -25,9 +30,29 @@ pub const CLIENT_ID: &str = "Iv1.b507a08c87ecfe98";
 /// Refresh the Copilot token this long before it expires.
 const REFRESH_MARGIN: Duration = Duration::from_secs(300);
 
-/// The editor identification Copilot's token exchange expects (the values dracode's Chat
-/// Completions adapter sends to the chat API as well).
-const EDITOR_HEADERS: [(&str, &str); 2] = [("editor-version", "vscode/1.107.0"), ("editor-plugin-version", "copilot-chat/0.35.0")];
+/// The editor identification Copilot expects, on the token exchange and on chat calls (values
+/// as VS Code's Copilot Chat sends them; configured `headers` override them on chat calls).
+const EDITOR_VERSION: (&str, &str) = ("editor-version", "vscode/1.107.0");
+/// The editor plugin's version, beside [`EDITOR_VERSION`].
+const EDITOR_PLUGIN_VERSION: (&str, &str) = ("editor-plugin-version", "copilot-chat/0.35.0");
+/// The headers of every chat call.
+const CHAT_HEADERS: [(&str, &str); 3] = [("copilot-integration-id", "vscode-chat"), EDITOR_VERSION, EDITOR_PLUGIN_VERSION];
+
+/// The `copilot` provider type, as data: Chat Completions with `max_completion_tokens`, the
+/// editor headers, the GitHub token found by [`github_token`], and `connect` to build it.
+pub const PRESET: Preset = Preset {
+    token_limit_field: TokenLimitField::MaxCompletionTokens,
+    headers: &CHAT_HEADERS,
+    find_key: Some(github_token),
+    key_hint: Some("GITHUB_COPILOT_TOKEN (or run `dracode auth copilot`)"),
+    connect: Some(connect),
+    ..Preset::chat(Some("https://api.githubcopilot.com"), "GITHUB_COPILOT_TOKEN", true, Some("gpt-4o"))
+};
+
+/// Builds a task's Copilot provider, with GitHub's endpoints from `env`.
+fn connect(resolved: &ResolvedProvider, http: &HttpClient, env: &Env) -> Result<Arc<dyn Provider>, LlmError> {
+    Ok(Arc::new(Copilot::new(resolved, http.clone(), Endpoints::from_env(env))?))
+}
 
 /// Where GitHub lives (overridable for tests and GitHub Enterprise).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -173,22 +198,22 @@ impl CopilotToken {
 
 /// Exchanges a GitHub token for a Copilot token (`GET {api}/copilot_internal/v2/token`),
 /// retrying transient failures like every provider call.
-async fn exchange(copilot: &Copilot, on_retry: RetryObserver<'_>) -> Result<CopilotToken, LlmError> {
+async fn exchange(copilot: &CopilotTokens, retry: &RetryPolicy, on_retry: RetryObserver<'_>) -> Result<CopilotToken, LlmError> {
     let url = format!("{}/copilot_internal/v2/token", copilot.endpoints.api);
-    let timeout = copilot.resolved.timeout;
+    let timeout = copilot.timeout;
     let build = |client: &reqwest::Client| {
         let mut request = client
             .get(&url)
             .header("authorization", format!("token {}", copilot.github_token))
             .header("accept", "application/json")
             .header("user-agent", concat!("dracode/", env!("CARGO_PKG_VERSION")));
-        for (name, value) in EDITOR_HEADERS {
+        for (name, value) in [EDITOR_VERSION, EDITOR_PLUGIN_VERSION] {
             request = request.header(name, value);
         }
         if timeout.is_zero() { request } else { request.timeout(timeout) }
     };
     let redactor = Redactor::new([copilot.github_token.clone()]);
-    let reply = send_json(&copilot.http, build, &copilot.retry, &redactor, on_retry).await.map_err(|mut e| {
+    let reply = send_json(&copilot.http, build, retry, &redactor, on_retry).await.map_err(|mut e| {
         e.message = match e.http_status {
             // GitHub answers 404 as well when the account has no Copilot access.
             Some(401 | 403 | 404) => {
@@ -232,14 +257,15 @@ fn shared_slot(api: &str, github_token: &str) -> Slot {
 }
 
 /// Copilot chat: Chat Completions with a Copilot token that is kept fresh.
-pub struct Copilot {
-    resolved: ResolvedProvider,
+pub type Copilot = HttpProvider<ChatCompletionsFormat, CopilotTokens>;
+
+/// Copilot tokens for one GitHub token, exchanged when needed and shared by the run's tasks.
+pub struct CopilotTokens {
     github_token: String,
     endpoints: Endpoints,
     http: HttpClient,
-    retry: RetryPolicy,
+    timeout: Duration,
     slot: Slot,
-    model: String,
 }
 
 impl Copilot {
@@ -249,64 +275,41 @@ impl Copilot {
         let github_token = resolved.api_key.clone().filter(|k| !k.is_empty()).ok_or_else(|| {
             LlmError::not_configured("copilot has no GitHub token: set GITHUB_COPILOT_TOKEN (CI) or run `dracode auth copilot`")
         })?;
-        Ok(Copilot {
-            model: resolved.model.clone().unwrap_or_default(),
-            resolved: resolved.clone(),
+        let tokens = CopilotTokens {
             slot: shared_slot(&endpoints.api, &github_token),
             github_token,
             endpoints,
-            http,
-            retry: RetryPolicy::default(),
-        })
-    }
-
-    /// The same provider with another retry policy, for the exchange and the chat calls (tests
-    /// use short delays).
-    pub fn with_retry_policy(mut self, retry: RetryPolicy) -> Self {
-        self.retry = retry;
-        self
-    }
-
-    /// A usable token: the shared one while it is fresh and is not `stale` (the one a 401 just
-    /// refused), else a new exchange. Tasks that find the same token stale wait here for one
-    /// exchange and then share its result.
-    async fn token(&self, stale: Option<&str>, on_retry: RetryObserver<'_>) -> Result<CopilotToken, LlmError> {
-        let mut slot = self.slot.lock().await;
-        if let Some(token) = slot.as_ref().filter(|t| t.is_fresh() && Some(t.token.as_str()) != stale) {
-            return Ok(token.clone());
-        }
-        let token = exchange(self, on_retry).await?;
-        *slot = Some(token.clone());
-        Ok(token)
-    }
-
-    /// The Chat Completions adapter for `token`, at the API the exchange named.
-    fn chat(&self, token: &CopilotToken) -> Result<ChatCompletions, LlmError> {
-        let mut settings = self.resolved.clone();
-        settings.api_key = Some(token.token.clone());
-        if let Some(api) = &token.api {
-            settings.base_url = Some(api.clone());
-        }
-        Ok(ChatCompletions::new(&settings, self.http.clone())?.with_retry_policy(self.retry.clone()))
+            http: http.clone(),
+            timeout: resolved.timeout,
+        };
+        // The GitHub token never goes to the chat API: calls carry the issued Copilot token.
+        let chat = ResolvedProvider { api_key: None, ..resolved.clone() };
+        HttpProvider::with_key_source(&chat, http, tokens)
     }
 }
 
-impl Provider for Copilot {
-    fn complete<'a>(&'a self, request: LlmRequest<'a>, on_retry: RetryObserver<'a>) -> BoxFuture<'a, Result<LlmResponse, LlmError>> {
+impl KeySource for CopilotTokens {
+    /// The shared token while it is fresh and is not `refused` (the one a 401 just refused),
+    /// else a new exchange. Tasks that find the same token stale wait here for one exchange and
+    /// then share its result. Calls go to the API the exchange named.
+    fn issue<'a>(
+        &'a self,
+        refused: Option<&'a str>,
+        retry: &'a RetryPolicy,
+        on_retry: RetryObserver<'a>,
+    ) -> BoxFuture<'a, Result<Option<IssuedKey>, LlmError>> {
         Box::pin(async move {
-            let token = self.token(None, on_retry).await?;
-            match self.chat(&token)?.complete(request, on_retry).await {
-                Err(e) if e.http_status == Some(401) => {
-                    let token = self.token(Some(&token.token), on_retry).await?;
-                    self.chat(&token)?.complete(request, on_retry).await
+            let mut slot = self.slot.lock().await;
+            let token = match slot.as_ref().filter(|t| t.is_fresh() && Some(t.token.as_str()) != refused) {
+                Some(token) => token.clone(),
+                None => {
+                    let token = exchange(self, retry, on_retry).await?;
+                    *slot = Some(token.clone());
+                    token
                 }
-                other => other,
-            }
+            };
+            Ok(Some(IssuedKey { key: token.token, base_url: token.api }))
         })
-    }
-
-    fn model(&self) -> &str {
-        &self.model
     }
 }
 

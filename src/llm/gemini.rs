@@ -5,66 +5,127 @@
 //! `functionCall` parts (no ids: dracode numbers them, unique within the conversation) answered
 //! by `functionResponse` parts in the next user turn, `{"output": …}` or `{"error": …}` as the
 //! API reference asks; tool schemas are reduced to the subset Gemini accepts
-//! ([`crate::tools::render::gemini_declaration`]). Usage: `promptTokenCount` (cached content
+//! ([`declaration`]). Usage: `promptTokenCount` (cached content
 //! included) is input, `candidatesTokenCount + thoughtsTokenCount` is output.
 
-use super::http::{HttpClient, JsonEndpoint, KeyHeader, RetryPolicy};
+use super::http::KeyHeader;
+use super::http_provider::HttpProvider;
 use super::preset::ResolvedProvider;
-use super::{
-    BoxFuture, ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, Provider, RetryObserver, Role, StopReason, Usage,
-};
-use crate::tools::render::gemini_declaration;
-use reqwest::header::HeaderMap;
+use super::wire::{WireFormat, calls_before, has_calls};
+use super::{ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, Role, StopReason, ToolSpec, Usage};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 
 /// A Gemini model's generateContent endpoint.
-pub struct GeminiGenerateContent {
-    model: String,
-    max_tokens: Option<u32>,
-    endpoint: JsonEndpoint,
-}
+pub type GeminiGenerateContent = HttpProvider<GenerateContentFormat>;
 
-impl GeminiGenerateContent {
-    /// Builds the adapter from resolved settings. Fails (nothing sent) when the key or a
-    /// configured header cannot be sent over HTTP.
-    pub fn new(resolved: &ResolvedProvider, http: HttpClient) -> Result<Self, LlmError> {
-        let base = resolved.base_url.as_deref().unwrap_or_default().trim_end_matches('/');
-        let model = resolved.model.clone().unwrap_or_default();
-        let model_path = model.strip_prefix("models/").unwrap_or(&model).to_string();
-        let url = format!("{base}/v1beta/models/{model_path}:generateContent");
-        Ok(GeminiGenerateContent {
-            model,
-            max_tokens: resolved.max_tokens,
-            endpoint: JsonEndpoint::new(resolved, url, HeaderMap::new(), KeyHeader::Named("x-goog-api-key"), http)?,
-        })
+/// The Gemini generateContent wire format.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GenerateContentFormat;
+
+impl WireFormat for GenerateContentFormat {
+    const KEY_HEADER: KeyHeader = KeyHeader::Named("x-goog-api-key");
+
+    fn for_provider(_settings: &ResolvedProvider) -> Self {
+        GenerateContentFormat
     }
 
-    /// The same adapter with another retry policy (tests use short delays).
-    pub fn with_retry_policy(mut self, retry: RetryPolicy) -> Self {
-        self.endpoint.retry = retry;
-        self
+    fn url(&self, base_url: &str, model: &str) -> String {
+        let model = model.strip_prefix("models/").unwrap_or(model);
+        format!("{base_url}/v1beta/models/{model}:generateContent")
+    }
+
+    fn request_body(&self, _model: &str, request: &LlmRequest<'_>) -> Value {
+        request_body(request)
+    }
+
+    fn parse_response(&self, body: &Value, history: &[Message]) -> Result<LlmResponse, LlmError> {
+        parse_response(body, history)
+    }
+
+    /// Gemini answers a bad key with 400 INVALID_ARGUMENT / API_KEY_INVALID: an auth error.
+    fn refine_error(&self, mut error: LlmError) -> LlmError {
+        if error.kind == ErrorKind::BadResponse
+            && (error.message.contains("API key not valid") || error.message.contains("API_KEY_INVALID"))
+        {
+            error.kind = ErrorKind::Auth;
+        }
+        error
+    }
+
+    fn render_tools(specs: &[ToolSpec]) -> Value {
+        json!([{"functionDeclarations": specs.iter().map(declaration).collect::<Vec<_>>()}])
     }
 }
 
-impl Provider for GeminiGenerateContent {
-    fn complete<'a>(&'a self, request: LlmRequest<'a>, on_retry: RetryObserver<'a>) -> BoxFuture<'a, Result<LlmResponse, LlmError>> {
-        Box::pin(async move {
-            let request = LlmRequest { max_tokens: request.max_tokens.or(self.max_tokens), ..request };
-            let body = request_body(&request);
-            let reply = self.endpoint.post(&body, on_retry).await.map_err(|mut e| {
-                // Gemini answers a bad key with 400 INVALID_ARGUMENT / API_KEY_INVALID.
-                if e.kind == ErrorKind::BadResponse && (e.message.contains("API key not valid") || e.message.contains("API_KEY_INVALID")) {
-                    e.kind = ErrorKind::Auth;
+/// One Gemini function declaration; the schema reduced to the OpenAPI subset Gemini accepts.
+pub fn declaration(spec: &ToolSpec) -> Value {
+    json!({
+        "name": spec.name,
+        "description": spec.description,
+        "parameters": schema_subset(&spec.parameters),
+    })
+}
+
+/// Drops the JSON Schema keywords Gemini's `Schema` object rejects (`default`,
+/// `additionalProperties`, `$schema`, `title`, …) and turns `"type": ["x","null"]` into
+/// `"type": "x", "nullable": true`.
+pub fn schema_subset(schema: &Value) -> Value {
+    const KEEP: &[&str] = &[
+        "type",
+        "format",
+        "description",
+        "nullable",
+        "enum",
+        "properties",
+        "required",
+        "items",
+        "minItems",
+        "maxItems",
+        "minimum",
+        "maximum",
+        "anyOf",
+        "propertyOrdering",
+    ];
+    match schema {
+        Value::Object(map) => {
+            let mut out = serde_json::Map::new();
+            for (key, value) in map {
+                if !KEEP.contains(&key.as_str()) {
+                    continue;
                 }
-                e
-            })?;
-            parse_response(&reply.body, request.messages).map_err(|e| self.endpoint.label(e))
-        })
-    }
-
-    fn model(&self) -> &str {
-        &self.model
+                let value = match key.as_str() {
+                    "properties" => match value {
+                        Value::Object(props) => Value::Object(props.iter().map(|(k, v)| (k.clone(), schema_subset(v))).collect()),
+                        other => other.clone(),
+                    },
+                    "items" => schema_subset(value),
+                    // Gemini knows only these formats (uint32, uint64, … are rejected).
+                    "format" => match value.as_str() {
+                        Some("float" | "double" | "int32" | "int64" | "enum" | "date-time") => value.clone(),
+                        _ => continue,
+                    },
+                    "anyOf" => match value {
+                        Value::Array(items) => Value::Array(items.iter().map(schema_subset).collect()),
+                        other => other.clone(),
+                    },
+                    "type" => match value {
+                        Value::Array(types) => {
+                            let non_null: Vec<&Value> = types.iter().filter(|t| *t != "null").collect();
+                            if non_null.len() < types.len() {
+                                out.insert("nullable".into(), Value::Bool(true));
+                            }
+                            non_null.first().map(|t| (*t).clone()).unwrap_or(Value::from("string"))
+                        }
+                        other => other.clone(),
+                    },
+                    _ => value.clone(),
+                };
+                out.insert(key.clone(), value);
+            }
+            Value::Object(out)
+        }
+        other => other.clone(),
     }
 }
 
@@ -77,7 +138,7 @@ pub fn request_body(request: &LlmRequest<'_>) -> Value {
         "contents": contents,
     });
     if !request.tools.is_empty() {
-        body["tools"] = json!([{"functionDeclarations": request.tools.iter().map(gemini_declaration).collect::<Vec<_>>()}]);
+        body["tools"] = GenerateContentFormat::render_tools(request.tools);
     }
     if let Some(limit) = request.max_tokens {
         body["generationConfig"] = json!({"maxOutputTokens": limit});
@@ -125,7 +186,7 @@ pub fn parse_response(body: &Value, history: &[Message]) -> Result<LlmResponse, 
         }
         return Err(LlmError::new(ErrorKind::BadResponse, "Gemini response has no candidates"));
     };
-    let earlier = history.iter().flat_map(|m| &m.content).filter(|b| matches!(b, ContentBlock::ToolUse { .. })).count();
+    let earlier = calls_before(history);
     let mut content = Vec::new();
     for part in candidate.pointer("/content/parts").and_then(Value::as_array).into_iter().flatten() {
         if part.get("thought").and_then(Value::as_bool) == Some(true) {
@@ -141,7 +202,7 @@ pub fn parse_response(body: &Value, history: &[Message]) -> Result<LlmResponse, 
             content.push(ContentBlock::ToolUse { id: format!("call_{n}"), name, input });
         }
     }
-    let has_calls = content.iter().any(|b| matches!(b, ContentBlock::ToolUse { .. }));
+    let has_calls = has_calls(&content);
     let stop_reason = match candidate.get("finishReason").and_then(Value::as_str) {
         _ if has_calls => StopReason::ToolUse,
         None | Some("STOP") => StopReason::EndTurn,
@@ -167,7 +228,20 @@ fn usage(meta: Option<&Value>) -> Usage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::ToolSpec;
+    use crate::llm::wire::snapshot::list_files_spec;
+
+    #[test]
+    fn gemini_drops_unsupported_keywords_and_maps_nullable() {
+        let decl = declaration(&list_files_spec());
+        let params = &decl["parameters"];
+        assert!(params.get("additionalProperties").is_none());
+        assert!(params["properties"]["recursive"].get("default").is_none());
+        assert_eq!(params["properties"]["directory"]["type"], "string");
+        assert_eq!(params["properties"]["directory"]["nullable"], true);
+        let unsigned = schema_subset(&json!({"type": "integer", "format": "uint64", "minimum": 0}));
+        assert!(unsigned.get("format").is_none(), "{unsigned}");
+        assert_eq!(schema_subset(&json!({"type": "integer", "format": "int64"}))["format"], "int64");
+    }
 
     fn conversation() -> Vec<Message> {
         vec![
@@ -243,5 +317,34 @@ mod tests {
         let blocked = parse_response(&json!({"promptFeedback": {"blockReason": "SAFETY"}}), &[]).unwrap();
         assert_eq!(blocked.stop_reason, StopReason::ContentFilter);
         assert!(parse_response(&json!({}), &[]).is_err());
+    }
+
+    #[test]
+    fn snapshot_request_body() {
+        let messages = conversation();
+        let tools = [list_files_spec()];
+        insta::assert_json_snapshot!(request_body(&LlmRequest { system: "sys", messages: &messages, tools: &tools, max_tokens: Some(99) }));
+    }
+
+    #[test]
+    fn snapshot_endpoint() {
+        use crate::llm::preset::ProviderType;
+        use crate::llm::wire::snapshot::{endpoint, settings};
+        let settings = settings(ProviderType::Gemini, "https://generativelanguage.googleapis.com/", "models/gemini-2.5-flash");
+        insta::assert_json_snapshot!(endpoint::<GenerateContentFormat>(&settings));
+    }
+
+    #[test]
+    fn snapshot_parse_response() {
+        let body = json!({
+            "candidates": [{"content": {"role": "model", "parts": [
+                {"text": "thinking…", "thought": true},
+                {"text": "Reading it."},
+                {"functionCall": {"name": "read_file", "args": {"file_path": "b"}}}
+            ]}, "finishReason": "STOP", "index": 0}],
+            "usageMetadata": {"promptTokenCount": 100, "candidatesTokenCount": 10, "thoughtsTokenCount": 5, "cachedContentTokenCount": 40, "totalTokenCount": 115},
+            "modelVersion": "gemini-2.5-flash"
+        });
+        insta::assert_json_snapshot!(parse_response(&body, &conversation()).unwrap());
     }
 }

@@ -466,30 +466,20 @@ fn until_rfc3339(value: &str, now: SystemTime) -> Option<Duration> {
 }
 
 /// A Go duration as OpenAI prints it: `"1s"`, `"6m0s"`, `"20ms"`, `"1h2m3.5s"`.
+///
+/// `humantime` reads every unit Go prints but no fractions, while Go prints sub-minute seconds
+/// with them (`1.345s`): a fractional seconds part at the end is read here and the rest left
+/// to `humantime`.
 pub fn parse_go_duration(value: &str) -> Option<Duration> {
-    let mut rest = value.trim();
-    if rest.is_empty() {
-        return None;
+    let value = value.trim();
+    if let Ok(duration) = humantime::parse_duration(value) {
+        return Some(duration);
     }
-    let mut total = 0.0f64;
-    while !rest.is_empty() {
-        let number_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
-        let number: f64 = rest[..number_len].parse().ok()?;
-        rest = &rest[number_len..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
-        let scale = match &rest[..unit_len] {
-            "h" => 3600.0,
-            "m" => 60.0,
-            "s" => 1.0,
-            "ms" => 1e-3,
-            "us" | "µs" => 1e-6,
-            "ns" => 1e-9,
-            _ => return None,
-        };
-        total += number * scale;
-        rest = &rest[unit_len..];
-    }
-    Duration::try_from_secs_f64(total).ok()
+    let head = value.strip_suffix('s')?;
+    let split = head.rfind(|c: char| !(c.is_ascii_digit() || c == '.')).map_or(0, |i| i + 1);
+    let seconds = Duration::try_from_secs_f64(head[split..].parse().ok()?).ok()?;
+    let whole = if split == 0 { Duration::ZERO } else { humantime::parse_duration(&head[..split]).ok()? };
+    Some(whole + seconds)
 }
 
 /// `text` with secrets masked, cut to about 500 characters.
@@ -534,6 +524,10 @@ mod tests {
         assert_eq!(parse_go_duration("6m0s"), Some(Duration::from_secs(360)));
         assert_eq!(parse_go_duration("20ms"), Some(Duration::from_millis(20)));
         assert_eq!(parse_go_duration("1h2m3.5s"), Some(Duration::from_millis(3_723_500)));
+        assert_eq!(parse_go_duration("1.345s"), Some(Duration::from_millis(1345)));
+        assert_eq!(parse_go_duration("0.5s"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_go_duration("-1s"), None);
+        assert_eq!(parse_go_duration("1.2.3s"), None);
         assert_eq!(parse_go_duration(""), None);
         assert_eq!(parse_go_duration("5 parsecs"), None);
     }

@@ -1,6 +1,23 @@
 //! Talking to models: the neutral conversation model ([`types`]), typed errors ([`error`]),
 //! the [`Provider`] trait, and one file per wire format. Vendors are data ([`preset`]);
-//! wire APIs are code ([`openai`], [`anthropic`], [`replay`]).
+//! wire APIs are code: each implements [`wire::WireFormat`] (pure functions: URL, body, parse,
+//! tool JSON, snapshot-tested) and is spoken by the one generic
+//! [`http_provider::HttpProvider`], which owns sending, retries and credentials.
+//!
+//! - [`openai`]: Chat Completions (OpenAI, Azure, Copilot, Z.AI, vLLM, SGLang, llama.cpp);
+//! - [`anthropic`]: Messages; [`gemini`]: generateContent; [`ollama`]: `/api/chat`;
+//! - [`copilot`]: Copilot's preset and token exchange (a [`http_provider::KeySource`]);
+//! - [`replay`] / [`record`]: offline playback and recording; [`governor`]: shared limits.
+//!
+//! # Adding a provider
+//! - A vendor that speaks an existing wire API: a [`preset::ProviderType`] variant (its name
+//!   in `as_str` and `ALL`) and its [`preset::Preset`] — endpoint, key variable, key header,
+//!   vendor headers, token-limit field — in `ProviderType::preset`. Nothing else.
+//! - A vendor whose credentials need code (like Copilot): its own file with its `PRESET` and
+//!   a [`http_provider::KeySource`] (or a `connect` function), and one line in
+//!   `ProviderType::preset` naming that `PRESET`.
+//! - A new wire API: one file with a type implementing [`wire::WireFormat`] (and its
+//!   snapshot tests), a [`preset::WireApi`] variant and one line in [`preset::build`].
 
 pub mod anthropic;
 pub mod copilot;
@@ -8,6 +25,7 @@ pub mod error;
 pub mod gemini;
 pub mod governor;
 pub mod http;
+pub mod http_provider;
 pub mod ollama;
 pub mod openai;
 pub mod preset;
@@ -15,6 +33,7 @@ pub mod prices;
 pub mod record;
 pub mod replay;
 pub mod types;
+pub mod wire;
 
 pub use error::{ErrorKind, LlmError};
 pub use types::{ContentBlock, LlmRequest, LlmResponse, Message, Role, StopReason, ToolSpec, Usage};
@@ -40,8 +59,8 @@ pub struct RetryNotice {
 /// Receives retry notices from a provider while a call is in flight.
 pub type RetryObserver<'a> = &'a (dyn Fn(RetryNotice) + Send + Sync);
 
-/// A model endpoint. A new wire format implements this in one file and adds one line to
-/// [`preset::build`].
+/// A model endpoint. HTTP wire APIs do not implement this themselves: they implement
+/// [`wire::WireFormat`] and [`http_provider::HttpProvider`] implements this for them.
 pub trait Provider: Send + Sync {
     /// Sends one request and returns the model's answer. Transient failures are retried inside,
     /// each retry reported to `on_retry`; what comes back as `Err` is final for this call.

@@ -8,64 +8,61 @@
 //! none, and dracode makes one up, unique within the conversation. A server that is not running
 //! is a `network` error saying so.
 
-use super::http::{HttpClient, JsonEndpoint, KeyHeader, RetryPolicy};
+use super::http::KeyHeader;
+use super::http_provider::HttpProvider;
+use super::openai::ChatCompletionsFormat;
 use super::preset::ResolvedProvider;
-use super::{
-    BoxFuture, ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, Provider, RetryObserver, Role, StopReason, Usage,
-};
-use crate::tools::render::openai_tool;
-use reqwest::header::HeaderMap;
+use super::wire::{WireFormat, calls_before, has_calls};
+use super::{ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, Role, StopReason, ToolSpec, Usage};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 
 /// An Ollama server's native chat endpoint.
-pub struct OllamaChat {
-    model: String,
-    base_url: String,
-    max_tokens: Option<u32>,
-    endpoint: JsonEndpoint,
+pub type OllamaChat = HttpProvider<OllamaChatFormat>;
+
+/// Ollama's native chat wire format. A key, when set, is sent as a bearer token, for servers
+/// behind an authenticating proxy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OllamaChatFormat {
+    /// The server, with a scheme, for the "is it running?" hint.
+    server: String,
 }
 
-impl OllamaChat {
-    /// Builds the adapter from resolved settings (a key, when set, is sent as a bearer token,
-    /// for servers behind an authenticating proxy).
-    pub fn new(resolved: &ResolvedProvider, http: HttpClient) -> Result<Self, LlmError> {
-        let base = resolved.base_url.as_deref().unwrap_or_default().trim_end_matches('/');
-        // OLLAMA_HOST is often written without a scheme (`127.0.0.1:11434`).
-        let base = if base.contains("://") { base.to_string() } else { format!("http://{base}") };
-        Ok(OllamaChat {
-            model: resolved.model.clone().unwrap_or_default(),
-            base_url: base.clone(),
-            max_tokens: resolved.max_tokens,
-            endpoint: JsonEndpoint::new(resolved, format!("{base}/api/chat"), HeaderMap::new(), KeyHeader::Bearer, http)?,
-        })
-    }
-
-    /// The same adapter with another retry policy (tests use short delays).
-    pub fn with_retry_policy(mut self, retry: RetryPolicy) -> Self {
-        self.endpoint.retry = retry;
-        self
-    }
+/// `base_url` with a scheme: `OLLAMA_HOST` is often written without one (`127.0.0.1:11434`).
+fn with_scheme(base_url: &str) -> String {
+    if base_url.contains("://") { base_url.to_string() } else { format!("http://{base_url}") }
 }
 
-impl Provider for OllamaChat {
-    fn complete<'a>(&'a self, request: LlmRequest<'a>, on_retry: RetryObserver<'a>) -> BoxFuture<'a, Result<LlmResponse, LlmError>> {
-        Box::pin(async move {
-            let request = LlmRequest { max_tokens: request.max_tokens.or(self.max_tokens), ..request };
-            let body = request_body(&self.model, &request);
-            let reply = self.endpoint.post(&body, on_retry).await.map_err(|mut e| {
-                // A timeout is a slow model, not a missing server.
-                if e.kind == ErrorKind::Network && !e.message.contains("timed out") {
-                    e.message = format!("cannot reach Ollama at {}: is `ollama serve` running? ({})", self.base_url, e.message);
-                }
-                e
-            })?;
-            parse_response(&reply.body, request.messages).map_err(|e| self.endpoint.label(e))
-        })
+impl WireFormat for OllamaChatFormat {
+    const KEY_HEADER: KeyHeader = KeyHeader::Bearer;
+
+    fn for_provider(settings: &ResolvedProvider) -> Self {
+        OllamaChatFormat { server: with_scheme(settings.base_url.as_deref().unwrap_or_default().trim_end_matches('/')) }
     }
 
-    fn model(&self) -> &str {
-        &self.model
+    fn url(&self, base_url: &str, _model: &str) -> String {
+        format!("{}/api/chat", with_scheme(base_url))
+    }
+
+    fn request_body(&self, model: &str, request: &LlmRequest<'_>) -> Value {
+        request_body(model, request)
+    }
+
+    fn parse_response(&self, body: &Value, history: &[Message]) -> Result<LlmResponse, LlmError> {
+        parse_response(body, history)
+    }
+
+    /// A refused connection means no server; a timeout is a slow model, not a missing server.
+    fn refine_error(&self, mut error: LlmError) -> LlmError {
+        if error.kind == ErrorKind::Network && !error.message.contains("timed out") {
+            error.message = format!("cannot reach Ollama at {}: is `ollama serve` running? ({})", self.server, error.message);
+        }
+        error
+    }
+
+    /// Tools as Chat Completions declares them.
+    fn render_tools(specs: &[ToolSpec]) -> Value {
+        ChatCompletionsFormat::render_tools(specs)
     }
 }
 
@@ -78,7 +75,7 @@ pub fn request_body(model: &str, request: &LlmRequest<'_>) -> Value {
     }
     let mut body = json!({"model": model, "messages": messages, "stream": false});
     if !request.tools.is_empty() {
-        body["tools"] = Value::Array(request.tools.iter().map(openai_tool).collect());
+        body["tools"] = OllamaChatFormat::render_tools(request.tools);
     }
     if let Some(limit) = request.max_tokens {
         body["options"] = json!({"num_predict": limit});
@@ -134,7 +131,7 @@ pub fn parse_response(body: &Value, history: &[Message]) -> Result<LlmResponse, 
     if let Some(text) = message.get("content").and_then(Value::as_str).filter(|t| !t.is_empty()) {
         content.push(ContentBlock::text(text));
     }
-    let earlier = history.iter().flat_map(|m| &m.content).filter(|b| matches!(b, ContentBlock::ToolUse { .. })).count();
+    let earlier = calls_before(history);
     for (i, call) in message.get("tool_calls").and_then(Value::as_array).into_iter().flatten().enumerate() {
         let function = call.get("function").ok_or_else(|| bad("has a tool call without `function`"))?;
         let name = function.get("name").and_then(Value::as_str).ok_or_else(|| bad("has a tool call without a name"))?;
@@ -149,7 +146,7 @@ pub fn parse_response(body: &Value, history: &[Message]) -> Result<LlmResponse, 
         };
         content.push(ContentBlock::ToolUse { id, name: name.to_string(), input });
     }
-    let has_calls = content.iter().any(|b| matches!(b, ContentBlock::ToolUse { .. }));
+    let has_calls = has_calls(&content);
     let stop_reason = match body.get("done_reason").and_then(Value::as_str) {
         _ if has_calls => StopReason::ToolUse,
         Some("length") => StopReason::MaxTokens,
@@ -229,5 +226,54 @@ mod tests {
         let text = parse_response(&json!({"message": {"role": "assistant", "content": "hi"}, "done_reason": "length"}), &[]).unwrap();
         assert_eq!(text.stop_reason, StopReason::MaxTokens);
         assert!(parse_response(&json!({"error": "x"}), &[]).is_err());
+    }
+
+    fn conversation() -> Vec<Message> {
+        vec![
+            Message::user_text("fix it"),
+            Message {
+                role: Role::Assistant,
+                content: vec![
+                    ContentBlock::text("Looking."),
+                    ContentBlock::ToolUse { id: "call_1".into(), name: "read_file".into(), input: json!({"file_path": "a"}) },
+                ],
+            },
+            Message {
+                role: Role::User,
+                content: vec![
+                    ContentBlock::ToolResult { tool_use_id: "call_1".into(), content: "x".into(), is_error: false },
+                    ContentBlock::text("Keep it short."),
+                ],
+            },
+        ]
+    }
+
+    #[test]
+    fn snapshot_request_body() {
+        let messages = conversation();
+        let tools = [ToolSpec { name: "read_file".into(), description: "r".into(), parameters: json!({"type": "object"}) }];
+        insta::assert_json_snapshot!(request_body(
+            "qwen",
+            &LlmRequest { system: "sys", messages: &messages, tools: &tools, max_tokens: Some(64) }
+        ));
+    }
+
+    #[test]
+    fn snapshot_endpoint() {
+        use crate::llm::preset::ProviderType;
+        use crate::llm::wire::snapshot::{endpoint, settings};
+        insta::assert_json_snapshot!(endpoint::<OllamaChatFormat>(&settings(ProviderType::Ollama, "127.0.0.1:11434", "qwen")));
+    }
+
+    #[test]
+    fn snapshot_parse_response() {
+        let body = json!({
+            "model": "qwen", "done": true, "done_reason": "stop",
+            "message": {"role": "assistant", "content": "Reading.", "tool_calls": [
+                {"function": {"name": "read_file", "arguments": {"file_path": "b"}}}
+            ]},
+            "prompt_eval_count": 120, "eval_count": 15
+        });
+        insta::assert_json_snapshot!(parse_response(&body, &conversation()).unwrap());
     }
 }

@@ -1,114 +1,95 @@
 //! OpenAI Chat Completions wire format (`POST {base_url}/chat/completions`), also spoken by
 //! Azure OpenAI deployments, GitHub Copilot, Z.AI, vLLM, SGLang and llama.cpp's server.
 //!
-//! Conversion is two pure functions, [`request_body`] and [`parse_response`]; the
-//! [`ChatCompletions`] provider adds the URL, headers and [`send_json`]'s retries.
+//! Conversion is pure functions, [`request_body`] and [`parse_response`], behind
+//! [`ChatCompletionsFormat`]; [`ChatCompletions`] is the generic HTTP provider speaking it. What
+//! differs between those vendors (Azure's deployment URL and `api-key` header, Copilot's editor
+//! headers, `max_completion_tokens` or `max_tokens`) is preset data ([`super::preset`]).
 
-use super::http::{HttpClient, JsonEndpoint, KeyHeader, RetryPolicy};
-use super::preset::{ProviderType, ResolvedProvider};
-use super::{
-    BoxFuture, ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, Provider, RetryObserver, Role, StopReason, Usage,
-};
-use crate::tools::render::openai_tool;
-use reqwest::header::{HeaderMap, HeaderValue};
+use super::http::KeyHeader;
+use super::http_provider::HttpProvider;
+use super::preset::{ProviderType, ResolvedProvider, TokenLimitField};
+use super::wire::{WireFormat, count_at, has_calls, percent_encode};
+use super::{ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, Role, StopReason, ToolSpec, Usage};
 use serde_json::{Value, json};
 
-/// The Azure `api-version` sent when none is configured: the last dated GA release of the
-/// data-plane inference API (it accepts `max_completion_tokens`).
-pub const AZURE_API_VERSION: &str = "2024-10-21";
-
-/// What Copilot's API expects from an editor integration (values as VS Code's Copilot Chat
-/// sends them; configured `headers` override them).
-const COPILOT_HEADERS: [(&str, &str); 3] =
-    [("copilot-integration-id", "vscode-chat"), ("editor-version", "vscode/1.107.0"), ("editor-plugin-version", "copilot-chat/0.35.0")];
+pub use super::preset::AZURE_API_VERSION;
 
 /// A Chat Completions endpoint (OpenAI, vLLM, SGLang, llama.cpp, Z.AI, Copilot, Azure).
-pub struct ChatCompletions {
+pub type ChatCompletions = HttpProvider<ChatCompletionsFormat>;
+
+/// The Chat Completions wire format, as one provider type's preset shapes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatCompletionsFormat {
     kind: ProviderType,
-    model: String,
-    max_tokens: Option<u32>,
-    endpoint: JsonEndpoint,
+    /// The deployment `api-version`, when the model is a deployment in the URL (Azure).
+    api_version: Option<String>,
 }
 
-impl ChatCompletions {
-    /// Builds the adapter from resolved settings. Fails (nothing sent) when a configured header
-    /// or the key cannot be sent over HTTP.
-    pub fn new(resolved: &ResolvedProvider, http: HttpClient) -> Result<Self, LlmError> {
-        let kind = resolved.kind;
-        let model = resolved.model.clone().unwrap_or_default();
-        let base = resolved.base_url.as_deref().unwrap_or_default().trim_end_matches('/');
-        let url = if kind == ProviderType::Azure {
-            let version = resolved.api_version.as_deref().unwrap_or(AZURE_API_VERSION);
-            format!("{base}/openai/deployments/{}/chat/completions?api-version={}", percent_encode(&model), percent_encode(version))
-        } else {
-            format!("{base}/chat/completions")
-        };
-        let mut headers = HeaderMap::new();
-        if kind == ProviderType::Copilot {
-            for (name, value) in COPILOT_HEADERS {
-                headers.insert(name, HeaderValue::from_static(value));
+impl WireFormat for ChatCompletionsFormat {
+    const KEY_HEADER: KeyHeader = KeyHeader::Bearer;
+
+    fn for_provider(settings: &ResolvedProvider) -> Self {
+        let deployment = settings.kind.preset().deployment_api_version;
+        let api_version = deployment.map(|default| settings.api_version.clone().unwrap_or_else(|| default.to_string()));
+        ChatCompletionsFormat { kind: settings.kind, api_version }
+    }
+
+    fn url(&self, base_url: &str, model: &str) -> String {
+        match &self.api_version {
+            Some(version) => {
+                format!("{base_url}/openai/deployments/{}/chat/completions?api-version={}", percent_encode(model), percent_encode(version))
             }
+            None => format!("{base_url}/chat/completions"),
         }
-        let key_header = if kind == ProviderType::Azure { KeyHeader::Named("api-key") } else { KeyHeader::Bearer };
-        Ok(ChatCompletions {
-            kind,
-            model,
-            max_tokens: resolved.max_tokens,
-            endpoint: JsonEndpoint::new(resolved, url, headers, key_header, http)?,
-        })
     }
 
-    /// The same adapter with another retry policy (tests use short delays).
-    pub fn with_retry_policy(mut self, retry: RetryPolicy) -> Self {
-        self.endpoint.retry = retry;
-        self
-    }
-}
-
-impl Provider for ChatCompletions {
-    fn complete<'a>(&'a self, request: LlmRequest<'a>, on_retry: RetryObserver<'a>) -> BoxFuture<'a, Result<LlmResponse, LlmError>> {
-        Box::pin(async move {
-            let request = LlmRequest { max_tokens: request.max_tokens.or(self.max_tokens), ..request };
-            let body = request_body(self.kind, &self.model, &request);
-            let reply = self.endpoint.post(&body, on_retry).await?;
-            parse_response(&reply.body).map_err(|e| self.endpoint.label(e))
-        })
+    fn request_body(&self, model: &str, request: &LlmRequest<'_>) -> Value {
+        request_body(self.kind, model, request)
     }
 
-    fn model(&self) -> &str {
-        &self.model
+    fn parse_response(&self, body: &Value, _history: &[Message]) -> Result<LlmResponse, LlmError> {
+        parse_response(body)
+    }
+
+    fn render_tools(specs: &[ToolSpec]) -> Value {
+        specs.iter().map(tool).collect()
     }
 }
 
-/// `text` safe in a URL path segment or query value (RFC 3986 unreserved characters kept).
-fn percent_encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => char::from(b).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+/// One tool in the `{"type":"function","function":{…}}` shape.
+pub fn tool(spec: &ToolSpec) -> Value {
+    json!({
+        "type": "function",
+        "function": {
+            "name": spec.name,
+            "description": spec.description,
+            "parameters": spec.parameters,
+        }
+    })
 }
 
 /// The request body for `request` to `model` on a provider of type `kind`.
 ///
-/// OpenAI, Azure and Copilot get `max_completion_tokens` (OpenAI's reasoning and newer models
-/// reject the deprecated `max_tokens`); vLLM, SGLang, llama.cpp and Z.AI get `max_tokens`, the
-/// one field all of them read. Azure names the model in the URL, so the body has none.
+/// The output limit goes in the preset's field: `max_completion_tokens` for OpenAI, Azure and
+/// Copilot (OpenAI's reasoning and newer models reject the deprecated `max_tokens`),
+/// `max_tokens` for vLLM, SGLang, llama.cpp and Z.AI, the one field all of them read. A
+/// deployment (Azure) names the model in the URL, so the body has none.
 pub fn request_body(kind: ProviderType, model: &str, request: &LlmRequest) -> Value {
+    let preset = kind.preset();
     let mut body = serde_json::Map::new();
-    if kind != ProviderType::Azure {
+    if preset.deployment_api_version.is_none() {
         body.insert("model".into(), Value::from(model));
     }
     body.insert("messages".into(), Value::Array(wire_messages(request.system, request.messages)));
     if !request.tools.is_empty() {
-        body.insert("tools".into(), request.tools.iter().map(openai_tool).collect());
+        body.insert("tools".into(), ChatCompletionsFormat::render_tools(request.tools));
         body.insert("tool_choice".into(), Value::from("auto"));
     }
     if let Some(limit) = request.max_tokens {
-        let field = match kind {
-            ProviderType::Openai | ProviderType::Azure | ProviderType::Copilot => "max_completion_tokens",
-            _ => "max_tokens",
+        let field = match preset.token_limit_field {
+            TokenLimitField::MaxCompletionTokens => "max_completion_tokens",
+            TokenLimitField::MaxTokens => "max_tokens",
         };
         body.insert(field.into(), Value::from(limit));
     }
@@ -124,21 +105,8 @@ fn wire_messages(system: &str, messages: &[Message]) -> Vec<Value> {
     }
     let mut call_order: Vec<&str> = Vec::new();
     for message in messages {
-        let text = message.text();
         match message.role {
             Role::Assistant => {
-                let calls: Vec<Value> = message
-                    .content
-                    .iter()
-                    .filter_map(|block| match block {
-                        ContentBlock::ToolUse { id, name, input } => Some(json!({
-                            "id": id,
-                            "type": "function",
-                            "function": {"name": name, "arguments": arguments_string(input)},
-                        })),
-                        _ => None,
-                    })
-                    .collect();
                 call_order = message
                     .content
                     .iter()
@@ -147,38 +115,63 @@ fn wire_messages(system: &str, messages: &[Message]) -> Vec<Value> {
                         _ => None,
                     })
                     .collect();
-                // `content` may be null only beside tool calls.
-                let content = match (text.is_empty(), calls.is_empty()) {
-                    (true, false) => Value::Null,
-                    _ => Value::from(text),
-                };
-                let mut wire = json!({"role": "assistant", "content": content});
-                if !calls.is_empty() {
-                    wire["tool_calls"] = Value::Array(calls);
-                }
-                out.push(wire);
+                out.push(assistant_message(message));
             }
             Role::User => {
-                let mut results: Vec<(&str, &str)> = message
-                    .content
-                    .iter()
-                    .filter_map(|block| match block {
-                        ContentBlock::ToolResult { tool_use_id, content, .. } => Some((tool_use_id.as_str(), content.as_str())),
-                        _ => None,
-                    })
-                    .collect();
-                results.sort_by_key(|(id, _)| call_order.iter().position(|c| c == id).unwrap_or(usize::MAX));
-                for (id, content) in &results {
-                    out.push(json!({"role": "tool", "tool_call_id": id, "content": content}));
-                }
-                if !text.is_empty() || results.is_empty() {
-                    out.push(json!({"role": "user", "content": text}));
-                }
+                user_messages(message, &call_order, &mut out);
                 call_order.clear();
             }
         }
     }
     out
+}
+
+/// An assistant turn: its text and its calls as `tool_calls`.
+fn assistant_message(message: &Message) -> Value {
+    let text = message.text();
+    let calls: Vec<Value> = message
+        .content
+        .iter()
+        .filter_map(|block| match block {
+            ContentBlock::ToolUse { id, name, input } => Some(json!({
+                "id": id,
+                "type": "function",
+                "function": {"name": name, "arguments": arguments_string(input)},
+            })),
+            _ => None,
+        })
+        .collect();
+    // `content` may be null only beside tool calls.
+    let content = match (text.is_empty(), calls.is_empty()) {
+        (true, false) => Value::Null,
+        _ => Value::from(text),
+    };
+    let mut wire = json!({"role": "assistant", "content": content});
+    if !calls.is_empty() {
+        wire["tool_calls"] = Value::Array(calls);
+    }
+    wire
+}
+
+/// A user turn pushed onto `out`: its tool results as `tool` messages in `call_order`, then its
+/// text (an empty turn still sends an empty user message).
+fn user_messages(message: &Message, call_order: &[&str], out: &mut Vec<Value>) {
+    let text = message.text();
+    let mut results: Vec<(&str, &str)> = message
+        .content
+        .iter()
+        .filter_map(|block| match block {
+            ContentBlock::ToolResult { tool_use_id, content, .. } => Some((tool_use_id.as_str(), content.as_str())),
+            _ => None,
+        })
+        .collect();
+    results.sort_by_key(|(id, _)| call_order.iter().position(|c| c == id).unwrap_or(usize::MAX));
+    for (id, content) in &results {
+        out.push(json!({"role": "tool", "tool_call_id": id, "content": content}));
+    }
+    if !text.is_empty() || results.is_empty() {
+        out.push(json!({"role": "user", "content": text}));
+    }
 }
 
 /// The `arguments` string of a call: its JSON, or the model's own text when that was not JSON.
@@ -222,6 +215,21 @@ pub fn parse_response(body: &Value) -> Result<LlmResponse, LlmError> {
     if let (Some(refusal), true) = (refusal, content.is_empty()) {
         content.push(ContentBlock::text(refusal));
     }
+    content.extend(parse_calls(message, &bad)?);
+    let refused = refusal.is_some() && message_text(message.get("content")).is_empty();
+    let stop_reason = stop_reason(choice.get("finish_reason").and_then(Value::as_str), has_calls(&content), refused);
+    Ok(LlmResponse {
+        content,
+        stop_reason,
+        usage: parse_usage(body.get("usage")),
+        model: body.get("model").and_then(Value::as_str).map(str::to_string),
+    })
+}
+
+/// The calls of a response `message`: `tool_calls`, or the deprecated single `function_call`
+/// from servers that still answer with it.
+fn parse_calls(message: &Value, bad: &dyn Fn(&str) -> LlmError) -> Result<Vec<ContentBlock>, LlmError> {
+    let mut content = Vec::new();
     let calls = message.get("tool_calls").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
     for (index, call) in calls.iter().enumerate() {
         let function = call.get("function").ok_or_else(|| bad("a tool call has no function"))?;
@@ -230,7 +238,6 @@ pub fn parse_response(body: &Value) -> Result<LlmResponse, LlmError> {
         let id = call.get("id").and_then(Value::as_str).map_or_else(|| format!("call_{index}"), str::to_string);
         content.push(ContentBlock::ToolUse { id, name: name.to_string(), input: parse_arguments(function.get("arguments")) });
     }
-    // The deprecated single `function_call`, from servers that still answer with it.
     if let (true, Some(call)) = (calls.is_empty(), message.get("function_call").filter(|c| c.is_object())) {
         let name = call.get("name").and_then(Value::as_str).ok_or_else(|| bad("a function call has no name"))?;
         content.push(ContentBlock::ToolUse {
@@ -239,26 +246,22 @@ pub fn parse_response(body: &Value) -> Result<LlmResponse, LlmError> {
             input: parse_arguments(call.get("arguments")),
         });
     }
+    Ok(content)
+}
 
-    let has_calls = content.iter().any(|b| matches!(b, ContentBlock::ToolUse { .. }));
-    let finish = choice.get("finish_reason").and_then(Value::as_str);
-    let stop_reason = match finish {
+/// The stop reason from `finish_reason`, given whether the answer has calls and whether it is
+/// a refusal with no text.
+fn stop_reason(finish: Option<&str>, has_calls: bool, refused: bool) -> StopReason {
+    match finish {
         Some("length") => StopReason::MaxTokens,
         Some("content_filter") => StopReason::ContentFilter,
         // Some local servers say `stop` (or nothing) after tool calls.
         _ if has_calls => StopReason::ToolUse,
         Some("tool_calls" | "function_call") => StopReason::ToolUse,
-        _ if refusal.is_some() && message_text(message.get("content")).is_empty() => StopReason::Refusal,
+        _ if refused => StopReason::Refusal,
         Some("stop") | None => StopReason::EndTurn,
         Some(other) => StopReason::Other(other.to_string()),
-    };
-
-    Ok(LlmResponse {
-        content,
-        stop_reason,
-        usage: parse_usage(body.get("usage")),
-        model: body.get("model").and_then(Value::as_str).map(str::to_string),
-    })
+    }
 }
 
 /// `content` as a string: a plain string, or the text parts of an array (some servers).
@@ -285,24 +288,17 @@ fn parse_arguments(arguments: Option<&Value>) -> Value {
 /// Usage in the neutral shape; a server that reports none (some local ones) counts zero tokens
 /// but still one request.
 fn parse_usage(usage: Option<&Value>) -> Usage {
-    let count = |path: &[&str]| {
-        let mut value = usage;
-        for key in path {
-            value = value.and_then(|v| v.get(key));
-        }
-        value.and_then(Value::as_u64).unwrap_or(0)
-    };
     Usage {
-        cached_input_tokens: count(&["prompt_tokens_details", "cached_tokens"]),
-        reasoning_output_tokens: count(&["completion_tokens_details", "reasoning_tokens"]),
-        ..Usage::from_counts(count(&["prompt_tokens"]), count(&["completion_tokens"]))
+        cached_input_tokens: count_at(usage, &["prompt_tokens_details", "cached_tokens"]),
+        reasoning_output_tokens: count_at(usage, &["completion_tokens_details", "reasoning_tokens"]),
+        ..Usage::from_counts(count_at(usage, &["prompt_tokens"]), count_at(usage, &["completion_tokens"]))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::ToolSpec;
+    use crate::llm::http::HttpClient;
 
     fn conversation() -> Vec<Message> {
         vec![
@@ -490,18 +486,18 @@ mod tests {
     #[test]
     fn urls_and_auth_headers_follow_the_type() {
         let openai = ChatCompletions::new(&resolved(ProviderType::Openai), HttpClient::default()).unwrap();
-        assert_eq!(openai.endpoint.url, "https://example.test/v1/chat/completions");
-        assert_eq!(openai.endpoint.headers["authorization"], "Bearer sk-test-0123456789");
+        assert_eq!(openai.endpoint().url, "https://example.test/v1/chat/completions");
+        assert_eq!(openai.endpoint().headers["authorization"], "Bearer sk-test-0123456789");
         let azure = ChatCompletions::new(&resolved(ProviderType::Azure), HttpClient::default()).unwrap();
         assert_eq!(
-            azure.endpoint.url,
+            azure.endpoint().url,
             format!("https://example.test/v1/openai/deployments/dep-1/chat/completions?api-version={AZURE_API_VERSION}")
         );
-        assert_eq!(azure.endpoint.headers["api-key"], "sk-test-0123456789");
-        assert!(azure.endpoint.headers.get("authorization").is_none());
+        assert_eq!(azure.endpoint().headers["api-key"], "sk-test-0123456789");
+        assert!(azure.endpoint().headers.get("authorization").is_none());
         let copilot = ChatCompletions::new(&resolved(ProviderType::Copilot), HttpClient::default()).unwrap();
-        assert_eq!(copilot.endpoint.headers["copilot-integration-id"], "vscode-chat");
-        assert!(copilot.endpoint.headers["editor-version"].to_str().unwrap().starts_with("vscode/"));
+        assert_eq!(copilot.endpoint().headers["copilot-integration-id"], "vscode-chat");
+        assert!(copilot.endpoint().headers["editor-version"].to_str().unwrap().starts_with("vscode/"));
     }
 
     #[test]
@@ -511,5 +507,31 @@ mod tests {
         let err = ChatCompletions::new(&bad, HttpClient::default()).err().unwrap();
         assert_eq!(err.kind, ErrorKind::NotConfigured);
         assert!(!err.message.contains("secret"), "{}", err.message);
+    }
+
+    #[test]
+    fn snapshot_endpoints_per_vendor() {
+        use crate::llm::wire::snapshot::{endpoint, settings};
+        let endpoints: serde_json::Map<String, Value> = [
+            (ProviderType::Openai, "https://api.openai.com/v1", "gpt-4o"),
+            (ProviderType::Azure, "https://r.openai.azure.com/", "my deployment"),
+            (ProviderType::Copilot, "https://api.githubcopilot.com", "gpt-4o"),
+            (ProviderType::Vllm, "http://127.0.0.1:8000/v1", "qwen"),
+        ]
+        .into_iter()
+        .map(|(kind, base, model)| (kind.as_str().to_string(), endpoint::<ChatCompletionsFormat>(&settings(kind, base, model))))
+        .collect();
+        insta::assert_json_snapshot!(endpoints);
+    }
+
+    #[test]
+    fn snapshot_parse_response() {
+        let body = reply(
+            json!({"role": "assistant", "content": "Reading it.", "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "read_file", "arguments": "{\"file_path\":\"a\"}"}}
+            ]}),
+            "tool_calls",
+        );
+        insta::assert_json_snapshot!(parse_response(&body).unwrap());
     }
 }

@@ -1,6 +1,16 @@
-//! Provider types as data: each type's wire format, default endpoint and credential variable.
-//! A provider named after a type (`openai`, `ollama`, …) works with no config table at all.
+//! Provider types as data: each type's wire format, default endpoint and credential variable,
+//! and every vendor quirk — Azure's deployment URL, `api-version`, `api-key` header and Entra
+//! bearer variable; Copilot's editor headers and token lookup ([`super::copilot::PRESET`]);
+//! `max_completion_tokens` or `max_tokens`; Anthropic prompt caching. The wire formats read
+//! these fields and never test a type by name. A provider named after a type (`openai`,
+//! `ollama`, …) works with no config table at all.
+//!
+//! A new vendor on an existing wire API is a [`ProviderType`] variant and its [`Preset`] (the
+//! compiler points at the `as_str` and `preset` arms to fill); see [`super`] for the rest.
 
+use super::http::{HttpClient, KeyHeader};
+use super::http_provider::HttpProvider;
+use super::wire::WireFormat;
 use super::{LlmError, Provider};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -53,7 +63,26 @@ pub enum WireApi {
     Replay,
 }
 
-/// What a provider type is, as data.
+/// The process environment (or what a test passes instead).
+pub type Env = BTreeMap<String, String>;
+
+/// Builds a provider whose credentials need code (Copilot's token exchange).
+pub type Connect = fn(&ResolvedProvider, &HttpClient, &Env) -> Result<Arc<dyn Provider>, LlmError>;
+
+/// Which field carries a Chat Completions call's output limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenLimitField {
+    /// `max_completion_tokens`: OpenAI's reasoning and newer models reject `max_tokens`.
+    MaxCompletionTokens,
+    /// `max_tokens`: the one field every OpenAI-compatible server reads.
+    MaxTokens,
+}
+
+/// The Azure `api-version` sent when none is configured: the last dated GA release of the
+/// data-plane inference API (it accepts `max_completion_tokens`).
+pub const AZURE_API_VERSION: &str = "2024-10-21";
+
+/// What a provider type is, as data: everything that differs between vendors of one wire API.
 #[derive(Debug, Clone, Copy)]
 pub struct Preset {
     /// The wire format.
@@ -68,6 +97,61 @@ pub struct Preset {
     pub base_url_env: Option<&'static str>,
     /// Default model when none is configured.
     pub default_model: Option<&'static str>,
+    /// How the key is sent, when not as the wire format sends it (Azure: `api-key`).
+    pub key_header: Option<KeyHeader>,
+    /// Headers every request carries (Copilot's editor identification); configured `headers`
+    /// override them.
+    pub headers: &'static [(&'static str, &'static str)],
+    /// Chat Completions: the output-limit field.
+    pub token_limit_field: TokenLimitField,
+    /// Chat Completions: the model is a deployment named in the URL
+    /// (`/openai/deployments/{model}/chat/completions?api-version=…`, no `model` in the body),
+    /// with this `api-version` unless one is configured (Azure).
+    pub deployment_api_version: Option<&'static str>,
+    /// A variable holding a bearer token sent as `Authorization` when there is no key
+    /// (Azure's Entra ID token).
+    pub bearer_env: Option<&'static str>,
+    /// Finds the key when `api_key` is not configured, instead of reading `key_env` (Copilot:
+    /// two variables, then the stored token).
+    pub find_key: Option<fn(&Env) -> Option<String>>,
+    /// What to tell a user who has no key, when not `key_env`.
+    pub key_hint: Option<&'static str>,
+    /// Anthropic Messages: mark prompt-cache breakpoints.
+    pub prompt_caching: bool,
+    /// Builds the provider when its credentials need code; `None`: the wire format's
+    /// [`super::http_provider::HttpProvider`] with the configured key.
+    pub connect: Option<Connect>,
+}
+
+impl Preset {
+    /// The fields most types leave as they are.
+    pub const DEFAULT: Preset = Preset {
+        wire: WireApi::ChatCompletions,
+        base_url: None,
+        key_env: None,
+        key_required: false,
+        base_url_env: None,
+        default_model: None,
+        key_header: None,
+        headers: &[],
+        token_limit_field: TokenLimitField::MaxTokens,
+        deployment_api_version: None,
+        bearer_env: None,
+        find_key: None,
+        key_hint: None,
+        prompt_caching: false,
+        connect: None,
+    };
+
+    /// A Chat Completions type at `base_url` with its key in `key_env`.
+    pub const fn chat(
+        base_url: Option<&'static str>,
+        key_env: &'static str,
+        key_required: bool,
+        default_model: Option<&'static str>,
+    ) -> Preset {
+        Preset { base_url, key_env: Some(key_env), key_required, default_model, ..Preset::DEFAULT }
+    }
 }
 
 impl ProviderType {
@@ -113,64 +197,43 @@ impl ProviderType {
 
     /// The data that defines this type.
     pub fn preset(self) -> Preset {
-        let chat = |base_url, key_env, key_required, default_model| Preset {
-            wire: WireApi::ChatCompletions,
-            base_url,
-            key_env,
-            key_required,
-            base_url_env: None,
-            default_model,
-        };
+        const OPENAI_STYLE: TokenLimitField = TokenLimitField::MaxCompletionTokens;
         match self {
             ProviderType::Openai => Preset {
                 base_url_env: Some("OPENAI_BASE_URL"),
-                ..chat(Some("https://api.openai.com/v1"), Some("OPENAI_API_KEY"), true, Some("gpt-4o"))
+                token_limit_field: OPENAI_STYLE,
+                ..Preset::chat(Some("https://api.openai.com/v1"), "OPENAI_API_KEY", true, Some("gpt-4o"))
             },
-            ProviderType::Vllm => chat(Some("http://127.0.0.1:8000/v1"), Some("VLLM_API_KEY"), false, None),
-            ProviderType::Sglang => chat(Some("http://127.0.0.1:30000/v1"), Some("SGLANG_API_KEY"), false, None),
-            ProviderType::Llamacpp => chat(Some("http://127.0.0.1:8080/v1"), Some("LLAMACPP_API_KEY"), false, None),
-            ProviderType::Zai => chat(Some("https://api.z.ai/api/paas/v4"), Some("ZAI_API_KEY"), true, Some("glm-4.6")),
-            ProviderType::Copilot => chat(Some("https://api.githubcopilot.com"), Some("GITHUB_COPILOT_TOKEN"), true, Some("gpt-4o")),
+            ProviderType::Vllm => Preset::chat(Some("http://127.0.0.1:8000/v1"), "VLLM_API_KEY", false, None),
+            ProviderType::Sglang => Preset::chat(Some("http://127.0.0.1:30000/v1"), "SGLANG_API_KEY", false, None),
+            ProviderType::Llamacpp => Preset::chat(Some("http://127.0.0.1:8080/v1"), "LLAMACPP_API_KEY", false, None),
+            ProviderType::Zai => Preset::chat(Some("https://api.z.ai/api/paas/v4"), "ZAI_API_KEY", true, Some("glm-4.6")),
+            ProviderType::Copilot => super::copilot::PRESET,
             ProviderType::Azure => Preset {
-                wire: WireApi::ChatCompletions,
-                base_url: None,
-                key_env: Some("AZURE_OPENAI_API_KEY"),
-                key_required: true,
                 base_url_env: Some("AZURE_OPENAI_ENDPOINT"),
-                default_model: None,
+                key_header: Some(KeyHeader::Named("api-key")),
+                token_limit_field: OPENAI_STYLE,
+                deployment_api_version: Some(AZURE_API_VERSION),
+                bearer_env: Some("AZURE_OPENAI_AD_TOKEN"),
+                ..Preset::chat(None, "AZURE_OPENAI_API_KEY", true, None)
             },
             ProviderType::Anthropic => Preset {
                 wire: WireApi::AnthropicMessages,
-                base_url: Some("https://api.anthropic.com"),
-                key_env: Some("ANTHROPIC_API_KEY"),
-                key_required: true,
                 base_url_env: Some("ANTHROPIC_BASE_URL"),
-                default_model: Some("claude-sonnet-4-5"),
+                prompt_caching: true,
+                ..Preset::chat(Some("https://api.anthropic.com"), "ANTHROPIC_API_KEY", true, Some("claude-sonnet-4-5"))
             },
             ProviderType::Gemini => Preset {
                 wire: WireApi::GeminiGenerateContent,
-                base_url: Some("https://generativelanguage.googleapis.com"),
-                key_env: Some("GEMINI_API_KEY"),
-                key_required: true,
-                base_url_env: None,
-                default_model: Some("gemini-2.5-flash"),
+                ..Preset::chat(Some("https://generativelanguage.googleapis.com"), "GEMINI_API_KEY", true, Some("gemini-2.5-flash"))
             },
             ProviderType::Ollama => Preset {
                 wire: WireApi::OllamaChat,
                 base_url: Some("http://localhost:11434"),
-                key_env: None,
-                key_required: false,
                 base_url_env: Some("OLLAMA_HOST"),
-                default_model: None,
+                ..Preset::DEFAULT
             },
-            ProviderType::Replay => Preset {
-                wire: WireApi::Replay,
-                base_url: None,
-                key_env: None,
-                key_required: false,
-                base_url_env: None,
-                default_model: Some("replay"),
-            },
+            ProviderType::Replay => Preset { wire: WireApi::Replay, default_model: Some("replay"), ..Preset::DEFAULT },
         }
     }
 }
@@ -220,10 +283,7 @@ impl ResolvedProvider {
         let preset = self.kind.preset();
         let auth_header = self.headers.keys().any(|h| h.eq_ignore_ascii_case("authorization"));
         if preset.key_required && self.api_key.as_deref().is_none_or(str::is_empty) && !auth_header {
-            let var = match self.kind {
-                ProviderType::Copilot => "GITHUB_COPILOT_TOKEN (or run `dracode auth copilot`)",
-                _ => preset.key_env.unwrap_or("api_key"),
-            };
+            let var = preset.key_hint.or(preset.key_env).unwrap_or("api_key");
             return Some(format!("provider {:?} ({}) has no API key: set {var} or `api_key` in its config", self.name, self.kind.as_str()));
         }
         if preset.wire != WireApi::Replay && self.base_url.as_deref().is_none_or(str::is_empty) {
@@ -256,19 +316,28 @@ pub struct TaskBinding {
 }
 
 /// Builds the provider for one task, or says why it is not configured. Nothing is sent here.
-pub fn build(resolved: &ResolvedProvider, task: &TaskBinding, http: &super::http::HttpClient) -> Result<Arc<dyn Provider>, LlmError> {
+/// `env` is the process environment, for credential sources that read it.
+///
+/// The registry of wire APIs: a new one is a file implementing [`WireFormat`] and one line
+/// here.
+pub fn build(resolved: &ResolvedProvider, task: &TaskBinding, http: &HttpClient, env: &Env) -> Result<Arc<dyn Provider>, LlmError> {
     if let Some(reason) = resolved.not_configured_reason() {
         return Err(LlmError::not_configured(reason));
     }
-    if resolved.kind == ProviderType::Copilot {
-        let endpoints = super::copilot::Endpoints::from_env(&crate::config::process_env());
-        return Ok(Arc::new(super::copilot::Copilot::new(resolved, http.clone(), endpoints)?));
+    let preset = resolved.kind.preset();
+    if let Some(connect) = preset.connect {
+        return connect(resolved, http, env);
     }
-    match resolved.kind.preset().wire {
-        WireApi::ChatCompletions => Ok(Arc::new(super::openai::ChatCompletions::new(resolved, http.clone())?)),
+    match preset.wire {
+        WireApi::ChatCompletions => connect_with_key::<super::openai::ChatCompletionsFormat>(resolved, http),
+        WireApi::AnthropicMessages => connect_with_key::<super::anthropic::MessagesFormat>(resolved, http),
+        WireApi::GeminiGenerateContent => connect_with_key::<super::gemini::GenerateContentFormat>(resolved, http),
+        WireApi::OllamaChat => connect_with_key::<super::ollama::OllamaChatFormat>(resolved, http),
         WireApi::Replay => Ok(Arc::new(super::replay::Replay::load(resolved, task)?)),
-        WireApi::AnthropicMessages => Ok(Arc::new(super::anthropic::AnthropicMessages::new(resolved, http.clone())?)),
-        WireApi::GeminiGenerateContent => Ok(Arc::new(super::gemini::GeminiGenerateContent::new(resolved, http.clone())?)),
-        WireApi::OllamaChat => Ok(Arc::new(super::ollama::OllamaChat::new(resolved, http.clone())?)),
     }
+}
+
+/// The [`HttpProvider`] of format `W` with the configured key.
+fn connect_with_key<W: WireFormat>(resolved: &ResolvedProvider, http: &HttpClient) -> Result<Arc<dyn Provider>, LlmError> {
+    Ok(Arc::new(HttpProvider::<W>::new(resolved, http.clone())?))
 }

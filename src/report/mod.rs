@@ -30,15 +30,7 @@ pub use progress::{ProgressReporter, Verbosity};
 pub use summary::SummaryReporter;
 pub use transcript::TranscriptReporter;
 
-/// A task id made safe as a file name: `[A-Za-z0-9._-]` kept, anything else `_`; never empty,
-/// `.` or `..`.
-pub fn file_stem(task_id: &str) -> String {
-    let stem: String = task_id.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' }).collect();
-    match stem.as_str() {
-        "" | "." | ".." => format!("_{stem}"),
-        _ => stem,
-    }
-}
+pub use crate::fsname::file_stem;
 
 /// The reporters that write into `out_dir` (created if missing): `results.jsonl`, `junit.xml`,
 /// `summary.md`, `transcripts/` and `diffs/`. `results.jsonl` is truncated now, so a reader never
@@ -164,24 +156,6 @@ pub(crate) mod test_support;
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn file_stem_keeps_safe_ids_and_replaces_the_rest() {
-        let cases = [
-            ("fix-clippy", "fix-clippy"),
-            ("a.b_c-1", "a.b_c-1"),
-            ("src/lib.rs", "src_lib.rs"),
-            ("../etc/passwd", ".._etc_passwd"),
-            ("héllo wörld", "h_llo_w_rld"),
-            ("", "_"),
-            (".", "_."),
-            ("..", "_.."),
-            ("a\\b:c", "a_b_c"),
-        ];
-        for (id, stem) in cases {
-            assert_eq!(file_stem(id), stem, "id {id:?}");
-        }
-    }
 
     #[test]
     fn strip_control_drops_ansi_and_control_characters() {

@@ -1,0 +1,130 @@
+//! What a wire API is, as code: the [`WireFormat`] trait. One implementation per API —
+//! [`super::openai`] (Chat Completions), [`super::anthropic`] (Messages), [`super::gemini`]
+//! (generateContent), [`super::ollama`] (`/api/chat`) — each a set of pure functions from the
+//! neutral conversation to JSON and back. Sending, retries, credentials and usage live once in
+//! [`super::http_provider::HttpProvider`]; vendor differences (Azure's deployment URL, Copilot's
+//! editor headers, `max_completion_tokens`, …) are data in [`super::preset`].
+//!
+//! Streaming (next) adds to this trait, not to the provider files: a `stream_body` (the same
+//! body with the format's stream switch, e.g. `stream: true` + `stream_options.include_usage`
+//! or `:streamGenerateContent?alt=sse`), the framing (SSE events or NDJSON lines) and a
+//! decoder that folds the chunks into the same [`LlmResponse`] `parse_response` builds, usage
+//! from the final chunk. The provider then reads the body incrementally in one place.
+
+use super::http::KeyHeader;
+use super::preset::ResolvedProvider;
+use super::{LlmError, LlmRequest, LlmResponse, Message, ToolSpec};
+use serde_json::Value;
+
+/// One wire API: how a call is addressed, encoded and decoded. Every method is pure.
+pub trait WireFormat: Send + Sync + Sized + 'static {
+    /// How this API sends the key unless the provider's preset says otherwise.
+    const KEY_HEADER: KeyHeader;
+
+    /// The format for a provider with these settings (reads what it needs from the type's
+    /// preset: the token-limit field, the deployment URL, prompt caching, …).
+    fn for_provider(settings: &ResolvedProvider) -> Self;
+
+    /// The URL of a call to `model` at `base_url` (no trailing `/`).
+    fn url(&self, base_url: &str, model: &str) -> String;
+
+    /// Headers every call of this API carries besides the key (e.g. `anthropic-version`).
+    fn fixed_headers(&self) -> &'static [(&'static str, &'static str)] {
+        &[]
+    }
+
+    /// The JSON body of `request` to `model`.
+    fn request_body(&self, model: &str, request: &LlmRequest<'_>) -> Value;
+
+    /// The model's answer from a 2xx body; `history` is the conversation that was sent (APIs
+    /// without call ids number the new calls after the earlier ones).
+    fn parse_response(&self, body: &Value, history: &[Message]) -> Result<LlmResponse, LlmError>;
+
+    /// A failed call's error, adjusted for what this API means by it (Gemini's bad key is a
+    /// 400; Ollama's refused connection means the server is not running). Default: as is.
+    fn refine_error(&self, error: LlmError) -> LlmError {
+        error
+    }
+
+    /// The tool specs as this API expects them in a request (what `dracode tools --format`
+    /// prints).
+    fn render_tools(specs: &[ToolSpec]) -> Value;
+}
+
+/// `text` safe in a URL path segment or query value (RFC 3986 unreserved characters kept).
+pub fn percent_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => char::from(b).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// How many tool calls `history` holds: APIs that give calls no id number new ones after them.
+pub fn calls_before(history: &[Message]) -> usize {
+    history.iter().flat_map(|m| &m.content).filter(|b| matches!(b, super::ContentBlock::ToolUse { .. })).count()
+}
+
+/// Whether `content` holds a tool call.
+pub fn has_calls(content: &[super::ContentBlock]) -> bool {
+    content.iter().any(|b| matches!(b, super::ContentBlock::ToolUse { .. }))
+}
+
+/// The value at `path` under `root` as a count; absent or not a number is zero.
+pub fn count_at(root: Option<&Value>, path: &[&str]) -> u64 {
+    path.iter().fold(root, |value, key| value.and_then(|v| v.get(key))).and_then(Value::as_u64).unwrap_or(0)
+}
+
+/// Helpers for the snapshot tests of each format.
+#[cfg(test)]
+pub(crate) mod snapshot {
+    use super::WireFormat;
+    use crate::llm::http::HttpClient;
+    use crate::llm::http_provider::build_endpoint;
+    use crate::llm::preset::{ProviderType, ResolvedProvider};
+    use serde_json::Value;
+    use std::collections::BTreeMap;
+
+    /// Settings of a `kind` provider at `base_url` for `model`, with the key `<key>`.
+    pub fn settings(kind: ProviderType, base_url: &str, model: &str) -> ResolvedProvider {
+        ResolvedProvider {
+            name: kind.as_str().into(),
+            kind,
+            model: Some(model.into()),
+            base_url: Some(base_url.into()),
+            api_key: Some("<key>".into()),
+            timeout: std::time::Duration::from_secs(5),
+            max_tokens: None,
+            headers: BTreeMap::new(),
+            api_version: None,
+            limits: Default::default(),
+            replay_path: None,
+        }
+    }
+
+    /// A tool whose schema has what Gemini rejects (`additionalProperties`, `default`, a
+    /// nullable type).
+    pub fn list_files_spec() -> crate::llm::ToolSpec {
+        crate::llm::ToolSpec {
+            name: "list_files".into(),
+            description: "List files".into(),
+            parameters: serde_json::json!({
+                "type": "object",
+                "additionalProperties": false,
+                "properties": {
+                    "directory": {"type": ["string", "null"], "description": "dir"},
+                    "recursive": {"type": "boolean", "default": false}
+                }
+            }),
+        }
+    }
+
+    /// The URL and headers (sorted) a `W` provider with `settings` sends to.
+    pub fn endpoint<W: WireFormat>(settings: &ResolvedProvider) -> Value {
+        let wire = W::for_provider(settings);
+        let endpoint = build_endpoint(&wire, settings, HttpClient::default()).expect("sendable settings");
+        let headers: BTreeMap<&str, &str> = endpoint.headers.iter().map(|(k, v)| (k.as_str(), v.to_str().unwrap_or("<binary>"))).collect();
+        serde_json::json!({"url": endpoint.url, "headers": headers})
+    }
+}

@@ -61,6 +61,9 @@ pub enum ConfigError {
     /// A provider name is neither configured nor a type.
     #[error("{0}")]
     UnknownProvider(String),
+    /// `[defaults]` sets a key that is not a task field, or a value a manifest would refuse.
+    #[error(transparent)]
+    Defaults(#[from] crate::manifest::ManifestErrors),
 }
 
 impl Config {
@@ -83,6 +86,7 @@ impl Config {
             .merge(Toml::file(dir.join(LOCAL_CONFIG_FILE)))
             .merge(env_layer);
         let mut config: Config = figment.extract().map_err(|e| ConfigError::Invalid(Box::new(e)))?;
+        check_defaults(&figment)?;
         config.expand(env);
         Ok(config)
     }
@@ -131,6 +135,28 @@ impl Config {
         }
         names
     }
+}
+
+/// Gives config `[defaults]` the checks a manifest's get (typing into [`TaskFields`] alone
+/// ignores unknown keys), each key's errors naming the file or variable that set it.
+fn check_defaults(figment: &Figment) -> Result<(), crate::manifest::ManifestErrors> {
+    let Ok(serde_json::Value::Object(defaults)) = figment.extract_inner::<serde_json::Value>("defaults") else { return Ok(()) };
+    let mut by_source: BTreeMap<String, serde_json::Map<String, serde_json::Value>> = BTreeMap::new();
+    for (key, value) in defaults.into_iter().filter(|(_, v)| !v.is_null()) {
+        let source = figment
+            .find_metadata(&format!("defaults.{key}"))
+            .map_or_else(|| CONFIG_FILE.to_string(), |m| m.source.as_ref().map_or_else(|| m.name.to_string(), ToString::to_string));
+        by_source.entry(source).or_default().insert(key, value);
+    }
+    let mut errors = Vec::new();
+    for (source, fields) in by_source {
+        if let Err(crate::manifest::ManifestErrors(found)) =
+            crate::manifest::check_config_defaults(Path::new(&source), &serde_json::Value::Object(fields))
+        {
+            errors.extend(found);
+        }
+    }
+    if errors.is_empty() { Ok(()) } else { Err(crate::manifest::ManifestErrors(errors)) }
 }
 
 #[cfg(test)]

@@ -1,10 +1,15 @@
 //! Manifest loading: the three formats agree, and every error names file, line, task and field.
 
 use super::*;
+use std::time::Duration;
 
 fn parse_str(name: &str, text: &str) -> Result<Manifest, ManifestErrors> {
     let path = Path::new(name);
     parse(path, text, Format::of(path).unwrap(), &TaskFields::default())
+}
+
+fn load(path: &Path) -> Result<Manifest, ManifestErrors> {
+    load_with(path, &TaskFields::default())
 }
 
 fn errors(name: &str, text: &str) -> Vec<String> {
@@ -23,7 +28,7 @@ fn toml_yaml_and_json_give_the_same_tasks() {
         assert_eq!(m.tasks.len(), 2);
         assert_eq!(m.tasks[0].fields.model.as_deref(), Some("m"), "defaults merge");
         assert_eq!(m.tasks[1].fields.model.as_deref(), Some("other"), "task wins");
-        assert_eq!(m.tasks[0].timeout(), Some(Duration::from_secs(300)));
+        assert_eq!(m.tasks[0].fields.timeout.as_deref().and_then(|t| crate::duration::parse(t).ok()), Some(Duration::from_secs(300)));
         assert_eq!(m.tasks[0].fields.tags.as_deref(), Some(&["x".to_string()][..]));
     }
     assert_eq!(a.tasks[1].fields, b.tasks[1].fields);

@@ -359,3 +359,73 @@ pub fn list(
         .map(|(_, t)| t)
         .collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn specs(manifest: &str, config: Option<&str>) -> Result<Vec<TaskSpec>, PlanError> {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("m.toml"), manifest).unwrap();
+        if let Some(config) = config {
+            std::fs::write(dir.path().join("dracode.toml"), config).unwrap();
+        }
+        validate(&[dir.path().join("m.toml")], None, dir.path(), &BTreeMap::new())
+    }
+
+    #[test]
+    fn every_default_is_filled_in() {
+        let spec = specs("[[tasks]]\nid = \"a\"\nprompt = \"p\"\nisolation = \"copy\"\n", None).unwrap().remove(0);
+        assert_eq!((spec.id.as_str(), spec.index, spec.line), ("a", 0, Some(1)));
+        assert_eq!(spec.max_iterations, DEFAULT_MAX_ITERATIONS);
+        assert_eq!((spec.timeout, spec.idle_timeout, spec.check), (None, None, None));
+        assert_eq!(spec.retry, RetrySpec { retries: 0, retry_on: DEFAULT_RETRY_ON.to_vec() });
+        assert_eq!(spec.workspace.base, "HEAD");
+        assert_eq!(spec.workspace.workdir, PathBuf::new());
+        assert_eq!(spec.sandbox, crate::manifest::SandboxMode::WorkspaceWrite);
+        assert!(!spec.network && spec.env.is_empty() && spec.env_passthrough.is_empty());
+        assert!(!spec.require_change && !spec.commit && !spec.isolate_home);
+        assert_eq!(spec.tools.len(), crate::tools::DEFAULT_TOOLS.len());
+        assert_eq!(spec.system_prompt, SYSTEM_PROMPT);
+    }
+
+    #[test]
+    fn every_setting_is_typed() {
+        let manifest = "[defaults]\nisolation = \"copy\"\ncheck_timeout = \"2m\"\n[[tasks]]\nid = \"a\"\nprompt = \"p\"\ncheck = \"true\"\n\
+            check_before = true\ntimeout = \"90s\"\nidle_timeout = \"1m\"\nretries = 2\nretry_on = [\"failed\"]\nmax_tokens = 5\n\
+            max_cost_usd = 0.5\nworkdir = \"sub\"\nsystem_prompt = \"Be brief.\"\nsandbox = \"off\"\nnetwork = true\n[tasks.env]\nK = \"v\"\n";
+        let spec = specs(manifest, Some("[defaults]\nrequire_change = true\n")).unwrap().remove(0);
+        assert_eq!(spec.check, Some(CheckSpec { command: "true".into(), before: true, timeout: Duration::from_secs(120) }));
+        assert_eq!((spec.timeout, spec.idle_timeout), (Some(Duration::from_secs(90)), Some(Duration::from_secs(60))));
+        assert_eq!(spec.retry, RetrySpec { retries: 2, retry_on: vec![Status::Failed] });
+        assert_eq!((spec.budget.max_tokens, spec.budget.max_cost_usd), (Some(5), Some(0.5)));
+        assert_eq!(spec.workspace.workdir, PathBuf::from("sub"));
+        assert!(spec.system_prompt.ends_with("\n\nBe brief.") && spec.require_change);
+        assert_eq!((spec.sandbox, spec.network), (crate::manifest::SandboxMode::Off, true));
+        assert_eq!(spec.env["K"], "v");
+    }
+
+    #[test]
+    fn every_task_problem_is_reported_at_once_with_its_line() {
+        let manifest = "[[tasks]]\nid = \"a\"\nprompt = \"p\"\nisolation = \"worktree\"\n\n[[tasks]]\nid = \"b\"\nprompt = \"p\"\nisolation = \"copy\"\ncommit = true\nprovider = \"opnai\"\n";
+        let message = specs(manifest, None).unwrap_err().to_string();
+        let lines: Vec<&str> = message.lines().collect();
+        assert_eq!(lines.len(), 3, "{message}");
+        assert!(lines[0].contains("m.toml:1:1: task \"a\": field \"isolation\": \"worktree\" needs a git repository"), "{message}");
+        assert!(lines.iter().any(|l| l.contains("m.toml:6:1: task \"b\": field \"provider\": unknown provider \"opnai\"")), "{message}");
+        assert!(lines.iter().any(|l| l.contains("task \"b\": field \"commit\": needs isolation = \"worktree\"")), "{message}");
+    }
+
+    #[test]
+    fn the_sandbox_flag_overrides_the_manifest() {
+        use clap::Parser;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("m.toml"), "[[tasks]]\nid = \"a\"\nprompt = \"p\"\nisolation = \"copy\"\nsandbox = \"off\"\n")
+            .unwrap();
+        let manifest = dir.path().join("m.toml");
+        let cli = crate::cli::Cli::parse_from(["dracode", "run", manifest.to_str().unwrap(), "--sandbox", "read-only"]);
+        let crate::cli::Command::Run(args) = cli.command else { panic!("not run") };
+        let plan = plan(&args, dir.path(), &BTreeMap::new()).unwrap();
+        assert_eq!(plan.tasks[0].sandbox, crate::manifest::SandboxMode::ReadOnly);
+    }
+}

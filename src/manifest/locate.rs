@@ -40,6 +40,34 @@ pub(super) fn parse_tree(path: &Path, text: &str, format: Format) -> Result<Valu
     }
 }
 
+/// The key paths (`tasks[2].max_cost_usd`) of NaN and infinite numbers in a TOML `text`.
+pub(super) fn non_finite_numbers(text: &str, format: Format) -> Vec<(String, f64)> {
+    fn walk(value: &toml::Value, path: String, found: &mut Vec<(String, f64)>) {
+        match value {
+            toml::Value::Float(f) if !f.is_finite() => found.push((path, *f)),
+            toml::Value::Table(table) => {
+                for (key, v) in table {
+                    let path = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
+                    walk(v, path, found);
+                }
+            }
+            toml::Value::Array(items) => {
+                for (i, v) in items.iter().enumerate() {
+                    walk(v, format!("{path}[{i}]"), found);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut found = Vec::new();
+    if format == Format::Toml
+        && let Ok(value) = toml::from_str::<toml::Value>(text)
+    {
+        walk(&value, String::new(), &mut found);
+    }
+    found
+}
+
 /// 1-based line and column of byte `offset` in `text`.
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let before = &text[..offset.min(text.len())];

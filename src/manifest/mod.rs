@@ -146,6 +146,10 @@ pub fn parse(path: &Path, text: &str, format: Format, base: &TaskFields) -> Resu
     let tree = locate::parse_tree(path, text, format).map_err(|e| ManifestErrors(vec![e]))?;
     let ctx = locate::Locator::new(path, text, format, &tree);
     let mut errors = Vec::new();
+    // The neutral tree has no NaN or infinity (they become null), so look for them in the text.
+    for (key, value) in locate::non_finite_numbers(text, format) {
+        errors.push(ctx.at_key(&key, format!("{value} is not a finite amount of 0 or more")));
+    }
     let Some(file) = typed_file(&ctx, &tree, &mut errors) else { return Err(ManifestErrors(errors)) };
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let defaults = base.clone().overlay(fields::resolve_paths(file.defaults.clone(), dir));
@@ -256,12 +260,22 @@ fn task_prompt(raw: &TaskFields, merged: &TaskFields, push: &mut impl FnMut(&str
 /// `dir` or the task's repo, so a shared manifest cannot make dracode read (and send to a
 /// model) any file of the machine. Symlinks are followed before the comparison.
 fn check_input_paths(fields: &TaskFields, dir: &Path, push: &mut impl FnMut(&str, String)) {
+    if let Some(repo) = &fields.repo
+        && !repo.is_dir()
+    {
+        push("repo", format!("{} is not a folder", repo.display()));
+    }
     let roots: Vec<PathBuf> = [Some(dir), fields.repo.as_deref()].into_iter().flatten().filter_map(|r| r.canonicalize().ok()).collect();
     for (field, path) in [("prompt_file", &fields.prompt_file), ("replay", &fields.replay)] {
         let Some(path) = path else { continue };
         match path.canonicalize() {
             Ok(real) if !roots.iter().any(|root| real.starts_with(root)) => {
                 push(field, format!("{} is outside the manifest's folder and the task's repo", path.display()))
+            }
+            Ok(real) if field == "replay" && !real.is_dir() => {
+                if let Err(e) = read_input(&real) {
+                    push(field, e);
+                }
             }
             Ok(_) => {}
             Err(e) if field == "replay" => push(field, format!("cannot read {}: {e}", path.display())),

@@ -105,3 +105,48 @@ fn an_empty_manifest_says_so() {
     let errs = errors("t.yaml", "");
     assert!(errs[0].contains("no tasks"), "{errs:?}");
 }
+
+/// Issue 7: positions come from the TOML parser, so a `[[tasks]]` line inside a multi-line
+/// string does not count as a task.
+#[test]
+fn a_tasks_header_inside_a_multiline_string_does_not_shift_positions() {
+    let text =
+        "[[tasks]]\nid = \"a\"\nprompt = \"\"\"\n[[tasks]]\nnot a task\n\"\"\"\n\n[[tasks]]\nid = \"b\"\nprompt = \"y\"\npromt = \"z\"\n";
+    let errs = errors("t.toml", text);
+    assert_eq!(errs, ["t.toml:11:1: task \"b\": unknown field \"promt\" (did you mean \"prompt\"?)"]);
+    let m =
+        parse_str("t.toml", "[[tasks]]\nid = \"a\"\nprompt = \"\"\"\n[[tasks]]\n\"\"\"\n[[tasks]]\nid = \"b\"\nprompt = \"y\"\n").unwrap();
+    assert_eq!(m.tasks.iter().map(|t| t.line).collect::<Vec<_>>(), [Some(1), Some(6)]);
+}
+
+/// Issue 7: tasks written as an array of inline tables are located too.
+#[test]
+fn inline_table_tasks_have_positions() {
+    let text = "tasks = [\n  { id = \"a\", prompt = \"x\" },\n  { id = \"b\", prompt = \"y\", timeout = \"soon\" },\n]\n";
+    let errs = errors("t.toml", text);
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(errs[0].starts_with("t.toml:3:29: task \"b\": field \"timeout\": invalid duration"), "{errs:?}");
+    let m = parse_str("t.toml", "tasks = [\n  { id = \"a\", prompt = \"x\" },\n  { id = \"b\", prompt = \"y\" },\n]\n").unwrap();
+    assert_eq!(m.tasks.iter().map(|t| t.line).collect::<Vec<_>>(), [Some(2), Some(3)]);
+}
+
+#[test]
+fn yaml_and_json_tasks_know_their_line() {
+    let m = parse_str("t.yaml", "tasks:\n  - id: a\n    prompt: x\n  - id: b\n    prompt: y\n").unwrap();
+    assert_eq!(m.tasks.iter().map(|t| t.line).collect::<Vec<_>>(), [Some(2), Some(4)]);
+    let m = parse_str("t.json", "{\"tasks\": [\n {\"id\": \"a\", \"prompt\": \"x\"},\n {\"id\": \"b\", \"prompt\": \"y\"}]}").unwrap();
+    assert_eq!(m.tasks.iter().map(|t| t.line).collect::<Vec<_>>(), [Some(2), Some(3)]);
+}
+
+#[test]
+fn containment_fields_are_typed_and_checked() {
+    let text = "[defaults]\nsandbox = \"read-only\"\nnetwork = true\nenv_passthrough = [\"NPM_CONFIG_REGISTRY\"]\n[[tasks]]\nid = \"a\"\nprompt = \"x\"\n[tasks.env]\nRUST_BACKTRACE = \"1\"\n";
+    let m = parse_str("t.toml", text).unwrap();
+    let f = &m.tasks[0].fields;
+    assert_eq!(f.sandbox, Some(SandboxMode::ReadOnly));
+    assert_eq!(f.network, Some(true));
+    assert_eq!(f.env.as_ref().unwrap()["RUST_BACKTRACE"], "1");
+    assert_eq!(f.env_passthrough.as_deref(), Some(&["NPM_CONFIG_REGISTRY".to_string()][..]));
+    let errs = errors("t.toml", "[[tasks]]\nid = \"a\"\nprompt = \"x\"\nsandbox = \"loose\"\n");
+    assert!(errs[0].starts_with("t.toml:4:") && errs[0].contains("sandbox"), "{errs:?}");
+}

@@ -86,6 +86,10 @@ mod tests {
         CheckRecord { command: "make test".into(), exit_code, output_tail: String::new(), before: None }
     }
 
+    /// Name, agent phase, check, files changed, require_change → status, error kind and a
+    /// part of its message.
+    type Row<'a> = (&'a str, AgentPhase, Option<&'a CheckRecord>, usize, bool, Status, Option<(FailureKind, &'a str)>);
+
     fn failed(kind: FailureKind) -> AgentPhase {
         AgentPhase::Ended(AgentEnd::Failed(TaskError::new(kind, "boom")))
     }
@@ -96,7 +100,7 @@ mod tests {
         let (green, red, killed) = (check(Some(0)), check(Some(1)), check(None));
         let llm = |k| failed(FailureKind::Llm(k));
         #[rustfmt::skip]
-        let table: Vec<(&str, AgentPhase, Option<&CheckRecord>, usize, bool, Status, Option<(FailureKind, &str)>)> = vec![
+        let table: Vec<Row<'_>> = vec![
             ("passed, no check", finished.clone(), None, 0, false, Status::Passed, None),
             ("passed, green check", finished.clone(), Some(&green), 1, false, Status::Passed, None),
             ("passed, change required and made", finished.clone(), None, 2, true, Status::Passed, None),

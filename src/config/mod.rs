@@ -61,6 +61,16 @@ pub enum ConfigError {
     /// A provider name is neither configured nor a type.
     #[error("{0}")]
     UnknownProvider(String),
+    /// A provider setting that does not parse.
+    #[error("[providers.{provider}] field {field:?}: {message}")]
+    Provider {
+        /// The provider's name.
+        provider: String,
+        /// The field at fault.
+        field: &'static str,
+        /// What is wrong.
+        message: String,
+    },
     /// `[defaults]` sets a key that is not a task field, or a value a manifest would refuse.
     #[error(transparent)]
     Defaults(#[from] crate::manifest::ManifestErrors),
@@ -87,8 +97,19 @@ impl Config {
             .merge(env_layer);
         let mut config: Config = figment.extract().map_err(|e| ConfigError::Invalid(Box::new(e)))?;
         check_defaults(&figment)?;
+        config.check_providers()?;
         config.expand(env);
         Ok(config)
+    }
+
+    /// Refuses provider settings that would otherwise fall back to a default without a word.
+    fn check_providers(&self) -> Result<(), ConfigError> {
+        for (name, settings) in &self.providers {
+            if let Some(Err(message)) = settings.timeout.as_deref().map(crate::duration::parse_positive) {
+                return Err(ConfigError::Provider { provider: name.clone(), field: "timeout", message });
+            }
+        }
+        Ok(())
     }
 
     /// Expands `${VAR}` in every string a user may template.
@@ -207,6 +228,22 @@ mod tests {
         assert!(err.contains("modle"), "{err}");
         let err = Config::load(dir.path(), Some(Path::new("/nonexistent/dracode.toml")), &env(&[])).unwrap_err();
         assert!(matches!(err, ConfigError::Missing(_)));
+    }
+
+    /// Issue 7/9: a provider `timeout` that does not parse (or is not positive) used to become
+    /// 600 s silently; `[defaults]` get the manifest's field checks.
+    #[test]
+    fn bad_provider_timeouts_and_defaults_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        for bad in ["soon", "-1s", "0s"] {
+            std::fs::write(dir.path().join(CONFIG_FILE), format!("[providers.x]\ntype = \"openai\"\ntimeout = \"{bad}\"\n")).unwrap();
+            let err = Config::load(dir.path(), None, &env(&[])).unwrap_err().to_string();
+            assert!(err.starts_with("[providers.x] field \"timeout\":"), "{bad}: {err}");
+        }
+        std::fs::write(dir.path().join(CONFIG_FILE), "[defaults]\nfoo = 1\nmax_iterations = 0\n").unwrap();
+        let err = Config::load(dir.path(), None, &env(&[])).unwrap_err().to_string();
+        assert!(err.contains("dracode.toml: [defaults] unknown field \"foo\""), "{err}");
+        assert!(err.contains("dracode.toml: [defaults] field \"max_iterations\": must be at least 1"), "{err}");
     }
 
     #[test]

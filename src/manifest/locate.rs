@@ -40,30 +40,43 @@ pub(super) fn parse_tree(path: &Path, text: &str, format: Format) -> Result<Valu
     }
 }
 
-/// The key paths (`tasks[2].max_cost_usd`) of NaN and infinite numbers in a TOML `text`.
-pub(super) fn non_finite_numbers(text: &str, format: Format) -> Vec<(String, f64)> {
-    fn walk(value: &toml::Value, path: String, found: &mut Vec<(String, f64)>) {
-        match value {
-            toml::Value::Float(f) if !f.is_finite() => found.push((path, *f)),
-            toml::Value::Table(table) => {
-                for (key, v) in table {
-                    let path = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
-                    walk(v, path, found);
+/// A document seen only for its numbers: the neutral JSON tree turns NaN and infinity into
+/// null, so they are looked for in a second pass over the text.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum Numbers {
+    Float(f64),
+    Map(std::collections::BTreeMap<String, Numbers>),
+    Seq(Vec<Numbers>),
+    Other(serde::de::IgnoredAny),
+}
+
+impl Numbers {
+    fn non_finite(&self, path: &str, found: &mut Vec<(String, f64)>) {
+        match self {
+            Numbers::Float(f) if !f.is_finite() => found.push((path.to_string(), *f)),
+            Numbers::Map(map) => {
+                for (key, value) in map {
+                    value.non_finite(&if path.is_empty() { key.clone() } else { format!("{path}.{key}") }, found);
                 }
             }
-            toml::Value::Array(items) => {
-                for (i, v) in items.iter().enumerate() {
-                    walk(v, format!("{path}[{i}]"), found);
+            Numbers::Seq(items) => {
+                for (i, value) in items.iter().enumerate() {
+                    value.non_finite(&format!("{path}[{i}]"), found);
                 }
             }
-            _ => {}
+            Numbers::Float(_) | Numbers::Other(_) => {}
         }
     }
+}
+
+/// The key paths (`tasks[2].max_cost_usd`) and values of NaN and infinite numbers in `text`
+/// (TOML only: JSON has none, and the YAML parser already refuses them as a syntax error).
+pub(super) fn non_finite_numbers(text: &str, format: Format) -> Vec<(String, f64)> {
+    let numbers = if format == Format::Toml { toml::from_str::<Numbers>(text).ok() } else { None };
     let mut found = Vec::new();
-    if format == Format::Toml
-        && let Ok(value) = toml::from_str::<toml::Value>(text)
-    {
-        walk(&value, String::new(), &mut found);
+    if let Some(numbers) = numbers {
+        numbers.non_finite("", &mut found);
     }
     found
 }

@@ -150,3 +150,23 @@ fn containment_fields_are_typed_and_checked() {
     let errs = errors("t.toml", "[[tasks]]\nid = \"a\"\nprompt = \"x\"\nsandbox = \"loose\"\n");
     assert!(errs[0].starts_with("t.toml:4:") && errs[0].contains("sandbox"), "{errs:?}");
 }
+
+/// Issue 9: NaN and infinite budgets are refused in every format that can write them.
+#[test]
+fn non_finite_budgets_are_refused() {
+    let errs = errors(
+        "t.toml",
+        "[[tasks]]\nid = \"a\"\nprompt = \"x\"\nmax_cost_usd = nan\n[[tasks]]\nid = \"b\"\nprompt = \"x\"\nmax_cost_usd = -inf\n",
+    );
+    assert_eq!(
+        errs,
+        [
+            "t.toml:4:1: task \"a\": field \"max_cost_usd\": NaN is not a finite amount of 0 or more",
+            "t.toml:8:1: task \"b\": field \"max_cost_usd\": -inf is not a finite amount of 0 or more"
+        ]
+    );
+    let errs = errors("t.yaml", "tasks:\n  - id: a\n    prompt: x\n    max_cost_usd: .nan\n");
+    assert!(errs.len() == 1 && errs[0].starts_with("t.yaml:4:") && errs[0].contains("non-finite"), "{errs:?}");
+    let errs = errors("t.toml", "[[tasks]]\nid = \"a\"\nprompt = \"x\"\nmax_cost_usd = -0.5\n");
+    assert_eq!(errs, ["t.toml:4:1: task \"a\": field \"max_cost_usd\": -0.5 is not a finite amount of 0 or more"]);
+}

@@ -42,9 +42,9 @@ pub async fn run(plan: Plan, shared: Arc<Shared>, emitter: Emitter, schedule: Sc
     let mut folder_locks: HashMap<PathBuf, Arc<Mutex<()>>> = HashMap::new();
     let mut handles = Vec::with_capacity(plan.tasks.len());
     for spec in plan.tasks {
-        let planned = Arc::new(spec);
-        let folder_lock = (planned.workspace.isolation == Isolation::None).then(|| {
-            let key = planned.workspace.repo.canonicalize().unwrap_or_else(|_| planned.workspace.repo.clone());
+        let spec = Arc::new(spec);
+        let folder_lock = (spec.workspace.isolation == Isolation::None).then(|| {
+            let key = spec.workspace.repo.canonicalize().unwrap_or_else(|_| spec.workspace.repo.clone());
             folder_locks.entry(key).or_default().clone()
         });
         let permit = tokio::select! {
@@ -62,7 +62,7 @@ pub async fn run(plan: Plan, shared: Arc<Shared>, emitter: Emitter, schedule: Sc
             None
         };
         if let Some((status, why)) = not_started {
-            handles.push(tokio::spawn(std::future::ready(unstarted(&planned, status, &why, &emitter))));
+            handles.push(tokio::spawn(std::future::ready(unstarted(&spec, status, &why, &emitter))));
             continue;
         }
         let (shared, emitter, stop) = (shared.clone(), emitter.clone(), stop.clone());
@@ -73,12 +73,12 @@ pub async fn run(plan: Plan, shared: Arc<Shared>, emitter: Emitter, schedule: Sc
                 Some(lock) => Some(lock.lock().await),
                 None => None,
             };
-            let inner = planned.clone();
+            let inner = spec.clone();
             let (shared2, emitter2) = (shared.clone(), emitter.clone());
             let result = tokio::spawn(async move { task::run(&inner, &shared2, &emitter2).await }).await;
             let outcome = match result {
                 Ok(outcome) => outcome,
-                Err(e) => panicked(&planned, e, &emitter),
+                Err(e) => panicked(&spec, e, &emitter),
             };
             if fail_fast && !outcome.status.is_pass() {
                 stop.store(true, Ordering::SeqCst);

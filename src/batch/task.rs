@@ -1,4 +1,5 @@
-//! Running one task: workspace, agent, check, diff — and exactly one outcome, whatever happens.
+//! Running one task: each attempt is prepare → agent (→ check) → [`judge`] → finalize, retried as
+//! the task's spec says — and exactly one outcome, whatever happens.
 
 use super::judge::{AgentPhase, Evidence, failure_status, judge};
 use super::spec::{CheckSpec, TaskSpec};
@@ -12,7 +13,7 @@ use crate::llm::http::HttpClient;
 use crate::llm::preset::{self, TaskBinding};
 use crate::llm::prices::PriceTable;
 use crate::llm::record::Recorder;
-use crate::llm::{ErrorKind, Provider, Usage};
+use crate::llm::{ErrorKind, Message, Provider, Usage};
 use crate::secrets::Redactor;
 use crate::tools::{Registry, ToolContext};
 use std::collections::BTreeMap;
@@ -138,6 +139,8 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
     };
     let mut state = AgentState::default();
     let phase = run_agent(spec, shared, &prepared.kit, emitter, &activity, &mut state).await;
+    // Recorded at once: the usage of every call counts, whatever happens next.
+    (outcome.num_turns, outcome.usage, outcome.result) = (state.turns, state.usage, state.final_text.take());
     if let (AgentPhase::Ended(AgentEnd::Finished), Some(check)) = (&phase, &spec.check) {
         let mut record = run_check(check, &prepared.workdir, &prepared.kit, shared).await;
         record.before = check_before.map(|b| b.exit_code);
@@ -158,7 +161,7 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
         max_iterations: spec.max_iterations,
     };
     (outcome.status, outcome.error) = judge(&evidence);
-    finalize(spec, shared, &workspace, &mut outcome, state);
+    finalize(spec, shared, &workspace, &mut outcome, state.messages);
     stamp(outcome, started)
 }
 
@@ -277,10 +280,7 @@ async fn collect_changes(workspace: Workspace, outcome: &mut TaskOutcome, shared
 
 /// After the verdict: the commit of a passed task (`commit = true`), the conversation and the
 /// cost.
-fn finalize(spec: &TaskSpec, shared: &Shared, workspace: &Workspace, outcome: &mut TaskOutcome, state: AgentState) {
-    outcome.num_turns = state.turns;
-    outcome.usage = state.usage;
-    outcome.result = state.final_text;
+fn finalize(spec: &TaskSpec, shared: &Shared, workspace: &Workspace, outcome: &mut TaskOutcome, messages: Vec<Message>) {
     if outcome.status == Status::Passed && spec.commit && !outcome.files_changed.is_empty() {
         let branch = format!("dracode/{}/{}", shared.run_id, spec.id);
         let title = spec.prompt.lines().next().unwrap_or_default().chars().take(72).collect::<String>();
@@ -300,7 +300,7 @@ fn finalize(spec: &TaskSpec, shared: &Shared, workspace: &Workspace, outcome: &m
         model,
         system: spec.system_prompt.clone(),
         tools: spec.tools.clone(),
-        messages: state.messages,
+        messages,
     }));
 }
 

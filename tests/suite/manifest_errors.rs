@@ -103,22 +103,22 @@ fn validate_refuses_what_run_refuses_and_inputs_beyond_the_limits() {
     for command in ["validate", "run"] {
         let output =
             dracode(tmp.path()).args([command, "m.toml"]).timeout(std::time::Duration::from_secs(30)).assert().code(2).get_output().clone();
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        for needle in [
-            "m.toml:6:1: task \"no-repo\": field \"repo\":",
-            "ids name files and may have at most 200",
-            "m.toml:13:1: task \"zero\": field \"timeout\": \"0s\" is zero",
-            "task \"nan\": field \"max_cost_usd\": NaN is not a finite amount",
-            "task \"neg\": field \"max_cost_usd\": -inf is not a finite amount",
-            "task \"zero-file\": field \"prompt_file\":",
-            "task \"fifo\": field \"prompt_file\": cannot read",
-            "task \"big\": field \"prompt_file\": cannot read",
-            "task \"outside\": field \"prompt_file\": /etc/hostname is outside the manifest's folder and the task's repo",
-            "task \"up\": field \"workdir\": ../elsewhere leaves the workspace",
-            "task \"abs\": field \"workdir\": /tmp is absolute",
-        ] {
-            assert!(stderr.contains(needle), "{command}: {needle:?} not in\n{stderr}");
-        }
+        assert_mentions_all(
+            &output.stderr,
+            &[
+                "m.toml:6:1: task \"no-repo\": field \"repo\":",
+                "ids name files and may have at most 200",
+                "m.toml:13:1: task \"zero\": field \"timeout\": \"0s\" is zero",
+                "task \"nan\": field \"max_cost_usd\": NaN is not a finite amount",
+                "task \"neg\": field \"max_cost_usd\": -inf is not a finite amount",
+                "task \"zero-file\": field \"prompt_file\":",
+                "task \"fifo\": field \"prompt_file\": cannot read",
+                "task \"big\": field \"prompt_file\": cannot read",
+                "task \"outside\": field \"prompt_file\": /etc/hostname is outside the manifest's folder and the task's repo",
+                "task \"up\": field \"workdir\": ../elsewhere leaves the workspace",
+                "task \"abs\": field \"workdir\": /tmp is absolute",
+            ],
+        );
         assert!(!tmp.path().join("dracode-out").exists(), "nothing was run");
     }
 }
@@ -131,13 +131,21 @@ fn config_defaults_are_checked_like_a_manifest() {
     std::fs::write(tmp.path().join("dracode.toml"), "[defaults]\nfoo = 1\nid = \"x\"\ntools = [\"read_fil\"]\ntimeout = \"0s\"\n").unwrap();
     std::fs::write(tmp.path().join("m.toml"), "[[tasks]]\nid = \"a\"\nprompt = \"x\"\nisolation = \"copy\"\n").unwrap();
     let output = dracode(tmp.path()).args(["validate", "m.toml"]).assert().code(2).get_output().clone();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    for needle in [
-        "dracode.toml: [defaults] unknown field \"foo\"",
-        "dracode.toml: [defaults] field \"id\": `id` cannot be set in [defaults]",
-        "dracode.toml: [defaults] field \"tools\": unknown tool \"read_fil\" (did you mean \"read_file\"?)",
-        "dracode.toml: [defaults] field \"timeout\":",
-    ] {
+    assert_mentions_all(
+        &output.stderr,
+        &[
+            "dracode.toml: [defaults] unknown field \"foo\"",
+            "dracode.toml: [defaults] field \"id\": `id` cannot be set in [defaults]",
+            "dracode.toml: [defaults] field \"tools\": unknown tool \"read_fil\" (did you mean \"read_file\"?)",
+            "dracode.toml: [defaults] field \"timeout\":",
+        ],
+    );
+}
+
+/// Asserts that `stderr` holds every one of `needles`.
+fn assert_mentions_all(stderr: &[u8], needles: &[&str]) {
+    let stderr = String::from_utf8_lossy(stderr);
+    for needle in needles {
         assert!(stderr.contains(needle), "{needle:?} not in\n{stderr}");
     }
 }

@@ -5,8 +5,8 @@
 //! The loop keeps its progress in an [`AgentState`] owned by the caller, so a task stopped from
 //! outside (timeout, cancellation) still reports its conversation and exact token usage.
 
-use crate::events::{Emitter, EventKind, RetryScope, TaskError};
-use crate::llm::{ContentBlock, ErrorKind, LlmError, LlmRequest, Message, Provider, RetryNotice, Role, StopReason, ToolSpec, Usage};
+use crate::events::{Emitter, EventKind, FailureKind, RetryScope, TaskError};
+use crate::llm::{ContentBlock, LlmError, LlmRequest, Message, Provider, RetryNotice, Role, StopReason, ToolSpec, Usage};
 use crate::secrets::Redactor;
 use crate::tools::{Registry, ToolContext};
 use std::time::Instant;
@@ -122,7 +122,7 @@ pub enum AgentEnd {
 
 impl From<LlmError> for TaskError {
     fn from(e: LlmError) -> Self {
-        TaskError { kind: e.kind, message: e.message, http_status: e.http_status }
+        TaskError { kind: e.kind.into(), message: e.message, http_status: e.http_status }
     }
 }
 
@@ -244,12 +244,13 @@ fn stop_failure(reason: &StopReason) -> TaskError {
         StopReason::MalformedToolCall => "the model produced a malformed tool call".to_string(),
         other => format!("the model stopped with {:?}", other.as_str()),
     };
-    TaskError { kind: ErrorKind::Agent, message, http_status: None }
+    TaskError::new(FailureKind::Agent, message)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::llm::ErrorKind;
     use crate::llm::LlmResponse;
     use crate::llm::replay::Replay;
     use serde_json::json;
@@ -331,9 +332,9 @@ mod tests {
         let looping = (0..3).map(|i| reply(vec![tool_use(&format!("c{i}"), "list_files", json!({}))], StopReason::ToolUse, 1, 1)).collect();
         assert_eq!(run(looping, 3, Budget::default()).await.0, AgentEnd::MaxIterations);
         let (end, ..) = run(vec![reply(vec![ContentBlock::text("…")], StopReason::MaxTokens, 1, 1)], 3, Budget::default()).await;
-        assert!(matches!(end, AgentEnd::Failed(TaskError { kind: ErrorKind::Agent, .. })));
+        assert!(matches!(end, AgentEnd::Failed(TaskError { kind: FailureKind::Agent, .. })));
         let (end, ..) = run(vec![], 3, Budget::default()).await;
-        assert!(matches!(end, AgentEnd::Failed(TaskError { kind: ErrorKind::BadResponse, .. })));
+        assert!(matches!(end, AgentEnd::Failed(TaskError { kind: FailureKind::Llm(ErrorKind::BadResponse), .. })));
     }
 
     #[tokio::test]

@@ -163,6 +163,9 @@ pub struct RunArgs {
     /// Workspace isolation.
     #[arg(long, value_enum)]
     pub isolation: Option<Isolation>,
+    /// How far task commands are confined: workspace-write (default), read-only or off.
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub sandbox: Option<crate::manifest::SandboxMode>,
     /// After the first task that does not pass, skip the rest.
     #[arg(long)]
     pub fail_fast: bool,

@@ -14,6 +14,14 @@ pub fn parse(text: &str) -> Result<Duration, String> {
     humantime::parse_duration(text).map_err(|e| format!("invalid duration {text:?}: {e}"))
 }
 
+/// Parses a limit: like [`parse`], but zero is refused (a zero limit would end everything at once).
+pub fn parse_positive(text: &str) -> Result<Duration, String> {
+    match parse(text)? {
+        d if d.is_zero() => Err(format!("{:?} is zero: a limit must be greater than 0", text.trim())),
+        d => Ok(d),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -26,5 +34,7 @@ mod tests {
         assert_eq!(parse("0.5").unwrap(), Duration::from_millis(500));
         assert!(parse("ten minutes").is_err());
         assert!(parse("-3").is_err());
+        assert!(parse_positive("0s").is_err());
+        assert_eq!(parse_positive("1s").unwrap(), Duration::from_secs(1));
     }
 }

@@ -99,16 +99,113 @@ pub struct CheckRecord {
     pub before: Option<Option<i32>>,
 }
 
+/// The class of a task's failure: the LLM call's own kinds, carried through, or one that only a
+/// task can have. On the wire it is one snake_case string (`"check"`, `"rate_limit"`, …).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FailureKind {
+    /// An LLM call failed (infrastructure: rate limit, auth, network, …).
+    Llm(ErrorKind),
+    /// A tool failed in a way that ended the task.
+    Tool,
+    /// The agent itself failed (refusal, truncated output, malformed tool call, limits).
+    Agent,
+    /// The task's check command failed.
+    Check,
+    /// The machine cannot give the promised confinement.
+    Sandbox,
+    /// A bug or I/O failure inside dracode.
+    Internal,
+}
+
+impl FailureKind {
+    /// The kinds only a task has, with their wire names.
+    const TASK_KINDS: [(FailureKind, &'static str); 5] = [
+        (FailureKind::Tool, "tool"),
+        (FailureKind::Agent, "agent"),
+        (FailureKind::Check, "check"),
+        (FailureKind::Sandbox, "sandbox"),
+        (FailureKind::Internal, "internal"),
+    ];
+
+    /// True for infrastructure failures (reported as JUnit `<error>` rather than `<failure>`).
+    pub fn is_infrastructure(self) -> bool {
+        match self {
+            FailureKind::Llm(kind) => kind.is_infrastructure(),
+            FailureKind::Sandbox | FailureKind::Internal => true,
+            FailureKind::Tool | FailureKind::Agent | FailureKind::Check => false,
+        }
+    }
+
+    /// The snake_case name used in events and JUnit.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::Llm(kind) => kind.as_str(),
+            own => Self::TASK_KINDS.iter().find(|(k, _)| *k == own).map_or("internal", |(_, name)| name),
+        }
+    }
+}
+
+impl From<ErrorKind> for FailureKind {
+    /// An LLM kind as a task kind; dracode's own failures inside an LLM call are `Internal` either way.
+    fn from(kind: ErrorKind) -> Self {
+        if kind == ErrorKind::Internal { FailureKind::Internal } else { FailureKind::Llm(kind) }
+    }
+}
+
+impl Serialize for FailureKind {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for FailureKind {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::IntoDeserializer;
+        let name = String::deserialize(deserializer)?;
+        if let Some((kind, _)) = Self::TASK_KINDS.iter().find(|(_, n)| *n == name) {
+            return Ok(*kind);
+        }
+        let llm: Result<ErrorKind, serde::de::value::Error> = ErrorKind::deserialize(name.as_str().into_deserializer());
+        llm.map(FailureKind::from).map_err(|_| serde::de::Error::custom(format!("unknown error kind {name:?}")))
+    }
+}
+
+impl JsonSchema for FailureKind {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "FailureKind".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let own: Vec<&str> = Self::TASK_KINDS.iter().map(|(_, name)| *name).collect();
+        schemars::json_schema!({
+            "description": "The class of failure: a task kind or an LLM call's kind.",
+            "anyOf": [{"type": "string", "enum": own}, generator.subschema_for::<ErrorKind>()]
+        })
+    }
+}
+
 /// Why a task did not pass.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TaskError {
     /// The class of failure.
-    pub kind: ErrorKind,
+    pub kind: FailureKind,
     /// A human explanation.
     pub message: String,
     /// The HTTP status, when the failure came from a response.
     #[serde(default)]
     pub http_status: Option<u16>,
+}
+
+impl TaskError {
+    /// A failure of `kind` without an HTTP status.
+    pub fn new(kind: FailureKind, message: impl Into<String>) -> Self {
+        TaskError { kind, message: message.into(), http_status: None }
+    }
+
+    /// A failure inside dracode (I/O, a panic, an interrupted run).
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(FailureKind::Internal, message)
+    }
 }
 
 /// The whole conversation of a task, for `transcripts/<id>.json`.

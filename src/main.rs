@@ -44,20 +44,13 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
     let env = dracode::config::process_env();
     match cli.command {
         Command::Run(args) => run_batch(*args, &cwd, env),
-        Command::Validate { manifests, config } => {
-            let config = match Config::load(&cwd, config.as_deref(), &env) {
-                Ok(c) => c,
-                Err(e) => return usage_error(&e),
-            };
-            match dracode::manifest::load_all(&manifests, &config.defaults) {
-                Ok(loaded) => {
-                    let n: usize = loaded.iter().map(|m| m.tasks.len()).sum();
-                    println!("ok: {} manifest(s), {n} task(s)", loaded.len());
-                    Ok(exit_codes::OK)
-                }
-                Err(e) => usage_error(&e),
+        Command::Validate { manifests, config } => match plan::validate(&manifests, config.as_deref(), &cwd, &env) {
+            Ok(tasks) => {
+                println!("ok: {} manifest(s), {} task(s)", manifests.len(), tasks.len());
+                Ok(exit_codes::OK)
             }
-        }
+            Err(e) => usage_error(&e),
+        },
         Command::List { manifests, filter, shard, format, config } => {
             let tasks = match plan::list(&manifests, &filter, shard.as_deref(), &cwd, config.as_deref(), &env) {
                 Ok(t) => t,
@@ -185,11 +178,11 @@ fn run_batch(args: RunArgs, cwd: &Path, env: BTreeMap<String, String>) -> anyhow
             let status = p.provider.not_configured_reason().map_or("ready".to_string(), |w| format!("not configured: {w}"));
             println!(
                 "{}\tprovider={} model={} isolation={} repo={}\t{status}",
-                p.task.id,
+                p.id,
                 p.provider.name,
                 p.provider.model.as_deref().unwrap_or("-"),
-                p.isolation.as_str(),
-                p.repo.display()
+                p.workspace.isolation.as_str(),
+                p.workspace.repo.display()
             );
         }
         return Ok(exit_codes::OK);

@@ -2,10 +2,12 @@
 //! [`workspace`], running it ([`task`]) and scheduling the whole run ([`runner`]).
 
 pub mod check;
+pub mod judge;
 pub mod plan;
 pub mod runner;
 pub mod shard;
 pub mod snapshot;
+pub mod spec;
 pub mod task;
 pub mod workspace;
 pub mod worktree;

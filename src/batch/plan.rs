@@ -3,11 +3,13 @@
 //! (exit code 2).
 
 use super::shard::Shard;
+use super::spec::{CheckSpec, RetrySpec, TaskSpec, WorkspaceSpec};
+use crate::agent::{Budget, SYSTEM_PROMPT};
 use crate::cli::RunArgs;
 use crate::config::{Config, ConfigError};
-use crate::llm::preset::ResolvedProvider;
+use crate::events::Status;
 use crate::llm::prices::PriceTable;
-use crate::manifest::{self, Isolation, ManifestErrors, Task, TaskFields};
+use crate::manifest::{self, Isolation, ManifestError, ManifestErrors, Task, TaskFields};
 use globset::Glob;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -17,29 +19,8 @@ use std::time::Duration;
 pub const DEFAULT_MAX_ITERATIONS: u32 = 10;
 /// Time limit of a check command when nothing says otherwise.
 pub const DEFAULT_CHECK_TIMEOUT: Duration = Duration::from_secs(600);
-
-/// One task, ready to run.
-#[derive(Debug, Clone)]
-pub struct PlannedTask {
-    /// The task (fields merged: config, manifest defaults, task, flags).
-    pub task: Task,
-    /// Its provider.
-    pub provider: ResolvedProvider,
-    /// How its workspace is made.
-    pub isolation: Isolation,
-    /// The folder it works on.
-    pub repo: PathBuf,
-    /// LLM calls allowed.
-    pub max_iterations: u32,
-    /// Wall-clock limit.
-    pub timeout: Option<Duration>,
-    /// Check command limit.
-    pub check_timeout: Duration,
-    /// No event for this long ends the task as `stalled`.
-    pub idle_timeout: Option<Duration>,
-    /// Enabled tool names.
-    pub tools: Vec<String>,
-}
+/// Statuses retried when a task sets `retries` but not `retry_on`.
+pub const DEFAULT_RETRY_ON: [Status; 3] = [Status::Error, Status::Timeout, Status::Stalled];
 
 /// Everything a run needs.
 #[derive(Debug)]
@@ -47,7 +28,7 @@ pub struct Plan {
     /// The manifests, as given.
     pub manifests: Vec<PathBuf>,
     /// The selected tasks, in order.
-    pub tasks: Vec<PlannedTask>,
+    pub tasks: Vec<TaskSpec>,
     /// Prices for cost.
     pub prices: PriceTable,
     /// Every API key in use, for redaction.
@@ -64,7 +45,7 @@ pub enum PlanError {
     /// Config files or environment.
     #[error(transparent)]
     Config(#[from] ConfigError),
-    /// Manifests.
+    /// Manifests, or task settings however they were given.
     #[error(transparent)]
     Manifest(#[from] ManifestErrors),
     /// Flags.
@@ -83,10 +64,7 @@ pub fn plan(args: &RunArgs, cwd: &Path, env: &BTreeMap<String, String>) -> Resul
         tasks.push(adhoc_task(i, text, tasks.len(), cwd, &config.defaults)?);
     }
     let filter = Filter::new(&args.filter)?;
-    let shard = match &args.shard {
-        Some(text) => Some(Shard::parse(text).map_err(|e| PlanError::Usage(format!("--shard: {e}")))?),
-        None => Shard::from_env(env).map_err(PlanError::Usage)?,
-    };
+    let shard = parse_shard(args.shard.as_deref(), env)?;
     let rerun = match &args.rerun_failed {
         Some(path) => Some(not_passed(path).map_err(PlanError::Usage)?),
         None => None,
@@ -98,29 +76,57 @@ pub fn plan(args: &RunArgs, cwd: &Path, env: &BTreeMap<String, String>) -> Resul
         .enumerate()
         .filter(|(position, t)| shard.is_none_or(|s| s.selects(&t.id, *position)))
         .map(|(_, t)| t);
-    let flags = flag_fields(args);
-    let mut planned = Vec::new();
-    let mut errors = Vec::new();
-    for mut task in selected {
-        task.fields = task.fields.clone().overlay(flags.clone());
-        match resolve(&config, task, args, cwd, env) {
-            Ok(p) => planned.push(p),
-            Err(e) => errors.push(e),
-        }
-    }
-    if !errors.is_empty() {
-        return Err(PlanError::Usage(errors.join("\n")));
-    }
-    let secrets = planned.iter().filter_map(|p| p.provider.api_key.clone()).collect();
-    let warnings = dirty_warnings(&planned);
+    let specs = resolve_all(&config, selected, &flag_fields(args), args.provider.as_deref(), cwd, env)?;
     Ok(Plan {
         shard,
-        warnings,
+        warnings: dirty_warnings(&specs),
         manifests: args.manifests.clone(),
-        tasks: planned,
+        secrets: specs.iter().filter_map(|p| p.provider.api_key.clone()).collect(),
+        tasks: specs,
         prices: PriceTable::with_overrides(&config.prices),
-        secrets,
     })
+}
+
+/// What `dracode validate` checks: every check `run` makes before it starts a task, on every
+/// task of `manifests`. Returns the resolved tasks.
+pub fn validate(
+    manifests: &[PathBuf],
+    config: Option<&Path>,
+    cwd: &Path,
+    env: &BTreeMap<String, String>,
+) -> Result<Vec<TaskSpec>, PlanError> {
+    let config = Config::load(cwd, config, env)?;
+    let tasks = manifest::load_all(manifests, &config.defaults)?.into_iter().flat_map(|m| m.tasks);
+    resolve_all(&config, tasks, &TaskFields::default(), None, cwd, env)
+}
+
+/// Resolves `tasks` with `flags` on top, reporting the problems of every task at once.
+fn resolve_all(
+    config: &Config,
+    tasks: impl Iterator<Item = Task>,
+    flags: &TaskFields,
+    cli_provider: Option<&str>,
+    cwd: &Path,
+    env: &BTreeMap<String, String>,
+) -> Result<Vec<TaskSpec>, PlanError> {
+    let mut specs = Vec::new();
+    let mut errors = Vec::new();
+    for mut task in tasks {
+        task.fields = task.fields.clone().overlay(flags.clone());
+        match resolve(config, task, cli_provider, cwd, env) {
+            Ok(spec) => specs.push(spec),
+            Err(found) => errors.extend(found),
+        }
+    }
+    if errors.is_empty() { Ok(specs) } else { Err(ManifestErrors(errors).into()) }
+}
+
+/// `--shard K/N`, else the CI's own sharding variables.
+fn parse_shard(flag: Option<&str>, env: &BTreeMap<String, String>) -> Result<Option<Shard>, PlanError> {
+    match flag {
+        Some(text) => Ok(Some(Shard::parse(text).map_err(|e| PlanError::Usage(format!("--shard: {e}")))?)),
+        None => Shard::from_env(env).map_err(PlanError::Usage),
+    }
 }
 
 /// The task fields the command line sets.
@@ -132,6 +138,7 @@ fn flag_fields(args: &RunArgs) -> TaskFields {
         retries: args.retries,
         timeout: args.timeout.clone(),
         isolation: args.isolation,
+        sandbox: args.sandbox,
         ..TaskFields::default()
     }
 }
@@ -140,7 +147,7 @@ fn flag_fields(args: &RunArgs) -> TaskFields {
 fn adhoc_task(i: usize, text: &str, index: usize, cwd: &Path, base: &TaskFields) -> Result<Task, PlanError> {
     let path = cwd.join(text);
     let prompt = if text.len() < 4096 && path.is_file() {
-        std::fs::read_to_string(&path).map_err(|e| PlanError::Usage(format!("--task {text}: {e}")))?
+        manifest::read_input(&path).map_err(|e| PlanError::Usage(format!("--task: {e}")))?
     } else {
         text.to_string()
     };
@@ -149,50 +156,109 @@ fn adhoc_task(i: usize, text: &str, index: usize, cwd: &Path, base: &TaskFields)
     }
     let mut fields = base.clone();
     fields.repo = fields.repo.or_else(|| Some(cwd.to_path_buf()));
-    Ok(Task { id: format!("task-{}", i + 1), index, manifest: PathBuf::from("--task"), prompt, fields })
+    Ok(Task { id: format!("task-{}", i + 1), index, manifest: PathBuf::from("--task"), line: None, prompt, fields })
 }
 
-/// Fills in the defaults of one task and resolves its provider.
-fn resolve(config: &Config, task: Task, args: &RunArgs, cwd: &Path, env: &BTreeMap<String, String>) -> Result<PlannedTask, String> {
+/// The problems found in one task, each located at the task.
+struct Problems<'a> {
+    task: &'a Task,
+    errors: Vec<ManifestError>,
+}
+
+impl Problems<'_> {
+    fn push(&mut self, field: &str, message: impl std::fmt::Display) {
+        self.errors.push(ManifestError {
+            file: self.task.manifest.clone(),
+            position: self.task.line.map(|line| (line, 1)),
+            task: Some(self.task.id.clone()),
+            field: Some(field.to_string()),
+            message: format!("field {field:?}: {message}"),
+        });
+    }
+
+    /// The duration in `field`, if set and valid.
+    fn duration(&mut self, field: &str, value: Option<&str>) -> Option<Duration> {
+        crate::duration::parse_positive(value?).map_err(|e| self.push(field, e)).ok()
+    }
+}
+
+/// Fills in every default of one task, resolves its provider and checks what only the whole
+/// picture can (the repository, isolation, commit).
+fn resolve(
+    config: &Config,
+    task: Task,
+    cli_provider: Option<&str>,
+    cwd: &Path,
+    env: &BTreeMap<String, String>,
+) -> Result<TaskSpec, Vec<ManifestError>> {
+    let mut problems = Problems { task: &task, errors: Vec::new() };
     let f = &task.fields;
-    let label = format!("{}: task {:?}", task.manifest.display(), task.id);
-    let name = config.provider_name(args.provider.as_deref(), f.provider.as_deref());
-    let mut provider = config.resolve_provider(name, f.model.as_deref(), env).map_err(|e| format!("{label}: field \"provider\": {e}"))?;
+    let name = config.provider_name(cli_provider, f.provider.as_deref());
+    let provider = config.resolve_provider(name, f.model.as_deref(), env).map_err(|e| problems.push("provider", e)).ok();
+    let timeout = problems.duration("timeout", f.timeout.as_deref());
+    let idle_timeout = problems.duration("idle_timeout", f.idle_timeout.as_deref());
+    let check_timeout = problems.duration("check_timeout", f.check_timeout.as_deref()).unwrap_or(DEFAULT_CHECK_TIMEOUT);
+    let workspace = resolve_workspace(&mut problems, cwd);
+    if f.check.as_deref().is_some_and(|c| c.trim().is_empty()) {
+        problems.push("check", "the command is empty");
+    }
+    let (Some(mut provider), Some(workspace), true) = (provider, workspace, problems.errors.is_empty()) else {
+        return Err(problems.errors);
+    };
     provider.replay_path = f.replay.clone();
     provider.max_tokens = f.max_output_tokens.or(provider.max_tokens);
+    let mut system_prompt = SYSTEM_PROMPT.to_string();
+    if let Some(extra) = &f.system_prompt {
+        system_prompt = format!("{system_prompt}\n\n{extra}");
+    }
+    let f = task.fields;
+    Ok(TaskSpec {
+        line: task.line,
+        system_prompt,
+        provider,
+        workspace,
+        max_iterations: f.max_iterations.unwrap_or(DEFAULT_MAX_ITERATIONS),
+        timeout,
+        idle_timeout,
+        check: f.check.map(|command| CheckSpec { command, before: f.check_before == Some(true), timeout: check_timeout }),
+        retry: RetrySpec { retries: f.retries.unwrap_or(0), retry_on: f.retry_on.unwrap_or_else(|| DEFAULT_RETRY_ON.to_vec()) },
+        budget: Budget { max_tokens: f.max_tokens, max_cost_usd: f.max_cost_usd },
+        tools: f.tools.unwrap_or_else(|| crate::tools::DEFAULT_TOOLS.iter().map(|s| s.to_string()).collect()),
+        answers: f.answers.unwrap_or_default(),
+        require_change: f.require_change == Some(true),
+        commit: f.commit == Some(true),
+        isolate_home: f.isolate_home == Some(true),
+        sandbox: f.sandbox.unwrap_or_default(),
+        network: f.network == Some(true),
+        env: f.env.unwrap_or_default(),
+        env_passthrough: f.env_passthrough.unwrap_or_default(),
+        id: task.id,
+        index: task.index,
+        manifest: task.manifest,
+        prompt: task.prompt,
+    })
+}
+
+/// The task's workspace settings: the repo must exist, worktrees need a git repository, and
+/// only worktrees can commit.
+fn resolve_workspace(problems: &mut Problems<'_>, cwd: &Path) -> Option<WorkspaceSpec> {
+    let task = problems.task;
+    let f = &task.fields;
     let manifest_dir = task.manifest.parent().filter(|p| !p.as_os_str().is_empty()).map(Path::to_path_buf);
     let repo = f.repo.clone().or(manifest_dir).unwrap_or_else(|| cwd.to_path_buf());
-    let duration = |field: &str, value: &Option<String>| -> Result<Option<Duration>, String> {
-        value.as_deref().map(|v| crate::duration::parse(v).map_err(|e| format!("{label}: field {field:?}: {e}"))).transpose()
-    };
-    let timeout = duration("timeout", &f.timeout)?;
-    let check_timeout = duration("check_timeout", &f.check_timeout)?.unwrap_or(DEFAULT_CHECK_TIMEOUT);
-    let idle_timeout = duration("idle_timeout", &f.idle_timeout)?;
-    let tools = f.tools.clone().unwrap_or_else(|| crate::tools::DEFAULT_TOOLS.iter().map(|s| s.to_string()).collect());
+    if !repo.is_dir() {
+        problems.push("repo", format!("{} is not a folder", repo.display()));
+        return None;
+    }
     let isolation = f.isolation.unwrap_or_else(|| default_isolation(&repo));
     if isolation == Isolation::Worktree && git2::Repository::open(&repo).is_err() {
-        return Err(format!(
-            "{label}: field \"isolation\": \"worktree\" needs a git repository, and {} is not one (use \"copy\")",
-            repo.display()
-        ));
+        problems.push("isolation", format!("\"worktree\" needs a git repository, and {} is not one (use \"copy\")", repo.display()));
     }
     if f.commit == Some(true) && isolation != Isolation::Worktree {
-        return Err(format!("{label}: field \"commit\": needs isolation = \"worktree\" (the branch is made in {})", repo.display()));
+        problems.push("commit", format!("needs isolation = \"worktree\" (the branch is made in {})", repo.display()));
     }
-    if !repo.is_dir() {
-        return Err(format!("{label}: field \"repo\": {} is not a folder", repo.display()));
-    }
-    Ok(PlannedTask {
-        isolation,
-        max_iterations: f.max_iterations.unwrap_or(DEFAULT_MAX_ITERATIONS),
-        repo,
-        timeout,
-        check_timeout,
-        idle_timeout,
-        tools,
-        provider,
-        task,
-    })
+    let base = f.base.clone().unwrap_or_else(|| "HEAD".into());
+    Some(WorkspaceSpec { repo, isolation, base, workdir: f.workdir.clone().unwrap_or_default() })
 }
 
 /// Without an explicit `isolation`, tasks never touch the user's folder: a worktree when it is
@@ -206,20 +272,20 @@ fn default_isolation(repo: &Path) -> Isolation {
 
 /// Warnings about the repositories worktrees are made from: uncommitted changes are not
 /// carried into a worktree, so say so.
-fn dirty_warnings(tasks: &[PlannedTask]) -> Vec<String> {
+fn dirty_warnings(tasks: &[TaskSpec]) -> Vec<String> {
     let mut seen = std::collections::BTreeSet::new();
     let mut warnings = Vec::new();
-    for p in tasks.iter().filter(|p| p.isolation == Isolation::Worktree) {
-        if !seen.insert(p.repo.clone()) {
+    for ws in tasks.iter().map(|t| &t.workspace).filter(|ws| ws.isolation == Isolation::Worktree) {
+        if !seen.insert(ws.repo.clone()) {
             continue;
         }
-        super::worktree::prune_stale(&p.repo);
-        let dirty = super::worktree::dirty_paths(&p.repo);
+        super::worktree::prune_stale(&ws.repo);
+        let dirty = super::worktree::dirty_paths(&ws.repo);
         if !dirty.is_empty() {
             let shown: Vec<&str> = dirty.iter().take(5).map(String::as_str).collect();
             warnings.push(format!(
                 "{} has {} uncommitted change(s) ({}{}); worktrees start from `base` and do not include them — commit them, or use isolation = \"copy\"",
-                p.repo.display(),
+                ws.repo.display(),
                 dirty.len(),
                 shown.join(", "),
                 if dirty.len() > shown.len() { ", …" } else { "" }
@@ -283,10 +349,7 @@ pub fn list(
 ) -> Result<Vec<Task>, PlanError> {
     let config = Config::load(cwd, config, env)?;
     let filter = Filter::new(filters)?;
-    let shard = match shard {
-        Some(text) => Some(Shard::parse(text).map_err(|e| PlanError::Usage(format!("--shard: {e}")))?),
-        None => Shard::from_env(env).map_err(PlanError::Usage)?,
-    };
+    let shard = parse_shard(shard, env)?;
     Ok(manifest::load_all(manifests, &config.defaults)?
         .into_iter()
         .flat_map(|m| m.tasks)
@@ -295,4 +358,74 @@ pub fn list(
         .filter(|(position, t)| shard.is_none_or(|s| s.selects(&t.id, *position)))
         .map(|(_, t)| t)
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn specs(manifest: &str, config: Option<&str>) -> Result<Vec<TaskSpec>, PlanError> {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("m.toml"), manifest).unwrap();
+        if let Some(config) = config {
+            std::fs::write(dir.path().join("dracode.toml"), config).unwrap();
+        }
+        validate(&[dir.path().join("m.toml")], None, dir.path(), &BTreeMap::new())
+    }
+
+    #[test]
+    fn every_default_is_filled_in() {
+        let spec = specs("[[tasks]]\nid = \"a\"\nprompt = \"p\"\nisolation = \"copy\"\n", None).unwrap().remove(0);
+        assert_eq!((spec.id.as_str(), spec.index, spec.line), ("a", 0, Some(1)));
+        assert_eq!(spec.max_iterations, DEFAULT_MAX_ITERATIONS);
+        assert_eq!((spec.timeout, spec.idle_timeout, spec.check), (None, None, None));
+        assert_eq!(spec.retry, RetrySpec { retries: 0, retry_on: DEFAULT_RETRY_ON.to_vec() });
+        assert_eq!(spec.workspace.base, "HEAD");
+        assert_eq!(spec.workspace.workdir, PathBuf::new());
+        assert_eq!(spec.sandbox, crate::manifest::SandboxMode::WorkspaceWrite);
+        assert!(!spec.network && spec.env.is_empty() && spec.env_passthrough.is_empty());
+        assert!(!spec.require_change && !spec.commit && !spec.isolate_home);
+        assert_eq!(spec.tools.len(), crate::tools::DEFAULT_TOOLS.len());
+        assert_eq!(spec.system_prompt, SYSTEM_PROMPT);
+    }
+
+    #[test]
+    fn every_setting_is_typed() {
+        let manifest = "[defaults]\nisolation = \"copy\"\ncheck_timeout = \"2m\"\n[[tasks]]\nid = \"a\"\nprompt = \"p\"\ncheck = \"true\"\n\
+            check_before = true\ntimeout = \"90s\"\nidle_timeout = \"1m\"\nretries = 2\nretry_on = [\"failed\"]\nmax_tokens = 5\n\
+            max_cost_usd = 0.5\nworkdir = \"sub\"\nsystem_prompt = \"Be brief.\"\nsandbox = \"off\"\nnetwork = true\n[tasks.env]\nK = \"v\"\n";
+        let spec = specs(manifest, Some("[defaults]\nrequire_change = true\n")).unwrap().remove(0);
+        assert_eq!(spec.check, Some(CheckSpec { command: "true".into(), before: true, timeout: Duration::from_secs(120) }));
+        assert_eq!((spec.timeout, spec.idle_timeout), (Some(Duration::from_secs(90)), Some(Duration::from_secs(60))));
+        assert_eq!(spec.retry, RetrySpec { retries: 2, retry_on: vec![Status::Failed] });
+        assert_eq!((spec.budget.max_tokens, spec.budget.max_cost_usd), (Some(5), Some(0.5)));
+        assert_eq!(spec.workspace.workdir, PathBuf::from("sub"));
+        assert!(spec.system_prompt.ends_with("\n\nBe brief.") && spec.require_change);
+        assert_eq!((spec.sandbox, spec.network), (crate::manifest::SandboxMode::Off, true));
+        assert_eq!(spec.env["K"], "v");
+    }
+
+    #[test]
+    fn every_task_problem_is_reported_at_once_with_its_line() {
+        let manifest = "[[tasks]]\nid = \"a\"\nprompt = \"p\"\nisolation = \"worktree\"\n\n[[tasks]]\nid = \"b\"\nprompt = \"p\"\nisolation = \"copy\"\ncommit = true\nprovider = \"opnai\"\n";
+        let message = specs(manifest, None).unwrap_err().to_string();
+        let lines: Vec<&str> = message.lines().collect();
+        assert_eq!(lines.len(), 3, "{message}");
+        assert!(lines[0].contains("m.toml:1:1: task \"a\": field \"isolation\": \"worktree\" needs a git repository"), "{message}");
+        assert!(lines.iter().any(|l| l.contains("m.toml:6:1: task \"b\": field \"provider\": unknown provider \"opnai\"")), "{message}");
+        assert!(lines.iter().any(|l| l.contains("task \"b\": field \"commit\": needs isolation = \"worktree\"")), "{message}");
+    }
+
+    #[test]
+    fn the_sandbox_flag_overrides_the_manifest() {
+        use clap::Parser;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("m.toml"), "[[tasks]]\nid = \"a\"\nprompt = \"p\"\nisolation = \"copy\"\nsandbox = \"off\"\n")
+            .unwrap();
+        let manifest = dir.path().join("m.toml");
+        let cli = crate::cli::Cli::parse_from(["dracode", "run", manifest.to_str().unwrap(), "--sandbox", "read-only"]);
+        let crate::cli::Command::Run(args) = cli.command else { panic!("not run") };
+        let plan = plan(&args, dir.path(), &BTreeMap::new()).unwrap();
+        assert_eq!(plan.tasks[0].sandbox, crate::manifest::SandboxMode::ReadOnly);
+    }
 }

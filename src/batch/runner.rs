@@ -3,11 +3,11 @@
 //! `error` and the rest go on; after an interrupt no task starts and running ones end as
 //! `cancelled`. Every task gets exactly one `task.finished`.
 
-use super::plan::{Plan, PlannedTask};
+use super::plan::Plan;
+use super::spec::TaskSpec;
 use super::task::{self, Shared};
 use crate::events::{Emitter, EventKind, RunTotals, Status, TaskError, TaskOutcome};
 use crate::exit_codes;
-use crate::llm::ErrorKind;
 use crate::manifest::Isolation;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -41,10 +41,10 @@ pub async fn run(plan: Plan, shared: Arc<Shared>, emitter: Emitter, schedule: Sc
     let stop = Arc::new(AtomicBool::new(false));
     let mut folder_locks: HashMap<PathBuf, Arc<Mutex<()>>> = HashMap::new();
     let mut handles = Vec::with_capacity(plan.tasks.len());
-    for planned in plan.tasks {
-        let planned = Arc::new(planned);
-        let folder_lock = (planned.isolation == Isolation::None).then(|| {
-            let key = planned.repo.canonicalize().unwrap_or_else(|_| planned.repo.clone());
+    for spec in plan.tasks {
+        let spec = Arc::new(spec);
+        let folder_lock = (spec.workspace.isolation == Isolation::None).then(|| {
+            let key = spec.workspace.repo.canonicalize().unwrap_or_else(|_| spec.workspace.repo.clone());
             folder_locks.entry(key).or_default().clone()
         });
         let permit = tokio::select! {
@@ -62,7 +62,7 @@ pub async fn run(plan: Plan, shared: Arc<Shared>, emitter: Emitter, schedule: Sc
             None
         };
         if let Some((status, why)) = not_started {
-            handles.push(tokio::spawn(std::future::ready(unstarted(&planned, status, &why, &emitter))));
+            handles.push(tokio::spawn(std::future::ready(unstarted(&spec, status, &why, &emitter))));
             continue;
         }
         let (shared, emitter, stop) = (shared.clone(), emitter.clone(), stop.clone());
@@ -73,12 +73,12 @@ pub async fn run(plan: Plan, shared: Arc<Shared>, emitter: Emitter, schedule: Sc
                 Some(lock) => Some(lock.lock().await),
                 None => None,
             };
-            let inner = planned.clone();
+            let inner = spec.clone();
             let (shared2, emitter2) = (shared.clone(), emitter.clone());
             let result = tokio::spawn(async move { task::run(&inner, &shared2, &emitter2).await }).await;
             let outcome = match result {
                 Ok(outcome) => outcome,
-                Err(e) => panicked(&planned, e, &emitter),
+                Err(e) => panicked(&spec, e, &emitter),
             };
             if fail_fast && !outcome.status.is_pass() {
                 stop.store(true, Ordering::SeqCst);
@@ -103,17 +103,14 @@ async fn wait_cancelled(shared: &Shared) {
 }
 
 /// The outcome of a task that never started.
-fn unstarted(planned: &PlannedTask, status: Status, why: &str, emitter: &Emitter) -> TaskOutcome {
-    let outcome = TaskOutcome {
-        error: Some(TaskError { kind: ErrorKind::Internal, message: why.to_string(), http_status: None }),
-        ..blank(planned, status)
-    };
-    emitter.task(&planned.task.id, 1).emit(EventKind::TaskFinished(Box::new(outcome.clone())));
+fn unstarted(spec: &TaskSpec, status: Status, why: &str, emitter: &Emitter) -> TaskOutcome {
+    let outcome = TaskOutcome { error: Some(TaskError::internal(why)), ..blank(spec, status) };
+    emitter.task(&spec.id, 1).emit(EventKind::TaskFinished(Box::new(outcome.clone())));
     outcome
 }
 
 /// The outcome of a task whose code panicked: reported, never lost.
-fn panicked(planned: &PlannedTask, error: tokio::task::JoinError, emitter: &Emitter) -> TaskOutcome {
+fn panicked(spec: &TaskSpec, error: tokio::task::JoinError, emitter: &Emitter) -> TaskOutcome {
     let message = match error.try_into_panic() {
         Ok(payload) => payload
             .downcast_ref::<&str>()
@@ -123,21 +120,15 @@ fn panicked(planned: &PlannedTask, error: tokio::task::JoinError, emitter: &Emit
         Err(e) => e.to_string(),
     };
     let outcome = TaskOutcome {
-        error: Some(TaskError {
-            kind: ErrorKind::Internal,
-            message: format!("dracode bug: the task panicked: {message}"),
-            http_status: None,
-        }),
-        ..blank(planned, Status::Error)
+        error: Some(TaskError::internal(format!("dracode bug: the task panicked: {message}"))),
+        ..blank(spec, Status::Error)
     };
-    emitter.task(&planned.task.id, 1).emit(EventKind::TaskFinished(Box::new(outcome.clone())));
+    emitter.task(&spec.id, 1).emit(EventKind::TaskFinished(Box::new(outcome.clone())));
     outcome
 }
 
-fn blank(planned: &PlannedTask, status: Status) -> TaskOutcome {
-    let model = planned.provider.model.as_deref().unwrap_or_default();
-    let task = &planned.task;
-    TaskOutcome { attempts: 0, ..TaskOutcome::new(&task.id, &task.manifest, task.index, status, &planned.provider.name, model) }
+fn blank(spec: &TaskSpec, status: Status) -> TaskOutcome {
+    TaskOutcome { attempts: 0, ..spec.outcome(status) }
 }
 
 /// Counts, sums and the exit code of a set of outcomes.

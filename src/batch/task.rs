@@ -1,19 +1,23 @@
-//! Running one task: workspace, agent, check, diff — and exactly one outcome, whatever happens.
+//! Running one task: each attempt is prepare → agent (→ check) → [`judge`] → finalize, retried as
+//! the task's spec says — and exactly one outcome, whatever happens.
 
-use super::plan::PlannedTask;
+use super::judge::{AgentPhase, Evidence, failure_status, judge};
+use super::spec::{CheckSpec, TaskSpec};
 use super::workspace::{Workspace, WorkspaceError};
-use crate::agent::{Agent, AgentEnd, AgentState, Budget, RunMeter, SYSTEM_PROMPT};
-use crate::events::{Activity, AttemptRecord, Emitter, EventKind, RetryScope, Status, TaskError, TaskOutcome, Transcript};
+use crate::agent::{Agent, AgentEnd, AgentState, RunMeter};
+use crate::events::{
+    Activity, AttemptRecord, CheckRecord, Emitter, EventKind, FailureKind, RetryScope, Status, TaskError, TaskOutcome, Transcript,
+};
 use crate::llm::governor::{Gate, Governed, Limits};
 use crate::llm::http::HttpClient;
 use crate::llm::preset::{self, TaskBinding};
 use crate::llm::prices::PriceTable;
 use crate::llm::record::Recorder;
-use crate::llm::{ErrorKind, Provider, Usage};
+use crate::llm::{ErrorKind, Message, Provider, Usage};
 use crate::secrets::Redactor;
 use crate::tools::{Registry, ToolContext};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -53,27 +57,17 @@ impl Shared {
     }
 }
 
-/// How the agent phase ended, seen from outside the loop.
-enum Phase {
-    Agent(AgentEnd),
-    TimedOut(Duration),
-    Stalled(Duration),
-    Cancelled,
-}
-
-/// Runs `planned` to its end, retrying as its `retries` and `retry_on` say, each attempt in a
-/// fresh workspace, and reports it with exactly one `task.finished`.
-pub async fn run(planned: &PlannedTask, shared: &Shared, emitter: &Emitter) -> TaskOutcome {
+/// Runs `spec` to its end, retrying as its `retry` says, each attempt in a fresh workspace,
+/// and reports it with exactly one `task.finished`.
+pub async fn run(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> TaskOutcome {
     let started = Instant::now();
-    let task = &planned.task;
-    let max_attempts = 1 + task.fields.retries.unwrap_or(0);
-    let retry_on = task.fields.retry_on.clone().unwrap_or_else(|| DEFAULT_RETRY_ON.to_vec());
+    let max_attempts = 1 + spec.retry.retries;
     let mut prior: Vec<TaskOutcome> = Vec::new();
     let mut attempt = 1;
     loop {
-        let attempt_emitter = emitter.task(&task.id, attempt);
-        let outcome = run_attempt(planned, shared, &attempt_emitter).await;
-        let retryable = retry_on.contains(&outcome.status)
+        let attempt_emitter = emitter.task(&spec.id, attempt);
+        let outcome = run_attempt(spec, shared, &attempt_emitter).await;
+        let retryable = spec.retry.retry_on.contains(&outcome.status)
             && !outcome.error.as_ref().is_some_and(|e| NEVER_RETRY.contains(&e.kind))
             && !*shared.cancel.borrow();
         if attempt >= max_attempts || !retryable {
@@ -96,10 +90,9 @@ pub async fn run(planned: &PlannedTask, shared: &Shared, emitter: &Emitter) -> T
     }
 }
 
-/// Statuses retried when a task sets `retries` but not `retry_on`.
-pub const DEFAULT_RETRY_ON: [Status; 3] = [Status::Error, Status::Timeout, Status::Stalled];
 /// Failures that another attempt cannot fix (and would only burn budget on).
-const NEVER_RETRY: [ErrorKind; 3] = [ErrorKind::NotConfigured, ErrorKind::Quota, ErrorKind::Auth];
+const NEVER_RETRY: [FailureKind; 3] =
+    [FailureKind::Llm(ErrorKind::NotConfigured), FailureKind::Llm(ErrorKind::Quota), FailureKind::Llm(ErrorKind::Auth)];
 /// Backoff between task attempts: full jitter under a doubling ceiling from 2 s to 60 s.
 const TASK_RETRY: crate::llm::http::RetryPolicy = crate::llm::http::RetryPolicy {
     max_retries: u32::MAX,
@@ -125,228 +118,190 @@ fn combine(mut last: TaskOutcome, prior: Vec<TaskOutcome>, attempts: u32) -> Tas
     last
 }
 
-/// One attempt: workspace, agent, check, diff. Emits everything but `task.finished`.
-async fn run_attempt(planned: &PlannedTask, shared: &Shared, emitter: &Emitter) -> TaskOutcome {
+/// One attempt: prepare → agent (→ check) → judge → finalize. Emits everything but
+/// `task.finished`.
+async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> TaskOutcome {
     let started = Instant::now();
-    let task = &planned.task;
     let activity = Activity::new();
     let emitter = &emitter.with_activity(activity.clone());
-    let model = planned.provider.model.clone().unwrap_or_default();
-    let mut outcome = TaskOutcome::new(&task.id, &task.manifest, task.index, Status::Error, &planned.provider.name, &model);
-
-    // git and file copying block: keep them off the async workers that serve other tasks' I/O.
-    let prepared = {
-        let (repo, isolation) = (planned.repo.clone(), planned.isolation);
-        let base = task.fields.base.clone().unwrap_or_else(|| "HEAD".into());
-        let workdir = task.fields.workdir.clone();
-        tokio::task::spawn_blocking(move || Workspace::prepare(&repo, isolation, &base, workdir.as_deref())).await
-    };
-    let workspace = match prepared.unwrap_or_else(|e| Err(WorkspaceError::Panicked(e.to_string()))) {
-        Ok(ws) => ws,
-        Err(e) => {
-            outcome.error = Some(TaskError { kind: ErrorKind::Internal, message: format!("workspace: {e}"), http_status: None });
+    let mut outcome = spec.outcome(Status::Error);
+    let prepared = match prepare(spec, shared, emitter).await {
+        Ok(prepared) => prepared,
+        Err(error) => {
+            outcome.status = failure_status(&error);
+            outcome.error = Some(error);
             return stamp(outcome, started);
         }
     };
+    let check_before = match &spec.check {
+        Some(check) if check.before => Some(run_check(check, &prepared.workdir, &prepared.kit, shared).await),
+        _ => None,
+    };
+    let mut state = AgentState::default();
+    let phase = run_agent(spec, shared, &prepared.kit, emitter, &activity, &mut state).await;
+    // Recorded at once: the usage of every call counts, whatever happens next.
+    (outcome.num_turns, outcome.usage, outcome.result) = (state.turns, state.usage, state.final_text.take());
+    if let (AgentPhase::Ended(AgentEnd::Finished), Some(check)) = (&phase, &spec.check) {
+        let mut record = run_check(check, &prepared.workdir, &prepared.kit, shared).await;
+        record.before = check_before.map(|b| b.exit_code);
+        outcome.check = Some(record);
+    }
+    let workspace = match collect_changes(prepared.workspace, &mut outcome, shared).await {
+        Ok(workspace) => workspace,
+        Err(error) => {
+            outcome.error = Some(error);
+            return stamp(outcome, started);
+        }
+    };
+    let evidence = Evidence {
+        phase: &phase,
+        check: outcome.check.as_ref(),
+        files_changed: outcome.files_changed.len(),
+        require_change: spec.require_change,
+        max_iterations: spec.max_iterations,
+    };
+    (outcome.status, outcome.error) = judge(&evidence);
+    finalize(spec, shared, &workspace, &mut outcome, state.messages);
+    stamp(outcome, started)
+}
+
+/// What an attempt works with, made before the agent starts.
+struct Prepared {
+    workspace: Workspace,
+    /// The working directory, apart from `workspace`, whose git handle may not be shared
+    /// across an `.await`.
+    workdir: PathBuf,
+    kit: AgentKit,
+}
+
+/// What the agent runs with.
+struct AgentKit {
+    provider: Arc<dyn Provider>,
+    child_env: Arc<BTreeMap<String, String>>,
+    tool_ctx: ToolContext,
+    registry: Registry,
+    /// Kept for its folder's lifetime: the attempt's TMPDIR (and HOME).
+    _task_temp: TaskTemp,
+}
+
+/// Makes the workspace (then announces `task.started`), the provider, the task's own TMPDIR
+/// and the tools.
+async fn prepare(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Result<Prepared, TaskError> {
+    let workspace = prepare_workspace(spec).await?;
     emitter.emit(EventKind::TaskStarted {
-        provider: planned.provider.name.clone(),
-        model: model.clone(),
-        isolation: planned.isolation.as_str().to_string(),
+        provider: spec.provider.name.clone(),
+        model: spec.provider.model.clone().unwrap_or_default(),
+        isolation: spec.workspace.isolation.as_str().to_string(),
         workdir: workspace.workdir.clone(),
         base_commit: workspace.base_commit.clone(),
     });
+    let provider = build_provider(spec, shared)?;
+    let task_temp = TaskTemp::new(spec.isolate_home).map_err(|e| TaskError::internal(format!("cannot make the task's TMPDIR: {e}")))?;
+    let child_env = Arc::new(task_temp.env(&shared.child_env));
+    let tool_ctx = tool_context(spec, &workspace, child_env.clone(), task_temp.tmp(), emitter).map_err(TaskError::internal)?;
+    let registry = Registry::with_names(&spec.tools).map_err(|name| TaskError::internal(format!("unknown tool {name:?}")))?;
+    let kit = AgentKit { provider, child_env, tool_ctx, registry, _task_temp: task_temp };
+    Ok(Prepared { workdir: workspace.workdir.clone(), workspace, kit })
+}
 
-    let provider = match build_provider(planned, shared) {
-        Ok(p) => p,
-        Err(e) => {
-            outcome.status = if e.kind == ErrorKind::NotConfigured { Status::NotConfigured } else { Status::Error };
-            outcome.error = Some(e.into());
-            return stamp(outcome, started);
-        }
-    };
-    let task_tmp = match TaskTemp::new(task.fields.isolate_home == Some(true)) {
-        Ok(t) => t,
-        Err(e) => {
-            outcome.error =
-                Some(TaskError { kind: ErrorKind::Internal, message: format!("cannot make the task's TMPDIR: {e}"), http_status: None });
-            return stamp(outcome, started);
-        }
-    };
-    let child_env = Arc::new(task_tmp.env(&shared.child_env));
-    let tool_ctx = match tool_context(planned, &workspace, child_env.clone(), task_tmp.tmp(), emitter) {
-        Ok(ctx) => ctx,
-        Err(message) => {
-            outcome.error = Some(TaskError { kind: ErrorKind::Internal, message, http_status: None });
-            return stamp(outcome, started);
-        }
-    };
-    let registry = match Registry::with_names(&planned.tools) {
-        Ok(r) => r,
-        Err(name) => {
-            outcome.error = Some(TaskError { kind: ErrorKind::Internal, message: format!("unknown tool {name:?}"), http_status: None });
-            return stamp(outcome, started);
-        }
-    };
+/// The attempt's workspace. git and file copying block: they run off the async workers that
+/// serve other tasks' I/O.
+async fn prepare_workspace(spec: &TaskSpec) -> Result<Workspace, TaskError> {
+    let ws = spec.workspace.clone();
+    let prepared = tokio::task::spawn_blocking(move || {
+        let workdir = Some(ws.workdir.as_path()).filter(|w| !w.as_os_str().is_empty());
+        Workspace::prepare(&ws.repo, ws.isolation, &ws.base, workdir)
+    })
+    .await;
+    prepared.unwrap_or_else(|e| Err(WorkspaceError::Panicked(e.to_string()))).map_err(|e| TaskError::internal(format!("workspace: {e}")))
+}
 
-    let check_before = match (&task.fields.check, task.fields.check_before) {
-        (Some(cmd), Some(true)) => {
-            Some(super::check::run(cmd, &workspace.workdir, planned.check_timeout, &child_env, &shared.redactor).await)
-        }
-        _ => None,
-    };
+/// Runs `check` in the attempt's working directory.
+async fn run_check(check: &CheckSpec, workdir: &Path, kit: &AgentKit, shared: &Shared) -> CheckRecord {
+    super::check::run(&check.command, workdir, check.timeout, &kit.child_env, &shared.redactor).await
+}
 
-    let mut system = SYSTEM_PROMPT.to_string();
-    if let Some(extra) = &task.fields.system_prompt {
-        system.push_str("\n\n");
-        system.push_str(extra);
-    }
-    let prices = &shared.prices;
-    let cost = |u: &Usage| prices.cost(&model, u);
+/// Runs the agent until it ends, the attempt times out or stalls, or the run is interrupted;
+/// what it did is left in `state`.
+async fn run_agent(
+    spec: &TaskSpec,
+    shared: &Shared,
+    kit: &AgentKit,
+    emitter: &Emitter,
+    activity: &Activity,
+    state: &mut AgentState,
+) -> AgentPhase {
+    let model = spec.provider.model.as_deref().unwrap_or_default();
+    let cost = |u: &Usage| shared.prices.cost(model, u);
     let agent = Agent {
-        provider: provider.as_ref(),
-        registry: &registry,
-        tool_ctx: &tool_ctx,
+        provider: kit.provider.as_ref(),
+        registry: &kit.registry,
+        tool_ctx: &kit.tool_ctx,
         emitter,
         redactor: &shared.redactor,
-        system: system.clone(),
-        max_iterations: planned.max_iterations,
-        max_output_tokens: planned.provider.max_tokens,
-        budget: Budget { max_tokens: task.fields.max_tokens, max_cost_usd: task.fields.max_cost_usd },
+        system: spec.system_prompt.clone(),
+        max_iterations: spec.max_iterations,
+        max_output_tokens: spec.provider.max_tokens,
+        budget: spec.budget,
         run_meter: Some(&shared.run_meter),
         cost: &cost,
     };
-    let mut state = AgentState::default();
-    let phase = {
-        let mut cancel = shared.cancel.clone();
-        let run = agent.run(&task.prompt, &mut state);
-        let limit = planned.timeout.unwrap_or(Duration::MAX);
-        tokio::select! {
-            end = tokio::time::timeout(limit, run) => match end {
-                Ok(end) => Phase::Agent(end),
-                Err(_) => Phase::TimedOut(limit),
-            },
-            idle = stalled(&activity, planned.idle_timeout) => Phase::Stalled(idle),
-            _ = cancel.wait_for(|c| *c) => Phase::Cancelled,
-        }
-    };
-
-    outcome.num_turns = state.turns;
-    outcome.usage = state.usage;
-    outcome.result = state.final_text.clone();
-    match phase {
-        Phase::Agent(AgentEnd::Finished) => {
-            outcome.status = Status::Passed;
-            if let Some(cmd) = &task.fields.check {
-                let mut record = super::check::run(cmd, &workspace.workdir, planned.check_timeout, &child_env, &shared.redactor).await;
-                record.before = check_before.map(|b| b.exit_code);
-                if record.exit_code != Some(0) {
-                    outcome.status = Status::Failed;
-                    outcome.error = Some(TaskError {
-                        kind: ErrorKind::Check,
-                        message: format!(
-                            "check `{cmd}` exited with {}",
-                            record.exit_code.map_or("no code (killed)".into(), |c| c.to_string())
-                        ),
-                        http_status: None,
-                    });
-                }
-                outcome.check = Some(record);
-            }
-        }
-        Phase::Agent(AgentEnd::MaxIterations) => {
-            outcome.status = Status::MaxIterations;
-            outcome.error = Some(TaskError {
-                kind: ErrorKind::Agent,
-                message: format!("the agent did not finish within {} iterations", planned.max_iterations),
-                http_status: None,
-            });
-        }
-        Phase::Agent(AgentEnd::BudgetExceeded(message)) => {
-            outcome.status = Status::BudgetExceeded;
-            outcome.error = Some(TaskError { kind: ErrorKind::Agent, message, http_status: None });
-        }
-        Phase::Agent(AgentEnd::Failed(error)) => {
-            outcome.status = match error.kind {
-                ErrorKind::NotConfigured => Status::NotConfigured,
-                kind if kind.is_infrastructure() => Status::Error,
-                _ => Status::Failed,
-            };
-            outcome.error = Some(error);
-        }
-        Phase::TimedOut(limit) => {
-            outcome.status = Status::Timeout;
-            outcome.error = Some(TaskError {
-                kind: ErrorKind::Agent,
-                message: format!("the task ran longer than its timeout of {}", humantime::format_duration(limit)),
-                http_status: None,
-            });
-        }
-        Phase::Stalled(idle) => {
-            outcome.status = Status::Stalled;
-            outcome.error = Some(TaskError {
-                kind: ErrorKind::Agent,
-                message: format!("no event for {} (idle_timeout): a stuck stream or a hung command", humantime::format_duration(idle)),
-                http_status: None,
-            });
-        }
-        Phase::Cancelled => {
-            outcome.status = Status::Cancelled;
-            outcome.error = Some(TaskError { kind: ErrorKind::Internal, message: "the run was interrupted".into(), http_status: None });
-        }
+    let mut cancel = shared.cancel.clone();
+    let limit = spec.timeout.unwrap_or(Duration::MAX);
+    tokio::select! {
+        end = tokio::time::timeout(limit, agent.run(&spec.prompt, state)) => match end {
+            Ok(end) => AgentPhase::Ended(end),
+            Err(_) => AgentPhase::TimedOut(limit),
+        },
+        idle = stalled(activity, spec.idle_timeout) => AgentPhase::Stalled(idle),
+        _ = cancel.wait_for(|c| *c) => AgentPhase::Cancelled,
     }
+}
 
+/// Records the attempt's changed files and patch in `outcome`; a diff that cannot be computed
+/// is only warned about, a panic while computing it is an internal error.
+async fn collect_changes(workspace: Workspace, outcome: &mut TaskOutcome, shared: &Shared) -> Result<Workspace, TaskError> {
     let joined = tokio::task::spawn_blocking(move || {
         let changes = workspace.changes();
         (workspace, changes)
     })
     .await;
-    let (workspace, changes) = match joined {
-        Ok(pair) => pair,
-        Err(e) => {
-            outcome.status = Status::Error;
-            outcome.error =
-                Some(TaskError { kind: ErrorKind::Internal, message: format!("computing the diff panicked: {e}"), http_status: None });
-            return stamp(outcome, started);
-        }
-    };
+    let (workspace, changes) = joined.map_err(|e| TaskError::internal(format!("computing the diff panicked: {e}")))?;
     match changes {
         Ok(Some(changes)) => {
             outcome.files_changed = changes.files;
             outcome.diff = Some(shared.redactor.redact(&changes.patch).into_owned());
         }
         Ok(None) => {}
-        Err(e) => tracing::warn!(task = %task.id, "cannot compute the diff: {e}"),
+        Err(e) => tracing::warn!(task = %outcome.task_id, "cannot compute the diff: {e}"),
     }
-    if outcome.status == Status::Passed && task.fields.require_change == Some(true) && outcome.files_changed.is_empty() {
-        outcome.status = Status::Failed;
-        outcome.error = Some(TaskError {
-            kind: ErrorKind::Agent,
-            message: "the agent changed no file (require_change = true)".into(),
-            http_status: None,
-        });
-    }
-    if outcome.status == Status::Passed && task.fields.commit == Some(true) && !outcome.files_changed.is_empty() {
-        let branch = format!("dracode/{}/{}", shared.run_id, task.id);
-        let title = task.prompt.lines().next().unwrap_or_default().chars().take(72).collect::<String>();
-        let message = format!("{title}\n\ndracode task {:?}: {}", task.id, outcome.result.as_deref().unwrap_or_default());
+    Ok(workspace)
+}
+
+/// After the verdict: the commit of a passed task (`commit = true`), the conversation and the
+/// cost.
+fn finalize(spec: &TaskSpec, shared: &Shared, workspace: &Workspace, outcome: &mut TaskOutcome, messages: Vec<Message>) {
+    if outcome.status == Status::Passed && spec.commit && !outcome.files_changed.is_empty() {
+        let branch = format!("dracode/{}/{}", shared.run_id, spec.id);
+        let title = spec.prompt.lines().next().unwrap_or_default().chars().take(72).collect::<String>();
+        let message = format!("{title}\n\ndracode task {:?}: {}", spec.id, outcome.result.as_deref().unwrap_or_default());
         match workspace.commit(&branch, &message) {
             Ok(_) => outcome.branch = Some(branch),
             Err(e) => {
                 outcome.status = Status::Error;
-                outcome.error =
-                    Some(TaskError { kind: ErrorKind::Internal, message: format!("cannot commit on {branch}: {e}"), http_status: None });
+                outcome.error = Some(TaskError::internal(format!("cannot commit on {branch}: {e}")));
             }
         }
     }
+    let model = spec.provider.model.clone().unwrap_or_default();
     outcome.cost_usd = shared.prices.cost(&model, &outcome.usage);
     outcome.transcript = Some(Arc::new(Transcript {
-        provider: planned.provider.name.clone(),
+        provider: spec.provider.name.clone(),
         model,
-        system,
-        tools: planned.tools.clone(),
-        messages: state.messages,
+        system: spec.system_prompt.clone(),
+        tools: spec.tools.clone(),
+        messages,
     }));
-    stamp(outcome, started)
 }
 
 /// Stamps an attempt's duration.
@@ -363,13 +318,13 @@ fn finish(mut outcome: TaskOutcome, started: Instant, emitter: &Emitter) -> Task
 }
 
 /// The task's provider, wrapped in a recorder under `--record`.
-fn build_provider(planned: &PlannedTask, shared: &Shared) -> Result<Arc<dyn Provider>, crate::llm::LlmError> {
-    let binding = TaskBinding { task_id: planned.task.id.clone() };
-    let provider = preset::build(&planned.provider, &binding, &shared.http, &crate::config::process_env())?;
-    let gate = shared.gate(&planned.provider.name, planned.provider.limits);
+fn build_provider(spec: &TaskSpec, shared: &Shared) -> Result<Arc<dyn Provider>, crate::llm::LlmError> {
+    let binding = TaskBinding { task_id: spec.id.clone() };
+    let provider = preset::build(&spec.provider, &binding, &shared.http, &crate::config::process_env())?;
+    let gate = shared.gate(&spec.provider.name, spec.provider.limits);
     let provider: Arc<dyn Provider> = Arc::new(Governed::new(provider, gate));
     Ok(match &shared.record {
-        Some(dir) => Arc::new(Recorder::new(provider, dir, &planned.task.id, &planned.provider.name)),
+        Some(dir) => Arc::new(Recorder::new(provider, dir, &spec.id, &spec.provider.name)),
         None => provider,
     })
 }
@@ -420,7 +375,7 @@ impl TaskTemp {
 
 /// The tools' view of the task.
 fn tool_context(
-    planned: &PlannedTask,
+    spec: &TaskSpec,
     ws: &Workspace,
     child_env: Arc<BTreeMap<String, String>>,
     tmp_dir: PathBuf,
@@ -431,7 +386,7 @@ fn tool_context(
         sandbox,
         child_env,
         tmp_dir: Some(tmp_dir),
-        answers: Arc::new(planned.task.fields.answers.clone().unwrap_or_default()),
+        answers: Arc::new(spec.answers.clone()),
         max_command_timeout: MAX_COMMAND_TIMEOUT,
         output_limit: COMMAND_OUTPUT_LIMIT,
         emitter: emitter.clone(),

@@ -61,6 +61,9 @@ pub enum ConfigError {
     /// A provider name is neither configured nor a type.
     #[error("{0}")]
     UnknownProvider(String),
+    /// `[defaults]` sets a key that is not a task field, or a value a manifest would refuse.
+    #[error(transparent)]
+    Defaults(#[from] crate::manifest::ManifestErrors),
 }
 
 impl Config {
@@ -83,6 +86,7 @@ impl Config {
             .merge(Toml::file(dir.join(LOCAL_CONFIG_FILE)))
             .merge(env_layer);
         let mut config: Config = figment.extract().map_err(|e| ConfigError::Invalid(Box::new(e)))?;
+        check_defaults(&figment)?;
         config.expand(env);
         Ok(config)
     }
@@ -133,6 +137,28 @@ impl Config {
     }
 }
 
+/// Gives config `[defaults]` the checks a manifest's get (typing into [`TaskFields`] alone
+/// ignores unknown keys), each key's errors naming the file or variable that set it.
+fn check_defaults(figment: &Figment) -> Result<(), crate::manifest::ManifestErrors> {
+    let Ok(serde_json::Value::Object(defaults)) = figment.extract_inner::<serde_json::Value>("defaults") else { return Ok(()) };
+    let mut by_source: BTreeMap<String, serde_json::Map<String, serde_json::Value>> = BTreeMap::new();
+    for (key, value) in defaults.into_iter().filter(|(_, v)| !v.is_null()) {
+        let source = figment
+            .find_metadata(&format!("defaults.{key}"))
+            .map_or_else(|| CONFIG_FILE.to_string(), |m| m.source.as_ref().map_or_else(|| m.name.to_string(), ToString::to_string));
+        by_source.entry(source).or_default().insert(key, value);
+    }
+    let mut errors = Vec::new();
+    for (source, fields) in by_source {
+        if let Err(crate::manifest::ManifestErrors(found)) =
+            crate::manifest::check_config_defaults(Path::new(&source), &serde_json::Value::Object(fields))
+        {
+            errors.extend(found);
+        }
+    }
+    if errors.is_empty() { Ok(()) } else { Err(crate::manifest::ManifestErrors(errors)) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,6 +207,22 @@ mod tests {
         assert!(err.contains("modle"), "{err}");
         let err = Config::load(dir.path(), Some(Path::new("/nonexistent/dracode.toml")), &env(&[])).unwrap_err();
         assert!(matches!(err, ConfigError::Missing(_)));
+    }
+
+    /// Issue 7/9: a provider `timeout` that does not parse (or is not positive) used to become
+    /// 600 s silently; `[defaults]` get the manifest's field checks.
+    #[test]
+    fn bad_provider_timeouts_and_defaults_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        for bad in ["soon", "-1s", "0s"] {
+            std::fs::write(dir.path().join(CONFIG_FILE), format!("[providers.x]\ntype = \"openai\"\ntimeout = \"{bad}\"\n")).unwrap();
+            let err = Config::load(dir.path(), None, &env(&[])).unwrap_err().to_string();
+            assert!(err.contains("providers.x.timeout") && err.contains("dracode.toml"), "{bad}: {err}");
+        }
+        std::fs::write(dir.path().join(CONFIG_FILE), "[defaults]\nfoo = 1\nmax_iterations = 0\n").unwrap();
+        let err = Config::load(dir.path(), None, &env(&[])).unwrap_err().to_string();
+        assert!(err.contains("dracode.toml: [defaults] unknown field \"foo\""), "{err}");
+        assert!(err.contains("dracode.toml: [defaults] field \"max_iterations\": must be at least 1"), "{err}");
     }
 
     #[test]

@@ -4,7 +4,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-/// The class of a failure. Infrastructure kinds become JUnit `<error>`; task kinds `<failure>`.
+/// The class of an LLM call's failure (a task's own kinds are `events::FailureKind`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
@@ -22,12 +22,6 @@ pub enum ErrorKind {
     Server,
     /// A response that could not be understood (bad JSON, truncated body, 400 from the API).
     BadResponse,
-    /// A tool failed in a way that ended the task.
-    Tool,
-    /// The agent itself failed (refusal, truncated output, malformed tool call).
-    Agent,
-    /// The task's check command failed.
-    Check,
     /// A bug or I/O failure inside dracode.
     Internal,
 }
@@ -58,9 +52,6 @@ impl ErrorKind {
             ErrorKind::Network => "network",
             ErrorKind::Server => "server",
             ErrorKind::BadResponse => "bad_response",
-            ErrorKind::Tool => "tool",
-            ErrorKind::Agent => "agent",
-            ErrorKind::Check => "check",
             ErrorKind::Internal => "internal",
         }
     }

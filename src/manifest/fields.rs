@@ -29,6 +29,20 @@ impl Isolation {
     }
 }
 
+/// How far a task's commands are confined (INTERFACE.md §7). Carried in the task spec; the
+/// confinement itself is not applied by this build yet.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxMode {
+    /// Writes only to the workspace and the task's TMPDIR.
+    #[default]
+    WorkspaceWrite,
+    /// No writes at all.
+    ReadOnly,
+    /// No confinement.
+    Off,
+}
+
 /// Every setting of a task. In `[defaults]` all but `id`, `prompt` and `prompt_file` apply to
 /// every task; a task's own value wins.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -91,6 +105,14 @@ pub struct TaskFields {
     pub max_tokens: Option<u64>,
     /// Cost budget of the task in USD.
     pub max_cost_usd: Option<f64>,
+    /// How far the task's commands are confined (default `workspace-write`).
+    pub sandbox: Option<SandboxMode>,
+    /// Whether the task's commands and check may use the network (default false).
+    pub network: Option<bool>,
+    /// Variables set for the task's commands and check.
+    pub env: Option<BTreeMap<String, String>>,
+    /// Names of extra variables of dracode's environment a command may see.
+    pub env_passthrough: Option<Vec<String>>,
 }
 
 /// The names of [`TaskFields`], for did-you-mean suggestions.
@@ -123,6 +145,10 @@ pub const FIELD_NAMES: &[&str] = &[
     "max_output_tokens",
     "max_tokens",
     "max_cost_usd",
+    "sandbox",
+    "network",
+    "env",
+    "env_passthrough",
 ];
 
 macro_rules! overlay_fields {
@@ -138,7 +164,7 @@ impl TaskFields {
         overlay_fields!(base, top; id, prompt, prompt_file, provider, model, max_iterations, timeout,
             idle_timeout, retries, retry_on, isolation, repo, base, workdir, tools, check, check_before,
             check_timeout, commit, isolate_home, require_change, tags, answers, replay, system_prompt, max_output_tokens,
-            max_tokens, max_cost_usd)
+            max_tokens, max_cost_usd, sandbox, network, env, env_passthrough)
     }
 
     /// True when the named field has a value.

@@ -1,8 +1,9 @@
 //! Finding where in a manifest's text a task or field is, so errors can say `file:line:col`.
 //!
-//! The typed data has no positions, so positions are recovered from the text: each format's
-//! task boundaries (`[[tasks]]` headers, YAML list items, JSON array objects) and then the
-//! field's key inside that task.
+//! The typed data has no positions. TOML positions come from the `toml` parser's own spans (so
+//! a `[[tasks]]` inside a multi-line string cannot shift them, and inline-table tasks have
+//! them too); YAML and JSON positions are recovered from the text: each format's task
+//! boundaries (YAML list items, JSON array objects) and then the field's key inside that task.
 
 use super::fields::FIELD_NAMES;
 use super::{Format, ManifestError};
@@ -39,12 +40,98 @@ pub(super) fn parse_tree(path: &Path, text: &str, format: Format) -> Result<Valu
     }
 }
 
+/// A document seen only for its numbers: the neutral JSON tree turns NaN and infinity into
+/// null, so they are looked for in a second pass over the text.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum Numbers {
+    Float(f64),
+    Map(std::collections::BTreeMap<String, Numbers>),
+    Seq(Vec<Numbers>),
+    Other(serde::de::IgnoredAny),
+}
+
+impl Numbers {
+    fn non_finite(&self, path: &str, found: &mut Vec<(String, f64)>) {
+        match self {
+            Numbers::Float(f) if !f.is_finite() => found.push((path.to_string(), *f)),
+            Numbers::Map(map) => {
+                for (key, value) in map {
+                    value.non_finite(&if path.is_empty() { key.clone() } else { format!("{path}.{key}") }, found);
+                }
+            }
+            Numbers::Seq(items) => {
+                for (i, value) in items.iter().enumerate() {
+                    value.non_finite(&format!("{path}[{i}]"), found);
+                }
+            }
+            Numbers::Float(_) | Numbers::Other(_) => {}
+        }
+    }
+}
+
+/// The key paths (`tasks[2].max_cost_usd`) and values of NaN and infinite numbers in `text`
+/// (TOML only: JSON has none, and the YAML parser already refuses them as a syntax error).
+pub(super) fn non_finite_numbers(text: &str, format: Format) -> Vec<(String, f64)> {
+    let numbers = if format == Format::Toml { toml::from_str::<Numbers>(text).ok() } else { None };
+    let mut found = Vec::new();
+    if let Some(numbers) = numbers {
+        numbers.non_finite("", &mut found);
+    }
+    found
+}
+
 /// 1-based line and column of byte `offset` in `text`.
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let before = &text[..offset.min(text.len())];
     let line = before.matches('\n').count() + 1;
     let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
     (line, col)
+}
+
+/// Where a table and its keys start in a TOML document (byte offsets from the parser's spans).
+#[derive(Debug, Default)]
+struct TomlSection {
+    /// The table's header (`[defaults]`, `[[tasks]]`) or its `{` when inline.
+    start: usize,
+    /// Each key and where it is written.
+    keys: Vec<(String, usize)>,
+}
+
+impl TomlSection {
+    fn of(value: &toml::Spanned<toml::de::DeValue<'_>>) -> TomlSection {
+        let keys = value.get_ref().as_table().map(|t| t.iter().map(|(k, _)| (k.get_ref().to_string(), k.span().start)).collect());
+        TomlSection { start: value.span().start, keys: keys.unwrap_or_default() }
+    }
+
+    fn key(&self, name: &str) -> Option<usize> {
+        self.keys.iter().find(|(k, _)| k == name).map(|(_, offset)| *offset)
+    }
+}
+
+/// The positions of a TOML manifest's top-level keys, `[defaults]` and tasks.
+#[derive(Debug, Default)]
+struct TomlLayout {
+    top: TomlSection,
+    defaults: Option<TomlSection>,
+    tasks: Vec<TomlSection>,
+}
+
+impl TomlLayout {
+    /// The layout of `text`, empty when it does not parse (the syntax error is reported elsewhere).
+    fn parse(text: &str) -> TomlLayout {
+        let Ok(doc) = toml::de::DeTable::parse(text) else { return TomlLayout::default() };
+        let mut layout = TomlLayout::default();
+        for (key, value) in doc.get_ref() {
+            layout.top.keys.push((key.get_ref().to_string(), key.span().start));
+            match (key.get_ref().as_ref(), value.get_ref()) {
+                ("defaults", _) => layout.defaults = Some(TomlSection::of(value)),
+                ("tasks", toml::de::DeValue::Array(tasks)) => layout.tasks = tasks.iter().map(TomlSection::of).collect(),
+                _ => {}
+            }
+        }
+        layout
+    }
 }
 
 /// Locates tasks and fields of one parsed manifest.
@@ -57,6 +144,8 @@ pub(super) struct Locator<'a> {
     pub format: Format,
     /// Its neutral tree.
     pub tree: &'a Value,
+    /// The parser's positions, for TOML.
+    toml: Option<TomlLayout>,
 }
 
 /// A key path such as `tasks[1].promt` or `tasks.1.promt`, split into segments.
@@ -64,7 +153,18 @@ fn segments(key: &str) -> Vec<&str> {
     key.split(['.', '[', ']']).filter(|s| !s.is_empty() && *s != "?").collect()
 }
 
-impl Locator<'_> {
+impl<'a> Locator<'a> {
+    /// A locator for `text` (the contents of `path`), parsed as `tree`.
+    pub fn new(path: &'a Path, text: &'a str, format: Format, tree: &'a Value) -> Self {
+        let toml = (format == Format::Toml).then(|| TomlLayout::parse(text));
+        Locator { path, text, format, tree, toml }
+    }
+
+    /// The 1-based line where task `i` (0-based) begins, when known.
+    pub fn task_line(&self, i: usize) -> Option<usize> {
+        self.task_start(i).map(|o| line_col(self.text, o).0)
+    }
+
     /// An error for an unknown key, with a did-you-mean among the field names.
     pub fn unknown_field(&self, key: &str) -> ManifestError {
         let segs = segments(key);
@@ -92,7 +192,11 @@ impl Locator<'_> {
             }
             ["defaults", field, ..] => {
                 let start = self.defaults_start();
-                let position = start.and_then(|s| self.find_key(s, self.text.len(), field)).or(start);
+                let position = match &self.toml {
+                    Some(layout) => layout.defaults.as_ref().and_then(|d| d.key(field)),
+                    None => start.and_then(|s| self.find_key(s, self.text.len(), field)),
+                }
+                .or(start);
                 let message = format!("[defaults] field {field:?}: {message}");
                 return ManifestError {
                     position: position.map(|o| line_col(self.text, o)),
@@ -102,15 +206,21 @@ impl Locator<'_> {
             _ => {}
         }
         let field = segs.first().map(|s| s.to_string());
-        let position = field.as_deref().and_then(|f| self.find_key(0, self.text.len(), f));
+        let position = field.as_deref().and_then(|f| match &self.toml {
+            Some(layout) => layout.top.key(f),
+            None => self.find_key(0, self.text.len(), f),
+        });
         ManifestError { position: position.map(|o| line_col(self.text, o)), ..self.plain(None, field, message) }
     }
 
     /// An error about `field` of task number `i` (0-based), labelled `label`.
     pub fn task_error(&self, i: usize, label: &str, field: &str, message: String) -> ManifestError {
         let start = self.task_start(i);
-        let end = self.task_start(i + 1).unwrap_or(self.text.len());
-        let position = start.and_then(|s| self.find_key(s, end, field)).or(start);
+        let position = match &self.toml {
+            Some(layout) => layout.tasks.get(i).and_then(|t| t.key(field)),
+            None => start.and_then(|s| self.find_key(s, self.task_start(i + 1).unwrap_or(self.text.len()), field)),
+        }
+        .or(start);
         let message = if message.contains(&format!("{field:?}")) || message.contains(&format!("`{field}`")) {
             message
         } else {
@@ -138,21 +248,19 @@ impl Locator<'_> {
 
     /// Byte offset where the `[defaults]` section begins.
     fn defaults_start(&self) -> Option<usize> {
-        match self.format {
-            Format::Toml => line_offsets(self.text)
-                .find(|(_, line)| line.trim() == "[defaults]")
-                .map(|(o, line)| o + (line.len() - line.trim_start().len())),
-            Format::Yaml | Format::Json => self.find_key(0, self.text.len(), "defaults"),
+        match &self.toml {
+            Some(layout) => layout.defaults.as_ref().map(|d| d.start),
+            None => self.find_key(0, self.text.len(), "defaults"),
         }
     }
 
     /// Byte offset where task `i` begins.
     fn task_start(&self, i: usize) -> Option<usize> {
+        if let Some(layout) = &self.toml {
+            return layout.tasks.get(i).map(|t| t.start);
+        }
         match self.format {
-            Format::Toml => line_offsets(self.text)
-                .filter(|(_, line)| line.trim_start().starts_with("[[tasks]]"))
-                .nth(i)
-                .map(|(o, line)| o + (line.len() - line.trim_start().len())),
+            Format::Toml => None,
             Format::Yaml => {
                 let tasks_line = self.find_key(0, self.text.len(), "tasks")?;
                 let mut indent = None;

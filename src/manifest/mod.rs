@@ -8,14 +8,13 @@
 mod fields;
 mod locate;
 
-pub use fields::{Isolation, TaskFields};
+pub use fields::{Isolation, SandboxMode, TaskFields};
 
 use crate::duration;
-use fields::{FIELD_NAMES, ManifestFile};
+use fields::ManifestFile;
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 /// The on-disk format of a manifest, chosen by file extension.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,6 +77,13 @@ impl fmt::Display for ManifestError {
 #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
 pub struct ManifestErrors(pub Vec<ManifestError>);
 
+/// The largest file dracode reads as input (`prompt_file`, `--task FILE`): a prompt, not a
+/// data set; anything bigger is a mistake (or `/dev/zero`).
+pub const MAX_INPUT_BYTES: u64 = 1024 * 1024;
+/// The longest task id: ids become file names (patches, transcripts), which most file systems
+/// cap at 255 bytes, and a suffix such as `.patch` must still fit.
+pub const MAX_ID_BYTES: usize = 200;
+
 /// A task with its manifest defaults merged in and its paths resolved.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Task {
@@ -87,17 +93,12 @@ pub struct Task {
     pub index: usize,
     /// The manifest it came from (as given on the command line).
     pub manifest: PathBuf,
+    /// The 1-based line where the task begins in its manifest, when the format gives one.
+    pub line: Option<usize>,
     /// The prompt text (from `prompt` or `prompt_file`).
     pub prompt: String,
     /// Every other setting, defaults merged, relative paths made absolute.
     pub fields: TaskFields,
-}
-
-impl Task {
-    /// The per-task wall-clock limit.
-    pub fn timeout(&self) -> Option<Duration> {
-        self.fields.timeout.as_deref().and_then(|t| duration::parse(t).ok())
-    }
 }
 
 /// A loaded manifest.
@@ -109,11 +110,6 @@ pub struct Manifest {
     pub tasks: Vec<Task>,
 }
 
-/// Loads a manifest, returning every problem in it.
-pub fn load(path: &Path) -> Result<Manifest, ManifestErrors> {
-    load_with(path, &TaskFields::default())
-}
-
 /// Loads a manifest whose tasks inherit `base` (config-file defaults) under the manifest's own
 /// `[defaults]`.
 pub fn load_with(path: &Path, base: &TaskFields) -> Result<Manifest, ManifestErrors> {
@@ -121,20 +117,75 @@ pub fn load_with(path: &Path, base: &TaskFields) -> Result<Manifest, ManifestErr
         ManifestErrors(vec![ManifestError { file: path.to_path_buf(), position: None, task: None, field: None, message }])
     };
     let format = Format::of(path).ok_or_else(|| error("unknown manifest format: use a .toml, .yaml, .yml or .json file".to_string()))?;
-    let text = std::fs::read_to_string(path).map_err(|e| error(format!("cannot read: {e}")))?;
+    let text = read_input(path).map_err(error)?;
     parse(path, &text, format, base)
+}
+
+/// Reads an input file whole, refusing what is not a regular file (a FIFO would block, a
+/// device never end) or is larger than [`MAX_INPUT_BYTES`].
+pub fn read_input(path: &Path) -> Result<String, String> {
+    use std::io::Read;
+    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if !meta.is_file() {
+        return Err(format!("cannot read {}: not a regular file", path.display()));
+    }
+    let too_big = || format!("cannot read {}: larger than the {} KiB limit", path.display(), MAX_INPUT_BYTES / 1024);
+    if meta.len() > MAX_INPUT_BYTES {
+        return Err(too_big());
+    }
+    let mut text = String::new();
+    // The file may grow between the check and the read: never take more than the limit.
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_INPUT_BYTES + 1).read_to_string(&mut text))
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if text.len() as u64 > MAX_INPUT_BYTES { Err(too_big()) } else { Ok(text) }
 }
 
 /// Parses manifest `text` (the contents of `path`) in `format`.
 pub fn parse(path: &Path, text: &str, format: Format, base: &TaskFields) -> Result<Manifest, ManifestErrors> {
     let tree = locate::parse_tree(path, text, format).map_err(|e| ManifestErrors(vec![e]))?;
-    let ctx = locate::Locator { path, text, format, tree: &tree };
+    let ctx = locate::Locator::new(path, text, format, &tree);
     let mut errors = Vec::new();
+    // The neutral tree has no NaN or infinity (they become null), so look for them in the text.
+    for (key, value) in locate::non_finite_numbers(text, format) {
+        errors.push(ctx.at_key(&key, format!("{value} is not a finite amount of 0 or more")));
+    }
+    let Some(file) = typed_file(&ctx, &tree, &mut errors) else { return Err(ManifestErrors(errors)) };
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let defaults = base.clone().overlay(fields::resolve_paths(file.defaults.clone(), dir));
+    if file.tasks.is_empty() {
+        errors.push(ManifestError {
+            file: path.to_path_buf(),
+            position: None,
+            task: None,
+            field: Some("tasks".into()),
+            message: "no tasks: add at least one [[tasks]] entry with an id and a prompt".into(),
+        });
+    }
+    let mut seen = HashSet::new();
+    let mut tasks = Vec::with_capacity(file.tasks.len());
+    for (i, raw) in file.tasks.iter().enumerate() {
+        let label = raw.id.clone().unwrap_or_else(|| format!("#{}", i + 1));
+        let mut push = |field: &str, message: String| errors.push(ctx.task_error(i, &label, field, message));
+        let id_ok = check_id(raw.id.as_deref(), &mut seen, &mut push);
+        check_fields(raw, &mut push);
+        let merged = defaults.clone().overlay(fields::resolve_paths(raw.clone(), dir));
+        check_input_paths(&merged, dir, &mut push);
+        let prompt = task_prompt(raw, &merged, &mut push);
+        if let (true, Some(prompt), Some(id)) = (id_ok, prompt, raw.id.clone()) {
+            tasks.push(Task { id, index: i, manifest: path.to_path_buf(), line: ctx.task_line(i), prompt, fields: merged });
+        }
+    }
+    if errors.is_empty() { Ok(Manifest { path: path.to_path_buf(), tasks }) } else { Err(ManifestErrors(errors)) }
+}
 
+/// Types the neutral tree, pushing every unknown key and the `[defaults]` problems; `None` when
+/// the tree does not fit the schema at all.
+fn typed_file(ctx: &locate::Locator<'_>, tree: &serde_json::Value, errors: &mut Vec<ManifestError>) -> Option<ManifestFile> {
     let mut unknown = Vec::new();
     let typed: Result<ManifestFile, _> = {
         let mut on_unknown = |p: serde_ignored::Path<'_>| unknown.push(p.to_string());
-        let de = serde_ignored::Deserializer::new(&tree, &mut on_unknown);
+        let de = serde_ignored::Deserializer::new(tree, &mut on_unknown);
         serde_path_to_error::deserialize(de)
     };
     for key in &unknown {
@@ -145,90 +196,99 @@ pub fn parse(path: &Path, text: &str, format: Format, base: &TaskFields) -> Resu
         Err(e) => {
             let key = e.path().to_string();
             errors.push(ctx.at_key(&key, e.into_inner().to_string()));
-            return Err(ManifestErrors(errors));
+            return None;
         }
     };
-
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let defaults = base.clone().overlay(fields::resolve_paths(file.defaults.clone(), dir));
     for field in ["id", "prompt", "prompt_file"] {
         if file.defaults.is_set(field) {
             errors.push(ctx.at_key(&format!("defaults.{field}"), format!("`{field}` cannot be set in [defaults]; set it per task")));
         }
     }
-    check_fields(&ctx, "defaults", &file.defaults, None, &mut errors);
-    if file.tasks.is_empty() {
-        errors.push(ManifestError {
-            file: path.to_path_buf(),
-            position: None,
-            task: None,
-            field: Some("tasks".into()),
-            message: "no tasks: add at least one [[tasks]] entry with an id and a prompt".into(),
-        });
-    }
-
-    let mut seen = HashSet::new();
-    let mut tasks = Vec::with_capacity(file.tasks.len());
-    for (i, raw) in file.tasks.iter().enumerate() {
-        let key = format!("tasks[{i}]");
-        let label = raw.id.clone().unwrap_or_else(|| format!("#{}", i + 1));
-        let id_ok = match raw.id.as_deref() {
-            None => {
-                errors.push(ctx.task_error(i, &label, "id", "missing field \"id\"".into()));
-                false
-            }
-            Some(id) if !valid_id(id) => {
-                errors.push(ctx.task_error(i, &label, "id", format!("invalid id {id:?}: use letters, digits, '.', '_' and '-' only")));
-                false
-            }
-            Some(id) if !seen.insert(id.to_string()) => {
-                errors.push(ctx.task_error(i, &label, "id", format!("duplicate id {id:?}: task ids must be unique")));
-                false
-            }
-            Some(_) => true,
-        };
-        check_fields(&ctx, &key, raw, Some((i, &label)), &mut errors);
-        let merged = defaults.clone().overlay(fields::resolve_paths(raw.clone(), dir));
-        let prompt = match (&raw.prompt, &merged.prompt_file) {
-            (Some(_), Some(_)) if raw.prompt_file.is_some() => {
-                errors.push(ctx.task_error(i, &label, "prompt_file", "set either `prompt` or `prompt_file`, not both".into()));
-                None
-            }
-            (Some(p), _) if p.trim().is_empty() => {
-                errors.push(ctx.task_error(i, &label, "prompt", "the prompt is empty".into()));
-                None
-            }
-            (Some(p), _) => Some(p.clone()),
-            (None, Some(file)) => match std::fs::read_to_string(file) {
-                Ok(p) => Some(p),
-                Err(e) => {
-                    errors.push(ctx.task_error(i, &label, "prompt_file", format!("cannot read {}: {e}", file.display())));
-                    None
-                }
-            },
-            (None, None) => {
-                errors.push(ctx.task_error(i, &label, "prompt", "missing field \"prompt\" (or \"prompt_file\")".into()));
-                None
-            }
-        };
-        if let (true, Some(prompt), Some(id)) = (id_ok, prompt, raw.id.clone()) {
-            tasks.push(Task { id, index: i, manifest: path.to_path_buf(), prompt, fields: merged });
-        }
-    }
-    if errors.is_empty() { Ok(Manifest { path: path.to_path_buf(), tasks }) } else { Err(ManifestErrors(errors)) }
+    check_fields(&file.defaults, &mut |field: &str, message: String| errors.push(ctx.at_key(&format!("defaults.{field}"), message)));
+    Some(file)
 }
 
-/// Value checks serde cannot express: durations, tool names, numeric ranges.
-fn check_fields(ctx: &locate::Locator<'_>, key: &str, fields: &TaskFields, task: Option<(usize, &str)>, errors: &mut Vec<ManifestError>) {
-    let mut push = |field: &str, message: String| {
-        errors.push(match task {
-            Some((i, label)) => ctx.task_error(i, label, field, message),
-            None => ctx.at_key(&format!("{key}.{field}"), message),
-        })
+/// Checks a config file's `[defaults]` (given as a JSON tree) like a manifest's: unknown keys,
+/// identity fields and every value check. Errors name `file`; the config format gives no lines.
+pub fn check_config_defaults(file: &Path, defaults: &serde_json::Value) -> Result<(), ManifestErrors> {
+    let tree = serde_json::json!({ "defaults": defaults });
+    let ctx = locate::Locator::new(file, "", Format::Json, &tree);
+    let mut errors = Vec::new();
+    typed_file(&ctx, &tree, &mut errors);
+    for error in &mut errors {
+        if !error.message.starts_with("[defaults]") {
+            error.message = format!("[defaults] {}", error.message);
+        }
+    }
+    if errors.is_empty() { Ok(()) } else { Err(ManifestErrors(errors)) }
+}
+
+/// Checks a task's id (present, well-formed, short enough, unique); true when it is usable.
+fn check_id(id: Option<&str>, seen: &mut HashSet<String>, push: &mut impl FnMut(&str, String)) -> bool {
+    let problem = match id {
+        None => "missing field \"id\"".to_string(),
+        Some(id) if !valid_id(id) => format!("invalid id {id:?}: use letters, digits, '.', '_' and '-' only"),
+        Some(id) if id.len() > MAX_ID_BYTES => format!("the id is {} bytes; ids name files and may have at most {MAX_ID_BYTES}", id.len()),
+        Some(id) if !seen.insert(id.to_string()) => format!("duplicate id {id:?}: task ids must be unique"),
+        Some(_) => return true,
     };
+    push("id", problem);
+    false
+}
+
+/// The task's prompt, from `prompt` or `prompt_file`.
+fn task_prompt(raw: &TaskFields, merged: &TaskFields, push: &mut impl FnMut(&str, String)) -> Option<String> {
+    match (&raw.prompt, &merged.prompt_file) {
+        (Some(_), Some(_)) if raw.prompt_file.is_some() => {
+            push("prompt_file", "set either `prompt` or `prompt_file`, not both".into());
+            None
+        }
+        (Some(p), _) if p.trim().is_empty() => {
+            push("prompt", "the prompt is empty".into());
+            None
+        }
+        (Some(p), _) => Some(p.clone()),
+        (None, Some(file)) => read_input(file).map_err(|e| push("prompt_file", e)).ok(),
+        (None, None) => {
+            push("prompt", "missing field \"prompt\" (or \"prompt_file\")".into());
+            None
+        }
+    }
+}
+
+/// Input files a task names (`prompt_file`, `replay`) must be inside the manifest's folder
+/// `dir` or the task's repo, so a shared manifest cannot make dracode read (and send to a
+/// model) any file of the machine. Symlinks are followed before the comparison.
+fn check_input_paths(fields: &TaskFields, dir: &Path, push: &mut impl FnMut(&str, String)) {
+    if let Some(repo) = &fields.repo
+        && !repo.is_dir()
+    {
+        push("repo", format!("{} is not a folder", repo.display()));
+    }
+    let roots: Vec<PathBuf> = [Some(dir), fields.repo.as_deref()].into_iter().flatten().filter_map(|r| r.canonicalize().ok()).collect();
+    for (field, path) in [("prompt_file", &fields.prompt_file), ("replay", &fields.replay)] {
+        let Some(path) = path else { continue };
+        match path.canonicalize() {
+            Ok(real) if !roots.iter().any(|root| real.starts_with(root)) => {
+                push(field, format!("{} is outside the manifest's folder and the task's repo", path.display()))
+            }
+            Ok(real) if field == "replay" && !real.is_dir() => {
+                if let Err(e) = read_input(&real) {
+                    push(field, e);
+                }
+            }
+            Ok(_) => {}
+            Err(e) if field == "replay" => push(field, format!("cannot read {}: {e}", path.display())),
+            Err(_) => {} // a missing prompt file is reported when it is read
+        }
+    }
+}
+
+/// Value checks serde cannot express: durations, tool names, numeric ranges, paths.
+fn check_fields(fields: &TaskFields, push: &mut impl FnMut(&str, String)) {
     for (field, value) in [("timeout", &fields.timeout), ("check_timeout", &fields.check_timeout), ("idle_timeout", &fields.idle_timeout)] {
         if let Some(value) = value
-            && let Err(e) = duration::parse(value)
+            && let Err(e) = duration::parse_positive(value)
         {
             push(field, e);
         }
@@ -244,11 +304,45 @@ fn check_fields(ctx: &locate::Locator<'_>, key: &str, fields: &TaskFields, task:
     if fields.max_iterations == Some(0) {
         push("max_iterations", "must be at least 1".into());
     }
+    if let Some(cost) = fields.max_cost_usd
+        && !(cost.is_finite() && cost >= 0.0)
+    {
+        push("max_cost_usd", format!("{cost} is not a finite amount of 0 or more"));
+    }
     if let Some(provider) = &fields.provider
         && provider.trim().is_empty()
     {
         push("provider", "is empty".into());
     }
+    if let Some(workdir) = &fields.workdir
+        && let Err(e) = check_relative_inside(workdir)
+    {
+        push("workdir", e);
+    }
+    let names = fields.env.iter().flat_map(|e| e.keys()).map(|k| ("env", k));
+    for (field, name) in names.chain(fields.env_passthrough.iter().flatten().map(|n| ("env_passthrough", n))) {
+        if name.is_empty() || name.contains(['=', '\0']) {
+            push(field, format!("{name:?} is not a variable name"));
+        }
+    }
+}
+
+/// `path` is relative and never climbs above where it starts (`a/../b` is fine, `../b` is not).
+fn check_relative_inside(path: &Path) -> Result<(), String> {
+    use std::path::Component;
+    let mut depth = 0usize;
+    for part in path.components() {
+        match part {
+            Component::Normal(_) => depth += 1,
+            Component::CurDir => {}
+            Component::ParentDir if depth > 0 => depth -= 1,
+            Component::ParentDir => return Err(format!("{} leaves the workspace: it must stay inside it", path.display())),
+            Component::RootDir | Component::Prefix(_) => {
+                return Err(format!("{} is absolute: it must be relative to the workspace root", path.display()));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `[A-Za-z0-9._-]+`
@@ -265,11 +359,6 @@ pub fn did_you_mean(word: &str, candidates: &[&str]) -> String {
         .max_by(|a, b| a.0.total_cmp(&b.0))
         .map(|(_, c)| format!(" (did you mean {c:?}?)"))
         .unwrap_or_default()
-}
-
-/// The manifest's field names, for error messages and `dracode schema`.
-pub fn field_names() -> &'static [&'static str] {
-    FIELD_NAMES
 }
 
 /// The JSON Schema of a manifest file.

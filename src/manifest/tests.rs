@@ -1,10 +1,15 @@
 //! Manifest loading: the three formats agree, and every error names file, line, task and field.
 
 use super::*;
+use std::time::Duration;
 
 fn parse_str(name: &str, text: &str) -> Result<Manifest, ManifestErrors> {
     let path = Path::new(name);
     parse(path, text, Format::of(path).unwrap(), &TaskFields::default())
+}
+
+fn load(path: &Path) -> Result<Manifest, ManifestErrors> {
+    load_with(path, &TaskFields::default())
 }
 
 fn errors(name: &str, text: &str) -> Vec<String> {
@@ -23,7 +28,7 @@ fn toml_yaml_and_json_give_the_same_tasks() {
         assert_eq!(m.tasks.len(), 2);
         assert_eq!(m.tasks[0].fields.model.as_deref(), Some("m"), "defaults merge");
         assert_eq!(m.tasks[1].fields.model.as_deref(), Some("other"), "task wins");
-        assert_eq!(m.tasks[0].timeout(), Some(Duration::from_secs(300)));
+        assert_eq!(m.tasks[0].fields.timeout.as_deref().and_then(|t| crate::duration::parse(t).ok()), Some(Duration::from_secs(300)));
         assert_eq!(m.tasks[0].fields.tags.as_deref(), Some(&["x".to_string()][..]));
     }
     assert_eq!(a.tasks[1].fields, b.tasks[1].fields);
@@ -99,4 +104,69 @@ fn defaults_cannot_set_identity_and_unknown_top_level_keys_are_named() {
 fn an_empty_manifest_says_so() {
     let errs = errors("t.yaml", "");
     assert!(errs[0].contains("no tasks"), "{errs:?}");
+}
+
+/// Issue 7: positions come from the TOML parser, so a `[[tasks]]` line inside a multi-line
+/// string does not count as a task.
+#[test]
+fn a_tasks_header_inside_a_multiline_string_does_not_shift_positions() {
+    let text =
+        "[[tasks]]\nid = \"a\"\nprompt = \"\"\"\n[[tasks]]\nnot a task\n\"\"\"\n\n[[tasks]]\nid = \"b\"\nprompt = \"y\"\npromt = \"z\"\n";
+    let errs = errors("t.toml", text);
+    assert_eq!(errs, ["t.toml:11:1: task \"b\": unknown field \"promt\" (did you mean \"prompt\"?)"]);
+    let m =
+        parse_str("t.toml", "[[tasks]]\nid = \"a\"\nprompt = \"\"\"\n[[tasks]]\n\"\"\"\n[[tasks]]\nid = \"b\"\nprompt = \"y\"\n").unwrap();
+    assert_eq!(m.tasks.iter().map(|t| t.line).collect::<Vec<_>>(), [Some(1), Some(6)]);
+}
+
+/// Issue 7: tasks written as an array of inline tables are located too.
+#[test]
+fn inline_table_tasks_have_positions() {
+    let text = "tasks = [\n  { id = \"a\", prompt = \"x\" },\n  { id = \"b\", prompt = \"y\", timeout = \"soon\" },\n]\n";
+    let errs = errors("t.toml", text);
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(errs[0].starts_with("t.toml:3:29: task \"b\": field \"timeout\": invalid duration"), "{errs:?}");
+    let m = parse_str("t.toml", "tasks = [\n  { id = \"a\", prompt = \"x\" },\n  { id = \"b\", prompt = \"y\" },\n]\n").unwrap();
+    assert_eq!(m.tasks.iter().map(|t| t.line).collect::<Vec<_>>(), [Some(2), Some(3)]);
+}
+
+#[test]
+fn yaml_and_json_tasks_know_their_line() {
+    let m = parse_str("t.yaml", "tasks:\n  - id: a\n    prompt: x\n  - id: b\n    prompt: y\n").unwrap();
+    assert_eq!(m.tasks.iter().map(|t| t.line).collect::<Vec<_>>(), [Some(2), Some(4)]);
+    let m = parse_str("t.json", "{\"tasks\": [\n {\"id\": \"a\", \"prompt\": \"x\"},\n {\"id\": \"b\", \"prompt\": \"y\"}]}").unwrap();
+    assert_eq!(m.tasks.iter().map(|t| t.line).collect::<Vec<_>>(), [Some(2), Some(3)]);
+}
+
+#[test]
+fn containment_fields_are_typed_and_checked() {
+    let text = "[defaults]\nsandbox = \"read-only\"\nnetwork = true\nenv_passthrough = [\"NPM_CONFIG_REGISTRY\"]\n[[tasks]]\nid = \"a\"\nprompt = \"x\"\n[tasks.env]\nRUST_BACKTRACE = \"1\"\n";
+    let m = parse_str("t.toml", text).unwrap();
+    let f = &m.tasks[0].fields;
+    assert_eq!(f.sandbox, Some(SandboxMode::ReadOnly));
+    assert_eq!(f.network, Some(true));
+    assert_eq!(f.env.as_ref().unwrap()["RUST_BACKTRACE"], "1");
+    assert_eq!(f.env_passthrough.as_deref(), Some(&["NPM_CONFIG_REGISTRY".to_string()][..]));
+    let errs = errors("t.toml", "[[tasks]]\nid = \"a\"\nprompt = \"x\"\nsandbox = \"loose\"\n");
+    assert!(errs[0].starts_with("t.toml:4:") && errs[0].contains("sandbox"), "{errs:?}");
+}
+
+/// Issue 9: NaN and infinite budgets are refused in every format that can write them.
+#[test]
+fn non_finite_budgets_are_refused() {
+    let errs = errors(
+        "t.toml",
+        "[[tasks]]\nid = \"a\"\nprompt = \"x\"\nmax_cost_usd = nan\n[[tasks]]\nid = \"b\"\nprompt = \"x\"\nmax_cost_usd = -inf\n",
+    );
+    assert_eq!(
+        errs,
+        [
+            "t.toml:4:1: task \"a\": field \"max_cost_usd\": NaN is not a finite amount of 0 or more",
+            "t.toml:8:1: task \"b\": field \"max_cost_usd\": -inf is not a finite amount of 0 or more"
+        ]
+    );
+    let errs = errors("t.yaml", "tasks:\n  - id: a\n    prompt: x\n    max_cost_usd: .nan\n");
+    assert!(errs.len() == 1 && errs[0].starts_with("t.yaml:4:") && errs[0].contains("non-finite"), "{errs:?}");
+    let errs = errors("t.toml", "[[tasks]]\nid = \"a\"\nprompt = \"x\"\nmax_cost_usd = -0.5\n");
+    assert_eq!(errs, ["t.toml:4:1: task \"a\": field \"max_cost_usd\": -0.5 is not a finite amount of 0 or more"]);
 }

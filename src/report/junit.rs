@@ -257,6 +257,7 @@ fn bare_root(xml: String) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::events::FailureKind;
     use crate::events::{CheckRecord, TaskError};
     use crate::llm::ErrorKind;
     use crate::report::test_support::{event, finished, outcome, totals};
@@ -286,13 +287,13 @@ mod tests {
             output_tail: "\x1b[31merror\x1b[0m: Vec<String> & ]]> mismatch\x07\nline two".into(),
             before: None,
         });
-        check_failed.error = Some(TaskError { kind: ErrorKind::Check, message: "check failed".into(), http_status: None });
+        check_failed.error = Some(TaskError { kind: FailureKind::Check, message: "check failed".into(), http_status: None });
         check_failed.result = Some("I changed <b>it</b> & ]]> done \x1b[1mbold\x1b[0m \x00".into());
 
         let mut auth = outcome("auth-error", Status::Error);
         auth.index = 2;
         auth.error = Some(TaskError {
-            kind: ErrorKind::Auth,
+            kind: ErrorKind::Auth.into(),
             message: "401 Unauthorized: key sk-secret-12345678 refused".into(),
             http_status: Some(401),
         });
@@ -302,7 +303,7 @@ mod tests {
         not_configured.index = 3;
         not_configured.cost_usd = None;
         not_configured.error =
-            Some(TaskError { kind: ErrorKind::NotConfigured, message: "OPENAI_API_KEY is not set".into(), http_status: None });
+            Some(TaskError { kind: ErrorKind::NotConfigured.into(), message: "OPENAI_API_KEY is not set".into(), http_status: None });
 
         let mut skipped = outcome("skipped", Status::Skipped);
         skipped.index = 4;

@@ -544,6 +544,7 @@ fn append_warnings(path: &Path, warnings: &[String]) -> Result<(), MergeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::events::FailureKind;
     use crate::events::{CheckRecord, Status, TaskError};
     use crate::llm::{ErrorKind, StopReason, Usage};
     use crate::report::artifact_reporters;
@@ -573,7 +574,7 @@ mod tests {
             })
             .collect();
         tasks[1].status = Status::Failed;
-        tasks[1].error = Some(TaskError { kind: ErrorKind::Check, message: "check failed".into(), http_status: None });
+        tasks[1].error = Some(TaskError { kind: FailureKind::Check, message: "check failed".into(), http_status: None });
         tasks[1].check = Some(CheckRecord {
             command: "cargo test".into(),
             exit_code: Some(101),
@@ -583,12 +584,13 @@ mod tests {
         tasks[1].files_changed = vec!["src/lib.rs".into()];
         tasks[1].diff = Some("diff --git a/src/lib.rs b/src/lib.rs\n-a\n+b\n".into());
         tasks[2].status = Status::Error;
-        tasks[2].error = Some(TaskError { kind: ErrorKind::Auth, message: format!("401: key {SECRET} refused"), http_status: Some(401) });
+        tasks[2].error =
+            Some(TaskError { kind: ErrorKind::Auth.into(), message: format!("401: key {SECRET} refused"), http_status: Some(401) });
         tasks[3].flaky = true;
         tasks[3].attempts = 2;
         tasks[3].prior_attempts = vec![AttemptRecord {
             status: Status::Timeout,
-            error: Some(TaskError { kind: ErrorKind::Network, message: "reset".into(), http_status: None }),
+            error: Some(TaskError { kind: ErrorKind::Network.into(), message: "reset".into(), http_status: None }),
             duration: Duration::from_millis(900),
         }];
         tasks[3].transcript = Some(transcript("done after a retry"));

@@ -248,7 +248,8 @@ mod tests {
         });
         p.on_event(&finished(b)).unwrap();
         let mut c = outcome("c", Status::Error);
-        c.error = Some(TaskError { kind: ErrorKind::Auth, message: "key sk-live-abcdefgh refused\nmore".into(), http_status: Some(401) });
+        c.error =
+            Some(TaskError { kind: ErrorKind::Auth.into(), message: "key sk-live-abcdefgh refused\nmore".into(), http_status: Some(401) });
         p.on_event(&finished(c)).unwrap();
         let mut t = totals(&[(Status::Passed, 1), (Status::Failed, 1), (Status::Error, 1)]);
         t.usage = crate::llm::Usage::from_counts(3000, 702);

@@ -186,8 +186,8 @@ fn escape_cell(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::events::FailureKind;
     use crate::events::{CheckRecord, TaskError};
-    use crate::llm::ErrorKind;
     use crate::report::test_support::{event, finished, outcome, totals};
 
     fn summary(outcomes: Vec<TaskOutcome>, run: Option<RunTotals>) -> String {
@@ -226,7 +226,7 @@ mod tests {
         let ok = outcome("ok", Status::Passed);
         let mut bad = outcome("bad|id", Status::Failed);
         bad.index = 1;
-        bad.error = Some(TaskError { kind: ErrorKind::Check, message: "check failed".into(), http_status: None });
+        bad.error = Some(TaskError { kind: FailureKind::Check, message: "check failed".into(), http_status: None });
         bad.check = Some(CheckRecord {
             command: "cargo test | tee log".into(),
             exit_code: Some(101),

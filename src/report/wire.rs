@@ -465,6 +465,7 @@ fn truncate(text: &str, limit: usize) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::events::FailureKind;
     use crate::llm::{ErrorKind, StopReason};
     use crate::report::test_support::{event, outcome};
     use serde_json::json;
@@ -481,13 +482,13 @@ mod tests {
         o.files_changed = vec!["src/lib.rs".into()];
         o.check =
             Some(CheckRecord { command: "cargo clippy".into(), exit_code: Some(101), output_tail: "warning: x".into(), before: None });
-        o.error = Some(TaskError { kind: ErrorKind::Check, message: "check failed".into(), http_status: None });
+        o.error = Some(TaskError { kind: FailureKind::Check, message: "check failed".into(), http_status: None });
         o.manifest = "ci/tasks.toml".into();
         o.index = 3;
         o.attempts = 2;
         o.prior_attempts = vec![crate::events::AttemptRecord {
             status: Status::Error,
-            error: Some(TaskError { kind: ErrorKind::Server, message: "502".into(), http_status: Some(502) }),
+            error: Some(TaskError { kind: ErrorKind::Server.into(), message: "502".into(), http_status: Some(502) }),
             duration: Duration::from_millis(1500),
         }];
         let v = line(&event(Some(("fix/clippy", 2)), EventKind::TaskFinished(Box::new(o))));

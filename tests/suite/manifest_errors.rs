@@ -75,3 +75,77 @@ fn tools_and_providers_commands_describe_what_exists_without_secrets() {
     assert!(line("openai").contains("configured") && !line("openai").contains("not configured"), "{text}");
     assert!(line("anthropic").contains("not configured") && line("anthropic").contains("ANTHROPIC_API_KEY"), "{text}");
 }
+
+/// Issue 9, "Input limits": `validate` runs every check `run` runs, and inputs that could hang
+/// or flood dracode are refused with the file, line, task and field named.
+#[test]
+fn validate_refuses_what_run_refuses_and_inputs_beyond_the_limits() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fifo = tmp.path().join("fifo.md");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    std::fs::write(tmp.path().join("big.md"), "x".repeat(1024 * 1024 + 1)).unwrap();
+    let long_id = "a".repeat(201);
+    let manifest = format!(
+        "[defaults]\nisolation = \"copy\"\n\
+         [[tasks]]\nid = \"no-repo\"\nprompt = \"x\"\nrepo = \"missing\"\n\
+         [[tasks]]\nid = \"{long_id}\"\nprompt = \"x\"\n\
+         [[tasks]]\nid = \"zero\"\nprompt = \"x\"\ntimeout = \"0s\"\n\
+         [[tasks]]\nid = \"nan\"\nprompt = \"x\"\nmax_cost_usd = nan\n\
+         [[tasks]]\nid = \"neg\"\nprompt = \"x\"\nmax_cost_usd = -inf\n\
+         [[tasks]]\nid = \"zero-file\"\nprompt_file = \"/dev/zero\"\n\
+         [[tasks]]\nid = \"fifo\"\nprompt_file = \"fifo.md\"\n\
+         [[tasks]]\nid = \"big\"\nprompt_file = \"big.md\"\n\
+         [[tasks]]\nid = \"outside\"\nprompt_file = \"/etc/hostname\"\n\
+         [[tasks]]\nid = \"up\"\nprompt = \"x\"\nworkdir = \"../elsewhere\"\n\
+         [[tasks]]\nid = \"abs\"\nprompt = \"x\"\nworkdir = \"/tmp\"\n"
+    );
+    std::fs::write(tmp.path().join("m.toml"), manifest).unwrap();
+    for command in ["validate", "run"] {
+        let output =
+            dracode(tmp.path()).args([command, "m.toml"]).timeout(std::time::Duration::from_secs(30)).assert().code(2).get_output().clone();
+        assert_mentions_all(
+            &output.stderr,
+            &[
+                "m.toml:6:1: task \"no-repo\": field \"repo\":",
+                "ids name files and may have at most 200",
+                "m.toml:13:1: task \"zero\": field \"timeout\": \"0s\" is zero",
+                "task \"nan\": field \"max_cost_usd\": NaN is not a finite amount",
+                "task \"neg\": field \"max_cost_usd\": -inf is not a finite amount",
+                "task \"zero-file\": field \"prompt_file\":",
+                "task \"fifo\": field \"prompt_file\": cannot read",
+                "task \"big\": field \"prompt_file\": cannot read",
+                "task \"outside\": field \"prompt_file\": /etc/hostname is outside the manifest's folder and the task's repo",
+                "task \"up\": field \"workdir\": ../elsewhere leaves the workspace",
+                "task \"abs\": field \"workdir\": /tmp is absolute",
+            ],
+        );
+        assert!(!tmp.path().join("dracode-out").exists(), "nothing was run");
+    }
+}
+
+/// Issue 7: config-file `[defaults]` get the manifest's field checks (before, an unknown tool
+/// there became a retried `internal` error at run time).
+#[test]
+fn config_defaults_are_checked_like_a_manifest() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("dracode.toml"), "[defaults]\nfoo = 1\nid = \"x\"\ntools = [\"read_fil\"]\ntimeout = \"0s\"\n").unwrap();
+    std::fs::write(tmp.path().join("m.toml"), "[[tasks]]\nid = \"a\"\nprompt = \"x\"\nisolation = \"copy\"\n").unwrap();
+    let output = dracode(tmp.path()).args(["validate", "m.toml"]).assert().code(2).get_output().clone();
+    assert_mentions_all(
+        &output.stderr,
+        &[
+            "dracode.toml: [defaults] unknown field \"foo\"",
+            "dracode.toml: [defaults] field \"id\": `id` cannot be set in [defaults]",
+            "dracode.toml: [defaults] field \"tools\": unknown tool \"read_fil\" (did you mean \"read_file\"?)",
+            "dracode.toml: [defaults] field \"timeout\":",
+        ],
+    );
+}
+
+/// Asserts that `stderr` holds every one of `needles`.
+fn assert_mentions_all(stderr: &[u8], needles: &[&str]) {
+    let stderr = String::from_utf8_lossy(stderr);
+    for needle in needles {
+        assert!(stderr.contains(needle), "{needle:?} not in\n{stderr}");
+    }
+}

@@ -1,0 +1,142 @@
+//! The verdict of an attempt: from how its phases ended to a status and an error. Pure, so every
+//! path is a row of one table test.
+
+use crate::agent::AgentEnd;
+use crate::events::{CheckRecord, FailureKind, Status, TaskError};
+use crate::llm::ErrorKind;
+use std::time::Duration;
+
+/// How the agent phase of an attempt ended, seen from outside the loop.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentPhase {
+    /// The loop ended on its own.
+    Ended(AgentEnd),
+    /// The attempt ran longer than its `timeout` (the limit).
+    TimedOut(Duration),
+    /// No event for this long (`idle_timeout`).
+    Stalled(Duration),
+    /// The run was interrupted.
+    Cancelled,
+}
+
+/// What the verdict is made from: plain data, gathered by the attempt.
+#[derive(Debug, Clone, Copy)]
+pub struct Evidence<'a> {
+    /// How the agent phase ended.
+    pub phase: &'a AgentPhase,
+    /// The check run after the agent finished, if the task has one.
+    pub check: Option<&'a CheckRecord>,
+    /// How many files the attempt changed.
+    pub files_changed: usize,
+    /// The task fails when it changed no file.
+    pub require_change: bool,
+    /// The LLM calls the task was allowed (for the message).
+    pub max_iterations: u32,
+}
+
+/// The status of an attempt and, unless it passed, why.
+pub fn judge(evidence: &Evidence<'_>) -> (Status, Option<TaskError>) {
+    let agent = |status, message: String| (status, Some(TaskError::new(FailureKind::Agent, message)));
+    match evidence.phase {
+        AgentPhase::Ended(AgentEnd::Finished) => judge_finished(evidence),
+        AgentPhase::Ended(AgentEnd::MaxIterations) => {
+            agent(Status::MaxIterations, format!("the agent did not finish within {} iterations", evidence.max_iterations))
+        }
+        AgentPhase::Ended(AgentEnd::BudgetExceeded(message)) => agent(Status::BudgetExceeded, message.clone()),
+        AgentPhase::Ended(AgentEnd::Failed(error)) => (failure_status(error), Some(error.clone())),
+        AgentPhase::TimedOut(limit) => {
+            agent(Status::Timeout, format!("the task ran longer than its timeout of {}", humantime::format_duration(*limit)))
+        }
+        AgentPhase::Stalled(idle) => agent(
+            Status::Stalled,
+            format!("no event for {} (idle_timeout): a stuck stream or a hung command", humantime::format_duration(*idle)),
+        ),
+        AgentPhase::Cancelled => (Status::Cancelled, Some(TaskError::internal("the run was interrupted"))),
+    }
+}
+
+/// The agent finished: the check decides, then `require_change`.
+fn judge_finished(evidence: &Evidence<'_>) -> (Status, Option<TaskError>) {
+    if let Some(check) = evidence.check.filter(|c| c.exit_code != Some(0)) {
+        let code = check.exit_code.map_or("no code (killed)".into(), |c| c.to_string());
+        let message = format!("check `{}` exited with {code}", check.command);
+        return (Status::Failed, Some(TaskError::new(FailureKind::Check, message)));
+    }
+    if evidence.require_change && evidence.files_changed == 0 {
+        return (Status::Failed, Some(TaskError::new(FailureKind::Agent, "the agent changed no file (require_change = true)")));
+    }
+    (Status::Passed, None)
+}
+
+/// The status a failure gives: a provider without credentials is `not_configured`,
+/// infrastructure is `error`, the task's own failures are `failed`.
+pub fn failure_status(error: &TaskError) -> Status {
+    match error.kind {
+        FailureKind::Llm(ErrorKind::NotConfigured) => Status::NotConfigured,
+        kind if kind.is_infrastructure() => Status::Error,
+        _ => Status::Failed,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(exit_code: Option<i32>) -> CheckRecord {
+        CheckRecord { command: "make test".into(), exit_code, output_tail: String::new(), before: None }
+    }
+
+    /// Name, agent phase, check, files changed, require_change → status, error kind and a
+    /// part of its message.
+    type Row<'a> = (&'a str, AgentPhase, Option<&'a CheckRecord>, usize, bool, Status, Option<(FailureKind, &'a str)>);
+
+    fn failed(kind: FailureKind) -> AgentPhase {
+        AgentPhase::Ended(AgentEnd::Failed(TaskError::new(kind, "boom")))
+    }
+
+    #[test]
+    fn every_status_path() {
+        let finished = AgentPhase::Ended(AgentEnd::Finished);
+        let (green, red, killed) = (check(Some(0)), check(Some(1)), check(None));
+        let llm = |k| failed(FailureKind::Llm(k));
+        #[rustfmt::skip]
+        let table: Vec<Row<'_>> = vec![
+            ("passed, no check", finished.clone(), None, 0, false, Status::Passed, None),
+            ("passed, green check", finished.clone(), Some(&green), 1, false, Status::Passed, None),
+            ("passed, change required and made", finished.clone(), None, 2, true, Status::Passed, None),
+            ("failed by check", finished.clone(), Some(&red), 1, false, Status::Failed, Some((FailureKind::Check, "check `make test` exited with 1"))),
+            ("failed by killed check", finished.clone(), Some(&killed), 1, false, Status::Failed, Some((FailureKind::Check, "exited with no code (killed)"))),
+            ("check wins over require_change", finished.clone(), Some(&red), 0, true, Status::Failed, Some((FailureKind::Check, "check"))),
+            ("failed by require_change", finished.clone(), Some(&green), 0, true, Status::Failed, Some((FailureKind::Agent, "changed no file"))),
+            ("max_iterations", AgentPhase::Ended(AgentEnd::MaxIterations), None, 0, false, Status::MaxIterations, Some((FailureKind::Agent, "within 7 iterations"))),
+            ("budget_exceeded", AgentPhase::Ended(AgentEnd::BudgetExceeded("over 100 tokens".into())), None, 0, false, Status::BudgetExceeded, Some((FailureKind::Agent, "over 100 tokens"))),
+            ("not_configured", llm(ErrorKind::NotConfigured), None, 0, false, Status::NotConfigured, Some((FailureKind::Llm(ErrorKind::NotConfigured), "boom"))),
+            ("error: rate_limit", llm(ErrorKind::RateLimit), None, 0, false, Status::Error, Some((FailureKind::Llm(ErrorKind::RateLimit), "boom"))),
+            ("error: quota", llm(ErrorKind::Quota), None, 0, false, Status::Error, Some((FailureKind::Llm(ErrorKind::Quota), "boom"))),
+            ("error: auth", llm(ErrorKind::Auth), None, 0, false, Status::Error, Some((FailureKind::Llm(ErrorKind::Auth), "boom"))),
+            ("error: network", llm(ErrorKind::Network), None, 0, false, Status::Error, Some((FailureKind::Llm(ErrorKind::Network), "boom"))),
+            ("error: server", llm(ErrorKind::Server), None, 0, false, Status::Error, Some((FailureKind::Llm(ErrorKind::Server), "boom"))),
+            ("error: bad_response", llm(ErrorKind::BadResponse), None, 0, false, Status::Error, Some((FailureKind::Llm(ErrorKind::BadResponse), "boom"))),
+            ("error: internal", failed(FailureKind::Internal), None, 0, false, Status::Error, Some((FailureKind::Internal, "boom"))),
+            ("error: sandbox", failed(FailureKind::Sandbox), None, 0, false, Status::Error, Some((FailureKind::Sandbox, "boom"))),
+            ("failed by the agent", failed(FailureKind::Agent), None, 0, false, Status::Failed, Some((FailureKind::Agent, "boom"))),
+            ("failed by a tool", failed(FailureKind::Tool), None, 0, false, Status::Failed, Some((FailureKind::Tool, "boom"))),
+            ("timeout", AgentPhase::TimedOut(Duration::from_secs(90)), None, 0, false, Status::Timeout, Some((FailureKind::Agent, "timeout of 1m 30s"))),
+            ("stalled", AgentPhase::Stalled(Duration::from_secs(30)), None, 0, false, Status::Stalled, Some((FailureKind::Agent, "no event for 30s"))),
+            ("cancelled", AgentPhase::Cancelled, None, 3, true, Status::Cancelled, Some((FailureKind::Internal, "interrupted"))),
+        ];
+        for (name, phase, check, files_changed, require_change, status, error) in table {
+            let evidence = Evidence { phase: &phase, check, files_changed, require_change, max_iterations: 7 };
+            let (got_status, got_error) = judge(&evidence);
+            assert_eq!(got_status, status, "{name}");
+            match (got_error, error) {
+                (None, None) => {}
+                (Some(got), Some((kind, needle))) => {
+                    assert_eq!(got.kind, kind, "{name}");
+                    assert!(got.message.contains(needle), "{name}: {:?} lacks {needle:?}", got.message);
+                }
+                (got, want) => panic!("{name}: error {got:?}, expected {want:?}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,103 @@
+//! A task fully resolved: every setting typed, every default filled in, every path checked.
+//! [`super::plan`] builds it; everything after planning (runner, attempt, reporters) reads only
+//! this, never the manifest's optional fields.
+
+use crate::agent::Budget;
+use crate::events::{Status, TaskOutcome};
+use crate::llm::preset::ResolvedProvider;
+use crate::manifest::{Isolation, SandboxMode};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// One task, ready to run.
+#[derive(Debug, Clone)]
+pub struct TaskSpec {
+    /// Unique id, `[A-Za-z0-9._-]+`, at most 200 bytes.
+    pub id: String,
+    /// Position in the run (manifest order, then task order).
+    pub index: usize,
+    /// The manifest it came from (as given on the command line; `--task` for ad-hoc tasks).
+    pub manifest: PathBuf,
+    /// The 1-based line where the task begins in its manifest, when the format gives one.
+    pub line: Option<usize>,
+    /// What the agent is asked to do.
+    pub prompt: String,
+    /// The whole system prompt: dracode's own, then the task's `system_prompt`.
+    pub system_prompt: String,
+    /// Its provider, model and limits.
+    pub provider: ResolvedProvider,
+    /// Where it works.
+    pub workspace: WorkspaceSpec,
+    /// LLM calls allowed.
+    pub max_iterations: u32,
+    /// Wall-clock limit of an attempt; `None`: no limit.
+    pub timeout: Option<Duration>,
+    /// No event for this long ends the attempt as `stalled`; `None`: never.
+    pub idle_timeout: Option<Duration>,
+    /// The command that decides whether the task passed, if any.
+    pub check: Option<CheckSpec>,
+    /// How often a failed attempt is tried again.
+    pub retry: RetrySpec,
+    /// Token and cost limits of an attempt.
+    pub budget: Budget,
+    /// Enabled tool names.
+    pub tools: Vec<String>,
+    /// Canned answers for `ask_user`, by question (`"*"` answers any).
+    pub answers: BTreeMap<String, String>,
+    /// The task fails when the agent changed no file.
+    pub require_change: bool,
+    /// A passed task's changes are committed on a branch (worktree isolation only).
+    pub commit: bool,
+    /// The task's commands get their own empty `HOME`.
+    pub isolate_home: bool,
+    /// How far the task's commands are to be confined (carried, not yet applied).
+    pub sandbox: SandboxMode,
+    /// Whether the task's commands may use the network (carried, not yet applied).
+    pub network: bool,
+    /// Variables set for the task's commands and check (carried, not yet applied).
+    pub env: BTreeMap<String, String>,
+    /// Extra variables of dracode's environment a command may see (carried, not yet applied).
+    pub env_passthrough: Vec<String>,
+}
+
+/// Where a task works.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkspaceSpec {
+    /// The folder (usually a git repository) the workspace is made from.
+    pub repo: PathBuf,
+    /// How the workspace is made.
+    pub isolation: Isolation,
+    /// The commit-ish a worktree starts at.
+    pub base: String,
+    /// Where tools run, relative to the workspace root (empty: the root); never leaves it.
+    pub workdir: PathBuf,
+}
+
+/// The command that decides whether a task passed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckSpec {
+    /// Run by `sh -c` in the task's working directory; the task passes only if it exits 0.
+    pub command: String,
+    /// Also run it before the agent, to record red-to-green.
+    pub before: bool,
+    /// Its time limit.
+    pub timeout: Duration,
+}
+
+/// How a task is retried.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetrySpec {
+    /// Attempts after the first, each in a fresh workspace.
+    pub retries: u32,
+    /// The statuses that are tried again.
+    pub retry_on: Vec<Status>,
+}
+
+impl TaskSpec {
+    /// A blank outcome of this task with `status`: nothing run yet.
+    pub fn outcome(&self, status: Status) -> TaskOutcome {
+        let model = self.provider.model.as_deref().unwrap_or_default();
+        TaskOutcome::new(&self.id, &self.manifest, self.index, status, &self.provider.name, model)
+    }
+}

@@ -70,4 +70,16 @@ mod tests {
         reporter.on_event(&finished(outcome("none", Status::Failed))).unwrap();
         assert!(!dir.path().join("diffs").exists());
     }
+
+    #[test]
+    fn a_secret_in_a_patch_is_masked() {
+        let dir = tempfile::tempdir().unwrap();
+        let redactor = Arc::new(Redactor::new(["hunter22".to_string()]));
+        let mut reporter = DiffReporter::new(dir.path()).with_redactor(redactor);
+        let mut o = outcome("leaky", Status::Passed);
+        o.diff = Some("--- a/.env\n+++ b/.env\n@@ -0,0 +1 @@\n+PASSWORD=hunter22\n".into());
+        reporter.on_event(&finished(o)).unwrap();
+        let patch = std::fs::read_to_string(dir.path().join("diffs/leaky.patch")).unwrap();
+        assert_eq!(patch, "--- a/.env\n+++ b/.env\n@@ -0,0 +1 @@\n+PASSWORD=[REDACTED]\n");
+    }
 }

@@ -425,8 +425,8 @@ fn write_reports(
     let write_err = |source| MergeError::Write { path: out.to_path_buf(), source };
     let mut reporters: Vec<Box<dyn Reporter>> = vec![
         Box::new(JunitReporter::new(out.join("junit.xml"), redactor.clone())),
-        Box::new(SummaryReporter::new(out.join("summary.md"), redactor)),
-        Box::new(DiffReporter::new(out)),
+        Box::new(SummaryReporter::new(out.join("summary.md"), redactor.clone())),
+        Box::new(DiffReporter::new(out).with_redactor(redactor)),
     ];
     let mut events = vec![Event { ts: run.started, task: None, kind: run.started_kind() }];
     events.extend(outcomes.iter().map(|f| Event {

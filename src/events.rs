@@ -1,16 +1,19 @@
 //! The one seam between running tasks and reporting them.
 //!
 //! The agent loop and the scheduler never print or write artifacts: they [`Emitter::emit`] typed
-//! [`EventKind`]s. The [`EventBus`] stamps each with a time and hands it, in order, to every
-//! [`Reporter`] (JSONL, JUnit, summary, transcripts, diffs, progress). A new output format is a
-//! new reporter; it touches no other file.
+//! [`EventKind`]s. The [`EventBus`] stamps each with a time and queues it; a dispatcher thread
+//! of its own hands it, in order, to every [`Reporter`] (JSONL, JUnit, summary, transcripts,
+//! diffs, progress), so no task waits on a disk or a terminal. A new output format is a new
+//! reporter; it touches no other file.
 
 use crate::llm::{ErrorKind, Message, StopReason, Usage};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
 /// How a task ended. Exactly one per task, always.
@@ -322,6 +325,25 @@ pub struct RunTotals {
     pub exit_code: i32,
 }
 
+impl RunTotals {
+    /// Counts, sums and the exit code of a set of outcomes (a run's, or a merge's).
+    pub fn of(outcomes: &[TaskOutcome], duration: Duration) -> Self {
+        let mut counts = Status::ALL.iter().map(|s| (*s, 0)).collect::<BTreeMap<_, _>>();
+        for o in outcomes {
+            *counts.entry(o.status).or_default() += 1;
+        }
+        let cost_usd = outcomes.iter().filter(|o| o.usage.requests > 0).try_fold(0.0, |sum, o| o.cost_usd.map(|c| sum + c));
+        let all_passed = outcomes.iter().all(|o| o.status.is_pass());
+        RunTotals {
+            counts,
+            usage: outcomes.iter().map(|o| o.usage).sum(),
+            cost_usd,
+            duration,
+            exit_code: if all_passed { crate::exit_codes::OK } else { crate::exit_codes::TASKS_FAILED },
+        }
+    }
+}
+
 /// What happened.
 #[derive(Debug, Clone)]
 pub enum EventKind {
@@ -437,40 +459,112 @@ pub trait Reporter: Send {
     }
 }
 
-/// Hands every event to every reporter, in emission order.
+/// Events that may wait for the dispatcher. When the queue is full an emitter waits (it never
+/// drops an event: `results.jsonl` promises every one); 1,024 events is seconds of a busy run,
+/// so only a reporter that is stuck — a full disk, a stderr nobody reads — ever slows a task.
+pub const QUEUE_BOUND: usize = 1024;
+
+/// What travels to the dispatcher thread.
+enum Queued {
+    /// An event to hand to every reporter.
+    Event(Event),
+    /// Answer on this channel once every earlier event has been handed over.
+    Flush(SyncSender<()>),
+}
+
+/// Hands every event to every reporter, in emission order, on a thread of its own.
+///
+/// [`EventBus::emit`] only stamps the event and queues it (a bounded channel, see
+/// [`QUEUE_BOUND`]); a dispatcher thread feeds the reporters, so a slow disk or terminal never
+/// holds a task's thread. Stamping and queueing happen under one lock, so the queue's order is
+/// the order of the timestamps, and every reporter sees the same order (which is what
+/// `results.jsonl`'s `seq` counts). [`EventBus::finish`] closes the queue, waits until the
+/// dispatcher has delivered everything, then lets every reporter write its whole-run files.
 pub struct EventBus {
-    reporters: Mutex<Vec<Box<dyn Reporter>>>,
-    failures: Mutex<Vec<String>>,
+    sender: Mutex<Option<SyncSender<Queued>>>,
+    dispatcher: Mutex<Option<JoinHandle<Vec<String>>>>,
 }
 
 impl EventBus {
-    /// A bus feeding `reporters`.
+    /// A bus feeding `reporters` from a dispatcher thread (none when there are no reporters).
     pub fn new(reporters: Vec<Box<dyn Reporter>>) -> Arc<Self> {
-        Arc::new(EventBus { reporters: Mutex::new(reporters), failures: Mutex::new(Vec::new()) })
+        if reporters.is_empty() {
+            return Arc::new(EventBus { sender: Mutex::new(None), dispatcher: Mutex::new(None) });
+        }
+        let (sender, receiver) = std::sync::mpsc::sync_channel(QUEUE_BOUND);
+        let dispatcher = std::thread::Builder::new().name("dracode-reporters".into()).spawn(move || dispatch(receiver, reporters));
+        match dispatcher {
+            Ok(handle) => Arc::new(EventBus { sender: Mutex::new(Some(sender)), dispatcher: Mutex::new(Some(handle)) }),
+            // No thread to be had: nothing can be reported, which `finish` says.
+            Err(e) => {
+                tracing::error!("cannot start the reporter thread: {e}");
+                Arc::new(EventBus { sender: Mutex::new(None), dispatcher: Mutex::new(None) })
+            }
+        }
     }
 
-    /// Stamps `kind` and delivers it. A reporter's I/O failure is remembered, not fatal.
+    /// Stamps `kind` and queues it for the reporters; waits only while the queue is full. After
+    /// [`EventBus::finish`] events are dropped.
     pub fn emit(&self, task: Option<TaskRef>, kind: EventKind) {
-        let event = Event { ts: SystemTime::now(), task, kind };
-        let mut reporters = self.reporters.lock().unwrap_or_else(|p| p.into_inner());
-        for reporter in reporters.iter_mut() {
-            if let Err(e) = reporter.on_event(&event) {
-                self.failures.lock().unwrap_or_else(|p| p.into_inner()).push(e.to_string());
-            }
+        let sender = lock(&self.sender);
+        if let Some(sender) = sender.as_ref() {
+            let _ = sender.send(Queued::Event(Event { ts: SystemTime::now(), task, kind }));
         }
     }
 
-    /// Lets every reporter write its whole-run files; returns every I/O failure seen.
+    /// Waits (at most `timeout`) until every event emitted so far has reached every reporter.
+    /// For a process about to exit without [`EventBus::finish`], and for tests.
+    pub fn flush(&self, timeout: Duration) -> bool {
+        let (ack, done) = std::sync::mpsc::sync_channel(1);
+        let queued = lock(&self.sender).as_ref().is_some_and(|s| s.send(Queued::Flush(ack)).is_ok());
+        !queued || done.recv_timeout(timeout).is_ok()
+    }
+
+    /// Delivers every queued event, lets every reporter write its whole-run files, and returns
+    /// every I/O failure seen. Later calls return nothing.
     pub fn finish(&self) -> Vec<String> {
-        let mut reporters = self.reporters.lock().unwrap_or_else(|p| p.into_inner());
-        let mut failures = std::mem::take(&mut *self.failures.lock().unwrap_or_else(|p| p.into_inner()));
-        for reporter in reporters.iter_mut() {
-            if let Err(e) = reporter.finish() {
-                failures.push(e.to_string());
+        drop(lock(&self.sender).take());
+        let Some(handle) = lock(&self.dispatcher).take() else { return Vec::new() };
+        handle.join().unwrap_or_else(|_| vec!["a reporter panicked; artifacts may be incomplete".to_string()])
+    }
+}
+
+impl Drop for EventBus {
+    fn drop(&mut self) {
+        // Artifacts are complete even when the caller never called `finish`.
+        self.finish();
+    }
+}
+
+/// The dispatcher thread: every event to every reporter, in queue order, until the queue
+/// closes; then every reporter's `finish`. Returns the I/O failures seen.
+fn dispatch(receiver: Receiver<Queued>, mut reporters: Vec<Box<dyn Reporter>>) -> Vec<String> {
+    let mut failures = Vec::new();
+    for message in receiver {
+        match message {
+            Queued::Event(event) => {
+                for reporter in reporters.iter_mut() {
+                    if let Err(e) = reporter.on_event(&event) {
+                        failures.push(e.to_string());
+                    }
+                }
+            }
+            Queued::Flush(ack) => {
+                let _ = ack.send(());
             }
         }
-        failures
     }
+    for reporter in reporters.iter_mut() {
+        if let Err(e) = reporter.finish() {
+            failures.push(e.to_string());
+        }
+    }
+    failures
+}
+
+/// `mutex`'s contents; a panic elsewhere while it was held does not stop the reporting.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// When a task last emitted an event (for `idle_timeout`).
@@ -485,11 +579,11 @@ impl Activity {
 
     /// Time since the last event.
     pub fn idle(&self) -> Duration {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).elapsed()
+        lock(&self.0).elapsed()
     }
 
     fn touch(&self) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = std::time::Instant::now();
+        *lock(&self.0) = std::time::Instant::now();
     }
 }
 
@@ -528,5 +622,87 @@ impl Emitter {
     /// An emitter that drops everything (for unit tests of tools).
     pub fn discard() -> Self {
         Emitter::run(EventBus::new(Vec::new()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc::Sender;
+
+    /// Records the message text of every event; sleeps `delay` on each; fails on "fail".
+    struct Record {
+        seen: Sender<String>,
+        delay: Duration,
+    }
+
+    impl Reporter for Record {
+        fn on_event(&mut self, event: &Event) -> std::io::Result<()> {
+            std::thread::sleep(self.delay);
+            let EventKind::AgentMessage { text } = &event.kind else { return Ok(()) };
+            let _ = self.seen.send(text.clone());
+            if text == "fail" { Err(std::io::Error::other("disk full")) } else { Ok(()) }
+        }
+        fn finish(&mut self) -> std::io::Result<()> {
+            let _ = self.seen.send("finished".into());
+            Ok(())
+        }
+    }
+
+    fn message(text: &str) -> EventKind {
+        EventKind::AgentMessage { text: text.to_string() }
+    }
+
+    #[test]
+    fn a_slow_reporter_does_not_hold_the_emitter_and_finish_drains_in_order() {
+        let (seen, received) = std::sync::mpsc::channel();
+        let bus = EventBus::new(vec![Box::new(Record { seen, delay: Duration::from_millis(20) })]);
+        let emitter = Emitter::run(bus.clone());
+        let started = std::time::Instant::now();
+        for i in 0..20 {
+            emitter.emit(message(&i.to_string()));
+        }
+        assert!(started.elapsed() < Duration::from_millis(200), "emitting waited for the reporter: {:?}", started.elapsed());
+        assert!(bus.finish().is_empty());
+        let got: Vec<String> = received.try_iter().collect();
+        let want: Vec<String> = (0..20).map(|i| i.to_string()).chain(["finished".to_string()]).collect();
+        assert_eq!(got, want);
+        emitter.emit(message("late"));
+        assert!(received.try_recv().is_err(), "nothing is delivered after finish");
+    }
+
+    #[test]
+    fn events_from_many_threads_arrive_with_rising_timestamps() {
+        struct Times(Arc<Mutex<Vec<SystemTime>>>);
+        impl Reporter for Times {
+            fn on_event(&mut self, event: &Event) -> std::io::Result<()> {
+                lock(&self.0).push(event.ts);
+                Ok(())
+            }
+        }
+        let times = Arc::new(Mutex::new(Vec::new()));
+        let bus = EventBus::new(vec![Box::new(Times(times.clone()))]);
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                let emitter = Emitter::run(bus.clone()).task(&format!("t{t}"), 1);
+                s.spawn(move || (0..QUEUE_BOUND).for_each(|_| emitter.emit(message("x"))));
+            }
+        });
+        bus.finish();
+        let times = lock(&times);
+        assert_eq!(times.len(), 4 * QUEUE_BOUND, "a full queue makes emitters wait, it never drops");
+        assert!(times.windows(2).all(|w| w[0] <= w[1]), "queue order is timestamp order");
+    }
+
+    #[test]
+    fn reporter_failures_come_back_from_finish_and_flush_waits_for_delivery() {
+        let (seen, received) = std::sync::mpsc::channel();
+        let bus = EventBus::new(vec![Box::new(Record { seen, delay: Duration::from_millis(5) })]);
+        bus.emit(None, message("fail"));
+        bus.emit(None, message("ok"));
+        assert!(bus.flush(Duration::from_secs(5)));
+        assert_eq!(received.try_iter().collect::<Vec<_>>(), ["fail", "ok"]);
+        assert_eq!(bus.finish(), ["disk full"]);
+        assert!(bus.finish().is_empty());
     }
 }

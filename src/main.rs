@@ -13,7 +13,7 @@ use dracode::report::{
     live::LiveReporter,
     progress::{ProgressReporter, Verbosity},
 };
-use dracode::secrets::{self, Redactor};
+use dracode::secrets::Redactor;
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::path::Path;
@@ -221,7 +221,7 @@ fn run_batch(args: RunArgs, cwd: &Path, env: BTreeMap<String, String>) -> anyhow
         prices: plan.prices.clone(),
         redactor,
         http: Default::default(),
-        child_env: Arc::new(secrets::child_env(env.clone())),
+        process_env: Arc::new(env.clone()),
         record: args.record.clone(),
         cancel: cancel_rx,
         run_meter: dracode::agent::RunMeter::new(args.max_tokens, args.max_cost_usd),
@@ -236,7 +236,7 @@ fn run_batch(args: RunArgs, cwd: &Path, env: BTreeMap<String, String>) -> anyhow
         .context("cannot start the async runtime")?;
     let signal = Arc::new(AtomicI32::new(0));
     let totals = runtime.block_on(async {
-        let watcher = tokio::spawn(watch_signals(cancel_tx, signal.clone()));
+        let watcher = tokio::spawn(watch_signals(cancel_tx, signal.clone(), bus.clone()));
         let totals = runner::run(plan, shared, Emitter::run(bus.clone()), schedule).await;
         watcher.abort();
         totals
@@ -257,7 +257,7 @@ fn run_batch(args: RunArgs, cwd: &Path, env: BTreeMap<String, String>) -> anyhow
 }
 
 /// Waits for SIGINT or SIGTERM (what GitHub Actions sends on cancel) and tells the run.
-async fn watch_signals(cancel: tokio::sync::watch::Sender<bool>, which: Arc<AtomicI32>) {
+async fn watch_signals(cancel: tokio::sync::watch::Sender<bool>, which: Arc<AtomicI32>, bus: Arc<EventBus>) {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
         return;
@@ -269,11 +269,14 @@ async fn watch_signals(cancel: tokio::sync::watch::Sender<bool>, which: Arc<Atom
     which.store(number, Ordering::SeqCst);
     eprintln!("dracode: interrupted; cancelling running tasks and writing results (again to quit at once)");
     let _ = cancel.send(true);
-    // A second signal means "now": results.jsonl is already complete up to this line.
-    tokio::select! {
-        _ = int.recv() => std::process::exit(exit_codes::INTERRUPTED),
-        _ = term.recv() => std::process::exit(exit_codes::TERMINATED),
-    }
+    // A second signal means "now": what was emitted so far reaches results.jsonl first (the
+    // reporters run on their own thread), bounded so a stuck disk cannot keep dracode alive.
+    let code = tokio::select! {
+        _ = int.recv() => exit_codes::INTERRUPTED,
+        _ = term.recv() => exit_codes::TERMINATED,
+    };
+    tokio::task::block_in_place(|| bus.flush(std::time::Duration::from_secs(2)));
+    std::process::exit(code)
 }
 
 /// Appends summary.md to the GitHub step summary; a failure here is only a warning.

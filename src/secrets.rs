@@ -1,15 +1,103 @@
 //! Keeping secrets out of everything dracode writes and everything the agent runs.
 //!
-//! Two defences: commands the agent runs get an environment with credentials removed
-//! ([`child_env`]), and every artifact passes through a [`Redactor`] that replaces the values of
-//! known secrets (configured API keys and secret-looking environment variables) with
-//! `[REDACTED]`.
+//! Two defences. First, by construction: commands the agent runs get an *allowlisted*
+//! environment ([`child_env`]: [`ALLOWED_ENV`], `LC_*`, and what the task names), so a variable
+//! nobody thought of (`DATABASE_URL`, `MY_CRED`) never reaches them. Second, by masking: every
+//! artifact and every line on stdout/stderr passes through a [`Redactor`] that replaces the
+//! configured keys and every removed value that may be a credential ([`may_be_credential`]) with
+//! `[REDACTED]` — also in base64, URL-encoded and JSON-escaped form, and also when an escape
+//! sequence or control character was put inside it.
 
+use aho_corasick::{AhoCorasick, MatchKind};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 /// What replaces a secret in any output.
 pub const MASK: &str = "[REDACTED]";
+
+/// Shortest value masked: shorter ones (`1`, `on`, `dev`) would mangle every artifact.
+pub const MIN_SECRET_LEN: usize = 4;
+
+/// Shortest encoded (base64) form masked: a shorter one matches ordinary words.
+const MIN_ENCODED_LEN: usize = 6;
+
+/// The variables commands the agent runs may see (besides `LC_*` and what the task's `env` /
+/// `env_passthrough` name), when the parent has them:
+/// - the basics of a POSIX session: where programs are, who and where the user is, language,
+///   terminal, time zone, temporary folder;
+/// - CI markers that carry no secret and no path (`CI`, `GITHUB_ACTIONS`, `RUNNER_OS`, …) so
+///   tools behave as in CI; not `GITHUB_WORKSPACE` and the like, which point at the user's own
+///   checkout rather than the task's workspace;
+/// - what toolchains need to find themselves and their caches (Rust, Go, Java, Node, Python,
+///   Ruby, .NET, C). Nothing that carries a registry URL or credentials (`PIP_INDEX_URL`,
+///   `NPM_CONFIG_*`, `GOPROXY`): a task that needs one passes it with `env_passthrough`.
+pub const ALLOWED_ENV: &[&str] = &[
+    // Session.
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "TERM",
+    "COLORTERM",
+    "NO_COLOR",
+    "TZ",
+    "TMPDIR",
+    // CI markers.
+    "CI",
+    "GITHUB_ACTIONS",
+    "GITLAB_CI",
+    "BUILDKITE",
+    "CIRCLECI",
+    "TF_BUILD",
+    "RUNNER_OS",
+    "RUNNER_ARCH",
+    // Rust.
+    "CARGO_HOME",
+    "RUSTUP_HOME",
+    "RUSTUP_TOOLCHAIN",
+    "RUSTFLAGS",
+    "RUSTDOCFLAGS",
+    "CARGO_TERM_COLOR",
+    // Go.
+    "GOPATH",
+    "GOROOT",
+    "GOMODCACHE",
+    "GOCACHE",
+    "GOFLAGS",
+    "GOTOOLCHAIN",
+    // Java.
+    "JAVA_HOME",
+    "MAVEN_HOME",
+    "M2_HOME",
+    "GRADLE_USER_HOME",
+    // Node.
+    "NODE_PATH",
+    "NVM_DIR",
+    "NVM_BIN",
+    // Python.
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "VIRTUAL_ENV",
+    "PYENV_ROOT",
+    "CONDA_PREFIX",
+    "PIP_CACHE_DIR",
+    "UV_CACHE_DIR",
+    // Ruby, .NET.
+    "GEM_HOME",
+    "GEM_PATH",
+    "DOTNET_ROOT",
+    // C and native builds.
+    "CC",
+    "CXX",
+    "CFLAGS",
+    "CXXFLAGS",
+    "LDFLAGS",
+    "PKG_CONFIG_PATH",
+    "LD_LIBRARY_PATH",
+];
 
 /// Variables removed by exact name, besides the patterns in [`is_secret_name`].
 const SECRET_NAMES: &[&str] = &[
@@ -35,64 +123,264 @@ const SECRET_NAMES: &[&str] = &[
     "CARGO_REGISTRY_TOKEN",
 ];
 
+/// Name fragments that suggest a credential, though less surely than [`is_secret_name`]: such
+/// a variable's value is masked unless it is plainly not a secret (see [`may_be_credential`]).
+const CREDENTIAL_WORDS: &[&str] = &["KEY", "TOKEN", "SECRET", "PASS", "CRED", "AUTH", "COOKIE", "PRIVATE", "SIGNATURE", "DSN"];
+
 /// True for a variable that holds (or may hold) a credential: the known provider and CI
 /// variables, anything named like `*_API_KEY`, `*_TOKEN`, `*SECRET*`, `*PASSWORD*`,
 /// `*_CREDENTIALS`, and dracode's own `DRACODE_*` (config may carry keys).
 pub fn is_secret_name(name: &str) -> bool {
+    name.to_ascii_uppercase().starts_with("DRACODE_") || named_as_secret(name)
+}
+
+/// [`is_secret_name`] without the `DRACODE_*` rule: names that say "credential" outright.
+fn named_as_secret(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
     SECRET_NAMES.contains(&upper.as_str())
-        || upper.starts_with("DRACODE_")
-        || upper.ends_with("_API_KEY")
-        || upper.ends_with("_APIKEY")
-        || upper.ends_with("_TOKEN")
-        || upper.ends_with("_ACCESS_KEY")
-        || upper.ends_with("_CREDENTIALS")
-        || upper.contains("SECRET")
-        || upper.contains("PASSWORD")
-        || upper.contains("PRIVATE_KEY")
+        || ["_API_KEY", "_APIKEY", "_TOKEN", "_ACCESS_KEY", "_CREDENTIALS"].iter().any(|suffix| upper.ends_with(suffix))
+        || ["SECRET", "PASSWORD", "PRIVATE_KEY"].iter().any(|word| upper.contains(word))
 }
 
-/// The environment for commands the agent runs: `parent` without any secret variable.
-pub fn child_env(parent: impl IntoIterator<Item = (String, String)>) -> BTreeMap<String, String> {
-    parent.into_iter().filter(|(k, _)| !is_secret_name(k)).collect()
+/// True for a variable a command may see without being named by the task: one of
+/// [`ALLOWED_ENV`] or `LC_*`, and never one named like a secret.
+pub fn is_allowed_name(name: &str) -> bool {
+    (ALLOWED_ENV.contains(&name) || name.starts_with("LC_")) && !is_secret_name(name)
 }
 
-/// Replaces known secret values with [`MASK`].
+/// The environment for commands the agent runs (and the task's check): the allowlisted
+/// variables of `parent` ([`is_allowed_name`]), plus the ones `passthrough` names (even when
+/// named like a secret: the task asked; [`Redactor::from_env`] still masks their values), then
+/// `task_env` on top.
+pub fn child_env<S: AsRef<str>>(
+    parent: impl IntoIterator<Item = (String, String)>,
+    passthrough: &[S],
+    task_env: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let passed = |name: &str| passthrough.iter().any(|p| p.as_ref() == name);
+    let mut env: BTreeMap<String, String> = parent.into_iter().filter(|(k, _)| is_allowed_name(k) || passed(k)).collect();
+    env.extend(task_env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    env
+}
+
+/// Whether the value of a variable removed from commands' environment must be masked. The
+/// rule, so that masking does not wreck artifacts (`true`, `1` or `/usr/bin` masked everywhere
+/// would):
+/// - nothing shorter than [`MIN_SECRET_LEN`] characters;
+/// - a name that says "credential" outright ([`is_secret_name`] without `DRACODE_*`): always;
+/// - a URL with a password in it (`postgres://u:pw@host`): always;
+/// - a name with a credential word (`KEY`, `PASS`, `AUTH`, `CRED`, …): unless the value is
+///   plain (a number, a boolean, a path, a URL without credentials);
+/// - any other name (`DRACODE_LOG=debug` included): when the value looks generated — 8+ characters, no whitespace, letters
+///   and digits alternating at least four times (a token, not a branch name or a host name),
+///   not plain, and not a 40/64-digit hex object id (commit SHAs are not secrets and name the
+///   base commit in `task.started`).
+pub fn may_be_credential(name: &str, value: &str) -> bool {
+    let value = value.trim();
+    if value.chars().count() < MIN_SECRET_LEN {
+        return false;
+    }
+    if named_as_secret(name) || url_password(value).is_some() {
+        return true;
+    }
+    let upper = name.to_ascii_uppercase();
+    if CREDENTIAL_WORDS.iter().any(|w| upper.contains(w)) {
+        return !is_plain(value);
+    }
+    looks_generated(value)
+}
+
+/// A number, a boolean word, a path, or a URL without credentials or query.
+fn is_plain(value: &str) -> bool {
+    let lower = value.to_ascii_lowercase();
+    let url_without_secrets = value.contains("://") && !value.contains('@') && !value.contains('?');
+    value.parse::<f64>().is_ok()
+        || ["true", "false", "yes", "no", "on", "off"].contains(&lower.as_str())
+        || value.starts_with('/')
+        || value.starts_with("~/")
+        || value.starts_with("./")
+        || url_without_secrets
+        || std::path::Path::new(value).exists()
+}
+
+/// 8+ characters without whitespace whose letters and digits alternate at least four times
+/// (`q8Zr2LwX…`, not `feature-123` or `runner42`), not plain, not a hex object id.
+fn looks_generated(value: &str) -> bool {
+    let hex_id = matches!(value.len(), 40 | 64) && value.bytes().all(|b| b.is_ascii_hexdigit());
+    let classes: Vec<bool> = value.bytes().filter(u8::is_ascii_alphanumeric).map(|b| b.is_ascii_digit()).collect();
+    let alternations = classes.windows(2).filter(|w| w[0] != w[1]).count();
+    value.len() >= 8 && !value.contains(char::is_whitespace) && alternations >= 4 && !hex_id && !is_plain(value)
+}
+
+/// The password of a URL with credentials (`scheme://user:password@host…`).
+fn url_password(value: &str) -> Option<&str> {
+    let (_, rest) = value.split_once("://")?;
+    let userinfo = &rest[..rest.find('@')?];
+    let password = userinfo.split_once(':')?.1;
+    (!password.is_empty() && !userinfo.contains('/')).then_some(password)
+}
+
+/// Replaces known secret values with [`MASK`], in one pass over the text.
+///
+/// Each secret is looked for as it is, JSON-escaped, URL-encoded (`%XX`, either case) and in
+/// base64 (standard and URL-safe, at each of the three byte alignments it can have inside a
+/// longer encoded text; forms shorter than six characters are left out). Matching sees the
+/// text as a reader does once escape sequences and control characters are stripped (see
+/// [`crate::report`]), so a secret with `ESC[0m` or a BEL put inside it is masked too; the rest
+/// of the text is left byte for byte.
 #[derive(Debug, Clone, Default)]
 pub struct Redactor {
-    secrets: Vec<String>,
+    patterns: Option<AhoCorasick>,
 }
 
 impl Redactor {
-    /// A redactor for the given values (short values are ignored: masking `1` would mangle
-    /// every number).
+    /// A redactor for the given values (values shorter than [`MIN_SECRET_LEN`] characters are
+    /// ignored: masking `1` would mangle every number).
     pub fn new(secrets: impl IntoIterator<Item = String>) -> Self {
-        let mut secrets: Vec<String> = secrets.into_iter().filter(|s| s.len() >= 8).collect();
-        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-        secrets.dedup();
-        Redactor { secrets }
+        let mut forms: Vec<String> = secrets
+            .into_iter()
+            .map(|s| s.trim().to_string())
+            .filter(|s| s.chars().count() >= MIN_SECRET_LEN)
+            .flat_map(|s| encoded_forms(&s))
+            .collect();
+        forms.sort();
+        forms.dedup();
+        if forms.is_empty() {
+            return Redactor::default();
+        }
+        let patterns = AhoCorasick::builder().match_kind(MatchKind::LeftmostLongest).build(&forms);
+        Redactor { patterns: patterns.ok() }
     }
 
-    /// A redactor for every secret-looking variable of `env` plus `extra` values.
+    /// A redactor for every value of `env` that [`child_env`] removes by default and that may
+    /// be a credential ([`may_be_credential`]; a URL's password also on its own), plus `extra`
+    /// values (configured keys).
     pub fn from_env(env: impl IntoIterator<Item = (String, String)>, extra: impl IntoIterator<Item = String>) -> Self {
-        Self::new(env.into_iter().filter(|(k, _)| is_secret_name(k)).map(|(_, v)| v).chain(extra))
+        let mut secrets: Vec<String> = extra.into_iter().collect();
+        for (name, value) in env {
+            if is_allowed_name(&name) || !may_be_credential(&name, &value) {
+                continue;
+            }
+            if let Some(password) = url_password(&value) {
+                secrets.push(password.to_string());
+            }
+            secrets.push(value);
+        }
+        Self::new(secrets)
     }
 
     /// `text` with every secret replaced by [`MASK`].
     pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
-        let mut out = Cow::Borrowed(text);
-        for secret in &self.secrets {
-            if out.contains(secret.as_str()) {
-                out = Cow::Owned(out.replace(secret.as_str(), MASK));
+        let Some(patterns) = &self.patterns else { return Cow::Borrowed(text) };
+        if !text.chars().any(is_stripped) {
+            if !patterns.is_match(text) {
+                return Cow::Borrowed(text);
+            }
+            let mut out = String::with_capacity(text.len());
+            patterns.replace_all_with(text, &mut out, |_, _, out| {
+                out.push_str(MASK);
+                true
+            });
+            return Cow::Owned(out);
+        }
+        let (view, origin) = visible(text);
+        let mut out = String::new();
+        let mut copied = 0;
+        for m in patterns.find_iter(&view) {
+            let (start, end) = (origin[m.start()], origin[m.end() - 1] + 1);
+            out.push_str(&text[copied..start]);
+            out.push_str(MASK);
+            copied = end;
+        }
+        if copied == 0 && out.is_empty() {
+            return Cow::Borrowed(text);
+        }
+        out.push_str(&text[copied..]);
+        Cow::Owned(out)
+    }
+}
+
+/// True for a character a reader never sees: a control character other than newline and tab.
+fn is_stripped(c: char) -> bool {
+    c.is_control() && c != '\n' && c != '\t'
+}
+
+/// `text` as shown once escape sequences and control characters (but newline and tab) are
+/// stripped — the same parser as [`crate::report`]'s `strip_control` — and, for each byte of
+/// that, the index of the byte of `text` it came from.
+fn visible(text: &str) -> (String, Vec<usize>) {
+    struct View {
+        text: String,
+        origin: Vec<usize>,
+        at: usize,
+    }
+    impl vte::Perform for View {
+        fn print(&mut self, c: char) {
+            let start = self.at + 1 - c.len_utf8();
+            self.text.push(c);
+            self.origin.extend(start..=self.at);
+        }
+        fn execute(&mut self, byte: u8) {
+            if byte == b'\n' || byte == b'\t' {
+                self.text.push(byte as char);
+                self.origin.push(self.at);
             }
         }
-        out
     }
+    let mut view = View { text: String::with_capacity(text.len()), origin: Vec::with_capacity(text.len()), at: 0 };
+    let mut parser = vte::Parser::new();
+    for (at, byte) in text.bytes().enumerate() {
+        view.at = at;
+        parser.advance(&mut view, &[byte]);
+    }
+    (view.text, view.origin)
+}
+
+/// `secret` and the forms it takes inside encoded text: JSON-escaped, URL-encoded and base64.
+fn encoded_forms(secret: &str) -> Vec<String> {
+    let mut forms = vec![secret.to_string()];
+    if let Ok(json) = serde_json::to_string(secret) {
+        forms.push(json[1..json.len() - 1].to_string());
+    }
+    let encoded = percent_encode(secret);
+    forms.push(encoded.to_ascii_lowercase());
+    forms.push(encoded);
+    for engine in [&base64::engine::general_purpose::STANDARD_NO_PAD, &base64::engine::general_purpose::URL_SAFE_NO_PAD] {
+        for offset in 0..3 {
+            forms.extend(base64_core(engine, secret.as_bytes(), offset).filter(|f| f.len() >= MIN_ENCODED_LEN));
+        }
+    }
+    forms
+}
+
+/// The base64 characters that depend only on `secret` when it sits `offset` bytes after a
+/// 3-byte boundary of the encoded data: the same in every text that encodes it there.
+fn base64_core(engine: &impl base64::Engine, secret: &[u8], offset: usize) -> Option<String> {
+    let mut data = vec![0u8; offset];
+    data.extend_from_slice(secret);
+    let encoded = engine.encode(&data);
+    let first = (8 * offset).div_ceil(6);
+    let last = 8 * data.len() / 6;
+    encoded.get(first..last).map(str::to_string)
+}
+
+/// `text` with every byte but `A-Z a-z 0-9 - . _ ~` written `%XX`.
+fn percent_encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base64::Engine as _;
 
     #[test]
     fn child_env_drops_credentials_and_keeps_the_rest() {
@@ -105,8 +393,116 @@ mod tests {
             ("HOME", "/root"),
         ]
         .map(|(k, v)| (k.to_string(), v.to_string()));
-        let env = child_env(parent);
+        let env = child_env(parent, &[] as &[&str], &BTreeMap::new());
         assert_eq!(env.keys().collect::<Vec<_>>(), ["HOME", "PATH"]);
+    }
+
+    fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn child_env_is_an_allowlist_with_passthrough_and_task_env() {
+        let parent = vars(&[
+            ("PATH", "/usr/bin"),
+            ("LC_ALL", "C.UTF-8"),
+            ("CARGO_HOME", "/cargo"),
+            ("GITHUB_ACTIONS", "true"),
+            ("GITHUB_WORKSPACE", "/home/runner/work/repo"),
+            ("DATABASE_URL", "postgres://u:hunter22@db/app"),
+            ("MY_CRED", "c0ffee-beef-1234"),
+            ("NPM_CONFIG_REGISTRY", "https://npm.example"),
+            ("DEPLOY_TOKEN", "tok-42"),
+            ("TERM", "xterm"),
+        ]);
+        let task_env = BTreeMap::from([("RUST_BACKTRACE".to_string(), "1".to_string()), ("TERM".to_string(), "dumb".to_string())]);
+        let env = child_env(parent.clone(), &["NPM_CONFIG_REGISTRY", "DEPLOY_TOKEN"], &task_env);
+        assert_eq!(
+            env.keys().collect::<Vec<_>>(),
+            ["CARGO_HOME", "DEPLOY_TOKEN", "GITHUB_ACTIONS", "LC_ALL", "NPM_CONFIG_REGISTRY", "PATH", "RUST_BACKTRACE", "TERM"]
+        );
+        assert_eq!(env["TERM"], "dumb", "the task's env wins");
+        // A passed-through secret reaches the command but is still masked in every artifact.
+        let r = Redactor::from_env(parent, Vec::new());
+        assert_eq!(
+            r.redact("tok-42 hunter22 c0ffee-beef-1234 https://npm.example"),
+            "[REDACTED] [REDACTED] [REDACTED] https://npm.example"
+        );
+        assert_eq!(r.redact("postgres://u:hunter22@db/app"), "[REDACTED]");
+    }
+
+    #[test]
+    fn removed_values_are_masked_only_when_they_may_be_credentials() {
+        let cases = [
+            ("OPENAI_API_KEY", "sk-1", true),
+            ("X_TOKEN", "abc", false),
+            ("DB_PASSWORD", "true", true),
+            ("SSH_AUTH_SOCK", "/tmp/ssh-x/agent.1", false),
+            ("DRACODE_LOG", "debug", false),
+            ("DRACODE_PROVIDERS__OPENAI__API_KEY", "k-12", true),
+            ("MY_KEYRING", "a1b2c3d4", true),
+            ("SHLVL", "1", false),
+            ("GITHUB_RUN_ID", "123456789", false),
+            ("GITHUB_SHA", "0123456789abcdef0123456789abcdef01234567", false),
+            ("GITHUB_SERVER_URL", "https://github.com", false),
+            ("OLDPWD", "/usr/bin", false),
+            ("DEBUG", "yes", false),
+            ("RUNNER_NAME", "GitHub Actions 2", false),
+            ("HOSTNAME", "fv-az123-456", false),
+            ("SOME_ID", "q8Zr2LwX9vKp", true),
+            ("WEBHOOK", "https://hooks.example/x?sig=a1b2c3d4e5", true),
+            ("GITHUB_HEAD_REF", "dependabot/cargo/serde-1.0.200", false),
+            ("BUILD_ID", "550e8400-e29b-41d4-a716-446655440000", true),
+            ("DATABASE_URL", "postgres://u:hunter22@db/app", true),
+        ];
+        for (name, value, masked) in cases {
+            assert_eq!(may_be_credential(name, value), masked, "{name}={value}");
+        }
+    }
+
+    #[test]
+    fn a_five_character_secret_is_masked_in_every_form() {
+        let secret = "k3y:5";
+        let r = Redactor::new([secret.to_string()]);
+        let b64 = |engine: &dyn Fn(&[u8]) -> String, prefix: &str| engine(format!("{prefix}{secret}:tail").as_bytes());
+        let std = |d: &[u8]| base64::engine::general_purpose::STANDARD.encode(d);
+        let url = |d: &[u8]| base64::engine::general_purpose::URL_SAFE.encode(d);
+        for prefix in ["", "u", "us", "user:"] {
+            for encoded in [b64(&std, prefix), b64(&url, prefix)] {
+                let out = r.redact(&encoded);
+                assert!(out.contains(MASK), "{prefix:?}: {encoded} -> {out}");
+            }
+        }
+        assert_eq!(r.redact("plain k3y:5."), "plain [REDACTED].");
+        assert_eq!(r.redact("q=k3y%3A5&x"), "q=[REDACTED]&x");
+        assert_eq!(r.redact("q=k3y%3b5"), "q=k3y%3b5");
+        assert_eq!(r.redact("lower k3y%3a5 upper"), "lower [REDACTED] upper");
+    }
+
+    #[test]
+    fn json_escaped_secrets_are_masked() {
+        let secret = r#"pa"ss\word"#;
+        let r = Redactor::new([secret.to_string()]);
+        let json = serde_json::json!({ "password": secret }).to_string();
+        assert_eq!(r.redact(&json), r#"{"password":"[REDACTED]"}"#);
+    }
+
+    #[test]
+    fn a_secret_cut_by_an_escape_sequence_is_masked_and_the_rest_kept() {
+        let r = Redactor::new(["sk-live-1234".to_string()]);
+        let text = "\x1b[31mred\x1b[0m sk-li\x1b[0mve-12\x0734 \x1b]8;;https://x.example\x1b\\link\x1b]8;;\x1b\\ ö\r\n";
+        assert_eq!(r.redact(text), "\x1b[31mred\x1b[0m [REDACTED] \x1b]8;;https://x.example\x1b\\link\x1b]8;;\x1b\\ ö\r\n");
+        // The redactor sees the text as strip_control leaves it.
+        let (view, origin) = visible(text);
+        assert_eq!(view, crate::report::strip_control(text));
+        assert_eq!(origin.len(), view.len());
+    }
+
+    #[test]
+    fn many_secrets_are_masked_in_one_pass_longest_first() {
+        let r = Redactor::new(["abcd".to_string(), "abcdefgh".to_string(), "zzzz".to_string()]);
+        assert_eq!(r.redact("abcdefgh abcd zzzzabcd"), "[REDACTED] [REDACTED] [REDACTED][REDACTED]");
+        assert!(matches!(Redactor::default().redact("abcd"), Cow::Borrowed(_)));
     }
 
     #[test]

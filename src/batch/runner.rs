@@ -7,13 +7,12 @@ use super::plan::Plan;
 use super::spec::TaskSpec;
 use super::task::{self, Shared};
 use crate::events::{Emitter, EventKind, RunTotals, Status, TaskError, TaskOutcome};
-use crate::exit_codes;
 use crate::manifest::Isolation;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tokio::sync::{Mutex, Semaphore};
 
 /// How to schedule.
@@ -92,7 +91,7 @@ pub async fn run(plan: Plan, shared: Arc<Shared>, emitter: Emitter, schedule: Sc
             outcomes.push(outcome);
         }
     }
-    let totals = totals(&outcomes, started.elapsed());
+    let totals = RunTotals::of(&outcomes, started.elapsed());
     emitter.emit(EventKind::RunFinished(totals.clone()));
     totals
 }
@@ -129,21 +128,4 @@ fn panicked(spec: &TaskSpec, error: tokio::task::JoinError, emitter: &Emitter) -
 
 fn blank(spec: &TaskSpec, status: Status) -> TaskOutcome {
     TaskOutcome { attempts: 0, ..spec.outcome(status) }
-}
-
-/// Counts, sums and the exit code of a set of outcomes.
-pub fn totals(outcomes: &[TaskOutcome], duration: Duration) -> RunTotals {
-    let mut counts = Status::ALL.iter().map(|s| (*s, 0)).collect::<std::collections::BTreeMap<_, _>>();
-    for o in outcomes {
-        *counts.entry(o.status).or_default() += 1;
-    }
-    let cost_usd = outcomes.iter().filter(|o| o.usage.requests > 0).try_fold(0.0, |sum, o| o.cost_usd.map(|c| sum + c));
-    let all_passed = outcomes.iter().all(|o| o.status.is_pass());
-    RunTotals {
-        counts,
-        usage: outcomes.iter().map(|o| o.usage).sum(),
-        cost_usd,
-        duration,
-        exit_code: if all_passed { exit_codes::OK } else { exit_codes::TASKS_FAILED },
-    }
 }

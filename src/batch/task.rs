@@ -35,8 +35,9 @@ pub struct Shared {
     pub redactor: Arc<Redactor>,
     /// The HTTP client.
     pub http: HttpClient,
-    /// The environment for commands (secrets removed).
-    pub child_env: Arc<BTreeMap<String, String>>,
+    /// dracode's own environment, from which each task's commands get the allowlisted
+    /// variables and the ones its `env_passthrough` names ([`crate::secrets::child_env`]).
+    pub process_env: Arc<BTreeMap<String, String>>,
     /// `--record DIR`.
     pub record: Option<PathBuf>,
     /// Becomes `true` when the run is interrupted.
@@ -197,7 +198,9 @@ async fn prepare(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Result<
     });
     let provider = build_provider(spec, shared)?;
     let task_temp = TaskTemp::new(spec.isolate_home).map_err(|e| TaskError::internal(format!("cannot make the task's TMPDIR: {e}")))?;
-    let child_env = Arc::new(task_temp.env(&shared.child_env));
+    let allowed =
+        crate::secrets::child_env(shared.process_env.iter().map(|(k, v)| (k.clone(), v.clone())), &spec.env_passthrough, &spec.env);
+    let child_env = Arc::new(task_temp.env(&allowed));
     let tool_ctx = tool_context(spec, &workspace, child_env.clone(), task_temp.tmp(), emitter).map_err(TaskError::internal)?;
     let registry = Registry::with_names(&spec.tools).map_err(|name| TaskError::internal(format!("unknown tool {name:?}")))?;
     let kit = AgentKit { provider, child_env, tool_ctx, registry, _task_temp: task_temp };

@@ -3,17 +3,25 @@
 
 use super::{file_stem, write_atomic};
 use crate::events::{Event, EventKind, Reporter};
+use crate::secrets::Redactor;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Writes a patch file for every finished task that changed something.
 pub struct DiffReporter {
     dir: PathBuf,
+    redactor: Arc<Redactor>,
 }
 
 impl DiffReporter {
     /// A reporter writing into `<out_dir>/diffs/` (created on the first patch).
     pub fn new(out_dir: impl Into<PathBuf>) -> Self {
-        DiffReporter { dir: out_dir.into().join("diffs") }
+        DiffReporter { dir: out_dir.into().join("diffs"), redactor: Arc::default() }
+    }
+
+    /// This reporter, masking the secrets `redactor` knows.
+    pub fn with_redactor(self, redactor: Arc<Redactor>) -> Self {
+        DiffReporter { redactor, ..self }
     }
 }
 
@@ -22,9 +30,10 @@ impl Reporter for DiffReporter {
         let EventKind::TaskFinished(outcome) = &event.kind else { return Ok(()) };
         match outcome.diff.as_deref() {
             Some(diff) if !diff.is_empty() => {
-                // Written byte for byte: any change (even redaction) would stop it applying.
+                // Written byte for byte, so it applies; only a secret is masked (a patch that
+                // carries a credential must not be written, even if it then does not apply).
                 let path = self.dir.join(format!("{}.patch", file_stem(&outcome.task_id)));
-                write_atomic(&path, diff.as_bytes())
+                write_atomic(&path, self.redactor.redact(diff).as_bytes())
             }
             _ => Ok(()),
         }
@@ -60,5 +69,17 @@ mod tests {
         reporter.on_event(&finished(empty)).unwrap();
         reporter.on_event(&finished(outcome("none", Status::Failed))).unwrap();
         assert!(!dir.path().join("diffs").exists());
+    }
+
+    #[test]
+    fn a_secret_in_a_patch_is_masked() {
+        let dir = tempfile::tempdir().unwrap();
+        let redactor = Arc::new(Redactor::new(["hunter22".to_string()]));
+        let mut reporter = DiffReporter::new(dir.path()).with_redactor(redactor);
+        let mut o = outcome("leaky", Status::Passed);
+        o.diff = Some("--- a/.env\n+++ b/.env\n@@ -0,0 +1 @@\n+PASSWORD=hunter22\n".into());
+        reporter.on_event(&finished(o)).unwrap();
+        let patch = std::fs::read_to_string(dir.path().join("diffs/leaky.patch")).unwrap();
+        assert_eq!(patch, "--- a/.env\n+++ b/.env\n@@ -0,0 +1 @@\n+PASSWORD=[REDACTED]\n");
     }
 }

@@ -125,14 +125,19 @@ mod tests {
         );
     }
 
+    /// A reporter writing `results.jsonl` in a new temporary folder, masking `secret`.
+    fn masking(secret: &str) -> (tempfile::TempDir, JsonlReporter) {
+        let dir = tempfile::tempdir().unwrap();
+        let file = std::fs::File::create(dir.path().join("results.jsonl")).unwrap();
+        let reporter = JsonlReporter::new(Box::new(file), "r", None, Arc::new(Redactor::new([secret.to_string()])));
+        (dir, reporter)
+    }
+
     #[test]
     fn secrets_are_masked_even_where_the_output_is_cut() {
         let secret = "sk-test-0123456789abcdef";
-        let redactor = Arc::new(Redactor::new([secret.to_string()]));
-        let dir = tempfile::tempdir().unwrap();
+        let (dir, mut reporter) = masking(secret);
         let path = dir.path().join("results.jsonl");
-        let file = std::fs::File::create(&path).unwrap();
-        let mut reporter = JsonlReporter::new(Box::new(file), "r", None, redactor);
         // The secret straddles the 2 KB cut: cutting first would leave "sk-test-01" behind.
         let output = format!("{}{secret} tail", "x".repeat(2030));
         reporter
@@ -157,5 +162,21 @@ mod tests {
         assert!(lines[0]["output"].as_str().unwrap().ends_with("[REDACTED] tail"), "{}", lines[0]);
         assert_eq!(lines[1]["input"]["command"], "echo [REDACTED]");
         assert_eq!(lines[1]["call_id"], "c\"2");
+    }
+
+    #[test]
+    fn encoded_and_escape_cut_secrets_are_masked_and_lines_stay_json() {
+        use base64::Engine as _;
+        let secret = "s3cr3t/K3Y";
+        let (dir, mut reporter) = masking(secret);
+        let path = dir.path().join("results.jsonl");
+        let encoded = base64::engine::general_purpose::STANDARD.encode(format!("user:{secret}"));
+        let output = format!("b64 {encoded}\nurl s3cr3t%2FK3Y\ncut s3cr3\x1b[1mt/K3Y\n");
+        let kind = EventKind::ToolCompleted { call_id: "c".into(), name: "run_command".into(), ok: true, output, duration: Duration::ZERO };
+        reporter.on_event(&event(Some(("t", 1)), kind)).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let output = read_lines(&path)[0]["output"].as_str().unwrap().to_string();
+        assert!(!text.contains("s3cr") && !text.contains("K3Y"), "{text}");
+        assert_eq!(output.matches("[REDACTED]").count(), 3, "{output}");
     }
 }

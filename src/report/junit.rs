@@ -11,7 +11,7 @@
 //! `timestamp` and empty `system-out`/`system-err`, as the Ant schema (windyroad `JUnit.xsd`)
 //! requires; that schema still rejects the `<system-out>` holding each task's final message.
 
-use super::{short_reason, strip_control, write_atomic};
+use super::{clean_text, short_reason, strip_control, write_atomic};
 use crate::events::{Event, EventKind, Reporter, Status, TaskOutcome};
 use crate::secrets::Redactor;
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestRerun, TestSuite};
@@ -152,7 +152,7 @@ impl JunitReporter {
     }
 
     fn redact(&self, text: &str) -> String {
-        self.redactor.redact(text).into_owned()
+        clean_text(&self.redactor, text)
     }
 }
 

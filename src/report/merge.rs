@@ -18,11 +18,10 @@
 //! fails as the job did, also for a reader that only looks at the file.
 
 use super::jsonl::redact_strings;
-use super::wire::{MergedFrom, WireEvent, WireOutcome, to_wire};
+use super::wire::{MergedFrom, WireEvent, WireOutcome, from_wire, to_wire};
 use super::{DiffReporter, JunitReporter, SummaryReporter, file_stem, write_atomic};
-use crate::batch::runner::totals;
 use crate::batch::shard::Shard;
-use crate::events::{AttemptRecord, Event, EventKind, Reporter, RunTotals, TaskOutcome, TaskRef};
+use crate::events::{Event, EventKind, Reporter, RunTotals, TaskOutcome, TaskRef};
 use crate::exit_codes;
 use crate::secrets::Redactor;
 use serde::Deserialize;
@@ -180,7 +179,7 @@ pub fn merge(inputs: &[PathBuf], out: &Path, redactor: Arc<Redactor>) -> Result<
     let run = merged_run(&read);
     let outcomes: Vec<&Finished> = read.iter().flat_map(|i| &i.finished).collect();
     let plain: Vec<TaskOutcome> = outcomes.iter().map(|f| f.outcome.clone()).collect();
-    let mut run_totals = totals(&plain, run.duration());
+    let mut run_totals = RunTotals::of(&plain, run.duration());
     if failing {
         run_totals.exit_code = run_totals.exit_code.max(exit_codes::TASKS_FAILED);
     }
@@ -301,8 +300,8 @@ fn type_of(value: &serde_json::Value) -> &str {
     value.get("type").and_then(|t| t.as_str()).unwrap_or("a line")
 }
 
-/// The outcome a `task.finished` line describes, its patch read back from the input folder.
-/// The transcript stays a file: it is copied, not rebuilt.
+/// The outcome a `task.finished` line describes ([`from_wire`]), its patch read back from the
+/// input folder. The transcript stays a file: it is copied, not rebuilt.
 fn rebuild(dir: &Path, task_id: String, w: WireOutcome, warnings: &mut Vec<String>) -> Result<TaskOutcome, MergeError> {
     // The patch is looked up by the task id, not by the line's `diff_path`, so that a crafted
     // file cannot make the merge copy something from outside the folder.
@@ -320,32 +319,7 @@ fn rebuild(dir: &Path, task_id: String, w: WireOutcome, warnings: &mut Vec<Strin
             }
         }
     };
-    Ok(TaskOutcome {
-        task_id,
-        manifest: PathBuf::from(w.manifest),
-        index: w.index,
-        status: w.status,
-        num_turns: w.num_turns,
-        duration: Duration::from_millis(w.duration_ms),
-        usage: w.usage,
-        cost_usd: w.total_cost_usd,
-        result: w.result,
-        files_changed: w.files_changed,
-        diff,
-        check: w.check,
-        error: w.error,
-        attempts: w.attempts,
-        flaky: w.flaky,
-        prior_attempts: w
-            .prior_attempts
-            .into_iter()
-            .map(|a| AttemptRecord { status: a.status, error: a.error, duration: Duration::from_millis(a.duration_ms) })
-            .collect(),
-        branch: w.branch.clone(),
-        provider: w.provider,
-        model: w.model,
-        transcript: None,
-    })
+    Ok(from_wire(task_id, w, diff))
 }
 
 /// The shards of one split, each once; returns the missing ones (`K/N`).
@@ -451,8 +425,8 @@ fn write_reports(
     let write_err = |source| MergeError::Write { path: out.to_path_buf(), source };
     let mut reporters: Vec<Box<dyn Reporter>> = vec![
         Box::new(JunitReporter::new(out.join("junit.xml"), redactor.clone())),
-        Box::new(SummaryReporter::new(out.join("summary.md"), redactor)),
-        Box::new(DiffReporter::new(out)),
+        Box::new(SummaryReporter::new(out.join("summary.md"), redactor.clone())),
+        Box::new(DiffReporter::new(out).with_redactor(redactor)),
     ];
     let mut events = vec![Event { ts: run.started, task: None, kind: run.started_kind() }];
     events.extend(outcomes.iter().map(|f| Event {
@@ -544,7 +518,7 @@ fn append_warnings(path: &Path, warnings: &[String]) -> Result<(), MergeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::FailureKind;
+    use crate::events::{AttemptRecord, FailureKind};
     use crate::events::{CheckRecord, Status, TaskError};
     use crate::llm::{ErrorKind, StopReason, Usage};
     use crate::report::artifact_reporters;
@@ -639,7 +613,7 @@ mod tests {
             }
             events.push(Event { ts, task, kind: EventKind::TaskFinished(Box::new(o.clone())) });
         }
-        let run_totals = totals(tasks, Duration::from_secs(3));
+        let run_totals = RunTotals::of(tasks, Duration::from_secs(3));
         events.push(Event { ts: start + Duration::from_secs(3), task: None, kind: EventKind::RunFinished(run_totals) });
         let mut reporters = artifact_reporters(dir, run_id, shard, redactor()).unwrap();
         for reporter in &mut reporters {

@@ -47,8 +47,8 @@ pub fn artifact_reporters(
         Box::new(JsonlReporter::new(Box::new(results), run_id, shard, redactor.clone())),
         Box::new(JunitReporter::new(out_dir.join("junit.xml"), redactor.clone())),
         Box::new(SummaryReporter::new(out_dir.join("summary.md"), redactor.clone())),
-        Box::new(TranscriptReporter::new(out_dir, redactor)),
-        Box::new(DiffReporter::new(out_dir)),
+        Box::new(TranscriptReporter::new(out_dir, redactor.clone())),
+        Box::new(DiffReporter::new(out_dir).with_redactor(redactor)),
     ])
 }
 
@@ -67,29 +67,25 @@ fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// `text` without ANSI escape sequences and control characters other than newline and tab, for
-/// human-facing text (check output is often coloured).
-fn strip_control(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '\x1b' {
-            // CSI (`ESC [ params final`) is what compilers and test runners emit; any other
-            // escape is dropped with the one character that follows it.
-            if chars.next_if_eq(&'[').is_some() {
-                for p in chars.by_ref() {
-                    if ('\x40'..='\x7e').contains(&p) {
-                        break;
-                    }
-                }
-            } else {
-                chars.next();
-            }
-        } else if c == '\n' || c == '\t' || !c.is_control() {
-            out.push(c);
-        }
-    }
-    out
+/// `text` without escape sequences (CSI colours, OSC-8 hyperlinks, any other) and control
+/// characters other than newline and tab, for human-facing text (check output is often
+/// coloured). The secrets [`Redactor`] sees text the same way, so a secret cut by an escape is
+/// still masked.
+pub(crate) fn strip_control(text: &str) -> String {
+    // The stripper keeps newlines only; tabs are kept by stripping between them.
+    let parts: Vec<String> = text
+        .split('\t')
+        .map(|part| strip_ansi_escapes::strip_str(part).chars().filter(|c| *c == '\n' || !c.is_control()).collect())
+        .collect();
+    parts.join("\t")
+}
+
+/// `text` as a human-facing artifact shows it: escape sequences and control characters
+/// stripped first, then secrets masked — in that order, so a secret with an escape sequence
+/// inside cannot come out whole once the escape is gone.
+pub(crate) fn clean_text(redactor: &Redactor, text: &str) -> String {
+    let stripped = strip_control(text);
+    redactor.redact(&stripped).into_owned()
 }
 
 /// `n` with `,` between thousands: `1,234,567`.
@@ -160,6 +156,41 @@ mod tests {
     #[test]
     fn strip_control_drops_ansi_and_control_characters() {
         assert_eq!(strip_control("\x1b[1;31merror\x1b[0m: x\x07\r\n\tok"), "error: x\n\tok");
+    }
+
+    #[test]
+    fn strip_control_drops_osc8_hyperlinks_and_other_escapes() {
+        let text = "see \x1b]8;;https://example.com/a\x1b\\the docs\x1b]8;;\x1b\\ and \x1b]0;title\x07\x1bMdone\x1b(B\x1b[?25l!";
+        assert_eq!(strip_control(text), "see the docs and done!");
+    }
+
+    #[test]
+    fn summary_and_junit_strip_links_then_mask_a_secret_cut_by_an_escape() {
+        use crate::events::{EventKind, Status, TaskError};
+        use crate::report::test_support::{event, finished, outcome, totals};
+        let dir = tempfile::tempdir().unwrap();
+        let redactor = Arc::new(Redactor::new(["sk-live-98765".to_string()]));
+        let message = "fixed, see \x1b]8;;https://example.com/pr/1\x1b\\PR 1\x1b]8;;\x1b\\ key sk-live\x1b[0m-98765";
+        let mut o = outcome("linked", Status::Failed);
+        o.result = Some(message.to_string());
+        o.error = Some(TaskError { kind: crate::events::FailureKind::Agent, message: message.to_string(), http_status: None });
+        let mut reporters: Vec<Box<dyn Reporter>> = vec![
+            Box::new(JunitReporter::new(dir.path().join("junit.xml"), redactor.clone())),
+            Box::new(SummaryReporter::new(dir.path().join("summary.md"), redactor)),
+        ];
+        for reporter in &mut reporters {
+            reporter.on_event(&finished(o.clone())).unwrap();
+            reporter.on_event(&event(None, EventKind::RunFinished(totals(&[(Status::Failed, 1)])))).unwrap();
+            reporter.finish().unwrap();
+        }
+        for file in ["junit.xml", "summary.md"] {
+            let text = std::fs::read_to_string(dir.path().join(file)).unwrap();
+            assert!(text.contains("PR 1"), "{file}: {text}");
+            assert!(text.contains("REDACTED"), "{file}: {text}");
+            for leak in ["\x1b", "8;;", "example.com", "98765", "sk-live"] {
+                assert!(!text.contains(leak), "{file} contains {leak:?}: {text}");
+            }
+        }
     }
 
     #[test]

@@ -59,8 +59,8 @@ impl ProgressReporter {
 
     fn line(&mut self, text: &str) -> std::io::Result<()> {
         let text = match &self.redactor {
-            Some(r) => r.redact(text).into_owned(),
-            None => text.to_string(),
+            Some(r) => super::clean_text(r, text),
+            None => strip_control(text),
         };
         writeln!(self.writer, "{text}")?;
         self.writer.flush()

@@ -5,7 +5,7 @@
 //! redacted and then escaped, so output full of `|`, `<`, newlines or colour codes cannot break
 //! the table or turn into HTML.
 
-use super::{human_cost, human_duration, strip_control, thousands, write_atomic};
+use super::{clean_text, human_cost, human_duration, strip_control, thousands, write_atomic};
 use crate::events::{Event, EventKind, Reporter, RunTotals, Status, TaskOutcome};
 use crate::secrets::Redactor;
 use std::fmt::Write as _;
@@ -99,10 +99,10 @@ impl SummaryReporter {
         md.push('\n');
     }
 
-    /// `text` redacted, then escaped for a table cell (redacting first: escaping changes the
-    /// text a secret would be matched in).
+    /// `text` stripped and redacted, then escaped for a table cell (redacting before escaping:
+    /// escaping changes the text a secret would be matched in).
     fn cell(&self, text: &str) -> String {
-        escape_cell(&self.redactor.redact(text))
+        escape_cell(&clean_text(&self.redactor, text))
     }
 }
 

@@ -14,7 +14,7 @@
 //! follow. Durations are `*_ms` integers; a cost is `null` when the model's price is unknown.
 
 use super::file_stem;
-use crate::events::{CheckRecord, Event, EventKind, RetryScope, RunTotals, Status, TaskError, TaskOutcome};
+use crate::events::{AttemptRecord, CheckRecord, Event, EventKind, RetryScope, RunTotals, Status, TaskError, TaskOutcome};
 use crate::llm::Usage;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -438,6 +438,38 @@ fn wire_outcome(o: &TaskOutcome) -> WireOutcome {
             .map(|a| WireAttempt { status: a.status, error: a.error.clone(), duration_ms: millis(a.duration) })
             .collect(),
         branch: o.branch.clone(),
+    }
+}
+
+/// The outcome a `task.finished` line describes: the inverse of the mapping in [`to_wire`].
+/// What a line does not carry comes from the caller: the task id (from the line's header) and
+/// the patch (from `diffs/`); the transcript stays a file.
+pub fn from_wire(task_id: String, w: WireOutcome, diff: Option<String>) -> TaskOutcome {
+    TaskOutcome {
+        task_id,
+        manifest: std::path::PathBuf::from(w.manifest),
+        index: w.index,
+        status: w.status,
+        num_turns: w.num_turns,
+        duration: Duration::from_millis(w.duration_ms),
+        usage: w.usage,
+        cost_usd: w.total_cost_usd,
+        result: w.result,
+        files_changed: w.files_changed,
+        diff,
+        check: w.check,
+        error: w.error,
+        attempts: w.attempts,
+        flaky: w.flaky,
+        prior_attempts: w
+            .prior_attempts
+            .into_iter()
+            .map(|a| AttemptRecord { status: a.status, error: a.error, duration: Duration::from_millis(a.duration_ms) })
+            .collect(),
+        branch: w.branch,
+        provider: w.provider,
+        model: w.model,
+        transcript: None,
     }
 }
 

@@ -1,7 +1,6 @@
 //! The `delete_file` tool: removes a file, a symlink (never its target), or a directory.
 
-use super::{ErrorCode, Tool, ToolContext, ToolError, parse_args, run_blocking, schema_of};
-use crate::llm::BoxFuture;
+use super::{BlockingTool, ErrorCode, ToolContext, ToolError};
 use crate::sandbox::Sandbox;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -12,7 +11,7 @@ pub struct DeleteFile;
 // The arguments of `delete_file`; field docs become the schema descriptions.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
+pub(crate) struct Args {
     /// Path of the file or directory to delete, relative to workspace root.
     path: String,
     /// Delete a non-empty directory and everything in it.
@@ -20,23 +19,13 @@ struct Args {
     recursive: bool,
 }
 
-impl Tool for DeleteFile {
-    fn name(&self) -> &'static str {
-        "delete_file"
-    }
-    fn description(&self) -> &'static str {
-        "Delete a file or directory in the workspace (a non-empty directory needs recursive=true). \
-         Returns OK naming what was deleted."
-    }
-    fn schema(&self) -> serde_json::Value {
-        schema_of::<Args>()
-    }
-    fn call<'a>(&'a self, ctx: &'a ToolContext, input: serde_json::Value) -> BoxFuture<'a, Result<String, ToolError>> {
-        Box::pin(async move {
-            let args: Args = parse_args(input)?;
-            let sandbox = ctx.sandbox.clone();
-            run_blocking(move || delete(&sandbox, &args)).await
-        })
+impl BlockingTool for DeleteFile {
+    const NAME: &'static str = "delete_file";
+    const DESCRIPTION: &'static str = "Delete a file or directory in the workspace (a non-empty directory needs recursive=true). \
+         Returns OK naming what was deleted.";
+    type Args = Args;
+    fn run(ctx: &ToolContext, args: Args) -> Result<String, ToolError> {
+        delete(&ctx.sandbox, &args)
     }
 }
 
@@ -66,6 +55,7 @@ fn delete(sandbox: &Sandbox, args: &Args) -> Result<String, ToolError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::Tool as _;
     use crate::tools::test_context;
     use serde_json::json;
 

@@ -61,9 +61,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let mut ctx = test_context(dir.path());
-        ctx.emitter = Emitter::run(EventBus::new(vec![Box::new(Collect(seen.clone()))]));
+        let bus = EventBus::new(vec![Box::new(Collect(seen.clone()))]);
+        ctx.emitter = Emitter::run(bus.clone());
         let out = DisplayText.call(&ctx, json!({"text": "halfway there"})).await.unwrap();
         assert_eq!(out, "displayed");
+        // Reporters run on their own thread: wait until it has seen the event.
+        assert!(bus.flush(std::time::Duration::from_secs(5)));
         assert_eq!(*seen.lock().unwrap(), vec!["halfway there".to_string()]);
     }
 

@@ -3,8 +3,7 @@
 //! The search string must match exactly once unless `replace_all` is set, so an edit never
 //! lands somewhere the model did not mean.
 
-use super::{ErrorCode, Tool, ToolContext, ToolError, parse_args, run_blocking, schema_of};
-use crate::llm::BoxFuture;
+use super::{BlockingTool, ErrorCode, ToolContext, ToolError};
 use crate::sandbox::Sandbox;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -15,7 +14,7 @@ pub struct EditFile;
 // The arguments of `edit_file`; field docs become the schema descriptions.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
+pub(crate) struct Args {
     /// Path to the file relative to workspace root.
     file_path: String,
     /// The exact text to replace, including whitespace and indentation; it must occur exactly once unless replace_all is true.
@@ -27,23 +26,13 @@ struct Args {
     replace_all: bool,
 }
 
-impl Tool for EditFile {
-    fn name(&self) -> &'static str {
-        "edit_file"
-    }
-    fn description(&self) -> &'static str {
-        "Replace an exact string in a file with another (the old string must be unique unless \
-         replace_all is true). Returns OK with the number of replacements."
-    }
-    fn schema(&self) -> serde_json::Value {
-        schema_of::<Args>()
-    }
-    fn call<'a>(&'a self, ctx: &'a ToolContext, input: serde_json::Value) -> BoxFuture<'a, Result<String, ToolError>> {
-        Box::pin(async move {
-            let args: Args = parse_args(input)?;
-            let sandbox = ctx.sandbox.clone();
-            run_blocking(move || edit(&sandbox, &args)).await
-        })
+impl BlockingTool for EditFile {
+    const NAME: &'static str = "edit_file";
+    const DESCRIPTION: &'static str = "Replace an exact string in a file with another (the old string must be unique unless \
+         replace_all is true). Returns OK with the number of replacements.";
+    type Args = Args;
+    fn run(ctx: &ToolContext, args: Args) -> Result<String, ToolError> {
+        edit(&ctx.sandbox, &args)
     }
 }
 
@@ -86,6 +75,7 @@ fn edit(sandbox: &Sandbox, args: &Args) -> Result<String, ToolError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::Tool as _;
     use crate::tools::test_context;
     use serde_json::json;
 

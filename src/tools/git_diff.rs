@@ -1,8 +1,7 @@
 //! The `git_diff` tool: the workspace's uncommitted changes against `HEAD` as a unified diff,
 //! staged and unstaged alike, new (untracked, not ignored) files included.
 
-use super::{ErrorCode, Tool, ToolContext, ToolError, parse_args, run_blocking, schema_of};
-use crate::llm::BoxFuture;
+use super::{BlockingTool, ErrorCode, ToolContext, ToolError};
 use crate::sandbox::Sandbox;
 use git2::{DiffFormat, DiffOptions, Repository};
 use schemars::JsonSchema;
@@ -15,30 +14,19 @@ pub struct GitDiff;
 // The arguments of `git_diff`; field docs become the schema descriptions.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
+pub(crate) struct Args {
     /// Only show changes to this file or directory (relative to workspace root); default: the whole workspace.
     #[serde(default)]
     path: Option<String>,
 }
 
-impl Tool for GitDiff {
-    fn name(&self) -> &'static str {
-        "git_diff"
-    }
-    fn description(&self) -> &'static str {
-        "Show the workspace's uncommitted changes (including new files) against the last commit, \
-         as a unified diff with repository-relative paths."
-    }
-    fn schema(&self) -> serde_json::Value {
-        schema_of::<Args>()
-    }
-    fn call<'a>(&'a self, ctx: &'a ToolContext, input: serde_json::Value) -> BoxFuture<'a, Result<String, ToolError>> {
-        Box::pin(async move {
-            let args: Args = parse_args(input)?;
-            let sandbox = ctx.sandbox.clone();
-            let limit = ctx.output_limit;
-            run_blocking(move || diff(&sandbox, args.path.as_deref(), limit)).await
-        })
+impl BlockingTool for GitDiff {
+    const NAME: &'static str = "git_diff";
+    const DESCRIPTION: &'static str = "Show the workspace's uncommitted changes (including new files) against the last commit, \
+         as a unified diff with repository-relative paths.";
+    type Args = Args;
+    fn run(ctx: &ToolContext, args: Args) -> Result<String, ToolError> {
+        diff(&ctx.sandbox, args.path.as_deref(), ctx.output_limit)
     }
 }
 
@@ -113,6 +101,7 @@ fn cap(mut text: String, limit: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::Tool as _;
     use crate::tools::test_context;
     use serde_json::json;
     use std::fs;

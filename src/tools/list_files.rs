@@ -1,8 +1,7 @@
 //! The `list_files` tool: the workspace's files as the model should see them (ignored files
 //! and `.git` left out), sorted, one workspace-relative path per line.
 
-use super::{ErrorCode, Tool, ToolContext, ToolError, parse_args, run_blocking, schema_of, workspace_walker};
-use crate::llm::BoxFuture;
+use super::{BlockingTool, ErrorCode, ToolContext, ToolError, workspace_walker};
 use crate::sandbox::Sandbox;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -16,7 +15,7 @@ pub struct ListFiles;
 // The arguments of `list_files`; field docs become the schema descriptions.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
+pub(crate) struct Args {
     /// Directory to list, relative to workspace root.
     #[serde(default = "dot")]
     directory: String,
@@ -29,23 +28,13 @@ fn dot() -> String {
     ".".to_string()
 }
 
-impl Tool for ListFiles {
-    fn name(&self) -> &'static str {
-        "list_files"
-    }
-    fn description(&self) -> &'static str {
-        "List the files in a workspace directory, optionally recursively, skipping git-ignored files. \
-         Returns one path relative to the workspace root per line; directories end with '/'."
-    }
-    fn schema(&self) -> serde_json::Value {
-        schema_of::<Args>()
-    }
-    fn call<'a>(&'a self, ctx: &'a ToolContext, input: serde_json::Value) -> BoxFuture<'a, Result<String, ToolError>> {
-        Box::pin(async move {
-            let args: Args = parse_args(input)?;
-            let sandbox = ctx.sandbox.clone();
-            run_blocking(move || list(&sandbox, &args)).await
-        })
+impl BlockingTool for ListFiles {
+    const NAME: &'static str = "list_files";
+    const DESCRIPTION: &'static str = "List the files in a workspace directory, optionally recursively, skipping git-ignored files. \
+         Returns one path relative to the workspace root per line; directories end with '/'.";
+    type Args = Args;
+    fn run(ctx: &ToolContext, args: Args) -> Result<String, ToolError> {
+        list(&ctx.sandbox, &args)
     }
 }
 
@@ -90,6 +79,7 @@ fn list(sandbox: &Sandbox, args: &Args) -> Result<String, ToolError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::Tool as _;
     use crate::tools::test_context;
     use serde_json::json;
     use std::fs;

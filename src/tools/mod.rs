@@ -157,6 +157,40 @@ pub trait Tool: Send + Sync {
     fn call<'a>(&'a self, ctx: &'a ToolContext, input: serde_json::Value) -> BoxFuture<'a, Result<String, ToolError>>;
 }
 
+/// A tool whose work is blocking (file system, git): its typed arguments and one synchronous
+/// function. The blanket [`Tool`] impl parses the arguments (an `INVALID_ARGUMENTS` error
+/// naming the field), derives the schema from them, and runs the function off the async
+/// threads ([`run_blocking`]).
+pub(crate) trait BlockingTool: Send + Sync + 'static {
+    /// The snake_case name the model calls it by.
+    const NAME: &'static str;
+    /// What it does, for the model.
+    const DESCRIPTION: &'static str;
+    /// Its arguments; field docs become the schema descriptions.
+    type Args: serde::de::DeserializeOwned + schemars::JsonSchema + Send + 'static;
+    /// Does the work, on a blocking thread.
+    fn run(ctx: &ToolContext, args: Self::Args) -> Result<String, ToolError>;
+}
+
+impl<T: BlockingTool> Tool for T {
+    fn name(&self) -> &'static str {
+        T::NAME
+    }
+    fn description(&self) -> &'static str {
+        T::DESCRIPTION
+    }
+    fn schema(&self) -> serde_json::Value {
+        schema_of::<T::Args>()
+    }
+    fn call<'a>(&'a self, ctx: &'a ToolContext, input: serde_json::Value) -> BoxFuture<'a, Result<String, ToolError>> {
+        Box::pin(async move {
+            let args: T::Args = parse_args(input)?;
+            let ctx = ctx.clone();
+            run_blocking(move || T::run(&ctx, args)).await
+        })
+    }
+}
+
 /// Derives a tool's argument schema from its argument type, as a plain JSON Schema object
 /// without the `$schema`/`title` noise providers reject.
 pub fn schema_of<T: schemars::JsonSchema>() -> serde_json::Value {
@@ -269,7 +303,7 @@ pub(crate) fn workspace_walker(dir: &std::path::Path, recursive: bool) -> ignore
 pub(crate) fn test_context(root: &std::path::Path) -> ToolContext {
     ToolContext {
         sandbox: Sandbox::new(root).expect("test workspace exists"),
-        child_env: Arc::new(crate::secrets::child_env(std::env::vars())),
+        child_env: Arc::new(crate::secrets::child_env(std::env::vars(), &[] as &[&str], &BTreeMap::new())),
         tmp_dir: None,
         answers: Arc::new(BTreeMap::new()),
         max_command_timeout: Duration::from_secs(600),

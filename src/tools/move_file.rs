@@ -1,7 +1,6 @@
 //! The `move_file` tool: renames or moves a file or directory inside the workspace.
 
-use super::{ErrorCode, Tool, ToolContext, ToolError, parse_args, run_blocking, schema_of};
-use crate::llm::BoxFuture;
+use super::{BlockingTool, ErrorCode, ToolContext, ToolError};
 use crate::sandbox::Sandbox;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -12,7 +11,7 @@ pub struct MoveFile;
 // The arguments of `move_file`; field docs become the schema descriptions.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
+pub(crate) struct Args {
     /// Current path of the file or directory, relative to workspace root.
     source: String,
     /// New path, relative to workspace root.
@@ -29,22 +28,12 @@ fn yes() -> bool {
     true
 }
 
-impl Tool for MoveFile {
-    fn name(&self) -> &'static str {
-        "move_file"
-    }
-    fn description(&self) -> &'static str {
-        "Move or rename a file or directory within the workspace. Returns OK with the old and new paths."
-    }
-    fn schema(&self) -> serde_json::Value {
-        schema_of::<Args>()
-    }
-    fn call<'a>(&'a self, ctx: &'a ToolContext, input: serde_json::Value) -> BoxFuture<'a, Result<String, ToolError>> {
-        Box::pin(async move {
-            let args: Args = parse_args(input)?;
-            let sandbox = ctx.sandbox.clone();
-            run_blocking(move || move_entry(&sandbox, &args)).await
-        })
+impl BlockingTool for MoveFile {
+    const NAME: &'static str = "move_file";
+    const DESCRIPTION: &'static str = "Move or rename a file or directory within the workspace. Returns OK with the old and new paths.";
+    type Args = Args;
+    fn run(ctx: &ToolContext, args: Args) -> Result<String, ToolError> {
+        move_entry(&ctx.sandbox, &args)
     }
 }
 
@@ -87,6 +76,7 @@ fn move_entry(sandbox: &Sandbox, args: &Args) -> Result<String, ToolError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::Tool as _;
     use crate::tools::test_context;
     use serde_json::json;
 

@@ -3,8 +3,7 @@
 //! Whole files are capped at [`MAX_BYTES`] so one call cannot flood the context; bigger files
 //! are read by line range, streamed so a huge log is never loaded whole.
 
-use super::{ErrorCode, Tool, ToolContext, ToolError, parse_args, run_blocking, schema_of};
-use crate::llm::BoxFuture;
+use super::{BlockingTool, ErrorCode, ToolContext, ToolError};
 use crate::sandbox::Sandbox;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -19,7 +18,7 @@ pub struct ReadFile;
 // The arguments of `read_file`; field docs become the schema descriptions.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
+pub(crate) struct Args {
     /// Path to the file relative to workspace root.
     file_path: String,
     /// First line to return (1-based, inclusive). Use with end_line to read part of a large file.
@@ -33,23 +32,13 @@ struct Args {
     end_line: Option<i64>,
 }
 
-impl Tool for ReadFile {
-    fn name(&self) -> &'static str {
-        "read_file"
-    }
-    fn description(&self) -> &'static str {
-        "Read a text file in the workspace and return its contents, optionally only lines \
-         start_line..end_line. Files over 256 KiB must be read by line range."
-    }
-    fn schema(&self) -> serde_json::Value {
-        schema_of::<Args>()
-    }
-    fn call<'a>(&'a self, ctx: &'a ToolContext, input: serde_json::Value) -> BoxFuture<'a, Result<String, ToolError>> {
-        Box::pin(async move {
-            let args: Args = parse_args(input)?;
-            let sandbox = ctx.sandbox.clone();
-            run_blocking(move || read(&sandbox, &args)).await
-        })
+impl BlockingTool for ReadFile {
+    const NAME: &'static str = "read_file";
+    const DESCRIPTION: &'static str = "Read a text file in the workspace and return its contents, optionally only lines \
+         start_line..end_line. Files over 256 KiB must be read by line range.";
+    type Args = Args;
+    fn run(ctx: &ToolContext, args: Args) -> Result<String, ToolError> {
+        read(&ctx.sandbox, &args)
     }
 }
 
@@ -139,6 +128,7 @@ fn read_lines(file: std::fs::File, start: u64, end: u64, shown: &str) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::Tool as _;
     use crate::tools::test_context;
     use serde_json::json;
 

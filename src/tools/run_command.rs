@@ -317,7 +317,8 @@ mod tests {
             ("OPENAI_API_KEY", "sk-should-not-leak-1234".to_string()),
             ("VISIBLE_VAR", "yes".to_string()),
         ];
-        ctx.child_env = Arc::new(crate::secrets::child_env(parent.map(|(k, v)| (k.to_string(), v))));
+        // The environment is an allowlist: a variable of its own reaches commands when passed through.
+        ctx.child_env = Arc::new(crate::secrets::child_env(parent.map(|(k, v)| (k.to_string(), v)), &["VISIBLE_VAR"], &Default::default()));
         ctx.tmp_dir = Some(tmp.path().to_path_buf());
         let out = call(&ctx, json!({"command": "env"})).await.unwrap();
         assert!(out.contains("VISIBLE_VAR=yes"), "{out}");

@@ -5,8 +5,7 @@
 //! output does not depend on thread timing. Only the first [`MAX_MATCHES`] in that order are
 //! kept in memory; the rest are only counted.
 
-use super::{ErrorCode, Tool, ToolContext, ToolError, parse_args, run_blocking, schema_of, workspace_walker};
-use crate::llm::BoxFuture;
+use super::{BlockingTool, ErrorCode, ToolContext, ToolError, workspace_walker};
 use crate::sandbox::Sandbox;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
@@ -29,7 +28,7 @@ pub struct SearchCode;
 // The arguments of `search_code`; field docs become the schema descriptions.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
+pub(crate) struct Args {
     /// Text or regex to search for.
     query: String,
     /// Directory (or single file) to search, relative to workspace root.
@@ -61,23 +60,13 @@ fn yes() -> bool {
     true
 }
 
-impl Tool for SearchCode {
-    fn name(&self) -> &'static str {
-        "search_code"
-    }
-    fn description(&self) -> &'static str {
-        "Search file contents in the workspace for text or a regex, skipping git-ignored and binary \
-         files. Returns matching lines as 'path:line: text', at most 200."
-    }
-    fn schema(&self) -> serde_json::Value {
-        schema_of::<Args>()
-    }
-    fn call<'a>(&'a self, ctx: &'a ToolContext, input: serde_json::Value) -> BoxFuture<'a, Result<String, ToolError>> {
-        Box::pin(async move {
-            let args: Args = parse_args(input)?;
-            let sandbox = ctx.sandbox.clone();
-            run_blocking(move || search(&sandbox, &args)).await
-        })
+impl BlockingTool for SearchCode {
+    const NAME: &'static str = "search_code";
+    const DESCRIPTION: &'static str = "Search file contents in the workspace for text or a regex, skipping git-ignored and binary \
+         files. Returns matching lines as 'path:line: text', at most 200.";
+    type Args = Args;
+    fn run(ctx: &ToolContext, args: Args) -> Result<String, ToolError> {
+        search(&ctx.sandbox, &args)
     }
 }
 
@@ -229,6 +218,7 @@ fn search_file(searcher: &mut Searcher, matcher: &RegexMatcher, path: &Path) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::Tool as _;
     use crate::tools::test_context;
     use serde_json::json;
     use std::fs;

@@ -1,7 +1,6 @@
 //! The `write_file` tool: creates or overwrites a file with the given text.
 
-use super::{ErrorCode, Tool, ToolContext, ToolError, parse_args, run_blocking, schema_of};
-use crate::llm::BoxFuture;
+use super::{BlockingTool, ErrorCode, ToolContext, ToolError};
 use crate::sandbox::Sandbox;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -12,7 +11,7 @@ pub struct WriteFile;
 // The arguments of `write_file`; field docs become the schema descriptions.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
+pub(crate) struct Args {
     /// Path to the file relative to workspace root.
     file_path: String,
     /// Text content to write to the file (replaces any existing content).
@@ -26,22 +25,12 @@ fn yes() -> bool {
     true
 }
 
-impl Tool for WriteFile {
-    fn name(&self) -> &'static str {
-        "write_file"
-    }
-    fn description(&self) -> &'static str {
-        "Create a file or overwrite it with the given text. Returns OK with the number of bytes written."
-    }
-    fn schema(&self) -> serde_json::Value {
-        schema_of::<Args>()
-    }
-    fn call<'a>(&'a self, ctx: &'a ToolContext, input: serde_json::Value) -> BoxFuture<'a, Result<String, ToolError>> {
-        Box::pin(async move {
-            let args: Args = parse_args(input)?;
-            let sandbox = ctx.sandbox.clone();
-            run_blocking(move || write(&sandbox, &args)).await
-        })
+impl BlockingTool for WriteFile {
+    const NAME: &'static str = "write_file";
+    const DESCRIPTION: &'static str = "Create a file or overwrite it with the given text. Returns OK with the number of bytes written.";
+    type Args = Args;
+    fn run(ctx: &ToolContext, args: Args) -> Result<String, ToolError> {
+        write(&ctx.sandbox, &args)
     }
 }
 
@@ -59,6 +48,7 @@ fn write(sandbox: &Sandbox, args: &Args) -> Result<String, ToolError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::Tool as _;
     use crate::tools::test_context;
     use serde_json::json;
 

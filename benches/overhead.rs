@@ -10,6 +10,7 @@
 //!   peak RSS with 64 tasks in flight.
 //!
 //! Each figure is the median of several runs. Nothing here asserts: it prints figures.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)] // a bench/test: a panic is the report
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

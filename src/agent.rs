@@ -140,7 +140,7 @@ impl Agent<'_> {
                     reason: notice.reason,
                     delay: notice.delay,
                     next_attempt: notice.attempt,
-                })
+                });
             };
             let response = match self.provider.complete(request, &on_retry).await {
                 Ok(response) => response,

@@ -543,7 +543,7 @@ fn dispatch(receiver: Receiver<Queued>, mut reporters: Vec<Box<dyn Reporter>>) -
     for message in receiver {
         match message {
             Queued::Event(event) => {
-                for reporter in reporters.iter_mut() {
+                for reporter in &mut reporters {
                     if let Err(e) = reporter.on_event(&event) {
                         failures.push(e.to_string());
                     }
@@ -554,7 +554,7 @@ fn dispatch(receiver: Receiver<Queued>, mut reporters: Vec<Box<dyn Reporter>>) -
             }
         }
     }
-    for reporter in reporters.iter_mut() {
+    for reporter in &mut reporters {
         if let Err(e) = reporter.finish() {
             failures.push(e.to_string());
         }
@@ -564,7 +564,7 @@ fn dispatch(receiver: Receiver<Queued>, mut reporters: Vec<Box<dyn Reporter>>) -
 
 /// `mutex`'s contents; a panic elsewhere while it was held does not stop the reporting.
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// When a task last emitted an event (for `idle_timeout`).

@@ -1,4 +1,6 @@
 //! The `dracode` binary: parse the command line, run, map the result to an exit code.
+// The binary is where dracode talks to the terminal: printing is its job here, not in the library.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use anyhow::Context;
 use clap::Parser;
@@ -187,7 +189,7 @@ fn run_batch(args: RunArgs, cwd: &Path, env: BTreeMap<String, String>) -> anyhow
         }
         return Ok(exit_codes::OK);
     }
-    let jobs = if args.jobs == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { args.jobs };
+    let jobs = if args.jobs == 0 { std::thread::available_parallelism().map_or(1, std::num::NonZero::get) } else { args.jobs };
     let redactor = Arc::new(Redactor::from_env(env.clone(), plan.secrets.clone()));
     let run_id = run_id();
     let shard = plan.shard.map(|s| s.to_string());
@@ -293,6 +295,6 @@ fn append_step_summary(summary: &Path, target: &Path) {
 /// A run id that sorts by time: `20261122T133207Z-1a2b`.
 fn run_id() -> String {
     let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-    let compact: String = now.chars().filter(|c| c.is_ascii_alphanumeric()).collect();
+    let compact: String = now.chars().filter(char::is_ascii_alphanumeric).collect();
     format!("{compact}-{:04x}", std::process::id() & 0xffff)
 }

@@ -223,7 +223,7 @@ fn resolve(
         check: f.check.map(|command| CheckSpec { command, before: f.check_before == Some(true), timeout: check_timeout }),
         retry: RetrySpec { retries: f.retries.unwrap_or(0), retry_on: f.retry_on.unwrap_or_else(|| DEFAULT_RETRY_ON.to_vec()) },
         budget: Budget { max_tokens: f.max_tokens, max_cost_usd: f.max_cost_usd },
-        tools: f.tools.unwrap_or_else(|| crate::tools::DEFAULT_TOOLS.iter().map(|s| s.to_string()).collect()),
+        tools: f.tools.unwrap_or_else(|| crate::tools::DEFAULT_TOOLS.iter().map(std::string::ToString::to_string).collect()),
         answers: f.answers.unwrap_or_default(),
         require_change: f.require_change == Some(true),
         commit: f.commit == Some(true),
@@ -322,7 +322,7 @@ impl Filter {
             match expr.strip_prefix("tag:") {
                 Some(tag) => filter.tags.push(tag.to_string()),
                 None => {
-                    filter.globs.push(Glob::new(expr).map_err(|e| PlanError::Usage(format!("--filter {expr:?}: {e}")))?.compile_matcher())
+                    filter.globs.push(Glob::new(expr).map_err(|e| PlanError::Usage(format!("--filter {expr:?}: {e}")))?.compile_matcher());
                 }
             }
         }

@@ -113,7 +113,7 @@ fn panicked(spec: &TaskSpec, error: tokio::task::JoinError, emitter: &Emitter) -
     let message = match error.try_into_panic() {
         Ok(payload) => payload
             .downcast_ref::<&str>()
-            .map(|s| s.to_string())
+            .map(std::string::ToString::to_string)
             .or_else(|| payload.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "unknown panic".into()),
         Err(e) => e.to_string(),

@@ -53,7 +53,7 @@ pub struct Shared {
 impl Shared {
     /// The gate of provider `name`, made on first use.
     fn gate(&self, name: &str, limits: Limits) -> Arc<Gate> {
-        let mut gates = self.gates.lock().unwrap_or_else(|p| p.into_inner());
+        let mut gates = self.gates.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         gates.entry(name.to_string()).or_insert_with(|| Gate::new(limits)).clone()
     }
 }

@@ -49,7 +49,7 @@ impl Gate {
 
     /// Waits until a request may start, or fails when the quota is known to be exhausted.
     async fn admit(&self) -> Result<Option<tokio::sync::SemaphorePermit<'_>>, LlmError> {
-        let quota = self.quota.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let quota = self.quota.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
         match quota {
             Quota::Exhausted(message) => {
                 return Err(LlmError::new(ErrorKind::Quota, format!("not sent: {message} (reported earlier in this run)")));
@@ -63,7 +63,7 @@ impl Gate {
         };
         if let Some(interval) = self.interval {
             let start = {
-                let mut next = self.next_start.lock().unwrap_or_else(|p| p.into_inner());
+                let mut next = self.next_start.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                 let start = (*next).max(Instant::now());
                 *next = start + interval;
                 start
@@ -78,7 +78,7 @@ impl Gate {
         if error.kind != ErrorKind::Quota {
             return;
         }
-        let mut quota = self.quota.lock().unwrap_or_else(|p| p.into_inner());
+        let mut quota = self.quota.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         *quota = match error.retry_after.filter(|d| *d <= MAX_QUOTA_PAUSE) {
             Some(wait) => Quota::PausedUntil(Instant::now() + wait),
             None => Quota::Exhausted(error.message.clone()),

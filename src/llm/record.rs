@@ -43,7 +43,7 @@ impl Provider for Recorder {
     fn complete<'a>(&'a self, request: LlmRequest<'a>, on_retry: RetryObserver<'a>) -> BoxFuture<'a, Result<LlmResponse, LlmError>> {
         Box::pin(async move {
             let response = self.inner.complete(request, on_retry).await?;
-            let mut responses = self.responses.lock().unwrap_or_else(|p| p.into_inner());
+            let mut responses = self.responses.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             responses.push(response.clone());
             self.save(&responses)
                 .map_err(|e| LlmError::new(super::ErrorKind::Internal, format!("cannot write recording {}: {e}", self.file.display())))?;

@@ -85,7 +85,7 @@ fn read_recording(file: &Path, task_id: Option<&str>) -> Result<Vec<LlmResponse>
 
 impl Provider for Replay {
     fn complete<'a>(&'a self, _request: LlmRequest<'a>, _on_retry: RetryObserver<'a>) -> BoxFuture<'a, Result<LlmResponse, LlmError>> {
-        let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
+        let mut next = self.next.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let result = match self.responses.get(*next) {
             Some(response) => {
                 *next += 1;

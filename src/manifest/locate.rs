@@ -205,7 +205,7 @@ impl<'a> Locator<'a> {
             }
             _ => {}
         }
-        let field = segs.first().map(|s| s.to_string());
+        let field = segs.first().map(std::string::ToString::to_string);
         let position = field.as_deref().and_then(|f| match &self.toml {
             Some(layout) => layout.top.key(f),
             None => self.find_key(0, self.text.len(), f),

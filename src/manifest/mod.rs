@@ -270,7 +270,7 @@ fn check_input_paths(fields: &TaskFields, dir: &Path, push: &mut impl FnMut(&str
         let Some(path) = path else { continue };
         match path.canonicalize() {
             Ok(real) if !roots.iter().any(|root| real.starts_with(root)) => {
-                push(field, format!("{} is outside the manifest's folder and the task's repo", path.display()))
+                push(field, format!("{} is outside the manifest's folder and the task's repo", path.display()));
             }
             Ok(real) if field == "replay" && !real.is_dir() => {
                 if let Err(e) = read_input(&real) {

@@ -196,12 +196,12 @@ fn search(sandbox: &Sandbox, args: &Args) -> Result<String, ToolError> {
             }
             if let Some((found, count)) = search_file(&mut searcher, &matcher, entry.path()) {
                 let rel = sandbox.relative(entry.path());
-                hits.lock().unwrap_or_else(|p| p.into_inner()).add(rel, found, count);
+                hits.lock().unwrap_or_else(std::sync::PoisonError::into_inner).add(rel, found, count);
             }
             WalkState::Continue
         })
     });
-    let hits = hits.into_inner().unwrap_or_else(|p| p.into_inner());
+    let hits = hits.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
     if hits.total == 0 {
         return Ok(format!("No matches for {:?}", args.query));
     }

@@ -26,7 +26,7 @@ fn tasks(n: usize, extra: &str) -> String {
 
 async fn run_blocking(dir: &Path, args: &[&str]) -> (i32, String) {
     let dir = dir.to_path_buf();
-    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    let args: Vec<String> = args.iter().map(std::string::ToString::to_string).collect();
     tokio::task::spawn_blocking(move || {
         let out = dracode(&dir).env("OPENAI_API_KEY", KEY).args(&args).output().unwrap();
         (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())

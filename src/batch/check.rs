@@ -14,7 +14,7 @@ const CHECK_OUTPUT_LIMIT: usize = 8 * 1024;
 /// Runs `command` in `cwd` and records how it ended.
 pub async fn run(command: &str, cwd: &Path, timeout: Duration, env: &BTreeMap<String, String>, redactor: &Redactor) -> CheckRecord {
     let args = vec!["-c".to_string(), command.to_string()];
-    let spec = Spec { program: "sh", args: &args, cwd, env, tmp_dir: None, timeout, output_limit: CHECK_OUTPUT_LIMIT };
+    let spec = Spec { program: "sh", args: &args, cwd, env, tmp_dir: None, timeout, output_limit: CHECK_OUTPUT_LIMIT, confine: None };
     match process::run(&spec).await {
         Ok(finished) => {
             let mut tail = redactor.redact(&finished.output).into_owned();

@@ -101,6 +101,20 @@ impl ToolError {
     }
 }
 
+impl From<crate::sandbox::PathError> for ToolError {
+    fn from(err: crate::sandbox::PathError) -> Self {
+        use crate::sandbox::PathError;
+        let code = match &err {
+            PathError::Outside(_) => ErrorCode::PathOutsideWorkspace,
+            PathError::NotFound(_) => ErrorCode::FileNotFound,
+            PathError::Nul(_) => ErrorCode::InvalidArguments,
+            PathError::SymlinkLoop(_) => ErrorCode::IoError,
+            PathError::Io { path, source } => return ToolError::io(source, path),
+        };
+        ToolError::new(code, err.to_string())
+    }
+}
+
 /// Parses a tool's arguments into its typed argument struct, or an `INVALID_ARGUMENTS` error
 /// naming the field.
 pub fn parse_args<T: serde::de::DeserializeOwned>(input: serde_json::Value) -> Result<T, ToolError> {

@@ -8,3 +8,4 @@ pub mod github_server;
 pub mod ollama_server;
 pub mod openai_server;
 pub mod provider;
+pub mod sandbox;

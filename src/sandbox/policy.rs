@@ -65,7 +65,10 @@ pub struct Policy {
     /// such as a repository's `.git/objects` when `.git` is hidden.
     pub readable: Vec<PathBuf>,
     /// Paths taken out of `readable` and `writable`: credential files, a repository's `.git`.
-    /// A trailing `*` on the last component matches every name with that prefix.
+    /// A trailing `*` on the last component matches every name with that prefix. A hidden path
+    /// inside a writable root splits that root: its other entries stay writable, but nothing new
+    /// can be created directly in the folders on the way (Landlock rights are inherited, so they
+    /// cannot be granted there without reaching the hidden path).
     pub hidden: Vec<PathBuf>,
     /// Whether commands may open network sockets (anything but `AF_UNIX`).
     pub network: bool,

@@ -16,6 +16,9 @@
 //! command did (same code, or the same signal re-raised). On `SIGTERM`/`SIGINT`/`SIGHUP` it
 //! forwards `SIGTERM` to the command's group, gives it [`GRACE_SECS`], then kills everything.
 //!
+//! `PR_SET_PDEATHSIG` fires when the *thread* that spawned the supervisor ends; dracode spawns
+//! from its async runtime's worker threads, which live as long as the run.
+//!
 //! A PID namespace would do the cleanup by itself (killing its init kills all), but it needs a
 //! user namespace without root, which GitHub's Ubuntu 24.04 runners restrict; a cgroup needs a
 //! delegated hierarchy. A subreaper needs nothing. The command cannot kill the supervisor to
@@ -140,8 +143,18 @@ mod linux {
         }
     }
 
+    /// The grace period is over: kill the command outright, which also ends a `waitpid` that
+    /// started just after the flag was checked.
     extern "C" fn on_alarm(_: libc::c_int) {
         GRACE_OVER.store(true, Ordering::SeqCst);
+        let child = CHILD.load(Ordering::SeqCst);
+        if child > 0 {
+            // SAFETY: kill is async-signal-safe; `child` is not reaped yet (reset to 0 first).
+            unsafe {
+                libc::kill(-child, libc::SIGKILL);
+                libc::kill(child, libc::SIGKILL);
+            }
+        }
     }
 
     fn install_handlers() {
@@ -212,6 +225,7 @@ mod linux {
             // SAFETY: waitpid writes one int.
             let reaped = unsafe { libc::waitpid(-1, &mut status, 0) };
             if reaped == pid {
+                CHILD.store(0, Ordering::SeqCst);
                 return Some(status);
             }
             if reaped < 0 {

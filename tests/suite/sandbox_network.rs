@@ -43,5 +43,10 @@ async fn sandbox_blocks_the_network_unless_allowed() {
     policy.network = true;
     let f = s.sh(&policy, &script).await;
     assert!(f.output.contains("connected"), "{}", f.output);
+    // The listener thread counts the connection in its own time.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while accepted.load(Ordering::SeqCst) == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     assert_eq!(accepted.load(Ordering::SeqCst), 1);
 }

@@ -18,6 +18,8 @@ const WRITABLE_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
 
 /// The Landlock ABI from which signals and abstract unix sockets can be scoped.
 const ABI_SCOPES: u32 = 6;
+/// The Landlock ABI from which `truncate(2)` is checked; before it, seccomp refuses the call.
+const ABI_TRUNCATE: u32 = 3;
 
 /// The Landlock ABI version the kernel offers, if any.
 pub(super) fn landlock_abi() -> Option<u32> {
@@ -48,7 +50,8 @@ impl Confinement {
         policy.check_supported()?;
         let abi = landlock_abi().ok_or_else(|| SandboxError::Setup("Landlock disappeared".into()))?;
         let ruleset = ruleset(policy, abi).map_err(|e| SandboxError::Setup(format!("landlock: {e}")))?;
-        let program = seccomp_program(policy.network, protected).map_err(|e| SandboxError::Setup(format!("seccomp: {e}")))?;
+        let program =
+            seccomp_program(policy.network, abi < ABI_TRUNCATE, protected).map_err(|e| SandboxError::Setup(format!("seccomp: {e}")))?;
         let filter = program.iter().map(|i| libc::sock_filter { code: i.code, jt: i.jt, jf: i.jf, k: i.k }).collect();
         Ok(Confinement { ruleset, filter })
     }
@@ -179,8 +182,9 @@ fn grant(created: RulesetCreated, path: &Path, access: BitFlags<AccessFs>, abi: 
 /// The seccomp program: refuse (`EPERM`) debugging other processes, `io_uring`, signals aimed
 /// at a `protected` process or its group (so a command cannot kill its supervisor and leave
 /// orphans, nor kill dracode, even where Landlock cannot scope signals), `kill(-1)`, joining a
-/// protected process group, and — without network — sockets other than `AF_UNIX`.
-fn seccomp_program(network: bool, protected: &[libc::pid_t]) -> Result<BpfProgram, seccompiler::BackendError> {
+/// protected process group, `truncate(2)` when Landlock cannot check it (`no_truncate`), and —
+/// without network — sockets other than `AF_UNIX`.
+fn seccomp_program(network: bool, no_truncate: bool, protected: &[libc::pid_t]) -> Result<BpfProgram, seccompiler::BackendError> {
     let pid = |p: libc::pid_t| u64::from(p as u32);
     let arg_is = |index: u8, value: u64| -> Result<SeccompRule, seccompiler::BackendError> {
         SeccompRule::new(vec![SeccompCondition::new(index, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, value)?])
@@ -207,6 +211,9 @@ fn seccomp_program(network: bool, protected: &[libc::pid_t]) -> Result<BpfProgra
         rules.insert(nr, first_arg_protected()?);
     }
     rules.insert(libc::SYS_setpgid, protected.iter().map(|&p| arg_is(1, pid(p))).collect::<Result<Vec<_>, _>>()?);
+    if no_truncate {
+        rules.insert(libc::SYS_truncate, Vec::new());
+    }
     if !network {
         let not_unix = SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, libc::AF_UNIX as u64)?;
         rules.insert(libc::SYS_socket, vec![SeccompRule::new(vec![not_unix])?]);
@@ -240,8 +247,8 @@ mod tests {
 
     #[test]
     fn the_seccomp_program_builds_for_this_architecture() {
-        let closed = seccomp_program(false, &[100, 200]).unwrap();
-        let open = seccomp_program(true, &[100, 200]).unwrap();
+        let closed = seccomp_program(false, false, &[100, 200]).unwrap();
+        let open = seccomp_program(true, false, &[100, 200]).unwrap();
         assert!(closed.len() > open.len(), "the socket rule adds instructions");
         if cfg!(target_arch = "x86_64") {
             assert_eq!(closed[..3], refuse_x32());

@@ -76,8 +76,8 @@ impl Finished {
 }
 
 /// Runs `spec` to its end or its timeout. `Err` only when the program could not start or be
-/// waited for.
-/// A confined command whose machine cannot confine fails here with `ErrorKind::Unsupported`.
+/// waited for — for a confined command also when the machine cannot confine it
+/// (`ErrorKind::Unsupported`, the message from [`Policy::check_supported`]).
 pub async fn run(spec: &Spec<'_>) -> std::io::Result<Finished> {
     let confined = spec.confine.filter(|p| p.is_enforced());
     let mut cmd = match confined {

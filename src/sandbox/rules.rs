@@ -35,10 +35,10 @@ impl Hidden {
             let name = if prefix { OsString::from(std::ffi::OsStr::from_bytes(&text[..text.len() - 1])) } else { name.to_os_string() };
             let target = if prefix { None } else { dir.join(&name).canonicalize().ok() };
             out.push(Hidden { dir: dir.clone(), name: name.clone(), prefix });
-            if let Some(target) = target.filter(|t| *t != dir.join(&name)) {
-                if let (Some(tdir), Some(tname)) = (target.parent(), target.file_name()) {
-                    out.push(Hidden { dir: tdir.to_path_buf(), name: tname.to_os_string(), prefix: false });
-                }
+            if let Some(target) = target.filter(|t| *t != dir.join(&name))
+                && let (Some(tdir), Some(tname)) = (target.parent(), target.file_name())
+            {
+                out.push(Hidden { dir: tdir.to_path_buf(), name: tname.to_os_string(), prefix: false });
             }
         }
         out

@@ -7,7 +7,10 @@
 //! - worktree creation (git2) against `git worktree add`, on a repository of 5,000 files;
 //! - `search_code` against `rg` on the same 5,000 files;
 //! - `--jobs N` against the ideal (serial time / N) on a local server with a fixed latency, and
-//!   peak RSS with 64 tasks in flight.
+//!   peak RSS with 64 tasks in flight;
+//! - the sandbox's added cost per command: `true` through `process::run` confined (supervisor,
+//!   Landlock, seccomp) against unconfined, interleaved in the same run
+//!   (`cargo bench --bench overhead -- sandbox` prints only this line).
 //!
 //! Each figure is the median of several runs. Nothing here asserts: it prints figures.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)] // a bench/test: a panic is the report
@@ -22,6 +25,10 @@ fn main() {
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_dracode"));
     let tmp = tempfile::tempdir().expect("temp dir");
     let root = tmp.path();
+    sandbox_overhead(&exe, root);
+    if std::env::args().any(|a| a == "sandbox") {
+        return;
+    }
 
     let baseline = median(RUNS, || spawn_measure(Command::new("true")).0);
     let one = replay_manifest(root, "one", 1);
@@ -82,6 +89,7 @@ fn main() {
 
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let ctx = dracode::tools::ToolContext {
+        confine: None,
         sandbox: dracode::sandbox::Sandbox::new(&repo).unwrap(),
         child_env: Default::default(),
         tmp_dir: None,
@@ -115,6 +123,51 @@ fn main() {
         }
         Err(_) => println!("search_code, 5,000 files: {:.1} ms (rg not installed: no ratio)", ms(search)),
     }
+}
+
+/// p50 of `true` through `process::run`, unconfined and confined, in alternating rounds.
+fn sandbox_overhead(exe: &Path, root: &Path) {
+    use dracode::process::{Spec, run};
+    use dracode::sandbox::{Policy, SandboxMode};
+    dracode::sandbox::use_supervisor_program(exe.to_path_buf());
+    let policy = Policy::for_workspace(SandboxMode::WorkspaceWrite, root, Some(root));
+    if let Err(e) = policy.check_supported() {
+        println!("sandbox overhead per command: not measured ({e})");
+        return;
+    }
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let env = std::collections::BTreeMap::from([("PATH".to_string(), std::env::var("PATH").unwrap_or_default())]);
+    let spawn = |confine: Option<&Policy>| {
+        let spec = Spec {
+            program: "true",
+            args: &[],
+            cwd: root,
+            env: &env,
+            tmp_dir: None,
+            timeout: Duration::from_secs(10),
+            output_limit: 1024,
+            confine,
+        };
+        let t = Instant::now();
+        let finished = rt.block_on(run(&spec)).unwrap();
+        assert_eq!(finished.exit_code, Some(0), "{}", finished.output);
+        t.elapsed()
+    };
+    let (mut plain, mut confined) = (Vec::new(), Vec::new());
+    for _ in 0..41 {
+        plain.push(spawn(None));
+        confined.push(spawn(Some(&policy)));
+    }
+    plain.sort();
+    confined.sort();
+    let (plain, confined) = (plain[20], confined[20]);
+    println!(
+        "sandbox overhead per command (p50 of `true`): +{:.2} ms ({:.2} ms confined vs {:.2} ms unconfined, ratio {:.1})",
+        ms(confined.saturating_sub(plain)),
+        ms(confined),
+        ms(plain),
+        confined.as_secs_f64() / plain.as_secs_f64()
+    );
 }
 
 fn ms(d: Duration) -> f64 {

@@ -24,6 +24,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 fn main() -> ExitCode {
+    if let Some(code) = dracode::sandbox::supervisor::run_if_requested() {
+        return ExitCode::from(u8::try_from(code).unwrap_or(u8::MAX));
+    }
+    dracode::sandbox::mark_non_dumpable();
     let cli = Cli::parse();
     init_tracing();
     let code = match run(cli) {

@@ -3,7 +3,14 @@
 //! returns or is cancelled (nothing a command started outlives it), an environment given
 //! explicitly (secrets already removed), no stdin, and stdout/stderr interleaved as they arrive,
 //! capped to a head and a tail. Used by the `run_command` tool and by `check` commands.
+//!
+//! With a [`Policy`] in [`Spec::confine`] (any mode but `off`) the command runs under the
+//! sandbox supervisor ([`crate::sandbox::supervisor`]): dracode spawns and signals the
+//! supervisor's group exactly as it would the command's, and the supervisor confines the
+//! command, forwards the stop request, and kills whatever the command left — including
+//! processes that left its process group with `setsid`.
 
+use crate::sandbox::{Policy, supervisor};
 use std::collections::{BTreeMap, VecDeque};
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
@@ -36,6 +43,9 @@ pub struct Spec<'a> {
     pub timeout: Duration,
     /// Bytes of output kept (half head, half tail).
     pub output_limit: usize,
+    /// The OS confinement, when the command must run sandboxed (`None`, or a policy with mode
+    /// `off`, runs it as is).
+    pub confine: Option<&'a Policy>,
 }
 
 /// How a process ended.
@@ -66,23 +76,33 @@ impl Finished {
 }
 
 /// Runs `spec` to its end or its timeout. `Err` only when the program could not start or be
-/// waited for.
+/// waited for — for a confined command also when the machine cannot confine it
+/// (`ErrorKind::Unsupported`, the message from [`Policy::check_supported`]).
 pub async fn run(spec: &Spec<'_>) -> std::io::Result<Finished> {
-    let mut cmd = Command::new(spec.program);
-    cmd.args(spec.args)
-        .current_dir(spec.cwd)
+    let confined = spec.confine.filter(|p| p.is_enforced());
+    let mut cmd = match confined {
+        Some(policy) => supervisor::command(policy, spec.program, spec.args, spec.env.get("PATH").map(String::as_str), spec.cwd)?,
+        None => {
+            let mut cmd = Command::new(spec.program);
+            cmd.args(spec.args);
+            cmd
+        }
+    };
+    cmd.current_dir(spec.cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .env_clear()
         .envs(spec.env)
         .process_group(0)
-        .kill_on_drop(true);
+        // A supervisor must not be SIGKILLed: it would leave the command's orphans behind.
+        .kill_on_drop(confined.is_none());
     if let Some(tmp) = spec.tmp_dir {
         cmd.env("TMPDIR", tmp);
     }
     let mut child = cmd.spawn()?;
-    let group = ProcessGroup(child.id().and_then(|id| libc::pid_t::try_from(id).ok()).unwrap_or(0));
+    let pgid = child.id().and_then(|id| libc::pid_t::try_from(id).ok()).unwrap_or(0);
+    let group = ProcessGroup { pgid, on_drop: if confined.is_some() { libc::SIGTERM } else { libc::SIGKILL } };
     let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
     let mut output = HeadTail::new(spec.output_limit.max(2));
     let ending = {
@@ -104,19 +124,23 @@ pub async fn run(spec: &Spec<'_>) -> std::io::Result<Finished> {
 }
 
 /// The command's process group; killed with SIGKILL when dropped, so a cancelled call or a
-/// command's leftover background processes cannot outlive the call.
-struct ProcessGroup(libc::pid_t);
+/// command's leftover background processes cannot outlive the call. A supervisor's group gets
+/// SIGTERM instead: the supervisor then kills everything the command started, and exits.
+struct ProcessGroup {
+    pgid: libc::pid_t,
+    on_drop: libc::c_int,
+}
 
 impl ProcessGroup {
     fn signal(&self, signal: libc::c_int) {
         // pgid 0 or 1 would mean our own group or init's; a spawned child never has either.
-        if self.0 > 1 {
+        if self.pgid > 1 {
             // SAFETY: killpg only sends a signal; it touches no memory of this process. The
             // group is the child's own (process_group(0)), so it never includes dracode. The
             // group id stays reserved while any member lives; the only race is reuse after the
             // whole group is gone, within the microseconds between reaping and this call.
             unsafe {
-                libc::killpg(self.0, signal);
+                libc::killpg(self.pgid, signal);
             }
         }
     }
@@ -124,7 +148,7 @@ impl ProcessGroup {
 
 impl Drop for ProcessGroup {
     fn drop(&mut self) {
-        self.signal(libc::SIGKILL);
+        self.signal(self.on_drop);
     }
 }
 
@@ -258,7 +282,9 @@ mod tests {
         let args = vec!["-c".to_string(), script.to_string()];
         let env = env();
         let dir = std::env::temp_dir();
-        run(&Spec { program: "sh", args: &args, cwd: &dir, env: &env, tmp_dir: None, timeout, output_limit: limit }).await.unwrap()
+        run(&Spec { program: "sh", args: &args, cwd: &dir, env: &env, tmp_dir: None, timeout, output_limit: limit, confine: None })
+            .await
+            .unwrap()
     }
 
     #[tokio::test]
@@ -308,6 +334,7 @@ mod tests {
             tmp_dir: None,
             timeout: Duration::from_secs(1),
             output_limit: 10,
+            confine: None,
         };
         assert!(run(&spec).await.is_err());
     }

@@ -3,6 +3,7 @@
 
 use crate::events::CheckRecord;
 use crate::process::{self, Spec};
+use crate::sandbox::Policy;
 use crate::secrets::Redactor;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -11,10 +12,24 @@ use std::time::Duration;
 /// Bytes of check output kept in the record (the tail matters most: where the error is).
 const CHECK_OUTPUT_LIMIT: usize = 8 * 1024;
 
+/// Where and how a check runs: the task's command environment, TMPDIR and confinement.
+#[derive(Clone, Copy)]
+pub struct CheckContext<'a> {
+    /// The whole environment of the command.
+    pub env: &'a BTreeMap<String, String>,
+    /// The task's TMPDIR.
+    pub tmp_dir: Option<&'a Path>,
+    /// The task's sandbox (`None`: unconfined).
+    pub confine: Option<&'a Policy>,
+    /// Masks secrets in the recorded output.
+    pub redactor: &'a Redactor,
+}
+
 /// Runs `command` in `cwd` and records how it ended.
-pub async fn run(command: &str, cwd: &Path, timeout: Duration, env: &BTreeMap<String, String>, redactor: &Redactor) -> CheckRecord {
+pub async fn run(command: &str, cwd: &Path, timeout: Duration, ctx: CheckContext<'_>) -> CheckRecord {
     let args = vec!["-c".to_string(), command.to_string()];
-    let spec = Spec { program: "sh", args: &args, cwd, env, tmp_dir: None, timeout, output_limit: CHECK_OUTPUT_LIMIT };
+    let CheckContext { env, tmp_dir, confine, redactor } = ctx;
+    let spec = Spec { program: "sh", args: &args, cwd, env, tmp_dir, timeout, output_limit: CHECK_OUTPUT_LIMIT, confine };
     match process::run(&spec).await {
         Ok(finished) => {
             let mut tail = redactor.redact(&finished.output).into_owned();

@@ -1,6 +1,7 @@
 //! Running one task: each attempt is prepare → agent (→ check) → [`judge`] → finalize, retried as
 //! the task's spec says — and exactly one outcome, whatever happens.
 
+use super::check::CheckContext;
 use super::judge::{AgentPhase, Evidence, failure_status, judge};
 use super::spec::{CheckSpec, TaskSpec};
 use super::workspace::{Workspace, WorkspaceError};
@@ -14,6 +15,7 @@ use crate::llm::preset::{self, TaskBinding};
 use crate::llm::prices::PriceTable;
 use crate::llm::record::Recorder;
 use crate::llm::{ErrorKind, Message, Provider, Usage};
+use crate::sandbox::Policy;
 use crate::secrets::Redactor;
 use crate::tools::{Registry, ToolContext};
 use std::collections::BTreeMap;
@@ -179,6 +181,7 @@ struct Prepared {
 struct AgentKit {
     provider: Arc<dyn Provider>,
     child_env: Arc<BTreeMap<String, String>>,
+    confine: Arc<Policy>,
     tool_ctx: ToolContext,
     registry: Registry,
     /// Kept for its folder's lifetime: the attempt's TMPDIR (and HOME).
@@ -188,6 +191,7 @@ struct AgentKit {
 /// Makes the workspace (then announces `task.started`), the provider, the task's own TMPDIR
 /// and the tools.
 async fn prepare(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Result<Prepared, TaskError> {
+    ensure_confinable(spec)?;
     let workspace = prepare_workspace(spec).await?;
     emitter.emit(EventKind::TaskStarted {
         provider: spec.provider.name.clone(),
@@ -201,10 +205,27 @@ async fn prepare(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Result<
     let allowed =
         crate::secrets::child_env(shared.process_env.iter().map(|(k, v)| (k.clone(), v.clone())), &spec.env_passthrough, &spec.env);
     let child_env = Arc::new(task_temp.env(&allowed));
-    let tool_ctx = tool_context(spec, &workspace, child_env.clone(), task_temp.tmp(), emitter).map_err(TaskError::internal)?;
+    let confine = Arc::new(command_policy(spec, &workspace, &task_temp.tmp()));
+    let commands = Commands { env: child_env.clone(), tmp_dir: task_temp.tmp(), confine: confine.clone() };
+    let tool_ctx = tool_context(spec, &workspace, commands, emitter).map_err(TaskError::internal)?;
     let registry = Registry::with_names(&spec.tools).map_err(|name| TaskError::internal(format!("unknown tool {name:?}")))?;
-    let kit = AgentKit { provider, child_env, tool_ctx, registry, _task_temp: task_temp };
+    let kit = AgentKit { provider, child_env, confine, tool_ctx, registry, _task_temp: task_temp };
     Ok(Prepared { workdir: workspace.workdir.clone(), workspace, kit })
+}
+
+/// Fails the attempt up front, kind `sandbox`, when this machine cannot confine commands the
+/// way the task's `sandbox` mode promises — never a silent downgrade.
+fn ensure_confinable(spec: &TaskSpec) -> Result<(), TaskError> {
+    let probe = Policy::for_workspace(spec.sandbox, Path::new("/"), None);
+    probe.check_supported().map_err(|e| TaskError::new(FailureKind::Sandbox, e.to_string()))
+}
+
+/// How the task's commands (`run_command`, `check`) are confined: its `sandbox` mode and
+/// `network`, the workspace and its TMPDIR writable, everything else readable but credentials.
+fn command_policy(spec: &TaskSpec, workspace: &Workspace, tmp_dir: &Path) -> Policy {
+    let mut policy = Policy::for_workspace(spec.sandbox, &workspace.root, Some(tmp_dir));
+    policy.network = spec.network;
+    policy
 }
 
 /// The attempt's workspace. git and file copying block: they run off the async workers that
@@ -221,7 +242,13 @@ async fn prepare_workspace(spec: &TaskSpec) -> Result<Workspace, TaskError> {
 
 /// Runs `check` in the attempt's working directory.
 async fn run_check(check: &CheckSpec, workdir: &Path, kit: &AgentKit, shared: &Shared) -> CheckRecord {
-    super::check::run(&check.command, workdir, check.timeout, &kit.child_env, &shared.redactor).await
+    let ctx = CheckContext {
+        env: &kit.child_env,
+        tmp_dir: kit.tool_ctx.tmp_dir.as_deref(),
+        confine: Some(&kit.confine),
+        redactor: &shared.redactor,
+    };
+    super::check::run(&check.command, workdir, check.timeout, ctx).await
 }
 
 /// Runs the agent until it ends, the attempt times out or stalls, or the run is interrupted;
@@ -376,19 +403,21 @@ impl TaskTemp {
     }
 }
 
-/// The tools' view of the task.
-fn tool_context(
-    spec: &TaskSpec,
-    ws: &Workspace,
-    child_env: Arc<BTreeMap<String, String>>,
+/// What the task's commands run with.
+struct Commands {
+    env: Arc<BTreeMap<String, String>>,
     tmp_dir: PathBuf,
-    emitter: &Emitter,
-) -> Result<ToolContext, String> {
+    confine: Arc<Policy>,
+}
+
+/// The tools' view of the task.
+fn tool_context(spec: &TaskSpec, ws: &Workspace, commands: Commands, emitter: &Emitter) -> Result<ToolContext, String> {
     let sandbox = crate::sandbox::Sandbox::new(&ws.workdir).map_err(|e| format!("workspace {}: {e}", ws.workdir.display()))?;
     Ok(ToolContext {
         sandbox,
-        child_env,
-        tmp_dir: Some(tmp_dir),
+        child_env: commands.env,
+        tmp_dir: Some(commands.tmp_dir),
+        confine: Some(commands.confine),
         answers: Arc::new(spec.answers.clone()),
         max_command_timeout: MAX_COMMAND_TIMEOUT,
         output_limit: COMMAND_OUTPUT_LIMIT,

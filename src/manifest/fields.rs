@@ -29,19 +29,7 @@ impl Isolation {
     }
 }
 
-/// How far a task's commands are confined (INTERFACE.md §7). Carried in the task spec; the
-/// confinement itself is not applied by this build yet.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum SandboxMode {
-    /// Writes only to the workspace and the task's TMPDIR.
-    #[default]
-    WorkspaceWrite,
-    /// No writes at all.
-    ReadOnly,
-    /// No confinement.
-    Off,
-}
+pub use crate::sandbox::SandboxMode;
 
 /// Every setting of a task. In `[defaults]` all but `id`, `prompt` and `prompt_file` apply to
 /// every task; a task's own value wins.

@@ -40,7 +40,7 @@ impl BlockingTool for ListFiles {
 
 fn list(sandbox: &Sandbox, args: &Args) -> Result<String, ToolError> {
     let shown = &args.directory;
-    let dir = sandbox.resolve(shown).map_err(|e| match e.code {
+    let dir = sandbox.resolve(shown).map_err(ToolError::from).map_err(|e| match e.code {
         ErrorCode::FileNotFound => ToolError::new(ErrorCode::DirectoryNotFound, format!("directory not found: {shown}")),
         _ => e,
     })?;

@@ -101,6 +101,20 @@ impl ToolError {
     }
 }
 
+impl From<crate::sandbox::PathError> for ToolError {
+    fn from(err: crate::sandbox::PathError) -> Self {
+        use crate::sandbox::PathError;
+        let code = match &err {
+            PathError::Outside(_) => ErrorCode::PathOutsideWorkspace,
+            PathError::NotFound(_) => ErrorCode::FileNotFound,
+            PathError::Nul(_) => ErrorCode::InvalidArguments,
+            PathError::SymlinkLoop(_) => ErrorCode::IoError,
+            PathError::Io { path, source } => return ToolError::io(source, path),
+        };
+        ToolError::new(code, err.to_string())
+    }
+}
+
 /// Parses a tool's arguments into its typed argument struct, or an `INVALID_ARGUMENTS` error
 /// naming the field.
 pub fn parse_args<T: serde::de::DeserializeOwned>(input: serde_json::Value) -> Result<T, ToolError> {
@@ -135,6 +149,8 @@ pub struct ToolContext {
     pub child_env: Arc<BTreeMap<String, String>>,
     /// The task's TMPDIR for commands.
     pub tmp_dir: Option<PathBuf>,
+    /// How commands are confined (`None`: not at all, as in unit tests).
+    pub confine: Option<Arc<crate::sandbox::Policy>>,
     /// Canned answers for `ask_user`, keyed by question (or `*` for any).
     pub answers: Arc<BTreeMap<String, String>>,
     /// Upper bound on any one command's run time.
@@ -302,6 +318,7 @@ pub(crate) fn workspace_walker(dir: &std::path::Path, recursive: bool) -> ignore
 #[cfg(test)]
 pub(crate) fn test_context(root: &std::path::Path) -> ToolContext {
     ToolContext {
+        confine: None,
         sandbox: Sandbox::new(root).expect("test workspace exists"),
         child_env: Arc::new(crate::secrets::child_env(std::env::vars(), &[] as &[&str], &BTreeMap::new())),
         tmp_dir: None,

@@ -161,6 +161,7 @@ async fn run(ctx: &ToolContext, args: Args) -> Result<String, ToolError> {
         tmp_dir: ctx.tmp_dir.as_deref(),
         timeout: limit,
         output_limit: ctx.output_limit,
+        confine: ctx.confine.as_deref(),
     };
     let finished = process::run(&spec).await.map_err(|e| spawn_error(&e, &argv[0], args.shell))?;
     let mut text = finished.output.clone();

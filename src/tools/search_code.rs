@@ -170,7 +170,7 @@ fn matcher(args: &Args) -> Result<RegexMatcher, ToolError> {
 fn search(sandbox: &Sandbox, args: &Args) -> Result<String, ToolError> {
     let matcher = matcher(args)?;
     let shown = &args.directory;
-    let dir = sandbox.resolve(shown).map_err(|e| match e.code {
+    let dir = sandbox.resolve(shown).map_err(ToolError::from).map_err(|e| match e.code {
         ErrorCode::FileNotFound => ToolError::new(ErrorCode::DirectoryNotFound, format!("directory not found: {shown}")),
         _ => e,
     })?;

@@ -10,3 +10,6 @@ mod provider_matrix;
 mod run_batch;
 mod run_openai;
 mod run_quickstart;
+mod sandbox_files;
+mod sandbox_network;
+mod sandbox_processes;

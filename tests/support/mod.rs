@@ -8,4 +8,5 @@ pub mod github_server;
 pub mod ollama_server;
 pub mod openai_server;
 pub mod provider;
+pub mod sandbox;
 pub mod xmllint;

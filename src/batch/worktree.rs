@@ -8,7 +8,7 @@
 //! `http.*.extraheader` token `actions/checkout` keeps in `.git/config`, and parallel tasks raced
 //! on `.git/worktrees/…/commondir`. Here each workspace is a fresh repository ([`create`]):
 //!
-//! - `.git` is made by libgit2 without templates (no hooks, a default config);
+//! - `.git` is made by libgit2 without git's templates (no live hook, a default config);
 //! - `.git/objects/info/alternates` names the user's object store: objects are shared read-only,
 //!   nothing is copied, so it costs what `git worktree add` costs; a shallow repository's
 //!   `shallow` file is copied so history ends where the user's does;
@@ -72,8 +72,9 @@ pub struct TaskRepo {
 
 /// `git` with hooks, fsmonitor, system and global config (so every filter driver) off, no
 /// terminal prompt, no transport, and an environment cleared to [`GIT_ENV_ALLOWLIST`]: the one
-/// way dracode runs git. Consequence: LFS files stay pointer files in a workspace (no smudge
-/// filter is defined), and the user's global `core.autocrlf` does not apply.
+/// way dracode runs git. Consequences: LFS files stay pointer files in a workspace (no smudge
+/// filter is defined), and the user's `core.autocrlf` (global, or in the repository's config,
+/// which a task repository does not inherit) does not apply.
 pub fn git_command(dir: &Path) -> Command {
     let mut cmd = Command::new("git");
     cmd.env_clear();

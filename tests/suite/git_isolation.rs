@@ -221,3 +221,29 @@ fn the_next_run_removes_what_a_killed_run_left_and_keeps_what_a_live_one_uses() 
     assert_eq!(git(&scene.repo, &["worktree", "list"]).lines().count(), 1);
     assert_eq!(git(&scene.repo, &["branch", "--list"]).trim(), "* main");
 }
+
+#[test]
+fn without_a_git_binary_libgit2_makes_the_workspace_and_the_commit() {
+    let scene = Scene::new(&[("a.txt", "one\n"), ("sub/b.txt", "b\n")]);
+    let write = json!([
+        {"content": [{"type": "tool_use", "id": "c1", "name": "write_file", "input": {"file_path": "sub/b.txt", "content": "B\n"}}], "stop_reason": "tool_use"},
+        {"content": [{"type": "text", "text": "changed"}], "stop_reason": "end_turn"}
+    ]);
+    std::fs::write(scene.dir.join("rec.json"), write.to_string()).unwrap();
+    std::fs::write(
+        scene.dir.join("tasks.toml"),
+        "[[tasks]]\nid = \"t\"\nprompt = \"p\"\nprovider = \"replay\"\nreplay = \"rec.json\"\nrepo = \"repo\"\ncommit = true\n",
+    )
+    .unwrap();
+    let empty = scene.dir.join("no-git-here");
+    std::fs::create_dir(&empty).unwrap();
+    let out =
+        dracode(&scene.dir).env("PATH", &empty).env("TMPDIR", &scene.tmpdir).args(["run", "tasks.toml", "--out", "out"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let all = read_jsonl(&scene.dir.join("out/results.jsonl"));
+    assert_eq!(finished(&all, "t")["files_changed"], json!(["sub/b.txt"]));
+    let branch = finished(&all, "t")["branch"].as_str().unwrap().to_string();
+    assert_eq!(git(&scene.repo, &["show", &format!("{branch}:sub/b.txt")]), "B\n");
+    assert_eq!(git(&scene.repo, &["show", &format!("{branch}:a.txt")]), "one\n");
+    scene.assert_no_leftovers();
+}

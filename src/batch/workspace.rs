@@ -427,6 +427,31 @@ mod tests {
     }
 
     #[test]
+    fn a_linked_worktree_or_a_shallow_clone_as_the_source_works() {
+        let tmp = tempfile::tempdir().unwrap();
+        let main = tmp.path().canonicalize().unwrap().join("main");
+        std::fs::create_dir(&main).unwrap();
+        git(&main, &["init", "-q", "-b", "main"]);
+        for n in ["one", "two"] {
+            std::fs::write(main.join("a.txt"), n).unwrap();
+            git(&main, &["add", "a.txt"]);
+            git(&main, &["-c", "user.name=t", "-c", "user.email=t@x", "commit", "-qm", n]);
+        }
+        let linked = main.with_file_name("linked");
+        git(&main, &["worktree", "add", "-q", "--detach", linked.to_str().unwrap(), "HEAD~1"]);
+        let ws = Workspace::prepare(&linked, Isolation::Worktree, "HEAD", None).unwrap();
+        assert_eq!(std::fs::read_to_string(ws.root.join("a.txt")).unwrap(), "one");
+        let hidden = ws.sandbox_paths().hidden;
+        assert_eq!(hidden, [main.join(".git/worktrees/linked"), main.join(".git")]);
+
+        let shallow = main.with_file_name("shallow");
+        let url = format!("file://{}", main.display());
+        git(tmp.path(), &["clone", "-q", "--depth", "1", &url, shallow.to_str().unwrap()]);
+        let ws = Workspace::prepare(&shallow, Isolation::Worktree, "HEAD", None).unwrap();
+        assert_eq!(git(&ws.root, &["log", "--format=%s"]), "two\n", "history ends where the clone's does");
+    }
+
+    #[test]
     fn none_outside_git_works_but_reports_no_diff() {
         let src = tempfile::tempdir().unwrap();
         let ws = Workspace::prepare(src.path(), Isolation::None, "HEAD", Some(Path::new("sub"))).unwrap();

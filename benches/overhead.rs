@@ -4,7 +4,8 @@
 //! - fixed cost of a one-task run (start, config, workspace, artifacts): wall time and peak RSS
 //!   of `dracode run` on a one-turn replay, against spawning `true`;
 //! - orchestration per LLM turn: a 200-turn replay minus the one-turn run, per turn;
-//! - worktree creation (git2) against `git worktree add`, on a repository of 5,000 files;
+//! - `worktree` workspace creation (a task repository of its own on the user's objects)
+//!   against `git worktree add`, on a repository of 5,000 files;
 //! - `search_code` against `rg` on the same 5,000 files;
 //! - `--jobs N` against the ideal (serial time / N) on a local server with a fixed latency, and
 //!   peak RSS with 64 tasks in flight;
@@ -22,24 +23,43 @@ use std::time::{Duration, Instant};
 const RUNS: usize = 15;
 
 fn main() {
+    // `cargo bench --bench overhead -- worktree` runs only the sections whose name contains it.
+    let only = std::env::args().skip(1).find(|a| !a.starts_with("--"));
+    let wants = |section: &str| only.as_deref().is_none_or(|o| section.contains(o));
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_dracode"));
     let tmp = tempfile::tempdir().expect("temp dir");
     let root = tmp.path();
-    sandbox_overhead(&exe, root);
-    if std::env::args().any(|a| a == "sandbox") {
-        return;
+    if wants("sandbox") {
+        sandbox_overhead(&exe, root);
     }
+    if wants("run-cost") {
+        run_cost(&exe, root);
+    }
+    if wants("jobs") {
+        jobs_scaling(&exe, root);
+    }
+    let repo = root.join("big");
+    make_repo(&repo, 5_000);
+    if wants("worktree") {
+        worktree_creation(root, &repo);
+    }
+    if wants("search_code") {
+        search_code(&repo);
+    }
+}
 
+/// Fixed cost of a one-task run and orchestration per LLM turn.
+fn run_cost(exe: &Path, root: &Path) {
     let baseline = median(RUNS, || spawn_measure(Command::new("true")).0);
     let one = replay_manifest(root, "one", 1);
     let many = replay_manifest(root, "many", 200);
     let mut rss = 0;
     let fixed = median(RUNS, || {
-        let (t, r) = spawn_measure(run_cmd(&exe, &one, root));
+        let (t, r) = spawn_measure(run_cmd(exe, &one, root));
         rss = rss.max(r);
         t
     });
-    let long = median(5, || spawn_measure(run_cmd(&exe, &many, root)).0);
+    let long = median(5, || spawn_measure(run_cmd(exe, &many, root)).0);
     println!(
         "fixed cost of a one-task run: {:.1} ms ({:.0}x spawning `true`: {:.2} ms), peak RSS {:.1} MiB",
         ms(fixed),
@@ -48,11 +68,10 @@ fn main() {
         rss as f64 / 1024.0
     );
     println!("orchestration per LLM turn (200-turn replay): {:.3} ms", ms(long.saturating_sub(fixed)) / 199.0);
+}
 
-    jobs_scaling(&exe, root);
-
-    let repo = root.join("big");
-    make_repo(&repo, 5_000);
+/// A `worktree` workspace against `git worktree add`, in the same run.
+fn worktree_creation(root: &Path, repo: &Path) {
     // Interleaved rounds, so page-cache and disk effects hit both alike.
     let (mut git_times, mut our_times) = (Vec::new(), Vec::new());
     for n in 0..7 {
@@ -62,35 +81,36 @@ fn main() {
             .args(["worktree", "add", "-q", "--detach"])
             .arg(&path)
             .arg("HEAD")
-            .current_dir(&repo)
+            .current_dir(repo)
             .status()
             .unwrap()
             .success();
         git_times.push(t.elapsed());
         assert!(ok);
-        Command::new("git").args(["worktree", "remove", "--force"]).arg(&path).current_dir(&repo).status().unwrap();
+        Command::new("git").args(["worktree", "remove", "--force"]).arg(&path).current_dir(repo).status().unwrap();
 
-        let parent = root.join(format!("wt{n}"));
-        std::fs::create_dir_all(&parent).unwrap();
         let t = Instant::now();
-        let wt = dracode::batch::worktree::add(&repo, "HEAD", &parent).unwrap();
+        let ws = dracode::batch::workspace::Workspace::prepare(repo, dracode::manifest::Isolation::Worktree, "HEAD", None).unwrap();
         our_times.push(t.elapsed());
-        drop(wt);
+        drop(ws);
     }
     git_times.sort();
     our_times.sort();
     let (git_add, ours) = (git_times[3], our_times[3]);
     println!(
-        "worktree creation, 5,000 files: dracode {:.1} ms vs `git worktree add` {:.1} ms (ratio {:.2})",
+        "worktree workspace creation, 5,000 files: dracode {:.1} ms vs `git worktree add` {:.1} ms (ratio {:.2})",
         ms(ours),
         ms(git_add),
         ours.as_secs_f64() / git_add.as_secs_f64()
     );
+}
 
+/// `search_code` against `rg` on the same 5,000 files.
+fn search_code(repo: &Path) {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let ctx = dracode::tools::ToolContext {
         confine: None,
-        sandbox: dracode::sandbox::Sandbox::new(&repo).unwrap(),
+        sandbox: dracode::sandbox::Sandbox::new(repo).unwrap(),
         child_env: Default::default(),
         tmp_dir: None,
         answers: Default::default(),
@@ -110,7 +130,7 @@ fn main() {
         Ok(_) => {
             let rg = median(RUNS, || {
                 let t = Instant::now();
-                let out = Command::new("rg").args(["-n", "-F", "needle_4999", "."]).current_dir(&repo).output().unwrap();
+                let out = Command::new("rg").args(["-n", "-F", "needle_4999", "."]).current_dir(repo).output().unwrap();
                 assert!(out.status.success());
                 t.elapsed()
             });

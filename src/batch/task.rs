@@ -221,9 +221,15 @@ fn ensure_confinable(spec: &TaskSpec) -> Result<(), TaskError> {
 }
 
 /// How the task's commands (`run_command`, `check`) are confined: its `sandbox` mode and
-/// `network`, the workspace and its TMPDIR writable, everything else readable but credentials.
+/// `network`, the workspace (its own `.git` included) and its TMPDIR writable, everything else
+/// readable but credentials and the source repository's git directory — whose object store stays
+/// readable, since a `worktree` workspace borrows its objects.
 fn command_policy(spec: &TaskSpec, workspace: &Workspace, tmp_dir: &Path) -> Policy {
     let mut policy = Policy::for_workspace(spec.sandbox, &workspace.root, Some(tmp_dir));
+    let paths = workspace.sandbox_paths();
+    policy.writable = paths.writable;
+    policy.readable.extend(paths.readable);
+    policy.hidden.extend(paths.hidden);
     policy.network = spec.network;
     policy
 }

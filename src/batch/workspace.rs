@@ -1,18 +1,34 @@
-//! Where a task works: its workspace per isolation mode, and the changes it made there.
+//! Where a task works: its workspace per isolation mode, the changes it made there, and the
+//! paths the OS sandbox must open or hide for its commands ([`Workspace::sandbox_paths`]).
 //!
-//! - `worktree`: a detached git worktree of the repository at `base` ([`super::worktree`]);
+//! - `worktree`: a repository of the task's own, checked out at `base`, that borrows the user's
+//!   objects ([`super::worktree`] says why it is not a `git worktree`);
 //! - `none`: the repository folder itself (tasks on the same folder never overlap);
 //! - `copy`: a temporary copy of the folder (.gitignore honoured, `.git` left out) with a
 //!   baseline commit of its own, so any folder — git or not — yields a patch.
 //!
 //! In both, the diff is taken between a snapshot before the agent and one after
 //! ([`super::snapshot`]), so changes already present are not blamed on the task.
+//!
+//! `copy` and `worktree` folders are `dracode-workspace-<pid>-<random>/` in the temp dir: an
+//! `owner.lock` (the pid, `flock`-ed while the task runs) and `ws/`, the workspace root. A run
+//! killed by SIGKILL cannot remove them, so the first workspace of the next run removes those
+//! whose process is gone and whose lock is free ([`sweep_leftovers`]).
 
 use super::snapshot::{self, Changes};
-use super::worktree::{self, Worktree};
+use super::worktree::{self, GitDirs};
 use crate::manifest::Isolation;
 use git2::{Oid, Repository};
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
+
+/// Task folders in the temp dir start with this, then the owner's pid and `-`.
+pub const TASK_DIR_PREFIX: &str = "dracode-workspace-";
+
+/// The file in a task folder that holds the owner's pid and its lock.
+const OWNER_FILE: &str = "owner.lock";
 
 /// A prepared workspace.
 pub struct Workspace {
@@ -24,9 +40,30 @@ pub struct Workspace {
     pub base_commit: Option<String>,
     repo: Option<Repository>,
     baseline: Option<Oid>,
-    // Dropped in this order: the worktree entry is pruned before its temp folder goes.
-    _worktree: Option<Worktree>,
-    _temp: Option<tempfile::TempDir>,
+    /// The user's repository a `worktree` workspace borrows from: where `commit` branches.
+    source: Option<PathBuf>,
+    /// The git directories of the repository the workspace was made from (not with `none`).
+    source_git: Option<GitDirs>,
+    /// Last: the folder goes after the repository handle is closed.
+    _dir: Option<TaskDir>,
+}
+
+/// The file-system view a sandboxed command of one task needs (plain data for the OS sandbox).
+///
+/// A path in `readable` stays readable although it lies under a path in `hidden`. The task's
+/// own TMPDIR is not listed: the task runner owns it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SandboxPaths {
+    /// May be read and written: the workspace root, its own `.git` included (so `git add` and
+    /// `git commit` in the task work).
+    pub writable: Vec<PathBuf>,
+    /// Must stay readable although under `hidden`: the user's object stores, which a `worktree`
+    /// workspace's `objects/info/alternates` names.
+    pub readable: Vec<PathBuf>,
+    /// Neither readable nor writable: the git directory of the repository the workspace was
+    /// made from (its config holds `http.*.extraheader` tokens; hooks, refs, info), and its
+    /// common directory when that differs.
+    pub hidden: Vec<PathBuf>,
 }
 
 /// A workspace that could not be prepared.
@@ -52,6 +89,13 @@ pub enum WorkspaceError {
 impl Workspace {
     /// Prepares `repo` for a task with `isolation`; `workdir` is relative to the root.
     pub fn prepare(repo: &Path, isolation: Isolation, base: &str, workdir: Option<&Path>) -> Result<Workspace, WorkspaceError> {
+        static SWEEP: std::sync::Once = std::sync::Once::new();
+        SWEEP.call_once(|| {
+            let removed = sweep_leftovers(&std::env::temp_dir());
+            if removed > 0 {
+                tracing::info!("removed {removed} workspace folder(s) left by runs that were killed");
+            }
+        });
         let io = |source| WorkspaceError::Io { path: repo.to_path_buf(), source };
         let source = repo.canonicalize().map_err(io)?;
         let mut ws = match isolation {
@@ -59,40 +103,11 @@ impl Workspace {
                 let repo = Repository::open(&source).ok().filter(|r| r.workdir() == Some(source.as_path()));
                 let baseline = repo.as_ref().map(snapshot::snapshot).transpose()?;
                 let base_commit = repo.as_ref().and_then(|r| r.head().ok()?.target()).map(|o| o.to_string());
-                Workspace { root: source.clone(), workdir: source, base_commit, repo, baseline, _worktree: None, _temp: None }
+                let root = source.clone();
+                Workspace { root, workdir: source, base_commit, repo, baseline, source: None, source_git: None, _dir: None }
             }
-            Isolation::Copy => {
-                let temp = tempfile::Builder::new().prefix("dracode-ws-").tempdir().map_err(io)?;
-                copy_tree(&source, temp.path()).map_err(io)?;
-                let root = temp.path().canonicalize().map_err(io)?;
-                let (repo, baseline) = snapshot::init_baseline(&root)?;
-                let base_commit = Repository::open(&source).ok().and_then(|r| r.head().ok()?.target()).map(|o| o.to_string());
-                Workspace {
-                    root: root.clone(),
-                    workdir: root,
-                    base_commit,
-                    repo: Some(repo),
-                    baseline: Some(baseline),
-                    _worktree: None,
-                    _temp: Some(temp),
-                }
-            }
-            Isolation::Worktree => {
-                let temp = tempfile::Builder::new().prefix("dracode-wt-").tempdir().map_err(io)?;
-                let wt = worktree::add(&source, base, temp.path())?;
-                let root = wt.path.canonicalize().map_err(io)?;
-                let baseline = wt.repo.find_commit(wt.base)?.tree_id();
-                let repo = Repository::open(&root)?;
-                Workspace {
-                    root: root.clone(),
-                    workdir: root,
-                    base_commit: Some(wt.base.to_string()),
-                    repo: Some(repo),
-                    baseline: Some(baseline),
-                    _worktree: Some(wt),
-                    _temp: Some(temp),
-                }
-            }
+            Isolation::Copy => Self::prepare_copy(&source)?,
+            Isolation::Worktree => Self::prepare_worktree(&source, base)?,
         };
         if let Some(dir) = workdir {
             ws.workdir = ws.root.join(dir);
@@ -101,18 +116,54 @@ impl Workspace {
         Ok(ws)
     }
 
-    /// Commits what changed since the workspace was prepared on a new branch `branch` whose
-    /// parent is the base commit; returns the commit id. Only for worktrees (the branch lives in
-    /// the user's repository; nothing is checked out there).
+    /// A copy of `source` with a baseline repository of its own.
+    fn prepare_copy(source: &Path) -> Result<Workspace, WorkspaceError> {
+        let dir = TaskDir::create()?;
+        let root = dir.root.clone();
+        copy_tree(source, &root).map_err(|e| WorkspaceError::Io { path: source.to_path_buf(), source: e })?;
+        let (repo, baseline) = snapshot::init_baseline(&root)?;
+        let base_commit = Repository::open(source).ok().and_then(|r| r.head().ok()?.target()).map(|o| o.to_string());
+        let source_git = Repository::discover(source).ok().map(|r| GitDirs::of(&r));
+        Ok(Workspace {
+            root: root.clone(),
+            workdir: root,
+            base_commit,
+            repo: Some(repo),
+            baseline: Some(baseline),
+            source: None,
+            source_git,
+            _dir: Some(dir),
+        })
+    }
+
+    /// A task repository at `base` of the repository at `source`.
+    fn prepare_worktree(source: &Path, base: &str) -> Result<Workspace, WorkspaceError> {
+        let dir = TaskDir::create()?;
+        let root = dir.root.clone();
+        let task = worktree::create(source, base, &root)?;
+        let baseline = task.repo.find_commit(task.base)?.tree_id();
+        Ok(Workspace {
+            root: root.clone(),
+            workdir: root,
+            base_commit: Some(task.base.to_string()),
+            repo: Some(task.repo),
+            baseline: Some(baseline),
+            source: Some(source.to_path_buf()),
+            source_git: Some(task.source),
+            _dir: Some(dir),
+        })
+    }
+
+    /// Commits what changed since the workspace was prepared on a new branch `branch` of the
+    /// user's repository, whose parent is the base commit; returns the commit id. Only for
+    /// `worktree` workspaces; dracode makes the commit with libgit2 (no hook runs, nothing is
+    /// checked out in the user's repository).
     pub fn commit(&self, branch: &str, message: &str) -> Result<String, git2::Error> {
-        let (Some(repo), Some(base)) = (&self.repo, &self.base_commit) else {
+        let (Some(repo), Some(source), Some(base)) = (&self.repo, &self.source, &self.base_commit) else {
             return Err(git2::Error::from_str("no git repository to commit in"));
         };
-        let tree = repo.find_tree(snapshot::snapshot(repo)?)?;
-        let parent = repo.find_commit(Oid::from_str(base)?)?;
-        let sig = repo.signature().or_else(|_| git2::Signature::now("dracode", "dracode@localhost"))?;
-        let id = repo.commit(None, &sig, &sig, message, &tree, &[&parent])?;
-        repo.branch(branch, &repo.find_commit(id)?, false)?;
+        let tree = snapshot::snapshot(repo)?;
+        let id = worktree::commit_into(source, repo, tree, Oid::from_str(base)?, branch, message)?;
         Ok(id.to_string())
     }
 
@@ -127,15 +178,110 @@ impl Workspace {
             _ => Ok(None),
         }
     }
+
+    /// What the OS sandbox must let this task's commands write and read, and what it must hide.
+    ///
+    /// With `isolation = "none"` the workspace *is* the user's checkout, so its `.git` (config
+    /// with any `extraheader` token, hooks, refs) lies inside the writable root and nothing here
+    /// can protect it: use `worktree` or `copy` for untrusted tasks.
+    pub fn sandbox_paths(&self) -> SandboxPaths {
+        let writable = vec![self.root.clone()];
+        let Some(git) = &self.source_git else { return SandboxPaths { writable, ..SandboxPaths::default() } };
+        let mut hidden = vec![git.git_dir.clone()];
+        if git.common_dir != git.git_dir {
+            hidden.push(git.common_dir.clone());
+        }
+        let readable = if self.source.is_some() { git.object_dirs.clone() } else { Vec::new() };
+        SandboxPaths { writable, readable, hidden }
+    }
+}
+
+/// A task folder in the temp dir, owned by this process while it exists.
+struct TaskDir {
+    /// The workspace root inside it.
+    root: PathBuf,
+    /// Removed on drop, before the lock is released.
+    _temp: tempfile::TempDir,
+    /// Locked while the task runs; the lock dies with the process, SIGKILL included.
+    _owner: File,
+}
+
+impl TaskDir {
+    /// A new `dracode-workspace-<pid>-<random>/` with its `owner.lock` locked and an empty `ws/`.
+    fn create() -> Result<TaskDir, WorkspaceError> {
+        let tmp = std::env::temp_dir();
+        let io = |source| WorkspaceError::Io { path: tmp.clone(), source };
+        let pid = std::process::id();
+        let temp = tempfile::Builder::new().prefix(&format!("{TASK_DIR_PREFIX}{pid}-")).tempdir_in(&tmp).map_err(io)?;
+        let mut owner = File::create(temp.path().join(OWNER_FILE)).map_err(io)?;
+        if !try_lock(&owner).map_err(io)? {
+            return Err(io(std::io::Error::other("a fresh task folder is locked by another process")));
+        }
+        writeln!(owner, "{pid}").map_err(io)?;
+        let root = temp.path().join("ws");
+        std::fs::create_dir(&root).map_err(io)?;
+        let root = root.canonicalize().map_err(io)?;
+        Ok(TaskDir { root, _temp: temp, _owner: owner })
+    }
+}
+
+/// Takes `file`'s exclusive lock without waiting; `false` when another process holds it.
+fn try_lock(file: &File) -> std::io::Result<bool> {
+    // SAFETY: flock on a descriptor this File owns; no memory is passed.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(true);
+    }
+    let err = std::io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::EWOULDBLOCK) { Ok(false) } else { Err(err) }
+}
+
+/// Whether a process with this id exists (possibly another user's).
+pub(crate) fn process_alive(pid: u32) -> bool {
+    // 0 and negative ids name process groups, not a process.
+    let Ok(pid) = libc::pid_t::try_from(pid) else { return false };
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: signal 0 sends nothing; it only checks that the process exists.
+    unsafe { libc::kill(pid, 0) == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM) }
+}
+
+/// Removes the task folders in `tmp` whose owner is gone — its pid does not run and nobody
+/// holds its `owner.lock` (a process in another PID namespace sharing `tmp` would) — and
+/// returns how many it removed.
+pub fn sweep_leftovers(tmp: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(tmp) else { return 0 };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(TASK_DIR_PREFIX)?.split_once('-')?.0.parse::<u32>().ok()) else {
+            continue;
+        };
+        if !entry.file_type().is_ok_and(|t| t.is_dir()) || process_alive(pid) {
+            continue;
+        }
+        let path = entry.path();
+        // Held until the folder is gone, so no second sweeper sees a free lock meanwhile.
+        let owner = File::open(path.join(OWNER_FILE));
+        if owner.as_ref().is_ok_and(|f| !try_lock(f).unwrap_or(false)) {
+            continue;
+        }
+        if std::fs::remove_dir_all(&path).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
 }
 
 /// Copies the files of `from` into `to`, honouring .gitignore and leaving `.git` out.
 fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
-    let walker = ignore::WalkBuilder::new(from).hidden(false).git_ignore(true).require_git(false).build();
+    // No `.git` at any depth: a nested repository's config may hold a token too.
+    let walker =
+        ignore::WalkBuilder::new(from).hidden(false).git_ignore(true).require_git(false).filter_entry(|e| e.file_name() != ".git").build();
     for entry in walker {
         let entry = entry.map_err(std::io::Error::other)?;
         let rel = entry.path().strip_prefix(from).map_err(std::io::Error::other)?;
-        if rel.as_os_str().is_empty() || rel.starts_with(".git") {
+        if rel.as_os_str().is_empty() {
             continue;
         }
         let target = to.join(rel);
@@ -194,8 +340,10 @@ mod tests {
         std::fs::write(root.join("dirty.txt"), "uncommitted").unwrap();
         let status = git(root, &["status", "--porcelain"]);
         let branches = git(root, &["branch", "--list"]);
+        let git_dir = files_under(&root.join(".git"));
 
         let ws = Workspace::prepare(root, Isolation::Worktree, "HEAD~1", None).unwrap();
+        assert!(ws.root.join(".git").is_dir(), "a git directory of its own");
         assert_eq!(std::fs::read_to_string(ws.root.join("a.txt")).unwrap(), "v1\n");
         assert!(!ws.root.join("dirty.txt").exists());
         assert_eq!(git(root, &["branch", "--list"]), branches, "no branch is left while it runs");
@@ -207,10 +355,100 @@ mod tests {
         drop(ws);
 
         assert!(!wt_root.exists());
+        assert!(!wt_root.parent().unwrap().exists(), "the task folder goes too");
+        assert!(files_under(&root.join(".git")) == git_dir, "the user's .git is byte-for-byte unchanged");
         assert_eq!(git(root, &["worktree", "list"]).lines().count(), 1, "only the main worktree remains");
         assert_eq!(git(root, &["status", "--porcelain"]), status);
         assert_eq!(git(root, &["branch", "--list"]), branches);
         assert_eq!(std::fs::read_to_string(root.join("a.txt")).unwrap(), "v2\n");
+    }
+
+    /// Every file under `dir` with its bytes.
+    fn files_under(dir: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
+        let mut files = std::collections::BTreeMap::new();
+        for entry in ignore::WalkBuilder::new(dir).standard_filters(false).build().flatten() {
+            if entry.file_type().is_some_and(|t| t.is_file()) {
+                files.insert(entry.path().to_path_buf(), std::fs::read(entry.path()).unwrap());
+            }
+        }
+        files
+    }
+
+    #[test]
+    fn sweep_removes_folders_of_dead_owners_and_keeps_live_or_locked_ones() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let folder = |pid: u32, tag: &str| {
+            let dir = tmp.path().join(format!("{TASK_DIR_PREFIX}{pid}-{tag}"));
+            std::fs::create_dir_all(dir.join("ws/.git")).unwrap();
+            std::fs::write(dir.join(OWNER_FILE), format!("{pid}\n")).unwrap();
+            dir
+        };
+        let (gone, no_lock_file) = (folder(dead, "a"), folder(dead, "b"));
+        std::fs::remove_file(no_lock_file.join(OWNER_FILE)).unwrap();
+        let live = folder(std::process::id(), "c");
+        let locked = folder(dead, "d");
+        let lock = File::open(locked.join(OWNER_FILE)).unwrap();
+        assert!(try_lock(&lock).unwrap(), "held as another PID namespace's dracode would");
+        let unrelated = tmp.path().join("dracode-task-abc");
+        std::fs::create_dir(&unrelated).unwrap();
+
+        assert_eq!(sweep_leftovers(tmp.path()), 2);
+        assert!(!gone.exists() && !no_lock_file.exists());
+        assert!(live.exists() && locked.exists() && unrelated.exists());
+    }
+
+    #[test]
+    fn sandbox_paths_open_the_workspace_and_the_user_objects_and_hide_the_user_git_dir() {
+        let src = tempfile::tempdir().unwrap();
+        let root = src.path().canonicalize().unwrap();
+        git(&root, &["init", "-q"]);
+        std::fs::write(root.join("a.txt"), "1\n").unwrap();
+        git(&root, &["add", "a.txt"]);
+        git(&root, &["-c", "user.name=t", "-c", "user.email=t@x", "commit", "-qm", "one"]);
+
+        let ws = Workspace::prepare(&root, Isolation::Worktree, "HEAD", None).unwrap();
+        let paths = ws.sandbox_paths();
+        assert_eq!(paths.writable, std::slice::from_ref(&ws.root));
+        assert_eq!(paths.readable, [root.join(".git/objects")]);
+        assert_eq!(paths.hidden, [root.join(".git")]);
+        let alternates = std::fs::read_to_string(ws.root.join(".git/objects/info/alternates")).unwrap();
+        assert_eq!(alternates.trim(), root.join(".git/objects").display().to_string());
+
+        let copy = Workspace::prepare(&root, Isolation::Copy, "HEAD", None).unwrap();
+        let paths = copy.sandbox_paths();
+        assert_eq!((paths.writable, paths.readable, paths.hidden), (vec![copy.root.clone()], vec![], vec![root.join(".git")]));
+        assert!(!copy.root.starts_with(&root) && !ws.root.starts_with(&root));
+
+        let none = Workspace::prepare(&root, Isolation::None, "HEAD", None).unwrap();
+        assert_eq!(none.sandbox_paths(), SandboxPaths { writable: vec![root.clone()], ..SandboxPaths::default() });
+    }
+
+    #[test]
+    fn a_linked_worktree_or_a_shallow_clone_as_the_source_works() {
+        let tmp = tempfile::tempdir().unwrap();
+        let main = tmp.path().canonicalize().unwrap().join("main");
+        std::fs::create_dir(&main).unwrap();
+        git(&main, &["init", "-q", "-b", "main"]);
+        for n in ["one", "two"] {
+            std::fs::write(main.join("a.txt"), n).unwrap();
+            git(&main, &["add", "a.txt"]);
+            git(&main, &["-c", "user.name=t", "-c", "user.email=t@x", "commit", "-qm", n]);
+        }
+        let linked = main.with_file_name("linked");
+        git(&main, &["worktree", "add", "-q", "--detach", linked.to_str().unwrap(), "HEAD~1"]);
+        let ws = Workspace::prepare(&linked, Isolation::Worktree, "HEAD", None).unwrap();
+        assert_eq!(std::fs::read_to_string(ws.root.join("a.txt")).unwrap(), "one");
+        let hidden = ws.sandbox_paths().hidden;
+        assert_eq!(hidden, [main.join(".git/worktrees/linked"), main.join(".git")]);
+
+        let shallow = main.with_file_name("shallow");
+        let url = format!("file://{}", main.display());
+        git(tmp.path(), &["clone", "-q", "--depth", "1", &url, shallow.to_str().unwrap()]);
+        let ws = Workspace::prepare(&shallow, Isolation::Worktree, "HEAD", None).unwrap();
+        assert_eq!(git(&ws.root, &["log", "--format=%s"]), "two\n", "history ends where the clone's does");
     }
 
     #[test]

@@ -1,121 +1,239 @@
-//! Detached git worktrees for `worktree` isolation.
+//! The git repository of a `worktree` workspace: a repository of the task's own, never the
+//! user's.
 //!
-//! The checkout is made by `git worktree add --detach` when git is installed: libgit2's
-//! checkout measured ~8× slower on a 5,000-file repository (`cargo bench --bench overhead`), and
-//! worktree creation must be no slower than git's. Without a git binary, git2 makes it: libgit2
-//! can only add a worktree on a branch, so a temporary branch is created at the base commit,
-//! the worktree's HEAD is detached onto the commit, and the branch is deleted at once.
-//! Either way nothing but the worktree entry exists while the task runs; it is pruned (with
-//! git2) when the task ends, or, after a crash, by [`prune_stale`] at the next run's start.
+//! Why the task has its own git directory: a task is hostile code. A `git worktree` shares the
+//! user's `.git` — config, hooks, `info/attributes`, refs, `.git/worktrees/*` — so a task could
+//! define `filter.x.smudge` plus an attributes line and have the *next* task's checkout run its
+//! command, plant a `pre-commit` hook that fires on the user's next commit, read the
+//! `http.*.extraheader` token `actions/checkout` keeps in `.git/config`, and parallel tasks raced
+//! on `.git/worktrees/…/commondir`. Here each workspace is a fresh repository ([`create`]):
+//!
+//! - `.git` is made by libgit2 without git's templates (no live hook, a default config);
+//! - `.git/objects/info/alternates` names the user's object store: objects are shared read-only,
+//!   nothing is copied, so it costs what `git worktree add` costs; a shallow repository's
+//!   `shallow` file is copied so history ends where the user's does;
+//! - the base commit is checked out detached by [`git_command`] (`git checkout`), or by libgit2
+//!   when git is missing or fails.
+//!
+//! While a task runs nothing is written to the user's repository: no worktree entry, branch or
+//! lock, so tasks cannot race and nothing is left behind. With `commit = true`, dracode itself
+//! copies the task's new objects into the user's store and makes the commit and the branch there
+//! with libgit2 ([`commit_into`]): no hook, filter or config of the task's repository is
+//! honoured. [`prune_stale`] still removes what older versions of dracode left (worktree entries
+//! and branches named `dracode-<pid>-<n>` whose process is gone).
 
-use git2::{Oid, Repository, WorktreeAddOptions, WorktreePruneOptions};
+use git2::{ObjectType, Odb, Oid, Repository, RepositoryInitOptions, WorktreePruneOptions};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::process::{Command, Stdio};
 
-/// Worktree names dracode creates start with this, so it never prunes anyone else's.
+/// Worktree and branch names older versions of dracode created start with this.
 pub const NAME_PREFIX: &str = "dracode-";
 
-/// A worktree checked out at a base commit.
-pub struct Worktree {
-    /// The repository it belongs to (the user's).
-    source: PathBuf,
-    /// Its name in `.git/worktrees/`.
-    name: String,
-    /// The worktree's own repository handle.
+/// The environment variables dracode's own git commands keep; everything else (provider keys,
+/// the caller's `GIT_*`) is dropped.
+const GIT_ENV_ALLOWLIST: [&str; 4] = ["PATH", "HOME", "LANG", "TMPDIR"];
+
+/// Where a repository keeps its git data (read from the user's repository).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GitDirs {
+    /// The git directory (`.git`, or `.git/worktrees/<name>` for a linked worktree).
+    pub git_dir: PathBuf,
+    /// The common directory: config, hooks, refs, objects (equal to `git_dir` but in a linked
+    /// worktree).
+    pub common_dir: PathBuf,
+    /// The object stores: `<common_dir>/objects` and the alternates it names itself.
+    pub object_dirs: Vec<PathBuf>,
+}
+
+impl GitDirs {
+    /// The directories of `repo`.
+    pub fn of(repo: &Repository) -> GitDirs {
+        let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+        let common_dir = canon(repo.commondir());
+        let objects = common_dir.join("objects");
+        let mut object_dirs = vec![objects.clone()];
+        if let Ok(text) = std::fs::read_to_string(objects.join("info/alternates")) {
+            let listed = text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#'));
+            object_dirs.extend(listed.map(|l| canon(&objects.join(l))));
+        }
+        GitDirs { git_dir: canon(repo.path()), common_dir, object_dirs }
+    }
+}
+
+/// A task's repository, checked out at the base commit.
+pub struct TaskRepo {
+    /// The task's repository (its `.git` is inside the workspace root).
     pub repo: Repository,
-    /// Its folder.
-    pub path: PathBuf,
     /// The commit it starts at.
     pub base: Oid,
+    /// The user's repository it borrows objects from.
+    pub source: GitDirs,
 }
 
-/// A fresh name: process id and a counter keep parallel tasks and runs apart.
-fn unique_name() -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    format!("{NAME_PREFIX}{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
-}
-
-/// Adds a detached worktree of the repository at `source`, at `base` (a commit-ish), in a new
-/// folder inside `parent`.
-pub fn add(source: &Path, base: &str, parent: &Path) -> Result<Worktree, git2::Error> {
-    let repo = Repository::open(source)?;
-    let commit = repo.revparse_single(base)?.peel_to_commit()?;
-    let name = unique_name();
-    let path = parent.join(&name);
-    if let Some(wt) = add_with_git_cli(source, &name, &path, commit.id()) {
-        return Ok(wt);
+/// `git` with hooks, fsmonitor, system and global config (so every filter driver) off, no
+/// terminal prompt, no transport, and an environment cleared to [`GIT_ENV_ALLOWLIST`]: the one
+/// way dracode runs git. Consequences: LFS files stay pointer files in a workspace (no smudge
+/// filter is defined), and the user's `core.autocrlf` (global, or in the repository's config,
+/// which a task repository does not inherit) does not apply.
+pub fn git_command(dir: &Path) -> Command {
+    let mut cmd = Command::new("git");
+    cmd.env_clear();
+    for key in GIT_ENV_ALLOWLIST {
+        if let Some(value) = std::env::var_os(key) {
+            cmd.env(key, value);
+        }
     }
-    add_with_git2(&repo, source, &name, path, &commit)
+    cmd.env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_ATTR_NOSYSTEM", "1")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .args(["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "protocol.allow=never"])
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    cmd
 }
 
-/// libgit2's way: a temporary branch, the worktree on it, HEAD detached, the branch deleted.
-fn add_with_git2(repo: &Repository, source: &Path, name: &str, path: PathBuf, commit: &git2::Commit<'_>) -> Result<Worktree, git2::Error> {
-    let mut branch = repo.branch(name, commit, true)?;
-    let added = (|| {
-        let mut opts = WorktreeAddOptions::new();
-        opts.reference(Some(branch.get()));
-        let wt = repo.worktree(name, &path, Some(&opts))?;
-        let wt_repo = Repository::open_from_worktree(&wt)?;
-        wt_repo.set_head_detached(commit.id())?;
-        Ok::<_, git2::Error>(wt_repo)
-    })();
-    branch.delete()?;
-    let wt_repo = added?;
-    Ok(Worktree { source: source.to_path_buf(), name: name.to_string(), repo: wt_repo, path, base: commit.id() })
+/// Makes `root` (an empty folder) a repository of its own that borrows the objects of the
+/// repository at `source`, checked out detached at `base` (a commit-ish of `source`).
+pub fn create(source: &Path, base: &str, root: &Path) -> Result<TaskRepo, git2::Error> {
+    let user = Repository::open(source)?;
+    let commit = user.revparse_single(base)?.peel_to_commit()?.id();
+    let dirs = GitDirs::of(&user);
+    init(root, &dirs)?;
+    if let Err(why) = checkout_with_git_cli(root, commit) {
+        tracing::debug!("git checkout failed, using libgit2: {why}");
+        reset_dir(root)?;
+        init(root, &dirs)?;
+        checkout_with_git2(&open(root)?, commit)?;
+    }
+    Ok(TaskRepo { repo: open(root)?, base: commit, source: dirs })
 }
 
-/// `git worktree add --detach` (hooks off, the caller's GIT_* variables ignored); `None` when
-/// git is missing or fails, so the caller falls back to git2.
-fn add_with_git_cli(source: &Path, name: &str, path: &Path, commit: Oid) -> Option<Worktree> {
-    let mut cmd = std::process::Command::new("git");
-    cmd.args(["-c", "core.hooksPath=/dev/null", "worktree", "add", "--detach", "--quiet"])
-        .arg(path)
+/// Opens the task repository at `root` with its git dir and working folder pinned, so a
+/// `core.worktree` the task writes into its config cannot point dracode elsewhere.
+pub fn open(root: &Path) -> Result<Repository, git2::Error> {
+    let repo = Repository::open_bare(root.join(".git"))?;
+    repo.set_workdir(root, false)?;
+    Ok(repo)
+}
+
+/// A fresh `.git` in `root` (no templates) whose object store falls back on `source`'s.
+fn init(root: &Path, source: &GitDirs) -> Result<(), git2::Error> {
+    let mut opts = RepositoryInitOptions::new();
+    opts.external_template(false).no_reinit(true);
+    let repo = Repository::init_opts(root, &opts)?;
+    let io = |e: std::io::Error| git2::Error::from_str(&format!("{}: {e}", repo.path().display()));
+    let info = repo.path().join("objects/info");
+    std::fs::create_dir_all(&info).map_err(io)?;
+    // The user's own store is enough: git and libgit2 follow the alternates it names.
+    std::fs::write(info.join("alternates"), format!("{}\n", source.object_dirs[0].display())).map_err(io)?;
+    let shallow = source.common_dir.join("shallow");
+    if shallow.is_file() {
+        std::fs::copy(&shallow, repo.path().join("shallow")).map_err(io)?;
+    }
+    Ok(())
+}
+
+/// Empties `root` after a failed checkout.
+fn reset_dir(root: &Path) -> Result<(), git2::Error> {
+    let io = |e: std::io::Error| git2::Error::from_str(&format!("{}: {e}", root.display()));
+    std::fs::remove_dir_all(root).map_err(io)?;
+    std::fs::create_dir(root).map_err(io)
+}
+
+/// `git checkout --detach` of `commit` in the fresh repository at `root`.
+fn checkout_with_git_cli(root: &Path, commit: Oid) -> Result<(), String> {
+    // One checkout worker per core (git's default is one): what keeps this as fast as `git
+    // worktree add` on a large tree.
+    let output = git_command(root)
+        .args(["-c", "checkout.workers=0", "checkout", "-q", "--detach"])
         .arg(commit.to_string())
-        .current_dir(source)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped());
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("GIT_") {
-            cmd.env_remove(key);
-        }
-    }
-    let output = cmd.output().ok()?;
-    if !output.status.success() {
-        tracing::debug!("git worktree add failed, using libgit2: {}", String::from_utf8_lossy(&output.stderr));
-        let _ = std::fs::remove_dir_all(path);
-        return None;
-    }
-    let repo = Repository::open(path).ok()?;
-    Some(Worktree { source: source.to_path_buf(), name: name.to_string(), repo, path: path.to_path_buf(), base: commit })
+        .output()
+        .map_err(|e| e.to_string())?;
+    if output.status.success() { Ok(()) } else { Err(String::from_utf8_lossy(&output.stderr).trim().to_string()) }
 }
 
-impl Drop for Worktree {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
-        if let Ok(repo) = Repository::open(&self.source)
-            && let Ok(wt) = repo.find_worktree(&self.name)
-        {
-            let _ = wt.prune(Some(WorktreePruneOptions::new().valid(true).working_tree(true).locked(true)));
-        }
-    }
+/// libgit2's checkout of `commit` (slower than git's, used when git is not installed).
+fn checkout_with_git2(repo: &Repository, commit: Oid) -> Result<(), git2::Error> {
+    let tree = repo.find_commit(commit)?.tree()?;
+    repo.checkout_tree(tree.as_object(), Some(git2::build::CheckoutBuilder::new().force()))?;
+    repo.set_head_detached(commit)
 }
 
-/// Prunes dracode worktrees whose folders are gone (left by a crashed run).
+/// Makes `tree` of the task repository a commit whose parent is `base` on the new branch
+/// `branch` of the user's repository at `source`; returns the commit id. Only the objects the
+/// user's store lacks are copied, each checked against its id.
+pub fn commit_into(source: &Path, task: &Repository, tree: Oid, base: Oid, branch: &str, message: &str) -> Result<Oid, git2::Error> {
+    let user = Repository::open(source)?;
+    copy_missing(task, &user.odb()?, tree)?;
+    let tree = user.find_tree(tree)?;
+    let parent = user.find_commit(base)?;
+    let sig = user.signature().or_else(|_| git2::Signature::now("dracode", "dracode@localhost"))?;
+    let id = user.commit(None, &sig, &sig, message, &tree, &[&parent])?;
+    user.branch(branch, &user.find_commit(id)?, false)?;
+    Ok(id)
+}
+
+/// Copies the trees and blobs under `tree` that `to` lacks from the task repository.
+fn copy_missing(task: &Repository, to: &Odb<'_>, tree: Oid) -> Result<(), git2::Error> {
+    let from = task.odb()?;
+    let mut pending = vec![tree];
+    while let Some(id) = pending.pop() {
+        // A tree the store has brings everything under it.
+        if to.exists(id) {
+            continue;
+        }
+        let object = from.read(id)?;
+        if object.kind() == ObjectType::Tree {
+            let tree = task.find_tree(id)?;
+            pending.extend(tree.iter().filter(|e| matches!(e.kind(), Some(ObjectType::Tree | ObjectType::Blob))).map(|e| e.id()));
+        }
+        if to.write(object.kind(), object.data())? != id {
+            return Err(git2::Error::from_str(&format!("object {id} of the task repository does not match its id")));
+        }
+    }
+    Ok(())
+}
+
+/// Removes what older versions of dracode left in the repository at `source` after a crash:
+/// worktrees named `dracode-<pid>-<n>` whose folder is gone or whose process is, and the
+/// temporary branches of that name.
 pub fn prune_stale(source: &Path) {
     let Ok(repo) = Repository::open(source) else { return };
     let Ok(names) = repo.worktrees() else { return };
-    let names: Vec<String> = (0..names.len()).filter_map(|i| names.get(i).ok().flatten().map(str::to_string)).collect();
-    for name in names.iter().filter(|n| n.starts_with(NAME_PREFIX)) {
-        if let Ok(wt) = repo.find_worktree(name)
-            && !wt.path().exists()
-        {
+    for name in names.iter().flatten().flatten().filter(|n| legacy_owner_gone(n)) {
+        if let Ok(wt) = repo.find_worktree(name) {
+            // Only folders in the temp dir, where dracode made them, are removed.
+            if wt.path().starts_with(std::env::temp_dir())
+                && std::fs::remove_dir_all(wt.path()).is_ok()
+                && let Some(parent) = wt.path().parent()
+            {
+                let _ = std::fs::remove_dir(parent);
+            }
             let _ = wt.prune(Some(WorktreePruneOptions::new().valid(true)));
+        }
+    }
+    let Ok(branches) = repo.branches(Some(git2::BranchType::Local)) else { return };
+    for (mut branch, _) in branches.flatten() {
+        if branch.name().ok().flatten().is_some_and(legacy_owner_gone) && !branch.is_head() {
+            let _ = branch.delete();
         }
     }
 }
 
-/// Paths with uncommitted changes in the repository at `source` (a worktree does not carry
+/// Whether `name` is `dracode-<pid>-<n>` of a process that no longer runs.
+fn legacy_owner_gone(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix(NAME_PREFIX) else { return false };
+    let Some((pid, n)) = rest.split_once('-') else { return false };
+    match (pid.parse::<u32>(), n.parse::<u64>()) {
+        (Ok(pid), Ok(_)) => !super::workspace::process_alive(pid),
+        _ => false,
+    }
+}
+
+/// Paths with uncommitted changes in the repository at `source` (a workspace does not carry
 /// them; the user is told).
 pub fn dirty_paths(source: &Path) -> Vec<String> {
     let Ok(repo) = Repository::open(source) else { return Vec::new() };
@@ -128,26 +246,93 @@ pub fn dirty_paths(source: &Path) -> Vec<String> {
 mod tests {
     use super::*;
 
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = Command::new("git").args(args).current_dir(dir).output().unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// A user repository (two files, one commit) in a new temp dir: (dir, repo folder, repo, head).
+    fn user_repo() -> (tempfile::TempDir, PathBuf, Repository, Oid) {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("u");
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        git(&dir, &["init", "-q", "-b", "main"]);
+        std::fs::write(dir.join("a.txt"), "x\n").unwrap();
+        std::fs::write(dir.join("sub/b.txt"), "y\n").unwrap();
+        git(&dir, &["add", "-A"]);
+        git(&dir, &["-c", "user.name=t", "-c", "user.email=t@x", "commit", "-qm", "m"]);
+        let repo = Repository::open(&dir).unwrap();
+        let head = repo.head().unwrap().target().unwrap();
+        (tmp, dir, repo, head)
+    }
+
+    /// Replaces the old libgit2 worktree fallback test: both checkouts give the same workspace.
     #[test]
-    fn the_libgit2_fallback_makes_a_detached_worktree_and_leaves_no_branch() {
+    fn git_and_libgit2_checkouts_give_the_same_detached_workspace_and_write_nothing_to_the_user() {
+        let (dir, src, user, head) = user_repo();
+        let before = git(&src, &["for-each-ref"]) + &git(&src, &["worktree", "list", "--porcelain"]);
+        let dirs = GitDirs::of(&user);
+        for (name, by_cli) in [("cli", true), ("git2", false)] {
+            let root = dir.path().join(name);
+            std::fs::create_dir(&root).unwrap();
+            init(&root, &dirs).unwrap();
+            if by_cli {
+                checkout_with_git_cli(&root, head).unwrap();
+            } else {
+                checkout_with_git2(&open(&root).unwrap(), head).unwrap();
+            }
+            let repo = open(&root).unwrap();
+            assert!(repo.head_detached().unwrap(), "{name}");
+            assert_eq!(repo.head().unwrap().target(), Some(head), "{name}");
+            assert_eq!(std::fs::read_to_string(root.join("sub/b.txt")).unwrap(), "y\n", "{name}");
+            assert_eq!(git(&root, &["status", "--porcelain"]), "", "{name}: the index matches the checkout");
+            assert!(root.join(".git").is_dir(), "{name}: a git dir of its own");
+            let hooks: Vec<_> = std::fs::read_dir(root.join(".git/hooks")).unwrap().flatten().map(|e| e.file_name()).collect();
+            assert!(hooks.iter().all(|h| h.to_string_lossy().ends_with(".sample")), "{name}: no live hook: {hooks:?}");
+        }
+        assert_eq!(git(&src, &["for-each-ref"]) + &git(&src, &["worktree", "list", "--porcelain"]), before);
+    }
+
+    #[test]
+    fn git_command_keeps_only_the_allowlist_and_reads_no_global_or_system_config() {
         let dir = tempfile::tempdir().unwrap();
-        let repo = Repository::init(dir.path().join("r")).unwrap();
-        std::fs::write(dir.path().join("r/a.txt"), "x").unwrap();
-        let (repo_ref, base) = {
-            let tree = crate::batch::snapshot::snapshot(&repo).unwrap();
-            let sig = git2::Signature::now("t", "t@x").unwrap();
-            let tree = repo.find_tree(tree).unwrap();
-            let id = repo.commit(Some("HEAD"), &sig, &sig, "m", &tree, &[]).unwrap();
-            (&repo, id)
-        };
-        let commit = repo_ref.find_commit(base).unwrap();
-        let path = dir.path().join("wt-fallback");
-        let wt = add_with_git2(repo_ref, &dir.path().join("r"), "dracode-test-1", path.clone(), &commit).unwrap();
-        assert_eq!(std::fs::read_to_string(path.join("a.txt")).unwrap(), "x");
-        assert!(wt.repo.head_detached().unwrap());
-        assert_eq!(repo.branches(None).unwrap().count(), 1, "only the default branch");
-        drop(wt);
-        assert!(!path.exists());
-        assert_eq!(repo.worktrees().unwrap().len(), 0);
+        let set = ["GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_GLOBAL", "GIT_ATTR_NOSYSTEM", "GIT_TERMINAL_PROMPT"];
+        for (key, _) in git_command(dir.path()).get_envs() {
+            let key = key.to_string_lossy();
+            assert!(GIT_ENV_ALLOWLIST.contains(&key.as_ref()) || set.contains(&key.as_ref()), "{key}");
+        }
+        // What a git alias sees is what git itself got: none of this test's CARGO_* variables.
+        let out = git_command(dir.path()).args(["-c", "alias.showenv=!env", "showenv"]).stdout(Stdio::piped()).output().unwrap();
+        let env = String::from_utf8_lossy(&out.stdout);
+        assert!(env.contains("GIT_CONFIG_GLOBAL=/dev/null") && !env.contains("CARGO_"), "{env}");
+        let out = git_command(dir.path()).args(["config", "--list", "--show-scope"]).stdout(Stdio::piped()).output().unwrap();
+        let listed = String::from_utf8_lossy(&out.stdout);
+        assert!(listed.lines().all(|l| l.starts_with("command")), "only our -c settings: {listed}");
+        assert!(listed.contains("core.hookspath=/dev/null") && listed.contains("core.fsmonitor=false"), "{listed}");
+    }
+
+    #[test]
+    fn commit_into_copies_only_missing_objects_and_makes_the_branch() {
+        let (dir, src, user, head) = user_repo();
+        let root = dir.path().join("ws");
+        std::fs::create_dir(&root).unwrap();
+        let task = create(&src, "HEAD", &root).unwrap();
+        std::fs::write(root.join("sub/new.txt"), "new\n").unwrap();
+        let tree = crate::batch::snapshot::snapshot(&task.repo).unwrap();
+        assert!(!user.odb().unwrap().exists(tree), "the snapshot is written to the task's store");
+        let id = commit_into(&src, &task.repo, tree, head, "dracode/r/t", "msg").unwrap();
+        assert_eq!(git(&src, &["show", "dracode/r/t:sub/new.txt"]), "new\n");
+        assert_eq!(git(&src, &["rev-parse", "dracode/r/t^"]).trim(), head.to_string());
+        assert_eq!(git(&src, &["rev-parse", "dracode/r/t"]).trim(), id.to_string());
+        git(&src, &["fsck", "--strict"]);
+    }
+
+    #[test]
+    fn legacy_names_are_recognised_and_only_for_dead_processes() {
+        assert!(!legacy_owner_gone(&format!("dracode-{}-3", std::process::id())));
+        assert!(!legacy_owner_gone("dracode/run/task"));
+        assert!(!legacy_owner_gone("dracode-feature-x"));
+        assert!(legacy_owner_gone("dracode-99999999-1"), "pids never go that high");
     }
 }

@@ -3,6 +3,7 @@
 mod anthropic_provider;
 mod copilot_auth;
 mod gemini_provider;
+mod git_isolation;
 mod manifest_errors;
 mod ollama_provider;
 mod openai_provider;

@@ -306,9 +306,10 @@ fn sandbox_warnings(tasks: &[TaskSpec]) -> Option<String> {
 }
 
 /// `--out` must stay out of what the tasks edit: inside the folder of a task with
-/// `isolation = "none"` the agent could rewrite `results.jsonl`, and inside the repository a
-/// task works on the artifacts would overwrite (or be mixed with) its files unless git ignores
-/// them.
+/// `isolation = "none"` the agent could rewrite `results.jsonl` (refused outright), and inside
+/// the folder a task works on, in a git repository, the artifacts would overwrite or mix with
+/// its files unless git ignores them. Only the tasks' own folders count: the quickstart's
+/// `dracode-out/` in the checkout is outside `examples/quickstart/project`.
 fn check_out(out: &Path, tasks: &[TaskSpec]) -> Result<(), String> {
     let out = absolute(out);
     let mut seen = std::collections::BTreeSet::new();
@@ -327,7 +328,7 @@ fn check_out(out: &Path, tasks: &[TaskSpec]) -> Result<(), String> {
                 repo.display()
             ));
         }
-        if !git_ignores(&out) {
+        if in_git_work_tree(&repo) && !git_ignores(&out) {
             return Err(format!(
                 "--out {} is inside {}, which a task edits, and git does not ignore it: add it to .gitignore or choose an --out outside it",
                 out.display(),
@@ -354,6 +355,12 @@ fn absolute(path: &Path) -> PathBuf {
             _ => return path.to_path_buf(),
         }
     }
+}
+
+/// Whether `folder` is inside the work tree of a git repository (where artifacts written over
+/// tracked files would go unnoticed); a plain folder has nothing to ignore them with.
+fn in_git_work_tree(folder: &Path) -> bool {
+    git2::Repository::discover(folder).is_ok_and(|r| r.workdir().is_some())
 }
 
 /// Whether the git repository around `path` ignores it (as a folder).

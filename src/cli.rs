@@ -135,7 +135,8 @@ pub struct RunArgs {
     /// Config file instead of ./dracode.toml.
     #[arg(long, env = "DRACODE_CONFIG")]
     pub config: Option<PathBuf>,
-    /// Output folder for artifacts.
+    /// Output folder for artifacts. Not inside a folder a task edits: refused inside the folder
+    /// of an isolation = "none" task, and inside a task's repository unless git ignores it.
     #[arg(long, default_value = "dracode-out")]
     pub out: PathBuf,
     /// Tasks run in parallel (0 = number of CPUs).

@@ -359,6 +359,8 @@ pub enum EventKind {
         shard: Option<String>,
         /// Parallel tasks.
         jobs: usize,
+        /// The plan's warnings (shown in summary.md).
+        warnings: Vec<String>,
     },
     /// A task attempt began.
     TaskStarted {

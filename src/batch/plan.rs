@@ -33,7 +33,8 @@ pub struct Plan {
     pub prices: PriceTable,
     /// Every API key in use, for redaction.
     pub secrets: Vec<String>,
-    /// Settings accepted but without effect in this build, to be shown to the user.
+    /// What the user should know before trusting the results (uncommitted changes left out of
+    /// worktrees, commands run unconfined): printed on stderr and in `run.started`/summary.md.
     pub warnings: Vec<String>,
     /// The shard this run is, when sharded.
     pub shard: Option<Shard>,
@@ -77,9 +78,12 @@ pub fn plan(args: &RunArgs, cwd: &Path, env: &BTreeMap<String, String>) -> Resul
         .filter(|(position, t)| shard.is_none_or(|s| s.selects(&t.id, *position)))
         .map(|(_, t)| t);
     let specs = resolve_all(&config, selected, &flag_fields(args), args.provider.as_deref(), cwd, env)?;
+    check_out(&cwd.join(&args.out), &specs).map_err(PlanError::Usage)?;
+    let mut warnings = dirty_warnings(&specs);
+    warnings.extend(sandbox_warnings(&specs));
     Ok(Plan {
         shard,
-        warnings: dirty_warnings(&specs),
+        warnings,
         manifests: args.manifests.clone(),
         secrets: specs.iter().filter_map(|p| p.provider.api_key.clone()).collect(),
         tasks: specs,
@@ -293,6 +297,90 @@ fn dirty_warnings(tasks: &[TaskSpec]) -> Vec<String> {
         }
     }
     warnings
+}
+
+/// A warning when some tasks' commands run unconfined (`sandbox = "off"`).
+fn sandbox_warnings(tasks: &[TaskSpec]) -> Option<String> {
+    let off = tasks.iter().filter(|t| t.sandbox == crate::sandbox::SandboxMode::Off).count();
+    (off > 0).then(|| format!("commands of {off} task(s) ran unconfined (sandbox = \"off\")"))
+}
+
+/// `--out` must stay out of what the tasks edit: inside the folder of a task with
+/// `isolation = "none"` the agent could rewrite `results.jsonl` (refused outright), and inside
+/// the folder a task works on, in a git repository, the artifacts would overwrite or mix with
+/// its files unless git ignores them. Only the tasks' own folders count: the quickstart's
+/// `dracode-out/` in the checkout is outside `examples/quickstart/project`.
+fn check_out(out: &Path, tasks: &[TaskSpec]) -> Result<(), String> {
+    let out = absolute(out);
+    let mut seen = std::collections::BTreeSet::new();
+    for ws in tasks.iter().map(|t| &t.workspace) {
+        if !seen.insert((ws.repo.clone(), ws.isolation == Isolation::None)) {
+            continue;
+        }
+        let repo = absolute(&ws.repo);
+        if !out.starts_with(&repo) {
+            continue;
+        }
+        if ws.isolation == Isolation::None {
+            return Err(format!(
+                "--out {} is inside {}, which a task with isolation = \"none\" edits: the agent could rewrite the results; choose an --out outside it",
+                out.display(),
+                repo.display()
+            ));
+        }
+        if in_git_work_tree(&repo) && !git_ignores(&out) {
+            return Err(format!(
+                "--out {} is inside {}, which a task edits, and git does not ignore it: add it to .gitignore or choose an --out outside it",
+                out.display(),
+                repo.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `path` made absolute and free of symlinks as far as it exists (the rest appended as given).
+fn absolute(path: &Path) -> PathBuf {
+    let mut rest = Vec::new();
+    let mut existing = path;
+    loop {
+        if let Ok(real) = existing.canonicalize() {
+            return rest.iter().rev().fold(real, |acc: PathBuf, part| acc.join(part));
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                existing = parent;
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
+}
+
+/// Whether `folder` is inside the work tree of a git repository (where artifacts written over
+/// tracked files would go unnoticed); a plain folder has nothing to ignore them with.
+fn in_git_work_tree(folder: &Path) -> bool {
+    git2::Repository::discover(folder).is_ok_and(|r| r.workdir().is_some())
+}
+
+/// Whether the git repository around `path` ignores it (as a folder).
+fn git_ignores(path: &Path) -> bool {
+    let Ok(repo) = git2::Repository::discover(path.ancestors().find(|p| p.is_dir()).unwrap_or(path)) else {
+        return false;
+    };
+    let Some(workdir) = repo.workdir().and_then(|w| w.canonicalize().ok()) else {
+        return false;
+    };
+    let Ok(relative) = path.strip_prefix(&workdir) else {
+        return false;
+    };
+    if relative.as_os_str().is_empty() {
+        return false;
+    }
+    // A trailing slash makes a folder pattern (`dracode-out/`) match a folder not created yet.
+    let mut as_folder = relative.as_os_str().to_os_string();
+    as_folder.push("/");
+    repo.is_path_ignored(Path::new(&as_folder)).unwrap_or(false)
 }
 
 /// The ids of the tasks that did not pass in an earlier run's results.jsonl (`--rerun-failed`).

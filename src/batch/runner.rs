@@ -35,6 +35,7 @@ pub async fn run(plan: Plan, shared: Arc<Shared>, emitter: Emitter, schedule: Sc
         task_count: plan.tasks.len(),
         shard: schedule.shard.clone(),
         jobs: schedule.jobs,
+        warnings: plan.warnings.clone(),
     });
     let slots = Arc::new(Semaphore::new(schedule.jobs.max(1)));
     let stop = Arc::new(AtomicBool::new(false));

@@ -332,6 +332,7 @@ mod tests {
                     task_count: outcomes.len(),
                     shard: None,
                     jobs: 2,
+                    warnings: Vec::new(),
                 },
             ))
             .unwrap();

@@ -139,6 +139,8 @@ struct Input {
     manifests: Vec<String>,
     jobs: usize,
     task_count: usize,
+    /// `run.started`'s warnings (none in files of versions before they existed).
+    run_warnings: Vec<String>,
     /// Every line but `run.started` and `run.finished`, as read.
     lines: Vec<serde_json::Value>,
     finished: Vec<Finished>,
@@ -254,7 +256,7 @@ fn read_input(dir: &Path, warnings: &mut Vec<String>) -> Result<Input, MergeErro
         let event = WireEvent::deserialize(&value).map_err(|e| invalid(format!("not a dracode event: {e}")))?;
         let header = event.header();
         let ts = humantime::parse_rfc3339(&header.ts).map_err(|e| invalid(format!("ts {:?}: {e}", header.ts)))?;
-        if let WireEvent::RunStarted { header, version, manifests, task_count, jobs, .. } = &event {
+        if let WireEvent::RunStarted { header, version, manifests, task_count, jobs, warnings: run_warnings, .. } = &event {
             if input.is_some() {
                 return Err(invalid("a second run.started: the file holds more than one run".into()));
             }
@@ -268,6 +270,7 @@ fn read_input(dir: &Path, warnings: &mut Vec<String>) -> Result<Input, MergeErro
                 manifests: manifests.clone(),
                 jobs: *jobs,
                 task_count: *task_count,
+                run_warnings: run_warnings.clone(),
                 lines: Vec::new(),
                 finished: Vec::new(),
                 exit_code: None,
@@ -371,6 +374,8 @@ struct MergedRun {
     manifests: Vec<String>,
     jobs: usize,
     task_count: usize,
+    /// Every input's run warnings, once each.
+    warnings: Vec<String>,
     started: SystemTime,
     finished: SystemTime,
 }
@@ -388,6 +393,7 @@ impl MergedRun {
             task_count: self.task_count,
             shard: None,
             jobs: self.jobs,
+            warnings: self.warnings.clone(),
         }
     }
 }
@@ -399,7 +405,14 @@ fn merged_run(inputs: &[Input]) -> MergedRun {
             manifests.push(m.clone());
         }
     }
+    let mut warnings: Vec<String> = Vec::new();
+    for w in inputs.iter().flat_map(|i| &i.run_warnings) {
+        if !warnings.contains(w) {
+            warnings.push(w.clone());
+        }
+    }
     MergedRun {
+        warnings,
         // The first shard's id (ids sort by time) marked as merged: merging the same folders
         // again gives the same id.
         run_id: format!("{}-merged", inputs[0].run_id),
@@ -594,6 +607,7 @@ mod tests {
                 task_count: tasks.len(),
                 shard: shard.map(str::to_string),
                 jobs: 2,
+                warnings: Vec::new(),
             },
         }];
         for o in tasks {
@@ -676,6 +690,26 @@ mod tests {
 
     fn assert_valid_junit(file: &Path) {
         assert_eq!(junit_complaints(file), Vec::<String>::new());
+    }
+
+    #[test]
+    fn run_warnings_of_new_inputs_are_kept_and_old_inputs_without_them_merge() {
+        let root = tempfile::tempdir().unwrap();
+        let shards = shard_runs(root.path(), &tasks(), 3);
+        // Shards 1 and 2 come from a version that writes warnings; shard 3 from one that did not.
+        for dir in &shards[..2] {
+            let path = dir.join("results.jsonl");
+            let mut lines = read_lines(&path);
+            lines[0]["warnings"] = serde_json::json!(["commands of 1 task(s) ran unconfined (sandbox = \"off\")"]);
+            let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+            std::fs::write(&path, text).unwrap();
+        }
+        let merged = root.path().join("merged");
+        merge(&shards, &merged, redactor()).unwrap();
+        let started = &read_lines(&merged.join("results.jsonl"))[0];
+        assert_eq!(started["warnings"], serde_json::json!(["commands of 1 task(s) ran unconfined (sandbox = \"off\")"]));
+        let md = std::fs::read_to_string(merged.join("summary.md")).unwrap();
+        assert!(md.contains("### ⚠️ Warnings\n\n- commands of 1 task(s) ran unconfined"), "{md}");
     }
 
     #[test]

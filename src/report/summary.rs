@@ -23,12 +23,13 @@ pub struct SummaryReporter {
     redactor: Arc<Redactor>,
     outcomes: Vec<TaskOutcome>,
     totals: Option<RunTotals>,
+    warnings: Vec<String>,
 }
 
 impl SummaryReporter {
     /// A reporter that will write `path` (atomically).
     pub fn new(path: impl Into<PathBuf>, redactor: Arc<Redactor>) -> Self {
-        SummaryReporter { path: path.into(), redactor, outcomes: Vec::new(), totals: None }
+        SummaryReporter { path: path.into(), redactor, outcomes: Vec::new(), totals: None, warnings: Vec::new() }
     }
 
     /// The Markdown text.
@@ -37,6 +38,12 @@ impl SummaryReporter {
         outcomes.sort_by(|a, b| a.index.cmp(&b.index).then_with(|| a.task_id.cmp(&b.task_id)));
         let mut md = String::new();
         self.heading(&mut md, &outcomes);
+        if !self.warnings.is_empty() {
+            md.push_str("\n### ⚠️ Warnings\n\n");
+            for warning in &self.warnings {
+                let _ = writeln!(md, "- {}", escape_cell(&clean_text(&self.redactor, warning)));
+            }
+        }
         if outcomes.is_empty() {
             return md;
         }
@@ -116,6 +123,7 @@ impl Reporter for SummaryReporter {
                 self.outcomes.push(outcome);
             }
             EventKind::RunFinished(totals) => self.totals = Some(totals.clone()),
+            EventKind::RunStarted { warnings, .. } => self.warnings.clone_from(warnings),
             _ => {}
         }
         Ok(())
@@ -203,6 +211,25 @@ mod tests {
         }
         reporter.finish().unwrap();
         std::fs::read_to_string(path).unwrap()
+    }
+
+    #[test]
+    fn run_warnings_are_listed_under_the_heading() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("summary.md");
+        let mut reporter = SummaryReporter::new(&path, Arc::new(Redactor::new(["sk_live_secret_1234".to_string()])));
+        let warnings =
+            vec!["commands of 2 task(s) ran unconfined (sandbox = \"off\")".to_string(), "key sk_live_secret_1234 <b>".to_string()];
+        let started =
+            EventKind::RunStarted { version: "0.1.0".into(), manifests: Vec::new(), task_count: 1, shard: None, jobs: 1, warnings };
+        reporter.on_event(&event(None, started)).unwrap();
+        reporter.on_event(&finished(outcome("alpha", Status::Passed))).unwrap();
+        reporter.finish().unwrap();
+        let md = std::fs::read_to_string(path).unwrap();
+        assert!(md.contains("\n### ⚠️ Warnings\n\n- commands of 2 task(s) ran unconfined (sandbox = \"off\")\n"), "{md}");
+        assert!(!md.contains("sk_live_secret_1234") && md.contains("&lt;b&gt;"), "{md}");
+        // No warnings, no section.
+        assert!(!summary(vec![outcome("alpha", Status::Passed)], None).contains("Warnings"));
     }
 
     #[test]

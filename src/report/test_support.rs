@@ -72,7 +72,14 @@ pub fn sample_run() -> Vec<Event> {
     vec![
         event(
             None,
-            EventKind::RunStarted { version: "0.1.0".into(), manifests: vec!["tasks.toml".into()], task_count: 1, shard: None, jobs: 1 },
+            EventKind::RunStarted {
+                version: "0.1.0".into(),
+                manifests: vec!["tasks.toml".into()],
+                task_count: 1,
+                shard: None,
+                jobs: 1,
+                warnings: Vec::new(),
+            },
         ),
         event(
             Some(("t1", 1)),

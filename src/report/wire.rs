@@ -67,6 +67,11 @@ pub enum WireEvent {
         task_count: usize,
         /// Parallel tasks.
         jobs: usize,
+        /// What the user should know before trusting the results: uncommitted changes left out
+        /// of worktrees, commands that ran unconfined (`sandbox = "off"`). Absent when none (and in
+        /// files of older versions).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        warnings: Vec<String>,
         /// Only in a file written by `dracode merge`: the outputs it joins, in the order their
         /// lines follow.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -347,7 +352,7 @@ pub fn to_wire(event: &Event, seq: u64, run_id: &str, shard: Option<&str>) -> Wi
         shard: shard.map(str::to_string),
     };
     match &event.kind {
-        EventKind::RunStarted { version, manifests, task_count, shard: run_shard, jobs } => {
+        EventKind::RunStarted { version, manifests, task_count, shard: run_shard, jobs, warnings } => {
             header.shard = header.shard.or_else(|| run_shard.clone());
             WireEvent::RunStarted {
                 header,
@@ -355,6 +360,7 @@ pub fn to_wire(event: &Event, seq: u64, run_id: &str, shard: Option<&str>) -> Wi
                 manifests: manifests.clone(),
                 task_count: *task_count,
                 jobs: *jobs,
+                warnings: warnings.clone(),
                 merged_from: None,
             }
         }
@@ -598,6 +604,7 @@ mod tests {
                 task_count: 3,
                 shard: Some("1/2".into()),
                 jobs: 2,
+                warnings: Vec::new(),
             },
         ));
         assert_eq!(
@@ -606,6 +613,25 @@ mod tests {
                 "ts": "2023-11-14T22:13:20.123Z", "run_id": "run-1", "shard": "1/2",
                 "version": "0.1.0", "manifests": ["tasks.toml"], "task_count": 3, "jobs": 2})
         );
+    }
+
+    #[test]
+    fn run_started_warnings_are_written_when_present_and_optional_when_read() {
+        let kind = EventKind::RunStarted {
+            version: "0.1.0".into(),
+            manifests: Vec::new(),
+            task_count: 1,
+            shard: None,
+            jobs: 1,
+            warnings: vec!["w1".into()],
+        };
+        let v = line(&event(None, kind));
+        assert_eq!(v["warnings"], json!(["w1"]));
+        // A file of an older version has no `warnings`.
+        let old = json!({"type": "run.started", "schema_version": 1, "seq": 1, "ts": "2023-11-14T22:13:20.123Z",
+            "run_id": "r", "version": "0.1.0", "manifests": [], "task_count": 1, "jobs": 1});
+        let WireEvent::RunStarted { warnings, .. } = serde_json::from_value(old).unwrap() else { panic!("not run.started") };
+        assert!(warnings.is_empty());
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Integration scenarios, one file per capability.
 
 mod anthropic_provider;
+mod attacks;
 mod copilot_auth;
 mod gemini_provider;
 mod git_isolation;

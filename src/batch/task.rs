@@ -231,23 +231,7 @@ fn command_policy(spec: &TaskSpec, workspace: &Workspace, tmp_dir: &Path) -> Pol
     policy.readable.extend(paths.readable);
     policy.hidden.extend(paths.hidden);
     policy.network = spec.network;
-    if spec.workspace.isolation == crate::manifest::Isolation::Copy {
-        let needed = |dir: &Path| workspace.root.starts_with(dir) || tmp_dir.starts_with(dir);
-        policy.hidden.extend(source_git_dirs(&spec.workspace.repo).into_iter().filter(|dir| !needed(dir)));
-    }
     policy
-}
-
-/// The git dir (and common dir) of the repository a copied task comes from: a copy's commands
-/// have no use for them, and their `config` can hold credentials (`actions/checkout` persists
-/// `http.<url>.extraheader` there).
-fn source_git_dirs(repo: &Path) -> Vec<PathBuf> {
-    let Ok(found) = git2::Repository::discover(repo) else {
-        return Vec::new();
-    };
-    let mut dirs: Vec<PathBuf> = [found.path(), found.commondir()].into_iter().filter_map(|d| d.canonicalize().ok()).collect();
-    dirs.dedup();
-    dirs
 }
 
 /// The attempt's workspace. git and file copying block: they run off the async workers that

@@ -291,7 +291,6 @@ fn attack_extraheader_in_the_repository_config_is_unreadable() {
 }
 
 #[test]
-#[ignore = "a worktree shares the user's .git (config included) until the task gets its own git dir (the git engineer's change)"]
 fn attack_extraheader_in_the_repository_config_is_unreadable_from_a_worktree() {
     extraheader_attack("worktree");
 }

@@ -18,7 +18,7 @@ use dracode::report::{
 use dracode::secrets::Redactor;
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -58,42 +58,9 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             Err(e) => usage_error(&e),
         },
         Command::List { manifests, filter, shard, format, config } => {
-            let tasks = match plan::list(&manifests, &filter, shard.as_deref(), &cwd, config.as_deref(), &env) {
-                Ok(t) => t,
-                Err(e) => return usage_error(&e),
-            };
-            let mut out = std::io::stdout().lock();
-            for task in tasks {
-                match format {
-                    ListFormat::Text => writeln!(out, "{}", task.id)?,
-                    ListFormat::Json => writeln!(
-                        out,
-                        "{}",
-                        serde_json::json!({
-                            "id": task.id,
-                            "manifest": task.manifest,
-                            "tags": task.fields.tags.unwrap_or_default(),
-                            "provider": task.fields.provider,
-                            "model": task.fields.model,
-                        })
-                    )?,
-                }
-            }
-            Ok(exit_codes::OK)
+            list(&manifests, &filter, shard.as_deref(), format, config.as_deref(), &cwd, &env)
         }
-        Command::Merge { inputs, out } => {
-            let redactor = Arc::new(Redactor::from_env(env.clone(), Vec::new()));
-            match report::merge::merge(&inputs, &out, redactor) {
-                Ok(summary) => {
-                    for warning in &summary.warnings {
-                        eprintln!("warning: {warning}");
-                    }
-                    eprintln!("merged {} task(s) from {} folder(s) into {}", summary.tasks, summary.shards, out.display());
-                    Ok(summary.exit_code)
-                }
-                Err(e) => usage_error(&e),
-            }
-        }
+        Command::Merge { inputs, out } => merge(&inputs, &out, &env),
         Command::Auth { target: AuthTarget::Copilot } => auth_copilot(&env),
         Command::Tools { format } => {
             let specs = dracode::tools::Registry::all().specs();
@@ -101,28 +68,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             println!("{}", serde_json::to_string_pretty(&rendered)?);
             Ok(exit_codes::OK)
         }
-        Command::Providers { config } => {
-            let config = match Config::load(&cwd, config.as_deref(), &env) {
-                Ok(c) => c,
-                Err(e) => return usage_error(&e),
-            };
-            println!("{:<12} {:<10} {:<24} {:<44} STATUS", "NAME", "TYPE", "MODEL", "ENDPOINT");
-            for name in config.provider_names() {
-                let Ok(p) = config.resolve_provider(&name, None, &env) else { continue };
-                let status = match p.not_configured_reason() {
-                    None => "configured".to_string(),
-                    Some(why) => format!("not configured: {why}"),
-                };
-                println!(
-                    "{:<12} {:<10} {:<24} {:<44} {status}",
-                    name,
-                    p.kind.as_str(),
-                    p.model.as_deref().unwrap_or("-"),
-                    p.base_url.as_deref().unwrap_or("-"),
-                );
-            }
-            Ok(exit_codes::OK)
-        }
+        Command::Providers { config } => providers(config.as_deref(), &cwd, &env),
         Command::Schema { which } => {
             let schema = match which {
                 SchemaKind::Manifest => dracode::manifest::json_schema(),
@@ -132,6 +78,79 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             Ok(exit_codes::OK)
         }
     }
+}
+
+/// `dracode list`: the tasks that would run, one id a line or one JSON object a line.
+fn list(
+    manifests: &[PathBuf],
+    filter: &[String],
+    shard: Option<&str>,
+    format: ListFormat,
+    config: Option<&Path>,
+    cwd: &Path,
+    env: &BTreeMap<String, String>,
+) -> anyhow::Result<i32> {
+    let tasks = match plan::list(manifests, filter, shard, cwd, config, env) {
+        Ok(t) => t,
+        Err(e) => return usage_error(&e),
+    };
+    let mut out = std::io::stdout().lock();
+    for task in tasks {
+        match format {
+            ListFormat::Text => writeln!(out, "{}", task.id)?,
+            ListFormat::Json => writeln!(
+                out,
+                "{}",
+                serde_json::json!({
+                    "id": task.id,
+                    "manifest": task.manifest,
+                    "tags": task.fields.tags.unwrap_or_default(),
+                    "provider": task.fields.provider,
+                    "model": task.fields.model,
+                })
+            )?,
+        }
+    }
+    Ok(exit_codes::OK)
+}
+
+/// `dracode merge`: shard outputs into one.
+fn merge(inputs: &[PathBuf], out: &Path, env: &BTreeMap<String, String>) -> anyhow::Result<i32> {
+    let redactor = Arc::new(Redactor::from_env(env.clone(), Vec::new()));
+    match report::merge::merge(inputs, out, redactor) {
+        Ok(summary) => {
+            for warning in &summary.warnings {
+                eprintln!("warning: {warning}");
+            }
+            eprintln!("merged {} task(s) from {} folder(s) into {}", summary.tasks, summary.shards, out.display());
+            Ok(summary.exit_code)
+        }
+        Err(e) => usage_error(&e),
+    }
+}
+
+/// `dracode providers`: each provider, its type, model, endpoint and whether it is configured.
+fn providers(config: Option<&Path>, cwd: &Path, env: &BTreeMap<String, String>) -> anyhow::Result<i32> {
+    let config = match Config::load(cwd, config, env) {
+        Ok(c) => c,
+        Err(e) => return usage_error(&e),
+    };
+    println!("{:<12} {:<10} {:<24} {:<44} STATUS", "NAME", "TYPE", "MODEL", "ENDPOINT");
+    for name in config.provider_names() {
+        let Ok(p) = config.resolve_provider(&name, None, env) else { continue };
+        let status = match p.not_configured_reason() {
+            None => "configured".to_string(),
+            Some(why) => format!("not configured: {why}"),
+        };
+        println!(
+            "{:<12} {:<10} {:<24} {:<44} {status}",
+            name,
+            p.kind.as_str(),
+            p.model.as_deref().unwrap_or("-"),
+            p.base_url.as_deref().unwrap_or("-"),
+        );
+    }
+    Ok(exit_codes::OK)
 }
 
 /// `dracode auth copilot`: GitHub's device flow; the token is stored with mode 0600.
@@ -180,47 +199,14 @@ fn run_batch(args: RunArgs, cwd: &Path, env: BTreeMap<String, String>) -> anyhow
         eprintln!("warning: no task selected (check --filter); nothing to run");
     }
     if args.dry_run {
-        for p in &plan.tasks {
-            let status = p.provider.not_configured_reason().map_or("ready".to_string(), |w| format!("not configured: {w}"));
-            println!(
-                "{}\tprovider={} model={} isolation={} repo={}\t{status}",
-                p.id,
-                p.provider.name,
-                p.provider.model.as_deref().unwrap_or("-"),
-                p.workspace.isolation.as_str(),
-                p.workspace.repo.display()
-            );
-        }
+        print_dry_run(&plan);
         return Ok(exit_codes::OK);
     }
     let jobs = if args.jobs == 0 { std::thread::available_parallelism().map_or(1, std::num::NonZero::get) } else { args.jobs };
     let redactor = Arc::new(Redactor::from_env(env.clone(), plan.secrets.clone()));
     let run_id = run_id();
     let shard = plan.shard.map(|s| s.to_string());
-    let mut reporters: Vec<Box<dyn Reporter>> = report::artifact_reporters(&args.out, &run_id, shard.as_deref(), redactor.clone())
-        .with_context(|| format!("cannot write to {}", args.out.display()))?;
-    let verbosity = if args.quiet {
-        Verbosity::Quiet
-    } else if args.verbose {
-        Verbosity::Verbose
-    } else {
-        Verbosity::Normal
-    };
-    let in_ci = env.get("CI").is_some_and(|v| !v.is_empty() && v != "false" && v != "0");
-    if std::io::stderr().is_terminal() && !in_ci && verbosity != Verbosity::Quiet {
-        reporters.push(Box::new(LiveReporter::new(verbosity, plan.tasks.len(), redactor.clone())));
-    } else {
-        let lines = ProgressReporter::new(Box::new(std::io::stderr()), verbosity, plan.tasks.len());
-        reporters.push(Box::new(lines.with_redactor(redactor.clone())));
-    }
-    if let Some(path) = &args.jsonl {
-        let writer: Box<dyn Write + Send> = if path.as_os_str() == "-" {
-            Box::new(std::io::stdout())
-        } else {
-            Box::new(std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?)
-        };
-        reporters.push(Box::new(JsonlReporter::new(writer, &run_id, shard.as_deref(), redactor.clone())));
-    }
+    let reporters = reporters(&args, &plan, &run_id, shard.as_deref(), &redactor, &env)?;
     let bus = EventBus::new(reporters);
     let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
     let shared = Arc::new(Shared {
@@ -254,12 +240,7 @@ fn run_batch(args: RunArgs, cwd: &Path, env: BTreeMap<String, String>) -> anyhow
     if let Ok(summary_path) = std::env::var("GITHUB_STEP_SUMMARY") {
         append_step_summary(&args.out.join("summary.md"), Path::new(&summary_path));
     }
-    Ok(match signal.load(Ordering::SeqCst) {
-        2 => exit_codes::INTERRUPTED,
-        15 => exit_codes::TERMINATED,
-        _ if !failures.is_empty() => exit_codes::TASKS_FAILED,
-        _ => totals.exit_code,
-    })
+    Ok(exit_code(signal.load(Ordering::SeqCst), &failures, totals.exit_code))
 }
 
 /// Waits for SIGINT or SIGTERM (what GitHub Actions sends on cancel) and tells the run.
@@ -283,6 +264,69 @@ async fn watch_signals(cancel: tokio::sync::watch::Sender<bool>, which: Arc<Atom
     };
     tokio::task::block_in_place(|| bus.flush(std::time::Duration::from_secs(2)));
     std::process::exit(code)
+}
+
+/// `--dry-run`: each task, its provider, model, isolation and repository, and whether the
+/// provider is configured.
+fn print_dry_run(plan: &plan::Plan) {
+    for p in &plan.tasks {
+        let status = p.provider.not_configured_reason().map_or("ready".to_string(), |w| format!("not configured: {w}"));
+        println!(
+            "{}\tprovider={} model={} isolation={} repo={}\t{status}",
+            p.id,
+            p.provider.name,
+            p.provider.model.as_deref().unwrap_or("-"),
+            p.workspace.isolation.as_str(),
+            p.workspace.repo.display()
+        );
+    }
+}
+
+/// Every reporter of the run: the artifacts in `--out`, the live display on a terminal (plain
+/// progress lines in CI), and `--jsonl`.
+fn reporters(
+    args: &RunArgs,
+    plan: &plan::Plan,
+    run_id: &str,
+    shard: Option<&str>,
+    redactor: &Arc<Redactor>,
+    env: &BTreeMap<String, String>,
+) -> anyhow::Result<Vec<Box<dyn Reporter>>> {
+    let mut reporters: Vec<Box<dyn Reporter>> = report::artifact_reporters(&args.out, run_id, shard, redactor.clone())
+        .with_context(|| format!("cannot write to {}", args.out.display()))?;
+    let verbosity = if args.quiet {
+        Verbosity::Quiet
+    } else if args.verbose {
+        Verbosity::Verbose
+    } else {
+        Verbosity::Normal
+    };
+    let in_ci = env.get("CI").is_some_and(|v| !v.is_empty() && v != "false" && v != "0");
+    if std::io::stderr().is_terminal() && !in_ci && verbosity != Verbosity::Quiet {
+        reporters.push(Box::new(LiveReporter::new(verbosity, plan.tasks.len(), redactor.clone())));
+    } else {
+        let lines = ProgressReporter::new(Box::new(std::io::stderr()), verbosity, plan.tasks.len());
+        reporters.push(Box::new(lines.with_redactor(redactor.clone())));
+    }
+    if let Some(path) = &args.jsonl {
+        let writer: Box<dyn Write + Send> = if path.as_os_str() == "-" {
+            Box::new(std::io::stdout())
+        } else {
+            Box::new(std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?)
+        };
+        reporters.push(Box::new(JsonlReporter::new(writer, run_id, shard, redactor.clone())));
+    }
+    Ok(reporters)
+}
+
+/// The process's exit code: an interrupt's, else a failed artifact's, else the tasks'.
+fn exit_code(signal: i32, artifact_failures: &[String], tasks: i32) -> i32 {
+    match signal {
+        2 => exit_codes::INTERRUPTED,
+        15 => exit_codes::TERMINATED,
+        _ if !artifact_failures.is_empty() => exit_codes::TASKS_FAILED,
+        _ => tasks,
+    }
 }
 
 /// Appends summary.md to the GitHub step summary; a failure here is only a warning.

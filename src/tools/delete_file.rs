@@ -35,13 +35,15 @@ fn delete(sandbox: &Sandbox, args: &Args) -> Result<String, ToolError> {
     if path == sandbox.root() {
         return Err(ToolError::new(ErrorCode::InvalidArguments, "refusing to delete the workspace root"));
     }
-    let meta = std::fs::symlink_metadata(&path).map_err(|e| ToolError::io(&e, shown))?;
+    // The entry is acted on through its parent directory, opened beneath the root.
+    let entry = sandbox.open_parent(&path).map_err(|e| ToolError::io(&e, shown))?;
+    let is_dir = entry.is_dir().map_err(|e| ToolError::io(&e, shown))?;
     let rel = sandbox.relative(&path);
-    if !meta.is_dir() {
-        std::fs::remove_file(&path).map_err(|e| ToolError::io(&e, shown))?;
+    if !is_dir {
+        entry.remove().map_err(|e| ToolError::io(&e, shown))?;
         return Ok(format!("OK: deleted {rel}"));
     }
-    let result = if args.recursive { std::fs::remove_dir_all(&path) } else { std::fs::remove_dir(&path) };
+    let result = if args.recursive { entry.remove_all() } else { entry.remove() };
     match result {
         Ok(()) => Ok(format!("OK: deleted directory {rel}")),
         Err(e) if e.kind() == std::io::ErrorKind::DirectoryNotEmpty => Err(ToolError::new(

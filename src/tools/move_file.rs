@@ -44,7 +44,9 @@ fn move_entry(sandbox: &Sandbox, args: &Args) -> Result<String, ToolError> {
     if source == sandbox.root() || destination == sandbox.root() {
         return Err(ToolError::new(ErrorCode::InvalidArguments, "cannot move the workspace root"));
     }
-    std::fs::symlink_metadata(&source).map_err(|e| ToolError::io(&e, &args.source))?;
+    // Both ends are acted on through their parent directories, opened beneath the root.
+    let from = sandbox.open_parent(&source).map_err(|e| ToolError::io(&e, &args.source))?;
+    from.metadata().map_err(|e| ToolError::io(&e, &args.source))?;
     if source == destination {
         return Err(ToolError::new(ErrorCode::InvalidArguments, "source and destination are the same path"));
     }
@@ -56,7 +58,7 @@ fn move_entry(sandbox: &Sandbox, args: &Args) -> Result<String, ToolError> {
             "cannot move a directory into itself or over a directory that contains the source",
         ));
     }
-    if let Ok(existing) = std::fs::symlink_metadata(&destination) {
+    if std::fs::symlink_metadata(&destination).is_ok() {
         if !args.overwrite {
             return Err(ToolError::new(
                 ErrorCode::AlreadyExists,
@@ -64,12 +66,14 @@ fn move_entry(sandbox: &Sandbox, args: &Args) -> Result<String, ToolError> {
             ));
         }
         // rename(2) only replaces an empty directory; the caller asked for a replacement.
-        if existing.is_dir() {
-            std::fs::remove_dir_all(&destination).map_err(|e| ToolError::io(&e, &args.destination))?;
+        let existing = sandbox.open_parent(&destination).map_err(|e| ToolError::io(&e, &args.destination))?;
+        if existing.is_dir().map_err(|e| ToolError::io(&e, &args.destination))? {
+            existing.remove_all().map_err(|e| ToolError::io(&e, &args.destination))?;
         }
     }
     super::ensure_parent(sandbox, &destination, args.create_directories)?;
-    std::fs::rename(&source, &destination).map_err(|e| ToolError::io(&e, &args.source))?;
+    let to = sandbox.open_parent(&destination).map_err(|e| ToolError::io(&e, &args.destination))?;
+    from.rename_to(&to).map_err(|e| ToolError::io(&e, &args.source))?;
     Ok(format!("OK: moved {} to {}", sandbox.relative(&source), sandbox.relative(&destination)))
 }
 

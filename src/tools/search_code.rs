@@ -194,7 +194,7 @@ fn search(sandbox: &Sandbox, args: &Args) -> Result<String, ToolError> {
             if !entry.file_type().is_some_and(|t| t.is_file()) {
                 return WalkState::Continue;
             }
-            if let Some((found, count)) = search_file(&mut searcher, &matcher, entry.path()) {
+            if let Some((found, count)) = search_file(sandbox, &mut searcher, &matcher, entry.path()) {
                 let rel = sandbox.relative(entry.path());
                 hits.lock().unwrap_or_else(std::sync::PoisonError::into_inner).add(rel, found, count);
             }
@@ -208,10 +208,13 @@ fn search(sandbox: &Sandbox, args: &Args) -> Result<String, ToolError> {
     Ok(hits.render())
 }
 
-/// The hits in one text file, or `None` for no match, a binary file or a read error.
-fn search_file(searcher: &mut Searcher, matcher: &RegexMatcher, path: &Path) -> Option<(Vec<Hit>, usize)> {
+/// The hits in one text file, or `None` for no match, a binary file or a read error. The file
+/// is opened beneath the root: a directory swapped for a symlink during the walk cannot make
+/// it read a file outside.
+fn search_file(sandbox: &Sandbox, searcher: &mut Searcher, matcher: &RegexMatcher, path: &Path) -> Option<(Vec<Hit>, usize)> {
     let mut sink = FileSink { hits: Vec::new(), count: 0, binary: false };
-    searcher.search_path(matcher, path, &mut sink).ok()?;
+    let file = sandbox.open_read(path).ok()?;
+    searcher.search_file(matcher, &file, &mut sink).ok()?;
     (!sink.binary && sink.count > 0).then_some((sink.hits, sink.count))
 }
 

@@ -339,41 +339,50 @@ pub(crate) fn test_context(root: &std::path::Path) -> ToolContext {
 #[cfg(test)]
 #[cfg(target_os = "linux")]
 pub(crate) mod race {
-    /// Calls `body(i)` up to 2,000 times (and for at most 3 s) while another thread keeps
-    /// exchanging the directory `root/d` with a symlink to `outside` (`renameat2` with
-    /// `RENAME_EXCHANGE`, so `d` always exists, as a directory or as the link): the race a process
-    /// of the agent could run against a file tool.
-    pub(crate) fn with_swapping_dir(root: &std::path::Path, outside: &std::path::Path, mut body: impl FnMut(usize)) {
-        use std::sync::atomic::{AtomicBool, Ordering};
+    /// Calls `body(i)` while another thread keeps exchanging the directory `root/d` with a
+    /// symlink to `outside` (`renameat2` with `RENAME_EXCHANGE`, so `d` always exists, as a
+    /// directory or as the link): the race a process of the agent could run against a file tool.
+    /// `body` says whether the tool went through (`true`) or refused the path (`false`). Bounded:
+    /// 2,000 calls, or more until both outcomes were seen (a loaded machine may starve the
+    /// swapper), but never past 3 s; fails if the race was not exercised.
+    pub(crate) fn with_swapping_dir(root: &std::path::Path, outside: &std::path::Path, mut body: impl FnMut(usize) -> bool) {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
         std::os::unix::fs::symlink(outside, root.join("d-link")).unwrap();
         let stop = AtomicBool::new(false);
+        let swaps = AtomicU64::new(0);
         let (d, link) = (root.join("d"), root.join("d-link"));
         std::thread::scope(|scope| {
             let swapper = scope.spawn(|| {
-                let mut swaps = 0u64;
                 while !stop.load(Ordering::Relaxed) {
                     let (cwd, exchange) = (rustix::fs::CWD, rustix::fs::RenameFlags::EXCHANGE);
                     rustix::fs::renameat_with(cwd, &d, cwd, &link, exchange).unwrap();
-                    swaps += 1;
+                    swaps.fetch_add(1, Ordering::Relaxed);
                 }
-                swaps
             });
             let start = std::time::Instant::now();
+            let in_time = || start.elapsed() < std::time::Duration::from_secs(3);
+            while swaps.load(Ordering::Relaxed) == 0 && in_time() {
+                std::thread::yield_now();
+            }
+            let (mut through, mut refused) = (0u64, 0u64);
             // The swapper is stopped even when an assertion in `body` fails.
             let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                for i in 0..2_000 {
-                    if start.elapsed() > std::time::Duration::from_secs(3) {
-                        break;
+                let mut i = 0;
+                while in_time() && (i < 2_000 || through == 0 || refused == 0) {
+                    if body(i) {
+                        through += 1;
+                    } else {
+                        refused += 1;
                     }
-                    body(i);
+                    i += 1;
                 }
             }));
             stop.store(true, Ordering::Relaxed);
-            let swaps = swapper.join().unwrap();
+            swapper.join().unwrap();
             if let Err(panic) = outcome {
                 std::panic::resume_unwind(panic);
             }
-            assert!(swaps > 100, "the swapper barely ran");
+            assert!(through > 0 && refused > 0, "the race was not exercised: {through} went through, {refused} refused");
         });
     }
 }

@@ -215,19 +215,17 @@ mod tests {
             if fallback {
                 ctx.sandbox = Sandbox::without_openat2(dir.path()).unwrap();
             }
-            let (mut read, mut refused) = (0, 0);
             crate::tools::race::with_swapping_dir(dir.path(), outside.path(), |i| {
                 let args = crate::tools::parse_args(json!({"file_path": "d/f.txt"})).unwrap();
                 match <ReadFile as crate::tools::BlockingTool>::run(&ctx, args) {
                     Ok(text) => {
                         assert_eq!(text, "inside", "fallback={fallback}: read outside the workspace (call {i})");
-                        read += 1;
+                        true
                     }
-                    Err(e) if e.code == ErrorCode::PathOutsideWorkspace => refused += 1,
+                    Err(e) if e.code == ErrorCode::PathOutsideWorkspace => false,
                     Err(e) => panic!("fallback={fallback}: {e}"),
                 }
             });
-            assert!(read > 0 && refused > 0, "fallback={fallback}: the race was not exercised: {read} read, {refused} refused");
         }
     }
 

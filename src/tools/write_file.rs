@@ -114,20 +114,19 @@ mod tests {
             if fallback {
                 ctx.sandbox = Sandbox::without_openat2(dir.path()).unwrap();
             }
-            let (mut written, mut refused) = (0, 0);
             crate::tools::race::with_swapping_dir(dir.path(), outside.path(), |i| {
                 // Alternately a file in `d` and one in a new directory below it.
                 let file_path = if i % 2 == 0 { format!("d/f{i}.txt") } else { format!("d/sub{i}/f.txt") };
                 let args = crate::tools::parse_args(json!({"file_path": file_path, "content": "x"})).unwrap();
-                match <WriteFile as crate::tools::BlockingTool>::run(&ctx, args) {
-                    Ok(_) => written += 1,
-                    Err(e) if e.code == ErrorCode::PathOutsideWorkspace => refused += 1,
+                let written = match <WriteFile as crate::tools::BlockingTool>::run(&ctx, args) {
+                    Ok(_) => true,
+                    Err(e) if e.code == ErrorCode::PathOutsideWorkspace => false,
                     Err(e) => panic!("fallback={fallback} {file_path}: {e}"),
-                }
+                };
                 let leaked: Vec<_> = std::fs::read_dir(outside.path()).unwrap().flatten().map(|e| e.file_name()).collect();
                 assert!(leaked.is_empty(), "fallback={fallback}: written outside the workspace: {leaked:?} (call {i})");
+                written
             });
-            assert!(written > 0 && refused > 0, "fallback={fallback}: the race was not exercised: {written} written, {refused} refused");
         }
     }
 

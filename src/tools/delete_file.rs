@@ -115,4 +115,31 @@ mod tests {
         assert_eq!(out, "OK: deleted out");
         assert!(outside.path().join("keep").exists());
     }
+
+    /// Deletes `d/keep` (which exists only outside) while `d` keeps being swapped for a
+    /// symlink to that folder: the outside file must survive, with openat2 or without.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_directory_swapped_for_a_symlink_cannot_redirect_deletes() {
+        for fallback in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let outside = tempfile::tempdir().unwrap();
+            std::fs::create_dir(dir.path().join("d")).unwrap();
+            std::fs::write(outside.path().join("keep"), "x").unwrap();
+            let mut ctx = test_context(dir.path());
+            if fallback {
+                ctx.sandbox = Sandbox::without_openat2(dir.path()).unwrap();
+            }
+            crate::tools::race::with_swapping_dir(dir.path(), outside.path(), |i| {
+                let args = crate::tools::parse_args(json!({"path": "d/keep"})).unwrap();
+                let result = <DeleteFile as crate::tools::BlockingTool>::run(&ctx, args);
+                assert!(outside.path().join("keep").exists(), "fallback={fallback}: deleted outside the workspace (call {i})");
+                match result {
+                    Err(e) if e.code == ErrorCode::FileNotFound => true,
+                    Err(e) if e.code == ErrorCode::PathOutsideWorkspace => false,
+                    other => panic!("fallback={fallback}: {other:?}"),
+                }
+            });
+        }
+    }
 }

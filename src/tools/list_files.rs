@@ -153,4 +153,16 @@ mod tests {
         let out = ListFiles.call(&test_context(dir.path()), json!({})).await.unwrap();
         assert_eq!(out, "(no files in .)");
     }
+
+    #[tokio::test]
+    async fn symlinks_out_of_the_workspace_are_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        fs::write(outside.path().join("secret.txt"), "x").unwrap();
+        fs::write(dir.path().join("inside.txt"), "x").unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("outdir")).unwrap();
+        // The link is named, as an entry of the workspace; what it points at is not listed.
+        let out = ListFiles.call(&test_context(dir.path()), json!({"recursive": true})).await.unwrap();
+        assert_eq!(out, "inside.txt\noutdir");
+    }
 }

@@ -135,4 +135,41 @@ mod tests {
         assert_eq!(std::fs::read_to_string(dir.path().join("d/in.txt")).unwrap(), "in");
         assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
     }
+
+    /// Moves `d/keep` (which exists only outside) into the workspace, and a workspace file into
+    /// `d/`, while `d` keeps being swapped for a symlink to that folder: nothing may leave or
+    /// enter the outside folder, with openat2 or without.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_directory_swapped_for_a_symlink_cannot_redirect_moves() {
+        for fallback in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let outside = tempfile::tempdir().unwrap();
+            std::fs::create_dir(dir.path().join("d")).unwrap();
+            std::fs::write(outside.path().join("keep"), "x").unwrap();
+            std::fs::write(dir.path().join("mine"), "x").unwrap();
+            let mut ctx = test_context(dir.path());
+            if fallback {
+                ctx.sandbox = Sandbox::without_openat2(dir.path()).unwrap();
+            }
+            crate::tools::race::with_swapping_dir(dir.path(), outside.path(), |i| {
+                let (source, destination) = if i % 2 == 0 { ("d/keep", "got") } else { ("mine", "d/mine") };
+                let args = crate::tools::parse_args(json!({"source": source, "destination": destination})).unwrap();
+                let result = <MoveFile as crate::tools::BlockingTool>::run(&ctx, args);
+                let names: Vec<_> = std::fs::read_dir(outside.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+                assert_eq!(names, ["keep"], "fallback={fallback}: moved across the workspace boundary (call {i}: {result:?})");
+                match result {
+                    // Moving `mine` into the real `d` and back keeps the next call meaningful.
+                    Ok(_) => {
+                        let args = crate::tools::parse_args(json!({"source": "d/mine", "destination": "mine"})).unwrap();
+                        let _ = <MoveFile as crate::tools::BlockingTool>::run(&ctx, args);
+                        true
+                    }
+                    Err(e) if e.code == ErrorCode::FileNotFound => true,
+                    Err(e) if e.code == ErrorCode::PathOutsideWorkspace => false,
+                    other => panic!("fallback={fallback}: {other:?}"),
+                }
+            });
+        }
+    }
 }

@@ -322,4 +322,16 @@ mod tests {
             assert_eq!(err.code, want, "{input}: {err}");
         }
     }
+
+    #[tokio::test]
+    async fn symlinks_out_of_the_workspace_are_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        fs::write(outside.path().join("secret.txt"), "needle outside\n").unwrap();
+        fs::write(dir.path().join("inside.txt"), "needle inside\n").unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("outdir")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret.txt"), dir.path().join("outfile")).unwrap();
+        let out = SearchCode.call(&test_context(dir.path()), json!({"query": "needle"})).await.unwrap();
+        assert_eq!(out, "inside.txt:1: needle inside");
+    }
 }

@@ -165,6 +165,13 @@ impl Sandbox {
         Ok(self.open_beneath(abs, flags, Mode::from_raw_mode(0o666))?.into())
     }
 
+    /// Whether the entry `abs` (a symlink itself, not followed) exists beneath the root right
+    /// now. A walk that reads directories by path uses it to drop names that a swapped-in
+    /// symlink made it read outside.
+    pub fn exists_beneath(&self, abs: &Path) -> bool {
+        self.open_beneath(abs, OFlags::PATH | OFlags::NOFOLLOW, Mode::empty()).is_ok()
+    }
+
     /// Creates directory `abs` and its missing parents, each with `mkdirat` in a parent opened
     /// beneath the root.
     pub fn create_dir_all(&self, abs: &Path) -> std::io::Result<()> {

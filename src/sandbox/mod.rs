@@ -37,7 +37,7 @@ mod policy;
 mod rules;
 pub mod supervisor;
 
-pub use paths::{PathError, Sandbox};
+pub use paths::{Entry, Escaped, PathError, Sandbox, is_escape};
 pub use policy::{HOME_CREDENTIALS, Policy, SandboxMode, home_credentials};
 
 use std::path::PathBuf;

@@ -8,9 +8,27 @@
 //! `/ws-evil/x` next to `/ws` are all refused, while `sub/../x` or an absolute path inside the
 //! root are fine. The check guards the file tools' arguments; commands are confined by the OS
 //! sandbox of the parent module instead.
+//!
+//! The check alone would be raceable: a process the agent started could swap a checked
+//! directory for a symlink to `/` before the tool opens the path. So the tools never open the
+//! checked path by name. The root is held open as a directory fd for the sandbox's lifetime,
+//! and every open, create, delete and rename goes through [`Sandbox::open_beneath`] and its
+//! siblings: the checked path, relative to that fd, is opened with `openat2(2)` and
+//! `RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS`, so the kernel refuses (`EXDEV`) any lookup that
+//! would leave the root, whatever changed since the check; deletes and renames act with
+//! `unlinkat`/`renameat` on a parent directory fd obtained that way. A lookup refused like this
+//! is reported as [`Escaped`], which the tools show as `PATH_OUTSIDE_WORKSPACE`. Where
+//! `openat2` is missing (Linux before 5.6, other Unixes, or a seccomp filter that denies it)
+//! the sandbox walks the checked path one component at a time with `openat(…, O_NOFOLLOW)`
+//! instead: the checked path has no symlinks left in it, so one appearing there can only be a
+//! swap, and it is refused the same way.
+use rustix::fs::{AtFlags, Mode, OFlags};
+use rustix::io::Errno;
 use std::collections::VecDeque;
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 /// The kernel's own limit on symlinks followed in one lookup (Linux `MAXSYMLINKS`).
 const MAX_SYMLINK_HOPS: usize = 40;
@@ -41,10 +59,30 @@ pub enum PathError {
     },
 }
 
+/// An operation's path led outside the workspace between the check and the open (a symlink was
+/// swapped in): the kernel refused it. Carried inside an [`std::io::Error`]; see [`is_escape`].
+#[derive(Debug, thiserror::Error)]
+#[error("the path led outside the workspace")]
+pub struct Escaped;
+
+/// The [`std::io::Error`] for an [`Escaped`] lookup.
+fn escaped() -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::PermissionDenied, Escaped)
+}
+
+/// Whether `err` is an [`Escaped`] lookup.
+pub fn is_escape(err: &std::io::Error) -> bool {
+    err.get_ref().is_some_and(<dyn std::error::Error + Send + Sync>::is::<Escaped>)
+}
+
 /// A workspace root and the rules for resolving paths inside it.
 #[derive(Debug, Clone)]
 pub struct Sandbox {
     root: PathBuf,
+    /// The root, open (`O_PATH`) for the sandbox's lifetime; every operation starts from it.
+    dir: Arc<OwnedFd>,
+    /// Whether the kernel has `openat2`; without it, the `O_NOFOLLOW` walk is used.
+    openat2: bool,
 }
 
 /// Where a walk ended.
@@ -56,9 +94,21 @@ struct Walked {
 }
 
 impl Sandbox {
-    /// A sandbox rooted at `root` (canonicalised).
+    /// A sandbox rooted at `root` (canonicalised), opened as a directory fd.
     pub fn new(root: &Path) -> std::io::Result<Self> {
-        Ok(Sandbox { root: root.canonicalize()? })
+        let root = root.canonicalize()?;
+        let dir = rustix::fs::open(&root, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+        let openat2 = has_openat2(dir.as_fd());
+        if !openat2 {
+            tracing::debug!("openat2 is not available; file tools open paths one component at a time with O_NOFOLLOW");
+        }
+        Ok(Sandbox { root, dir: Arc::new(dir), openat2 })
+    }
+
+    /// A sandbox that never uses `openat2`, to test the fallback.
+    #[cfg(test)]
+    pub(crate) fn without_openat2(root: &Path) -> std::io::Result<Self> {
+        Ok(Sandbox { openat2: false, ..Sandbox::new(root)? })
     }
 
     /// The canonical workspace root.
@@ -96,6 +146,84 @@ impl Sandbox {
         }
     }
 
+    /// Opens `abs` — a path returned by [`Sandbox::resolve`] or its siblings — with `flags`
+    /// (`O_CLOEXEC` added), resolved beneath the root so that nothing swapped in since the check
+    /// can lead outside it (an [`Escaped`] error then).
+    pub fn open_beneath(&self, abs: &Path, flags: OFlags, mode: Mode) -> std::io::Result<OwnedFd> {
+        let rel = self.rel(abs)?;
+        self.open_rel(rel, flags, mode)
+    }
+
+    /// Opens `abs` for reading, beneath the root, as a [`std::fs::File`].
+    pub fn open_read(&self, abs: &Path) -> std::io::Result<std::fs::File> {
+        Ok(self.open_beneath(abs, OFlags::RDONLY | OFlags::NOCTTY, Mode::empty())?.into())
+    }
+
+    /// Opens (creating or truncating) `abs` for writing, beneath the root.
+    pub fn open_write(&self, abs: &Path) -> std::io::Result<std::fs::File> {
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::NOCTTY;
+        Ok(self.open_beneath(abs, flags, Mode::from_raw_mode(0o666))?.into())
+    }
+
+    /// Whether the entry `abs` (a symlink itself, not followed) exists beneath the root right
+    /// now. A walk that reads directories by path uses it to drop names that a swapped-in
+    /// symlink made it read outside.
+    pub fn exists_beneath(&self, abs: &Path) -> bool {
+        self.open_beneath(abs, OFlags::PATH | OFlags::NOFOLLOW, Mode::empty()).is_ok()
+    }
+
+    /// Creates directory `abs` and its missing parents, each with `mkdirat` in a parent opened
+    /// beneath the root.
+    pub fn create_dir_all(&self, abs: &Path) -> std::io::Result<()> {
+        let rel = self.rel(abs)?;
+        let mut parent = self.open_rel(Path::new("."), dir_flags(), Mode::empty())?;
+        let mut prefix = PathBuf::new();
+        for comp in rel.components() {
+            let name = match comp {
+                Component::CurDir => continue,
+                Component::Normal(name) => name,
+                _ => return Err(escaped()),
+            };
+            match rustix::fs::mkdirat(&parent, name, Mode::from_raw_mode(0o777)) {
+                Ok(()) | Err(Errno::EXIST) => {}
+                Err(e) => return Err(e.into()),
+            }
+            prefix.push(name);
+            parent = self.open_rel(&prefix, dir_flags(), Mode::empty())?;
+        }
+        Ok(())
+    }
+
+    /// The directory holding `abs` (opened beneath the root) and `abs`'s own name, for
+    /// `*at` calls that must act on the entry itself (a symlink is not followed). The root
+    /// itself has no such parent (`InvalidInput`).
+    pub fn open_parent(&self, abs: &Path) -> std::io::Result<Entry> {
+        let rel = self.rel(abs)?;
+        let (Some(name), Some(parent)) = (rel.file_name(), rel.parent()) else {
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "the workspace root has no parent in the workspace"));
+        };
+        let parent = if parent.as_os_str().is_empty() { Path::new(".") } else { parent };
+        Ok(Entry { dir: self.open_rel(parent, dir_flags(), Mode::empty())?, name: name.to_os_string() })
+    }
+
+    /// `abs` relative to the root (`.` for the root); a path outside is [`Escaped`].
+    fn rel<'a>(&self, abs: &'a Path) -> std::io::Result<&'a Path> {
+        match abs.strip_prefix(&self.root) {
+            Ok(rel) if rel.as_os_str().is_empty() => Ok(Path::new(".")),
+            Ok(rel) => Ok(rel),
+            Err(_) => Err(escaped()),
+        }
+    }
+
+    /// Opens `rel` relative to the root fd, never leaving the root.
+    fn open_rel(&self, rel: &Path, flags: OFlags, mode: Mode) -> std::io::Result<OwnedFd> {
+        let flags = flags | OFlags::CLOEXEC;
+        if self.openat2 {
+            return openat2_beneath(self.dir.as_fd(), rel, flags, mode);
+        }
+        open_nofollow(self.dir.as_fd(), rel, flags, mode)
+    }
+
     /// Resolves `path` like the kernel does, keeping a missing tail, then checks containment.
     fn walk(&self, path: &str, follow_last: bool) -> Result<Walked, PathError> {
         if path.contains('\0') {
@@ -125,7 +253,16 @@ impl Sandbox {
                     if hops > MAX_SYMLINK_HOPS {
                         return Err(PathError::SymlinkLoop(path.to_string()));
                     }
-                    let target = std::fs::read_link(&cur).map_err(|source| PathError::Io { path: path.to_string(), source })?;
+                    let target = match std::fs::read_link(&cur) {
+                        Ok(target) => target,
+                        // No longer a link (swapped meanwhile): look at this component again.
+                        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                            cur.pop();
+                            queue.push_front(part);
+                            continue;
+                        }
+                        Err(source) => return Err(PathError::Io { path: path.to_string(), source }),
+                    };
                     cur.pop();
                     push_front_components(&mut queue, &mut cur, &target);
                 }
@@ -139,6 +276,142 @@ impl Sandbox {
         }
         Ok(Walked { path: cur, exists: missing == 0 })
     }
+}
+
+/// A directory entry to act on with `*at` calls: its parent, opened beneath the root, and its
+/// name there.
+#[derive(Debug)]
+pub struct Entry {
+    /// The parent directory (`O_PATH`).
+    pub dir: OwnedFd,
+    /// The entry's name in it.
+    pub name: OsString,
+}
+
+impl Entry {
+    /// `lstat` of the entry.
+    pub fn metadata(&self) -> std::io::Result<rustix::fs::Stat> {
+        Ok(rustix::fs::statat(&self.dir, &self.name, AtFlags::SYMLINK_NOFOLLOW)?)
+    }
+
+    /// Whether the entry (not following a symlink) is a directory.
+    pub fn is_dir(&self) -> std::io::Result<bool> {
+        Ok(rustix::fs::FileType::from_raw_mode(self.metadata()?.st_mode) == rustix::fs::FileType::Directory)
+    }
+
+    /// Removes a file, a symlink, or an empty directory.
+    pub fn remove(&self) -> std::io::Result<()> {
+        let flags = if self.is_dir()? { AtFlags::REMOVEDIR } else { AtFlags::empty() };
+        Ok(rustix::fs::unlinkat(&self.dir, &self.name, flags)?)
+    }
+
+    /// Removes the entry and, for a directory, everything in it; every step is relative to a
+    /// directory fd opened without following symlinks, so nothing outside can be reached.
+    pub fn remove_all(&self) -> std::io::Result<()> {
+        remove_tree(self.dir.as_fd(), &self.name)
+    }
+
+    /// Renames the entry to `to` (`renameat`, replacing a file or an empty directory).
+    pub fn rename_to(&self, to: &Entry) -> std::io::Result<()> {
+        Ok(rustix::fs::renameat(&self.dir, &self.name, &to.dir, &to.name)?)
+    }
+}
+
+/// The flags of a directory opened only to anchor further lookups.
+fn dir_flags() -> OFlags {
+    OFlags::PATH | OFlags::DIRECTORY
+}
+
+/// Whether `openat2` works here (Linux ≥ 5.6 and not denied by a seccomp filter).
+#[cfg(target_os = "linux")]
+fn has_openat2(dir: BorrowedFd<'_>) -> bool {
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    rustix::fs::openat2(dir, ".", flags, Mode::empty(), rustix::fs::ResolveFlags::BENEATH).is_ok()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn has_openat2(_dir: BorrowedFd<'_>) -> bool {
+    false
+}
+
+/// `openat2(dir, rel, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`; `EXDEV` (the lookup would
+/// leave `dir`) becomes [`Escaped`]. `EAGAIN` (a concurrent rename during `..` handling) is
+/// retried a few times.
+#[cfg(target_os = "linux")]
+fn openat2_beneath(dir: BorrowedFd<'_>, rel: &Path, flags: OFlags, mode: Mode) -> std::io::Result<OwnedFd> {
+    use rustix::fs::ResolveFlags;
+    let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
+    let mut tries = 0;
+    loop {
+        match rustix::fs::openat2(dir, rel, flags, mode, resolve) {
+            Err(Errno::AGAIN) if tries < 8 => tries += 1,
+            Err(Errno::XDEV) => return Err(escaped()),
+            other => return Ok(other?),
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn openat2_beneath(dir: BorrowedFd<'_>, rel: &Path, flags: OFlags, mode: Mode) -> std::io::Result<OwnedFd> {
+    open_nofollow(dir, rel, flags, mode)
+}
+
+/// The fallback without `openat2`: `rel` (a checked path, so symlink-free and without `..`)
+/// opened one component at a time with `O_NOFOLLOW`; a symlink met on the way (`ELOOP`, or a
+/// symlink where a directory should be) can only have been swapped in, and is [`Escaped`].
+fn open_nofollow(dir: BorrowedFd<'_>, rel: &Path, flags: OFlags, mode: Mode) -> std::io::Result<OwnedFd> {
+    let names = rel
+        .components()
+        .filter(|c| !matches!(c, Component::CurDir))
+        .map(|c| match c {
+            Component::Normal(name) => Ok(name),
+            _ => Err(escaped()),
+        })
+        .collect::<std::io::Result<Vec<&OsStr>>>()?;
+    let Some((last, parents)) = names.split_last() else {
+        return Ok(rustix::fs::openat(dir, ".", flags, mode)?);
+    };
+    let mut cur: Option<OwnedFd> = None;
+    for name in parents {
+        let at = cur.as_ref().map_or(dir, |fd| fd.as_fd());
+        let next = rustix::fs::openat(at, *name, dir_flags() | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty());
+        cur = Some(next.map_err(nofollow_error)?);
+    }
+    let at = cur.as_ref().map_or(dir, |fd| fd.as_fd());
+    rustix::fs::openat(at, *last, flags | OFlags::NOFOLLOW, mode).map_err(nofollow_error)
+}
+
+/// `ELOOP`/`ENOTDIR` from an `O_NOFOLLOW` walk of a checked path mean a symlink was swapped in.
+fn nofollow_error(err: Errno) -> std::io::Error {
+    match err {
+        Errno::LOOP | Errno::NOTDIR => escaped(),
+        other => other.into(),
+    }
+}
+
+/// Removes `name` in `parent`: a non-directory with `unlinkat`, a directory after emptying it
+/// through an fd opened with `O_NOFOLLOW`.
+fn remove_tree(parent: BorrowedFd<'_>, name: &OsStr) -> std::io::Result<()> {
+    match rustix::fs::unlinkat(parent, name, AtFlags::empty()) {
+        Ok(()) => return Ok(()),
+        // Linux says EISDIR for unlink(2) on a directory; POSIX allows EPERM.
+        Err(Errno::ISDIR | Errno::PERM) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let dir = rustix::fs::openat(parent, name, flags, Mode::empty())?;
+    // Names first, removals after: a directory changed while it is read may skip entries.
+    let mut children = Vec::new();
+    for entry in rustix::fs::Dir::read_from(&dir)? {
+        let child = entry?.file_name().to_bytes().to_vec();
+        if child != b"." && child != b".." {
+            children.push(<OsString as std::os::unix::ffi::OsStringExt>::from_vec(child));
+        }
+    }
+    for child in &children {
+        remove_tree(dir.as_fd(), child)?;
+    }
+    Ok(rustix::fs::unlinkat(parent, name, AtFlags::REMOVEDIR)?)
 }
 
 /// Puts `path`'s components at the front of `queue`; an absolute path restarts `cur` at `/`.

@@ -35,13 +35,15 @@ fn delete(sandbox: &Sandbox, args: &Args) -> Result<String, ToolError> {
     if path == sandbox.root() {
         return Err(ToolError::new(ErrorCode::InvalidArguments, "refusing to delete the workspace root"));
     }
-    let meta = std::fs::symlink_metadata(&path).map_err(|e| ToolError::io(&e, shown))?;
+    // The entry is acted on through its parent directory, opened beneath the root.
+    let entry = sandbox.open_parent(&path).map_err(|e| ToolError::io(&e, shown))?;
+    let is_dir = entry.is_dir().map_err(|e| ToolError::io(&e, shown))?;
     let rel = sandbox.relative(&path);
-    if !meta.is_dir() {
-        std::fs::remove_file(&path).map_err(|e| ToolError::io(&e, shown))?;
+    if !is_dir {
+        entry.remove().map_err(|e| ToolError::io(&e, shown))?;
         return Ok(format!("OK: deleted {rel}"));
     }
-    let result = if args.recursive { std::fs::remove_dir_all(&path) } else { std::fs::remove_dir(&path) };
+    let result = if args.recursive { entry.remove_all() } else { entry.remove() };
     match result {
         Ok(()) => Ok(format!("OK: deleted directory {rel}")),
         Err(e) if e.kind() == std::io::ErrorKind::DirectoryNotEmpty => Err(ToolError::new(
@@ -112,5 +114,32 @@ mod tests {
         let out = DeleteFile.call(&ctx, json!({"path": "out", "recursive": true})).await.unwrap();
         assert_eq!(out, "OK: deleted out");
         assert!(outside.path().join("keep").exists());
+    }
+
+    /// Deletes `d/keep` (which exists only outside) while `d` keeps being swapped for a
+    /// symlink to that folder: the outside file must survive, with openat2 or without.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_directory_swapped_for_a_symlink_cannot_redirect_deletes() {
+        for fallback in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let outside = tempfile::tempdir().unwrap();
+            std::fs::create_dir(dir.path().join("d")).unwrap();
+            std::fs::write(outside.path().join("keep"), "x").unwrap();
+            let mut ctx = test_context(dir.path());
+            if fallback {
+                ctx.sandbox = Sandbox::without_openat2(dir.path()).unwrap();
+            }
+            crate::tools::race::with_swapping_dir(dir.path(), outside.path(), |i| {
+                let args = crate::tools::parse_args(json!({"path": "d/keep"})).unwrap();
+                let result = <DeleteFile as crate::tools::BlockingTool>::run(&ctx, args);
+                assert!(outside.path().join("keep").exists(), "fallback={fallback}: deleted outside the workspace (call {i})");
+                match result {
+                    Err(e) if e.code == ErrorCode::FileNotFound => true,
+                    Err(e) if e.code == ErrorCode::PathOutsideWorkspace => false,
+                    other => panic!("fallback={fallback}: {other:?}"),
+                }
+            });
+        }
     }
 }

@@ -48,7 +48,9 @@ fn edit(sandbox: &Sandbox, args: &Args) -> Result<String, ToolError> {
     if path.is_dir() {
         return Err(ToolError::new(ErrorCode::InvalidArguments, format!("{shown} is a directory")));
     }
-    let bytes = std::fs::read(&path).map_err(|e| ToolError::io(&e, shown))?;
+    let mut bytes = Vec::new();
+    let mut file = sandbox.open_read(&path).map_err(|e| ToolError::io(&e, shown))?;
+    std::io::Read::read_to_end(&mut file, &mut bytes).map_err(|e| ToolError::io(&e, shown))?;
     let text = String::from_utf8(bytes)
         .map_err(|_| ToolError::new(ErrorCode::InvalidArguments, format!("{shown} is not valid UTF-8 text; use write_file")))?;
     let count = text.matches(args.old_string.as_str()).count();
@@ -67,7 +69,8 @@ fn edit(sandbox: &Sandbox, args: &Args) -> Result<String, ToolError> {
         ));
     }
     let updated = text.replace(args.old_string.as_str(), &args.new_string);
-    std::fs::write(&path, updated).map_err(|e| ToolError::io(&e, shown))?;
+    let mut file = sandbox.open_write(&path).map_err(|e| ToolError::io(&e, shown))?;
+    std::io::Write::write_all(&mut file, updated.as_bytes()).map_err(|e| ToolError::io(&e, shown))?;
     let noun = if count == 1 { "replacement" } else { "replacements" };
     Ok(format!("OK: {count} {noun} in {}", sandbox.relative(&path)))
 }

@@ -50,7 +50,9 @@ fn list(sandbox: &Sandbox, args: &Args) -> Result<String, ToolError> {
     let mut entries = Vec::new();
     // Unreadable entries are skipped: a partial listing is more useful than none.
     for entry in workspace_walker(&dir, args.recursive).build().flatten() {
-        if entry.depth() == 0 {
+        // The walker reads directories by path: a directory swapped for a symlink meanwhile
+        // would be listed from outside. Only names that exist beneath the root are shown.
+        if entry.depth() == 0 || !sandbox.exists_beneath(entry.path()) {
             continue;
         }
         let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
@@ -152,5 +154,41 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let out = ListFiles.call(&test_context(dir.path()), json!({})).await.unwrap();
         assert_eq!(out, "(no files in .)");
+    }
+
+    #[tokio::test]
+    async fn symlinks_out_of_the_workspace_are_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        fs::write(outside.path().join("secret.txt"), "x").unwrap();
+        fs::write(dir.path().join("inside.txt"), "x").unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("outdir")).unwrap();
+        // The link is named, as an entry of the workspace; what it points at is not listed.
+        let out = ListFiles.call(&test_context(dir.path()), json!({"recursive": true})).await.unwrap();
+        assert_eq!(out, "inside.txt\noutdir");
+    }
+
+    /// Lists `d` while `d` keeps being swapped for a symlink to a folder outside: no name from
+    /// that folder may ever be shown.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_directory_swapped_for_a_symlink_cannot_redirect_listings() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("d")).unwrap();
+        fs::write(dir.path().join("d/inside.txt"), "x").unwrap();
+        fs::write(outside.path().join("secret-name.txt"), "x").unwrap();
+        let ctx = test_context(dir.path());
+        crate::tools::race::with_swapping_dir(dir.path(), outside.path(), |i| {
+            let args = crate::tools::parse_args(json!({"directory": "d"})).unwrap();
+            match <ListFiles as crate::tools::BlockingTool>::run(&ctx, args) {
+                Ok(out) => {
+                    assert!(!out.contains("secret-name"), "listed outside the workspace (call {i}): {out}");
+                    true
+                }
+                Err(e) if e.code == ErrorCode::PathOutsideWorkspace => false,
+                Err(e) => panic!("{e}"),
+            }
+        });
     }
 }

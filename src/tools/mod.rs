@@ -91,8 +91,12 @@ impl ToolError {
         ToolError { code, message: message.into() }
     }
 
-    /// Maps an I/O error on `path` to the closest code.
+    /// Maps an I/O error on `path` to the closest code; a lookup the sandbox refused because it
+    /// led outside the root (a symlink swapped in after the check) is `PATH_OUTSIDE_WORKSPACE`.
     pub fn io(err: &std::io::Error, path: &str) -> Self {
+        if crate::sandbox::is_escape(err) {
+            return crate::sandbox::PathError::Outside(path.to_string()).into();
+        }
         match err.kind() {
             std::io::ErrorKind::NotFound => Self::new(ErrorCode::FileNotFound, format!("not found: {path}")),
             std::io::ErrorKind::AlreadyExists => Self::new(ErrorCode::AlreadyExists, format!("already exists: {path}")),
@@ -137,7 +141,9 @@ pub(crate) fn ensure_parent(sandbox: &Sandbox, path: &std::path::Path, create: b
             format!("directory does not exist: {}; set create_directories to true to create it", sandbox.relative(parent)),
         ));
     }
-    std::fs::create_dir_all(parent).map_err(|e| ToolError::io(&e, &sandbox.relative(parent)))
+    // Each level is created with mkdirat in its parent opened beneath the root: a directory
+    // swapped for a symlink meanwhile cannot redirect the creation outside.
+    sandbox.create_dir_all(parent).map_err(|e| ToolError::io(&e, &sandbox.relative(parent)))
 }
 
 /// Everything a tool may use while it runs: the sandboxed workspace and the task's settings.
@@ -326,6 +332,58 @@ pub(crate) fn test_context(root: &std::path::Path) -> ToolContext {
         max_command_timeout: Duration::from_secs(600),
         output_limit: 64 * 1024,
         emitter: Emitter::discard(),
+    }
+}
+
+/// The race the file tools must withstand, for their tests.
+#[cfg(test)]
+#[cfg(target_os = "linux")]
+pub(crate) mod race {
+    /// Calls `body(i)` while another thread keeps exchanging the directory `root/d` with a
+    /// symlink to `outside` (`renameat2` with `RENAME_EXCHANGE`, so `d` always exists, as a
+    /// directory or as the link): the race a process of the agent could run against a file tool.
+    /// `body` says whether the tool went through (`true`) or refused the path (`false`). Bounded:
+    /// 2,000 calls, or more until both outcomes were seen (a loaded machine may starve the
+    /// swapper), but never past 3 s; fails if the race was not exercised.
+    pub(crate) fn with_swapping_dir(root: &std::path::Path, outside: &std::path::Path, mut body: impl FnMut(usize) -> bool) {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        std::os::unix::fs::symlink(outside, root.join("d-link")).unwrap();
+        let stop = AtomicBool::new(false);
+        let swaps = AtomicU64::new(0);
+        let (d, link) = (root.join("d"), root.join("d-link"));
+        std::thread::scope(|scope| {
+            let swapper = scope.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    let (cwd, exchange) = (rustix::fs::CWD, rustix::fs::RenameFlags::EXCHANGE);
+                    rustix::fs::renameat_with(cwd, &d, cwd, &link, exchange).unwrap();
+                    swaps.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+            let start = std::time::Instant::now();
+            let in_time = || start.elapsed() < std::time::Duration::from_secs(3);
+            while swaps.load(Ordering::Relaxed) == 0 && in_time() {
+                std::thread::yield_now();
+            }
+            let (mut through, mut refused) = (0u64, 0u64);
+            // The swapper is stopped even when an assertion in `body` fails.
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let mut i = 0;
+                while in_time() && (i < 2_000 || through == 0 || refused == 0) {
+                    if body(i) {
+                        through += 1;
+                    } else {
+                        refused += 1;
+                    }
+                    i += 1;
+                }
+            }));
+            stop.store(true, Ordering::Relaxed);
+            swapper.join().unwrap();
+            if let Err(panic) = outcome {
+                std::panic::resume_unwind(panic);
+            }
+            assert!(through > 0 && refused > 0, "the race was not exercised: {through} went through, {refused} refused");
+        });
     }
 }
 

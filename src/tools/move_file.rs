@@ -44,7 +44,9 @@ fn move_entry(sandbox: &Sandbox, args: &Args) -> Result<String, ToolError> {
     if source == sandbox.root() || destination == sandbox.root() {
         return Err(ToolError::new(ErrorCode::InvalidArguments, "cannot move the workspace root"));
     }
-    std::fs::symlink_metadata(&source).map_err(|e| ToolError::io(&e, &args.source))?;
+    // Both ends are acted on through their parent directories, opened beneath the root.
+    let from = sandbox.open_parent(&source).map_err(|e| ToolError::io(&e, &args.source))?;
+    from.metadata().map_err(|e| ToolError::io(&e, &args.source))?;
     if source == destination {
         return Err(ToolError::new(ErrorCode::InvalidArguments, "source and destination are the same path"));
     }
@@ -56,7 +58,7 @@ fn move_entry(sandbox: &Sandbox, args: &Args) -> Result<String, ToolError> {
             "cannot move a directory into itself or over a directory that contains the source",
         ));
     }
-    if let Ok(existing) = std::fs::symlink_metadata(&destination) {
+    if std::fs::symlink_metadata(&destination).is_ok() {
         if !args.overwrite {
             return Err(ToolError::new(
                 ErrorCode::AlreadyExists,
@@ -64,12 +66,14 @@ fn move_entry(sandbox: &Sandbox, args: &Args) -> Result<String, ToolError> {
             ));
         }
         // rename(2) only replaces an empty directory; the caller asked for a replacement.
-        if existing.is_dir() {
-            std::fs::remove_dir_all(&destination).map_err(|e| ToolError::io(&e, &args.destination))?;
+        let existing = sandbox.open_parent(&destination).map_err(|e| ToolError::io(&e, &args.destination))?;
+        if existing.is_dir().map_err(|e| ToolError::io(&e, &args.destination))? {
+            existing.remove_all().map_err(|e| ToolError::io(&e, &args.destination))?;
         }
     }
     super::ensure_parent(sandbox, &destination, args.create_directories)?;
-    std::fs::rename(&source, &destination).map_err(|e| ToolError::io(&e, &args.source))?;
+    let to = sandbox.open_parent(&destination).map_err(|e| ToolError::io(&e, &args.destination))?;
+    from.rename_to(&to).map_err(|e| ToolError::io(&e, &args.source))?;
     Ok(format!("OK: moved {} to {}", sandbox.relative(&source), sandbox.relative(&destination)))
 }
 
@@ -130,5 +134,42 @@ mod tests {
         assert_eq!(std::fs::read_to_string(dir.path().join("a.txt")).unwrap(), "a");
         assert_eq!(std::fs::read_to_string(dir.path().join("d/in.txt")).unwrap(), "in");
         assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+    }
+
+    /// Moves `d/keep` (which exists only outside) into the workspace, and a workspace file into
+    /// `d/`, while `d` keeps being swapped for a symlink to that folder: nothing may leave or
+    /// enter the outside folder, with openat2 or without.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_directory_swapped_for_a_symlink_cannot_redirect_moves() {
+        for fallback in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let outside = tempfile::tempdir().unwrap();
+            std::fs::create_dir(dir.path().join("d")).unwrap();
+            std::fs::write(outside.path().join("keep"), "x").unwrap();
+            std::fs::write(dir.path().join("mine"), "x").unwrap();
+            let mut ctx = test_context(dir.path());
+            if fallback {
+                ctx.sandbox = Sandbox::without_openat2(dir.path()).unwrap();
+            }
+            crate::tools::race::with_swapping_dir(dir.path(), outside.path(), |i| {
+                let (source, destination) = if i % 2 == 0 { ("d/keep", "got") } else { ("mine", "d/mine") };
+                let args = crate::tools::parse_args(json!({"source": source, "destination": destination})).unwrap();
+                let result = <MoveFile as crate::tools::BlockingTool>::run(&ctx, args);
+                let names: Vec<_> = std::fs::read_dir(outside.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+                assert_eq!(names, ["keep"], "fallback={fallback}: moved across the workspace boundary (call {i}: {result:?})");
+                match result {
+                    // Moving `mine` into the real `d` and back keeps the next call meaningful.
+                    Ok(_) => {
+                        let args = crate::tools::parse_args(json!({"source": "d/mine", "destination": "mine"})).unwrap();
+                        let _ = <MoveFile as crate::tools::BlockingTool>::run(&ctx, args);
+                        true
+                    }
+                    Err(e) if e.code == ErrorCode::FileNotFound => true,
+                    Err(e) if e.code == ErrorCode::PathOutsideWorkspace => false,
+                    other => panic!("fallback={fallback}: {other:?}"),
+                }
+            });
+        }
     }
 }

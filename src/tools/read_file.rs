@@ -59,11 +59,12 @@ fn read(sandbox: &Sandbox, args: &Args) -> Result<String, ToolError> {
         return Err(ToolError::new(ErrorCode::InvalidArguments, format!("end_line {end} is before start_line {start}")));
     }
     let path = sandbox.resolve(shown)?;
-    let meta = std::fs::metadata(&path).map_err(|e| ToolError::io(&e, shown))?;
+    // Opened beneath the root, then examined through the fd: what is read is what was checked.
+    let file = sandbox.open_read(&path).map_err(|e| ToolError::io(&e, shown))?;
+    let meta = file.metadata().map_err(|e| ToolError::io(&e, shown))?;
     if meta.is_dir() {
         return Err(ToolError::new(ErrorCode::InvalidArguments, format!("{shown} is a directory; use list_files to see its contents")));
     }
-    let file = std::fs::File::open(&path).map_err(|e| ToolError::io(&e, shown))?;
     let (bytes, truncated) = if start_line.is_none() && end_line.is_none() {
         if meta.len() > MAX_BYTES {
             return Err(ToolError::new(
@@ -197,6 +198,35 @@ mod tests {
         let text = run(dir.path(), json!({"file_path": "bin"})).await.unwrap();
         assert!(text.starts_with("ok \u{FFFD}\u{FFFD} end"), "{text}");
         assert!(text.contains("not valid UTF-8"), "{text}");
+    }
+
+    /// Reads `d/f.txt` while `d` keeps being swapped for a symlink to a folder holding another
+    /// `f.txt`: the outside file's content must never come back, with openat2 or without.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_directory_swapped_for_a_symlink_cannot_redirect_reads() {
+        for fallback in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let outside = tempfile::tempdir().unwrap();
+            std::fs::create_dir(dir.path().join("d")).unwrap();
+            std::fs::write(dir.path().join("d/f.txt"), "inside").unwrap();
+            std::fs::write(outside.path().join("f.txt"), "SECRET outside").unwrap();
+            let mut ctx = test_context(dir.path());
+            if fallback {
+                ctx.sandbox = Sandbox::without_openat2(dir.path()).unwrap();
+            }
+            crate::tools::race::with_swapping_dir(dir.path(), outside.path(), |i| {
+                let args = crate::tools::parse_args(json!({"file_path": "d/f.txt"})).unwrap();
+                match <ReadFile as crate::tools::BlockingTool>::run(&ctx, args) {
+                    Ok(text) => {
+                        assert_eq!(text, "inside", "fallback={fallback}: read outside the workspace (call {i})");
+                        true
+                    }
+                    Err(e) if e.code == ErrorCode::PathOutsideWorkspace => false,
+                    Err(e) => panic!("fallback={fallback}: {e}"),
+                }
+            });
+        }
     }
 
     #[test]

@@ -194,7 +194,7 @@ fn search(sandbox: &Sandbox, args: &Args) -> Result<String, ToolError> {
             if !entry.file_type().is_some_and(|t| t.is_file()) {
                 return WalkState::Continue;
             }
-            if let Some((found, count)) = search_file(&mut searcher, &matcher, entry.path()) {
+            if let Some((found, count)) = search_file(sandbox, &mut searcher, &matcher, entry.path()) {
                 let rel = sandbox.relative(entry.path());
                 hits.lock().unwrap_or_else(std::sync::PoisonError::into_inner).add(rel, found, count);
             }
@@ -208,10 +208,13 @@ fn search(sandbox: &Sandbox, args: &Args) -> Result<String, ToolError> {
     Ok(hits.render())
 }
 
-/// The hits in one text file, or `None` for no match, a binary file or a read error.
-fn search_file(searcher: &mut Searcher, matcher: &RegexMatcher, path: &Path) -> Option<(Vec<Hit>, usize)> {
+/// The hits in one text file, or `None` for no match, a binary file or a read error. The file
+/// is opened beneath the root: a directory swapped for a symlink during the walk cannot make
+/// it read a file outside.
+fn search_file(sandbox: &Sandbox, searcher: &mut Searcher, matcher: &RegexMatcher, path: &Path) -> Option<(Vec<Hit>, usize)> {
     let mut sink = FileSink { hits: Vec::new(), count: 0, binary: false };
-    searcher.search_path(matcher, path, &mut sink).ok()?;
+    let file = sandbox.open_read(path).ok()?;
+    searcher.search_file(matcher, &file, &mut sink).ok()?;
     (!sink.binary && sink.count > 0).then_some((sink.hits, sink.count))
 }
 
@@ -318,5 +321,17 @@ mod tests {
             let err = SearchCode.call(&ctx, input.clone()).await.expect_err(&input.to_string());
             assert_eq!(err.code, want, "{input}: {err}");
         }
+    }
+
+    #[tokio::test]
+    async fn symlinks_out_of_the_workspace_are_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        fs::write(outside.path().join("secret.txt"), "needle outside\n").unwrap();
+        fs::write(dir.path().join("inside.txt"), "needle inside\n").unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("outdir")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret.txt"), dir.path().join("outfile")).unwrap();
+        let out = SearchCode.call(&test_context(dir.path()), json!({"query": "needle"})).await.unwrap();
+        assert_eq!(out, "inside.txt:1: needle inside");
     }
 }

@@ -41,7 +41,12 @@ fn write(sandbox: &Sandbox, args: &Args) -> Result<String, ToolError> {
         return Err(ToolError::new(ErrorCode::InvalidArguments, format!("{shown} is a directory")));
     }
     super::ensure_parent(sandbox, &path, args.create_directories)?;
-    std::fs::write(&path, &args.content).map_err(|e| ToolError::io(&e, shown))?;
+    let is_dir = |e: &std::io::Error| e.raw_os_error() == Some(libc::EISDIR);
+    let mut file = sandbox.open_write(&path).map_err(|e| match is_dir(&e) {
+        true => ToolError::new(ErrorCode::InvalidArguments, format!("{shown} is a directory")),
+        false => ToolError::io(&e, shown),
+    })?;
+    std::io::Write::write_all(&mut file, args.content.as_bytes()).map_err(|e| ToolError::io(&e, shown))?;
     Ok(format!("OK: wrote {} bytes to {}", args.content.len(), sandbox.relative(&path)))
 }
 
@@ -94,6 +99,35 @@ mod tests {
         let err = WriteFile.call(&ctx, json!({"file_path": "link/x.txt", "content": "x"})).await.unwrap_err();
         assert_eq!(err.code, ErrorCode::PathOutsideWorkspace);
         assert!(!outside.path().join("x.txt").exists());
+    }
+
+    /// Writes through `d` while `d` keeps being swapped for a symlink to a folder outside:
+    /// nothing may ever land outside, whether the kernel has openat2 or not.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_directory_swapped_for_a_symlink_cannot_redirect_writes() {
+        for fallback in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let outside = tempfile::tempdir().unwrap();
+            std::fs::create_dir(dir.path().join("d")).unwrap();
+            let mut ctx = test_context(dir.path());
+            if fallback {
+                ctx.sandbox = Sandbox::without_openat2(dir.path()).unwrap();
+            }
+            crate::tools::race::with_swapping_dir(dir.path(), outside.path(), |i| {
+                // Alternately a file in `d` and one in a new directory below it.
+                let file_path = if i % 2 == 0 { format!("d/f{i}.txt") } else { format!("d/sub{i}/f.txt") };
+                let args = crate::tools::parse_args(json!({"file_path": file_path, "content": "x"})).unwrap();
+                let written = match <WriteFile as crate::tools::BlockingTool>::run(&ctx, args) {
+                    Ok(_) => true,
+                    Err(e) if e.code == ErrorCode::PathOutsideWorkspace => false,
+                    Err(e) => panic!("fallback={fallback} {file_path}: {e}"),
+                };
+                let leaked: Vec<_> = std::fs::read_dir(outside.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+                assert!(leaked.is_empty(), "fallback={fallback}: written outside the workspace: {leaked:?} (call {i})");
+                written
+            });
+        }
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! never written. The diff of two snapshots is exactly what a task changed, new, deleted and
 //! binary files included, in a format `git apply` accepts.
 
-use git2::{DiffFormat, DiffOptions, IndexAddOption, Oid, Repository};
+use git2::{DiffOptions, IndexAddOption, Oid, Repository};
 use std::path::Path;
 
 /// A task's changes.
@@ -49,15 +49,7 @@ pub fn changes(repo: &Repository, before: Oid, after: Oid, under: Option<&Path>)
     if files.is_empty() {
         return Ok(None);
     }
-    let mut patch = Vec::new();
-    diff.print(DiffFormat::Patch, |_, _, line| {
-        if matches!(line.origin(), '+' | '-' | ' ') {
-            patch.push(line.origin() as u8);
-        }
-        patch.extend_from_slice(line.content());
-        true
-    })?;
-    Ok(Some(Changes { patch: String::from_utf8_lossy(&patch).into_owned(), files }))
+    Ok(Some(Changes { patch: crate::tools::git_diff::patch_text(&diff)?, files }))
 }
 
 /// Makes `dir` a fresh repository whose single commit holds every file in it: the baseline of

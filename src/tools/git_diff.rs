@@ -59,6 +59,15 @@ fn diff(sandbox: &Sandbox, path: Option<&str>, limit: usize) -> Result<String, T
     }
     let diff =
         repo.diff_tree_to_workdir_with_index(head_tree.as_ref(), Some(&mut opts)).map_err(|e| git_error("computing the diff", &e))?;
+    let patch = patch_text(&diff).map_err(|e| git_error("printing the diff", &e))?;
+    if patch.is_empty() {
+        return Ok("No uncommitted changes.".to_string());
+    }
+    Ok(cap(patch, limit))
+}
+
+/// `diff` as the text of a unified patch, as `git diff` prints it (`git apply` reads it back).
+pub fn patch_text(diff: &git2::Diff<'_>) -> Result<String, git2::Error> {
     let mut patch = Vec::new();
     diff.print(DiffFormat::Patch, |_, _, line| {
         // Patch lines arrive without their marker; file and hunk headers carry their own.
@@ -67,12 +76,8 @@ fn diff(sandbox: &Sandbox, path: Option<&str>, limit: usize) -> Result<String, T
         }
         patch.extend_from_slice(line.content());
         true
-    })
-    .map_err(|e| git_error("printing the diff", &e))?;
-    if patch.is_empty() {
-        return Ok("No uncommitted changes.".to_string());
-    }
-    Ok(cap(String::from_utf8_lossy(&patch).into_owned(), limit))
+    })?;
+    Ok(String::from_utf8_lossy(&patch).into_owned())
 }
 
 /// The repository-relative path to limit the diff to; `None` for the whole repository.

@@ -4,7 +4,7 @@
 use super::check::CheckContext;
 use super::judge::{AgentPhase, Evidence, failure_status, judge};
 use super::spec::{CheckSpec, TaskSpec};
-use super::workspace::{Workspace, WorkspaceError};
+use super::workspace::{OwnedDir, Workspace, WorkspaceError};
 use crate::agent::{Agent, AgentEnd, AgentState, RunMeter};
 use crate::events::{
     Activity, AttemptRecord, CheckRecord, Emitter, EventKind, FailureKind, RetryScope, Status, TaskError, TaskOutcome, Transcript,
@@ -378,15 +378,16 @@ async fn stalled(activity: &Activity, limit: Option<Duration>) -> Duration {
 }
 
 /// A task's own TMPDIR (and HOME, with `isolate_home`), so parallel tasks never share tool
-/// caches or config files by accident. Removed with the task.
+/// caches or config files by accident. Removed with the task, or by the next run after a
+/// SIGKILL (an owned folder).
 struct TaskTemp {
-    dir: tempfile::TempDir,
+    dir: OwnedDir,
     isolate_home: bool,
 }
 
 impl TaskTemp {
     fn new(isolate_home: bool) -> std::io::Result<Self> {
-        let dir = tempfile::Builder::new().prefix("dracode-task-").tempdir()?;
+        let dir = OwnedDir::create(super::workspace::TASK_TEMP_PREFIX)?;
         std::fs::create_dir(dir.path().join("tmp"))?;
         if isolate_home {
             std::fs::create_dir(dir.path().join("home"))?;

@@ -26,6 +26,8 @@ use std::path::{Path, PathBuf};
 
 /// Task folders in the temp dir start with this, then the owner's pid and `-`.
 pub const TASK_DIR_PREFIX: &str = "dracode-workspace-";
+/// The prefix of a task's own TMPDIR/HOME folder (an [`OwnedDir`] too).
+pub const TASK_TEMP_PREFIX: &str = "dracode-task-";
 
 /// The file in a task folder that holds the owner's pid and its lock.
 const OWNER_FILE: &str = "owner.lock";
@@ -196,32 +198,51 @@ impl Workspace {
     }
 }
 
-/// A task folder in the temp dir, owned by this process while it exists.
-struct TaskDir {
-    /// The workspace root inside it.
-    root: PathBuf,
+/// A folder in the temp dir owned by this process while it exists: `<prefix><pid>-<random>/`
+/// (prefix [`TASK_DIR_PREFIX`] or [`TASK_TEMP_PREFIX`]) with its `owner.lock` locked. What a run killed with
+/// SIGKILL leaves behind is removed by the next run ([`sweep_leftovers`]).
+pub struct OwnedDir {
     /// Removed on drop, before the lock is released.
-    _temp: tempfile::TempDir,
+    temp: tempfile::TempDir,
     /// Locked while the task runs; the lock dies with the process, SIGKILL included.
     _owner: File,
 }
 
-impl TaskDir {
-    /// A new `dracode-workspace-<pid>-<random>/` with its `owner.lock` locked and an empty `ws/`.
-    fn create() -> Result<TaskDir, WorkspaceError> {
-        let tmp = std::env::temp_dir();
-        let io = |source| WorkspaceError::Io { path: tmp.clone(), source };
+impl OwnedDir {
+    /// A new owned folder in the temp dir, its name starting with `prefix`.
+    pub fn create(prefix: &str) -> std::io::Result<OwnedDir> {
         let pid = std::process::id();
-        let temp = tempfile::Builder::new().prefix(&format!("{TASK_DIR_PREFIX}{pid}-")).tempdir_in(&tmp).map_err(io)?;
-        let mut owner = File::create(temp.path().join(OWNER_FILE)).map_err(io)?;
-        if !try_lock(&owner).map_err(io)? {
-            return Err(io(std::io::Error::other("a fresh task folder is locked by another process")));
+        let temp = tempfile::Builder::new().prefix(&format!("{prefix}{pid}-")).tempdir_in(std::env::temp_dir())?;
+        let mut owner = File::create(temp.path().join(OWNER_FILE))?;
+        if !try_lock(&owner)? {
+            return Err(std::io::Error::other("a fresh task folder is locked by another process"));
         }
-        writeln!(owner, "{pid}").map_err(io)?;
-        let root = temp.path().join("ws");
+        writeln!(owner, "{pid}")?;
+        Ok(OwnedDir { temp, _owner: owner })
+    }
+
+    /// The folder.
+    pub fn path(&self) -> &Path {
+        self.temp.path()
+    }
+}
+
+/// A task's workspace folder: an [`OwnedDir`] with the workspace root `ws/` inside.
+struct TaskDir {
+    /// The workspace root inside it.
+    root: PathBuf,
+    _dir: OwnedDir,
+}
+
+impl TaskDir {
+    /// A new owned folder with an empty `ws/`.
+    fn create() -> Result<TaskDir, WorkspaceError> {
+        let io = |source| WorkspaceError::Io { path: std::env::temp_dir(), source };
+        let dir = OwnedDir::create(TASK_DIR_PREFIX).map_err(io)?;
+        let root = dir.path().join("ws");
         std::fs::create_dir(&root).map_err(io)?;
         let root = root.canonicalize().map_err(io)?;
-        Ok(TaskDir { root, _temp: temp, _owner: owner })
+        Ok(TaskDir { root, _dir: dir })
     }
 }
 
@@ -254,7 +275,11 @@ pub fn sweep_leftovers(tmp: &Path) -> usize {
     let mut removed = 0;
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(TASK_DIR_PREFIX)?.split_once('-')?.0.parse::<u32>().ok()) else {
+        let owner_pid = |n: &str| {
+            let rest = [TASK_DIR_PREFIX, TASK_TEMP_PREFIX].iter().find_map(|prefix| n.strip_prefix(prefix))?;
+            rest.split_once('-')?.0.parse::<u32>().ok()
+        };
+        let Some(pid) = name.to_str().and_then(owner_pid) else {
             continue;
         };
         if !entry.file_type().is_ok_and(|t| t.is_dir()) || process_alive(pid) {
@@ -398,6 +423,20 @@ mod tests {
         assert_eq!(sweep_leftovers(tmp.path()), 2);
         assert!(!gone.exists() && !no_lock_file.exists());
         assert!(live.exists() && locked.exists() && unrelated.exists());
+    }
+
+    #[test]
+    fn a_task_temp_folder_left_by_a_dead_run_is_swept_and_a_live_one_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let left = tmp.path().join(format!("{TASK_TEMP_PREFIX}{dead}-x"));
+        std::fs::create_dir_all(left.join("tmp")).unwrap();
+        let live = OwnedDir::create(TASK_TEMP_PREFIX).unwrap();
+        assert_eq!(sweep_leftovers(tmp.path()), 1);
+        assert!(!left.exists());
+        assert!(live.path().exists() && live.path().file_name().unwrap().to_string_lossy().starts_with(TASK_TEMP_PREFIX));
     }
 
     #[test]

@@ -10,3 +10,13 @@ pub const USAGE: i32 = 2;
 pub const INTERRUPTED: i32 = 130;
 /// Terminated by SIGTERM.
 pub const TERMINATED: i32 = 143;
+
+/// The exit code of a run that `signal` interrupted (2 or 15; anything else: not interrupted),
+/// else `tasks`.
+pub fn after_signal(signal: i32, tasks: i32) -> i32 {
+    match signal {
+        2 => INTERRUPTED,
+        15 => TERMINATED,
+        _ => tasks,
+    }
+}

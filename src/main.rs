@@ -220,13 +220,13 @@ fn run_batch(args: RunArgs, cwd: &Path, env: BTreeMap<String, String>) -> anyhow
         gates: Default::default(),
         run_id: run_id.clone(),
     });
-    let schedule = runner::Schedule { jobs, fail_fast: args.fail_fast, shard: shard.clone() };
+    let signal = Arc::new(AtomicI32::new(0));
+    let schedule = runner::Schedule { jobs, fail_fast: args.fail_fast, shard: shard.clone(), interrupted_by: signal.clone() };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(jobs.clamp(1, 4))
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let signal = Arc::new(AtomicI32::new(0));
     let totals = runtime.block_on(async {
         let watcher = tokio::spawn(watch_signals(cancel_tx, signal.clone(), bus.clone()));
         let totals = runner::run(plan, shared, Emitter::run(bus.clone()), schedule).await;
@@ -321,11 +321,9 @@ fn reporters(
 
 /// The process's exit code: an interrupt's, else a failed artifact's, else the tasks'.
 fn exit_code(signal: i32, artifact_failures: &[String], tasks: i32) -> i32 {
-    match signal {
-        2 => exit_codes::INTERRUPTED,
-        15 => exit_codes::TERMINATED,
-        _ if !artifact_failures.is_empty() => exit_codes::TASKS_FAILED,
-        _ => tasks,
+    match exit_codes::after_signal(signal, tasks) {
+        exit_codes::OK if !artifact_failures.is_empty() => exit_codes::TASKS_FAILED,
+        code => code,
     }
 }
 

@@ -67,19 +67,20 @@ pub fn plan(args: &RunArgs, cwd: &Path, env: &BTreeMap<String, String>) -> Resul
     let filter = Filter::new(&args.filter)?;
     let shard = parse_shard(args.shard.as_deref(), env)?;
     let rerun = match &args.rerun_failed {
-        Some(path) => Some(not_passed(path).map_err(PlanError::Usage)?),
+        Some(path) => Some(Rerun::read(path).map_err(PlanError::Usage)?),
         None => None,
     };
     let selected = tasks
         .into_iter()
         .filter(|t| filter.selects(t))
-        .filter(|t| rerun.as_ref().is_none_or(|ids| ids.contains(&t.id)))
+        .filter(|t| rerun.as_ref().is_none_or(|r| r.selects(&t.id)))
         .enumerate()
         .filter(|(position, t)| shard.is_none_or(|s| s.selects(&t.id, *position)))
         .map(|(_, t)| t);
     let specs = resolve_all(&config, selected, &flag_fields(args), args.provider.as_deref(), cwd, env)?;
     check_out(&cwd.join(&args.out), &specs).map_err(PlanError::Usage)?;
-    let mut warnings = dirty_warnings(&specs);
+    let mut warnings: Vec<String> = rerun.and_then(|r| r.warning).into_iter().collect();
+    warnings.extend(dirty_warnings(&specs));
     warnings.extend(sandbox_warnings(&specs));
     Ok(Plan {
         shard,
@@ -383,18 +384,51 @@ fn git_ignores(path: &Path) -> bool {
     repo.is_path_ignored(Path::new(&as_folder)).unwrap_or(false)
 }
 
-/// The ids of the tasks that did not pass in an earlier run's results.jsonl (`--rerun-failed`).
-fn not_passed(path: &Path) -> Result<std::collections::BTreeSet<String>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("--rerun-failed {}: {e}", path.display()))?;
-    let mut ids = std::collections::BTreeSet::new();
-    for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        let event: serde_json::Value =
-            serde_json::from_str(line).map_err(|e| format!("--rerun-failed {}:{}: not a JSON line: {e}", path.display(), n + 1))?;
-        if let (true, Some(id)) = (event["type"] == "task.finished" && event["status"] != "passed", event["task_id"].as_str()) {
-            ids.insert(id.to_string());
+/// What `--rerun-failed` selects from an earlier run's results.jsonl.
+struct Rerun {
+    /// The run ended (`run.finished`): only the tasks whose `task.finished` is not `passed` run
+    /// again. A run that never ended (killed, or an empty file): every task but those that passed,
+    /// since a task with no `task.finished` did not pass.
+    finished: bool,
+    /// Tasks by their last `task.finished`: passed or not.
+    passed: std::collections::BTreeMap<String, bool>,
+    /// Said to the user when the file is unfinished.
+    warning: Option<String>,
+}
+
+impl Rerun {
+    /// Reads `path`. A last line cut short by a kill is ignored when the run never finished.
+    fn read(path: &Path) -> Result<Rerun, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("--rerun-failed {}: {e}", path.display()))?;
+        let lines: Vec<(usize, &str)> = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()).collect();
+        let mut rerun = Rerun { finished: false, passed: Default::default(), warning: None };
+        for (i, (n, line)) in lines.iter().enumerate() {
+            let event: serde_json::Value = match serde_json::from_str(line) {
+                Ok(event) => event,
+                Err(_) if i + 1 == lines.len() && !rerun.finished => break,
+                Err(e) => return Err(format!("--rerun-failed {}:{}: not a JSON line: {e}", path.display(), n + 1)),
+            };
+            rerun.finished |= event["type"] == "run.finished";
+            if let (true, Some(id)) = (event["type"] == "task.finished", event["task_id"].as_str()) {
+                rerun.passed.insert(id.to_string(), event["status"] == "passed");
+            }
+        }
+        if !rerun.finished {
+            rerun.warning = Some(format!(
+                "--rerun-failed {}: that run never finished (no run.finished: killed, or an empty file); every task that did not pass there runs again",
+                path.display()
+            ));
+        }
+        Ok(rerun)
+    }
+
+    /// Whether task `id` runs again.
+    fn selects(&self, id: &str) -> bool {
+        match self.passed.get(id) {
+            Some(passed) => !passed,
+            None => !self.finished,
         }
     }
-    Ok(ids)
 }
 
 /// `--filter`: task id globs and `tag:NAME`; no filter selects everything.

@@ -24,6 +24,9 @@ pub struct Schedule {
     pub fail_fast: bool,
     /// `K/N` when sharded, for `run.started`.
     pub shard: Option<String>,
+    /// The signal that interrupted the run (0: none yet), set by the signal watcher before it
+    /// cancels: `run.finished.exit_code` is then 130 / 143, as the process's.
+    pub interrupted_by: Arc<std::sync::atomic::AtomicI32>,
 }
 
 /// Runs every task of `plan` and returns the totals (also emitted as `run.finished`).
@@ -92,7 +95,8 @@ pub async fn run(plan: Plan, shared: Arc<Shared>, emitter: Emitter, schedule: Sc
             outcomes.push(outcome);
         }
     }
-    let totals = RunTotals::of(&outcomes, started.elapsed());
+    let mut totals = RunTotals::of(&outcomes, started.elapsed());
+    totals.exit_code = crate::exit_codes::after_signal(schedule.interrupted_by.load(std::sync::atomic::Ordering::SeqCst), totals.exit_code);
     emitter.emit(EventKind::RunFinished(totals.clone()));
     totals
 }

@@ -238,6 +238,33 @@ fn rerun_failed_runs_only_what_did_not_pass() {
     assert_eq!(ids, ["task-2"]);
 }
 
+/// Issue 9: a run killed with SIGKILL leaves results.jsonl without `run.finished` (and maybe a
+/// last line cut short); every task that did not pass there — finished or not — runs again.
+#[test]
+fn rerun_failed_on_a_killed_run_reruns_every_task_that_did_not_pass() {
+    let tmp = tempfile::tempdir().unwrap();
+    replay_batch(tmp.path(), 3, "");
+    let killed = [
+        r#"{"type":"run.started","schema_version":1,"seq":1,"ts":"2026-01-01T00:00:00Z","run_id":"r"}"#,
+        r#"{"type":"task.finished","schema_version":1,"seq":2,"ts":"2026-01-01T00:00:01Z","run_id":"r","task_id":"task-1","status":"passed"}"#,
+        r#"{"type":"task.started","schema_version":1,"seq":3,"ts":"2026-01-01T00:00:01Z","run_id":"r","task_id":"task-2"}"#,
+        r#"{"type":"turn.completed","schema_version":1,"seq":4,"ts":"#,
+    ]
+    .join("\n");
+    std::fs::write(tmp.path().join("killed.jsonl"), killed).unwrap();
+    let out = dracode(tmp.path()).args(["run", "tasks.toml", "--out", "again", "--rerun-failed", "killed.jsonl"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("that run never finished"));
+    let again = read_jsonl(&tmp.path().join("again/results.jsonl"));
+    let ids: Vec<&str> = events(&again, "task.finished").iter().map(|e| e["task_id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["task-2", "task-3"], "task-2 never finished, task-3 never started");
+
+    std::fs::write(tmp.path().join("empty.jsonl"), "").unwrap();
+    let out = dracode(tmp.path()).args(["run", "tasks.toml", "--out", "all", "--rerun-failed", "empty.jsonl"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(events(&read_jsonl(&tmp.path().join("all/results.jsonl")), "task.finished").len(), 3);
+}
+
 #[test]
 fn fail_fast_skips_the_rest() {
     let tmp = tempfile::tempdir().unwrap();
@@ -291,6 +318,7 @@ async fn sigterm_cancels_running_tasks_and_leaves_valid_artifacts_and_no_worktre
         assert_eq!(finished(&all, &format!("t{i}"))["status"], "cancelled");
     }
     assert_eq!(all.last().unwrap()["type"], "run.finished");
+    assert_eq!(all.last().unwrap()["exit_code"], 143, "the record says what the process exited with");
     xmllint_valid(&tmp.path().join("out/junit.xml"));
     assert_eq!(git(&repo, &["worktree", "list"]).lines().count(), 1, "no worktree left behind");
     assert_eq!(git(&repo, &["status", "--porcelain"]), "");

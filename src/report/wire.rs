@@ -121,8 +121,12 @@ pub enum WireEvent {
         call_id: String,
         /// Tool name.
         name: String,
-        /// The arguments.
+        /// The arguments, each string value cut to [`TOOL_OUTPUT_LIMIT`] bytes (a `write_file` of
+        /// megabytes is not copied whole into every results file).
         input: serde_json::Value,
+        /// Size of the whole arguments as JSON, in bytes.
+        #[serde(default)]
+        input_bytes: usize,
     },
     /// A tool call ended.
     #[serde(rename = "tool.completed")]
@@ -379,9 +383,13 @@ pub fn to_wire(event: &Event, seq: u64, run_id: &str, shard: Option<&str>) -> Wi
             usage: *usage,
             duration_ms: millis(*duration),
         },
-        EventKind::ToolStarted { call_id, name, input } => {
-            WireEvent::ToolStarted { header, call_id: call_id.clone(), name: name.clone(), input: input.clone() }
-        }
+        EventKind::ToolStarted { call_id, name, input } => WireEvent::ToolStarted {
+            header,
+            call_id: call_id.clone(),
+            name: name.clone(),
+            input: cap_strings(input, TOOL_OUTPUT_LIMIT),
+            input_bytes: serde_json::to_string(input).map_or(0, |text| text.len()),
+        },
         EventKind::ToolCompleted { call_id, name, ok, output, duration } => WireEvent::ToolCompleted {
             header,
             call_id: call_id.clone(),
@@ -486,6 +494,21 @@ pub fn events_schema() -> serde_json::Value {
 
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// `value` with every string longer than `limit` bytes cut to its first `limit` bytes and a
+/// note of how many bytes were cut.
+fn cap_strings(value: &serde_json::Value, limit: usize) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::String(text) if text.len() > limit => {
+            let kept = truncate(text, limit);
+            Value::String(format!("{kept}[... {} bytes cut]", text.len() - kept.len()))
+        }
+        Value::Array(items) => Value::Array(items.iter().map(|v| cap_strings(v, limit)).collect()),
+        Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), cap_strings(v, limit))).collect()),
+        other => other.clone(),
+    }
 }
 
 /// The longest prefix of `text` of at most `limit` bytes that ends on a character boundary.
@@ -632,6 +655,18 @@ mod tests {
             "run_id": "r", "version": "0.1.0", "manifests": [], "task_count": 1, "jobs": 1});
         let WireEvent::RunStarted { warnings, .. } = serde_json::from_value(old).unwrap() else { panic!("not run.started") };
         assert!(warnings.is_empty());
+    }
+
+    #[test]
+    fn tool_inputs_are_capped_like_outputs_with_their_size() {
+        let big = "x".repeat(5 * 1024 * 1024);
+        let input = serde_json::json!({"file_path": "a.txt", "content": big});
+        let ev = event(None, EventKind::ToolStarted { call_id: "c".into(), name: "write_file".into(), input: input.clone() });
+        let v = serde_json::to_value(to_wire(&ev, 1, "run", None)).unwrap();
+        assert_eq!(v["input"]["file_path"], "a.txt");
+        let kept = v["input"]["content"].as_str().unwrap();
+        assert!(kept.len() < TOOL_OUTPUT_LIMIT + 40 && kept.ends_with(&format!("[... {} bytes cut]", big.len() - TOOL_OUTPUT_LIMIT)));
+        assert_eq!(v["input_bytes"], serde_json::to_string(&input).unwrap().len());
     }
 
     #[test]

@@ -24,7 +24,9 @@ pub(super) fn parse_tree(path: &Path, text: &str, format: Format) -> Result<Valu
             let position = e.span().map(|span| line_col(text, span.start));
             syntax(position, e.message().trim().to_string())
         }),
-        Format::Json => serde_json::from_str::<Value>(text).map_err(|e| syntax(Some((e.line(), e.column())), e.to_string())),
+        Format::Json => serde_json::from_str::<UniqueKeys>(text)
+            .and_then(|_| serde_json::from_str::<Value>(text))
+            .map_err(|e| syntax(Some((e.line(), e.column())), e.to_string())),
         Format::Yaml => {
             if text.trim().is_empty() {
                 return Ok(Value::Object(Default::default()));
@@ -37,6 +39,64 @@ pub(super) fn parse_tree(path: &Path, text: &str, format: Format) -> Result<Valu
                 syntax(position, message.lines().next().unwrap_or_default().to_string())
             })
         }
+    }
+}
+
+/// A JSON document read only to refuse a key given twice in one object: serde_json would keep
+/// the last value silently, where TOML and YAML refuse the document.
+struct UniqueKeys;
+
+impl<'de> serde::Deserialize<'de> for UniqueKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(UniqueKeys)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for UniqueKeys {
+    type Value = UniqueKeys;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<UniqueKeys, A::Error> {
+        let mut seen = std::collections::HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if !seen.insert(key.clone()) {
+                return Err(serde::de::Error::custom(format!("duplicate key {key:?}")));
+            }
+            map.next_value::<UniqueKeys>()?;
+        }
+        Ok(UniqueKeys)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<UniqueKeys, A::Error> {
+        while seq.next_element::<UniqueKeys>()?.is_some() {}
+        Ok(UniqueKeys)
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+
+    fn visit_unit<E>(self) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
     }
 }
 

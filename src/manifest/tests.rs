@@ -170,3 +170,18 @@ fn non_finite_budgets_are_refused() {
     let errs = errors("t.toml", "[[tasks]]\nid = \"a\"\nprompt = \"x\"\nmax_cost_usd = -0.5\n");
     assert_eq!(errs, ["t.toml:4:1: task \"a\": field \"max_cost_usd\": -0.5 is not a finite amount of 0 or more"]);
 }
+
+/// Issue 9: a key given twice is refused in every format (serde_json alone keeps the last).
+#[test]
+fn a_duplicate_key_is_refused_in_every_format() {
+    let toml = "[[tasks]]\nid = \"a\"\nprompt = \"x\"\nprompt = \"y\"\n";
+    let yaml = "tasks:\n  - id: a\n    prompt: x\n    prompt: y\n";
+    let json = "{\"tasks\": [{\"id\": \"a\",\n \"prompt\": \"x\", \"prompt\": \"y\"}]}";
+    for (name, text) in [("t.toml", toml), ("t.yaml", yaml), ("t.json", json)] {
+        let errors = errors(name, text);
+        assert_eq!(errors.len(), 1, "{name}: {errors:?}");
+        assert!(errors[0].starts_with(&format!("{name}:")) && errors[0].contains("duplicate"), "{name}: {errors:?}");
+    }
+    assert!(errors("t.json", json)[0].starts_with("t.json:2:"), "the line of the second key");
+    assert!(parse_str("t.json", "{\"tasks\": [{\"id\": \"a\", \"prompt\": \"x\"}, {\"id\": \"b\", \"prompt\": \"x\"}]}").is_ok());
+}

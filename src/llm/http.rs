@@ -1,7 +1,9 @@
 //! The shared HTTP client and the one retry policy every provider uses.
 //!
 //! [`send_json`] sends a request built by the provider, retries what is transient (408, 409,
-//! 429, 5xx, connection failures and timeouts) with full-jitter exponential backoff, honours the
+//! 429, 5xx — unless the body is a request-validation error: pydantic's `{"detail":[…]}`, a
+//! "validation error" message, `invalid_request_error` —, connection failures, timeouts and an
+//! empty 2xx body) with full-jitter exponential backoff, honours the
 //! provider's own wait hints, and turns every failure into an [`LlmError`] of the right
 //! [`ErrorKind`] with the provider's own error message, secrets masked.
 //!

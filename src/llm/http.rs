@@ -1,7 +1,9 @@
 //! The shared HTTP client and the one retry policy every provider uses.
 //!
 //! [`send_json`] sends a request built by the provider, retries what is transient (408, 409,
-//! 429, 5xx, connection failures and timeouts) with full-jitter exponential backoff, honours the
+//! 429, 5xx — unless the body is a request-validation error: pydantic's `{"detail":[…]}`, a
+//! "validation error" message, `invalid_request_error` —, connection failures, timeouts and an
+//! empty 2xx body) with full-jitter exponential backoff, honours the
 //! provider's own wait hints, and turns every failure into an [`LlmError`] of the right
 //! [`ErrorKind`] with the provider's own error message, secrets masked.
 //!
@@ -158,11 +160,22 @@ impl JsonEndpoint {
 
     /// POSTs `body` (with retries) and returns the JSON reply, or a labelled error.
     pub async fn post(&self, body: &Value, on_retry: RetryObserver<'_>) -> Result<JsonReply, LlmError> {
+        self.post_until(body, on_retry, &|_| false).await
+    }
+
+    /// [`JsonEndpoint::post`], except that a failure `give_up` accepts is returned at once
+    /// instead of being retried (the caller has a better answer to it than the same request).
+    pub async fn post_until(
+        &self,
+        body: &Value,
+        on_retry: RetryObserver<'_>,
+        give_up: &(dyn Fn(&LlmError) -> bool + Sync),
+    ) -> Result<JsonReply, LlmError> {
         let build = |client: &reqwest::Client| {
             let request = client.post(&self.url).headers(self.headers.clone()).json(body);
             if self.timeout.is_zero() { request } else { request.timeout(self.timeout) }
         };
-        send_json(&self.http, build, &self.retry, &self.redactor, on_retry).await.map_err(|e| self.label(e))
+        send_json_until(&self.http, build, &self.retry, &self.redactor, on_retry, give_up).await.map_err(|e| self.label(e))
     }
 
     /// `error` with the provider's name in front and secrets masked.
@@ -201,11 +214,13 @@ impl WaitHint {
     }
 }
 
-/// One failed try: the error, and any wait the server asked for.
+/// One failed try: the error, any wait the server asked for, and whether it is retried even
+/// though its kind is not transient (a 2xx with an empty body: the next try may have one).
 #[derive(Debug, Clone)]
 struct Failure {
     error: LlmError,
     hint: Option<WaitHint>,
+    retry_anyway: bool,
 }
 
 /// Sends the request `build` makes, retrying transient failures under `policy`.
@@ -220,11 +235,24 @@ pub async fn send_json(
     redactor: &Redactor,
     on_retry: RetryObserver<'_>,
 ) -> Result<JsonReply, LlmError> {
+    send_json_until(client, build, policy, redactor, on_retry, &|_| false).await
+}
+
+/// [`send_json`], returning at once (no retry) a failure that `give_up` accepts.
+async fn send_json_until(
+    client: &HttpClient,
+    build: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
+    policy: &RetryPolicy,
+    redactor: &Redactor,
+    on_retry: RetryObserver<'_>,
+    give_up: &(dyn Fn(&LlmError) -> bool + Sync),
+) -> Result<JsonReply, LlmError> {
     let mut retries = 0;
     let mut waited = Duration::ZERO;
     loop {
         let failure = match try_once(client, &build, redactor).await {
             Ok(reply) => return Ok(reply),
+            Err(failure) if give_up(&failure.error) => return Err(failure.error),
             Err(failure) => failure,
         };
         match next_wait(policy, retries, waited, &failure, random_unit()) {
@@ -247,6 +275,7 @@ async fn try_once(
     let network = |e: reqwest::Error, what: &str| Failure {
         error: LlmError::new(ErrorKind::Network, redactor.redact(&describe_reqwest(e, what)).into_owned()),
         hint: None,
+        retry_anyway: false,
     };
     let response = build(client.get()).send().await.map_err(|e| network(e, "sending the request"))?;
     let status = response.status().as_u16();
@@ -257,13 +286,20 @@ async fn try_once(
     }
     match serde_json::from_slice(&bytes) {
         Ok(body) => Ok(JsonReply { status, headers, body }),
+        // llama-cpp-python answers some requests (`stream: true` with automatic tool choice)
+        // with an empty 200; like a body cut short, the next try may be whole.
+        Err(_) if bytes.iter().all(u8::is_ascii_whitespace) => {
+            let mut error = LlmError::new(ErrorKind::BadResponse, format!("HTTP {status} with an empty body"));
+            error.http_status = Some(status);
+            Err(Failure { error, hint: None, retry_anyway: true })
+        }
         Err(e) => {
             let mut error = LlmError::new(
                 ErrorKind::BadResponse,
                 format!("HTTP {status} with a body that is not valid JSON ({e}): {}", snippet(&String::from_utf8_lossy(&bytes), redactor)),
             );
             error.http_status = Some(status);
-            Err(Failure { error, hint: None })
+            Err(Failure { error, hint: None, retry_anyway: false })
         }
     }
 }
@@ -271,7 +307,7 @@ async fn try_once(
 /// The wait before the next try, or the error to return when there is none.
 fn next_wait(policy: &RetryPolicy, retries: u32, waited: Duration, failure: &Failure, unit: f64) -> Result<Duration, LlmError> {
     let error = &failure.error;
-    if !error.is_transient() {
+    if !error.is_transient() && !failure.retry_anyway {
         return Err(error.clone());
     }
     let with_note = |note: String| {
@@ -345,8 +381,11 @@ fn classify(status: u16, headers: &HeaderMap, body: &[u8], now: SystemTime, reda
     let raw = String::from_utf8_lossy(body);
     let parsed: Option<Value> = serde_json::from_str(&raw).ok();
     let detail = parsed.as_ref().and_then(ApiError::from_body);
+    let invalid_request = detail.as_ref().is_some_and(ApiError::is_invalid_request) || parsed.as_ref().is_some_and(is_validation_error);
     let kind = match status {
         401 | 403 => ErrorKind::Auth,
+        // The server read the request and refused it; the same request gets the same answer.
+        500..=599 | 408 | 409 if invalid_request => ErrorKind::BadResponse,
         429 if detail.as_ref().is_some_and(ApiError::is_quota) => ErrorKind::Quota,
         429 => ErrorKind::RateLimit,
         408 => ErrorKind::Network,
@@ -355,6 +394,7 @@ fn classify(status: u16, headers: &HeaderMap, body: &[u8], now: SystemTime, reda
     };
     let what = match &detail {
         Some(api) => api.describe(),
+        None if invalid_request => parsed.as_ref().map(describe_validation_error).unwrap_or_default(),
         None if raw.trim().is_empty() => "empty body".to_string(),
         None => raw.to_string(),
     };
@@ -362,7 +402,36 @@ fn classify(status: u16, headers: &HeaderMap, body: &[u8], now: SystemTime, reda
     let mut error = LlmError::new(kind, format!("HTTP {status}: {}", snippet(&what, redactor)));
     error.http_status = Some(status);
     error.retry_after = hint.map(WaitHint::duration);
-    Failure { error, hint }
+    Failure { error, hint, retry_anyway: false }
+}
+
+/// A request-validation error body of a pydantic/FastAPI server (`{"detail":[{"loc","msg",
+/// "type"}]}`, or a message saying "validation error").
+fn is_validation_error(body: &Value) -> bool {
+    let detail_list = body.get("detail").and_then(Value::as_array).is_some_and(|items| items.iter().any(|i| i.get("msg").is_some()));
+    let says_so = |v: Option<&Value>| v.and_then(Value::as_str).is_some_and(|s| s.to_ascii_lowercase().contains("validation error"));
+    detail_list || says_so(body.get("detail")) || says_so(body.get("message")) || says_so(body.get("error").and_then(|e| e.get("message")))
+}
+
+/// A validation error body as one line: each `detail` item's `loc` and `msg`.
+fn describe_validation_error(body: &Value) -> String {
+    match body.get("detail") {
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|item| {
+                let loc: Vec<String> = item
+                    .get("loc")
+                    .and_then(Value::as_array)
+                    .map(|l| l.iter().map(|p| p.as_str().map_or_else(|| p.to_string(), str::to_string)).collect())
+                    .unwrap_or_default();
+                let msg = item.get("msg").and_then(Value::as_str).unwrap_or("invalid");
+                if loc.is_empty() { msg.to_string() } else { format!("{}: {msg}", loc.join(".")) }
+            })
+            .collect::<Vec<_>>()
+            .join("; "),
+        Some(other) => other.as_str().map_or_else(|| other.to_string(), str::to_string),
+        None => body.to_string(),
+    }
 }
 
 /// The error object of an OpenAI-style body (`{"error":{"message","type","code"}}`), also
@@ -398,6 +467,13 @@ impl ApiError {
     /// that only the next month (or a higher tier) lifts.
     fn is_quota(&self) -> bool {
         [&self.kind, &self.code].into_iter().flatten().any(|s| s == "insufficient_quota" || s == "enforced_spend_limit_reached")
+    }
+
+    /// OpenAI's `invalid_request_error` (also vLLM's `BadRequestError`): the request itself is
+    /// wrong, whatever the status says.
+    fn is_invalid_request(&self) -> bool {
+        [&self.kind, &self.code].into_iter().flatten().any(|s| s == "invalid_request_error" || s == "BadRequestError")
+            || self.message.as_deref().is_some_and(|m| m.to_ascii_lowercase().contains("validation error"))
     }
 
     fn describe(&self) -> String {
@@ -586,6 +662,25 @@ mod tests {
             assert_eq!(f.error.kind, kind, "HTTP {status} {body}");
             assert_eq!(f.error.is_transient(), transient, "HTTP {status} {body}");
         }
+    }
+
+    #[test]
+    fn request_validation_errors_are_not_transient_whatever_the_status() {
+        let pydantic = r#"{"detail":[{"type":"missing","loc":["body","messages",1,"content"],"msg":"Field required","input":{}}]}"#;
+        for status in [400, 422, 500, 503] {
+            let (kind, message) = kind_of(status, pydantic);
+            assert_eq!(kind, ErrorKind::BadResponse, "HTTP {status}");
+            assert_eq!(message, format!("HTTP {status}: body.messages.1.content: Field required"));
+        }
+        let (kind, message) = kind_of(500, r#"{"detail":"1 validation error for ChatCompletionRequest"}"#);
+        assert_eq!((kind, message.as_str()), (ErrorKind::BadResponse, "HTTP 500: 1 validation error for ChatCompletionRequest"));
+        let invalid = r#"{"error":{"message":"bad content","type":"invalid_request_error","param":null,"code":null}}"#;
+        assert_eq!(kind_of(502, invalid).0, ErrorKind::BadResponse);
+        // llama-cpp-python's wrapped exception stays a (transient) server error.
+        let wrapped = r#"{"error":{"message":"boom","type":"internal_server_error","param":null,"code":null}}"#;
+        assert_eq!(kind_of(500, wrapped).0, ErrorKind::Server);
+        // FastAPI's `{"detail": "Not Found"}` is no validation error.
+        assert_eq!(kind_of(503, r#"{"detail":"Service Unavailable"}"#).0, ErrorKind::Server);
     }
 
     #[test]

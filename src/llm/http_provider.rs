@@ -17,6 +17,7 @@ use super::preset::ResolvedProvider;
 use super::wire::WireFormat;
 use super::{BoxFuture, LlmError, LlmRequest, LlmResponse, Provider, RetryObserver};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A key handed out for a while by someone other than the config (a token exchange).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,6 +63,9 @@ pub struct HttpProvider<W, K = ConfiguredKey> {
     model: String,
     endpoint: JsonEndpoint,
     keys: K,
+    /// The server refused a body in the format's own form once: every body is sent relaxed
+    /// ([`WireFormat::relax_body`]) from then on.
+    relaxed: AtomicBool,
 }
 
 impl<W: WireFormat> HttpProvider<W> {
@@ -77,7 +81,14 @@ impl<W: WireFormat, K: KeySource> HttpProvider<W, K> {
     pub fn with_key_source(resolved: &ResolvedProvider, http: HttpClient, keys: K) -> Result<Self, LlmError> {
         let wire = W::for_provider(resolved);
         let endpoint = build_endpoint(&wire, resolved, http)?;
-        Ok(HttpProvider { model: resolved.model.clone().unwrap_or_default(), settings: resolved.clone(), wire, endpoint, keys })
+        Ok(HttpProvider {
+            model: resolved.model.clone().unwrap_or_default(),
+            settings: resolved.clone(),
+            wire,
+            endpoint,
+            keys,
+            relaxed: AtomicBool::new(false),
+        })
     }
 
     /// The same provider with another retry policy (tests use short delays).
@@ -117,8 +128,30 @@ impl<W: WireFormat, K: KeySource> HttpProvider<W, K> {
                 &reissued
             }
         };
-        let body = self.wire.request_body(&self.model, &request);
-        let reply = endpoint.post(&body, on_retry).await.map_err(|e| self.wire.refine_error(e))?;
+        let mut body = self.wire.request_body(&self.model, &request);
+        let reply = if self.relaxed.load(Ordering::Relaxed) {
+            self.wire.relax_body(&mut body);
+            endpoint.post(&body, on_retry).await
+        } else {
+            let mut relaxed = body.clone();
+            if self.wire.relax_body(&mut relaxed) {
+                // A refusal may be of the form (llama-cpp-python answers 500 to `content:
+                // null`): resend relaxed at once instead of retrying the same body.
+                match endpoint.post_until(&body, on_retry, &|e| self.wire.may_refuse_form(e)).await {
+                    Err(e) if self.wire.may_refuse_form(&e) => {
+                        let reply = endpoint.post(&relaxed, on_retry).await;
+                        if reply.is_ok() {
+                            self.relaxed.store(true, Ordering::Relaxed);
+                        }
+                        reply
+                    }
+                    other => other,
+                }
+            } else {
+                endpoint.post(&body, on_retry).await
+            }
+        };
+        let reply = reply.map_err(|e| self.wire.refine_error(e))?;
         self.wire.parse_response(&reply.body, request.messages).map_err(|e| endpoint.label(e))
     }
 

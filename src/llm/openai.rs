@@ -9,7 +9,7 @@
 use super::http::KeyHeader;
 use super::http_provider::HttpProvider;
 use super::preset::{ProviderType, ResolvedProvider, TokenLimitField};
-use super::wire::{WireFormat, count_at, has_calls, percent_encode};
+use super::wire::{WireFormat, count_at, has_calls, percent_encode, unique_call_ids};
 use super::{ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, Role, StopReason, ToolSpec, Usage};
 use serde_json::{Value, json};
 
@@ -24,6 +24,21 @@ pub struct ChatCompletionsFormat {
     kind: ProviderType,
     /// The deployment `api-version`, when the model is a deployment in the URL (Azure).
     api_version: Option<String>,
+    /// Assistant tool-call turns carry `content: ""`, not `null` (local servers).
+    empty_content_with_calls: bool,
+}
+
+/// Ollama's conventional port: its `/v1` Chat Completions endpoint is reached through the
+/// `openai` type, and gets a local server's `content: ""`.
+const OLLAMA_PORT: &str = ":11434";
+
+/// Whether `base_url` is a local Ollama (loopback host on Ollama's port).
+fn is_local_ollama(base_url: Option<&str>) -> bool {
+    let Some(rest) = base_url.and_then(|u| u.split_once("://")).map(|(_, rest)| rest) else {
+        return false;
+    };
+    let authority = rest.split('/').next().unwrap_or_default();
+    ["localhost", "127.0.0.1", "[::1]"].iter().any(|host| authority == format!("{host}{OLLAMA_PORT}"))
 }
 
 impl WireFormat for ChatCompletionsFormat {
@@ -32,7 +47,9 @@ impl WireFormat for ChatCompletionsFormat {
     fn for_provider(settings: &ResolvedProvider) -> Self {
         let deployment = settings.kind.preset().deployment_api_version;
         let api_version = deployment.map(|default| settings.api_version.clone().unwrap_or_else(|| default.to_string()));
-        ChatCompletionsFormat { kind: settings.kind, api_version }
+        let empty_content_with_calls = settings.kind.preset().empty_content_with_calls
+            || (settings.kind == ProviderType::Openai && is_local_ollama(settings.base_url.as_deref()));
+        ChatCompletionsFormat { kind: settings.kind, api_version, empty_content_with_calls }
     }
 
     fn url(&self, base_url: &str, model: &str) -> String {
@@ -45,11 +62,21 @@ impl WireFormat for ChatCompletionsFormat {
     }
 
     fn request_body(&self, model: &str, request: &LlmRequest<'_>) -> Value {
-        request_body(self.kind, model, request)
+        let mut body = request_body(self.kind, model, request);
+        if self.empty_content_with_calls {
+            self.relax_body(&mut body);
+        }
+        body
     }
 
-    fn parse_response(&self, body: &Value, _history: &[Message]) -> Result<LlmResponse, LlmError> {
-        parse_response(body)
+    fn parse_response(&self, body: &Value, history: &[Message]) -> Result<LlmResponse, LlmError> {
+        let mut response = parse_response(body)?;
+        unique_call_ids(&mut response.content, history);
+        Ok(response)
+    }
+
+    fn relax_body(&self, body: &mut Value) -> bool {
+        empty_null_contents(body)
     }
 
     fn render_tools(specs: &[ToolSpec]) -> Value {
@@ -124,6 +151,22 @@ fn wire_messages(system: &str, messages: &[Message]) -> Vec<Value> {
         }
     }
     out
+}
+
+/// Replaces `content: null` of the assistant messages in `body` with `""`; whether there was
+/// one.
+pub fn empty_null_contents(body: &mut Value) -> bool {
+    let mut changed = false;
+    let messages = body.get_mut("messages").and_then(Value::as_array_mut).map(Vec::as_mut_slice).unwrap_or_default();
+    for message in messages {
+        if message.get("role").and_then(Value::as_str) == Some("assistant")
+            && let Some(content @ Value::Null) = message.get_mut("content")
+        {
+            *content = Value::from("");
+            changed = true;
+        }
+    }
+    changed
 }
 
 /// An assistant turn: its text and its calls as `tool_calls`.
@@ -533,5 +576,50 @@ mod tests {
             "tool_calls",
         );
         insta::assert_json_snapshot!(parse_response(&body).unwrap());
+    }
+
+    #[test]
+    fn local_presets_and_a_local_ollama_send_empty_content_beside_calls() {
+        let messages = conversation();
+        let request = LlmRequest { system: "", messages: &messages, tools: &[], max_tokens: None };
+        let content_of_call_turns = |kind: ProviderType, base_url: &str| {
+            let wire = ChatCompletionsFormat::for_provider(&crate::llm::wire::snapshot::settings(kind, base_url, "m"));
+            let body = wire.request_body("m", &request);
+            body["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|m| m["role"] == "assistant")
+                .map(|m| m["content"].clone())
+                .collect::<Vec<_>>()
+        };
+        for kind in [ProviderType::Llamacpp, ProviderType::Vllm, ProviderType::Sglang] {
+            assert_eq!(content_of_call_turns(kind, "http://127.0.0.1:8080/v1"), [json!("Looking."), json!("")], "{kind:?}");
+        }
+        assert_eq!(content_of_call_turns(ProviderType::Openai, "http://localhost:11434/v1"), [json!("Looking."), json!("")]);
+        for base_url in ["https://api.openai.com/v1", "http://127.0.0.1:8080/v1", "https://example.com:11434/v1"] {
+            assert_eq!(content_of_call_turns(ProviderType::Openai, base_url), [json!("Looking."), Value::Null], "{base_url}");
+        }
+    }
+
+    #[test]
+    fn empty_and_repeated_call_ids_get_fresh_ones() {
+        let call = |id: &str| json!({"id": id, "type": "function", "function": {"name": "f", "arguments": "{}"}});
+        let body = json!({"choices": [{"message": {"role": "assistant", "content": null,
+            "tool_calls": [call(""), call("call_a"), call("call_a"), call("")]}, "finish_reason": "tool_calls"}]});
+        let wire = ChatCompletionsFormat::for_provider(&crate::llm::wire::snapshot::settings(ProviderType::Llamacpp, "http://h/v1", "m"));
+        let history = conversation();
+        let ids: Vec<String> = wire
+            .parse_response(&body, &history)
+            .unwrap()
+            .content
+            .into_iter()
+            .filter_map(|b| match b {
+                ContentBlock::ToolUse { id, .. } => Some(id),
+                _ => None,
+            })
+            .collect();
+        // `call_a` is in the history already; the conversation has 3 calls, so numbering starts at 3.
+        assert_eq!(ids, ["call_3", "call_4", "call_5", "call_6"]);
     }
 }

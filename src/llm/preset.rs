@@ -118,6 +118,10 @@ pub struct Preset {
     pub key_hint: Option<&'static str>,
     /// Anthropic Messages: mark prompt-cache breakpoints.
     pub prompt_caching: bool,
+    /// Chat Completions: an assistant turn of only tool calls carries `content: ""`, not
+    /// `null` — local servers built on pydantic models and chat templates (llama-cpp-python,
+    /// vLLM, SGLang) fail on `null` (llama-cpp-python with a 500).
+    pub empty_content_with_calls: bool,
     /// Builds the provider when its credentials need code; `None`: the wire format's
     /// [`super::http_provider::HttpProvider`] with the configured key.
     pub connect: Option<Connect>,
@@ -140,8 +144,14 @@ impl Preset {
         find_key: None,
         key_hint: None,
         prompt_caching: false,
+        empty_content_with_calls: false,
         connect: None,
     };
+
+    /// A Chat Completions type of a local server at `base_url` with its key in `key_env`.
+    pub const fn local_chat(base_url: &'static str, key_env: &'static str) -> Preset {
+        Preset { empty_content_with_calls: true, ..Preset::chat(Some(base_url), key_env, false, None) }
+    }
 
     /// A Chat Completions type at `base_url` with its key in `key_env`.
     pub const fn chat(
@@ -204,9 +214,9 @@ impl ProviderType {
                 token_limit_field: OPENAI_STYLE,
                 ..Preset::chat(Some("https://api.openai.com/v1"), "OPENAI_API_KEY", true, Some("gpt-4o"))
             },
-            ProviderType::Vllm => Preset::chat(Some("http://127.0.0.1:8000/v1"), "VLLM_API_KEY", false, None),
-            ProviderType::Sglang => Preset::chat(Some("http://127.0.0.1:30000/v1"), "SGLANG_API_KEY", false, None),
-            ProviderType::Llamacpp => Preset::chat(Some("http://127.0.0.1:8080/v1"), "LLAMACPP_API_KEY", false, None),
+            ProviderType::Vllm => Preset::local_chat("http://127.0.0.1:8000/v1", "VLLM_API_KEY"),
+            ProviderType::Sglang => Preset::local_chat("http://127.0.0.1:30000/v1", "SGLANG_API_KEY"),
+            ProviderType::Llamacpp => Preset::local_chat("http://127.0.0.1:8080/v1", "LLAMACPP_API_KEY"),
             ProviderType::Zai => Preset::chat(Some("https://api.z.ai/api/paas/v4"), "ZAI_API_KEY", true, Some("glm-4.6")),
             ProviderType::Copilot => super::copilot::PRESET,
             ProviderType::Azure => Preset {

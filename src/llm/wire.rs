@@ -46,6 +46,21 @@ pub trait WireFormat: Send + Sync + Sized + 'static {
         error
     }
 
+    /// Rewrites a request `body` into the form lenient servers accept where this API's own
+    /// form is refused by some (Chat Completions: `content: ""` instead of `null` beside tool
+    /// calls); whether anything changed. A provider whose server refused a body this changes
+    /// resends it rewritten at once, and rewrites every later body. Default: nothing to do.
+    fn relax_body(&self, _body: &mut Value) -> bool {
+        false
+    }
+
+    /// Whether `error`, answering a body [`WireFormat::relax_body`] would change, may be the
+    /// server refusing that form (so the relaxed body is sent at once rather than the same one
+    /// retried). Default: a 400, 422 or 500.
+    fn may_refuse_form(&self, error: &LlmError) -> bool {
+        matches!(error.http_status, Some(400 | 422 | 500))
+    }
+
     /// The tool specs as this API expects them in a request (what `dracode tools --format`
     /// prints).
     fn render_tools(specs: &[ToolSpec]) -> Value;
@@ -69,6 +84,33 @@ pub fn calls_before(history: &[Message]) -> usize {
 /// Whether `content` holds a tool call.
 pub fn has_calls(content: &[super::ContentBlock]) -> bool {
     content.iter().any(|b| matches!(b, super::ContentBlock::ToolUse { .. }))
+}
+
+/// Gives every tool call in `content` an id that is neither empty nor used by another call in
+/// `content` or `history` (some local servers answer `""` or the same id every turn, and an API
+/// cannot match results to calls that share one). Ids already unique are kept.
+pub fn unique_call_ids(content: &mut [super::ContentBlock], history: &[Message]) {
+    use super::ContentBlock;
+    let mut seen: std::collections::HashSet<String> = history
+        .iter()
+        .flat_map(|m| &m.content)
+        .filter_map(|b| match b {
+            ContentBlock::ToolUse { id, .. } => Some(id.clone()),
+            _ => None,
+        })
+        .collect();
+    let mut next = seen.len();
+    for block in content.iter_mut() {
+        if let ContentBlock::ToolUse { id, .. } = block {
+            if id.is_empty() || seen.contains(id.as_str()) {
+                while seen.contains(&format!("call_{next}")) {
+                    next += 1;
+                }
+                *id = format!("call_{next}");
+            }
+            seen.insert(id.clone());
+        }
+    }
 }
 
 /// The value at `path` under `root` as a count; absent or not a number is zero.

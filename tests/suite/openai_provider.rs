@@ -1,6 +1,8 @@
 //! OpenAI provider scenarios: `ChatCompletions` against the strict local mock of the API.
 
-use crate::support::openai_server::{OpenAiServer, ScriptedReply, Tokens, ToolCall, validate_request, validate_response};
+use crate::support::openai_server::{
+    LLAMA_CPP_NULL_CONTENT, OpenAiServer, ScriptedReply, Tokens, ToolCall, validate_request, validate_response,
+};
 use crate::support::provider::{fast_retries, resolved};
 use dracode::llm::http::HttpClient;
 use dracode::llm::openai::{AZURE_API_VERSION, ChatCompletions};
@@ -339,4 +341,198 @@ async fn scripted_replies_follow_the_response_schema() {
         assert_eq!(status, 200);
         assert_eq!(validate_response(&body), Ok(()), "{body}");
     }
+}
+
+/// A provider of type `kind` (no key) at `server`.
+fn local_provider(server: &OpenAiServer, kind: ProviderType) -> ChatCompletions {
+    ChatCompletions::new(&resolved(kind, &server.base_url(), "qwen2.5-coder", None), HttpClient::default())
+        .expect("provider builds")
+        .with_retry_policy(fast_retries())
+}
+
+/// Plays a tool conversation against `provider` until a text answer, answering every call;
+/// the retry notices of all turns.
+async fn converse(provider: &ChatCompletions) -> (Vec<Message>, Vec<RetryNotice>) {
+    let tools = Registry::all().specs();
+    let mut messages = vec![Message::user_text("Find the entry point")];
+    let mut all_notices = Vec::new();
+    loop {
+        let (result, notices) = complete(provider, &messages, &tools).await;
+        all_notices.extend(notices);
+        let response = result.expect("every turn succeeds");
+        let results: Vec<ContentBlock> = response
+            .content
+            .iter()
+            .filter_map(|block| match block {
+                ContentBlock::ToolUse { id, .. } => {
+                    Some(ContentBlock::ToolResult { tool_use_id: id.clone(), content: "ok".into(), is_error: false })
+                }
+                _ => None,
+            })
+            .collect();
+        messages.push(Message { role: Role::Assistant, content: response.content });
+        if results.is_empty() {
+            return (messages, all_notices);
+        }
+        messages.push(Message { role: Role::User, content: results });
+    }
+}
+
+/// The assistant messages of a request body.
+fn assistant_turns(body: &Value) -> Vec<Value> {
+    body["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "assistant").cloned().collect()
+}
+
+#[tokio::test]
+async fn the_llamacpp_preset_sends_empty_content_beside_tool_calls() {
+    let server = OpenAiServer::start_llama_cpp_python(vec![
+        ScriptedReply::tool_call("call_1", "read_file", json!({"file_path": "src/lib.rs"}), Tokens::new(30, 5)),
+        ScriptedReply::text("Done.", Tokens::new(40, 2)),
+    ])
+    .await;
+    let (messages, notices) = converse(&local_provider(&server, ProviderType::Llamacpp)).await;
+    assert_eq!(messages.last().unwrap().text(), "Done.");
+    assert!(notices.is_empty(), "{notices:?}");
+    let received = server.received();
+    assert_eq!(received.iter().map(|r| r.status).collect::<Vec<_>>(), [200, 200], "no request refused");
+    let turns = assistant_turns(received[1].body.as_ref().unwrap());
+    assert_eq!(turns[0]["content"], "", "{turns:?}");
+    assert_eq!(turns[0]["tool_calls"][0]["id"], "call_1");
+}
+
+#[tokio::test]
+async fn the_mock_refuses_null_content_as_llama_cpp_python_does() {
+    let server = OpenAiServer::start_llama_cpp_python(vec![]).await;
+    let body = json!({"model": "m", "messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c", "content": "ok"}
+    ]});
+    let (status, answer) = post(&server, None, &body.to_string()).await;
+    assert_eq!(status, 500);
+    assert_eq!(answer, json!({"error": {"message": LLAMA_CPP_NULL_CONTENT, "type": "internal_server_error", "param": null, "code": null}}));
+}
+
+#[tokio::test]
+async fn the_openai_type_resends_a_refused_null_content_once_and_remembers() {
+    let server = OpenAiServer::start_llama_cpp_python(vec![
+        ScriptedReply::tool_call("call_1", "read_file", json!({"file_path": "src/lib.rs"}), Tokens::new(30, 5)),
+        ScriptedReply::tool_call("call_2", "list_files", json!({}), Tokens::new(40, 5)),
+        ScriptedReply::text("Done.", Tokens::new(50, 2)),
+    ])
+    .await;
+    let (messages, notices) = converse(&local_provider(&server, ProviderType::Openai)).await;
+    assert_eq!(messages.last().unwrap().text(), "Done.");
+    assert!(notices.is_empty(), "the resend is not a transient retry: {notices:?}");
+    let received = server.received();
+    // Turn 1; turn 2 with `null` (500) and at once with `""`; turn 3 with `""` straight away.
+    assert_eq!(received.iter().map(|r| r.status).collect::<Vec<_>>(), [200, 500, 200, 200]);
+    let refused = received[1].body.clone().unwrap();
+    let resent = received[2].body.clone().unwrap();
+    assert_eq!(assistant_turns(&refused)[0]["content"], Value::Null, "the openai type sends null first");
+    let mut expected = refused.clone();
+    expected["messages"][2]["content"] = json!("");
+    assert_eq!(resent, expected, "the same request, content \"\" instead of null");
+    let last = assistant_turns(received[3].body.as_ref().unwrap());
+    assert_eq!(last.iter().map(|m| m["content"].clone()).collect::<Vec<_>>(), [json!(""), json!("")]);
+}
+
+#[tokio::test]
+async fn the_openai_preset_still_sends_null_to_the_real_api() {
+    let server = OpenAiServer::start(vec![
+        ScriptedReply::tool_call("call_1", "list_files", json!({}), Tokens::new(30, 5)),
+        ScriptedReply::text("Done.", Tokens::new(40, 2)),
+    ])
+    .await;
+    converse(&provider(&server, KEY)).await;
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(assistant_turns(&requests[1])[0]["content"], Value::Null);
+}
+
+#[tokio::test]
+async fn validation_errors_are_not_retried() {
+    let pydantic = json!({"detail": [{
+        "type": "string_type",
+        "loc": ["body", "messages", 1, "content"],
+        "msg": "Input should be a valid string",
+        "input": null
+    }]});
+    let cases = [
+        (ScriptedReply::json(422, pydantic.clone()), "body.messages.1.content: Input should be a valid string"),
+        (ScriptedReply::json(500, pydantic), "body.messages.1.content: Input should be a valid string"),
+        (
+            ScriptedReply::error(500, "internal_server_error", None, "1 validation error for CreateChatCompletionRequest"),
+            "1 validation error",
+        ),
+        (ScriptedReply::error(503, "invalid_request_error", None, "messages[1].content is invalid"), "is invalid"),
+        (ScriptedReply::error(400, "invalid_request_error", None, "Invalid value for 'content'"), "Invalid value"),
+    ];
+    for (reply, says) in cases {
+        let server = OpenAiServer::start(vec![reply, ScriptedReply::text("never", Tokens::new(1, 1))]).await;
+        let (result, notices) = complete(&provider(&server, KEY), &hello(), &[]).await;
+        let err = result.unwrap_err();
+        assert_eq!(err.kind, ErrorKind::BadResponse, "{err:?}");
+        assert!(err.message.contains(says), "{}", err.message);
+        assert!(notices.is_empty(), "{notices:?}");
+        assert_eq!(server.received().len(), 1, "{says}: sent once");
+    }
+}
+
+#[tokio::test]
+async fn empty_and_repeated_tool_call_ids_are_made_unique() {
+    let server = OpenAiServer::start(vec![
+        ScriptedReply::tool_calls(
+            vec![ToolCall::new("", "list_files", json!({})), ToolCall::new("", "read_file", json!({"file_path": "a"}))],
+            Tokens::new(30, 5),
+        ),
+        ScriptedReply::tool_calls(
+            vec![ToolCall::new("same", "list_files", json!({})), ToolCall::new("same", "read_file", json!({"file_path": "b"}))],
+            Tokens::new(40, 5),
+        ),
+        ScriptedReply::tool_call("same", "list_files", json!({}), Tokens::new(50, 5)),
+        ScriptedReply::text("Done.", Tokens::new(60, 2)),
+    ])
+    .await;
+    let (messages, _) = converse(&provider(&server, KEY)).await;
+    assert_eq!(messages.last().unwrap().text(), "Done.");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4, "every request accepted");
+    let last = &requests[3];
+    let ids: Vec<String> = assistant_turns(last)
+        .iter()
+        .flat_map(|m| m["tool_calls"].as_array().unwrap().clone())
+        .map(|c| c["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids.len(), 5);
+    assert!(ids.iter().all(|id| !id.is_empty()), "{ids:?}");
+    let unique: std::collections::BTreeSet<&String> = ids.iter().collect();
+    assert_eq!(unique.len(), 5, "{ids:?}");
+    assert_eq!(ids[2], "same", "a first use of an id is kept");
+    let answered: Vec<String> = last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["tool_call_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(answered, ids, "each result answers its own call");
+}
+
+#[tokio::test]
+async fn an_empty_200_body_is_a_bad_response_and_retried() {
+    let server = OpenAiServer::start(vec![ScriptedReply::raw(200, ""), ScriptedReply::text("ok", Tokens::new(5, 1))]).await;
+    let (result, notices) = complete(&provider(&server, KEY), &hello(), &[]).await;
+    assert_eq!(result.expect("the second try answers").content, vec![ContentBlock::text("ok")]);
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert_eq!(server.received().len(), 2);
+
+    let server = OpenAiServer::start(vec![ScriptedReply::raw(200, ""); 4]).await;
+    let (result, notices) = complete(&provider(&server, KEY), &hello(), &[]).await;
+    let err = result.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::BadResponse);
+    assert_eq!(err.http_status, Some(200));
+    assert!(err.message.contains("HTTP 200 with an empty body"), "{}", err.message);
+    assert_eq!(notices.len(), 3);
+    assert_eq!(server.received().len(), 4);
 }

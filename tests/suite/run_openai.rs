@@ -296,3 +296,52 @@ async fn record_then_replay_reproduces_the_run_offline() {
     );
     assert_eq!(server.requests().len(), 2, "the replay sent nothing");
 }
+
+/// A project whose `local` provider of type `kind` (no key) points at `server`.
+fn setup_local(server: &OpenAiServer, kind: &str, manifest: &str) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tmp.path().join("dracode.toml"),
+        format!(
+            "provider = \"local\"\n[providers.local]\ntype = \"{kind}\"\nbase_url = \"{}\"\nmodel = \"qwen2.5-coder\"\n",
+            server.base_url()
+        ),
+    )
+    .unwrap();
+    std::fs::write(tmp.path().join("tasks.toml"), manifest).unwrap();
+    tmp
+}
+
+/// A two-turn tool task against llama-cpp-python through provider type `kind`: the statuses
+/// the server answered, and the bodies it received.
+async fn llama_cpp_python_task(kind: &str) -> (Vec<u16>, Vec<Value>) {
+    let server = OpenAiServer::start_llama_cpp_python(vec![
+        ScriptedReply::tool_call("call_1", "list_files", json!({}), Tokens::new(20, 4)),
+        ScriptedReply::text("done", Tokens::new(30, 2)),
+    ])
+    .await;
+    let tmp = setup_local(&server, kind, "[defaults]\nrepo = \".\"\n[[tasks]]\nid = \"local\"\nprompt = \"look around\"\n");
+    let dir = tmp.path().to_path_buf();
+    let (code, stderr, all) = tokio::task::spawn_blocking(move || run(&dir)).await.unwrap();
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(finished(&all, "local")["status"], "passed");
+    (server.received().iter().map(|r| r.status).collect(), server.requests())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_llamacpp_task_against_llama_cpp_python_sends_empty_content_and_passes() {
+    let (statuses, requests) = llama_cpp_python_task("llamacpp").await;
+    assert_eq!(statuses, [200, 200]);
+    let assistant = requests[1]["messages"].as_array().unwrap().iter().find(|m| m["role"] == "assistant").unwrap().clone();
+    assert_eq!(assistant["content"], "");
+    assert_eq!(tool_messages(&requests[1]).len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_openai_type_task_against_llama_cpp_python_passes_with_one_resend() {
+    let (statuses, requests) = llama_cpp_python_task("openai").await;
+    assert_eq!(statuses, [200, 500, 200], "one refused request, resent once, no retries");
+    let content = |body: &Value| body["messages"].as_array().unwrap().iter().find(|m| m["role"] == "assistant").unwrap()["content"].clone();
+    assert_eq!(content(&requests[1]), Value::Null);
+    assert_eq!(content(&requests[2]), "");
+}

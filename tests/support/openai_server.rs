@@ -13,6 +13,12 @@
 //! - tool calls not answered by `tool` messages before the next turn, or a `tool` message that
 //!   answers no call → 400 with the API's message text.
 //!
+//!
+//! [`OpenAiServer::start_llama_cpp_python`] also behaves like llama-cpp-python's server
+//! (`llama_cpp/server/errors.py`): its chat template fails on an assistant message whose
+//! `content` is `null`, and the route's error handler wraps that exception as
+//! `500 {"error":{"message":str(exc),"type":"internal_server_error","param":null,"code":null}}`.
+//!
 //! Rejected requests do not use up the script. When the script runs out, the server answers
 //! 500 saying so, so that a test expecting fewer calls fails loudly.
 //!
@@ -316,6 +322,7 @@ enum Flavor {
 struct State {
     key: Option<String>,
     flavor: Flavor,
+    refuses_null_content: bool,
     script: Mutex<VecDeque<ScriptedReply>>,
     scripted: usize,
     received: Mutex<Vec<ReceivedRequest>>,
@@ -345,13 +352,29 @@ impl OpenAiServer {
         Self::launch(Some(key.into()), Flavor::Azure, script).await
     }
 
+    /// A llama-cpp-python server: as [`OpenAiServer::start`], but an assistant message with
+    /// `content: null` is answered with the 500 llama-cpp-python gives it.
+    pub async fn start_llama_cpp_python(script: Vec<ScriptedReply>) -> Self {
+        Self::launch_with(None, Flavor::OpenAi, true, script).await
+    }
+
     async fn launch(key: Option<String>, flavor: Flavor, script: Vec<ScriptedReply>) -> Self {
+        Self::launch_with(key, flavor, false, script).await
+    }
+
+    async fn launch_with(key: Option<String>, flavor: Flavor, refuses_null_content: bool, script: Vec<ScriptedReply>) -> Self {
         // Compile the schema before serving, so a slow first load never looks like a timeout.
         request_validator();
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
         let server = MockServer::builder().listener(listener).start().await;
-        let state =
-            Arc::new(State { key, flavor, scripted: script.len(), script: Mutex::new(script.into()), received: Mutex::new(Vec::new()) });
+        let state = Arc::new(State {
+            key,
+            flavor,
+            refuses_null_content,
+            scripted: script.len(),
+            script: Mutex::new(script.into()),
+            received: Mutex::new(Vec::new()),
+        });
         Mock::given(any()).respond_with(Responder(state.clone())).mount(&server).await;
         OpenAiServer { server, state }
     }
@@ -431,6 +454,9 @@ impl Responder {
             map.entry("model").or_insert_with(|| Value::from(deployment));
         }
         validate_request(&body)?;
+        if state.refuses_null_content {
+            refuse_null_content(&body)?;
+        }
 
         let model = body.get("model").and_then(Value::as_str).unwrap_or_default();
         let mut script = lock(&state.script);
@@ -570,6 +596,25 @@ fn matching_branch<'e>(branches: &'e [Vec<jsonschema::ValidationError<'static>>]
         })
     };
     branches.iter().find(|errors| !errors.is_empty() && !discriminator_failed(errors)).and_then(|errors| errors.first())
+}
+
+/// The message llama-cpp-python's chat templates raise on `content: null` (Python's
+/// `TypeError` when the template concatenates the content with a string).
+pub const LLAMA_CPP_NULL_CONTENT: &str = "can only concatenate str (not \"NoneType\") to str";
+
+/// llama-cpp-python's answer to an assistant message whose `content` is `null`.
+fn refuse_null_content(body: &Value) -> Result<(), Rejection> {
+    let messages = body.get("messages").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    if messages.iter().any(|m| m.get("role").and_then(Value::as_str) == Some("assistant") && m.get("content") == Some(&Value::Null)) {
+        return Err(Rejection {
+            status: 500,
+            message: LLAMA_CPP_NULL_CONTENT.into(),
+            error_type: "internal_server_error".into(),
+            param: None,
+            code: None,
+        });
+    }
+    Ok(())
 }
 
 /// Every `tool_calls` id must be answered by a `tool` message before the next user or

@@ -209,14 +209,7 @@ mod tests {
         });
         let r = parse_response(&body, &history).unwrap();
         assert_eq!(r.stop_reason, StopReason::ToolUse);
-        let ids: Vec<&str> = r
-            .content
-            .iter()
-            .filter_map(|b| match b {
-                ContentBlock::ToolUse { id, .. } => Some(id.as_str()),
-                _ => None,
-            })
-            .collect();
+        let ids: Vec<&str> = crate::llm::types::tool_use_ids(&r.content).collect();
         assert_eq!(ids, ["call_2", "call_3"]);
         let given = json!({"message": {"role": "assistant", "content": "", "tool_calls": [
             {"id": "call_k3x9a2mz", "function": {"index": 0, "name": "list_files", "arguments": {}}}

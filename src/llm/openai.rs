@@ -134,14 +134,7 @@ fn wire_messages(system: &str, messages: &[Message]) -> Vec<Value> {
     for message in messages {
         match message.role {
             Role::Assistant => {
-                call_order = message
-                    .content
-                    .iter()
-                    .filter_map(|block| match block {
-                        ContentBlock::ToolUse { id, .. } => Some(id.as_str()),
-                        _ => None,
-                    })
-                    .collect();
+                call_order = message.tool_use_ids().collect();
                 out.push(assistant_message(message));
             }
             Role::User => {
@@ -609,16 +602,8 @@ mod tests {
             "tool_calls": [call(""), call("call_a"), call("call_a"), call("")]}, "finish_reason": "tool_calls"}]});
         let wire = ChatCompletionsFormat::for_provider(&crate::llm::wire::snapshot::settings(ProviderType::Llamacpp, "http://h/v1", "m"));
         let history = conversation();
-        let ids: Vec<String> = wire
-            .parse_response(&body, &history)
-            .unwrap()
-            .content
-            .into_iter()
-            .filter_map(|b| match b {
-                ContentBlock::ToolUse { id, .. } => Some(id),
-                _ => None,
-            })
-            .collect();
+        let content = wire.parse_response(&body, &history).unwrap().content;
+        let ids: Vec<String> = crate::llm::types::tool_use_ids(&content).map(String::from).collect();
         // `call_a` is in the history already; the conversation has 3 calls, so numbering starts at 3.
         assert_eq!(ids, ["call_3", "call_4", "call_5", "call_6"]);
     }

@@ -61,7 +61,20 @@ pub struct Message {
     pub content: Vec<ContentBlock>,
 }
 
+/// The ids of the tool calls among `content`, in order.
+pub fn tool_use_ids(content: &[ContentBlock]) -> impl Iterator<Item = &str> {
+    content.iter().filter_map(|block| match block {
+        ContentBlock::ToolUse { id, .. } => Some(id.as_str()),
+        _ => None,
+    })
+}
+
 impl Message {
+    /// The ids of the tool calls this message makes, in order.
+    pub fn tool_use_ids(&self) -> impl Iterator<Item = &str> {
+        tool_use_ids(&self.content)
+    }
+
     /// A user message holding one text block.
     pub fn user_text(text: impl Into<String>) -> Self {
         Message { role: Role::User, content: vec![ContentBlock::text(text)] }

@@ -91,14 +91,7 @@ pub fn has_calls(content: &[super::ContentBlock]) -> bool {
 /// cannot match results to calls that share one). Ids already unique are kept.
 pub fn unique_call_ids(content: &mut [super::ContentBlock], history: &[Message]) {
     use super::ContentBlock;
-    let mut seen: std::collections::HashSet<String> = history
-        .iter()
-        .flat_map(|m| &m.content)
-        .filter_map(|b| match b {
-            ContentBlock::ToolUse { id, .. } => Some(id.clone()),
-            _ => None,
-        })
-        .collect();
+    let mut seen: std::collections::HashSet<String> = history.iter().flat_map(Message::tool_use_ids).map(str::to_string).collect();
     let mut next = seen.len();
     for block in content.iter_mut() {
         if let ContentBlock::ToolUse { id, .. } = block {

@@ -63,14 +63,7 @@ async fn a_three_turn_tool_conversation_completes_with_exact_usage() {
     let tools: Vec<_> = last["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "tool").collect();
     assert_eq!(tools.len(), 3);
     assert_eq!(tools[1]["tool_name"], "read_file");
-    let ids: Vec<String> = messages
-        .iter()
-        .flat_map(|m| &m.content)
-        .filter_map(|b| match b {
-            ContentBlock::ToolUse { id, .. } => Some(id.clone()),
-            _ => None,
-        })
-        .collect();
+    let ids: Vec<String> = messages.iter().flat_map(Message::tool_use_ids).map(String::from).collect();
     assert_eq!(ids, ["call_1", "call_00000001", "call_00000002"], "made-up ids for the older server, the server's own otherwise");
     let sent: Vec<&str> = tools.iter().map(|t| t["tool_call_id"].as_str().unwrap()).collect();
     assert_eq!(sent, ids, "each result names its call");

@@ -120,6 +120,7 @@ fn search_code(repo: &Path) {
         emitter: dracode::events::Emitter::discard(),
         git_writes: false,
         processes: Default::default(),
+        reports: Default::default(),
     };
     let registry = dracode::tools::Registry::all();
     let input = serde_json::json!({"query": "needle_4999", "regex": false, "case_sensitive": true});

@@ -10,6 +10,7 @@
 //! command, forwards the stop request, and kills whatever the command left — including
 //! processes that left its process group with `setsid`.
 
+use crate::sandbox::report::ReportFile;
 use crate::sandbox::{Policy, supervisor};
 use std::collections::{BTreeMap, VecDeque};
 use std::os::unix::process::ExitStatusExt;
@@ -61,6 +62,9 @@ pub struct Finished {
     pub output_bytes: usize,
     /// True when the timeout ended it.
     pub timed_out: bool,
+    /// What the sandbox reported about the command (refused connections, limits reached);
+    /// empty for an unconfined command.
+    pub reports: Vec<crate::sandbox::report::Report>,
 }
 
 impl Finished {
@@ -86,7 +90,11 @@ pub async fn run(spec: &Spec<'_>) -> std::io::Result<Finished> {
 /// printing is alive (`run_command` resets the task's `idle_timeout` with it, through
 /// [`crate::events::Emitter::keep_alive`]).
 pub async fn run_observed(spec: &Spec<'_>, on_output: &(dyn Fn() + Send + Sync)) -> std::io::Result<Finished> {
-    let (mut cmd, confined) = command(spec)?;
+    let report = match spec.confine.filter(|p| p.is_enforced()) {
+        Some(_) => Some(ReportFile::create()?),
+        None => None,
+    };
+    let (mut cmd, confined) = command(spec, report.as_ref().map(ReportFile::path).as_deref())?;
     // A supervisor must not be SIGKILLed: it would leave the command's orphans behind.
     cmd.kill_on_drop(!confined);
     let mut child = cmd.spawn()?;
@@ -109,6 +117,7 @@ pub async fn run_observed(spec: &Spec<'_>, on_output: &(dyn Fn() + Send + Sync))
         output: output.render(),
         output_bytes: output.total(),
         timed_out,
+        reports: report.map(|r| r.read()).unwrap_or_default(),
     })
 }
 
@@ -118,7 +127,7 @@ pub async fn run_observed(spec: &Spec<'_>, on_output: &(dyn Fn() + Send + Sync))
 /// (`spec.timeout` and `spec.output_limit` are unused). The returned [`ProcessGroup`] stops the
 /// whole group when dropped.
 pub fn spawn_service(spec: &Spec<'_>) -> std::io::Result<(Child, ProcessGroup)> {
-    let (mut cmd, confined) = command(spec)?;
+    let (mut cmd, confined) = command(spec, None)?;
     cmd.stdin(Stdio::piped()).kill_on_drop(!confined);
     let child = cmd.spawn()?;
     let pgid = child.id().and_then(|id| libc::pid_t::try_from(id).ok()).unwrap_or(0);
@@ -127,12 +136,19 @@ pub fn spawn_service(spec: &Spec<'_>) -> std::io::Result<(Child, ProcessGroup)> 
 
 /// The command that runs `spec`: under the sandbox supervisor when its policy is enforced
 /// (then `true`), in a process group of its own, with no stdin, stdout and stderr piped, and
-/// exactly `spec`'s environment (and TMPDIR). Also used for background processes
-/// ([`crate::tools::background`]).
-pub(crate) fn command(spec: &Spec<'_>) -> std::io::Result<(Command, bool)> {
+/// exactly `spec`'s environment (and TMPDIR); the supervisor appends its reports to `report`.
+/// Also used for background processes ([`crate::tools::background`]).
+pub(crate) fn command(spec: &Spec<'_>, report: Option<&Path>) -> std::io::Result<(Command, bool)> {
     let confined = spec.confine.filter(|p| p.is_enforced());
     let mut cmd = match confined {
-        Some(policy) => supervisor::command(policy, spec.program, spec.args, spec.env.get("PATH").map(String::as_str), spec.cwd)?,
+        Some(policy) => supervisor::command(&supervisor::Confined {
+            policy,
+            program: spec.program,
+            args: spec.args,
+            path: spec.env.get("PATH").map(String::as_str),
+            cwd: spec.cwd,
+            report,
+        })?,
         None => {
             let mut cmd = Command::new(spec.program);
             cmd.args(spec.args);

@@ -23,15 +23,20 @@ pub struct CheckContext<'a> {
     pub confine: Option<&'a Policy>,
     /// Masks secrets in the recorded output.
     pub redactor: &'a Redactor,
+    /// Where the sandbox's reports about the check go (the task's sink).
+    pub reports: Option<&'a crate::sandbox::report::ReportSink>,
 }
 
 /// Runs `command` in `cwd` and records how it ended.
 pub async fn run(command: &str, cwd: &Path, timeout: Duration, ctx: CheckContext<'_>) -> CheckRecord {
     let args = vec!["-c".to_string(), command.to_string()];
-    let CheckContext { env, tmp_dir, confine, redactor } = ctx;
+    let CheckContext { env, tmp_dir, confine, redactor, reports } = ctx;
     let spec = Spec { program: "sh", args: &args, cwd, env, tmp_dir, timeout, output_limit: CHECK_OUTPUT_LIMIT, confine };
     match process::run(&spec).await {
         Ok(finished) => {
+            if let Some(sink) = reports {
+                sink.extend(finished.reports.iter().cloned());
+            }
             let mut tail = redactor.redact(&finished.output).into_owned();
             if finished.timed_out || finished.exit_code.is_none() {
                 tail.push_str(&format!("\n[{}]", finished.status_line(timeout)));

@@ -306,6 +306,7 @@ async fn run_check(check: &CheckSpec, workdir: &Path, kit: &AgentKit, shared: &S
         tmp_dir: kit.tool_ctx.tmp_dir.as_deref(),
         confine: Some(&kit.confine),
         redactor: &shared.redactor,
+        reports: Some(&kit.tool_ctx.reports),
     };
     super::check::run(&check.command, workdir, check.timeout, ctx).await
 }
@@ -492,5 +493,6 @@ fn tool_context(spec: &TaskSpec, ws: &Workspace, commands: Commands, emitter: &E
         policy: spec.policy.clone(),
         git_writes: spec.workspace.isolation != crate::manifest::Isolation::None,
         processes: Default::default(),
+        reports: Default::default(),
     })
 }

@@ -31,12 +31,15 @@
 
 #[cfg(target_os = "linux")]
 mod confine;
+mod limits;
 mod paths;
 mod policy;
+pub mod report;
 #[cfg(target_os = "linux")]
 mod rules;
 pub mod supervisor;
 
+pub use limits::Limits;
 pub use paths::{Entry, Escaped, PathError, Sandbox, is_escape};
 pub use policy::{HOME_CREDENTIALS, Policy, SandboxMode, home_credentials};
 

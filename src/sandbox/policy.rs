@@ -72,6 +72,16 @@ pub struct Policy {
     pub hidden: Vec<PathBuf>,
     /// Whether commands may open network sockets (anything but `AF_UNIX`).
     pub network: bool,
+    /// Without `network`: the egress proxy dracode runs for this task (`network = [hosts]`),
+    /// the one network address commands may connect to.
+    #[serde(default)]
+    pub proxy: Option<std::net::SocketAddr>,
+    /// Unix sockets outside the writable roots that commands may connect to (`unix_sockets`).
+    #[serde(default)]
+    pub unix_sockets: Vec<PathBuf>,
+    /// Resource limits of the task's commands.
+    #[serde(default)]
+    pub limits: super::Limits,
 }
 
 impl Policy {
@@ -91,6 +101,9 @@ impl Policy {
             readable: vec![PathBuf::from("/")],
             hidden,
             network: false,
+            proxy: None,
+            unix_sockets: Vec::new(),
+            limits: super::Limits::default(),
         }
     }
 

@@ -47,6 +47,9 @@ struct Invocation {
     policy: Policy,
     /// dracode's pid: if the supervisor's parent is already another process, dracode died.
     parent: u32,
+    /// Where to append [`Report`](super::report::Report)s about the command, if anywhere.
+    #[serde(default)]
+    report: Option<PathBuf>,
 }
 
 /// Runs the supervisor when this process was started as `dracode __sandbox-exec …` and returns
@@ -69,18 +72,30 @@ pub fn run_if_requested() -> Option<i32> {
     })
 }
 
-/// The command dracode spawns to run `program args` confined by `policy`. `path` is the
-/// child's `PATH`, searched here so that a missing program is reported like an unconfined one.
-pub(crate) fn command(
-    policy: &Policy,
-    program: &str,
-    args: &[String],
-    path: Option<&str>,
-    cwd: &Path,
-) -> io::Result<tokio::process::Command> {
+/// What dracode starts in place of a confined command.
+pub(crate) struct Confined<'a> {
+    /// The confinement.
+    pub policy: &'a Policy,
+    /// The program, as the caller named it.
+    pub program: &'a str,
+    /// Its arguments.
+    pub args: &'a [String],
+    /// The child's `PATH`, searched here so that a missing program is reported like an
+    /// unconfined one.
+    pub path: Option<&'a str>,
+    /// The working directory.
+    pub cwd: &'a Path,
+    /// The report file the supervisor appends to, if any.
+    pub report: Option<&'a Path>,
+}
+
+/// The command dracode spawns to run `confined.program` under the supervisor.
+pub(crate) fn command(confined: &Confined<'_>) -> io::Result<tokio::process::Command> {
+    let Confined { policy, program, args, path, cwd, report } = *confined;
     policy.check_supported().map_err(|e| io::Error::new(io::ErrorKind::Unsupported, e.to_string()))?;
     let program = find_program(program, path, cwd)?;
-    let invocation = serde_json::to_string(&Invocation { policy: policy.clone(), parent: std::process::id() })?;
+    let invocation = Invocation { policy: policy.clone(), parent: std::process::id(), report: report.map(Path::to_path_buf) };
+    let invocation = serde_json::to_string(&invocation)?;
     let mut cmd = tokio::process::Command::new(supervisor_program()?);
     cmd.arg(SUBCOMMAND).arg(invocation).arg(program).args(args);
     Ok(cmd)

@@ -115,7 +115,7 @@ impl Background {
         if running.len() >= MAX_RUNNING {
             return Err(StartError::TooMany(running.join(", ")));
         }
-        let (mut cmd, confined) = process::command(spec)?;
+        let (mut cmd, confined) = process::command(spec, None)?;
         cmd.kill_on_drop(false);
         let mut child = cmd.spawn()?;
         let pgid = child.id().and_then(|id| libc::pid_t::try_from(id).ok()).unwrap_or(0);

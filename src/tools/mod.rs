@@ -194,6 +194,8 @@ pub struct ToolContext {
     /// The task's background processes (`run_persistent`); the task runner stops them all
     /// when the agent ends.
     pub processes: Arc<background::Background>,
+    /// What the sandbox reported about the task's commands (refused connections, limits).
+    pub reports: Arc<crate::sandbox::report::ReportSink>,
 }
 
 /// One callable tool.
@@ -456,6 +458,7 @@ pub(crate) fn test_context(root: &std::path::Path) -> ToolContext {
         policy: Arc::new(policy::Policy::default()),
         git_writes: true,
         processes: Default::default(),
+        reports: Default::default(),
     }
 }
 

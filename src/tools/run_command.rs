@@ -190,6 +190,7 @@ async fn run(ctx: &ToolContext, args: Args) -> Result<String, ToolError> {
         confine: ctx.confine.as_deref(),
     };
     let finished = process::run_observed(&spec, &keep_alive).await.map_err(|e| spawn_error(&e, &argv[0], args.shell))?;
+    ctx.reports.extend(finished.reports.iter().cloned());
     let mut text = finished.output.clone();
     if finished.timed_out {
         let capped = if limit < Duration::try_from_secs_f64(args.timeout_seconds).unwrap_or(limit) {

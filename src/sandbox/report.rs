@@ -1,0 +1,101 @@
+//! What the supervisor tells dracode about a confined command, apart from its output: a
+//! connection it refused, a limit the command hit. The supervisor appends one JSON object a line
+//! to a file dracode made for that command ([`ReportFile`]); dracode reads it when the command
+//! has ended. The file is opened by the supervisor before the command is confined and is not
+//! among the command's descriptors, and it lives outside every folder the command may read.
+
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// One thing the sandbox did to a command.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Report {
+    /// A connection (or a datagram socket) the sandbox refused.
+    NetworkDenied {
+        /// The host name or address asked for (a socket path for a Unix socket, `udp` for a
+        /// datagram socket whose destination is not known yet).
+        host: String,
+        /// The port (0 for a Unix socket or a datagram socket).
+        port: u16,
+        /// The command line that asked, as the supervisor started it.
+        command: String,
+    },
+    /// A per-task limit the command reached; the supervisor stopped the command.
+    LimitReached {
+        /// Which limit (`memory`, `processes`, `open_files`, `file_size`, `cpu_time`).
+        limit: String,
+        /// The limit's value, as a person reads it (`512`, `256 MiB`).
+        value: String,
+        /// The command line that hit it.
+        command: String,
+    },
+}
+
+/// Appends `report` to the report file at `path` (one line, one `write`).
+pub fn append(path: &Path, report: &Report) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(report).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    let mut file = std::fs::OpenOptions::new().append(true).open(path)?;
+    file.write_all(&line)
+}
+
+/// A command's report file: created empty by dracode, removed when dropped.
+pub struct ReportFile {
+    file: tempfile::NamedTempFile,
+}
+
+impl ReportFile {
+    /// A new empty report file in the temp dir (mode 0600).
+    pub fn create() -> std::io::Result<ReportFile> {
+        Ok(ReportFile { file: tempfile::Builder::new().prefix("dracode-report-").tempfile()? })
+    }
+
+    /// Where the supervisor writes.
+    pub fn path(&self) -> PathBuf {
+        self.file.path().to_path_buf()
+    }
+
+    /// Every report written so far; a line that does not parse is skipped.
+    pub fn read(&self) -> Vec<Report> {
+        let text = std::fs::read_to_string(self.file.path()).unwrap_or_default();
+        text.lines().filter_map(|line| serde_json::from_str(line).ok()).collect()
+    }
+}
+
+/// Every report of one task's commands (its `run_command` calls and checks), collected as the
+/// commands end; the task runner turns them into events and verdicts.
+#[derive(Debug, Default)]
+pub struct ReportSink {
+    reports: std::sync::Mutex<Vec<Report>>,
+}
+
+impl ReportSink {
+    /// Adds what one command's supervisor reported.
+    pub fn extend(&self, reports: impl IntoIterator<Item = Report>) {
+        self.reports.lock().unwrap_or_else(std::sync::PoisonError::into_inner).extend(reports);
+    }
+
+    /// Every report so far, in the order the commands ended.
+    pub fn all(&self) -> Vec<Report> {
+        self.reports.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reports_written_by_the_supervisor_are_read_back_in_order() {
+        let file = ReportFile::create().unwrap();
+        let denied = Report::NetworkDenied { host: "10.0.0.1".into(), port: 53, command: "dig x".into() };
+        let limit = Report::LimitReached { limit: "processes".into(), value: "64".into(), command: "sh bomb".into() };
+        append(&file.path(), &denied).unwrap();
+        append(&file.path(), &limit).unwrap();
+        assert_eq!(file.read(), [denied, limit]);
+        let line = std::fs::read_to_string(file.path()).unwrap();
+        assert!(line.starts_with("{\"kind\":\"network_denied\""), "{line}");
+    }
+}

@@ -19,15 +19,22 @@ pub struct Cli {
 pub enum Command {
     /// Run the tasks of one or more manifests (or ad-hoc `--task`s); the main job.
     #[command(
-        after_help = "Examples:\n  dracode run examples/quickstart.toml\n  dracode run tasks.toml --provider openai --jobs 4 --out dracode-out\n  dracode run --task \"Add a README\" --provider openai\n\nExit codes: 0 all passed, 1 a task did not pass, 2 usage/config/manifest error, 3 dracode could not write its results (an artifact in --out, --jsonl or $GITHUB_STEP_SUMMARY), 4 no task selected\n(see --no-tasks), 130/143 interrupted."
+        after_help = "Examples:\n  dracode run examples/quickstart.toml\n  dracode run tasks.toml --provider openai --jobs 4 --out dracode-out\n  dracode run --task \"Add a README\" --provider openai\n\nExit codes:\n  0        every task passed\n  1        a task did not pass: the agents' work fell short (failed check, no change, timeout, budget, ...)\n  2        usage/config/manifest error: nothing ran\n  3        dracode could not write its results (an artifact in --out, --jsonl or $GITHUB_STEP_SUMMARY)\n  4        no task selected (see --no-tasks)\n  5        a task could not be judged: its provider is not configured, or it ended `error` for an\n           infrastructure reason (auth, quota, rate_limit, network, server, bad_response, sandbox, internal)\n  130/143  interrupted (SIGINT/SIGTERM)\nWhen several apply: 130/143, then 3, then 5, then 1 (2 and 4 end a run before any task starts).\nWith --dry-run: 5 when a selected task's provider is not configured (--offline skips that check)."
     )]
     Run(Box<RunArgs>),
-    /// Parse and check manifests; print every error (exit 0 when valid, 2 otherwise).
-    #[command(after_help = "Example:\n  dracode validate examples/quickstart.toml")]
+    /// Parse and check manifests, and that every task's provider has its credentials and
+    /// endpoint; print every problem (exit 0 when all is well, 2 for a manifest or config
+    /// error, 5 when a provider is not configured).
+    #[command(
+        after_help = "Examples:\n  dracode validate examples/quickstart.toml\n  dracode validate tasks.toml --offline   # on a machine without the keys\n\nThe provider check sends no request: it finds what `run` would report as not_configured\n(a missing key, an unset ${VAR} in the config, no endpoint or model)."
+    )]
     Validate {
         /// Manifest files (TOML, YAML or JSON).
         #[arg(required = true)]
         manifests: Vec<PathBuf>,
+        /// Skip the provider check (keys and endpoints): only the manifests and config.
+        #[arg(long)]
+        offline: bool,
         /// Config file instead of ./dracode.toml.
         #[arg(long, env = "DRACODE_CONFIG")]
         config: Option<PathBuf>,
@@ -53,7 +60,7 @@ pub enum Command {
     },
     /// Merge the output folders of sharded runs into one results.jsonl / junit.xml / summary.md.
     #[command(
-        after_help = "Example (after `dracode run tasks.toml --shard K/3 --out out-K` in three CI jobs):\n  dracode merge out-1 out-2 out-3 --out dracode-out\n\nA missing or unfinished shard is reported and makes the exit code 1; a duplicated shard,\nmixed shard counts or a task in two inputs is an error (exit 2); merged files that cannot\nbe written are exit 3."
+        after_help = "Example (after `dracode run tasks.toml --shard K/3 --out out-K` in three CI jobs):\n  dracode merge out-1 out-2 out-3 --out dracode-out\n\nA missing shard (a K of the split's K/N absent among the inputs), a shard whose results\nhave no run.finished, makes the exit code 5 (could not be judged, named on stderr), and so\ndoes an input whose results.jsonl cannot be read (then nothing is merged); else 1 when a task did not pass; a duplicated shard, mixed\nshard counts or a task in two inputs is an error (exit 2); merged files that cannot be\nwritten are exit 3."
     )]
     Merge {
         /// The shard output folders.
@@ -219,9 +226,13 @@ pub struct RunArgs {
     /// Also stream events as JSON lines to PATH (`-` = stdout; human output stays on stderr).
     #[arg(long, value_name = "PATH")]
     pub jsonl: Option<PathBuf>,
-    /// Resolve and check everything, print the plan, call no LLM.
+    /// Resolve and check everything, print the plan, call no LLM; exit 5 when a selected
+    /// task's provider is not configured (no key, endpoint or model).
     #[arg(long)]
     pub dry_run: bool,
+    /// With --dry-run: skip the provider check (for a machine without the keys).
+    #[arg(long, requires = "dry_run")]
+    pub offline: bool,
     /// Save every provider response to DIR/<task-id>.json, replayable with the `replay` provider.
     #[arg(long, value_name = "DIR")]
     pub record: Option<PathBuf>,

@@ -362,13 +362,12 @@ impl RunTotals {
             *counts.entry(o.status).or_default() += 1;
         }
         let cost_usd = outcomes.iter().filter(|o| o.usage.requests > 0).try_fold(0.0, |sum, o| o.cost_usd.map(|c| sum + c));
-        let all_passed = outcomes.iter().all(|o| o.status.is_pass());
         RunTotals {
             counts,
             usage: outcomes.iter().map(|o| o.usage).sum(),
             cost_usd,
             duration,
-            exit_code: if all_passed { crate::exit_codes::OK } else { crate::exit_codes::TASKS_FAILED },
+            exit_code: crate::exit_codes::of_tasks(outcomes),
             artifact_failures: 0,
         }
     }

@@ -64,9 +64,13 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
     let env = dracode::config::process_env();
     match cli.command {
         Command::Run(args) => run_batch(*args, &cwd, env),
-        Command::Validate { manifests, config } => match plan::validate(&manifests, config.as_deref(), &cwd, &env) {
+        Command::Validate { manifests, config, offline } => match plan::validate(&manifests, config.as_deref(), &cwd, &env) {
             Ok(tasks) => {
-                println!("ok: {} manifest(s), {} task(s)", manifests.len(), tasks.len());
+                if !offline && !preflight_passes(&tasks) {
+                    return Ok(exit_codes::NOT_JUDGED);
+                }
+                let skipped = if offline { " (providers not checked: --offline)" } else { "" };
+                println!("ok: {} manifest(s), {} task(s){skipped}", manifests.len(), tasks.len());
                 Ok(exit_codes::OK)
             }
             Err(e) => usage_error(&e),
@@ -171,6 +175,11 @@ fn merge(inputs: &[PathBuf], out: &Path, env: &BTreeMap<String, String>) -> anyh
             eprintln!("error: cannot write the merged results: {e}");
             Ok(exit_codes::ARTIFACTS_FAILED)
         }
+        Err(e @ report::merge::MergeError::Read { .. }) => {
+            eprintln!("error: cannot read a shard's results: {e}");
+            eprintln!("error: its tasks cannot be judged; nothing was merged (exit code {})", exit_codes::NOT_JUDGED);
+            Ok(exit_codes::NOT_JUDGED)
+        }
         Err(e) => usage_error(&e),
     }
 }
@@ -225,6 +234,24 @@ fn auth_copilot(env: &BTreeMap<String, String>) -> anyhow::Result<i32> {
     }
 }
 
+/// The pre-flight of `validate` and `run --dry-run` ([`plan::preflight`]): prints every task
+/// whose provider is not configured; true when there is none.
+fn preflight_passes(tasks: &[dracode::batch::spec::TaskSpec]) -> bool {
+    let problems = plan::preflight(tasks);
+    for problem in &problems {
+        eprintln!("error: {problem}");
+    }
+    if !problems.is_empty() {
+        eprintln!(
+            "error: {} task(s) would end not_configured (exit code {}): set the variables named above, or pass --offline \
+             to check only the manifests",
+            problems.len(),
+            exit_codes::NOT_JUDGED
+        );
+    }
+    problems.is_empty()
+}
+
 /// Prints an input error and returns exit code 2.
 fn usage_error(e: &dyn std::fmt::Display) -> anyhow::Result<i32> {
     for line in e.to_string().lines() {
@@ -244,7 +271,11 @@ fn run_batch(args: RunArgs, cwd: &Path, env: BTreeMap<String, String>) -> anyhow
     let if_no_tasks = announce_empty_selection(&args, &plan);
     if args.dry_run {
         print_dry_run(&plan);
-        return Ok(if plan.tasks.is_empty() { if_no_tasks } else { exit_codes::OK });
+        if plan.tasks.is_empty() {
+            return Ok(if_no_tasks);
+        }
+        let ready = args.offline || preflight_passes(&plan.tasks);
+        return Ok(if ready { exit_codes::OK } else { exit_codes::NOT_JUDGED });
     }
     let jobs = if args.jobs == 0 { std::thread::available_parallelism().map_or(1, std::num::NonZero::get) } else { args.jobs };
     let redactor = Arc::new(Redactor::from_env(env.clone(), plan.secrets.clone()));
@@ -341,14 +372,14 @@ async fn watch_signals(cancel: tokio::sync::watch::Sender<bool>, which: Arc<Atom
     std::process::exit(code)
 }
 
-/// `--dry-run`: each task, its provider, model, isolation, repository and time limits, and
-/// whether the provider is configured.
+/// `--dry-run`: each task, its provider, model, isolation, repository, time limits and
+/// effective `require_change`, and whether the provider is configured.
 fn print_dry_run(plan: &plan::Plan) {
     for p in &plan.tasks {
         let status = p.provider.not_configured_reason().map_or("ready".to_string(), |w| format!("not configured: {w}"));
         let limit = |d: Option<std::time::Duration>| d.map_or("none".to_string(), |d| humantime::format_duration(d).to_string());
         println!(
-            "{}\tprovider={} model={} isolation={} repo={} timeout={} idle_timeout={}\t{status}",
+            "{}\tprovider={} model={} isolation={} repo={} timeout={} idle_timeout={} require_change={}\t{status}",
             p.id,
             p.provider.name,
             p.provider.model.as_deref().unwrap_or("-"),
@@ -356,6 +387,7 @@ fn print_dry_run(plan: &plan::Plan) {
             p.workspace.repo.display(),
             limit(p.timeout),
             limit(p.idle_timeout),
+            p.require_change.applies(),
         );
     }
 }

@@ -1,6 +1,7 @@
 //! The verdict of an attempt: from how its phases ended to a status and an error. Pure, so every
 //! path is a row of one table test.
 
+use super::spec::RequireChange;
 use crate::agent::AgentEnd;
 use crate::events::{CheckRecord, FailureKind, Status, TaskError};
 use crate::llm::ErrorKind;
@@ -28,8 +29,8 @@ pub struct Evidence<'a> {
     pub check: Option<&'a CheckRecord>,
     /// How many files the attempt changed.
     pub files_changed: usize,
-    /// The task fails when it changed no file.
-    pub require_change: bool,
+    /// Whether the task fails when it changed no file, and why.
+    pub require_change: RequireChange,
     /// The LLM calls the task was allowed (for the message).
     pub max_iterations: u32,
 }
@@ -66,8 +67,17 @@ fn judge_finished(evidence: &Evidence<'_>) -> (Status, Option<TaskError>) {
         let message = format!("check `{}` exited with {code}", check.command);
         return (Status::Failed, Some(TaskError::new(FailureKind::Check, message)));
     }
-    if evidence.require_change && evidence.files_changed == 0 {
-        return (Status::Failed, Some(TaskError::new(FailureKind::Agent, "the agent changed no file (require_change = true)")));
+    if evidence.files_changed == 0 {
+        let why = match evidence.require_change {
+            RequireChange::No => return (Status::Passed, None),
+            RequireChange::Set => "the agent changed no file (require_change = true)",
+            RequireChange::NoOtherEvidence => {
+                "the agent changed no file, and nothing else shows it did its work: the task has no check, no structured \
+                 output and a sandbox that can write, so require_change defaults to true (add a check, or set \
+                 require_change = false for a task that may leave the files as they are)"
+            }
+        };
+        return (Status::Failed, Some(TaskError::new(FailureKind::Agent, why)));
     }
     (Status::Passed, None)
 }
@@ -94,7 +104,7 @@ mod tests {
 
     /// Name, agent phase, check, files changed, require_change → status, error kind and a
     /// part of its message.
-    type Row<'a> = (&'a str, AgentPhase, Option<&'a CheckRecord>, usize, bool, Status, Option<(FailureKind, &'a str)>);
+    type Row<'a> = (&'a str, AgentPhase, Option<&'a CheckRecord>, usize, RequireChange, Status, Option<(FailureKind, &'a str)>);
 
     fn failed(kind: FailureKind) -> AgentPhase {
         AgentPhase::Ended(AgentEnd::Failed(TaskError::new(kind, "boom")))
@@ -105,31 +115,34 @@ mod tests {
         let finished = AgentPhase::Ended(AgentEnd::Finished);
         let (green, red, killed) = (check(Some(0)), check(Some(1)), check(None));
         let llm = |k| failed(FailureKind::Llm(k));
+        use RequireChange::{No, NoOtherEvidence, Set};
         #[rustfmt::skip]
         let table: Vec<Row<'_>> = vec![
-            ("passed, no check", finished.clone(), None, 0, false, Status::Passed, None),
-            ("passed, green check", finished.clone(), Some(&green), 1, false, Status::Passed, None),
-            ("passed, change required and made", finished.clone(), None, 2, true, Status::Passed, None),
-            ("failed by check", finished.clone(), Some(&red), 1, false, Status::Failed, Some((FailureKind::Check, "check `make test` exited with 1"))),
-            ("failed by killed check", finished.clone(), Some(&killed), 1, false, Status::Failed, Some((FailureKind::Check, "exited with no code (killed)"))),
-            ("check wins over require_change", finished.clone(), Some(&red), 0, true, Status::Failed, Some((FailureKind::Check, "check"))),
-            ("failed by require_change", finished.clone(), Some(&green), 0, true, Status::Failed, Some((FailureKind::Agent, "changed no file"))),
-            ("max_iterations", AgentPhase::Ended(AgentEnd::MaxIterations), None, 0, false, Status::MaxIterations, Some((FailureKind::Agent, "within 7 iterations"))),
-            ("budget_exceeded", AgentPhase::Ended(AgentEnd::BudgetExceeded("over 100 tokens".into())), None, 0, false, Status::BudgetExceeded, Some((FailureKind::Agent, "over 100 tokens"))),
-            ("not_configured", llm(ErrorKind::NotConfigured), None, 0, false, Status::NotConfigured, Some((FailureKind::Llm(ErrorKind::NotConfigured), "boom"))),
-            ("error: rate_limit", llm(ErrorKind::RateLimit), None, 0, false, Status::Error, Some((FailureKind::Llm(ErrorKind::RateLimit), "boom"))),
-            ("error: quota", llm(ErrorKind::Quota), None, 0, false, Status::Error, Some((FailureKind::Llm(ErrorKind::Quota), "boom"))),
-            ("error: auth", llm(ErrorKind::Auth), None, 0, false, Status::Error, Some((FailureKind::Llm(ErrorKind::Auth), "boom"))),
-            ("error: network", llm(ErrorKind::Network), None, 0, false, Status::Error, Some((FailureKind::Llm(ErrorKind::Network), "boom"))),
-            ("error: server", llm(ErrorKind::Server), None, 0, false, Status::Error, Some((FailureKind::Llm(ErrorKind::Server), "boom"))),
-            ("error: bad_response", llm(ErrorKind::BadResponse), None, 0, false, Status::Error, Some((FailureKind::Llm(ErrorKind::BadResponse), "boom"))),
-            ("error: internal", failed(FailureKind::Internal), None, 0, false, Status::Error, Some((FailureKind::Internal, "boom"))),
-            ("error: sandbox", failed(FailureKind::Sandbox), None, 0, false, Status::Error, Some((FailureKind::Sandbox, "boom"))),
-            ("failed by the agent", failed(FailureKind::Agent), None, 0, false, Status::Failed, Some((FailureKind::Agent, "boom"))),
-            ("failed by a tool", failed(FailureKind::Tool), None, 0, false, Status::Failed, Some((FailureKind::Tool, "boom"))),
-            ("timeout", AgentPhase::TimedOut(Duration::from_secs(90)), None, 0, false, Status::Timeout, Some((FailureKind::Agent, "timeout of 1m 30s"))),
-            ("stalled", AgentPhase::Stalled(Duration::from_secs(30)), None, 0, false, Status::Stalled, Some((FailureKind::Agent, "nothing from the model or a command for 30s"))),
-            ("cancelled", AgentPhase::Cancelled, None, 3, true, Status::Cancelled, Some((FailureKind::Internal, "interrupted"))),
+            ("passed, no check", finished.clone(), None, 0, No, Status::Passed, None),
+            ("passed, green check", finished.clone(), Some(&green), 1, No, Status::Passed, None),
+            ("passed, change required and made", finished.clone(), None, 2, Set, Status::Passed, None),
+            ("failed by check", finished.clone(), Some(&red), 1, No, Status::Failed, Some((FailureKind::Check, "check `make test` exited with 1"))),
+            ("failed by killed check", finished.clone(), Some(&killed), 1, No, Status::Failed, Some((FailureKind::Check, "exited with no code (killed)"))),
+            ("check wins over require_change", finished.clone(), Some(&red), 0, Set, Status::Failed, Some((FailureKind::Check, "check"))),
+            ("failed by require_change", finished.clone(), Some(&green), 0, Set, Status::Failed, Some((FailureKind::Agent, "changed no file (require_change = true)"))),
+            ("failed: nothing else grades it", finished.clone(), None, 0, NoOtherEvidence, Status::Failed, Some((FailureKind::Agent, "no check, no structured output and a sandbox that can write, so require_change defaults to true"))),
+            ("passed: nothing else grades it, but it changed a file", finished.clone(), None, 1, NoOtherEvidence, Status::Passed, None),
+            ("max_iterations", AgentPhase::Ended(AgentEnd::MaxIterations), None, 0, No, Status::MaxIterations, Some((FailureKind::Agent, "within 7 iterations"))),
+            ("budget_exceeded", AgentPhase::Ended(AgentEnd::BudgetExceeded("over 100 tokens".into())), None, 0, No, Status::BudgetExceeded, Some((FailureKind::Agent, "over 100 tokens"))),
+            ("not_configured", llm(ErrorKind::NotConfigured), None, 0, No, Status::NotConfigured, Some((FailureKind::Llm(ErrorKind::NotConfigured), "boom"))),
+            ("error: rate_limit", llm(ErrorKind::RateLimit), None, 0, No, Status::Error, Some((FailureKind::Llm(ErrorKind::RateLimit), "boom"))),
+            ("error: quota", llm(ErrorKind::Quota), None, 0, No, Status::Error, Some((FailureKind::Llm(ErrorKind::Quota), "boom"))),
+            ("error: auth", llm(ErrorKind::Auth), None, 0, No, Status::Error, Some((FailureKind::Llm(ErrorKind::Auth), "boom"))),
+            ("error: network", llm(ErrorKind::Network), None, 0, No, Status::Error, Some((FailureKind::Llm(ErrorKind::Network), "boom"))),
+            ("error: server", llm(ErrorKind::Server), None, 0, No, Status::Error, Some((FailureKind::Llm(ErrorKind::Server), "boom"))),
+            ("error: bad_response", llm(ErrorKind::BadResponse), None, 0, No, Status::Error, Some((FailureKind::Llm(ErrorKind::BadResponse), "boom"))),
+            ("error: internal", failed(FailureKind::Internal), None, 0, No, Status::Error, Some((FailureKind::Internal, "boom"))),
+            ("error: sandbox", failed(FailureKind::Sandbox), None, 0, No, Status::Error, Some((FailureKind::Sandbox, "boom"))),
+            ("failed by the agent", failed(FailureKind::Agent), None, 0, No, Status::Failed, Some((FailureKind::Agent, "boom"))),
+            ("failed by a tool", failed(FailureKind::Tool), None, 0, No, Status::Failed, Some((FailureKind::Tool, "boom"))),
+            ("timeout", AgentPhase::TimedOut(Duration::from_secs(90)), None, 0, No, Status::Timeout, Some((FailureKind::Agent, "timeout of 1m 30s"))),
+            ("stalled", AgentPhase::Stalled(Duration::from_secs(30)), None, 0, No, Status::Stalled, Some((FailureKind::Agent, "nothing from the model or a command for 30s"))),
+            ("cancelled", AgentPhase::Cancelled, None, 3, Set, Status::Cancelled, Some((FailureKind::Internal, "interrupted"))),
         ];
         for (name, phase, check, files_changed, require_change, status, error) in table {
             let evidence = Evidence { phase: &phase, check, files_changed, require_change, max_iterations: 7 };

@@ -3,7 +3,7 @@
 //! (exit code 2).
 
 use super::shard::Shard;
-use super::spec::{CheckSpec, RetrySpec, TaskSpec, WorkspaceSpec};
+use super::spec::{CheckSpec, RequireChange, RetrySpec, TaskSpec, WorkspaceSpec};
 use crate::agent::{Budget, SYSTEM_PROMPT};
 use crate::cli::RunArgs;
 use crate::config::{Config, ConfigError};
@@ -114,6 +114,26 @@ pub fn validate(
     let config = Config::load(cwd, config, env)?;
     let tasks = manifest::load_all(manifests, &config.defaults)?.into_iter().flat_map(|m| m.tasks);
     resolve_all(&config, tasks, &TaskFields::default(), None, cwd, env)
+}
+
+/// The pre-flight of `validate` and `run --dry-run`: every task whose provider could not send
+/// a request (no key, no endpoint, no model, no recording), by file, line and task — the check
+/// `run` makes before a task's first call, so a task listed here would end `not_configured`.
+/// Nothing is sent.
+pub fn preflight(tasks: &[TaskSpec]) -> Vec<ManifestError> {
+    tasks
+        .iter()
+        .filter_map(|task| {
+            let why = task.provider.not_configured_reason()?;
+            Some(ManifestError {
+                file: task.manifest.clone(),
+                position: task.line.map(|line| (line, 1)),
+                task: Some(task.id.clone()),
+                field: Some("provider".into()),
+                message: format!("not configured: {why}"),
+            })
+        })
+        .collect()
 }
 
 /// Resolves `tasks` with `flags` on top, reporting the problems of every task at once.
@@ -236,6 +256,7 @@ fn resolve(
     let context_window = config.providers.get(&provider.name).and_then(|p| p.context_window).or(model_window);
     let f = task.fields;
     let tools = f.tools.unwrap_or_else(|| crate::tools::default_tools(provider.kind, provider.model.as_deref()));
+    let require_change = RequireChange::resolve(f.require_change, f.check.is_some(), output.is_some(), f.sandbox.unwrap_or_default());
     Ok(TaskSpec {
         line: task.line,
         system_prompt,
@@ -253,7 +274,7 @@ fn resolve(
         tools,
         policy: std::sync::Arc::new(policy),
         answers: f.answers.unwrap_or_default(),
-        require_change: f.require_change == Some(true),
+        require_change,
         commit: f.commit == Some(true),
         isolate_home: f.isolate_home == Some(true),
         sandbox: f.sandbox.unwrap_or_default(),
@@ -605,7 +626,8 @@ mod tests {
         assert_eq!(spec.workspace.workdir, PathBuf::new());
         assert_eq!(spec.sandbox, crate::manifest::SandboxMode::WorkspaceWrite);
         assert!(!spec.network && spec.env.is_empty() && spec.env_passthrough.is_empty());
-        assert!(!spec.require_change && !spec.commit && !spec.isolate_home);
+        assert_eq!(spec.require_change, RequireChange::NoOtherEvidence, "no check, no structured output, a sandbox that can write");
+        assert!(!spec.commit && !spec.isolate_home);
         let mut tools = crate::tools::DEFAULT_TOOLS.to_vec();
         tools.insert(4, "apply_patch"); // the default provider serves an OpenAI model
         assert_eq!(spec.tools, tools);
@@ -637,7 +659,7 @@ mod tests {
         assert_eq!(spec.retry, RetrySpec { retries: 2, retry_on: vec![Status::Failed] });
         assert_eq!((spec.budget.max_tokens, spec.budget.max_cost_usd), (Some(5), Some(0.5)));
         assert_eq!(spec.workspace.workdir, PathBuf::from("sub"));
-        assert!(spec.system_prompt.ends_with("\n\nBe brief.") && spec.require_change);
+        assert!(spec.system_prompt.ends_with("\n\nBe brief.") && spec.require_change == RequireChange::Set);
         assert_eq!((spec.sandbox, spec.network), (crate::manifest::SandboxMode::Off, true));
         assert_eq!(spec.env["K"], "v");
     }

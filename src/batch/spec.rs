@@ -56,8 +56,8 @@ pub struct TaskSpec {
     pub policy: std::sync::Arc<crate::tools::policy::Policy>,
     /// Canned answers for `ask_user`, by question (`"*"` answers any).
     pub answers: BTreeMap<String, String>,
-    /// The task fails when the agent changed no file.
-    pub require_change: bool,
+    /// Whether the task fails when the agent changed no file, and why.
+    pub require_change: RequireChange,
     /// A passed task's changes are committed on a branch (worktree isolation only).
     pub commit: bool,
     /// The task's commands get their own empty `HOME`.
@@ -74,6 +74,37 @@ pub struct TaskSpec {
     pub output: Option<crate::structured::OutputContract>,
     /// MCP servers whose tools the task is offered, by name.
     pub mcp_servers: BTreeMap<String, crate::mcp::McpServerConfig>,
+}
+
+/// Whether a task must change a file to pass (`require_change`), and why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequireChange {
+    /// It need not: `require_change = false`, or the default for a task that something else
+    /// grades (a check, a structured answer) or that cannot write (`sandbox = "read-only"`).
+    No,
+    /// The manifest says `require_change = true`.
+    Set,
+    /// The default for a task with no check, no structured output and a sandbox that can
+    /// write: a change is the only evidence that it did its work.
+    NoOtherEvidence,
+}
+
+impl RequireChange {
+    /// The effective setting: an explicit `require_change` wins; without one, true only when
+    /// nothing else would grade the task.
+    pub fn resolve(explicit: Option<bool>, has_check: bool, has_output: bool, sandbox: SandboxMode) -> Self {
+        match explicit {
+            Some(true) => RequireChange::Set,
+            Some(false) => RequireChange::No,
+            None if !has_check && !has_output && sandbox != SandboxMode::ReadOnly => RequireChange::NoOtherEvidence,
+            None => RequireChange::No,
+        }
+    }
+
+    /// True when a task that changed no file fails.
+    pub fn applies(self) -> bool {
+        self != RequireChange::No
+    }
 }
 
 /// Where a task works.

@@ -1,5 +1,6 @@
 //! One `[providers.NAME]` table and how it resolves against its type's defaults.
 
+use super::expand::why_empty;
 use super::expand_vars;
 use crate::llm::preset::{ProviderType, ResolvedProvider};
 use serde::{Deserialize, Deserializer, Serialize};
@@ -50,6 +51,10 @@ pub struct ProviderSettings {
     /// The model's context window in tokens; overrides the built-in table (README "Long tasks").
     #[serde(skip_serializing_if = "Option::is_none")]
     pub context_window: Option<u64>,
+    /// The fields a `${VAR}` template left empty, each with why
+    /// (`api_key = "${MOCK_KEY}": MOCK_KEY is not set`); filled when expanded, never read.
+    #[serde(skip)]
+    pub emptied: BTreeMap<String, String>,
 }
 
 /// A provider `timeout`: a duration above zero (`"120s"`, `"10m"`, or bare seconds).
@@ -83,10 +88,20 @@ fn checked_timeout<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<
 }
 
 impl ProviderSettings {
-    /// Expands `${VAR}` in the templated fields.
+    /// Expands `${VAR}` in the templated fields, noting each field left empty and why.
     pub(super) fn expand(&mut self, env: &BTreeMap<String, String>) {
-        for value in [&mut self.model, &mut self.base_url, &mut self.api_key, &mut self.api_version].into_iter().flatten() {
-            *value = expand_vars(value, env);
+        let fields = [
+            ("model", &mut self.model),
+            ("base_url", &mut self.base_url),
+            ("api_key", &mut self.api_key),
+            ("api_version", &mut self.api_version),
+        ];
+        for (field, value) in fields {
+            let Some(value) = value else { continue };
+            let template = std::mem::replace(value, expand_vars(value, env));
+            if let Some(why) = why_empty(&template, env).filter(|_| value.is_empty()) {
+                self.emptied.insert(field.to_string(), format!("{field} = {template:?}: {why}"));
+            }
         }
         for value in self.headers.values_mut() {
             *value = expand_vars(value, env);
@@ -128,6 +143,7 @@ pub(super) fn resolve(
             requests_per_minute: settings.requests_per_minute,
         },
         replay_path: None,
+        emptied: settings.emptied.clone(),
     }
 }
 

@@ -661,6 +661,7 @@ mod tests {
             api_version: None,
             limits: Default::default(),
             replay_path: None,
+            emptied: Default::default(),
         }
     }
 

@@ -276,6 +276,10 @@ pub struct ResolvedProvider {
     pub limits: super::governor::Limits,
     /// For `replay`: the recorded file or folder.
     pub replay_path: Option<PathBuf>,
+    /// The config fields a `${VAR}` template left empty, by field, each with why
+    /// (`api_key = "${MOCK_KEY}": MOCK_KEY is not set`): what [`Self::not_configured_reason`]
+    /// tells the user to fix instead of the type's usual variable.
+    pub emptied: BTreeMap<String, String>,
 }
 
 impl std::fmt::Debug for ResolvedProvider {
@@ -295,24 +299,23 @@ impl ResolvedProvider {
     pub fn not_configured_reason(&self) -> Option<String> {
         let preset = self.kind.preset();
         let auth_header = self.headers.keys().any(|h| h.eq_ignore_ascii_case("authorization"));
+        let why = |field: &str, usual: String| self.emptied.get(field).cloned().unwrap_or(usual);
+        let (name, kind) = (&self.name, self.kind.as_str());
         if preset.key_required && self.api_key.as_deref().is_none_or(str::is_empty) && !auth_header {
             let var = preset.key_hint.or(preset.key_env).unwrap_or("api_key");
-            return Some(format!("provider {:?} ({}) has no API key: set {var} or `api_key` in its config", self.name, self.kind.as_str()));
+            return Some(format!(
+                "provider {name:?} ({kind}) has no API key: {}",
+                why("api_key", format!("set {var} or `api_key` in its config"))
+            ));
         }
         if preset.wire != WireApi::Replay && self.base_url.as_deref().is_none_or(str::is_empty) {
             let var = preset.base_url_env.unwrap_or("base_url");
-            return Some(format!(
-                "provider {:?} ({}) has no endpoint: set {var} or `base_url` in its config",
-                self.name,
-                self.kind.as_str()
-            ));
+            let usual = format!("set {var} or `base_url` in its config");
+            return Some(format!("provider {name:?} ({kind}) has no endpoint: {}", why("base_url", usual)));
         }
         if self.model.as_deref().is_none_or(str::is_empty) {
-            return Some(format!(
-                "provider {:?} ({}) has no model: set `model` in its config or the manifest",
-                self.name,
-                self.kind.as_str()
-            ));
+            let usual = "set `model` in its config or the manifest".to_string();
+            return Some(format!("provider {name:?} ({kind}) has no model: {}", why("model", usual)));
         }
         if preset.wire == WireApi::Replay && self.replay_path.is_none() {
             return Some(format!("provider {:?} (replay) has no recording: set `replay` in the manifest", self.name));

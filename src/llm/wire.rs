@@ -153,6 +153,7 @@ pub(crate) mod snapshot {
             api_version: None,
             limits: Default::default(),
             replay_path: None,
+            emptied: Default::default(),
         }
     }
 

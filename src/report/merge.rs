@@ -15,8 +15,10 @@
 //! be wrong. A missing shard — a job that died before it wrote anything — or an input whose run
 //! never reached `run.finished` is not an error: the tasks that did run are still worth
 //! publishing. The merge is written, the problem is listed in `summary.md` and in
-//! [`MergeSummary::warnings`], and the merged `run.finished` has exit code 1, so the merged result
-//! fails as the job did, also for a reader that only looks at the file.
+//! [`MergeSummary::warnings`], and the merged `run.finished` has exit code 5
+//! ([`exit_codes::NOT_JUDGED`]: the split's tasks could not all be judged), so the merged result
+//! fails as the job did — and unlike a failed task — also for a reader that only looks at the
+//! file. The shard count comes from the inputs' `run.started` (`shard` = `K/N`).
 
 use super::jsonl::redact_strings;
 use super::wire::{MergedFrom, WireEvent, WireOutcome, from_wire, to_wire};
@@ -42,8 +44,8 @@ pub struct MergeSummary {
     /// Problems that did not stop the merge (a missing or unfinished shard, a missing patch,
     /// differing dracode versions); also listed at the end of `summary.md`.
     pub warnings: Vec<String>,
-    /// The merged `run.finished` exit code: 1 when a task did not pass or a shard is missing or
-    /// unfinished, else 0.
+    /// The merged `run.finished` exit code: 5 when a shard is missing or unfinished or a task
+    /// could not be judged, else 1 when a task did not pass, else 0.
     pub exit_code: i32,
 }
 
@@ -178,14 +180,12 @@ pub fn merge(inputs: &[PathBuf], out: &Path, redactor: Arc<Redactor>) -> Result<
     read.sort_by_key(|i| i.shard.map(|s| s.index));
     check_tasks(&read)?;
 
-    let failing = problems(&read, &missing, &mut warnings);
+    let inputs_code = problems(&read, &missing, &mut warnings);
     let run = merged_run(&read);
     let outcomes: Vec<&Finished> = read.iter().flat_map(|i| &i.finished).collect();
     let plain: Vec<TaskOutcome> = outcomes.iter().map(|f| f.outcome.clone()).collect();
     let mut run_totals = RunTotals::of(&plain, run.duration());
-    if failing {
-        run_totals.exit_code = run_totals.exit_code.max(exit_codes::TASKS_FAILED);
-    }
+    run_totals.exit_code = exit_codes::worst(run_totals.exit_code, inputs_code);
 
     std::fs::create_dir_all(out).map_err(|source| MergeError::Write { path: out.to_path_buf(), source })?;
     write_results(&read, &run, &run_totals, out, &redactor)?;
@@ -199,9 +199,11 @@ pub fn merge(inputs: &[PathBuf], out: &Path, redactor: Arc<Redactor>) -> Result<
 }
 
 /// Adds a warning for each missing or unfinished shard and for inputs of different versions;
-/// true when the merged run must fail.
-fn problems(read: &[Input], missing: &[String], warnings: &mut Vec<String>) -> bool {
-    let mut failing = false;
+/// returns the exit code the inputs alone give the merge: [`exit_codes::NOT_JUDGED`] for a
+/// missing or unfinished shard or an input that ended with a code other than 0 and 1 (it could
+/// not judge its own tasks, or was interrupted), 1 for an input that ended with 1, else 0.
+fn problems(read: &[Input], missing: &[String], warnings: &mut Vec<String>) -> i32 {
+    let mut code = exit_codes::OK;
     if !missing.is_empty() {
         let (noun, verb, their) = if missing.len() == 1 { ("shard", "is", "its") } else { ("shards", "are", "their") };
         warnings.push(format!(
@@ -209,7 +211,7 @@ fn problems(read: &[Input], missing: &[String], warnings: &mut Vec<String>) -> b
              not in this report",
             missing.join(", ")
         ));
-        failing = true;
+        code = exit_codes::NOT_JUDGED;
     }
     for input in read {
         if input.exit_code.is_none() || input.finished.len() < input.task_count {
@@ -220,11 +222,12 @@ fn problems(read: &[Input], missing: &[String], warnings: &mut Vec<String>) -> b
                 input.finished.len(),
                 input.task_count
             ));
-            failing = true;
-        } else if let Some(code) = input.exit_code.filter(|c| *c != exit_codes::OK) {
-            failing = true;
+            code = exit_codes::NOT_JUDGED;
+        } else if let Some(own) = input.exit_code.filter(|c| *c != exit_codes::OK) {
+            let judged = if own == exit_codes::TASKS_FAILED { own } else { exit_codes::NOT_JUDGED };
+            code = exit_codes::worst(code, judged);
             if input.finished.iter().all(|f| f.outcome.status.is_pass()) {
-                warnings.push(format!("{} ended with exit code {code}", input.dir.display()));
+                warnings.push(format!("{} ended with exit code {own}", input.dir.display()));
             }
         }
     }
@@ -233,7 +236,7 @@ fn problems(read: &[Input], missing: &[String], warnings: &mut Vec<String>) -> b
         let each: Vec<String> = read.iter().map(|i| format!("{} in {}", i.version, i.dir.display())).collect();
         warnings.push(format!("the inputs were written by different dracode versions: {}", each.join(", ")));
     }
-    failing
+    code
 }
 
 fn refuse_out_as_input(inputs: &[PathBuf], out: &Path) -> Result<(), MergeError> {
@@ -727,7 +730,7 @@ mod tests {
         let merged = root.path().join("merged");
 
         let summary = merge(&shards, &merged, redactor()).unwrap();
-        assert_eq!(summary, MergeSummary { tasks: 9, shards: 3, warnings: Vec::new(), exit_code: 1 });
+        assert_eq!(summary, MergeSummary { tasks: 9, shards: 3, warnings: Vec::new(), exit_code: exit_codes::NOT_JUDGED });
 
         let lines = read_lines(&merged.join("results.jsonl"));
         let one = read_lines(&single.join("results.jsonl"));
@@ -799,12 +802,12 @@ mod tests {
         let present = [shards[0].clone(), shards[2].clone()];
 
         let summary = merge(&present, &merged, redactor()).unwrap();
-        assert_eq!(summary.exit_code, 1, "every task passed, but a shard's tasks are unknown");
+        assert_eq!(summary.exit_code, exit_codes::NOT_JUDGED, "every task passed, but a shard's tasks are unknown");
         assert_eq!(summary.warnings.len(), 1, "{:?}", summary.warnings);
         assert!(summary.warnings[0].starts_with("shard 2/3 is missing"), "{:?}", summary.warnings);
         let lines = read_lines(&merged.join("results.jsonl"));
         assert_eq!(summary.tasks, finished_by_id(&lines).len());
-        assert_eq!(lines.last().unwrap()["exit_code"], 1);
+        assert_eq!(lines.last().unwrap()["exit_code"], exit_codes::NOT_JUDGED);
         assert_eq!(lines.last().unwrap()["counts"]["passed"], summary.tasks);
         let md = std::fs::read_to_string(merged.join("summary.md")).unwrap();
         assert!(md.starts_with("## ❌"), "{md}");
@@ -824,7 +827,7 @@ mod tests {
         std::fs::write(&results, cut[..kept].join("\n") + "\n").unwrap();
 
         let summary = merge(&shards, &root.path().join("merged"), redactor()).unwrap();
-        assert_eq!(summary.exit_code, 1);
+        assert_eq!(summary.exit_code, exit_codes::NOT_JUDGED);
         assert_eq!(summary.warnings.len(), 1, "{:?}", summary.warnings);
         assert!(summary.warnings[0].contains("shard-3 (3/3) did not finish: 1 of"), "{:?}", summary.warnings);
     }

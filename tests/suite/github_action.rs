@@ -158,6 +158,12 @@ fn a_failing_batch_is_annotated_and_fail_on_decides_the_step() {
     let step = run_step(tmp.path(), &[none[0], none[1], ("INPUT_FAIL_ON", "never")]);
     assert_eq!((step.code, step.outputs["exit-code"].as_str()), (Some(0), "4"), "{}", step.stderr);
 
+    // A run that could not be judged (no key for the provider: exit 5) fails the step under
+    // `error`, unlike a failed task.
+    let step = run_step(tmp.path(), &[("INPUT_MANIFEST", &manifest), ("INPUT_PROVIDER", "openai"), ("INPUT_FAIL_ON", "error")]);
+    assert_eq!((step.code, step.outputs["exit-code"].as_str()), (Some(5), "5"), "a missing key fails the step: {}", step.stderr);
+    assert!(step.stderr.contains("OPENAI_API_KEY"), "{}", step.stderr);
+
     let step = run_step(tmp.path(), &[("INPUT_MANIFEST", &manifest), ("INPUT_ARGS", "--filter \"tag:docs")]);
     assert_eq!(step.code, Some(2), "an unmatched quote stops the step before dracode runs");
     assert!(step.stderr.contains("::error title=dracode action::cannot parse args"), "{}", step.stderr);

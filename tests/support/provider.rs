@@ -19,6 +19,7 @@ pub fn resolved(kind: ProviderType, base_url: &str, model: &str, key: Option<&st
         api_version: None,
         limits: Default::default(),
         replay_path: None,
+        emptied: Default::default(),
     }
 }
 

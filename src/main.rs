@@ -379,15 +379,15 @@ fn print_dry_run(plan: &plan::Plan) {
         let status = p.provider.not_configured_reason().map_or("ready".to_string(), |w| format!("not configured: {w}"));
         let limit = |d: Option<std::time::Duration>| d.map_or("none".to_string(), |d| humantime::format_duration(d).to_string());
         println!(
-            "{}\tprovider={} model={} isolation={} repo={} timeout={} idle_timeout={} require_change={}\t{status}",
+            "{}\tprovider={} model={} isolation={} repo={} require_change={} timeout={} idle_timeout={}\t{status}",
             p.id,
             p.provider.name,
             p.provider.model.as_deref().unwrap_or("-"),
             p.workspace.isolation.as_str(),
             p.workspace.repo.display(),
+            p.require_change.applies(),
             limit(p.timeout),
             limit(p.idle_timeout),
-            p.require_change.applies(),
         );
     }
 }

@@ -17,6 +17,10 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// What the TOTAL line adds when the run exits [`crate::exit_codes::NOT_JUDGED`].
+const NOT_JUDGED_NOTE: &str =
+    "  — NOT JUDGED: a task could not be judged (its provider not configured or failing, a sandbox or dracode error; exit 5)";
+
 /// How a one-line reason is cut, in characters.
 const REASON_CHARS: usize = 160;
 
@@ -125,6 +129,8 @@ impl ProgressReporter {
         Some(text)
     }
 
+    /// The TOTAL line: task counts, tokens, cost, and what the exit code says when it is not
+    /// just the tasks' (results not written, tasks not judged).
     fn total_line(&self, t: &RunTotals) -> String {
         let tasks: usize = t.counts.values().sum();
         let counts: Vec<String> =
@@ -146,6 +152,8 @@ impl ProgressReporter {
                 "  — RESULTS NOT WRITTEN: {} artifact write(s) failed (see the errors below; exit {})",
                 t.artifact_failures, t.exit_code
             ));
+        } else if t.exit_code == crate::exit_codes::NOT_JUDGED {
+            text.push_str(NOT_JUDGED_NOTE);
         }
         text
     }
@@ -253,6 +261,16 @@ mod tests {
         p.finish().unwrap();
         let bytes = out.0.lock().unwrap().clone();
         String::from_utf8(bytes).unwrap()
+    }
+
+    #[test]
+    fn the_total_line_says_when_tasks_could_not_be_judged() {
+        let p = ProgressReporter::new(Box::new(std::io::sink()), Verbosity::Normal, 2);
+        let mut t = totals(&[(Status::Failed, 1), (Status::NotConfigured, 1)]);
+        assert!(!p.total_line(&t).contains("NOT JUDGED"));
+        t.exit_code = crate::exit_codes::NOT_JUDGED;
+        let line = p.total_line(&t);
+        assert!(line.contains("1 failed, 1 not_configured") && line.ends_with(NOT_JUDGED_NOTE), "{line}");
     }
 
     #[test]

@@ -125,6 +125,15 @@ impl SummaryReporter {
             let _ = write!(md, " · **Duration** {}", human_duration(t.duration));
         }
         md.push('\n');
+        let not_judged = outcomes.iter().filter(|o| crate::exit_codes::not_judged(o)).count();
+        if not_judged > 0 {
+            let _ = write!(
+                md,
+                "\n> ⚠️ **{not_judged} task(s) could not be judged**: the provider was not configured or failed, or the sandbox \
+                 or dracode did (status `not_configured`, or `error` of an infrastructure kind). The run exits {}, not 1.\n",
+                crate::exit_codes::NOT_JUDGED
+            );
+        }
     }
 
     /// `text` stripped and redacted, then escaped for a table cell (redacting before escaping:
@@ -275,6 +284,15 @@ mod tests {
         assert!(!md.contains("sk_live_secret_1234") && md.contains("&lt;b&gt;"), "{md}");
         // No warnings, no section.
         assert!(!summary(vec![outcome("alpha", Status::Passed)], None).contains("Warnings"));
+    }
+
+    #[test]
+    fn tasks_that_could_not_be_judged_are_called_out_under_the_heading() {
+        let mut nokey = outcome("nokey", Status::NotConfigured);
+        nokey.error = Some(crate::events::TaskError::new(crate::llm::ErrorKind::NotConfigured.into(), "MOCK_KEY is not set"));
+        let md = summary(vec![outcome("alpha", Status::Failed), nokey], None);
+        assert!(md.contains("> ⚠️ **1 task(s) could not be judged**"), "{md}");
+        assert!(!summary(vec![outcome("alpha", Status::Failed)], None).contains("could not be judged"));
     }
 
     #[test]

@@ -46,8 +46,9 @@ impl Scenario {
     }
 
     /// Runs one task `attack` whose model runs each of `commands` with `run_command` (shell),
-    /// then answers [`FINAL`]. `fields` go into `[defaults]` (`repo = "repo"` and
-    /// `isolation = "copy"` unless they set them); `env` is dracode's environment on top of PATH and HOME.
+    /// then answers [`FINAL`]. `fields` go into `[defaults]` (`repo = "repo"`,
+    /// `isolation = "copy"` and `require_change = false` unless they set them: an attack is judged
+    /// by what it reached, not by a change); `env` is dracode's environment on top of PATH and HOME.
     fn run(&self, name: &str, commands: &[String], fields: &str, env: &[(&str, &str)], args: &[&str]) -> Run {
         let mut turns: Vec<Value> = commands
             .iter()
@@ -60,7 +61,7 @@ impl Scenario {
         turns.push(json!({"content": [{"type": "text", "text": FINAL}], "stop_reason": "end_turn"}));
         std::fs::write(self.root.join(format!("{name}.json")), Value::Array(turns).to_string()).unwrap();
         let mut defaults = format!("provider = \"replay\"\nreplay = \"{name}.json\"\n{fields}\n");
-        for (key, value) in [("repo", "\"repo\""), ("isolation", "\"copy\"")] {
+        for (key, value) in [("repo", "\"repo\""), ("isolation", "\"copy\""), ("require_change", "false")] {
             if !fields.contains(&format!("{key} =")) {
                 defaults.push_str(&format!("{key} = {value}\n"));
             }

@@ -29,7 +29,7 @@ fn project(kind: &str, base_url: &str, extra: &str, manifest: &str) -> tempfile:
     tmp
 }
 
-const ONE_TASK: &str = "[defaults]\nrepo = \"ws\"\nisolation = \"copy\"\n[[tasks]]\nid = \"long\"\nprompt = \"Read big.txt and report.\"\n";
+const ONE_TASK: &str = "[defaults]\nrepo = \"ws\"\nisolation = \"copy\"\nrequire_change = false\n[[tasks]]\nid = \"long\"\nprompt = \"Read big.txt and report.\"\n";
 
 async fn run(dir: &Path, env: &[(&str, &str)]) -> (i32, String, Vec<Value>) {
     let dir = dir.to_path_buf();
@@ -146,7 +146,7 @@ async fn a_prompt_longer_than_the_window_ends_as_context_overflow() {
     let server = openai::OpenAiServer::start(vec![]).await;
     server.set_context_limit(200);
     let manifest = format!(
-        "[defaults]\nrepo = \"ws\"\nisolation = \"copy\"\n[[tasks]]\nid = \"long\"\nprompt = \"{}\"\n",
+        "[defaults]\nrepo = \"ws\"\nisolation = \"copy\"\nrequire_change = false\n[[tasks]]\nid = \"long\"\nprompt = \"{}\"\n",
         "Summarise this. ".repeat(200)
     );
     let tmp = project("openai", &server.base_url(), "", &manifest);
@@ -176,7 +176,7 @@ async fn a_forty_turn_task_over_a_16k_window_never_overflows() {
     script.push(openai::ScriptedReply::text("done", openai::Tokens::new(0, 2)));
     let server = openai::OpenAiServer::start(script).await;
     server.set_context_limit(16_000);
-    let manifest = "[defaults]\nrepo = \"ws\"\nisolation = \"copy\"\nmax_iterations = 60\n[[tasks]]\nid = \"long\"\nprompt = \"Read every file under src.\"\n";
+    let manifest = "[defaults]\nrepo = \"ws\"\nisolation = \"copy\"\nrequire_change = false\nmax_iterations = 60\n[[tasks]]\nid = \"long\"\nprompt = \"Read every file under src.\"\n";
     let tmp = project("openai", &server.base_url(), "context_window = 16000\n", manifest);
     let src = tmp.path().join("ws/src");
     std::fs::create_dir_all(&src).unwrap();

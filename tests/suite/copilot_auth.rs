@@ -70,7 +70,7 @@ async fn in_ci_an_environment_token_is_used_and_without_one_nothing_is_sent() {
     std::fs::create_dir(tmp.path().join("ws")).unwrap();
     std::fs::write(
         tmp.path().join("tasks.toml"),
-        "[defaults]\nrepo = \"ws\"\nisolation = \"copy\"\n[[tasks]]\nid = \"c\"\nprompt = \"p\"\n",
+        "[defaults]\nrepo = \"ws\"\nisolation = \"copy\"\nrequire_change = false\n[[tasks]]\nid = \"c\"\nprompt = \"p\"\n",
     )
     .unwrap();
     let (dir, url) = (tmp.path().to_path_buf(), github.url());
@@ -101,7 +101,7 @@ async fn in_ci_an_environment_token_is_used_and_without_one_nothing_is_sent() {
     })
     .await
     .unwrap();
-    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(output.status.code(), Some(5), "could not be judged");
     let all = read_jsonl(&tmp.path().join("none/results.jsonl"));
     let task = finished(&all, "c");
     assert_eq!(task["status"], "not_configured");
@@ -152,7 +152,7 @@ async fn dracode_auth_copilot_prints_the_code_and_stores_the_token_privately() {
     std::fs::create_dir(tmp.path().join("ws")).unwrap();
     std::fs::write(
         tmp.path().join("tasks.toml"),
-        "[defaults]\nrepo = \"ws\"\nisolation = \"copy\"\n[[tasks]]\nid = \"c\"\nprompt = \"p\"\n",
+        "[defaults]\nrepo = \"ws\"\nisolation = \"copy\"\nrequire_change = false\n[[tasks]]\nid = \"c\"\nprompt = \"p\"\n",
     )
     .unwrap();
     let (dir, url) = (tmp.path().to_path_buf(), github.url());

@@ -83,7 +83,7 @@ fn a_smudge_filter_planted_by_one_task_never_runs_in_the_next_task_or_the_next_r
     std::fs::write(scene.dir.join("attack.json"), replay(&[&plant])).unwrap();
     std::fs::write(scene.dir.join("plain.json"), replay(&["cat a.txt"])).unwrap();
     let before = scene.git_state();
-    let manifest = "[defaults]\nprovider = \"replay\"\nrepo = \"repo\"\nisolation = \"worktree\"\n\
+    let manifest = "[defaults]\nprovider = \"replay\"\nrepo = \"repo\"\nisolation = \"worktree\"\nrequire_change = false\n\
                     [[tasks]]\nid = \"attacker\"\nprompt = \"p\"\nreplay = \"attack.json\"\n\
                     [[tasks]]\nid = \"next\"\nprompt = \"p\"\nreplay = \"plain.json\"\n";
     let all = scene.run("tasks.toml", manifest, &["--jobs", "1"]);
@@ -111,7 +111,7 @@ fn a_hook_planted_by_a_task_stays_in_the_task_and_the_users_commit_does_not_run_
     let before = scene.git_state();
     let all = scene.run(
         "tasks.toml",
-        "[[tasks]]\nid = \"hook\"\nprompt = \"p\"\nprovider = \"replay\"\nreplay = \"attack.json\"\nrepo = \"repo\"\n",
+        "[[tasks]]\nid = \"hook\"\nprompt = \"p\"\nprovider = \"replay\"\nreplay = \"attack.json\"\nrepo = \"repo\"\nrequire_change = false\n",
         &[],
     );
     assert!(tool_outputs(&all, "hook").contains("planted"), "{}", tool_outputs(&all, "hook"));
@@ -204,7 +204,7 @@ fn worktrees_at_scale(tasks: usize, jobs: usize, files: usize) -> std::time::Dur
     let scene = Scene::new(&refs);
     std::fs::write(scene.dir.join("rec.json"), replay(&[])).unwrap();
     let (before, git_before) = (repository_state(&scene.repo), scene.git_state());
-    let mut manifest = "[defaults]\nprovider = \"replay\"\nreplay = \"rec.json\"\nrepo = \"repo\"\nisolation = \"worktree\"\n".to_string();
+    let mut manifest = "[defaults]\nprovider = \"replay\"\nreplay = \"rec.json\"\nrepo = \"repo\"\nisolation = \"worktree\"\nrequire_change = false\n".to_string();
     let ids: std::collections::BTreeSet<String> = (0..tasks).map(|i| format!("t{i}")).collect();
     for id in &ids {
         manifest.push_str(&format!("[[tasks]]\nid = \"{id}\"\nprompt = \"p\"\n"));
@@ -302,7 +302,7 @@ fn the_next_run_removes_what_a_killed_run_left_and_keeps_what_a_live_one_uses() 
     std::fs::write(scene.dir.join("rec.json"), replay(&[])).unwrap();
     let all = scene.run(
         "tasks.toml",
-        "[[tasks]]\nid = \"t\"\nprompt = \"p\"\nprovider = \"replay\"\nreplay = \"rec.json\"\nrepo = \"repo\"\n",
+        "[[tasks]]\nid = \"t\"\nprompt = \"p\"\nprovider = \"replay\"\nreplay = \"rec.json\"\nrepo = \"repo\"\nrequire_change = false\n",
         &[],
     );
     assert_eq!(finished(&all, "t")["status"], "passed");

@@ -148,7 +148,7 @@ fn a_command_that_keeps_printing_never_stalls_and_a_silent_one_does() {
     let chatty = "i=0; while [ $i -lt 15 ]; do echo tick $i; sleep 0.3; i=$((i+1)); done";
     std::fs::write(replay.join("chatty.json"), one_command_recording(chatty)).unwrap();
     std::fs::write(replay.join("silent.json"), one_command_recording("sleep 4.5")).unwrap();
-    let manifest = "[defaults]\nprovider = \"replay\"\nreplay = \"replay\"\nrepo = \"repo\"\nisolation = \"copy\"\nidle_timeout = \"2s\"\n\
+    let manifest = "[defaults]\nprovider = \"replay\"\nreplay = \"replay\"\nrepo = \"repo\"\nisolation = \"copy\"\nidle_timeout = \"2s\"\nrequire_change = false\n\
         [[tasks]]\nid = \"chatty\"\nprompt = \"x\"\n[[tasks]]\nid = \"silent\"\nprompt = \"x\"\n";
     std::fs::write(tmp.path().join("m.toml"), manifest).unwrap();
     let output = dracode(tmp.path()).args(["run", "m.toml", "--jobs", "2"]).output().unwrap();

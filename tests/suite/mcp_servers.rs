@@ -112,7 +112,7 @@ async fn a_real_filesystem_mcp_server_reads_and_writes_the_workspace_for_the_mod
     .await;
     let manifest = format!(
         "[mcp_servers.fs]\ncommand = \"node\"\nargs = [{entry:?}, \".\"]\n\n\
-         [defaults]\nrepo = \"repo\"\nisolation = \"none\"\n\n[[tasks]]\nid = \"read\"\nprompt = \"What is the secret word?\"\n",
+         [defaults]\nrepo = \"repo\"\nisolation = \"none\"\nrequire_change = false\n\n[[tasks]]\nid = \"read\"\nprompt = \"What is the secret word?\"\n",
         entry = entry.display().to_string()
     );
     configure(tmp.path(), &server, &manifest);
@@ -141,7 +141,7 @@ fn scripted_server(name: &str, extra: &[&str], settings: &str) -> String {
     format!("[mcp_servers.{name}]\ncommand = \"python3\"\nargs = [{}]\n{settings}\n", args.join(", "))
 }
 
-const TASK: &str = "[defaults]\nrepo = \"repo\"\nisolation = \"none\"\n\n[[tasks]]\nid = \"t\"\nprompt = \"Use the tools.\"\n";
+const TASK: &str = "[defaults]\nrepo = \"repo\"\nisolation = \"none\"\nrequire_change = false\n\n[[tasks]]\nid = \"t\"\nprompt = \"Use the tools.\"\n";
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_scripted_server_answers_under_sanitized_names_with_errors_and_timeouts_the_model_sees() {
@@ -302,7 +302,7 @@ async fn a_run_scope_server_is_started_once_shared_by_parallel_tasks_confined_to
     let first = OpenAiServer::start(vec![calls("a"), ScriptedReply::text("done", Tokens::new(10, 1))]).await;
     let second = OpenAiServer::start(vec![calls("b"), ScriptedReply::text("done", Tokens::new(10, 1))]).await;
     let servers = scripted_server("shared", &[], "scope = \"run\"");
-    let tasks = "[defaults]\nrepo = \"repo\"\nisolation = \"none\"\n\n[[tasks]]\nid = \"one\"\nprompt = \"Use the tools.\"\n\n[[tasks]]\nid = \"two\"\nprovider = \"mock2\"\nprompt = \"Use the tools.\"\nrepo = \"repo2\"\n";
+    let tasks = "[defaults]\nrepo = \"repo\"\nisolation = \"none\"\nrequire_change = false\n\n[[tasks]]\nid = \"one\"\nprompt = \"Use the tools.\"\n\n[[tasks]]\nid = \"two\"\nprovider = \"mock2\"\nprompt = \"Use the tools.\"\nrepo = \"repo2\"\n";
     git_repo(&tmp.path().join("repo2"), &[("notes.txt", "x\n")]);
     configure(tmp.path(), &first, &format!("{servers}{tasks}"));
     let config = std::fs::read_to_string(tmp.path().join("dracode.toml")).unwrap();

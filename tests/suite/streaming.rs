@@ -239,7 +239,7 @@ fn project(base_url: &str, extra: &str, task_extra: &str) -> tempfile::TempDir {
     let config =
         format!("provider = \"mock\"\n[providers.mock]\ntype = \"openai\"\nbase_url = \"{base_url}\"\nmodel = \"gpt-4o\"\n{extra}");
     std::fs::write(tmp.path().join("dracode.toml"), config).unwrap();
-    let manifest = format!("[defaults]\nrepo = \".\"\n[[tasks]]\nid = \"slow\"\nprompt = \"say hi\"\n{task_extra}");
+    let manifest = format!("[defaults]\nrepo = \".\"\nrequire_change = false\n[[tasks]]\nid = \"slow\"\nprompt = \"say hi\"\n{task_extra}");
     std::fs::write(tmp.path().join("tasks.toml"), manifest).unwrap();
     tmp
 }

@@ -23,7 +23,7 @@ fn script(dir: &Path, calls: &[(&str, &str, Value)]) {
 /// A one-task manifest `t` working on a copy of `ws`, with `extra` (fields, then tables).
 fn manifest(dir: &Path, extra: &str) {
     let text = format!(
-        "[defaults]\nprovider = \"replay\"\nreplay = \"rec.json\"\nrepo = \"ws\"\nisolation = \"copy\"\n\n[[tasks]]\nid = \"t\"\nprompt = \"p\"\n{extra}"
+        "[defaults]\nprovider = \"replay\"\nreplay = \"rec.json\"\nrepo = \"ws\"\nisolation = \"copy\"\nrequire_change = false\n[[tasks]]\nid = \"t\"\nprompt = \"p\"\n{extra}"
     );
     std::fs::write(dir.join("tasks.toml"), text).unwrap();
 }

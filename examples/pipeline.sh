@@ -25,7 +25,9 @@ report() {
 
 code=0
 "$dracode" run "$manifest" --out "$out" --quiet || code=$?
-if [ "$code" -ge 2 ]; then
+# 1: a task did not pass; 5: a task could not be judged (no key, a provider that failed): both
+# ran, so both are worth reporting and a re-run. Anything else stopped the batch.
+if [ "$code" -ge 2 ] && [ "$code" -ne 5 ]; then
   echo "pipeline: dracode could not run the batch (exit code $code)" >&2
   exit "$code"
 fi

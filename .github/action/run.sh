@@ -10,9 +10,11 @@
 #   INPUT_ARGS       more `dracode run` arguments, shell-like quoting, any number of lines
 #   INPUT_OUT        the output folder (default dracode-out)
 #   INPUT_FAIL_ON    any (default): the step fails unless dracode exits 0;
-#                    error: it fails only when dracode could not do its job (bad input, no task
-#                    selected, interrupted: exit codes other than 0 and 1) — failed tasks are
-#                    reported but leave the step green; never: it never fails
+#                    error: it fails only when dracode could not do its job or judge the tasks
+#                    (exit codes other than 0 and 1: bad input 2, results not written 3, no task
+#                    selected 4, a task not judged 5 — a missing key, a provider that failed —,
+#                    interrupted 130/143); failed tasks (1) are reported but leave the step
+#                    green; never: it never fails
 #   INPUT_ARTIFACT_NAME  the artifact's name (default dracode-out, plus -shard-K-of-N)
 # Also read: DRACODE_BIN (default: dracode on PATH), RUNNER_TEMP, GITHUB_OUTPUT.
 set -u
@@ -84,6 +86,8 @@ rm -f "$outputs"
 
 case $fail_on in
   any) exit "$code" ;;
+  # 1 alone means "the agents' work fell short"; every other code (5 included) means the run
+  # could not be trusted to have judged it.
   error) if [ "$code" -eq 0 ] || [ "$code" -eq 1 ]; then exit 0; else exit "$code"; fi ;;
   never) exit 0 ;;
 esac

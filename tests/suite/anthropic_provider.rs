@@ -526,8 +526,11 @@ async fn the_claude_alias_answers_every_call_and_reports_tool_errors() {
         ScriptedReply::text("done", Tokens::new(80, 5)),
     ])
     .await;
-    let tmp =
-        setup(&server, "claude", "[defaults]\nrepo = \"ws\"\nisolation = \"copy\"\nrequire_change = false\n[[tasks]]\nid = \"multi\"\nprompt = \"look around\"\n");
+    let tmp = setup(
+        &server,
+        "claude",
+        "[defaults]\nrepo = \"ws\"\nisolation = \"copy\"\nrequire_change = false\n[[tasks]]\nid = \"multi\"\nprompt = \"look around\"\n",
+    );
     std::fs::create_dir(tmp.path().join("ws")).unwrap();
     std::fs::write(tmp.path().join("ws/present.txt"), "x").unwrap();
     let (code, stderr, all) = run(tmp.path(), Some(KEY)).await;

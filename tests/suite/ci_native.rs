@@ -64,6 +64,8 @@ fn help_documents_exit_code_4_and_the_policy() {
     let output = dracode(tmp.path()).args(["run", "--help"]).output().unwrap();
     let help = String::from_utf8_lossy(&output.stdout);
     assert!(help.contains("4 no task selected"), "{help}");
+    assert!(help.contains("5 a task could not be judged"), "{help}");
+    assert!(help.contains("When several apply: 130/143, then 3, then 5, then 1"), "{help}");
     assert!(help.contains("--no-tasks <POLICY>"), "{help}");
     assert!(help.contains("--github-output <FILE>"), "{help}");
 }

@@ -204,7 +204,9 @@ fn worktrees_at_scale(tasks: usize, jobs: usize, files: usize) -> std::time::Dur
     let scene = Scene::new(&refs);
     std::fs::write(scene.dir.join("rec.json"), replay(&[])).unwrap();
     let (before, git_before) = (repository_state(&scene.repo), scene.git_state());
-    let mut manifest = "[defaults]\nprovider = \"replay\"\nreplay = \"rec.json\"\nrepo = \"repo\"\nisolation = \"worktree\"\nrequire_change = false\n".to_string();
+    let mut manifest =
+        "[defaults]\nprovider = \"replay\"\nreplay = \"rec.json\"\nrepo = \"repo\"\nisolation = \"worktree\"\nrequire_change = false\n"
+            .to_string();
     let ids: std::collections::BTreeSet<String> = (0..tasks).map(|i| format!("t{i}")).collect();
     for id in &ids {
         manifest.push_str(&format!("[[tasks]]\nid = \"{id}\"\nprompt = \"p\"\n"));

@@ -328,3 +328,54 @@ fn workflows_and_the_action_parse_pin_their_actions_and_read_only_by_default() {
     }
     assert!(!text.contains("secrets."), "the action reads no secret itself");
 }
+
+/// The shipped nightly workflow's merge step, run as the runner would (bash, `set -e`, the real
+/// dracode on PATH) over shard folders where one is missing: the step fails with exit 5 and the
+/// summary still reaches the step summary; a merge whose tasks merely failed leaves it green.
+#[test]
+fn the_nightly_merge_step_fails_the_job_on_a_missing_shard_but_not_on_a_failed_task() {
+    let workflow = yaml(&crate_root().join("examples/workflows/nightly.yml"));
+    let shard_step = workflow["jobs"]["shard"]["steps"].as_array().unwrap().iter().find(|s| s["with"]["shard"].is_string()).unwrap();
+    assert_eq!(shard_step["with"]["fail-on"], "error", "a shard with a missing key (exit 5) fails its job");
+    let steps = workflow["jobs"]["merge"]["steps"].as_array().unwrap();
+    let script = steps.iter().find(|s| s["name"] == "Merge the shards").unwrap()["run"].as_str().unwrap().to_string();
+
+    let tmp = tempfile::tempdir().unwrap();
+    quickstart_copy(tmp.path(), "false");
+    for k in 1..=2 {
+        let shard = format!("{k}/2");
+        let out = format!("shards/dracode-out-shard-{k}-of-2");
+        let args = ["run", "ex/quick start.toml", "--shard", shard.as_str(), "--out", out.as_str()];
+        let ran = crate::support::cli::dracode(tmp.path()).args(args).output().unwrap();
+        assert!(matches!(ran.status.code(), Some(0 | 1)), "{}", String::from_utf8_lossy(&ran.stderr));
+    }
+    let merge_step = |shards: &[&str]| {
+        let work = tempfile::tempdir_in(tmp.path()).unwrap();
+        std::fs::create_dir(work.path().join("shards")).unwrap();
+        for shard in shards {
+            let from = tmp.path().join("shards").join(shard);
+            assert!(Command::new("cp").arg("-R").arg(&from).arg(work.path().join("shards")).status().unwrap().success());
+        }
+        let summary = work.path().join("step_summary");
+        let bin_dir = Path::new(env!("CARGO_BIN_EXE_dracode")).parent().unwrap().to_path_buf();
+        let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+        let out = Command::new("bash")
+            .args(["--noprofile", "--norc", "-eo", "pipefail", "-c", &script])
+            .current_dir(work.path())
+            .env_clear()
+            .env("PATH", path)
+            .env("HOME", work.path())
+            .env("GITHUB_STEP_SUMMARY", &summary)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+        (out.status.code(), text, std::fs::read_to_string(&summary).unwrap_or_default())
+    };
+    let (code, text, summary) = merge_step(&["dracode-out-shard-1-of-2", "dracode-out-shard-2-of-2"]);
+    assert_eq!(code, Some(0), "a failed task is for the report, not the job: {text}");
+    assert!(summary.contains("dracode:"), "{summary}");
+    let (code, text, summary) = merge_step(&["dracode-out-shard-1-of-2"]);
+    assert_eq!(code, Some(5), "a missing shard fails the job: {text}");
+    assert!(text.contains("shard 2/2 is missing"), "{text}");
+    assert!(summary.contains("shard 2/2 is missing"), "the summary is still published: {summary}");
+}

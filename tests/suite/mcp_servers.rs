@@ -141,7 +141,8 @@ fn scripted_server(name: &str, extra: &[&str], settings: &str) -> String {
     format!("[mcp_servers.{name}]\ncommand = \"python3\"\nargs = [{}]\n{settings}\n", args.join(", "))
 }
 
-const TASK: &str = "[defaults]\nrepo = \"repo\"\nisolation = \"none\"\nrequire_change = false\n\n[[tasks]]\nid = \"t\"\nprompt = \"Use the tools.\"\n";
+const TASK: &str =
+    "[defaults]\nrepo = \"repo\"\nisolation = \"none\"\nrequire_change = false\n\n[[tasks]]\nid = \"t\"\nprompt = \"Use the tools.\"\n";
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_scripted_server_answers_under_sanitized_names_with_errors_and_timeouts_the_model_sees() {

@@ -161,7 +161,9 @@ fn replay_batch(dir: &Path, n: usize, extra_task_line: &str) {
     std::fs::write(dir.join("rec.json"), rec.to_string()).unwrap();
     std::fs::create_dir_all(dir.join("ws")).unwrap();
     // They change no file and (but for task 2) have no check: only their status is under test.
-    let mut text = "[defaults]\nprovider = \"replay\"\nreplay = \"rec.json\"\nrepo = \"ws\"\nisolation = \"copy\"\nrequire_change = false\n".to_string();
+    let mut text =
+        "[defaults]\nprovider = \"replay\"\nreplay = \"rec.json\"\nrepo = \"ws\"\nisolation = \"copy\"\nrequire_change = false\n"
+            .to_string();
     for i in 1..=n {
         text.push_str(&format!("[[tasks]]\nid = \"task-{i}\"\nprompt = \"p\"\n"));
         if i == 2 {

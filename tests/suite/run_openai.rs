@@ -116,7 +116,10 @@ async fn every_call_of_a_multi_tool_turn_is_answered_and_tool_errors_reach_the_m
         ScriptedReply::text("done", Tokens::new(80, 5)),
     ])
     .await;
-    let tmp = setup(&server, "[defaults]\nrepo = \"ws\"\nisolation = \"copy\"\nrequire_change = false\n[[tasks]]\nid = \"multi\"\nprompt = \"look around\"\n");
+    let tmp = setup(
+        &server,
+        "[defaults]\nrepo = \"ws\"\nisolation = \"copy\"\nrequire_change = false\n[[tasks]]\nid = \"multi\"\nprompt = \"look around\"\n",
+    );
     std::fs::create_dir(tmp.path().join("ws")).unwrap();
     std::fs::write(tmp.path().join("ws/present.txt"), "x").unwrap();
     let dir = tmp.path().to_path_buf();
@@ -187,7 +190,10 @@ async fn paths_outside_the_workspace_are_refused() {
         ScriptedReply::text("ok", Tokens::new(10, 1)),
     ])
     .await;
-    let tmp = setup(&server, "[defaults]\nrepo = \"ws\"\nisolation = \"none\"\nrequire_change = false\n[[tasks]]\nid = \"escape\"\nprompt = \"x\"\n");
+    let tmp = setup(
+        &server,
+        "[defaults]\nrepo = \"ws\"\nisolation = \"none\"\nrequire_change = false\n[[tasks]]\nid = \"escape\"\nprompt = \"x\"\n",
+    );
     let outside = tmp.path().join("outside");
     std::fs::create_dir(&outside).unwrap();
     std::fs::write(outside.join("secret.txt"), "TOP-SECRET").unwrap();
@@ -231,7 +237,10 @@ async fn secrets_never_reach_commands_the_model_or_any_artifact() {
         ],
     )
     .await;
-    let tmp = setup(&server, "[defaults]\nrepo = \"ws\"\nisolation = \"copy\"\nrequire_change = false\n[[tasks]]\nid = \"leak\"\nprompt = \"x\"\n");
+    let tmp = setup(
+        &server,
+        "[defaults]\nrepo = \"ws\"\nisolation = \"copy\"\nrequire_change = false\n[[tasks]]\nid = \"leak\"\nprompt = \"x\"\n",
+    );
     std::fs::create_dir(tmp.path().join("ws")).unwrap();
     let dir = tmp.path().to_path_buf();
     let output = tokio::task::spawn_blocking(move || {
@@ -320,7 +329,11 @@ async fn llama_cpp_python_task(kind: &str) -> (Vec<u16>, Vec<Value>) {
         ScriptedReply::text("done", Tokens::new(30, 2)),
     ])
     .await;
-    let tmp = setup_local(&server, kind, "[defaults]\nrepo = \".\"\nrequire_change = false\n[[tasks]]\nid = \"local\"\nprompt = \"look around\"\n");
+    let tmp = setup_local(
+        &server,
+        kind,
+        "[defaults]\nrepo = \".\"\nrequire_change = false\n[[tasks]]\nid = \"local\"\nprompt = \"look around\"\n",
+    );
     let dir = tmp.path().to_path_buf();
     let (code, stderr, all) = tokio::task::spawn_blocking(move || run(&dir)).await.unwrap();
     assert_eq!(code, 0, "{stderr}");

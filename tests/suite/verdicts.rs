@@ -148,15 +148,6 @@ fn a_task_with_nothing_to_grade_it_must_change_something_to_pass() {
 }
 
 #[test]
-fn run_help_gives_every_exit_code_and_their_order() {
-    let tmp = tempfile::tempdir().unwrap();
-    let output = dracode(tmp.path()).args(["run", "--help"]).output().unwrap();
-    let help = String::from_utf8_lossy(&output.stdout);
-    assert!(help.contains("5 a task could not be judged"), "{help}");
-    assert!(help.contains("When several apply: 130/143, then 3, then 5, then 1"), "{help}");
-}
-
-#[test]
 fn a_merge_with_a_missing_or_unfinished_shard_is_exit_5_and_says_which() {
     let tmp = tempfile::tempdir().unwrap();
     let tasks: String = (1..=4).map(|i| format!("[[tasks]]\nid = \"t{i}\"\nprompt = \"p\"\ncheck = \"true\"\n")).collect();

@@ -60,7 +60,7 @@ pub enum Command {
     },
     /// Merge the output folders of sharded runs into one results.jsonl / junit.xml / summary.md.
     #[command(
-        after_help = "Example (after `dracode run tasks.toml --shard K/3 --out out-K` in three CI jobs):\n  dracode merge out-1 out-2 out-3 --out dracode-out\n\nA missing shard (a K of the split's K/N absent among the inputs), a shard whose results\nhave no run.finished, makes the exit code 5 (could not be judged, named on stderr), and so\ndoes an input whose results.jsonl cannot be read (then nothing is merged); else 1 when a task did not pass; a duplicated shard, mixed\nshard counts or a task in two inputs is an error (exit 2); merged files that cannot be\nwritten are exit 3."
+        after_help = "Example (after `dracode run tasks.toml --shard K/3 --out out-K` in three CI jobs):\n  dracode merge out-1 out-2 out-3 --out dracode-out\n\nExit codes: 5 (could not be judged, named on stderr) when a shard is missing (a K of the\nsplit's K/N absent among the inputs) or unfinished (no run.finished), or a task could not be\njudged; the rest is still merged and published. Also 5 when an input's results.jsonl cannot\nbe read (nothing is merged then). Else 1 when a task did not pass. A duplicated shard, mixed\nshard counts or a task in two inputs is an error (exit 2); merged files that cannot be\nwritten are exit 3."
     )]
     Merge {
         /// The shard output folders.

@@ -69,7 +69,7 @@ code=$?
 if [ -n "${GITHUB_OUTPUT:-}" ]; then
   {
     # dracode's own outputs, but the exit code is the process's (an artifact that could not
-    # be written turns a 0 into a 1 after run.finished).
+    # be written after run.finished turns the code into 3).
     grep -v '^exit-code=' "$outputs" || true
     printf 'exit-code=%s\n' "$code"
     if [ ! -s "$outputs" ]; then printf 'out=%s\n' "$out"; fi

@@ -147,3 +147,30 @@ impl TaskSpec {
         TaskOutcome { line: self.line, ..TaskOutcome::new(&self.id, &self.manifest, self.index, status, &self.provider.name, model) }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn require_change_defaults_to_true_only_when_nothing_else_grades_the_task() {
+        use RequireChange::{No, NoOtherEvidence, Set};
+        let (write, read_only, off) = (SandboxMode::WorkspaceWrite, SandboxMode::ReadOnly, SandboxMode::Off);
+        #[rustfmt::skip]
+        let table = [
+            // explicit, check, structured output, sandbox → effective
+            (None, false, false, write, NoOtherEvidence),
+            (None, false, false, off, NoOtherEvidence),
+            (None, true, false, write, No),
+            (None, false, true, write, No),
+            (None, false, false, read_only, No),
+            (Some(false), false, false, write, No),
+            (Some(true), true, true, read_only, Set),
+        ];
+        for (explicit, check, output, sandbox, want) in table {
+            let got = RequireChange::resolve(explicit, check, output, sandbox);
+            assert_eq!(got, want, "{explicit:?} check={check} output={output} {sandbox:?}");
+            assert_eq!(got.applies(), want != No);
+        }
+    }
+}

@@ -243,8 +243,8 @@ fn preflight_passes(tasks: &[dracode::batch::spec::TaskSpec]) -> bool {
     }
     if !problems.is_empty() {
         eprintln!(
-            "error: {} task(s) would end not_configured (exit code {}): set the variables named above, or pass --offline \
-             to check only the manifests",
+            "error: {} task(s) would end not_configured (exit code {}): fix what is named above, or pass --offline to \
+             check only the manifests",
             problems.len(),
             exit_codes::NOT_JUDGED
         );

@@ -117,14 +117,15 @@ pub fn validate(
 }
 
 /// The pre-flight of `validate` and `run --dry-run`: every task whose provider could not send
-/// a request (no key, no endpoint, no model, no recording), by file, line and task — the check
+/// a request (no key, no endpoint, no model, no readable recording), by file, line and task — the check
 /// `run` makes before a task's first call, so a task listed here would end `not_configured`.
 /// Nothing is sent.
 pub fn preflight(tasks: &[TaskSpec]) -> Vec<ManifestError> {
     tasks
         .iter()
         .filter_map(|task| {
-            let why = task.provider.not_configured_reason()?;
+            let binding = crate::llm::preset::TaskBinding { task_id: task.id.clone() };
+            let why = crate::llm::preset::preflight(&task.provider, &binding)?;
             Some(ManifestError {
                 file: task.manifest.clone(),
                 position: task.line.map(|line| (line, 1)),

@@ -324,6 +324,22 @@ impl ResolvedProvider {
     }
 }
 
+/// Why `task`'s provider would end it `not_configured`, found without sending anything: the
+/// provider's [`ResolvedProvider::not_configured_reason`], and for `replay` whether the task's
+/// recording can be read (what [`build`] does first). `None` when a run could start it.
+pub fn preflight(resolved: &ResolvedProvider, task: &TaskBinding) -> Option<String> {
+    if let Some(reason) = resolved.not_configured_reason() {
+        return Some(reason);
+    }
+    if resolved.kind.preset().wire != WireApi::Replay {
+        return None;
+    }
+    match super::replay::Replay::load(resolved, task) {
+        Err(e) if e.kind == super::ErrorKind::NotConfigured => Some(format!("provider {:?} (replay): {}", resolved.name, e.message)),
+        _ => None,
+    }
+}
+
 /// What a task's provider instance needs to know about the task.
 #[derive(Debug, Clone)]
 pub struct TaskBinding {

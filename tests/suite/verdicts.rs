@@ -96,19 +96,30 @@ fn validate_and_dry_run_name_every_task_that_could_not_send_a_request_unless_off
     let (listener, url) = silent_endpoint();
     let tasks = "[[tasks]]\nid = \"nokey\"\nprompt = \"p\"\nprovider = \"mock\"\n\
                  [[tasks]]\nid = \"plain-openai\"\nprompt = \"p\"\nprovider = \"openai\"\n\
+                 [[tasks]]\nid = \"no-recording\"\nprompt = \"p\"\nreplay = \"recs\"\n\
                  [[tasks]]\nid = \"fine\"\nprompt = \"p\"\ncheck = \"true\"\n";
     scene(tmp.path(), &url, tasks);
+    std::fs::create_dir(tmp.path().join("recs")).unwrap();
     for args in [&["validate", "tasks.toml"][..], &["run", "tasks.toml", "--dry-run"]] {
         let output = dracode(tmp.path()).args(args).output().unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(5), "{args:?}: {stderr}");
-        for needle in ["nokey", "\"mock\"", "api_key = \"${MOCK_KEY}\": MOCK_KEY is not set", "plain-openai", "OPENAI_API_KEY"] {
+        for needle in [
+            "nokey",
+            "\"mock\"",
+            "api_key = \"${MOCK_KEY}\": MOCK_KEY is not set",
+            "plain-openai",
+            "OPENAI_API_KEY",
+            "no-recording",
+            "recs/no-recording.json",
+        ] {
             assert!(stderr.contains(needle), "{args:?} should name {needle}: {stderr}");
         }
         assert!(!stderr.contains("task \"fine\""), "{stderr}");
         let offline = dracode(tmp.path()).args(args).arg("--offline").output().unwrap();
         assert_eq!(offline.status.code(), Some(0), "{args:?} --offline: {}", String::from_utf8_lossy(&offline.stderr));
     }
+    std::fs::copy(tmp.path().join("done.json"), tmp.path().join("recs/no-recording.json")).unwrap();
     let keyed =
         dracode(tmp.path()).env("MOCK_KEY", "k-123").env("OPENAI_API_KEY", "k-456").args(["validate", "tasks.toml"]).output().unwrap();
     assert_eq!(keyed.status.code(), Some(0), "{}", String::from_utf8_lossy(&keyed.stderr));

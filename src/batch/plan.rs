@@ -220,6 +220,11 @@ fn resolve(
     }
     let output = crate::structured::OutputContract::from_fields(f).map_err(|(field, e)| problems.push(field, e)).ok().flatten();
     let policy = resolve_policy(&mut problems);
+    if let Some(globs) = &f.protect
+        && let Err(e) = crate::sandbox::Protect::compile(Path::new("/"), globs)
+    {
+        problems.push("protect", e);
+    }
     let (Some(mut provider), Some(workspace), true) = (provider, workspace, problems.errors.is_empty()) else {
         return Err(problems.errors);
     };
@@ -254,6 +259,7 @@ fn resolve(
         policy: std::sync::Arc::new(policy),
         answers: f.answers.unwrap_or_default(),
         require_change: f.require_change == Some(true),
+        protect: f.protect.unwrap_or_default(),
         commit: f.commit == Some(true),
         isolate_home: f.isolate_home == Some(true),
         sandbox: f.sandbox.unwrap_or_default(),

@@ -27,3 +27,4 @@ mod sandbox_processes;
 mod streaming;
 mod structured_output;
 mod tool_policy;
+mod verdicts;

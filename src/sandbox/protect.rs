@@ -54,7 +54,7 @@ mod tests {
     use super::*;
 
     fn protect(patterns: &[&str]) -> Protect {
-        Protect::compile(Path::new("/ws"), &patterns.iter().map(|p| p.to_string()).collect::<Vec<_>>()).unwrap()
+        Protect::compile(Path::new("/ws"), &patterns.iter().map(std::string::ToString::to_string).collect::<Vec<_>>()).unwrap()
     }
 
     #[test]

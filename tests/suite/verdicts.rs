@@ -156,3 +156,61 @@ fn a_folder_outside_git_with_isolation_none_gets_a_patch() {
     assert!(std::fs::read_to_string(out.join("diffs/t.patch")).unwrap().contains("+2"));
     assert!(!root.join("plain/.git").exists());
 }
+
+/// 8 tasks at `--jobs 8` under `--max-cost-usd 1` against a priced model whose every call costs
+/// about $0.20 (1,000 tokens in, its whole 20,000-token allowance out, at gpt-4o's price).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_cost_cap_holds_under_concurrency() {
+    use crate::support::openai_server::{OpenAiServer, ScriptedReply, Tokens};
+    let reply = || {
+        ScriptedReply::tool_call("c", "list_files", json!({}), Tokens::new(1_000, 20_000)).with_delay(std::time::Duration::from_millis(300))
+    };
+    let server = OpenAiServer::start((0..64).map(|_| reply()).collect()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let config =
+        format!("provider = \"mock\"\n[providers.mock]\ntype = \"openai\"\nbase_url = \"{}\"\nmodel = \"gpt-4o\"\n", server.base_url());
+    std::fs::write(root.join("dracode.toml"), config).unwrap();
+    let tasks: String = (0..8)
+        .map(|i| {
+            format!("[[tasks]]\nid = \"t{i}\"\nprompt = \"list\"\nmax_output_tokens = 20000\nmax_iterations = 4\nrequire_change = false\n")
+        })
+        .collect();
+    std::fs::write(root.join("m.toml"), format!("[defaults]\nisolation = \"copy\"\n{tasks}")).unwrap();
+    let output = dracode(&root)
+        .env("OPENAI_API_KEY", "sk-x")
+        .args(["run", "m.toml", "--jobs", "8", "--max-cost-usd", "1", "--out", "out"])
+        .output()
+        .unwrap();
+    let events = read_jsonl(&root.join("out/results.jsonl"));
+    let spent: f64 = events.iter().filter(|e| e["type"] == "task.finished").map(|e| e["total_cost_usd"].as_f64().unwrap_or(0.0)).sum();
+    let run_total = events.iter().find(|e| e["type"] == "run.finished").unwrap()["total_cost_usd"].as_f64().unwrap();
+    assert!((spent - run_total).abs() < 1e-6, "{spent} vs {run_total}");
+    // One call's estimation error: the input estimate is below the 1,000 tokens reported.
+    assert!(spent <= 1.0 + 0.0025, "spent ${spent} under a $1 cap: {}", String::from_utf8_lossy(&output.stderr));
+    let cut = events.iter().filter(|e| e["type"] == "task.finished" && e["status"] == "budget_exceeded").count();
+    assert!(cut > 0 && spent > 0.6, "spent {spent}, {cut} cut");
+}
+
+#[test]
+fn a_cost_cap_on_a_model_without_a_price_is_refused_up_front() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    project(&root);
+    let config = "provider = \"own\"\n[providers.own]\ntype = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"my-finetune\"\n";
+    std::fs::write(root.join("dracode.toml"), config).unwrap();
+    let manifest = "[[tasks]]\nid = \"t\"\nprompt = \"x\"\nrepo = \"repo\"\nmax_cost_usd = 0.5\n";
+    std::fs::write(root.join("m.toml"), manifest).unwrap();
+    for args in [vec!["validate", "m.toml"], vec!["run", "m.toml", "--out", "out"]] {
+        let output = dracode(&root).env("OPENAI_API_KEY", "sk-x").args(&args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("m.toml:1") && stderr.contains("task \"t\"") && stderr.contains("my-finetune has no price"), "{stderr}");
+    }
+    std::fs::write(root.join("m.toml"), manifest.replace("max_cost_usd = 0.5\n", "")).unwrap();
+    let output =
+        dracode(&root).env("OPENAI_API_KEY", "sk-x").args(["run", "m.toml", "--out", "out", "--max-cost-usd", "1"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--max-cost-usd 1") && stderr.contains("t (my-finetune)"), "{stderr}");
+}

@@ -27,21 +27,21 @@ fn git_commit() -> Option<String> {
     git(&["rev-parse", "--short=12", "HEAD"]).filter(|c| !c.is_empty())
 }
 
-/// The files whose change means another commit: HEAD, the branch it points at, and the packed
-/// references.
+/// The files whose change means another commit: HEAD, the branch it points at (or, while the
+/// branch is only packed, the folder its loose file would appear in), and the packed references
+/// when they exist. A path that does not exist is never watched: cargo would take it as changed
+/// and rebuild dracode on every build.
 fn watched_git_files() -> Vec<String> {
+    let exists = |p: &String| std::path::Path::new(p).exists();
     let mut files = Vec::new();
-    if let Some(head) = git(&["rev-parse", "--git-path", "HEAD"]) {
-        files.push(head);
-    }
+    files.extend(git(&["rev-parse", "--git-path", "HEAD"]).filter(exists));
     if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"])
         && let Some(reference) = git(&["rev-parse", "--git-path", &branch])
     {
-        files.push(reference);
+        let folder = std::path::Path::new(&reference).parent().map(|p| p.display().to_string());
+        files.extend(if exists(&reference) { Some(reference) } else { folder.filter(exists) });
     }
-    if let Some(packed) = git(&["rev-parse", "--git-path", "packed-refs"]) {
-        files.push(packed);
-    }
+    files.extend(git(&["rev-parse", "--git-path", "packed-refs"]).filter(exists));
     files
 }
 

@@ -27,52 +27,7 @@ and verify it (run the project's build or tests with run_command when that is ch
 Nobody will answer questions: make reasonable decisions yourself. When the task is done, reply \
 with a short summary of what you changed and how you checked it, without calling a tool.";
 
-/// How a task's loop may spend tokens and money.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Budget {
-    /// Total tokens the task may use.
-    pub max_tokens: Option<u64>,
-    /// Total USD the task may spend (needs a price for the model).
-    pub max_cost_usd: Option<f64>,
-}
-
-/// The whole run's spend, shared by every task (`--max-tokens`, `--max-cost-usd`).
-#[derive(Debug, Default)]
-pub struct RunMeter {
-    tokens: std::sync::atomic::AtomicU64,
-    micro_usd: std::sync::atomic::AtomicU64,
-    /// Token limit of the run.
-    pub max_tokens: Option<u64>,
-    /// Cost limit of the run in USD.
-    pub max_cost_usd: Option<f64>,
-}
-
-impl RunMeter {
-    /// A meter with these limits.
-    pub fn new(max_tokens: Option<u64>, max_cost_usd: Option<f64>) -> Self {
-        RunMeter { max_tokens, max_cost_usd, ..RunMeter::default() }
-    }
-
-    /// Adds one call's spend.
-    pub fn add(&self, usage: &Usage, cost: Option<f64>) {
-        use std::sync::atomic::Ordering::Relaxed;
-        self.tokens.fetch_add(usage.total_tokens, Relaxed);
-        if let Some(cost) = cost {
-            self.micro_usd.fetch_add((cost * 1e6).round() as u64, Relaxed);
-        }
-    }
-
-    /// Why the run is over budget, if it is.
-    pub fn exceeded(&self) -> Option<String> {
-        use std::sync::atomic::Ordering::Relaxed;
-        let tokens = self.tokens.load(Relaxed);
-        if let Some(limit) = self.max_tokens.filter(|l| tokens > *l) {
-            return Some(format!("the run used {tokens} tokens, over --max-tokens {limit}"));
-        }
-        let cost = self.micro_usd.load(Relaxed) as f64 / 1e6;
-        self.max_cost_usd.filter(|l| cost > *l).map(|limit| format!("the run spent ${cost:.4}, over --max-cost-usd {limit}"))
-    }
-}
+pub use crate::budget::{Budget, RunMeter};
 
 /// Everything the loop needs, borrowed from the runner.
 pub struct Agent<'a> {
@@ -168,6 +123,11 @@ impl Agent<'_> {
             if let Err(end) = self.fit_context(prompt, &specs, state, &mut meter, false).await {
                 return end;
             }
+            let estimate = meter.estimate(&self.system, &specs, &state.messages);
+            let held = match self.reserve_call(&state.usage, estimate) {
+                Ok(held) => held,
+                Err(reason) => return AgentEnd::BudgetExceeded(reason),
+            };
             let started = Instant::now();
             let request = LlmRequest { system: &self.system, messages: &state.messages, tools: &specs, max_tokens: self.max_output_tokens };
             // The emitter reports retries as events and restarts the idle clock on every byte.
@@ -189,6 +149,7 @@ impl Agent<'_> {
             refused_once = false;
             meter.observe(&response.usage, state.messages.len());
             self.count_turn(state, &response, started);
+            drop(held);
             let message = Message { role: Role::Assistant, content: response.content };
             let text = message.text();
             if !text.trim().is_empty() {
@@ -325,6 +286,8 @@ impl Agent<'_> {
             usize::try_from(bytes).unwrap_or(usize::MAX).min(MAX_SUMMARY_TRANSCRIPT)
         });
         let messages = [context::summary_request(&state.messages, budget)];
+        let _held =
+            self.reserve_call(&state.usage, context::estimate_request(&self.system, &[], &messages)).map_err(AgentEnd::BudgetExceeded)?;
         let started = Instant::now();
         let request = LlmRequest { system: &self.system, messages: &messages, tools: &[], max_tokens: self.max_output_tokens };
         let response = match self.provider.complete(request, self.emitter).await.map_err(overflow::recognise) {
@@ -445,6 +408,27 @@ impl Agent<'_> {
         let output = self.redactor.redact(&output).into_owned();
         self.emitter.emit(EventKind::ToolCompleted { call_id: id.clone(), name, ok, output: output.clone(), duration });
         ContentBlock::ToolResult { tool_use_id: id, content: output, is_error: !ok }
+    }
+
+    /// Holds the next call's largest possible cost (`input_tokens` in, the whole output
+    /// allowance out) against the task's and the run's cost caps; `Err` with the reason when it
+    /// could pass one, and then the call is not sent ([`crate::budget`]).
+    fn reserve_call(&self, spent: &Usage, input_tokens: u64) -> Result<Option<crate::budget::Reservation<'_>>, String> {
+        let output = self.max_output_tokens.map_or(crate::budget::RESERVED_OUTPUT_TOKENS, u64::from);
+        let worst = (self.cost)(&Usage::from_counts(input_tokens, output));
+        if let (Some(limit), Some(worst)) = (self.budget.max_cost_usd, worst) {
+            let so_far = (self.cost)(spent).unwrap_or(0.0);
+            if so_far + worst > limit {
+                return Err(format!(
+                    "the next call could cost up to ${worst:.4}, and the task has ${:.4} of its max_cost_usd of ${limit} left",
+                    (limit - so_far).max(0.0)
+                ));
+            }
+        }
+        match self.run_meter {
+            Some(meter) => meter.reserve(worst),
+            None => Ok(None),
+        }
     }
 
     /// Why `usage` is over the task's budget, if it is.

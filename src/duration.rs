@@ -14,8 +14,14 @@ pub fn parse(text: &str) -> Result<Duration, String> {
     humantime::parse_duration(text).map_err(|e| format!("invalid duration {text:?}: {e}"))
 }
 
-/// Parses a limit: like [`parse`], but zero is refused (a zero limit would end everything at once).
+/// Parses a limit in a manifest, config `[defaults]` or a flag (`timeout`, `--timeout`, …):
+/// a duration with its unit — a bare number is refused with a suggestion, since `"10"` could
+/// mean seconds or minutes — and zero is refused (a zero limit would end everything at once).
 pub fn parse_positive(text: &str) -> Result<Duration, String> {
+    let trimmed = text.trim();
+    if trimmed.parse::<f64>().is_ok() {
+        return Err(format!("{trimmed:?} has no unit: write \"{trimmed}s\" for seconds or \"{trimmed}m\" for minutes"));
+    }
     match parse(text)? {
         d if d.is_zero() => Err(format!("{:?} is zero: a limit must be greater than 0", text.trim())),
         d => Ok(d),
@@ -35,6 +41,8 @@ mod tests {
         assert!(parse("ten minutes").is_err());
         assert!(parse("-3").is_err());
         assert!(parse_positive("0s").is_err());
+        let bare = parse_positive("10").unwrap_err();
+        assert!(bare.contains("no unit") && bare.contains("\"10s\"") && bare.contains("\"10m\""), "{bare}");
         assert_eq!(parse_positive("1s").unwrap(), Duration::from_secs(1));
     }
 }

@@ -118,18 +118,21 @@ pub enum FailureKind {
     Sandbox,
     /// The tool policy denied a call and the task has `on_denied = "fail"`.
     Denied,
+    /// The task changed a protected path (`protect`).
+    Protected,
     /// A bug or I/O failure inside dracode.
     Internal,
 }
 
 impl FailureKind {
     /// The kinds only a task has, with their wire names.
-    const TASK_KINDS: [(FailureKind, &'static str); 6] = [
+    const TASK_KINDS: [(FailureKind, &'static str); 7] = [
         (FailureKind::Tool, "tool"),
         (FailureKind::Agent, "agent"),
         (FailureKind::Check, "check"),
         (FailureKind::Sandbox, "sandbox"),
         (FailureKind::Denied, "denied"),
+        (FailureKind::Protected, "protected"),
         (FailureKind::Internal, "internal"),
     ];
 
@@ -138,7 +141,7 @@ impl FailureKind {
         match self {
             FailureKind::Llm(kind) => kind.is_infrastructure(),
             FailureKind::Sandbox | FailureKind::Internal => true,
-            FailureKind::Tool | FailureKind::Agent | FailureKind::Check | FailureKind::Denied => false,
+            FailureKind::Tool | FailureKind::Agent | FailureKind::Check | FailureKind::Denied | FailureKind::Protected => false,
         }
     }
 
@@ -292,6 +295,8 @@ pub struct TaskOutcome {
     pub compactions: u32,
     /// The last attempt's tool calls the policy denied, in order.
     pub denied_calls: Vec<DeniedCall>,
+    /// Protected paths the last attempt changed (put back before the check), sorted.
+    pub protected: Vec<String>,
 }
 
 /// A tool call the task's policy refused.
@@ -333,6 +338,7 @@ impl TaskOutcome {
             structured_output: None,
             compactions: 0,
             denied_calls: Vec::new(),
+            protected: Vec::new(),
         }
     }
 }

@@ -12,6 +12,7 @@
 
 pub mod agent;
 pub mod batch;
+pub mod budget;
 pub mod cli;
 pub mod config;
 pub mod context;

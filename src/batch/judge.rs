@@ -33,6 +33,8 @@ pub struct Evidence<'a> {
     pub require_change: RequireChange,
     /// The LLM calls the task was allowed (for the message).
     pub max_iterations: u32,
+    /// Protected paths the agent changed (put back before the check).
+    pub protected: &'a [String],
 }
 
 /// The status of an attempt and, unless it passed, why.
@@ -60,8 +62,14 @@ pub fn judge(evidence: &Evidence<'_>) -> (Status, Option<TaskError>) {
     }
 }
 
-/// The agent finished: the check decides, then `require_change`.
+/// The agent finished: a change to a protected path fails it, then the check decides, then
+/// `require_change`.
 fn judge_finished(evidence: &Evidence<'_>) -> (Status, Option<TaskError>) {
+    if !evidence.protected.is_empty() {
+        let message =
+            format!("the agent changed protected path(s) {} (put back before the check; not in the patch)", evidence.protected.join(", "));
+        return (Status::Failed, Some(TaskError::new(FailureKind::Protected, message)));
+    }
     if let Some(check) = evidence.check.filter(|c| c.exit_code != Some(0)) {
         let code = check.exit_code.map_or("no code (killed)".into(), |c| c.to_string());
         let message = format!("check `{}` exited with {code}", check.command);
@@ -145,7 +153,7 @@ mod tests {
             ("cancelled", AgentPhase::Cancelled, None, 3, Set, Status::Cancelled, Some((FailureKind::Internal, "interrupted"))),
         ];
         for (name, phase, check, files_changed, require_change, status, error) in table {
-            let evidence = Evidence { phase: &phase, check, files_changed, require_change, max_iterations: 7 };
+            let evidence = Evidence { phase: &phase, check, files_changed, require_change, max_iterations: 7, protected: &[] };
             let (got_status, got_error) = judge(&evidence);
             assert_eq!(got_status, status, "{name}");
             match (got_error, error) {
@@ -157,5 +165,26 @@ mod tests {
                 (got, want) => panic!("{name}: error {got:?}, expected {want:?}"),
             }
         }
+    }
+
+    #[test]
+    fn a_changed_protected_path_fails_the_task_even_with_a_green_check() {
+        let finished = AgentPhase::Ended(AgentEnd::Finished);
+        let green = check(Some(0));
+        let protected = ["tests/test_calc.py".to_string()];
+        let evidence = Evidence {
+            phase: &finished,
+            check: Some(&green),
+            files_changed: 1,
+            require_change: RequireChange::No,
+            max_iterations: 7,
+            protected: &protected,
+        };
+        let (status, error) = judge(&evidence);
+        let error = error.expect("an error");
+        assert_eq!((status, error.kind), (Status::Failed, FailureKind::Protected));
+        assert!(error.message.contains("tests/test_calc.py"), "{}", error.message);
+        let timed_out = AgentPhase::TimedOut(Duration::from_secs(1));
+        assert_eq!(judge(&Evidence { phase: &timed_out, ..evidence }).0, Status::Timeout, "an unfinished agent keeps its status");
     }
 }

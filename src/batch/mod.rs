@@ -4,6 +4,7 @@
 pub mod check;
 pub mod judge;
 pub mod plan;
+pub mod record;
 pub mod runner;
 pub mod shard;
 pub mod snapshot;

@@ -88,6 +88,8 @@ pub fn plan(args: &RunArgs, cwd: &Path, env: &BTreeMap<String, String>) -> Resul
         tasks.into_iter().enumerate().filter(|(position, t)| shard.is_none_or(|s| s.selects(&t.id, *position))).map(|(_, t)| t).collect();
     narrowing.step(selected.len(), || shard.map(|s| (format!("shard {s}"), String::new())));
     let specs = resolve_all(&config, selected.into_iter(), &flag_fields(args), args.provider.as_deref(), cwd, env)?;
+    let prices = PriceTable::with_overrides(&config.prices);
+    unpriced_cost_caps(&specs, args.max_cost_usd, &prices)?;
     check_out(&cwd.join(&args.out), &specs).map_err(PlanError::Usage)?;
     let mut warnings: Vec<String> = rerun.and_then(|r| r.warning).into_iter().collect();
     warnings.extend(dirty_warnings(&specs));
@@ -99,7 +101,7 @@ pub fn plan(args: &RunArgs, cwd: &Path, env: &BTreeMap<String, String>) -> Resul
         manifests: args.manifests.clone(),
         secrets: specs.iter().filter_map(|p| p.provider.api_key.clone()).collect(),
         tasks: specs,
-        prices: PriceTable::with_overrides(&config.prices),
+        prices,
     })
 }
 
@@ -113,7 +115,41 @@ pub fn validate(
 ) -> Result<Vec<TaskSpec>, PlanError> {
     let config = Config::load(cwd, config, env)?;
     let tasks = manifest::load_all(manifests, &config.defaults)?.into_iter().flat_map(|m| m.tasks);
-    resolve_all(&config, tasks, &TaskFields::default(), None, cwd, env)
+    let specs = resolve_all(&config, tasks, &TaskFields::default(), None, cwd, env)?;
+    unpriced_cost_caps(&specs, None, &PriceTable::with_overrides(&config.prices))?;
+    Ok(specs)
+}
+
+/// A cost cap (the task's `max_cost_usd`, or the run's `--max-cost-usd`) on a model without a
+/// price could never be enforced: refused up front, naming each task and its model.
+fn unpriced_cost_caps(specs: &[TaskSpec], run_cap: Option<f64>, prices: &PriceTable) -> Result<(), PlanError> {
+    let unpriced = |spec: &&TaskSpec| prices.price(spec.provider.model.as_deref().unwrap_or_default()).is_none();
+    let model = |spec: &TaskSpec| spec.provider.model.clone().unwrap_or_else(|| format!("(no model; provider {})", spec.provider.name));
+    let hint = "add its price under [prices.\"MODEL\"] in the config, or drop the cap";
+    let errors: Vec<ManifestError> = specs
+        .iter()
+        .filter(|s| s.budget.max_cost_usd.is_some())
+        .filter(unpriced)
+        .map(|s| ManifestError {
+            file: s.manifest.clone(),
+            position: s.line.map(|line| (line, 1)),
+            task: Some(s.id.clone()),
+            field: Some("max_cost_usd".into()),
+            message: format!("field \"max_cost_usd\": model {} has no price, so the cap cannot be kept ({hint})", model(s)),
+        })
+        .collect();
+    if !errors.is_empty() {
+        return Err(ManifestErrors(errors).into());
+    }
+    let Some(cap) = run_cap else { return Ok(()) };
+    let named: Vec<String> = specs.iter().filter(unpriced).map(|s| format!("{} ({})", s.id, model(s))).collect();
+    if named.is_empty() {
+        return Ok(());
+    }
+    Err(PlanError::Usage(format!(
+        "--max-cost-usd {cap}: task(s) {} use a model without a price, so the cap cannot be kept ({hint})",
+        named.join(", ")
+    )))
 }
 
 /// The pre-flight of `validate` and `run --dry-run`: every task whose provider could not send
@@ -241,6 +277,11 @@ fn resolve(
     }
     let output = crate::structured::OutputContract::from_fields(f).map_err(|(field, e)| problems.push(field, e)).ok().flatten();
     let policy = resolve_policy(&mut problems);
+    if let Some(globs) = &f.protect
+        && let Err(e) = crate::sandbox::Protect::compile(Path::new("/"), globs)
+    {
+        problems.push("protect", e);
+    }
     let (Some(mut provider), Some(workspace), true) = (provider, workspace, problems.errors.is_empty()) else {
         return Err(problems.errors);
     };
@@ -276,6 +317,7 @@ fn resolve(
         policy: std::sync::Arc::new(policy),
         answers: f.answers.unwrap_or_default(),
         require_change,
+        protect: f.protect.unwrap_or_default(),
         commit: f.commit == Some(true),
         isolate_home: f.isolate_home == Some(true),
         sandbox: f.sandbox.unwrap_or_default(),

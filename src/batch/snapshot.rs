@@ -41,10 +41,34 @@ pub fn changes(repo: &Repository, before: Oid, after: Oid, under: Option<&Path>)
     if let Some(dir) = under.filter(|d| !d.as_os_str().is_empty()) {
         opts.pathspec(dir);
     }
-    let diff = repo.diff_tree_to_tree(Some(&old), Some(&new), Some(&mut opts))?;
+    diff_of(repo, &old, &new, &mut opts, "")
+}
+
+/// The changes from tree `before` to tree `after` of a working tree that lies at `prefix`
+/// (`sub/dir/`, or empty) in its repository: file names and patch paths start with `prefix`.
+pub fn changes_at(repo: &Repository, before: Oid, after: Oid, prefix: &str) -> Result<Option<Changes>, git2::Error> {
+    if before == after {
+        return Ok(None);
+    }
+    let (old, new) = (repo.find_tree(before)?, repo.find_tree(after)?);
+    let mut opts = DiffOptions::new();
+    opts.show_binary(true).include_typechange(true).old_prefix(format!("a/{prefix}")).new_prefix(format!("b/{prefix}"));
+    diff_of(repo, &old, &new, &mut opts, prefix)
+}
+
+/// The diff of two trees as [`Changes`] (`None` when empty), file names prefixed.
+fn diff_of(
+    repo: &Repository,
+    old: &git2::Tree<'_>,
+    new: &git2::Tree<'_>,
+    opts: &mut DiffOptions,
+    prefix: &str,
+) -> Result<Option<Changes>, git2::Error> {
+    let diff = repo.diff_tree_to_tree(Some(old), Some(new), Some(opts))?;
     let files: Vec<String> = diff
         .deltas()
-        .filter_map(|d| d.new_file().path().or_else(|| d.old_file().path()).map(|p| p.to_string_lossy().replace('\\', "/")))
+        .filter_map(|d| d.new_file().path().or_else(|| d.old_file().path()))
+        .map(|p| format!("{prefix}{}", p.to_string_lossy().replace('\\', "/")))
         .collect();
     if files.is_empty() {
         return Ok(None);

@@ -58,6 +58,8 @@ pub struct TaskSpec {
     pub answers: BTreeMap<String, String>,
     /// Whether the task fails when the agent changed no file, and why.
     pub require_change: RequireChange,
+    /// Globs of paths the agent may not change (`protect`), relative to the workspace root.
+    pub protect: Vec<String>,
     /// A passed task's changes are committed on a branch (worktree isolation only).
     pub commit: bool,
     /// The task's commands get their own empty `HOME`.

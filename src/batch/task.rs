@@ -153,6 +153,14 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
     // check runs and the changes are collected).
     prepared.kit.mcp.stop().await;
     prepared.kit.tool_ctx.processes.stop_all().await;
+    // Nothing of the agent runs any more: put protected paths back before the check grades.
+    outcome.protected = match restore_protected(spec, &prepared.workspace) {
+        Ok(paths) => paths,
+        Err(error) => {
+            outcome.error = Some(error);
+            return stamp(outcome, started);
+        }
+    };
     // Recorded at once: the usage of every call counts, whatever happens next.
     (outcome.num_turns, outcome.usage, outcome.result) = (state.turns, state.usage, state.final_text.take());
     outcome.structured_output = state.answer.value.take();
@@ -176,6 +184,7 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
         files_changed: outcome.files_changed.len(),
         require_change: spec.require_change,
         max_iterations: spec.max_iterations,
+        protected: &outcome.protected,
     };
     (outcome.status, outcome.error) = judge(&evidence);
     finalize(spec, shared, &workspace, &mut outcome, state.history);
@@ -354,8 +363,18 @@ async fn run_agent(
     }
 }
 
-/// Records the attempt's changed files and patch in `outcome`; a diff that cannot be computed
-/// is only warned about, a panic while computing it is an internal error.
+/// Puts back the protected paths the agent changed (by any means) and names them; a failure to
+/// do so ends the attempt `error`: the check must not grade a tampered test.
+fn restore_protected(spec: &TaskSpec, workspace: &Workspace) -> Result<Vec<String>, TaskError> {
+    if spec.protect.is_empty() {
+        return Ok(Vec::new());
+    }
+    let protect = crate::sandbox::Protect::compile(&workspace.root, &spec.protect).map_err(TaskError::internal)?;
+    workspace.record().restore(&protect).map_err(|e| TaskError::internal(format!("cannot put protected paths back: {e}")))
+}
+
+/// Records the attempt's changed files and patch in `outcome`; changes that cannot be computed
+/// (or a panic while computing them) are an internal error: the attempt is `error`.
 async fn collect_changes(workspace: Workspace, outcome: &mut TaskOutcome, shared: &Shared) -> Result<Workspace, TaskError> {
     let joined = tokio::task::spawn_blocking(move || {
         let changes = workspace.changes();
@@ -369,7 +388,8 @@ async fn collect_changes(workspace: Workspace, outcome: &mut TaskOutcome, shared
             outcome.diff = Some(shared.redactor.redact(&changes.patch).into_owned());
         }
         Ok(None) => {}
-        Err(e) => tracing::warn!(task = %outcome.task_id, "cannot compute the diff: {e}"),
+        // Never a pass without a record of what changed.
+        Err(e) => return Err(TaskError::internal(format!("cannot compute the task's changes: {e}"))),
     }
     Ok(workspace)
 }
@@ -480,7 +500,9 @@ struct Commands {
 
 /// The tools' view of the task.
 fn tool_context(spec: &TaskSpec, ws: &Workspace, commands: Commands, emitter: &Emitter) -> Result<ToolContext, String> {
+    let protect = crate::sandbox::Protect::compile(&ws.root, &spec.protect)?;
     let sandbox = crate::sandbox::Sandbox::new(&ws.workdir).map_err(|e| format!("workspace {}: {e}", ws.workdir.display()))?;
+    let sandbox = sandbox.with_protect(Arc::new(protect));
     Ok(ToolContext {
         sandbox,
         child_env: commands.env,
@@ -494,5 +516,6 @@ fn tool_context(spec: &TaskSpec, ws: &Workspace, commands: Commands, emitter: &E
         git_writes: spec.workspace.isolation != crate::manifest::Isolation::None,
         processes: Default::default(),
         reports: Default::default(),
+        git: ws.pinned_git(),
     })
 }

@@ -15,6 +15,7 @@
 //! killed by SIGKILL cannot remove them, so the first workspace of the next run removes those
 //! whose process is gone and whose lock is free ([`sweep_leftovers`]).
 
+use super::record::Record;
 use super::snapshot::{self, Changes};
 use super::worktree::{self, GitDirs};
 use crate::manifest::Isolation;
@@ -40,14 +41,18 @@ pub struct Workspace {
     pub workdir: PathBuf,
     /// The commit the workspace started from, in a git repository.
     pub base_commit: Option<String>,
-    repo: Option<Repository>,
-    baseline: Option<Oid>,
+    /// The change record, kept outside the workspace ([`Record`]).
+    record: Record,
+    /// The git directory and working directory of the repository the tools work on, fixed
+    /// when the workspace was made: the task's own `.git` (`worktree`, `copy`), the user's
+    /// (`none` in a repository).
+    git: Option<(PathBuf, PathBuf)>,
     /// The user's repository a `worktree` workspace borrows from: where `commit` branches.
     source: Option<PathBuf>,
     /// The git directories of the repository the workspace was made from (not with `none`).
     source_git: Option<GitDirs>,
-    /// Last: the folder goes after the repository handle is closed.
-    _dir: Option<TaskDir>,
+    /// Last: the folder goes after the repository handles are closed.
+    _dir: TaskDir,
 }
 
 /// The file-system view a sandboxed command of one task needs (plain data for the OS sandbox).
@@ -101,13 +106,7 @@ impl Workspace {
         let io = |source| WorkspaceError::Io { path: repo.to_path_buf(), source };
         let source = repo.canonicalize().map_err(io)?;
         let mut ws = match isolation {
-            Isolation::None => {
-                let repo = Repository::open(&source).ok().filter(|r| r.workdir() == Some(source.as_path()));
-                let baseline = repo.as_ref().map(snapshot::snapshot).transpose()?;
-                let base_commit = repo.as_ref().and_then(|r| r.head().ok()?.target()).map(|o| o.to_string());
-                let root = source.clone();
-                Workspace { root, workdir: source, base_commit, repo, baseline, source: None, source_git: None, _dir: None }
-            }
+            Isolation::None => Self::prepare_in_place(&source)?,
             Isolation::Copy => Self::prepare_copy(&source)?,
             Isolation::Worktree => Self::prepare_worktree(&source, base)?,
         };
@@ -118,41 +117,72 @@ impl Workspace {
         Ok(ws)
     }
 
-    /// A copy of `source` with a baseline repository of its own.
+    /// The user's folder itself, recorded from its state now (its HEAD's files tracked when it
+    /// is in a repository); patches are rooted at the repository's root.
+    fn prepare_in_place(source: &Path) -> Result<Workspace, WorkspaceError> {
+        let dir = TaskDir::create_without_workspace()?;
+        let user = Repository::discover(source).ok().filter(|r| r.workdir().is_some());
+        let head = user.as_ref().and_then(|r| r.head().ok()?.peel_to_commit().ok());
+        let git = user.as_ref().map(GitDirs::of);
+        let objects = git.as_ref().map(|g| g.object_dirs.clone()).unwrap_or_default();
+        let prefix = user.as_ref().map(|r| repo_prefix(r, source)).unwrap_or_default();
+        let start = match (&user, &head) {
+            (Some(repo), Some(commit)) => subtree(repo, &commit.tree()?, &prefix)?,
+            _ => None,
+        };
+        let record = Record::create_at(&dir.record, source, &objects, start, &prefix)?;
+        Ok(Workspace {
+            root: source.to_path_buf(),
+            workdir: source.to_path_buf(),
+            base_commit: head.map(|c| c.id().to_string()),
+            record,
+            git: user.as_ref().and_then(|r| Some((r.path().to_path_buf(), r.workdir()?.to_path_buf()))),
+            source: None,
+            source_git: None,
+            _dir: dir,
+        })
+    }
+
+    /// A copy of `source` with a baseline repository of its own (for the agent's git); the
+    /// record starts from the copy as made, its patches rooted at the user's repository root.
     fn prepare_copy(source: &Path) -> Result<Workspace, WorkspaceError> {
         let dir = TaskDir::create()?;
         let root = dir.root.clone();
         copy_tree(source, &root).map_err(|e| WorkspaceError::Io { path: source.to_path_buf(), source: e })?;
-        let (repo, baseline) = snapshot::init_baseline(&root)?;
-        let base_commit = Repository::open(source).ok().and_then(|r| r.head().ok()?.target()).map(|o| o.to_string());
-        let source_git = Repository::discover(source).ok().map(|r| GitDirs::of(&r));
+        snapshot::init_baseline(&root)?;
+        let user = Repository::discover(source).ok().filter(|r| r.workdir().is_some());
+        let base_commit = user.as_ref().and_then(|r| r.head().ok()?.target()).map(|o| o.to_string());
+        let prefix = user.as_ref().map(|r| repo_prefix(r, source)).unwrap_or_default();
+        let record = Record::create_at(&dir.record, &root, &[], None, &prefix)?;
         Ok(Workspace {
+            git: Some((root.join(".git"), root.clone())),
             root: root.clone(),
             workdir: root,
             base_commit,
-            repo: Some(repo),
-            baseline: Some(baseline),
+            record,
             source: None,
-            source_git,
-            _dir: Some(dir),
+            source_git: user.as_ref().map(GitDirs::of),
+            _dir: dir,
         })
     }
 
-    /// A task repository at `base` of the repository at `source`.
+    /// A task repository at `base` of the repository at `source`, recorded against the base
+    /// commit's tree (read from the user's object store).
     fn prepare_worktree(source: &Path, base: &str) -> Result<Workspace, WorkspaceError> {
         let dir = TaskDir::create()?;
         let root = dir.root.clone();
         let task = worktree::create(source, base, &root)?;
-        let baseline = task.repo.find_commit(task.base)?.tree_id();
+        let tree = task.repo.find_commit(task.base)?.tree_id();
+        let record = Record::create_at(&dir.record, &root, &task.source.object_dirs, Some(tree), "")?;
         Ok(Workspace {
+            git: Some((root.join(".git"), root.clone())),
             root: root.clone(),
             workdir: root,
             base_commit: Some(task.base.to_string()),
-            repo: Some(task.repo),
-            baseline: Some(baseline),
+            record,
             source: Some(source.to_path_buf()),
             source_git: Some(task.source),
-            _dir: Some(dir),
+            _dir: dir,
         })
     }
 
@@ -161,24 +191,29 @@ impl Workspace {
     /// `worktree` workspaces; dracode makes the commit with libgit2 (no hook runs, nothing is
     /// checked out in the user's repository).
     pub fn commit(&self, branch: &str, message: &str) -> Result<String, git2::Error> {
-        let (Some(repo), Some(source), Some(base)) = (&self.repo, &self.source, &self.base_commit) else {
+        let (Some(source), Some(base)) = (&self.source, &self.base_commit) else {
             return Err(git2::Error::from_str("no git repository to commit in"));
         };
-        let tree = snapshot::snapshot(repo)?;
-        let id = worktree::commit_into(source, repo, tree, Oid::from_str(base)?, branch, message)?;
+        let tree = self.record.snapshot()?;
+        let id = worktree::commit_into(source, self.record.repo(), tree, Oid::from_str(base)?, branch, message)?;
         Ok(id.to_string())
     }
 
-    /// What changed since the workspace was prepared; `None` when nothing did or the folder is
-    /// not a git repository (`none` isolation outside git cannot tell).
+    /// What changed since the workspace was prepared (`None`: nothing), from dracode's own
+    /// record: nothing the agent did to a `.git` hides a change.
     pub fn changes(&self) -> Result<Option<Changes>, git2::Error> {
-        match (&self.repo, self.baseline) {
-            (Some(repo), Some(before)) => {
-                let after = snapshot::snapshot(repo)?;
-                snapshot::changes(repo, before, after, None)
-            }
-            _ => Ok(None),
-        }
+        self.record.changes()
+    }
+
+    /// The repository the git tools may open: the one pinned when the workspace was made.
+    pub fn pinned_git(&self) -> Option<crate::tools::PinnedGit> {
+        let (git_dir, workdir) = self.git.as_ref()?;
+        crate::tools::PinnedGit::new(git_dir, workdir)
+    }
+
+    /// The change record.
+    pub fn record(&self) -> &Record {
+        &self.record
     }
 
     /// What the OS sandbox must let this task's commands write and read, and what it must hide.
@@ -227,23 +262,54 @@ impl OwnedDir {
     }
 }
 
-/// A task's workspace folder: an [`OwnedDir`] with the workspace root `ws/` inside.
+/// A task's folder: an [`OwnedDir`] with the workspace root `ws/` (unless the task works in
+/// place) and the change record `record.git/` inside.
 struct TaskDir {
     /// The workspace root inside it.
     root: PathBuf,
+    /// Where the change record lives (created by [`Record::create_at`]).
+    record: PathBuf,
     _dir: OwnedDir,
 }
 
 impl TaskDir {
     /// A new owned folder with an empty `ws/`.
     fn create() -> Result<TaskDir, WorkspaceError> {
+        let mut dir = Self::create_without_workspace()?;
+        let io = |source| WorkspaceError::Io { path: std::env::temp_dir(), source };
+        let root = dir._dir.path().join("ws");
+        std::fs::create_dir(&root).map_err(io)?;
+        dir.root = root.canonicalize().map_err(io)?;
+        Ok(dir)
+    }
+
+    /// A new owned folder for the record only (`isolation = "none"`).
+    fn create_without_workspace() -> Result<TaskDir, WorkspaceError> {
         let io = |source| WorkspaceError::Io { path: std::env::temp_dir(), source };
         let dir = OwnedDir::create(TASK_DIR_PREFIX).map_err(io)?;
-        let root = dir.path().join("ws");
-        std::fs::create_dir(&root).map_err(io)?;
-        let root = root.canonicalize().map_err(io)?;
-        Ok(TaskDir { root, _dir: dir })
+        Ok(TaskDir { root: PathBuf::new(), record: dir.path().join("record.git"), _dir: dir })
     }
+}
+
+/// The tree at `prefix` (`sub/dir/`) in `tree`; `None` when the folder is not in it.
+fn subtree(repo: &Repository, tree: &git2::Tree<'_>, prefix: &str) -> Result<Option<Oid>, git2::Error> {
+    let rel = prefix.trim_end_matches('/');
+    if rel.is_empty() {
+        return Ok(Some(tree.id()));
+    }
+    match tree.get_path(Path::new(rel)) {
+        Ok(entry) if entry.kind() == Some(git2::ObjectType::Tree) => Ok(Some(repo.find_tree(entry.id())?.id())),
+        _ => Ok(None),
+    }
+}
+
+/// The path of `folder` relative to the working directory of `repo`, with a trailing `/`
+/// (empty at the root): what patch paths are prefixed with so that they apply at the root.
+fn repo_prefix(repo: &Repository, folder: &Path) -> String {
+    let Some(workdir) = repo.workdir().and_then(|w| w.canonicalize().ok()) else { return String::new() };
+    let Ok(rel) = folder.strip_prefix(&workdir) else { return String::new() };
+    let rel = rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
+    if rel.is_empty() { rel } else { format!("{rel}/") }
 }
 
 /// Takes `file`'s exclusive lock without waiting; `false` when another process holds it.
@@ -491,11 +557,40 @@ mod tests {
     }
 
     #[test]
-    fn none_outside_git_works_but_reports_no_diff() {
+    fn none_outside_git_records_changes_without_writing_a_git_dir_there() {
         let src = tempfile::tempdir().unwrap();
+        std::fs::write(src.path().join("kept"), "0").unwrap();
         let ws = Workspace::prepare(src.path(), Isolation::None, "HEAD", Some(Path::new("sub"))).unwrap();
         assert!(ws.workdir.ends_with("sub"));
         std::fs::write(ws.root.join("x"), "1").unwrap();
-        assert_eq!(ws.changes().unwrap(), None);
+        assert_eq!(ws.changes().unwrap().map(|c| c.files), Some(vec!["x".to_string()]));
+        assert!(!src.path().join(".git").exists());
+    }
+
+    #[test]
+    fn patches_of_a_subfolder_apply_at_the_repository_root() {
+        let user = tempfile::tempdir().unwrap();
+        let root = user.path();
+        std::fs::create_dir_all(root.join("pkg/app")).unwrap();
+        std::fs::write(root.join("pkg/app/main.py"), "print(1)\n").unwrap();
+        std::fs::write(root.join("top.txt"), "top\n").unwrap();
+        git(root, &["init", "-q"]);
+        git(root, &["add", "-A"]);
+        git(root, &["-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "base"]);
+        for isolation in [Isolation::Copy, Isolation::None] {
+            let ws = Workspace::prepare(&root.join("pkg/app"), isolation, "HEAD", None).unwrap();
+            std::fs::write(ws.root.join("main.py"), "print(2)\n").unwrap();
+            std::fs::write(ws.root.join("new.py"), "x = 1\n").unwrap();
+            let changes = ws.changes().unwrap().expect("changed");
+            assert_eq!(changes.files, ["pkg/app/main.py", "pkg/app/new.py"], "{isolation:?}");
+            drop(ws);
+            if isolation == Isolation::None {
+                git(root, &["checkout", "-q", "--", "."]);
+                std::fs::remove_file(root.join("pkg/app/new.py")).unwrap();
+            }
+            std::fs::write(root.join("p.patch"), &changes.patch).unwrap();
+            git(root, &["apply", "--check", "p.patch"]);
+            std::fs::remove_file(root.join("p.patch")).unwrap();
+        }
     }
 }

@@ -83,6 +83,9 @@ pub struct TaskFields {
     pub commit: Option<bool>,
     /// Fail the task when the agent changed no file.
     pub require_change: Option<bool>,
+    /// Globs (relative to the workspace root) of paths the agent may not change: its file tools
+    /// refuse them, and they are put back before the check; added to `[defaults].protect`.
+    pub protect: Option<Vec<String>>,
     /// Labels for `--filter tag:NAME`.
     pub tags: Option<Vec<String>>,
     /// Canned answers for `ask_user`, by question (`"*"` answers any).
@@ -147,6 +150,7 @@ pub const FIELD_NAMES: &[&str] = &[
     "commit",
     "isolate_home",
     "require_change",
+    "protect",
     "tags",
     "answers",
     "replay",
@@ -184,14 +188,22 @@ impl TaskFields {
             }
             (below, above) => above.or(below),
         };
+        let protect = match (self.protect.take(), top.protect.take()) {
+            (Some(mut below), Some(above)) => {
+                below.extend(above.into_iter().filter(|p| !below.contains(p)).collect::<Vec<_>>());
+                Some(below)
+            }
+            (below, above) => above.or(below),
+        };
         let base = self;
         let mut merged = overlay_fields!(base, top; id, prompt, prompt_file, provider, model, max_iterations, timeout,
             idle_timeout, retries, retry_on, isolation, repo, base, workdir, tools, check, check_before,
-            check_timeout, commit, isolate_home, require_change, tags, answers, replay, system_prompt, max_output_tokens,
+            check_timeout, commit, isolate_home, require_change, protect, tags, answers, replay, system_prompt, max_output_tokens,
             max_tokens, max_cost_usd, max_context_tokens, compact_at, sandbox, network, env, env_passthrough,
             output_schema, output_schema_file, output_retries, output, policy, mcp_servers);
         merged.policy = policy;
         merged.mcp_servers = mcp_servers;
+        merged.protect = protect;
         merged
     }
 

@@ -283,6 +283,10 @@ pub struct WireOutcome {
     /// refused, and the policy rule that refused it).
     #[serde(default)]
     pub denied: Vec<crate::events::DeniedCall>,
+    /// Protected paths (`protect`) the task changed; they were put back before the check and
+    /// are not in its patch. Absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub protected: Vec<String>,
 }
 
 /// An earlier attempt of a task that was tried again.
@@ -504,6 +508,7 @@ fn wire_outcome(o: &TaskOutcome) -> WireOutcome {
         compactions: o.compactions,
         denied_calls: u32::try_from(o.denied_calls.len()).unwrap_or(u32::MAX),
         denied: o.denied_calls.clone(),
+        protected: o.protected.clone(),
     }
 }
 
@@ -536,6 +541,7 @@ pub fn from_wire(task_id: String, w: WireOutcome, diff: Option<String>) -> TaskO
         branch: w.branch,
         compactions: w.compactions,
         denied_calls: w.denied,
+        protected: w.protected,
         provider: w.provider,
         model: w.model,
         transcript: None,

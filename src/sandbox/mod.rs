@@ -34,6 +34,7 @@ mod confine;
 mod limits;
 mod paths;
 mod policy;
+mod protect;
 pub mod report;
 #[cfg(target_os = "linux")]
 mod rules;
@@ -42,6 +43,7 @@ pub mod supervisor;
 pub use limits::Limits;
 pub use paths::{Entry, Escaped, PathError, Sandbox, is_escape};
 pub use policy::{HOME_CREDENTIALS, Policy, SandboxMode, home_credentials};
+pub use protect::Protect;
 
 use std::path::PathBuf;
 use std::sync::OnceLock;

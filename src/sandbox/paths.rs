@@ -48,6 +48,9 @@ pub enum PathError {
     /// Too many symlinks were followed.
     #[error("{0}: too many levels of symbolic links")]
     SymlinkLoop(String),
+    /// The path is protected (`protect`): the agent may not change it.
+    #[error("{0} is protected: this task may not change it (protect = [...] in the manifest); nothing was changed")]
+    Protected(String),
     /// Reading a symlink failed.
     #[error("{path}: {source}")]
     Io {
@@ -57,6 +60,15 @@ pub enum PathError {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// Whether the folder `dir` (not followed if a link) holds a protected file at any depth.
+fn holds_protected(protect: &super::Protect, dir: &Path) -> bool {
+    if !std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
+        return false;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else { return false };
+    entries.flatten().any(|e| protect.covers(&e.path()) || holds_protected(protect, &e.path()))
 }
 
 /// An operation's path led outside the workspace between the check and the open (a symlink was
@@ -83,6 +95,8 @@ pub struct Sandbox {
     dir: Arc<OwnedFd>,
     /// Whether the kernel has `openat2`; without it, the `O_NOFOLLOW` walk is used.
     openat2: bool,
+    /// Paths the file tools may not change.
+    protect: Option<Arc<super::Protect>>,
 }
 
 /// Where a walk ended.
@@ -102,7 +116,7 @@ impl Sandbox {
         if !openat2 {
             tracing::debug!("openat2 is not available; file tools open paths one component at a time with O_NOFOLLOW");
         }
-        Ok(Sandbox { root, dir: Arc::new(dir), openat2 })
+        Ok(Sandbox { root, dir: Arc::new(dir), openat2, protect: None })
     }
 
     /// A sandbox that never uses `openat2`, to test the fallback.
@@ -121,6 +135,22 @@ impl Sandbox {
     pub fn resolve(&self, path: &str) -> Result<PathBuf, PathError> {
         let walked = self.walk(path, true)?;
         if walked.exists { Ok(walked.path) } else { Err(PathError::NotFound(path.to_string())) }
+    }
+
+    /// This sandbox with `protect`'s paths closed to changes.
+    pub fn with_protect(mut self, protect: Arc<super::Protect>) -> Sandbox {
+        self.protect = Some(protect).filter(|p| !p.is_empty());
+        self
+    }
+
+    /// `Err(Protected)` when `abs` (a resolved path; `shown` as the model gave it) is a
+    /// protected path, or a folder holding one that would be removed or renamed as a whole.
+    pub fn check_changeable(&self, abs: &Path, shown: &str) -> Result<(), PathError> {
+        let Some(protect) = &self.protect else { return Ok(()) };
+        if protect.covers(abs) || holds_protected(protect, abs) {
+            return Err(PathError::Protected(shown.to_string()));
+        }
+        Ok(())
     }
 
     /// Resolves `path` for a file that may not exist yet: symlinks in its existing part are

@@ -167,6 +167,7 @@ impl Plan<'_> {
     /// `path` resolved for writing; the root or an existing directory is refused.
     fn writable(&self, path: &str) -> Result<PathBuf, ToolError> {
         let abs = self.sandbox.resolve_for_write(path)?;
+        self.sandbox.check_changeable(&abs, path)?;
         if abs == self.sandbox.root() || (abs.is_dir() && !self.is_staged(&abs)) {
             return Err(ToolError::new(ErrorCode::InvalidArguments, format!("{path} is a directory; nothing was changed")));
         }
@@ -176,6 +177,7 @@ impl Plan<'_> {
     /// `path` itself (a symlink not followed), for deleting.
     fn entry(&self, path: &str) -> Result<PathBuf, ToolError> {
         let abs = self.sandbox.resolve_entry(path)?;
+        self.sandbox.check_changeable(&abs, path)?;
         if abs == self.sandbox.root() || (abs.is_dir() && !abs.is_symlink() && !self.is_staged(&abs)) {
             return Err(ToolError::new(
                 ErrorCode::InvalidArguments,

@@ -29,6 +29,7 @@ impl BlockingTool for CreateDirectory {
 fn create(sandbox: &Sandbox, args: &Args) -> Result<String, ToolError> {
     let shown = &args.path;
     let path = sandbox.resolve_for_write(shown)?;
+    sandbox.check_changeable(&path, shown)?;
     let rel = sandbox.relative(&path);
     if path.is_dir() {
         return Ok(format!("OK: directory {rel} already exists"));

@@ -32,6 +32,7 @@ impl BlockingTool for DeleteFile {
 fn delete(sandbox: &Sandbox, args: &Args) -> Result<String, ToolError> {
     let shown = &args.path;
     let path = sandbox.resolve_entry(shown)?;
+    sandbox.check_changeable(&path, shown)?;
     if path == sandbox.root() {
         return Err(ToolError::new(ErrorCode::InvalidArguments, "refusing to delete the workspace root"));
     }

@@ -45,6 +45,7 @@ fn edit(sandbox: &Sandbox, args: &Args) -> Result<String, ToolError> {
         return Err(ToolError::new(ErrorCode::InvalidArguments, "old_string and new_string are identical"));
     }
     let path = sandbox.resolve(shown)?;
+    sandbox.check_changeable(&path, shown)?;
     if path.is_dir() {
         return Err(ToolError::new(ErrorCode::InvalidArguments, format!("{shown} is a directory")));
     }

@@ -27,7 +27,8 @@ impl BlockingTool for GitDiff {
          as a unified diff with repository-relative paths.";
     type Args = Args;
     fn run(ctx: &ToolContext, args: Args) -> Result<String, ToolError> {
-        diff(&ctx.sandbox, args.path.as_deref(), ctx.output_limit)
+        let repo = super::git_repo::open(ctx)?;
+        diff(&repo, &ctx.sandbox, args.path.as_deref(), ctx.output_limit)
     }
 }
 
@@ -35,14 +36,12 @@ fn git_error(context: &str, err: &git2::Error) -> ToolError {
     ToolError::new(ErrorCode::GitError, format!("{context}: {}", err.message()))
 }
 
-fn diff(sandbox: &Sandbox, path: Option<&str>, limit: usize) -> Result<String, ToolError> {
+fn diff(repo: &Repository, sandbox: &Sandbox, path: Option<&str>, limit: usize) -> Result<String, ToolError> {
     // Resolved for write: a deleted file no longer exists but still has a diff.
     let target = match path {
         Some(p) => sandbox.resolve_for_write(p)?,
         None => sandbox.root().to_path_buf(),
     };
-    let repo = Repository::discover(sandbox.root())
-        .map_err(|e| ToolError::new(ErrorCode::GitError, format!("the workspace is not in a git repository ({})", e.message())))?;
     let workdir = repo
         .workdir()
         .and_then(|w| w.canonicalize().ok())

@@ -1,11 +1,14 @@
 //! What the git tools share: opening the task's repository, pathspecs, the guard on writes, and
 //! capping output.
 //!
-//! The repository is the one that holds the workspace (`Repository::discover` from the
-//! workspace root). With `isolation = "worktree"` or `"copy"` that is a repository of the
-//! task's own (see `batch::workspace`); with `isolation = "none"` it is the user's own, and
-//! [`ensure_writable`] refuses `git_commit` and `git_branch` create there: the agent may read
-//! the user's history but never moves its branches.
+//! The repository is the one the task runner pinned when it made the workspace
+//! ([`PinnedGit`]): with `isolation = "worktree"` or `"copy"` the task's own (see
+//! `batch::workspace`); with `isolation = "none"` the user's own, where [`ensure_writable`]
+//! refuses `git_commit` and `git_branch` create: the agent may read the user's history but
+//! never moves its branches. It is never found by searching from the workspace, so a `.git`
+//! file, symlink or `gitdir:` line the agent plants cannot point the tools at another
+//! repository: a pinned git directory that is no longer the very folder it was (replaced,
+//! turned into a file or a link) is refused.
 
 use super::{ErrorCode, ToolContext, ToolError};
 use git2::Repository;
@@ -15,10 +18,56 @@ pub(crate) fn git_error(context: &str, err: &git2::Error) -> ToolError {
     ToolError::new(ErrorCode::GitError, format!("{context}: {}", err.message()))
 }
 
-/// The repository that holds the workspace.
+/// The repository the git tools work on, fixed when the workspace was made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PinnedGit {
+    /// The git directory.
+    pub git_dir: std::path::PathBuf,
+    /// Its working directory.
+    pub workdir: std::path::PathBuf,
+    /// The git directory's device and inode when it was pinned.
+    identity: (u64, u64),
+}
+
+impl PinnedGit {
+    /// Pins the git directory `git_dir` (a real folder, not a link) with working directory
+    /// `workdir`; `None` when it is not a folder.
+    pub fn new(git_dir: &std::path::Path, workdir: &std::path::Path) -> Option<PinnedGit> {
+        let identity = folder_identity(git_dir)?;
+        Some(PinnedGit { git_dir: git_dir.to_path_buf(), workdir: workdir.to_path_buf(), identity })
+    }
+
+    /// Opens the repository, refusing a git directory that is no longer the pinned folder.
+    pub fn open(&self) -> Result<Repository, ToolError> {
+        if folder_identity(&self.git_dir) != Some(self.identity) {
+            return Err(ToolError::new(
+                ErrorCode::GitError,
+                format!(
+                    "{} is no longer the repository this task started with (replaced, or made a file or a link): \
+                     the git tools work only on the task's own repository",
+                    self.git_dir.display()
+                ),
+            ));
+        }
+        let repo = Repository::open_bare(&self.git_dir).map_err(|e| git_error("opening the task's repository", &e))?;
+        repo.set_workdir(&self.workdir, false).map_err(|e| git_error("opening the task's repository", &e))?;
+        Ok(repo)
+    }
+}
+
+/// The device and inode of `path` when it is a folder (not following a link).
+fn folder_identity(path: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    meta.is_dir().then(|| (meta.dev(), meta.ino()))
+}
+
+/// The task's repository (the one pinned for it).
 pub(crate) fn open(ctx: &ToolContext) -> Result<Repository, ToolError> {
-    Repository::discover(ctx.sandbox.root())
-        .map_err(|e| ToolError::new(ErrorCode::GitError, format!("the workspace is not in a git repository ({})", e.message())))
+    match &ctx.git {
+        Some(pinned) => pinned.open(),
+        None => Err(ToolError::new(ErrorCode::GitError, "the workspace is not in a git repository")),
+    }
 }
 
 /// Refuses a write to the repository unless it is the task's own.

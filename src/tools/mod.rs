@@ -22,6 +22,7 @@ pub mod git_commit;
 pub mod git_diff;
 pub mod git_log;
 mod git_repo;
+pub use git_repo::PinnedGit;
 pub mod git_show;
 pub mod git_status;
 pub mod html_text;
@@ -71,6 +72,8 @@ pub enum ErrorCode {
     Denied,
     /// An MCP server's tool answered with an error result.
     McpToolError,
+    /// The path is protected (`protect`): the task may not change it.
+    Protected,
 }
 
 impl ErrorCode {
@@ -92,6 +95,7 @@ impl ErrorCode {
             ErrorCode::GitError => "GIT_ERROR",
             ErrorCode::Denied => "DENIED",
             ErrorCode::McpToolError => "MCP_TOOL_ERROR",
+            ErrorCode::Protected => "PROTECTED_PATH",
         }
     }
 }
@@ -134,6 +138,7 @@ impl From<crate::sandbox::PathError> for ToolError {
             PathError::NotFound(_) => ErrorCode::FileNotFound,
             PathError::Nul(_) => ErrorCode::InvalidArguments,
             PathError::SymlinkLoop(_) => ErrorCode::IoError,
+            PathError::Protected(_) => ErrorCode::Protected,
             PathError::Io { path, source } => return ToolError::io(source, path),
         };
         ToolError::new(code, err.to_string())
@@ -196,6 +201,8 @@ pub struct ToolContext {
     pub processes: Arc<background::Background>,
     /// What the sandbox reported about the task's commands (refused connections, limits).
     pub reports: Arc<crate::sandbox::report::ReportSink>,
+    /// The repository the git tools work on (`None`: the workspace is not in one).
+    pub git: Option<git_repo::PinnedGit>,
 }
 
 /// One callable tool.
@@ -459,6 +466,7 @@ pub(crate) fn test_context(root: &std::path::Path) -> ToolContext {
         git_writes: true,
         processes: Default::default(),
         reports: Default::default(),
+        git: git2::Repository::discover(root).ok().and_then(|r| git_repo::PinnedGit::new(r.path(), r.workdir()?)),
     }
 }
 

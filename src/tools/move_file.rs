@@ -41,6 +41,8 @@ fn move_entry(sandbox: &Sandbox, args: &Args) -> Result<String, ToolError> {
     // Both ends name links themselves: rename(2) moves or replaces a link, never its target.
     let source = sandbox.resolve_entry(&args.source)?;
     let destination = sandbox.resolve_entry(&args.destination)?;
+    sandbox.check_changeable(&source, &args.source)?;
+    sandbox.check_changeable(&destination, &args.destination)?;
     if source == sandbox.root() || destination == sandbox.root() {
         return Err(ToolError::new(ErrorCode::InvalidArguments, "cannot move the workspace root"));
     }

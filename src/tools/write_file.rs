@@ -45,6 +45,7 @@ fn write(sandbox: &Sandbox, args: &Args) -> Result<String, ToolError> {
         super::read_file::Encoding::Base64 => std::borrow::Cow::Owned(decode_base64(&args.content)?),
     };
     let path = sandbox.resolve_for_write(shown)?;
+    sandbox.check_changeable(&path, shown)?;
     if path.is_dir() {
         return Err(ToolError::new(ErrorCode::InvalidArguments, format!("{shown} is a directory")));
     }

@@ -208,10 +208,11 @@ fn the_nightly_example_fixes_three_chores_each_proven_by_its_check() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "{stderr}");
     let all = read_jsonl(&tmp.path().join("out/results.jsonl"));
+    let prefix = crate::support::cli::repo_prefix(&crate_root().join("examples/nightly/project"));
     for (id, file) in [("fix-clippy", "src/stats.rs"), ("add-docs", "src/text.rs"), ("replace-deprecated", "src/greet.rs")] {
         let done = crate::support::cli::finished(&all, id);
         assert_eq!(done["status"], "passed", "{id}: {done}");
-        assert_eq!(done["files_changed"], serde_json::json!([file]), "{id}");
+        assert_eq!(done["files_changed"], serde_json::json!([format!("{prefix}{file}")]), "{id}");
         assert_eq!(done["check"]["exit_code"], 0);
     }
     // Each check fails on the project as it is: the passes above are the changes' doing.

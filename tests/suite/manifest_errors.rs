@@ -149,3 +149,22 @@ fn assert_mentions_all(stderr: &[u8], needles: &[&str]) {
         assert!(stderr.contains(needle), "{needle:?} not in\n{stderr}");
     }
 }
+
+#[test]
+fn a_bare_number_is_not_a_duration_in_a_manifest_or_a_flag() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("tasks.toml"), "[[tasks]]\nid = \"t\"\nprompt = \"x\"\ntimeout = \"10\"\n").unwrap();
+    for args in [vec!["validate", "tasks.toml"], vec!["run", "tasks.toml"]] {
+        let output = dracode(tmp.path()).args(&args).assert().code(2).get_output().clone();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("tasks.toml:4:1: task \"t\": field \"timeout\"")
+                && stderr.contains("\"10\" has no unit")
+                && stderr.contains("\"10m\""),
+            "{stderr}"
+        );
+    }
+    std::fs::write(tmp.path().join("tasks.toml"), "[[tasks]]\nid = \"t\"\nprompt = \"x\"\n").unwrap();
+    let output = dracode(tmp.path()).args(["run", "tasks.toml", "--timeout", "10", "--dry-run"]).assert().code(2).get_output().clone();
+    assert!(String::from_utf8_lossy(&output.stderr).contains("\"10\" has no unit"));
+}

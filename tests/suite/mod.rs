@@ -3,6 +3,7 @@
 mod anthropic_provider;
 mod apply_patch;
 mod attacks;
+mod change_record;
 mod ci_native;
 mod context_window;
 mod copilot_auth;

@@ -43,7 +43,9 @@ fn the_bundled_example_passes_offline_and_writes_every_artifact() {
     assert_eq!(fix["usage"]["cached_input_tokens"], 2432);
     assert_eq!(fix["usage"]["requests"], 3);
     assert_eq!(fix["diff_path"], "diffs/fix-greeting.patch");
-    assert_eq!(fix["files_changed"], serde_json::json!(["greet.sh"]));
+    let project = crate_root().join("examples/quickstart/project");
+    let prefix = crate::support::cli::repo_prefix(&project);
+    assert_eq!(fix["files_changed"], serde_json::json!([format!("{prefix}greet.sh")]), "rooted at the repository's root");
     let run = all.last().unwrap();
     assert_eq!(run["exit_code"], 0);
     assert_eq!(run["counts"]["passed"], 2);
@@ -52,18 +54,19 @@ fn the_bundled_example_passes_offline_and_writes_every_artifact() {
         fix["usage"]["total_tokens"].as_u64().unwrap() + finished(&all, "add-readme")["usage"]["total_tokens"].as_u64().unwrap()
     );
 
-    // The patches reproduce the changes on a pristine copy of the project.
-    let project = crate_root().join("examples/quickstart/project");
-    let pristine = tmp.path().join("pristine");
-    std::fs::create_dir(&pristine).unwrap();
+    // The patches reproduce the changes on a pristine copy of the project, applied at the root
+    // of a repository where the project lies where it lies in this one.
+    let root = tmp.path().join("pristine");
+    let pristine = root.join(&prefix);
+    std::fs::create_dir_all(&pristine).unwrap();
     for name in ["greet.sh", "test.sh"] {
         std::fs::copy(project.join(name), pristine.join(name)).unwrap();
     }
-    git(&pristine, &["init", "-q"]);
+    git(&root, &["init", "-q"]);
     for patch in ["fix-greeting", "add-readme"] {
         let path = out.join(format!("diffs/{patch}.patch"));
-        git(&pristine, &["apply", "--check", path.to_str().unwrap()]);
-        git(&pristine, &["apply", path.to_str().unwrap()]);
+        git(&root, &["apply", "--check", path.to_str().unwrap()]);
+        git(&root, &["apply", path.to_str().unwrap()]);
     }
     let test = std::process::Command::new("sh").arg("test.sh").current_dir(&pristine).output().unwrap();
     assert!(test.status.success(), "the fixed project passes its test");

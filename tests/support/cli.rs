@@ -48,6 +48,13 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Where `dir` lies in its git repository (`examples/x/`, with the slash; empty outside git):
+/// what a task's patch paths and `files_changed` start with, since they are rooted at the root.
+pub fn repo_prefix(dir: &Path) -> String {
+    let out = std::process::Command::new("git").args(["rev-parse", "--show-prefix"]).current_dir(dir).output();
+    out.ok().filter(|o| o.status.success()).map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default()
+}
+
 /// A git repository in `dir` with `files` committed.
 pub fn git_repo(dir: &Path, files: &[(&str, &str)]) {
     std::fs::create_dir_all(dir).unwrap();

@@ -1,0 +1,247 @@
+//! The change record: what a task changed, computed by dracode from the working tree alone.
+//!
+//! The task's own `.git` lies in its workspace, where the agent may write: it can mark files
+//! `--skip-worktree` or `--assume-unchanged` in its index, list them in `.git/info/exclude`, or
+//! replace `.git` with a file that points elsewhere. None of that may hide a change. So the
+//! record is a private bare repository in the task's own folder (outside the workspace, which no
+//! command may read) whose working directory is set to the workspace: each snapshot starts from
+//! a fresh in-memory index holding the base tree, adds every file of the working tree with only
+//! the workspace's `.gitignore` files (never the task's `info/exclude` or index flags), and
+//! writes the tree to the private object store. The base objects are borrowed read-only through
+//! `objects/info/alternates` (the user's object stores).
+
+use super::snapshot::{self, Changes};
+use git2::{Index, IndexAddOption, Oid, Repository};
+use std::path::{Path, PathBuf};
+
+/// A private repository that snapshots one working tree.
+pub struct Record {
+    repo: Repository,
+    /// The tree the task started from (the base of every diff).
+    base: Oid,
+    /// Whether `base` is tracked content (a commit's tree): its files stay in every snapshot,
+    /// ignored or not, as git tracks them.
+    tracked_base: bool,
+    /// The working tree's path in its git repository (`sub/dir/`, empty at the root): patch
+    /// paths start with it, so `git apply` at the repository's root reproduces the change.
+    prefix: String,
+}
+
+impl Record {
+    /// A record in `dir` (a new folder outside the workspace) of the working tree `workdir`,
+    /// reading objects also from `object_dirs`. `base` is the tree the task starts from (a
+    /// commit's tree); `None` snapshots the working tree as it is now and starts from that.
+    pub fn create(dir: &Path, workdir: &Path, object_dirs: &[PathBuf], base: Option<Oid>) -> Result<Record, git2::Error> {
+        Self::create_at(dir, workdir, object_dirs, base, "")
+    }
+
+    /// [`Record::create`] for a working tree that lies at `prefix` (`sub/dir/`) in its git
+    /// repository: patches and file names are given from the repository's root.
+    pub fn create_at(dir: &Path, workdir: &Path, object_dirs: &[PathBuf], base: Option<Oid>, prefix: &str) -> Result<Record, git2::Error> {
+        let repo = Repository::init_bare(dir)?;
+        if !object_dirs.is_empty() {
+            let listed: String = object_dirs.iter().map(|d| format!("{}\n", d.display())).collect();
+            let alternates = dir.join("objects/info/alternates");
+            std::fs::write(&alternates, listed).map_err(|e| git2::Error::from_str(&format!("{}: {e}", alternates.display())))?;
+        }
+        repo.set_workdir(workdir, false)?;
+        let mut record = Record { repo, base: Oid::ZERO_SHA1, tracked_base: base.is_some(), prefix: prefix.to_string() };
+        record.base = match base {
+            Some(tree) => tree,
+            None => record.snapshot()?,
+        };
+        Ok(record)
+    }
+
+    /// The tree the task started from.
+    pub fn base(&self) -> Oid {
+        self.base
+    }
+
+    /// The private repository (its object store holds every snapshot).
+    pub fn repo(&self) -> &Repository {
+        &self.repo
+    }
+
+    /// The tree of the working directory as it is now: the base's files as they are now (gone
+    /// ones left out), plus every new file the workspace's `.gitignore` files do not ignore.
+    pub fn snapshot(&self) -> Result<Oid, git2::Error> {
+        let mut index = Index::new()?;
+        if self.tracked_base {
+            index.read_tree(&self.repo.find_tree(self.base)?)?;
+        }
+        self.repo.set_index(&mut index)?;
+        index.update_all(["*"].iter(), None)?;
+        index.add_all(["*"].iter(), IndexAddOption::DEFAULT, None)?;
+        index.write_tree()
+    }
+
+    /// Puts every protected path the working tree changed back to its base content (a file
+    /// the base lacks is removed) and returns those paths, sorted. Called when no command of the
+    /// task runs any more; nothing is written outside the working tree (a link on the way to a
+    /// protected path is replaced by a folder).
+    pub fn restore(&self, protect: &crate::sandbox::Protect) -> Result<Vec<String>, git2::Error> {
+        let now = self.snapshot()?;
+        let (old, new) = (self.repo.find_tree(self.base)?, self.repo.find_tree(now)?);
+        let diff = self.repo.diff_tree_to_tree(Some(&old), Some(&new), None)?;
+        let mut changed: Vec<String> = diff
+            .deltas()
+            .flat_map(|d| [d.old_file().path(), d.new_file().path()])
+            .flatten()
+            .map(|p| p.to_string_lossy().replace('\\', "/"))
+            .filter(|p| protect.matches(p))
+            .collect();
+        changed.sort();
+        changed.dedup();
+        let workdir = self.repo.workdir().ok_or_else(|| git2::Error::from_str("the record has no working tree"))?.to_path_buf();
+        for rel in &changed {
+            let entry = old.get_path(Path::new(rel)).ok();
+            put_back(&self.repo, &workdir, rel, entry.as_ref()).map_err(|e| git2::Error::from_str(&format!("restoring {rel}: {e}")))?;
+        }
+        Ok(changed)
+    }
+
+    /// What changed from the base to the working tree now; `None` when nothing did.
+    pub fn changes(&self) -> Result<Option<Changes>, git2::Error> {
+        let now = self.snapshot()?;
+        snapshot::changes_at(&self.repo, self.base, now, &self.prefix)
+    }
+}
+
+/// Makes `workdir/rel` what `entry` of the base is (removed when `None`): its folders on the
+/// way are made real folders first, so nothing is written through a link.
+fn put_back(repo: &Repository, workdir: &Path, rel: &str, entry: Option<&git2::TreeEntry<'_>>) -> std::io::Result<()> {
+    let target = workdir.join(rel);
+    let mut dir = workdir.to_path_buf();
+    let parts: Vec<&str> = rel.split('/').collect();
+    for part in &parts[..parts.len() - 1] {
+        dir.push(part);
+        match std::fs::symlink_metadata(&dir) {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => {
+                std::fs::remove_file(&dir)?;
+                std::fs::create_dir(&dir)?;
+            }
+            Err(_) if entry.is_some() => std::fs::create_dir(&dir)?,
+            Err(_) => return Ok(()),
+        }
+    }
+    match std::fs::symlink_metadata(&target) {
+        Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(&target)?,
+        Ok(_) => std::fs::remove_file(&target)?,
+        Err(_) => {}
+    }
+    let Some(entry) = entry else { return Ok(()) };
+    let blob = repo.find_blob(entry.id()).map_err(std::io::Error::other)?;
+    if entry.filemode() == 0o120000 {
+        let link = <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(blob.content());
+        return std::os::unix::fs::symlink(link, &target);
+    }
+    std::fs::write(&target, blob.content())?;
+    let mode = if entry.filemode() == 0o100755 { 0o755 } else { 0o644 };
+    std::fs::set_permissions(&target, std::os::unix::fs::PermissionsExt::from_mode(mode))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    fn git(dir: &Path, args: &[&str]) {
+        let out = Command::new("git").args(args).current_dir(dir).output().unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// A user repository with `test.sh`, `src/lib.rs` and a `.gitignore` of `target/`,
+    /// committed; returns its HEAD tree.
+    fn user_repo(root: &Path) -> Oid {
+        git(root, &["init", "-q"]);
+        std::fs::write(root.join("test.sh"), "exit 1\n").unwrap();
+        std::fs::create_dir_all(root.join("src")).unwrap();
+        std::fs::write(root.join("src/lib.rs"), "fn a() {}\n").unwrap();
+        std::fs::write(root.join(".gitignore"), "target/\n").unwrap();
+        git(root, &["add", "-A"]);
+        git(root, &["-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "base"]);
+        Repository::open(root).unwrap().head().unwrap().peel_to_tree().unwrap().id()
+    }
+
+    /// A workspace at `root` cloned from a user repository in `user`, and its record in
+    /// `private` (borrowing the user's objects, as a `worktree` workspace does).
+    fn record_of(user: &Path, root: &Path, private: &Path) -> Record {
+        let base = user_repo(user);
+        git(user, &["clone", "-q", ".", &root.display().to_string()]);
+        let objects = vec![user.join(".git/objects")];
+        Record::create(private, root, &objects, Some(base)).unwrap()
+    }
+
+    #[test]
+    fn index_flags_and_info_exclude_of_the_task_hide_nothing() {
+        let (user, dir, private) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let root = &dir.path().join("ws");
+        let record = record_of(user.path(), root, &private.path().join("r"));
+        std::fs::write(root.join("test.sh"), "exit 0\n").unwrap();
+        std::fs::write(root.join("src/lib.rs"), "fn b() {}\n").unwrap();
+        std::fs::write(root.join("conftest.py"), "x = 1\n").unwrap();
+        git(root, &["update-index", "--skip-worktree", "test.sh"]);
+        git(root, &["update-index", "--assume-unchanged", "src/lib.rs"]);
+        std::fs::write(root.join(".git/info/exclude"), "conftest.py\n").unwrap();
+        let changes = record.changes().unwrap().expect("changes are seen");
+        let mut files = changes.files.clone();
+        files.sort();
+        assert_eq!(files, ["conftest.py", "src/lib.rs", "test.sh"]);
+        assert!(changes.patch.contains("+exit 0"), "{}", changes.patch);
+    }
+
+    #[test]
+    fn a_replaced_git_dir_is_not_followed_and_ignored_files_stay_out() {
+        let (user, dir, private) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let root = &dir.path().join("ws");
+        let record = record_of(user.path(), root, &private.path().join("r"));
+        std::fs::remove_dir_all(root.join(".git")).unwrap();
+        std::fs::write(root.join(".git"), "gitdir: /nonexistent/elsewhere\n").unwrap();
+        std::fs::create_dir_all(root.join("target")).unwrap();
+        std::fs::write(root.join("target/out.o"), "bin").unwrap();
+        std::fs::write(root.join("test.sh"), "exit 0\n").unwrap();
+        let changes = record.changes().unwrap().expect("changes are seen");
+        assert_eq!(changes.files, ["test.sh"]);
+    }
+
+    #[test]
+    fn a_folder_that_is_not_a_repository_gets_a_record_too() {
+        let (dir, private) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let root = dir.path();
+        std::fs::write(root.join("a.txt"), "1\n").unwrap();
+        let record = Record::create(&private.path().join("r"), root, &[], None).unwrap();
+        assert_eq!(record.changes().unwrap(), None);
+        std::fs::write(root.join("a.txt"), "2\n").unwrap();
+        std::fs::write(root.join("b.txt"), "new\n").unwrap();
+        let changes = record.changes().unwrap().unwrap();
+        assert_eq!(changes.files, ["a.txt", "b.txt"]);
+        assert!(!root.join(".git").exists(), "nothing is written into the folder");
+    }
+
+    #[test]
+    fn protected_paths_are_put_back_from_the_base_and_named() {
+        let (user, dir, private) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let root = &dir.path().join("ws");
+        let record = record_of(user.path(), root, &private.path().join("r"));
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(root.join("test.sh"), "exit 0\n").unwrap();
+        std::fs::write(root.join("src/lib.rs"), "fn b() {}\n").unwrap();
+        std::fs::create_dir_all(root.join("tests")).unwrap();
+        std::fs::write(root.join("tests/new_test.py"), "ok\n").unwrap();
+        let names = ["test.sh".to_string(), "tests/**".to_string()];
+        let protect = crate::sandbox::Protect::compile(root, &names).unwrap();
+        assert_eq!(record.restore(&protect).unwrap(), ["test.sh", "tests/new_test.py"]);
+        assert_eq!(std::fs::read_to_string(root.join("test.sh")).unwrap(), "exit 1\n");
+        assert!(!root.join("tests/new_test.py").exists());
+        assert_eq!(record.changes().unwrap().unwrap().files, ["src/lib.rs"], "the agent's other work stays");
+        // A link planted on the way to a protected path is not written through.
+        std::fs::remove_dir_all(root.join("src")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.join("src")).unwrap();
+        let protect = crate::sandbox::Protect::compile(root, &["src/**".to_string()]).unwrap();
+        assert_eq!(record.restore(&protect).unwrap(), ["src/lib.rs"]);
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0, "nothing written outside");
+        assert_eq!(std::fs::read_to_string(root.join("src/lib.rs")).unwrap(), "fn a() {}\n");
+    }
+}

@@ -30,6 +30,8 @@
 //! `rules`). On macOS and other systems only `off` is available.
 
 #[cfg(target_os = "linux")]
+mod broker;
+#[cfg(target_os = "linux")]
 mod confine;
 mod limits;
 mod paths;
@@ -105,6 +107,27 @@ pub(crate) fn supervisor_program() -> std::io::Result<PathBuf> {
     match SUPERVISOR_PROGRAM.get() {
         Some(path) => Ok(path.clone()),
         None => std::env::current_exe(),
+    }
+}
+
+/// Marks every descriptor above stderr close-on-exec, so that nothing dracode was started with
+/// (a wrapper's `exec 7<secret`) reaches a command. Called at dracode's start and in each
+/// command's `pre_exec` (close-on-exec rather than close: the standard library's exec-error pipe
+/// must live until the exec). Async-signal-safe.
+pub fn close_inherited_descriptors() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: close_range and fcntl only change descriptor flags of this process.
+    unsafe {
+        if libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) == 0 {
+            return;
+        }
+        // Before Linux 5.11: every descriptor up to a generous bound, one by one.
+        for fd in 3..65_536 {
+            let flags = libc::fcntl(fd, libc::F_GETFD);
+            if flags >= 0 {
+                libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+            }
+        }
     }
 }
 

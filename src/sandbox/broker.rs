@@ -59,6 +59,10 @@ const NOTIFY_MARK: u32 = 0x0b0c;
 const MAX_ADDRESS: usize = 128;
 /// The socket types `AF_UNIX` maps to datagram semantics (`SOCK_RAW` is a `SOCK_DGRAM` there).
 const UNIX_DATAGRAM_TYPES: [libc::c_int; 2] = [libc::SOCK_DGRAM, libc::SOCK_RAW];
+/// Folders of system sockets the C library connects to on its own (name service caches,
+/// `nss-systemd`, `nss-resolve`): refused like any other, but not reported, since nearly every
+/// program probes them. They are the DNS and user-lookup channels the sandbox closes.
+const QUIET_REFUSALS: &[&str] = &["/run/nscd", "/var/run/nscd", "/run/systemd/userdb", "/run/systemd/resolve"];
 /// The low bits of `socket()`'s type argument that hold the type (the rest are flags).
 const SOCK_TYPE_MASK: u64 = 0xf;
 
@@ -304,11 +308,11 @@ impl Broker {
         let file = match open_path(tid, path) {
             Ok(file) => file,
             Err(errno) if self.allows(&requested) => return Err(errno),
-            Err(_) => return Err(self.refuse(requested.display().to_string(), 0)),
+            Err(_) => return Err(self.refuse_path(&requested)),
         };
         let real = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).map_err(|_| libc::EACCES)?;
         if !self.allows(&real) {
-            return Err(self.refuse(real.display().to_string(), 0));
+            return Err(self.refuse_path(&real));
         }
         if !is_socket(&file) {
             return Err(libc::ECONNREFUSED);
@@ -319,6 +323,14 @@ impl Broker {
     /// Whether a socket file at `path` (absolute, normalised) may be connected to.
     fn allows(&self, path: &Path) -> bool {
         self.roots.iter().any(|root| path.starts_with(root)) || self.sockets.iter().any(|socket| path == socket)
+    }
+
+    /// Refuses a Unix socket path, reporting it unless it is a [`QUIET_REFUSALS`] one.
+    fn refuse_path(&self, path: &Path) -> i32 {
+        if QUIET_REFUSALS.iter().any(|dir| path.starts_with(dir)) {
+            return libc::EACCES;
+        }
+        self.refuse(path.display().to_string(), 0)
     }
 
     /// Reports a refused connection to `host`:`port`; returns the errno the command gets.

@@ -228,7 +228,9 @@ fn seccomp_program(policy: &Policy, no_truncate: bool, protected: &[libc::pid_t]
     if no_truncate {
         rules.insert(libc::SYS_truncate, Vec::new());
     }
-    rules.insert(libc::SYS_ioctl, vec![arg_is(1, libc::TIOCSTI as u64)?, arg_is(1, libc::TIOCLINUX as u64)?]);
+    #[allow(clippy::unnecessary_cast)] // the ioctl numbers' type differs between C libraries
+    let typing = [libc::TIOCSTI as u64, libc::TIOCLINUX as u64];
+    rules.insert(libc::SYS_ioctl, typing.into_iter().map(|request| arg_is(1, request)).collect::<Result<Vec<_>, _>>()?);
     rules.extend(super::broker::refused_socket_calls(policy)?);
     let arch = std::env::consts::ARCH.try_into()?;
     let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), arch)?;

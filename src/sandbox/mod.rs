@@ -15,16 +15,22 @@
 //!   capability dropped (effective, permitted, inheritable, ambient, bounding set) — root inside
 //!   is an ordinary user of uid 0.
 //! - **Network** (seccomp, unless [`Policy::network`]): `socket()` for anything but `AF_UNIX`
-//!   fails with `EPERM`; `io_uring` is refused in every mode (it can open sockets behind seccomp's
-//!   back).
+//!   (and `AF_INET`/`AF_INET6` streams with a [`Policy::proxy`]) fails with `EPERM`; `io_uring`
+//!   is refused in every mode (it can open sockets behind seccomp's back).
+//! - **Connections** (the `broker` module): every `connect()` is decided and performed by the
+//!   supervisor — Unix sockets only inside the writable roots or in [`Policy::unix_sockets`],
+//!   TCP only to the proxy (or anywhere with `network`); refusals are reported. No Unix
+//!   datagram sockets, no TCP fast open without `network`.
+//! - **Descriptors and terminal**: only fds 0–2 survive into the command
+//!   ([`close_inherited_descriptors`]); it runs in a session of its own without a controlling
+//!   terminal, and `TIOCSTI`/`TIOCLINUX` are refused.
 //! - **Lifetime**: a supervisor (dracode re-executed, see [`supervisor`]) is the command's
 //!   subreaper; when the command ends, or the supervisor is told to stop, or dracode dies, every
 //!   process it started is killed — including ones that called `setsid` or double-forked.
 //!
 //! # What is not confined
-//! Reading non-hidden files (a secret in a world-readable file elsewhere is readable), `AF_UNIX`
-//! sockets on the file system that are readable (a Docker socket the user can write to would let
-//! a command out — leave it unreadable or hide it), resource use (CPU, memory, disk in the
+//! Reading non-hidden files (a secret in a world-readable file elsewhere is readable), `/dev/shm`
+//! (writable and shared by every task, for POSIX semaphores), resource use (CPU, memory, disk in the
 //! writable roots; the task's timeout bounds time), and new entries created in a folder that had
 //! to be split around a hidden path after the policy was applied (those are not readable — see
 //! `rules`). On macOS and other systems only `off` is available.

@@ -13,7 +13,7 @@
 //! `SIGTERM` when dracode dies (`PR_SET_PDEATHSIG`); builds the Landlock ruleset and seccomp
 //! program; forks the command into a session of its own (no controlling terminal) with only
 //! descriptors 0–2 surviving the exec, confines it, takes the connect broker's listener from it
-//! ([`super::broker`], answered on threads of the supervisor) and executes it; waits;
+//! (the `broker` module, answered on threads of the supervisor) and executes it; waits;
 //! then kills and reaps every process left until it has no child at all, and exits the way the
 //! command did (same code, or the same signal re-raised). On `SIGTERM`/`SIGINT`/`SIGHUP` it
 //! forwards `SIGTERM` to the command's group, gives it [`GRACE_SECS`], then kills everything.

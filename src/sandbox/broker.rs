@@ -408,20 +408,55 @@ fn socket_of(tid: libc::pid_t, fd: RawFd) -> Result<OwnedFd, i32> {
     // SAFETY: pidfd_getfd returns a new descriptor (close-on-exec) or -1.
     let socket = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
     if socket < 0 {
-        return Err(errno());
+        let errno = errno();
+        if matches!(errno, libc::EPERM | libc::ENOSYS) {
+            explain_once(errno);
+        }
+        return Err(errno);
     }
     // SAFETY: as above.
     Ok(unsafe { OwnedFd::from_raw_fd(socket as RawFd) })
 }
 
-/// `length` bytes at `address` in thread `tid`'s memory, read once.
+/// Says once, on the command's stderr (the supervisor's), why its connects fail when the
+/// supervisor may not take its sockets.
+fn explain_once(errno: i32) {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !SAID.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        let cause = io::Error::from_raw_os_error(errno);
+        #[allow(clippy::print_stderr)] // the one place to tell the command's reader
+        {
+            eprintln!(
+                "dracode sandbox: connect() fails: the supervisor cannot take the command's socket (pidfd_getfd: {cause}); \
+                 a container's seccomp profile may refuse pidfd_getfd"
+            );
+        }
+    }
+}
+
+/// `length` bytes at `address` in thread `tid`'s memory, read once: `process_vm_readv`, or
+/// `/proc/<tid>/mem` where a container's seccomp profile refuses that call.
 fn read_memory(tid: libc::pid_t, address: u64, length: usize) -> Result<Vec<u8>, i32> {
     let mut buffer = vec![0u8; length];
     let local = libc::iovec { iov_base: buffer.as_mut_ptr().cast(), iov_len: length };
     let remote = libc::iovec { iov_base: address as *mut libc::c_void, iov_len: length };
     // SAFETY: the kernel writes at most `length` bytes into `buffer`.
     let read = unsafe { libc::process_vm_readv(tid, &local, 1, &remote, 1, 0) };
-    if read < 0 || read as usize != length { Err(libc::EFAULT) } else { Ok(buffer) }
+    if read >= 0 {
+        return if read as usize == length { Ok(buffer) } else { Err(libc::EFAULT) };
+    }
+    if errno() != libc::EPERM && errno() != libc::ENOSYS {
+        return Err(libc::EFAULT);
+    }
+    read_proc_mem(tid, address, length)
+}
+
+fn read_proc_mem(tid: libc::pid_t, address: u64, length: usize) -> Result<Vec<u8>, i32> {
+    use std::os::unix::fs::FileExt;
+    let mut buffer = vec![0u8; length];
+    let mem = std::fs::File::open(format!("/proc/{tid}/mem")).map_err(|_| libc::EFAULT)?;
+    mem.read_exact_at(&mut buffer, address).map_err(|_| libc::EFAULT)?;
+    Ok(buffer)
 }
 
 fn socket_option(socket: &OwnedFd, option: libc::c_int) -> Result<libc::c_int, i32> {
@@ -525,6 +560,16 @@ mod tests {
         let returns: Vec<u32> = program.iter().filter(|i| i.code == 0x06).map(|i| i.k).collect();
         assert!(returns.contains(&libc::SECCOMP_RET_USER_NOTIF), "{returns:x?}");
         assert!(!returns.contains(&(libc::SECCOMP_RET_TRACE | NOTIFY_MARK)), "{returns:x?}");
+    }
+
+    #[test]
+    fn memory_is_read_either_way() {
+        let data = *b"/some/socket/path";
+        let me = std::process::id() as libc::pid_t;
+        let address = data.as_ptr() as u64;
+        assert_eq!(read_memory(me, address, data.len()).unwrap(), data);
+        assert_eq!(read_proc_mem(me, address, data.len()).unwrap(), data);
+        assert_eq!(read_memory(me, 8, 4), Err(libc::EFAULT));
     }
 
     #[test]

@@ -88,13 +88,16 @@ async fn sandbox_a_unix_socket_outside_the_workspace_receives_nothing() {
     let s = Scratch::new();
     let socket = s.outside.join("docker.sock");
     let got = unix_recorder(&socket);
-    let mut script = py_unix_send(&socket, "stolen");
+    // Directly, and through a symlink in the workspace (the real location decides).
+    std::os::unix::fs::symlink(&socket, s.ws.join("link.sock")).unwrap();
+    let mut script = format!("{}; {}", py_unix_send(&socket, "stolen"), py_unix_send(Path::new("link.sock"), "linked"));
     script.push_str(&format!(
         "; if command -v curl >/dev/null; then curl -s -m 3 --unix-socket {} -d stolen-curl http://x/containers/create; echo curl-rc=$?; fi",
         socket.display()
     ));
     let f = s.sh(&s.policy(SandboxMode::WorkspaceWrite), &script).await;
     assert!(f.output.contains("stolen-error [Errno 13] Permission denied"), "{}", f.output);
+    assert!(f.output.contains("linked-error [Errno 13] Permission denied"), "{}", f.output);
     assert!(!f.output.contains("curl-rc=0"), "{}", f.output);
     assert_eq!(received(&got), "", "the outside socket received data");
     let denied = denied_hosts(&f.reports);
@@ -198,7 +201,8 @@ async fn sandbox_refuses_unix_datagrams_and_tcp_fast_open() {
 }
 
 /// A client whose threads flip the address of a pending `connect` between an allowed socket
-/// and a denied one: the broker reads the address once, so the denied listener never gets a
+/// and a denied one, then a symlink in the workspace between the two: the broker reads the
+/// address once and connects through the file it checked, so the denied listener never gets a
 /// connection.
 #[tokio::test]
 async fn sandbox_connect_address_races_never_reach_a_denied_socket() {
@@ -224,6 +228,11 @@ async fn sandbox_connect_address_races_never_reach_a_denied_socket() {
          for _ in range(300):\n  s = socket.socket(socket.AF_UNIX)\n  ok += libc.connect(s.fileno(), buf, 110) == 0\n  s.close()\n\
          stop = True\n\
          [t.join() for t in threads]\n\
+         import os\n\
+         def swap():\n  i = 0\n  while not stop:\n    os.symlink(paths[i % 2], \"next.sock\"); os.replace(\"next.sock\", \"flip.sock\"); i += 1\n\
+         os.symlink(paths[0], \"flip.sock\"); stop = False; swapper = threading.Thread(target=swap); swapper.start()\n\
+         for _ in range(300):\n  s = socket.socket(socket.AF_UNIX)\n  try: s.connect(\"flip.sock\"); ok += 1\n  except OSError: pass\n  s.close()\n\
+         stop = True; swapper.join()\n\
          print(\"connected\", ok)",
         allowed = allowed.display().to_string(),
         denied = denied.display().to_string(),

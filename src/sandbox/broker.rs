@@ -356,9 +356,21 @@ fn block_stop_signals() {
     }
 }
 
-/// The next notification; `None` once the listener is unusable (no process left to notify).
+/// The next notification; `None` once no process is left to notify (the listener hangs up) or
+/// the listener is unusable.
 fn next(listener: &OwnedFd) -> Option<libc::seccomp_notif> {
     loop {
+        let mut ready = libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: poll reads and writes one pollfd.
+        if unsafe { libc::poll(&mut ready, 1, -1) } < 0 {
+            if errno() == libc::EINTR {
+                continue;
+            }
+            return None;
+        }
+        if ready.revents & libc::POLLIN == 0 {
+            return None; // POLLHUP: every process under the filter is gone
+        }
         // SAFETY: the kernel requires a zeroed struct and fills it in.
         let mut notification: libc::seccomp_notif = unsafe { std::mem::zeroed() };
         // SAFETY: NOTIF_RECV writes one seccomp_notif.

@@ -61,6 +61,18 @@ fn received(got: &Arc<Mutex<Vec<u8>>>) -> String {
     String::from_utf8_lossy(&got.lock().unwrap()).into_owned()
 }
 
+/// What `got` holds once it is `expected`, or after 5 s (a loaded machine delays the threads).
+fn received_eventually(got: &Arc<Mutex<Vec<u8>>>, expected: &str) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let text = String::from_utf8_lossy(&got.lock().unwrap()).into_owned();
+        if text == expected || std::time::Instant::now() > deadline {
+            return text;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// A python3 snippet that connects a Unix stream socket to `path` and sends `data`, printing
 /// `ok` or the error.
 fn py_unix_send(path: &Path, data: &str) -> String {
@@ -120,7 +132,8 @@ async fn sandbox_unix_sockets_of_the_workspace_tmpdir_and_unix_sockets_work() {
     // one in TMPDIR; then the listed socket outside; then a socket pair.
     let server = "import socket,sys\nl=socket.socket(socket.AF_UNIX); l.bind(sys.argv[1]); l.listen()\nfor _ in range(1):\n  c,_=l.accept(); print(\"server got\", c.recv(100).decode(), flush=True)";
     let script = format!(
-        "python3 -c '{server}' ws.sock & python3 -c '{server}' $TMPDIR/t.sock & sleep 0.5; {}; {}; {}; \
+        "python3 -c '{server}' ws.sock & python3 -c '{server}' $TMPDIR/t.sock & \
+         for i in $(seq 100); do [ -S ws.sock ] && [ -S $TMPDIR/t.sock ] && break; sleep 0.1; done; {}; {}; {}; \
          python3 -c 'import socket\na,b=socket.socketpair(); a.send(b\"x\"); print(\"pair\", b.recv(1).decode())'; wait",
         py_unix_send(Path::new("ws.sock"), "in-ws"),
         py_unix_send(&s.tmp.join("t.sock"), "in-tmp"),
@@ -130,7 +143,7 @@ async fn sandbox_unix_sockets_of_the_workspace_tmpdir_and_unix_sockets_work() {
     for expected in ["in-ws-ok", "in-tmp-ok", "server got in-ws", "server got in-tmp", "listed-ok", "pair x"] {
         assert!(f.output.contains(expected), "{expected} missing:\n{}", f.output);
     }
-    assert_eq!(received(&got), "<connection>listed");
+    assert_eq!(received_eventually(&got, "<connection>listed"), "<connection>listed");
     assert_eq!(f.reports, []);
 }
 
@@ -173,7 +186,8 @@ async fn sandbox_tcp_reaches_only_the_proxy_and_refusals_are_reported() {
     assert!(f.output.contains(&format!("{proxy}-ok")), "{}", f.output);
     assert!(f.output.contains(&format!("{other}-error [Errno 13] Permission denied")), "{}", f.output);
     assert!(f.output.contains("udp-error [Errno 13]"), "{}", f.output);
-    assert_eq!(received(&proxy_got), format!("<connection>to-{proxy}"));
+    let expected = format!("<connection>to-{proxy}");
+    assert_eq!(received_eventually(&proxy_got, &expected), expected);
     assert_eq!(received(&other_got), "");
     assert_eq!(denied_hosts(&f.reports), [("127.0.0.1".to_string(), other), ("udp".to_string(), 0)]);
 }
@@ -325,7 +339,7 @@ fn attack_unix_sockets_field_lets_exactly_the_listed_socket_through() {
     let out = outputs(&events);
     assert!(out[0].contains("listed-ok"), "{}", out[0]);
     assert!(out[1].contains("other-error [Errno 13]"), "{}", out[1]);
-    assert_eq!(received(&listed_got), "<connection>listed");
+    assert_eq!(received_eventually(&listed_got, "<connection>listed"), "<connection>listed");
     assert_eq!(received(&other_got), "");
 }
 

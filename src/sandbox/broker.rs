@@ -575,6 +575,25 @@ mod tests {
     }
 
     #[test]
+    fn sockets_are_allowed_inside_the_roots_and_by_exact_name_only() {
+        let mut policy = Policy::for_workspace(super::super::SandboxMode::WorkspaceWrite, Path::new("/ws"), Some(Path::new("/t")));
+        policy.unix_sockets = vec![PathBuf::from("/run/app/app.sock")];
+        let report = tempfile::NamedTempFile::new().unwrap();
+        let broker = Broker::new(&policy, Some(report.path().to_path_buf()), "sh -c x".into());
+        for allowed in ["/ws/a.sock", "/ws/deep/b.sock", "/t/c.sock", "/run/app/app.sock"] {
+            assert!(broker.allows(Path::new(allowed)), "{allowed}");
+        }
+        for denied in ["/ws2/a.sock", "/run/app/other.sock", "/run/app", "/var/run/docker.sock"] {
+            assert!(!broker.allows(Path::new(denied)), "{denied}");
+        }
+        assert_eq!(broker.refuse_path(Path::new("/var/run/nscd/socket")), libc::EACCES);
+        assert_eq!(broker.refuse_path(Path::new("/var/run/docker.sock")), libc::EACCES);
+        let reports = std::fs::read_to_string(report.path()).unwrap();
+        assert_eq!(reports.lines().count(), 1, "only docker.sock is reported: {reports}");
+        assert!(reports.contains("\"host\":\"/var/run/docker.sock\"") && reports.contains("\"command\":\"sh -c x\""), "{reports}");
+    }
+
+    #[test]
     fn memory_is_read_either_way() {
         let data = *b"/some/socket/path";
         let me = std::process::id() as libc::pid_t;

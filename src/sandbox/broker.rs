@@ -37,7 +37,7 @@
 //! The rest of the socket rules are plain seccomp refusals ([`refused_socket_calls`]):
 //! `AF_UNIX` datagram sockets (an unconnected one can `sendto` any path, bypassing `connect`),
 //! `MSG_FASTOPEN` sends (TCP fast open connects without `connect`), and without network every
-//! family but `AF_UNIX` (plus `AF_INET`/`AF_INET6` when there is a proxy).
+//! family but `AF_UNIX` (plus `AF_INET`/`AF_INET6` when there is a proxy, TCP only).
 
 use super::Policy;
 use super::report::{self, Report};
@@ -88,6 +88,12 @@ pub(super) fn refused_socket_calls(policy: &Policy) -> Result<Vec<(i64, Vec<Secc
         let mut other_family = vec![arg_ne(0, unix)?];
         if policy.proxy.is_some() {
             other_family.extend([arg_ne(0, libc::AF_INET as u64)?, arg_ne(0, libc::AF_INET6 as u64)?]);
+            // Only TCP: an SCTP stream socket sets up an association on `sendmsg` or a socket
+            // option, without `connect`.
+            for family in [libc::AF_INET, libc::AF_INET6] {
+                let not_tcp = [arg_ne(2, 0)?, arg_ne(2, libc::IPPROTO_TCP as u64)?];
+                socket.push(SeccompRule::new([vec![arg_eq(0, family as u64)?], not_tcp.to_vec()].concat())?);
+            }
         }
         socket.push(SeccompRule::new(other_family)?);
     }

@@ -193,7 +193,7 @@ async fn sandbox_tcp_reaches_only_the_proxy_and_refusals_are_reported() {
 }
 
 #[tokio::test]
-async fn sandbox_refuses_unix_datagrams_and_tcp_fast_open() {
+async fn sandbox_refuses_unix_datagrams_tcp_fast_open_and_sctp() {
     if !supported() || !python() {
         return;
     }
@@ -204,11 +204,12 @@ async fn sandbox_refuses_unix_datagrams_and_tcp_fast_open() {
     let script = format!(
         "python3 -c 'import socket\nfor name, make in [(\"dgram\", lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)), \
          (\"dgram-pair\", lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)), \
-         (\"fastopen\", lambda: socket.socket().sendto(b\"x\", 0x20000000, (\"127.0.0.1\", {port})))]:\n  \
+         (\"fastopen\", lambda: socket.socket().sendto(b\"x\", 0x20000000, (\"127.0.0.1\", {port}))), \
+         (\"sctp\", lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM, 132))]:\n  \
          try:\n    make(); print(name, \"allowed\")\n  except OSError as e: print(name, \"error\", e.errno)'"
     );
     let f = s.sh(&policy, &script).await;
-    for name in ["dgram", "dgram-pair", "fastopen"] {
+    for name in ["dgram", "dgram-pair", "fastopen", "sctp"] {
         assert!(f.output.contains(&format!("{name} error 1\n")), "{name}: {}", f.output);
     }
     assert_eq!(received(&got), "");

@@ -11,7 +11,10 @@
 //!   peak RSS with 64 tasks in flight;
 //! - the sandbox's added cost per command: `true` through `process::run` confined (supervisor,
 //!   Landlock, seccomp) against unconfined, interleaved in the same run
-//!   (`cargo bench --bench overhead -- sandbox` prints only this line).
+//!   (`cargo bench --bench overhead -- sandbox` prints only this line and the next);
+//! - the connect broker's added cost per connection: a python3 loop of `connect()` to a Unix
+//!   socket in the workspace and to a 127.0.0.1 listener set as the task's proxy, timed inside
+//!   the command, confined (every connect goes through the supervisor) against unconfined.
 //!
 //! Each figure is the median of several runs. Nothing here asserts: it prints figures.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)] // a bench/test: a panic is the report
@@ -31,6 +34,7 @@ fn main() {
     let root = tmp.path();
     if wants("sandbox") {
         sandbox_overhead(&exe, root);
+        connect_overhead(&exe, root);
     }
     if wants("run-cost") {
         run_cost(&exe, root);
@@ -193,6 +197,60 @@ fn sandbox_overhead(exe: &Path, root: &Path) {
         ms(plain),
         confined.as_secs_f64() / plain.as_secs_f64()
     );
+}
+
+/// The connect broker's added cost per connection, confined against unconfined, measured by
+/// the command itself (so process start-up is left out).
+fn connect_overhead(exe: &Path, root: &Path) {
+    use dracode::process::{Spec, run};
+    use dracode::sandbox::{Policy, SandboxMode};
+    dracode::sandbox::use_supervisor_program(exe.to_path_buf());
+    let ws = root.join("connect-ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let mut policy = Policy::for_workspace(SandboxMode::WorkspaceWrite, &ws, Some(&ws));
+    if policy.check_supported().is_err() || Command::new("python3").arg("-c").arg("pass").status().is_err() {
+        println!("connect broker overhead: not measured (no sandbox or no python3)");
+        return;
+    }
+    let unix = std::os::unix::net::UnixListener::bind(ws.join("bench.sock")).unwrap();
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = tcp.local_addr().unwrap().port();
+    policy.proxy = Some(tcp.local_addr().unwrap());
+    std::thread::spawn(move || for _ in unix.incoming() {});
+    std::thread::spawn(move || for _ in tcp.incoming() {});
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let env = std::collections::BTreeMap::from([("PATH".to_string(), std::env::var("PATH").unwrap_or_default())]);
+    let script = format!(
+        "import socket, time\nfor family, address in [(socket.AF_UNIX, 'bench.sock'), (socket.AF_INET, ('127.0.0.1', {port}))]:\n  \
+         times = []\n  for _ in range(300):\n    s = socket.socket(family); t = time.perf_counter(); s.connect(address); \
+         times.append(time.perf_counter() - t); s.close()\n  times.sort(); print(times[len(times) // 2] * 1e6)"
+    );
+    let per_connect = |confine: Option<&Policy>| -> Vec<f64> {
+        let args = vec!["-c".to_string(), script.clone()];
+        let spec = Spec {
+            program: "python3",
+            args: &args,
+            cwd: &ws,
+            env: &env,
+            tmp_dir: None,
+            timeout: Duration::from_secs(60),
+            output_limit: 4096,
+            confine,
+        };
+        let finished = rt.block_on(run(&spec)).unwrap();
+        assert_eq!(finished.exit_code, Some(0), "{}", finished.output);
+        finished.output.lines().filter_map(|l| l.trim().parse().ok()).collect()
+    };
+    let (plain, confined) = (per_connect(None), per_connect(Some(&policy)));
+    for (i, what) in ["Unix socket in the workspace", "TCP to the proxy address"].iter().enumerate() {
+        println!(
+            "connect broker overhead per connect(), {what} (p50 of 300): +{:.0} µs ({:.0} µs confined vs {:.0} µs unconfined, ratio {:.1})",
+            confined[i] - plain[i],
+            confined[i],
+            plain[i],
+            confined[i] / plain[i]
+        );
+    }
 }
 
 fn ms(d: Duration) -> f64 {

@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 fn main() -> ExitCode {
+    dracode::sandbox::close_inherited_descriptors();
     if let Some(code) = dracode::sandbox::supervisor::run_if_requested() {
         return ExitCode::from(u8::try_from(code).unwrap_or(u8::MAX));
     }

@@ -324,6 +324,7 @@ fn resolve(
         network: f.network == Some(true),
         env: f.env.unwrap_or_default(),
         env_passthrough: f.env_passthrough.unwrap_or_default(),
+        unix_sockets: f.unix_sockets.unwrap_or_default().into_iter().map(|p| cwd.join(p)).collect(),
         output,
         mcp_servers: f.mcp_servers.unwrap_or_default(),
         id: task.id,

@@ -72,6 +72,8 @@ pub struct TaskSpec {
     pub env: BTreeMap<String, String>,
     /// Extra variables of dracode's environment a command may see (carried, not yet applied).
     pub env_passthrough: Vec<String>,
+    /// Unix socket files outside the workspace the task's commands may connect to (absolute).
+    pub unix_sockets: Vec<std::path::PathBuf>,
     /// The schema the final answer must match (`output_schema`, `output = "findings"`), if any.
     pub output: Option<crate::structured::OutputContract>,
     /// MCP servers whose tools the task is offered, by name.

@@ -293,6 +293,7 @@ fn command_policy(spec: &TaskSpec, workspace: &Workspace, tmp_dir: &Path) -> Pol
     policy.readable.extend(paths.readable);
     policy.hidden.extend(paths.hidden);
     policy.network = spec.network;
+    policy.unix_sockets = spec.unix_sockets.clone();
     policy
 }
 

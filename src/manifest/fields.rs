@@ -112,6 +112,9 @@ pub struct TaskFields {
     pub env: Option<BTreeMap<String, String>>,
     /// Names of extra variables of dracode's environment a command may see.
     pub env_passthrough: Option<Vec<String>>,
+    /// Unix socket files outside the workspace and TMPDIR the task's commands may connect to
+    /// (absolute, or relative to the manifest). Dangerous: `docker.sock` is root on the machine.
+    pub unix_sockets: Option<Vec<PathBuf>>,
     /// A JSON Schema (inline table) the task's final answer must be valid against; the answer
     /// is `structured_output` in `task.finished` and `outputs/<id>.json`.
     pub output_schema: Option<serde_json::Value>,
@@ -164,6 +167,7 @@ pub const FIELD_NAMES: &[&str] = &[
     "network",
     "env",
     "env_passthrough",
+    "unix_sockets",
     "output_schema",
     "output_schema_file",
     "output_retries",
@@ -200,7 +204,7 @@ impl TaskFields {
             idle_timeout, retries, retry_on, isolation, repo, base, workdir, tools, check, check_before,
             check_timeout, commit, isolate_home, require_change, protect, tags, answers, replay, system_prompt, max_output_tokens,
             max_tokens, max_cost_usd, max_context_tokens, compact_at, sandbox, network, env, env_passthrough,
-            output_schema, output_schema_file, output_retries, output, policy, mcp_servers);
+            unix_sockets, output_schema, output_schema_file, output_retries, output, policy, mcp_servers);
         merged.policy = policy;
         merged.mcp_servers = mcp_servers;
         merged.protect = protect;
@@ -234,5 +238,6 @@ pub fn resolve_paths(mut fields: TaskFields, dir: &Path) -> TaskFields {
     fields.repo = abs(fields.repo);
     fields.replay = abs(fields.replay);
     fields.output_schema_file = abs(fields.output_schema_file);
+    fields.unix_sockets = fields.unix_sockets.map(|paths| paths.into_iter().map(|p| dir.join(p)).collect());
     fields
 }

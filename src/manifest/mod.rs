@@ -365,12 +365,32 @@ fn check_fields(fields: &TaskFields, push: &mut impl FnMut(&str, String)) {
     {
         push("workdir", e);
     }
+    for socket in fields.unix_sockets.iter().flatten() {
+        if let Err(e) = check_socket_path(socket) {
+            push("unix_sockets", e);
+        }
+    }
     let names = fields.env.iter().flat_map(|e| e.keys()).map(|k| ("env", k));
     for (field, name) in names.chain(fields.env_passthrough.iter().flatten().map(|n| ("env_passthrough", n))) {
         if name.is_empty() || name.contains(['=', '\0']) {
             push(field, format!("{name:?} is not a variable name"));
         }
     }
+}
+
+/// A `unix_sockets` entry names one socket file: not empty, no wildcard, not a folder.
+fn check_socket_path(path: &Path) -> Result<(), String> {
+    let text = path.to_string_lossy();
+    if text.trim().is_empty() {
+        return Err("an entry is empty: name a socket file".into());
+    }
+    if text.contains(['*', '?', '[']) {
+        return Err(format!("{text:?}: wildcards are not supported; name each socket file"));
+    }
+    if text.ends_with('/') || path.file_name().is_none() {
+        return Err(format!("{text:?} names a folder; name the socket file itself"));
+    }
+    Ok(())
 }
 
 /// `path` is relative and never climbs above where it starts (`a/../b` is fine, `../b` is not).

@@ -15,6 +15,10 @@ use std::path::Path;
 
 /// Devices every command may write (`> /dev/null` is everywhere in build scripts).
 const WRITABLE_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
+/// POSIX shared memory and named semaphores (`shm_open`, `sem_open`: Python's
+/// `multiprocessing.Lock()`): writable in every mode. Shared by every process of the user, so
+/// it is a channel between tasks (see the README's "Security model").
+const SHARED_MEMORY: &str = "/dev/shm";
 
 /// The Landlock ABI from which signals and abstract unix sockets can be scoped.
 const ABI_SCOPES: u32 = 6;
@@ -41,6 +45,8 @@ pub(super) fn seccomp_available() -> bool {
 pub(super) struct Confinement {
     ruleset: OwnedFd,
     filter: Vec<libc::sock_filter>,
+    /// The filter whose matches go to the connect broker ([`super::broker`]).
+    notify: Vec<libc::sock_filter>,
 }
 
 impl Confinement {
@@ -50,18 +56,19 @@ impl Confinement {
         policy.check_supported()?;
         let abi = landlock_abi().ok_or_else(|| SandboxError::Setup("Landlock disappeared".into()))?;
         let ruleset = ruleset(policy, abi).map_err(|e| SandboxError::Setup(format!("landlock: {e}")))?;
-        let program =
-            seccomp_program(policy.network, abi < ABI_TRUNCATE, protected).map_err(|e| SandboxError::Setup(format!("seccomp: {e}")))?;
-        let filter = program.iter().map(|i| libc::sock_filter { code: i.code, jt: i.jt, jf: i.jf, k: i.k }).collect();
-        Ok(Confinement { ruleset, filter })
+        let seccomp = |e: seccompiler::BackendError| SandboxError::Setup(format!("seccomp: {e}"));
+        let program = seccomp_program(policy, abi < ABI_TRUNCATE, protected).map_err(seccomp)?;
+        let notify = super::broker::notify_program(policy, refuse_x32()).map_err(seccomp)?;
+        let raw = |p: BpfProgram| p.iter().map(|i| libc::sock_filter { code: i.code, jt: i.jt, jf: i.jf, k: i.k }).collect();
+        Ok(Confinement { ruleset, filter: raw(program), notify: raw(notify) })
     }
 
     /// Confines the calling process for good: no new privileges, no capabilities, the Landlock
-    /// ruleset, the seccomp filter.
+    /// ruleset, the seccomp filters. Returns the connect broker's listener (close-on-exec).
     ///
     /// # Safety
     /// Meant for `pre_exec`: it only makes system calls on memory owned by `self`.
-    pub(super) unsafe fn apply(&self) -> std::io::Result<()> {
+    pub(super) unsafe fn apply(&self) -> std::io::Result<std::os::fd::RawFd> {
         // SAFETY: every call below is a plain system call with integer arguments or pointers to
         // memory that lives as long as `self`; none allocates or takes a lock.
         unsafe {
@@ -71,8 +78,13 @@ impl Confinement {
             let prog =
                 libc::sock_fprog { len: self.filter.len() as libc::c_ushort, filter: self.filter.as_ptr() as *mut libc::sock_filter };
             check(libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, 0, &prog as *const libc::sock_fprog) as libc::c_int)?;
+            let prog =
+                libc::sock_fprog { len: self.notify.len() as libc::c_ushort, filter: self.notify.as_ptr() as *mut libc::sock_filter };
+            let flags = libc::SECCOMP_FILTER_FLAG_NEW_LISTENER;
+            let listener = libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, flags, &prog as *const libc::sock_fprog);
+            check(listener as libc::c_int)?;
+            Ok(listener as std::os::fd::RawFd)
         }
-        Ok(())
     }
 }
 
@@ -160,7 +172,8 @@ fn rules(policy: &Policy, version: u32) -> Result<RulesetCreated, landlock::Rule
     let grants = (reads.passages.iter().map(|p| (p.as_path(), AccessFs::ReadDir.into())))
         .chain(reads.whole.iter().map(|p| (p.as_path(), AccessFs::from_read(abi))))
         .chain(writes.whole.iter().map(|p| (p.as_path(), all)))
-        .chain(WRITABLE_DEVICES.iter().map(|p| (Path::new(*p), device)));
+        .chain(WRITABLE_DEVICES.iter().map(|p| (Path::new(*p), device)))
+        .chain([(Path::new(SHARED_MEMORY), all)]);
     for (path, access) in grants {
         created = grant(created, path, access, abi)?;
     }
@@ -182,9 +195,10 @@ fn grant(created: RulesetCreated, path: &Path, access: BitFlags<AccessFs>, abi: 
 /// The seccomp program: refuse (`EPERM`) debugging other processes, `io_uring`, signals aimed
 /// at a `protected` process or its group (so a command cannot kill its supervisor and leave
 /// orphans, nor kill dracode, even where Landlock cannot scope signals), `kill(-1)`, joining a
-/// protected process group, `truncate(2)` when Landlock cannot check it (`no_truncate`), and —
-/// without network — sockets other than `AF_UNIX`.
-fn seccomp_program(network: bool, no_truncate: bool, protected: &[libc::pid_t]) -> Result<BpfProgram, seccompiler::BackendError> {
+/// protected process group, `truncate(2)` when Landlock cannot check it (`no_truncate`),
+/// typing into a terminal (`TIOCSTI`, `TIOCLINUX`), and the socket calls of
+/// [`super::broker::refused_socket_calls`].
+fn seccomp_program(policy: &Policy, no_truncate: bool, protected: &[libc::pid_t]) -> Result<BpfProgram, seccompiler::BackendError> {
     let pid = |p: libc::pid_t| u64::from(p as u32);
     let arg_is = |index: u8, value: u64| -> Result<SeccompRule, seccompiler::BackendError> {
         SeccompRule::new(vec![SeccompCondition::new(index, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, value)?])
@@ -214,10 +228,10 @@ fn seccomp_program(network: bool, no_truncate: bool, protected: &[libc::pid_t]) 
     if no_truncate {
         rules.insert(libc::SYS_truncate, Vec::new());
     }
-    if !network {
-        let not_unix = SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, libc::AF_UNIX as u64)?;
-        rules.insert(libc::SYS_socket, vec![SeccompRule::new(vec![not_unix])?]);
-    }
+    #[allow(clippy::unnecessary_cast)] // the ioctl numbers' type differs between C libraries
+    let typing = [libc::TIOCSTI as u64, libc::TIOCLINUX as u64];
+    rules.insert(libc::SYS_ioctl, typing.into_iter().map(|request| arg_is(1, request)).collect::<Result<Vec<_>, _>>()?);
+    rules.extend(super::broker::refused_socket_calls(policy)?);
     let arch = std::env::consts::ARCH.try_into()?;
     let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), arch)?;
     let mut program: BpfProgram = filter.try_into()?;
@@ -247,8 +261,10 @@ mod tests {
 
     #[test]
     fn the_seccomp_program_builds_for_this_architecture() {
-        let closed = seccomp_program(false, false, &[100, 200]).unwrap();
-        let open = seccomp_program(true, false, &[100, 200]).unwrap();
+        let mut policy = Policy::for_workspace(super::super::SandboxMode::WorkspaceWrite, Path::new("/ws"), None);
+        let closed = seccomp_program(&policy, false, &[100, 200]).unwrap();
+        policy.network = true;
+        let open = seccomp_program(&policy, false, &[100, 200]).unwrap();
         assert!(closed.len() > open.len(), "the socket rule adds instructions");
         if cfg!(target_arch = "x86_64") {
             assert_eq!(closed[..3], refuse_x32());

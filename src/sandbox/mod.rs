@@ -15,20 +15,28 @@
 //!   capability dropped (effective, permitted, inheritable, ambient, bounding set) — root inside
 //!   is an ordinary user of uid 0.
 //! - **Network** (seccomp, unless [`Policy::network`]): `socket()` for anything but `AF_UNIX`
-//!   fails with `EPERM`; `io_uring` is refused in every mode (it can open sockets behind seccomp's
-//!   back).
+//!   (and `AF_INET`/`AF_INET6` streams with a [`Policy::proxy`]) fails with `EPERM`; `io_uring`
+//!   is refused in every mode (it can open sockets behind seccomp's back).
+//! - **Connections** (the `broker` module): every `connect()` is decided and performed by the
+//!   supervisor — Unix sockets only inside the writable roots or in [`Policy::unix_sockets`],
+//!   TCP only to the proxy (or anywhere with `network`); refusals are reported. No Unix
+//!   datagram sockets, no TCP fast open without `network`.
+//! - **Descriptors and terminal**: only fds 0–2 survive into the command
+//!   ([`close_inherited_descriptors`]); it runs in a session of its own without a controlling
+//!   terminal, and `TIOCSTI`/`TIOCLINUX` are refused.
 //! - **Lifetime**: a supervisor (dracode re-executed, see [`supervisor`]) is the command's
 //!   subreaper; when the command ends, or the supervisor is told to stop, or dracode dies, every
 //!   process it started is killed — including ones that called `setsid` or double-forked.
 //!
 //! # What is not confined
-//! Reading non-hidden files (a secret in a world-readable file elsewhere is readable), `AF_UNIX`
-//! sockets on the file system that are readable (a Docker socket the user can write to would let
-//! a command out — leave it unreadable or hide it), resource use (CPU, memory, disk in the
+//! Reading non-hidden files (a secret in a world-readable file elsewhere is readable), `/dev/shm`
+//! (writable and shared by every task, for POSIX semaphores), resource use (CPU, memory, disk in the
 //! writable roots; the task's timeout bounds time), and new entries created in a folder that had
 //! to be split around a hidden path after the policy was applied (those are not readable — see
 //! `rules`). On macOS and other systems only `off` is available.
 
+#[cfg(target_os = "linux")]
+mod broker;
 #[cfg(target_os = "linux")]
 mod confine;
 mod limits;
@@ -107,6 +115,27 @@ pub(crate) fn supervisor_program() -> std::io::Result<PathBuf> {
     match SUPERVISOR_PROGRAM.get() {
         Some(path) => Ok(path.clone()),
         None => std::env::current_exe(),
+    }
+}
+
+/// Marks every descriptor above stderr close-on-exec, so that nothing dracode was started with
+/// (a wrapper's `exec 7<secret`) reaches a command. Called at dracode's start and in each
+/// command's `pre_exec` (close-on-exec rather than close: the standard library's exec-error pipe
+/// must live until the exec). Async-signal-safe.
+pub fn close_inherited_descriptors() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: close_range and fcntl only change descriptor flags of this process.
+    unsafe {
+        if libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) == 0 {
+            return;
+        }
+        // Before Linux 5.11: every descriptor up to a generous bound, one by one.
+        for fd in 3..65_536 {
+            let flags = libc::fcntl(fd, libc::F_GETFD);
+            if flags >= 0 {
+                libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+            }
+        }
     }
 }
 

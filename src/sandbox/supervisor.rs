@@ -11,7 +11,9 @@
 //! It marks itself a child subreaper (`PR_SET_CHILD_SUBREAPER`), so every orphan of the
 //! command — a `setsid` daemon, a double fork — is re-parented to it, not to init; asks for
 //! `SIGTERM` when dracode dies (`PR_SET_PDEATHSIG`); builds the Landlock ruleset and seccomp
-//! program; forks the command into its own process group, confines it and executes it; waits;
+//! program; forks the command into a session of its own (no controlling terminal) with only
+//! descriptors 0–2 surviving the exec, confines it, takes the connect broker's listener from it
+//! (the `broker` module, answered on threads of the supervisor) and executes it; waits;
 //! then kills and reaps every process left until it has no child at all, and exits the way the
 //! command did (same code, or the same signal re-raised). On `SIGTERM`/`SIGINT`/`SIGHUP` it
 //! forwards `SIGTERM` to the command's group, gives it [`GRACE_SECS`], then kills everything.
@@ -137,8 +139,10 @@ fn start(args: Vec<OsString>) -> Result<i32, (i32, String)> {
 #[cfg(target_os = "linux")]
 mod linux {
     use super::{EXIT_SETUP_FAILED, GRACE_SECS, Invocation};
+    use crate::sandbox::broker::{self, Broker};
     use crate::sandbox::confine::Confinement;
     use std::ffi::OsString;
+    use std::os::fd::AsRawFd;
     use std::os::unix::process::CommandExt;
     use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
@@ -206,18 +210,35 @@ mod linux {
         }
         install_handlers();
         let confinement = Confinement::build(&invocation.policy, &[me, parent]).map_err(|e| (EXIT_SETUP_FAILED, e.to_string()))?;
+        let command_line = std::iter::once(program).chain(&args).map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" ");
+        let (channel, handoff) = broker::channel().map_err(|e| (EXIT_SETUP_FAILED, format!("connect broker: {e}")))?;
+        let handoff_fd = handoff.as_raw_fd();
         let mut cmd = std::process::Command::new(program);
-        cmd.args(args).process_group(0);
-        // SAFETY: the closure makes system calls only (see Confinement::apply).
+        cmd.args(args);
+        // SAFETY: the closure makes system calls only (see Confinement::apply, broker::hand_over).
         unsafe {
             cmd.pre_exec(move || {
+                crate::sandbox::close_inherited_descriptors();
+                if libc::setsid() < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
-                confinement.apply()
+                let listener = confinement.apply()?;
+                broker::hand_over(handoff_fd, listener)
             });
         }
         let child = cmd.spawn().map_err(|e| spawn_failure(&e, program))?;
+        drop(handoff);
         let pid = child.id() as libc::pid_t;
         CHILD.store(pid, Ordering::SeqCst);
+        let brokered = broker::receive(&channel)
+            .and_then(|listener| Broker::new(&invocation.policy, invocation.report.clone(), command_line).serve(listener));
+        if let Err(e) = brokered {
+            // SAFETY: the command's own process group (it is a session leader).
+            unsafe { libc::kill(-pid, libc::SIGKILL) };
+            kill_descendants();
+            return Err((EXIT_SETUP_FAILED, format!("connect broker: {e}")));
+        }
         if STOP.load(Ordering::SeqCst) != 0 {
             // SAFETY: signals the command's own group.
             unsafe { libc::kill(-pid, libc::SIGTERM) };

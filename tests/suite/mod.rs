@@ -25,6 +25,7 @@ mod run_quickstart;
 mod sandbox_files;
 mod sandbox_network;
 mod sandbox_processes;
+mod sandbox_sockets;
 mod streaming;
 mod structured_output;
 mod tool_policy;

@@ -273,7 +273,7 @@ fn run_replay(root: &Path, commands: &[String], fields: &str, prefix: &str) -> V
     turns.push(json!({"content": [{"type": "text", "text": "done"}], "stop_reason": "end_turn"}));
     std::fs::write(root.join("replay.json"), Value::Array(turns).to_string()).unwrap();
     let manifest = format!(
-        "[defaults]\nprovider = \"replay\"\nreplay = \"replay.json\"\nrepo = \"repo\"\nisolation = \"copy\"\n{fields}\n\
+        "[defaults]\nprovider = \"replay\"\nreplay = \"replay.json\"\nrepo = \"repo\"\nisolation = \"copy\"\nrequire_change = false\n{fields}\n\
          [[tasks]]\nid = \"t\"\nprompt = \"x\"\n"
     );
     std::fs::write(root.join("m.toml"), manifest).unwrap();

@@ -121,6 +121,8 @@ fn search_code(repo: &Path) {
         git_writes: false,
         processes: Default::default(),
         reports: Default::default(),
+        network: Default::default(),
+        network_log: Default::default(),
     };
     let registry = dracode::tools::Registry::all();
     let input = serde_json::json!({"query": "needle_4999", "regex": false, "case_sensitive": true});

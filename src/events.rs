@@ -292,6 +292,9 @@ pub struct TaskOutcome {
     pub compactions: u32,
     /// The last attempt's tool calls the policy denied, in order.
     pub denied_calls: Vec<DeniedCall>,
+    /// The last attempt's connections refused by the egress allowlist or the sandbox: how
+    /// many, and the first distinct `host:port`s.
+    pub network_denied: crate::egress::Denials,
 }
 
 /// A tool call the task's policy refused.
@@ -333,6 +336,7 @@ impl TaskOutcome {
             structured_output: None,
             compactions: 0,
             denied_calls: Vec::new(),
+            network_denied: crate::egress::Denials::default(),
         }
     }
 }
@@ -462,6 +466,17 @@ pub enum EventKind {
         tokens_after: u64,
         /// How.
         method: CompactionMethod,
+    },
+    /// A connection of the task's commands that the egress allowlist or the sandbox refused.
+    NetworkDenied {
+        /// The host (name or address) asked for; a socket path or `udp` from the sandbox.
+        host: String,
+        /// The port (0 when none applies).
+        port: u16,
+        /// The command that asked (`unknown` when none was running in the foreground).
+        command: String,
+        /// Why, in words, when known.
+        reason: Option<String>,
     },
     /// A task ended (exactly once per task).
     TaskFinished(Box<TaskOutcome>),

@@ -196,6 +196,10 @@ pub struct ToolContext {
     pub processes: Arc<background::Background>,
     /// What the sandbox reported about the task's commands (refused connections, limits).
     pub reports: Arc<crate::sandbox::report::ReportSink>,
+    /// The task's network (`web_fetch` obeys its allowlist too).
+    pub network: crate::egress::Network,
+    /// Where refused connections are recorded; knows which command is running.
+    pub network_log: Arc<crate::egress::NetworkLog>,
 }
 
 /// One callable tool.
@@ -459,6 +463,8 @@ pub(crate) fn test_context(root: &std::path::Path) -> ToolContext {
         git_writes: true,
         processes: Default::default(),
         reports: Default::default(),
+        network: Default::default(),
+        network_log: Default::default(),
     }
 }
 

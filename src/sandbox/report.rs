@@ -128,7 +128,7 @@ mod tests {
         sink.listen(move |r| ear.lock().unwrap().push(r.clone()));
         let denied = Report::NetworkDenied { host: "udp".into(), port: 0, command: "dig".into() };
         sink.extend([denied.clone()]);
-        assert_eq!(*heard.lock().unwrap(), [denied.clone()]);
+        assert_eq!(*heard.lock().unwrap(), std::slice::from_ref(&denied));
         assert_eq!(sink.all(), [denied]);
     }
 }

@@ -140,3 +140,24 @@ async fn dropping_the_proxy_closes_its_listener_and_its_tunnels() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(TcpStream::connect(addr).await.is_err(), "nothing listens any more");
 }
+
+#[tokio::test]
+async fn connections_over_the_limit_are_answered_503_at_once() {
+    let (proxy, _log) = proxy(&["127.0.0.1:1"]).await;
+    let mut held = Vec::new();
+    for _ in 0..MAX_CONNECTIONS {
+        held.push(TcpStream::connect(proxy.addr()).await.unwrap());
+    }
+    let answer = timeout(Duration::from_secs(5), exchange(&proxy, b"CONNECT 127.0.0.1:1 HTTP/1.1\r\n\r\n")).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    drop(held);
+    let mut freed = String::new();
+    for _ in 0..50 {
+        freed = exchange(&proxy, b"CONNECT unlisted.example:1 HTTP/1.1\r\n\r\n").await;
+        if freed.starts_with("HTTP/1.1 403") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(freed.starts_with("HTTP/1.1 403"), "slots come back when connections close: {freed}");
+}

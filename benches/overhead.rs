@@ -14,7 +14,10 @@
 //!   (`cargo bench --bench overhead -- sandbox` prints only this line and the next);
 //! - the connect broker's added cost per connection: a python3 loop of `connect()` to a Unix
 //!   socket in the workspace and to a 127.0.0.1 listener set as the task's proxy, timed inside
-//!   the command, confined (every connect goes through the supervisor) against unconfined.
+//!   the command, confined (every connect goes through the supervisor) against unconfined;
+//! - the egress proxy's added cost per connection: connect, one byte each way and close to a
+//!   local listener through a `CONNECT` of the task proxy (`network = [hosts]`), against a
+//!   direct connection, interleaved in the same process (`-- proxy`).
 //!
 //! Each figure is the median of several runs. Nothing here asserts: it prints figures.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)] // a bench/test: a panic is the report
@@ -35,6 +38,9 @@ fn main() {
     if wants("sandbox") {
         sandbox_overhead(&exe, root);
         connect_overhead(&exe, root);
+    }
+    if wants("proxy") {
+        proxy_overhead();
     }
     if wants("run-cost") {
         run_cost(&exe, root);
@@ -126,6 +132,8 @@ fn search_code(repo: &Path) {
         processes: Default::default(),
         reports: Default::default(),
         git: None,
+        network: Default::default(),
+        network_log: Default::default(),
     };
     let registry = dracode::tools::Registry::all();
     let input = serde_json::json!({"query": "needle_4999", "regex": false, "case_sensitive": true});
@@ -251,6 +259,65 @@ fn connect_overhead(exe: &Path, root: &Path) {
             confined[i] / plain[i]
         );
     }
+}
+
+/// The egress proxy's cost per connection: a `CONNECT` through it against a direct connection.
+fn proxy_overhead() {
+    use std::sync::Arc;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    rt.block_on(async {
+        let echo = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let target = echo.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = echo.accept().await {
+                tokio::spawn(async move {
+                    let mut byte = [0u8; 1];
+                    if stream.read_exact(&mut byte).await.is_ok() {
+                        let _ = stream.write_all(&byte).await;
+                    }
+                });
+            }
+        });
+        let allow = vec![target.to_string()];
+        let rules = Arc::new(dracode::egress::Allowlist::parse(&allow, &[], "network", "network.deny").unwrap());
+        let proxy = dracode::egress::EgressProxy::start(rules, Default::default()).await.unwrap();
+        let connect_line = format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n");
+        let round_trip = |through_proxy: bool| {
+            let connect_line = connect_line.clone();
+            let proxy_addr = proxy.addr();
+            async move {
+                let t = Instant::now();
+                let mut stream = TcpStream::connect(if through_proxy { proxy_addr } else { target }).await.unwrap();
+                if through_proxy {
+                    stream.write_all(connect_line.as_bytes()).await.unwrap();
+                    let mut head = [0u8; 39]; // "HTTP/1.1 200 Connection established\r\n\r\n"
+                    stream.read_exact(&mut head).await.unwrap();
+                    assert!(head.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&head));
+                }
+                stream.write_all(b"x").await.unwrap();
+                let mut byte = [0u8; 1];
+                stream.read_exact(&mut byte).await.unwrap();
+                t.elapsed()
+            }
+        };
+        let (mut direct, mut proxied) = (Vec::new(), Vec::new());
+        for _ in 0..401 {
+            direct.push(round_trip(false).await);
+            proxied.push(round_trip(true).await);
+        }
+        direct.sort();
+        proxied.sort();
+        let (direct, proxied) = (direct[200], proxied[200]);
+        println!(
+            "egress proxy per connection (p50 of connect + 1 byte each way): +{:.3} ms ({:.3} ms through a CONNECT vs {:.3} ms direct, ratio {:.1})",
+            ms(proxied.saturating_sub(direct)),
+            ms(proxied),
+            ms(direct),
+            proxied.as_secs_f64() / direct.as_secs_f64()
+        );
+    });
 }
 
 fn ms(d: Duration) -> f64 {

@@ -297,6 +297,9 @@ pub struct TaskOutcome {
     pub denied_calls: Vec<DeniedCall>,
     /// Protected paths the last attempt changed (put back before the check), sorted.
     pub protected: Vec<String>,
+    /// The last attempt's connections refused by the egress allowlist or the sandbox: how
+    /// many, and the first distinct `host:port`s.
+    pub network_denied: crate::egress::Denials,
 }
 
 /// A tool call the task's policy refused.
@@ -339,6 +342,7 @@ impl TaskOutcome {
             compactions: 0,
             denied_calls: Vec::new(),
             protected: Vec::new(),
+            network_denied: crate::egress::Denials::default(),
         }
     }
 }
@@ -467,6 +471,17 @@ pub enum EventKind {
         tokens_after: u64,
         /// How.
         method: CompactionMethod,
+    },
+    /// A connection of the task's commands that the egress allowlist or the sandbox refused.
+    NetworkDenied {
+        /// The host (name or address) asked for; a socket path or `udp` from the sandbox.
+        host: String,
+        /// The port (0 when none applies).
+        port: u16,
+        /// The command that asked (`unknown` when none was running in the foreground).
+        command: String,
+        /// Why, in words, when known.
+        reason: Option<String>,
     },
     /// A task ended (exactly once per task).
     TaskFinished(Box<TaskOutcome>),

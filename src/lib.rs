@@ -17,6 +17,7 @@ pub mod cli;
 pub mod config;
 pub mod context;
 pub mod duration;
+pub mod egress;
 pub mod events;
 pub mod exit_codes;
 pub mod fsname;

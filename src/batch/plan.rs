@@ -94,6 +94,7 @@ pub fn plan(args: &RunArgs, cwd: &Path, env: &BTreeMap<String, String>) -> Resul
     let mut warnings: Vec<String> = rerun.and_then(|r| r.warning).into_iter().collect();
     warnings.extend(dirty_warnings(&specs));
     warnings.extend(sandbox_warnings(&specs));
+    warnings.extend(allowlist_warnings(&specs));
     Ok(Plan {
         shard,
         selected_nothing: narrowing.emptied_by,
@@ -276,13 +277,18 @@ fn resolve(
         problems.push("check", "the command is empty");
     }
     let output = crate::structured::OutputContract::from_fields(f).map_err(|(field, e)| problems.push(field, e)).ok().flatten();
-    let policy = resolve_policy(&mut problems);
+    let network = crate::egress::Network::from_field(f.network.as_ref()).map_err(|errors| {
+        for (path, message) in errors {
+            problems.push("network", format!("{path}: {message}"));
+        }
+    });
+    let policy = resolve_policy(&mut problems, network.as_ref().is_ok_and(crate::egress::Network::is_on));
     if let Some(globs) = &f.protect
         && let Err(e) = crate::sandbox::Protect::compile(Path::new("/"), globs)
     {
         problems.push("protect", e);
     }
-    let (Some(mut provider), Some(workspace), true) = (provider, workspace, problems.errors.is_empty()) else {
+    let (Some(mut provider), Some(workspace), Ok(network), true) = (provider, workspace, network, problems.errors.is_empty()) else {
         return Err(problems.errors);
     };
     provider.replay_path = f.replay.clone();
@@ -321,7 +327,7 @@ fn resolve(
         commit: f.commit == Some(true),
         isolate_home: f.isolate_home == Some(true),
         sandbox: f.sandbox.unwrap_or_default(),
-        network: f.network == Some(true),
+        network,
         env: f.env.unwrap_or_default(),
         env_passthrough: f.env_passthrough.unwrap_or_default(),
         unix_sockets: f.unix_sockets.unwrap_or_default().into_iter().map(|p| cwd.join(p)).collect(),
@@ -334,8 +340,9 @@ fn resolve(
     })
 }
 
-/// The task's tool policy, compiled; `web_fetch` needs `network = true` and allowed hosts.
-fn resolve_policy(problems: &mut Problems<'_>) -> crate::tools::policy::Policy {
+/// The task's tool policy, compiled; `web_fetch` needs a network (`true` or an allowlist) and
+/// allowed hosts.
+fn resolve_policy(problems: &mut Problems<'_>, network_on: bool) -> crate::tools::policy::Policy {
     use crate::tools::{policy::Policy, web_fetch};
     let task = problems.task;
     let f = &task.fields;
@@ -346,8 +353,8 @@ fn resolve_policy(problems: &mut Problems<'_>) -> crate::tools::policy::Policy {
         Policy::default()
     });
     if f.tools.as_ref().is_some_and(|tools| tools.iter().any(|t| t == web_fetch::NAME)) {
-        if f.network != Some(true) {
-            problems.push("tools", format!("{} needs network = true", web_fetch::NAME));
+        if !network_on {
+            problems.push("tools", format!("{} needs network = true or a list of hosts", web_fetch::NAME));
         } else if policy.allowed_hosts(web_fetch::NAME).is_empty() {
             problems.push("tools", format!("{0} needs policy.{0}.allowed_hosts, the hosts it may fetch from", web_fetch::NAME));
         }
@@ -415,6 +422,15 @@ fn dirty_warnings(tasks: &[TaskSpec]) -> Vec<String> {
 fn sandbox_warnings(tasks: &[TaskSpec]) -> Option<String> {
     let off = tasks.iter().filter(|t| t.sandbox == crate::sandbox::SandboxMode::Off).count();
     (off > 0).then(|| format!("commands of {off} task(s) ran unconfined (sandbox = \"off\")"))
+}
+
+/// A warning when tasks with an egress allowlist run unconfined: their commands get the proxy
+/// variables, but nothing stops a direct connection.
+fn allowlist_warnings(tasks: &[TaskSpec]) -> Option<String> {
+    let advisory = tasks.iter().filter(|t| t.sandbox == crate::sandbox::SandboxMode::Off && t.network.allowlist().is_some()).count();
+    (advisory > 0).then(|| {
+        format!("the network allowlist of {advisory} task(s) is only advisory: with sandbox = \"off\" nothing stops a direct connection")
+    })
 }
 
 /// `--out` must stay out of what the tasks edit: inside the folder of a task with
@@ -669,7 +685,7 @@ mod tests {
         assert_eq!(spec.workspace.base, "HEAD");
         assert_eq!(spec.workspace.workdir, PathBuf::new());
         assert_eq!(spec.sandbox, crate::manifest::SandboxMode::WorkspaceWrite);
-        assert!(!spec.network && spec.env.is_empty() && spec.env_passthrough.is_empty());
+        assert!(spec.network == crate::egress::Network::Off && spec.env.is_empty() && spec.env_passthrough.is_empty());
         assert_eq!(spec.require_change, RequireChange::NoOtherEvidence, "no check, no structured output, a sandbox that can write");
         assert!(!spec.commit && !spec.isolate_home);
         let mut tools = crate::tools::DEFAULT_TOOLS.to_vec();
@@ -704,7 +720,7 @@ mod tests {
         assert_eq!((spec.budget.max_tokens, spec.budget.max_cost_usd), (Some(5), Some(0.5)));
         assert_eq!(spec.workspace.workdir, PathBuf::from("sub"));
         assert!(spec.system_prompt.ends_with("\n\nBe brief.") && spec.require_change == RequireChange::Set);
-        assert_eq!((spec.sandbox, spec.network), (crate::manifest::SandboxMode::Off, true));
+        assert_eq!((spec.sandbox, spec.network.clone()), (crate::manifest::SandboxMode::Off, crate::egress::Network::All));
         assert_eq!(spec.env["K"], "v");
     }
 

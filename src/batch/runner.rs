@@ -120,7 +120,7 @@ async fn start_run_mcp_servers(tasks: &[TaskSpec], shared: &Shared) {
                 name: name.clone(),
                 config: config.clone(),
                 sandbox: spec.sandbox,
-                network: spec.network,
+                network: spec.network.is_all(),
             })
         })
         .collect();

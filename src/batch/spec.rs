@@ -66,8 +66,8 @@ pub struct TaskSpec {
     pub isolate_home: bool,
     /// How far the task's commands are to be confined (carried, not yet applied).
     pub sandbox: SandboxMode,
-    /// Whether the task's commands may use the network (carried, not yet applied).
-    pub network: bool,
+    /// The network of the task's commands: none, all, or an egress allowlist.
+    pub network: crate::egress::Network,
     /// Variables set for the task's commands and check (carried, not yet applied).
     pub env: BTreeMap<String, String>,
     /// Extra variables of dracode's environment a command may see (carried, not yet applied).

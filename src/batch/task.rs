@@ -6,6 +6,7 @@ use super::judge::{AgentPhase, Evidence, failure_status, judge};
 use super::spec::{CheckSpec, TaskSpec};
 use super::workspace::{OwnedDir, Workspace, WorkspaceError};
 use crate::agent::{Agent, AgentEnd, AgentState, RunMeter};
+use crate::egress::{EgressProxy, NetworkLog};
 use crate::events::{
     Activity, AttemptRecord, CheckRecord, Emitter, EventKind, FailureKind, RetryScope, Status, TaskError, TaskOutcome, Transcript,
 };
@@ -171,6 +172,7 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
         record.before = check_before.map(|b| b.exit_code);
         outcome.check = Some(record);
     }
+    outcome.network_denied = prepared.kit.tool_ctx.network_log.totals();
     let workspace = match collect_changes(prepared.workspace, &mut outcome, shared).await {
         Ok(workspace) => workspace,
         Err(error) => {
@@ -209,6 +211,8 @@ struct AgentKit {
     registry: Registry,
     /// The task's MCP servers, stopped when the agent is done.
     mcp: crate::mcp::McpServers,
+    /// The egress proxy of a task with a network allowlist; stopped with the attempt.
+    _proxy: Option<EgressProxy>,
     /// Kept for its folder's lifetime: the attempt's TMPDIR (and HOME).
     _task_temp: TaskTemp,
 }
@@ -229,15 +233,22 @@ async fn prepare(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Result<
     let task_temp = TaskTemp::new(spec.isolate_home).map_err(|e| TaskError::internal(format!("cannot make the task's TMPDIR: {e}")))?;
     let allowed =
         crate::secrets::child_env(shared.process_env.iter().map(|(k, v)| (k.clone(), v.clone())), &spec.env_passthrough, &spec.env);
-    let child_env = Arc::new(task_temp.env(&allowed));
-    let confine = Arc::new(command_policy(spec, &workspace, &task_temp.tmp()));
-    let commands = Commands { env: child_env.clone(), tmp_dir: task_temp.tmp(), confine: confine.clone() };
+    let network_log = Arc::new(NetworkLog::new(emitter.clone()));
+    let proxy = start_proxy(spec, &network_log).await?;
+    let mut env = task_temp.env(&allowed);
+    // Set after the allowlist and the task's own `env`: nothing the task says bypasses the proxy.
+    if let Some(proxy) = &proxy {
+        env.extend(crate::egress::proxy_env(&proxy.url()).into_iter().map(|(k, v)| (k.to_string(), v)));
+    }
+    let child_env = Arc::new(env);
+    let confine = Arc::new(command_policy(spec, &workspace, &task_temp.tmp(), proxy.as_ref().map(EgressProxy::addr)));
+    let commands = Commands { env: child_env.clone(), tmp_dir: task_temp.tmp(), confine: confine.clone(), network_log };
     let tool_ctx = tool_context(spec, &workspace, commands, emitter).map_err(TaskError::internal)?;
     let registry = Registry::with_names(&spec.tools).map_err(|name| TaskError::internal(format!("unknown tool {name:?}")))?;
     let shared_tools = run_scope_tools(spec, shared)?;
     let mcp = start_mcp_servers(spec, shared, &tool_ctx).await?;
     let registry = registry.with_mcp(shared_tools).with_mcp(mcp.tools());
-    let kit = AgentKit { provider, child_env, confine, tool_ctx, registry, mcp, _task_temp: task_temp };
+    let kit = AgentKit { provider, child_env, confine, tool_ctx, registry, mcp, _proxy: proxy, _task_temp: task_temp };
     Ok(Prepared { workdir: workspace.workdir.clone(), workspace, kit })
 }
 
@@ -275,6 +286,13 @@ fn run_scope_tools(spec: &TaskSpec, shared: &Shared) -> Result<Vec<Arc<crate::mc
     Ok(tools)
 }
 
+/// Starts the task's egress proxy when its network is an allowlist.
+async fn start_proxy(spec: &TaskSpec, log: &Arc<NetworkLog>) -> Result<Option<EgressProxy>, TaskError> {
+    let Some(list) = spec.network.allowlist() else { return Ok(None) };
+    let proxy = EgressProxy::start(list.clone(), log.clone()).await;
+    proxy.map(Some).map_err(|e| TaskError::internal(format!("cannot start the egress proxy: {e}")))
+}
+
 /// Fails the attempt up front, kind `sandbox`, when this machine cannot confine commands the
 /// way the task's `sandbox` mode promises — never a silent downgrade.
 fn ensure_confinable(spec: &TaskSpec) -> Result<(), TaskError> {
@@ -283,16 +301,18 @@ fn ensure_confinable(spec: &TaskSpec) -> Result<(), TaskError> {
 }
 
 /// How the task's commands (`run_command`, `check`) are confined: its `sandbox` mode and
-/// `network`, the workspace (its own `.git` included) and its TMPDIR writable, everything else
-/// readable but credentials and the source repository's git directory — whose object store stays
-/// readable, since a `worktree` workspace borrows its objects.
-fn command_policy(spec: &TaskSpec, workspace: &Workspace, tmp_dir: &Path) -> Policy {
+/// `network` (with an allowlist: no network but the egress `proxy`), the workspace (its own
+/// `.git` included) and its TMPDIR writable, everything else readable but credentials and the
+/// source repository's git directory — whose object store stays readable, since a `worktree`
+/// workspace borrows its objects.
+fn command_policy(spec: &TaskSpec, workspace: &Workspace, tmp_dir: &Path, proxy: Option<std::net::SocketAddr>) -> Policy {
     let mut policy = Policy::for_workspace(spec.sandbox, &workspace.root, Some(tmp_dir));
     let paths = workspace.sandbox_paths();
     policy.writable = paths.writable;
     policy.readable.extend(paths.readable);
     policy.hidden.extend(paths.hidden);
-    policy.network = spec.network;
+    policy.network = spec.network.is_all();
+    policy.proxy = proxy;
     policy.unix_sockets = spec.unix_sockets.clone();
     policy
 }
@@ -318,6 +338,7 @@ async fn run_check(check: &CheckSpec, workdir: &Path, kit: &AgentKit, shared: &S
         redactor: &shared.redactor,
         reports: Some(&kit.tool_ctx.reports),
     };
+    let _running = kit.tool_ctx.network_log.running(&check.command);
     super::check::run(&check.command, workdir, check.timeout, ctx).await
 }
 
@@ -497,6 +518,7 @@ struct Commands {
     env: Arc<BTreeMap<String, String>>,
     tmp_dir: PathBuf,
     confine: Arc<Policy>,
+    network_log: Arc<NetworkLog>,
 }
 
 /// The tools' view of the task.
@@ -516,7 +538,22 @@ fn tool_context(spec: &TaskSpec, ws: &Workspace, commands: Commands, emitter: &E
         policy: spec.policy.clone(),
         git_writes: spec.workspace.isolation != crate::manifest::Isolation::None,
         processes: Default::default(),
-        reports: Default::default(),
         git: ws.pinned_git(),
+        reports: Arc::new(reports_to(&commands.network_log)),
+        network: spec.network.clone(),
+        network_log: commands.network_log,
     })
+}
+
+/// A report sink that turns the sandbox's refused connections into `network.denied` events as
+/// each command ends.
+fn reports_to(log: &Arc<NetworkLog>) -> crate::sandbox::report::ReportSink {
+    let sink = crate::sandbox::report::ReportSink::default();
+    let log = log.clone();
+    sink.listen(move |report| {
+        if let crate::sandbox::report::Report::NetworkDenied { host, port, command } = report {
+            log.denied(host, *port, Some(command), None);
+        }
+    });
+    sink
 }

@@ -106,8 +106,10 @@ pub struct TaskFields {
     pub compact_at: Option<f64>,
     /// How far the task's commands are confined (default `workspace-write`).
     pub sandbox: Option<SandboxMode>,
-    /// Whether the task's commands and check may use the network (default false).
-    pub network: Option<bool>,
+    /// The network of the task's commands and check: `false` (none, the default), `true`
+    /// (everything), or an egress allowlist of host patterns — a list, or `{ allow = [...],
+    /// deny = [...] }` — reached through dracode's proxy (see [`crate::egress`]).
+    pub network: Option<crate::egress::NetworkField>,
     /// Variables set for the task's commands and check.
     pub env: Option<BTreeMap<String, String>>,
     /// Names of extra variables of dracode's environment a command may see.

@@ -144,7 +144,7 @@ fn containment_fields_are_typed_and_checked() {
     let m = parse_str("t.toml", text).unwrap();
     let f = &m.tasks[0].fields;
     assert_eq!(f.sandbox, Some(SandboxMode::ReadOnly));
-    assert_eq!(f.network, Some(true));
+    assert_eq!(f.network, Some(crate::egress::NetworkField::All(true)));
     assert_eq!(f.env.as_ref().unwrap()["RUST_BACKTRACE"], "1");
     assert_eq!(f.env_passthrough.as_deref(), Some(&["NPM_CONFIG_REGISTRY".to_string()][..]));
     let errs = errors("t.toml", "[[tasks]]\nid = \"a\"\nprompt = \"x\"\nsandbox = \"loose\"\n");

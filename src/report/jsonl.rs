@@ -184,6 +184,7 @@ mod tests {
                 "tool.completed",
                 "retry",
                 "context.compacted",
+                "network.denied",
                 "agent.message",
                 "task.finished",
                 "run.finished"

@@ -77,6 +77,7 @@ impl SummaryReporter {
             }
         }
         self.denied_section(&mut md, &outcomes);
+        self.network_section(&mut md, &outcomes);
         md.push_str(&crate::structured::report::summary_section(&outcomes, &self.redactor));
         md
     }
@@ -91,6 +92,20 @@ impl SummaryReporter {
         for o in denied {
             let first = o.denied_calls.first().map(|d| format!("{}: {}", d.tool, d.message)).unwrap_or_default();
             let _ = writeln!(md, "| {} | {} | {} |", self.cell(&o.task_id), o.denied_calls.len(), self.cell(&first));
+        }
+    }
+
+    /// The tasks whose commands had connections refused (egress allowlist or sandbox): how
+    /// many, and the hosts.
+    fn network_section(&self, md: &mut String, outcomes: &[&TaskOutcome]) {
+        let refused: Vec<&&TaskOutcome> = outcomes.iter().filter(|o| o.network_denied.count > 0).collect();
+        if refused.is_empty() {
+            return;
+        }
+        md.push_str("\n### Refused connections\n\n| task | refused | hosts |\n|---|--:|---|\n");
+        for o in refused {
+            let hosts = o.network_denied.hosts.join(", ");
+            let _ = writeln!(md, "| {} | {} | {} |", self.cell(&o.task_id), o.network_denied.count, self.cell(&hosts));
         }
     }
 
@@ -358,6 +373,17 @@ mod tests {
         );
         assert!(!section.contains("| quiet"), "{md}");
         assert!(!summary(vec![outcome("quiet", Status::Passed)], None).contains("Denied"));
+    }
+
+    #[test]
+    fn refused_connections_get_a_line_per_task_with_their_hosts() {
+        let mut o = outcome("egress", Status::Passed);
+        o.network_denied = crate::egress::Denials { count: 3, hosts: vec!["evil.example:443".into(), "127.0.0.1:53".into()] };
+        let md = summary(vec![o, outcome("quiet", Status::Passed)], None);
+        let section = &md[md.find("### Refused connections").unwrap()..];
+        assert!(section.contains("| egress | 3 | evil.example:443, 127.0.0.1:53 |"), "{md}");
+        assert!(!section.contains("| quiet"), "{md}");
+        assert!(!summary(vec![outcome("quiet", Status::Passed)], None).contains("Refused connections"));
     }
 
     #[test]

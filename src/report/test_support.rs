@@ -141,6 +141,15 @@ pub fn sample_run() -> Vec<Event> {
                 method: crate::events::CompactionMethod::TrimToolOutputs,
             },
         ),
+        event(
+            Some(("t1", 1)),
+            EventKind::NetworkDenied {
+                host: "evil.example".into(),
+                port: 443,
+                command: "curl https://evil.example".into(),
+                reason: Some("evil.example:443 is not in the task's network allowlist".into()),
+            },
+        ),
         event(Some(("t1", 1)), EventKind::AgentMessage { text: "Done.".into() }),
         finished(done),
         event(None, EventKind::RunFinished(totals(&[(Status::Passed, 1)]))),

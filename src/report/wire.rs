@@ -8,7 +8,7 @@
 //!
 //! Every line is an object whose first key is `type` (dotted: `run.started`, `task.started`,
 //! `turn.completed`, `tool.started`, `tool.completed`, `retry`, `agent.message`,
-//! `context.compacted`, `task.finished`, `run.finished`), then `schema_version` (1), `seq` (1, 2, … across the file),
+//! `context.compacted`, `network.denied`, `task.finished`, `run.finished`), then `schema_version` (1), `seq` (1, 2, … across the file),
 //! `ts` (RFC 3339 UTC with milliseconds) and `run_id`; task events add `task_id` and `attempt`
 //! (1-based), and every event adds `shard` (`K/N`) when the run is sharded. The type's own fields
 //! follow. Durations are `*_ms` integers; a cost is `null` when the model's price is unknown.
@@ -189,6 +189,25 @@ pub enum WireEvent {
         /// summarised the work so far).
         method: CompactionMethod,
     },
+    /// A connection of the task's commands was refused: by the egress allowlist's proxy (a
+    /// host not listed, or an address it may not reach), by `web_fetch`, or by the sandbox (a
+    /// connection that bypassed the proxy, a datagram socket).
+    #[serde(rename = "network.denied")]
+    NetworkDenied {
+        /// Common fields.
+        #[serde(flatten)]
+        header: Header,
+        /// The host name or address asked for (a socket path, or `udp` for a datagram socket,
+        /// when the sandbox refused it).
+        host: String,
+        /// The port; 0 when none applies.
+        port: u16,
+        /// The command that asked, or `unknown`.
+        command: String,
+        /// Why, in words; absent when the sandbox did not say.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
     /// A task ended; exactly one per task.
     #[serde(rename = "task.finished")]
     TaskFinished {
@@ -287,6 +306,13 @@ pub struct WireOutcome {
     /// are not in its patch. Absent when none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub protected: Vec<String>,
+    /// How many connections of the task's commands were refused (`network.denied` events;
+    /// last attempt); 0 in files of older versions.
+    #[serde(default)]
+    pub network_denied: u64,
+    /// The first distinct `host:port`s refused (at most 10); absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub network_denied_hosts: Vec<String>,
 }
 
 /// An earlier attempt of a task that was tried again.
@@ -376,6 +402,7 @@ impl WireEvent {
             | WireEvent::Retry { header, .. }
             | WireEvent::AgentMessage { header, .. }
             | WireEvent::ContextCompacted { header, .. }
+            | WireEvent::NetworkDenied { header, .. }
             | WireEvent::TaskFinished { header, .. }
             | WireEvent::RunFinished { header, .. } => header,
         }
@@ -460,6 +487,9 @@ pub fn to_wire(event: &Event, seq: u64, run_id: &str, shard: Option<&str>) -> Wi
         EventKind::ContextCompacted { tokens_before, tokens_after, method } => {
             WireEvent::ContextCompacted { header, tokens_before: *tokens_before, tokens_after: *tokens_after, method: *method }
         }
+        EventKind::NetworkDenied { host, port, command, reason } => {
+            WireEvent::NetworkDenied { header, host: host.clone(), port: *port, command: command.clone(), reason: reason.clone() }
+        }
         EventKind::TaskFinished(outcome) => {
             // The outcome names its task even when the scheduler emits it run-level (a task
             // skipped before it started has no attempt).
@@ -509,6 +539,8 @@ fn wire_outcome(o: &TaskOutcome) -> WireOutcome {
         denied_calls: u32::try_from(o.denied_calls.len()).unwrap_or(u32::MAX),
         denied: o.denied_calls.clone(),
         protected: o.protected.clone(),
+        network_denied: o.network_denied.count,
+        network_denied_hosts: o.network_denied.hosts.clone(),
     }
 }
 
@@ -542,6 +574,7 @@ pub fn from_wire(task_id: String, w: WireOutcome, diff: Option<String>) -> TaskO
         compactions: w.compactions,
         denied_calls: w.denied,
         protected: w.protected,
+        network_denied: crate::egress::Denials { count: w.network_denied, hosts: w.network_denied_hosts },
         provider: w.provider,
         model: w.model,
         transcript: None,
@@ -634,7 +667,7 @@ mod tests {
                 "prior_attempts": [{"status": "error", "duration_ms": 1500,
                     "error": {"kind": "server", "message": "502", "http_status": 502}}],
                 "branch": null, "structured_output": null, "compactions": 0,
-                "denied_calls": 0, "denied": []
+                "denied_calls": 0, "denied": [], "network_denied": 0
             })
         );
         let keys: Vec<&String> = v.as_object().unwrap().keys().take(2).collect();
@@ -830,6 +863,24 @@ mod tests {
         assert_eq!(started["input"], json!({"path": "."}));
         let msg = line(&event(Some(("t", 1)), EventKind::AgentMessage { text: "hi".into() }));
         assert_eq!((msg["type"].clone(), msg["text"].clone()), (json!("agent.message"), json!("hi")));
+    }
+
+    #[test]
+    fn refused_connections_are_events_counted_in_task_finished_and_read_back() {
+        let denied = EventKind::NetworkDenied { host: "::1".into(), port: 53, command: "dig x".into(), reason: None };
+        let v = line(&event(Some(("t", 1)), denied));
+        assert_eq!(
+            v,
+            json!({"type": "network.denied", "schema_version": 1, "seq": 7, "ts": "2023-11-14T22:13:20.123Z", "run_id": "run-1",
+                "task_id": "t", "attempt": 1, "host": "::1", "port": 53, "command": "dig x"})
+        );
+        let mut o = outcome("t", Status::Passed);
+        o.network_denied = crate::egress::Denials { count: 2, hosts: vec!["[::1]:53".into()] };
+        let v = line(&event(Some(("t", 1)), EventKind::TaskFinished(Box::new(o.clone()))));
+        assert_eq!((v["network_denied"].clone(), v["network_denied_hosts"].clone()), (json!(2), json!(["[::1]:53"])));
+        assert!(jsonschema::validator_for(&events_schema()).unwrap().is_valid(&v));
+        let back: WireOutcome = serde_json::from_value(v).unwrap();
+        assert_eq!(from_wire("t".into(), back, None).network_denied, o.network_denied, "merge reads them back");
     }
 
     #[test]

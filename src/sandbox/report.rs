@@ -64,17 +64,38 @@ impl ReportFile {
     }
 }
 
+/// What a [`ReportSink`] tells of each report as it arrives.
+type Listener = dyn Fn(&Report) + Send + Sync;
+
 /// Every report of one task's commands (its `run_command` calls and checks), collected as the
 /// commands end; the task runner turns them into events and verdicts.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct ReportSink {
     reports: std::sync::Mutex<Vec<Report>>,
+    /// Told of each report as it is added (the task's `network.denied` events).
+    listener: std::sync::OnceLock<Box<Listener>>,
+}
+
+impl std::fmt::Debug for ReportSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReportSink").field("reports", &self.all()).finish_non_exhaustive()
+    }
 }
 
 impl ReportSink {
-    /// Adds what one command's supervisor reported.
+    /// Adds what one command's supervisor reported, telling the listener of each.
     pub fn extend(&self, reports: impl IntoIterator<Item = Report>) {
+        let reports: Vec<Report> = reports.into_iter().collect();
+        if let Some(listener) = self.listener.get() {
+            reports.iter().for_each(listener);
+        }
         self.reports.lock().unwrap_or_else(std::sync::PoisonError::into_inner).extend(reports);
+    }
+
+    /// Calls `listener` with every report added from now on, as its command ends. Only the
+    /// first call has an effect.
+    pub fn listen(&self, listener: impl Fn(&Report) + Send + Sync + 'static) {
+        let _ = self.listener.set(Box::new(listener));
     }
 
     /// Every report so far, in the order the commands ended.
@@ -97,5 +118,17 @@ mod tests {
         assert_eq!(file.read(), [denied, limit]);
         let line = std::fs::read_to_string(file.path()).unwrap();
         assert!(line.starts_with("{\"kind\":\"network_denied\""), "{line}");
+    }
+
+    #[test]
+    fn a_listener_hears_each_report_as_it_is_added() {
+        let sink = ReportSink::default();
+        let heard = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let ear = heard.clone();
+        sink.listen(move |r| ear.lock().unwrap().push(r.clone()));
+        let denied = Report::NetworkDenied { host: "udp".into(), port: 0, command: "dig".into() };
+        sink.extend([denied.clone()]);
+        assert_eq!(*heard.lock().unwrap(), std::slice::from_ref(&denied));
+        assert_eq!(sink.all(), [denied]);
     }
 }

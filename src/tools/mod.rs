@@ -203,6 +203,10 @@ pub struct ToolContext {
     pub reports: Arc<crate::sandbox::report::ReportSink>,
     /// The repository the git tools work on (`None`: the workspace is not in one).
     pub git: Option<git_repo::PinnedGit>,
+    /// The task's network (`web_fetch` obeys its allowlist too).
+    pub network: crate::egress::Network,
+    /// Where refused connections are recorded; knows which command is running.
+    pub network_log: Arc<crate::egress::NetworkLog>,
 }
 
 /// One callable tool.
@@ -467,6 +471,8 @@ pub(crate) fn test_context(root: &std::path::Path) -> ToolContext {
         processes: Default::default(),
         reports: Default::default(),
         git: git2::Repository::discover(root).ok().and_then(|r| git_repo::PinnedGit::new(r.path(), r.workdir()?)),
+        network: Default::default(),
+        network_log: Default::default(),
     }
 }
 

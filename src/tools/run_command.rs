@@ -165,6 +165,14 @@ pub(crate) fn command_line(command: &str, arguments: &str, shell: bool) -> Resul
     Ok(argv)
 }
 
+/// How `network.denied` names a command: `sh -c`'s line, or the argv joined by spaces.
+fn display_line(argv: &[String]) -> String {
+    match argv {
+        [sh, c, line] if sh == "sh" && c == "-c" => line.clone(),
+        _ => argv.join(" "),
+    }
+}
+
 /// The run time allowed: the requested one, capped by the task's limit.
 fn time_limit(args: &Args, ctx: &ToolContext) -> Result<Duration, ToolError> {
     let requested = Duration::try_from_secs_f64(args.timeout_seconds)
@@ -189,6 +197,7 @@ async fn run(ctx: &ToolContext, args: Args) -> Result<String, ToolError> {
         output_limit: ctx.output_limit,
         confine: ctx.confine.as_deref(),
     };
+    let _running = ctx.network_log.running(&display_line(&argv));
     let finished = process::run_observed(&spec, &keep_alive).await.map_err(|e| spawn_error(&e, &argv[0], args.shell))?;
     ctx.reports.extend(finished.reports.iter().cloned());
     let mut text = finished.output.clone();

@@ -1,15 +1,21 @@
 //! The `web_fetch` tool: GETs a URL and returns its text (HTML converted to Markdown-ish text by
-//! [`super::html_text`]). Only for tasks with `network = true` that name the tool in `tools` and
-//! list hosts in `policy.web_fetch.allowed_hosts` (planning refuses the task otherwise); every
-//! URL, and every redirect target before it is followed, must be on that list — anything else
-//! is a `DENIED` call. Bodies are read up to [`MAX_BODY_BYTES`], within [`FETCH_TIMEOUT`].
+//! [`super::html_text`]). Only for tasks with a network (`true` or an egress allowlist) that
+//! name the tool in `tools` and list hosts in `policy.web_fetch.allowed_hosts` (planning refuses
+//! the task otherwise); every URL, and every redirect target before it is followed, must be on
+//! that list — anything else is a `DENIED` call. With an egress allowlist it must also pass the
+//! checks a command's connection does ([`crate::egress::resolve`]): a refusal is `DENIED` and a
+//! `network.denied` event, and the request goes to the very addresses that were checked.
+//! Bodies are read up to [`MAX_BODY_BYTES`], within [`FETCH_TIMEOUT`].
 
 use super::policy::{Denial, host_allowed};
 use super::{ErrorCode, Tool, ToolContext, ToolError, parse_args, schema_of};
+use crate::egress::Host;
+use crate::egress::resolve::{Blocked, permitted_addresses};
 use crate::llm::BoxFuture;
 use reqwest::Url;
 use schemars::JsonSchema;
 use serde::Deserialize;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 /// The tool's name.
@@ -68,12 +74,31 @@ fn checked_url(ctx: &ToolContext, text: &str, what: &str) -> Result<Url, ToolErr
     Ok(url)
 }
 
+/// With an egress allowlist, the addresses `url` may be fetched from (`None` without one); a
+/// refusal is recorded as a refused connection of `web_fetch`.
+async fn egress_addresses(ctx: &ToolContext, url: &Url) -> Result<Option<Vec<SocketAddr>>, ToolError> {
+    let Some(list) = ctx.network.allowlist() else { return Ok(None) };
+    let port = url.port_or_known_default().unwrap_or(80);
+    let Some(host) = url.host_str().and_then(Host::parse) else {
+        return Err(ToolError::new(ErrorCode::InvalidArguments, format!("{url}: not a host name or an IP address")));
+    };
+    match permitted_addresses(list, &host, port).await {
+        Ok(addrs) => Ok(Some(addrs)),
+        Err(Blocked::Refused(why)) => {
+            ctx.network_log.denied(&host.to_string(), port, Some(NAME), Some(&why.0));
+            Err(Denial { rule: "network".to_string(), reason: format!("{url}: {why}") }.into())
+        }
+        Err(Blocked::Unresolved(why)) => Err(ToolError::new(ErrorCode::IoError, format!("fetching {url}: {why}"))),
+    }
+}
+
 /// GETs `url`, following redirects to allowed hosts only, and returns the page as text.
 async fn fetch(ctx: &ToolContext, url: &str) -> Result<String, ToolError> {
     let mut url = checked_url(ctx, url, "URL")?;
-    let client = client()?;
     let failed = |url: &Url, e: reqwest::Error| ToolError::new(ErrorCode::IoError, format!("fetching {url}: {e}"));
     for _ in 0..=MAX_REDIRECTS {
+        let pinned = egress_addresses(ctx, &url).await?;
+        let client = client(&url, pinned.as_deref())?;
         let response = client.get(url.clone()).send().await.map_err(|e| failed(&url, e))?;
         let status = response.status();
         if status.is_redirection() {
@@ -92,15 +117,21 @@ async fn fetch(ctx: &ToolContext, url: &str) -> Result<String, ToolError> {
     Err(ToolError::new(ErrorCode::IoError, format!("more than {MAX_REDIRECTS} redirects fetching {url}")))
 }
 
-/// A client that follows no redirect by itself (each is checked first).
-fn client() -> Result<reqwest::Client, ToolError> {
+/// A client that follows no redirect by itself (each is checked first); with `pinned`
+/// addresses (an egress allowlist) it connects to those only, directly, for `url`'s host.
+fn client(url: &Url, pinned: Option<&[SocketAddr]>) -> Result<reqwest::Client, ToolError> {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder()
+    let mut builder = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(Duration::from_secs(10))
-        .user_agent(concat!("dracode/", env!("CARGO_PKG_VERSION"), " web_fetch"))
-        .build()
-        .map_err(|e| ToolError::new(ErrorCode::IoError, format!("cannot make an HTTP client: {e}")))
+        .user_agent(concat!("dracode/", env!("CARGO_PKG_VERSION"), " web_fetch"));
+    if let Some(addrs) = pinned {
+        builder = builder.no_proxy();
+        if let Some(name) = url.domain() {
+            builder = builder.resolve_to_addrs(name, addrs);
+        }
+    }
+    builder.build().map_err(|e| ToolError::new(ErrorCode::IoError, format!("cannot make an HTTP client: {e}")))
 }
 
 /// The body of `response` (at most [`MAX_BODY_BYTES`]) as text, headed by the final URL.
@@ -191,6 +222,34 @@ mod tests {
         let requests = server.received_requests().await.unwrap();
         assert_eq!(requests.len(), 1, "denied URLs are never requested");
         assert_eq!(fetch_url(&ctx, "file:///etc/passwd").await.unwrap_err().code, ErrorCode::InvalidArguments);
+    }
+
+    /// `context` with the task's network an egress allowlist of `allow`.
+    fn with_allowlist(ctx: ToolContext, allow: &[String]) -> ToolContext {
+        let list = crate::egress::Allowlist::parse(allow, &[], "network", "network.deny").unwrap();
+        ToolContext { network: crate::egress::Network::Allow(Arc::new(list)), ..ctx }
+    }
+
+    #[tokio::test]
+    async fn with_an_egress_allowlist_only_its_hosts_are_fetched_and_refusals_are_recorded() {
+        let server = MockServer::start().await;
+        let port = server.address().port();
+        Mock::given(path("/page")).respond_with(ResponseTemplate::new(200).set_body_raw("listed", "text/plain")).mount(&server).await;
+        let tmp = tempfile::tempdir().unwrap();
+        let tool_allows = context(tmp.path(), &["127.0.0.1", "localhost"]);
+        let listed = with_allowlist(tool_allows.clone(), &[format!("127.0.0.1:{port}")]);
+        assert_eq!(fetch_url(&listed, &format!("{}/page", server.uri())).await.unwrap(), format!("URL: {}/page\n\nlisted", server.uri()));
+
+        let other_port = with_allowlist(tool_allows.clone(), &[format!("127.0.0.1:{}", port + 1)]);
+        let denied = fetch_url(&other_port, &format!("{}/page", server.uri())).await.unwrap_err();
+        assert_eq!(denied.code, ErrorCode::Denied, "{denied}");
+        assert!(denied.message.contains("not in the task's network allowlist"), "{denied}");
+        assert_eq!(other_port.network_log.totals().count, 1, "the refusal is recorded");
+
+        let by_name = with_allowlist(tool_allows, &[format!("localhost:{port}")]);
+        let denied = fetch_url(&by_name, &format!("http://localhost:{port}/page")).await.unwrap_err();
+        assert!(denied.code == ErrorCode::Denied && denied.message.contains("loopback"), "{denied}");
+        assert_eq!(server.received_requests().await.unwrap().len(), 1, "refused URLs are never requested");
     }
 
     #[tokio::test]

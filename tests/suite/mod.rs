@@ -22,6 +22,7 @@ mod provider_matrix;
 mod run_batch;
 mod run_openai;
 mod run_quickstart;
+mod sandbox_egress;
 mod sandbox_files;
 mod sandbox_network;
 mod sandbox_processes;

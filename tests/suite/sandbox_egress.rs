@@ -53,7 +53,7 @@ impl Scenario {
         turns.push(json!({"content": [{"type": "text", "text": FINAL}], "stop_reason": "end_turn"}));
         std::fs::write(self.root.join(format!("{name}.json")), Value::Array(turns).to_string()).unwrap();
         let manifest = format!(
-            "[defaults]\nprovider = \"replay\"\nreplay = \"{name}.json\"\nrepo = \"repo\"\nisolation = \"copy\"\n{fields}\n[[tasks]]\nid = \"egress\"\nprompt = \"use the network\"\n"
+            "[defaults]\nprovider = \"replay\"\nreplay = \"{name}.json\"\nrepo = \"repo\"\nisolation = \"copy\"\nrequire_change = false\n{fields}\n[[tasks]]\nid = \"egress\"\nprompt = \"use the network\"\n"
         );
         std::fs::write(self.root.join(format!("{name}.toml")), manifest).unwrap();
         let out = self.root.join(format!("out-{name}"));

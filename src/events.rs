@@ -118,18 +118,22 @@ pub enum FailureKind {
     Sandbox,
     /// The tool policy denied a call and the task has `on_denied = "fail"`.
     Denied,
+    /// A command passed one of the task's resource `limits` (memory, processes, CPU time) and
+    /// the sandbox killed it.
+    Resource,
     /// A bug or I/O failure inside dracode.
     Internal,
 }
 
 impl FailureKind {
     /// The kinds only a task has, with their wire names.
-    const TASK_KINDS: [(FailureKind, &'static str); 6] = [
+    const TASK_KINDS: [(FailureKind, &'static str); 7] = [
         (FailureKind::Tool, "tool"),
         (FailureKind::Agent, "agent"),
         (FailureKind::Check, "check"),
         (FailureKind::Sandbox, "sandbox"),
         (FailureKind::Denied, "denied"),
+        (FailureKind::Resource, "resource"),
         (FailureKind::Internal, "internal"),
     ];
 
@@ -137,7 +141,7 @@ impl FailureKind {
     pub fn is_infrastructure(self) -> bool {
         match self {
             FailureKind::Llm(kind) => kind.is_infrastructure(),
-            FailureKind::Sandbox | FailureKind::Internal => true,
+            FailureKind::Sandbox | FailureKind::Resource | FailureKind::Internal => true,
             FailureKind::Tool | FailureKind::Agent | FailureKind::Check | FailureKind::Denied => false,
         }
     }

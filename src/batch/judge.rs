@@ -32,11 +32,16 @@ pub struct Evidence<'a> {
     pub require_change: bool,
     /// The LLM calls the task was allowed (for the message).
     pub max_iterations: u32,
+    /// A resource limit one of the attempt's commands (a tool call or the check) passed.
+    pub resource: Option<&'a TaskError>,
 }
 
 /// The status of an attempt and, unless it passed, why.
 pub fn judge(evidence: &Evidence<'_>) -> (Status, Option<TaskError>) {
     let agent = |status, message: String| (status, Some(TaskError::new(FailureKind::Agent, message)));
+    if let (Some(error), false) = (evidence.resource, *evidence.phase == AgentPhase::Cancelled) {
+        return (Status::Error, Some(error.clone()));
+    }
     match evidence.phase {
         AgentPhase::Ended(AgentEnd::Finished) => judge_finished(evidence),
         AgentPhase::Ended(AgentEnd::MaxIterations) => {
@@ -132,7 +137,7 @@ mod tests {
             ("cancelled", AgentPhase::Cancelled, None, 3, true, Status::Cancelled, Some((FailureKind::Internal, "interrupted"))),
         ];
         for (name, phase, check, files_changed, require_change, status, error) in table {
-            let evidence = Evidence { phase: &phase, check, files_changed, require_change, max_iterations: 7 };
+            let evidence = Evidence { phase: &phase, check, files_changed, require_change, max_iterations: 7, resource: None };
             let (got_status, got_error) = judge(&evidence);
             assert_eq!(got_status, status, "{name}");
             match (got_error, error) {
@@ -144,5 +149,26 @@ mod tests {
                 (got, want) => panic!("{name}: error {got:?}, expected {want:?}"),
             }
         }
+    }
+
+    #[test]
+    fn a_command_that_passed_a_limit_makes_the_attempt_an_error_of_kind_resource() {
+        let limit = TaskError::new(FailureKind::Resource, "the command `sh bomb` passed the task's processes limit (32)");
+        let red = check(None);
+        let finished = AgentPhase::Ended(AgentEnd::Finished);
+        for (phase, check) in [(&finished, Some(&red)), (&finished, None), (&AgentPhase::TimedOut(Duration::from_secs(1)), None)] {
+            let evidence = Evidence { phase, check, files_changed: 0, require_change: true, max_iterations: 7, resource: Some(&limit) };
+            assert_eq!(judge(&evidence), (Status::Error, Some(limit.clone())), "{phase:?}");
+        }
+        let cancelled = Evidence {
+            phase: &AgentPhase::Cancelled,
+            check: None,
+            files_changed: 0,
+            require_change: false,
+            max_iterations: 7,
+            resource: Some(&limit),
+        };
+        assert_eq!(judge(&cancelled).0, Status::Cancelled);
+        assert_eq!(failure_status(&limit), Status::Error);
     }
 }

@@ -220,6 +220,7 @@ fn resolve(
     }
     let output = crate::structured::OutputContract::from_fields(f).map_err(|(field, e)| problems.push(field, e)).ok().flatten();
     let policy = resolve_policy(&mut problems);
+    let limits = resolve_limits(&mut problems);
     let (Some(mut provider), Some(workspace), true) = (provider, workspace, problems.errors.is_empty()) else {
         return Err(problems.errors);
     };
@@ -258,6 +259,7 @@ fn resolve(
         isolate_home: f.isolate_home == Some(true),
         sandbox: f.sandbox.unwrap_or_default(),
         network: f.network == Some(true),
+        limits,
         env: f.env.unwrap_or_default(),
         env_passthrough: f.env_passthrough.unwrap_or_default(),
         output,
@@ -288,6 +290,18 @@ fn resolve_policy(problems: &mut Problems<'_>) -> crate::tools::policy::Policy {
         }
     }
     policy
+}
+
+/// The task's resource limits over the defaults (see [`crate::sandbox::Limits::defaults`]).
+fn resolve_limits(problems: &mut Problems<'_>) -> crate::sandbox::Limits {
+    let defaults = crate::sandbox::Limits::defaults();
+    let fields = problems.task.fields.limits.clone().unwrap_or_default();
+    fields.resolve(&defaults).unwrap_or_else(|errors| {
+        for (limit, message) in errors {
+            problems.push("limits", format!("{limit}: {message}"));
+        }
+        defaults
+    })
 }
 
 /// The task's workspace settings: the repo must exist, worktrees need a git repository, and

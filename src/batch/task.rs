@@ -170,7 +170,9 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
             return stamp(outcome, started);
         }
     };
+    let resource = crate::sandbox::report::limit_failure(&prepared.kit.tool_ctx.reports.all());
     let evidence = Evidence {
+        resource: resource.as_ref(),
         phase: &phase,
         check: outcome.check.as_ref(),
         files_changed: outcome.files_changed.len(),
@@ -284,6 +286,7 @@ fn command_policy(spec: &TaskSpec, workspace: &Workspace, tmp_dir: &Path) -> Pol
     policy.readable.extend(paths.readable);
     policy.hidden.extend(paths.hidden);
     policy.network = spec.network;
+    policy.limits = spec.limits.clone();
     policy
 }
 

@@ -31,7 +31,9 @@
 
 #[cfg(target_os = "linux")]
 mod confine;
-mod limits;
+pub mod limits;
+#[cfg(target_os = "linux")]
+mod monitor;
 mod paths;
 mod policy;
 pub mod report;
@@ -39,7 +41,7 @@ pub mod report;
 mod rules;
 pub mod supervisor;
 
-pub use limits::Limits;
+pub use limits::{LimitFields, Limits};
 pub use paths::{Entry, Escaped, PathError, Sandbox, is_escape};
 pub use policy::{HOME_CREDENTIALS, Policy, SandboxMode, home_credentials};
 

@@ -138,6 +138,8 @@ fn start(args: Vec<OsString>) -> Result<i32, (i32, String)> {
 mod linux {
     use super::{EXIT_SETUP_FAILED, GRACE_SECS, Invocation};
     use crate::sandbox::confine::Confinement;
+    use crate::sandbox::limits::Rlimits;
+    use crate::sandbox::monitor::{Watch, Watched, command_line};
     use std::ffi::OsString;
     use std::os::unix::process::CommandExt;
     use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
@@ -206,12 +208,15 @@ mod linux {
         }
         install_handlers();
         let confinement = Confinement::build(&invocation.policy, &[me, parent]).map_err(|e| (EXIT_SETUP_FAILED, e.to_string()))?;
+        let rlimits = Rlimits::for_limits(&invocation.policy.limits);
+        let command = command_line(program, &args);
         let mut cmd = std::process::Command::new(program);
         cmd.args(args).process_group(0);
-        // SAFETY: the closure makes system calls only (see Confinement::apply).
+        // SAFETY: the closure makes system calls only (see Confinement::apply, Rlimits::apply).
         unsafe {
             cmd.pre_exec(move || {
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+                rlimits.apply()?;
                 confinement.apply()
             });
         }
@@ -222,7 +227,10 @@ mod linux {
             // SAFETY: signals the command's own group.
             unsafe { libc::kill(-pid, libc::SIGTERM) };
         }
+        let limits = invocation.policy.limits.clone();
+        let watch = Watch::start(Watched { limits, group: pid, report: invocation.report.clone(), command });
         let status = wait_for(pid);
+        drop(watch);
         kill_descendants();
         Ok(finish(status))
     }

@@ -22,6 +22,7 @@ mod run_batch;
 mod run_openai;
 mod run_quickstart;
 mod sandbox_files;
+mod sandbox_limits;
 mod sandbox_network;
 mod sandbox_processes;
 mod streaming;

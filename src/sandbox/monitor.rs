@@ -13,17 +13,21 @@
 use super::limits::{Limits, format_limit};
 use super::report::{self, Report};
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 /// How often the tree is measured: a fork bomb or a hog gets at most this long past its limit.
 pub const INTERVAL: Duration = Duration::from_millis(50);
 
-/// A running watch; stopped (and joined) when dropped.
+/// A running watch; stopped when dropped. The drop does not wait for the thread to end (that
+/// would cost the command a thread switch on a busy machine): it waits only for a measure (and
+/// a report) in progress, then leaves the thread to end on its own or with the supervisor.
 pub(super) struct Watch {
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    /// Dropped to wake the thread at once (it waits on the other end between measures).
+    wake: Option<Sender<()>>,
+    /// Held by the thread while it measures and reports; `true` once the watch is over.
+    over: Arc<Mutex<bool>>,
 }
 
 /// What a watch needs to know.
@@ -46,45 +50,50 @@ impl Watch {
         if memory.is_none() && processes.is_none() && cpu_time.is_none() {
             return None;
         }
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
+        let (wake, woken) = channel();
+        let over = Arc::new(Mutex::new(false));
+        let state = over.clone();
         // SAFETY: sigset operations on stack memory; the old mask is restored right after the
         // spawn, so only the new thread keeps every signal blocked.
-        let thread = unsafe {
+        unsafe {
             let (mut all, mut old) = (std::mem::zeroed::<libc::sigset_t>(), std::mem::zeroed::<libc::sigset_t>());
             libc::sigfillset(&mut all);
             libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old);
-            let thread = std::thread::Builder::new().name("limits".into()).spawn(move || watch(&watched, &flag));
+            let spawned = std::thread::Builder::new().name("limits".into()).spawn(move || watch(&watched, &woken, &state));
             libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-            thread.ok()
-        };
-        Some(Watch { stop, thread })
+            spawned.ok()?;
+        }
+        Some(Watch { wake: Some(wake), over })
     }
 }
 
 impl Drop for Watch {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
+        drop(self.wake.take());
+        *self.over.lock().unwrap_or_else(PoisonError::into_inner) = true;
     }
 }
 
-/// Measures the tree until told to stop or a limit is passed.
-fn watch(watched: &Watched, stop: &AtomicBool) {
+/// Measures the tree until the watch is over or a limit is passed.
+fn watch(watched: &Watched, woken: &Receiver<()>, over: &Mutex<bool>) {
     // SAFETY: sysconf only returns numbers.
     let (page, ticks) = unsafe { (libc::sysconf(libc::_SC_PAGESIZE).max(1) as u64, libc::sysconf(libc::_SC_CLK_TCK).max(1) as u64) };
-    while !stop.load(Ordering::SeqCst) {
+    // Waiting first keeps a short command (most are) from paying for a measure: it ends, and
+    // the watch with it, before the first one.
+    while woken.recv_timeout(INTERVAL) == Err(RecvTimeoutError::Timeout) {
+        let over = over.lock().unwrap_or_else(PoisonError::into_inner);
+        if *over {
+            return;
+        }
         let usage = measure(page, ticks);
         if let Some((limit, value)) = passed(&watched.limits, &usage) {
-            // SAFETY: kill only sends a signal. The group is the command's; the supervisor stops
-            // this thread as soon as it has reaped the leader, so the group id is not reused.
+            // SAFETY: kill only sends a signal. The group is the command's; the supervisor ends
+            // the watch (waiting on `over`) as soon as it has reaped the leader, so the group id
+            // is not reused.
             unsafe { libc::kill(-watched.group, libc::SIGKILL) };
             stopped(watched, limit, value);
             return;
         }
-        std::thread::sleep(INTERVAL);
     }
 }
 

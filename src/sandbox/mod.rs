@@ -20,12 +20,15 @@
 //! - **Lifetime**: a supervisor (dracode re-executed, see [`supervisor`]) is the command's
 //!   subreaper; when the command ends, or the supervisor is told to stop, or dracode dies, every
 //!   process it started is killed — including ones that called `setsid` or double-forked.
+//! - **Resources** ([`Limits`]): per-process rlimits ([`limits::Rlimits`]), and a monitor in the
+//!   supervisor that kills the command's tree past its memory, process or CPU time limit and
+//!   reports it ([`report::Report::LimitReached`]).
 //!
 //! # What is not confined
 //! Reading non-hidden files (a secret in a world-readable file elsewhere is readable), `AF_UNIX`
 //! sockets on the file system that are readable (a Docker socket the user can write to would let
-//! a command out — leave it unreadable or hide it), resource use (CPU, memory, disk in the
-//! writable roots; the task's timeout bounds time), and new entries created in a folder that had
+//! a command out — leave it unreadable or hide it), resource use beyond the [`Limits`] (the disk
+//! space of the writable roots, several commands or tasks together), and new entries created in a folder that had
 //! to be split around a hidden path after the policy was applied (those are not readable — see
 //! `rules`). On macOS and other systems only `off` is available.
 

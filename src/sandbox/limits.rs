@@ -5,7 +5,7 @@
 //! `open_files = 4096`, `file_size = "1GiB"`, `cpu_time = "30m"`, any of them `"unlimited"`);
 //! the plan resolves them over [`Limits::defaults`] into a [`Limits`], which travels to the
 //! supervisor inside the [`Policy`](super::Policy). There `memory`, `processes` and `cpu_time`
-//! are watched over the command's whole process tree ([`super::monitor`]) and the per-process
+//! are watched over the command's whole process tree (the monitor, `sandbox::monitor`) and the per-process
 //! resource limits of [`Rlimits`] are set between fork and exec.
 
 use schemars::JsonSchema;

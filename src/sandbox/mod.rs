@@ -33,6 +33,8 @@
 //! `rules`). On macOS and other systems only `off` is available.
 
 #[cfg(target_os = "linux")]
+mod cgroup;
+#[cfg(target_os = "linux")]
 mod confine;
 pub mod limits;
 #[cfg(target_os = "linux")]

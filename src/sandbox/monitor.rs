@@ -10,6 +10,7 @@
 //! `/proc/<pid>/statm`): what the kernel cannot drop under pressure; file pages and shared
 //! memory are not counted. Threads share their process's memory and count once.
 
+use super::cgroup::Counter;
 use super::limits::{Limits, format_limit};
 use super::report::{self, Report};
 use std::path::PathBuf;
@@ -26,8 +27,10 @@ pub const INTERVAL: Duration = Duration::from_millis(50);
 pub(super) struct Watch {
     /// Dropped to wake the thread at once (it waits on the other end between measures).
     wake: Option<Sender<()>>,
-    /// Held by the thread while it measures and reports; `true` once the watch is over.
+    /// Held by the thread while it measures and reports; `true` once the watch is over (a
+    /// limit reported, or the command gone).
     over: Arc<Mutex<bool>>,
+    watched: Arc<Watched>,
 }
 
 /// What a watch needs to know.
@@ -40,6 +43,8 @@ pub(super) struct Watched {
     pub report: Option<PathBuf>,
     /// The command line, for the report.
     pub command: String,
+    /// The kernel's counters of the command's cgroup, when it has one.
+    pub counters: Vec<Counter>,
 }
 
 impl Watch {
@@ -52,25 +57,31 @@ impl Watch {
         }
         let (wake, woken) = channel();
         let over = Arc::new(Mutex::new(false));
-        let state = over.clone();
+        let (state, watched) = (over.clone(), Arc::new(watched));
+        let shared = watched.clone();
         // SAFETY: sigset operations on stack memory; the old mask is restored right after the
         // spawn, so only the new thread keeps every signal blocked.
         unsafe {
             let (mut all, mut old) = (std::mem::zeroed::<libc::sigset_t>(), std::mem::zeroed::<libc::sigset_t>());
             libc::sigfillset(&mut all);
             libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old);
-            let spawned = std::thread::Builder::new().name("limits".into()).spawn(move || watch(&watched, &woken, &state));
+            let spawned = std::thread::Builder::new().name("limits".into()).spawn(move || watch(&shared, &woken, &state));
             libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
             spawned.ok()?;
         }
-        Some(Watch { wake: Some(wake), over })
+        Some(Watch { wake: Some(wake), over, watched })
     }
 }
 
 impl Drop for Watch {
     fn drop(&mut self) {
         drop(self.wake.take());
-        *self.over.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        let mut over = self.over.lock().unwrap_or_else(PoisonError::into_inner);
+        // The kernel may have stopped the command (an OOM kill in its group) between measures.
+        if let (false, Some(limit)) = (*over, hit_counter(&self.watched)) {
+            stopped(&self.watched, limit);
+        }
+        *over = true;
     }
 }
 
@@ -81,25 +92,36 @@ fn watch(watched: &Watched, woken: &Receiver<()>, over: &Mutex<bool>) {
     // Waiting first keeps a short command (most are) from paying for a measure: it ends, and
     // the watch with it, before the first one.
     while woken.recv_timeout(INTERVAL) == Err(RecvTimeoutError::Timeout) {
-        let over = over.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut over = over.lock().unwrap_or_else(PoisonError::into_inner);
         if *over {
             return;
         }
         let usage = measure(page, ticks);
-        if let Some((limit, value)) = passed(&watched.limits, &usage) {
+        if let Some(limit) = passed(&watched.limits, &usage).or_else(|| hit_counter(watched)) {
             // SAFETY: kill only sends a signal. The group is the command's; the supervisor ends
             // the watch (waiting on `over`) as soon as it has reaped the leader, so the group id
             // is not reused.
             unsafe { libc::kill(-watched.group, libc::SIGKILL) };
-            stopped(watched, limit, value);
+            stopped(watched, limit);
+            *over = true;
             return;
         }
     }
 }
 
+/// The limit whose cgroup counter shows the kernel enforced it, if any.
+fn hit_counter(watched: &Watched) -> Option<&'static str> {
+    watched.counters.iter().find(|c| c.hits() > 0).map(|c| c.limit)
+}
+
 /// Reports a limit the command passed: in its report file and on its stderr.
-fn stopped(watched: &Watched, limit: &str, value: u64) {
-    let value = format_limit(limit, value);
+fn stopped(watched: &Watched, limit: &str) {
+    let value = match limit {
+        "memory" => watched.limits.memory,
+        "processes" => watched.limits.processes,
+        _ => watched.limits.cpu_time,
+    };
+    let value = format_limit(limit, value.unwrap_or_default());
     #[allow(clippy::print_stderr)]
     {
         eprintln!("dracode sandbox: the command passed the task's {limit} limit ({value}); all its processes were killed");
@@ -139,13 +161,12 @@ pub(super) struct Usage {
     pub cpu_millis: u64,
 }
 
-/// The first limit `usage` is over, with the limit's value.
-pub(super) fn passed(limits: &Limits, usage: &Usage) -> Option<(&'static str, u64)> {
+/// The first limit `usage` is over.
+pub(super) fn passed(limits: &Limits, usage: &Usage) -> Option<&'static str> {
     let cpu_millis = limits.cpu_time.map(|secs| secs.saturating_mul(1000));
     let checks =
         [("processes", limits.processes, usage.tasks), ("memory", limits.memory, usage.memory), ("cpu_time", cpu_millis, usage.cpu_millis)];
-    let (name, limit) = checks.into_iter().find_map(|(name, limit, used)| limit.filter(|&l| used > l).map(|l| (name, l)))?;
-    Some((name, if name == "cpu_time" { limit / 1000 } else { limit }))
+    checks.into_iter().find_map(|(name, limit, used)| limit.filter(|&l| used > l).map(|_| name))
 }
 
 /// Measures every descendant of this process.
@@ -204,9 +225,9 @@ mod tests {
     fn the_first_limit_passed_is_named_with_its_value() {
         let limits = Limits { memory: Some(100), processes: Some(10), cpu_time: Some(5), ..Limits::default() };
         assert_eq!(passed(&limits, &Usage { tasks: 10, memory: 100, cpu_millis: 5000 }), None, "at the limit is fine");
-        assert_eq!(passed(&limits, &Usage { tasks: 11, memory: 0, cpu_millis: 0 }), Some(("processes", 10)));
-        assert_eq!(passed(&limits, &Usage { tasks: 1, memory: 101, cpu_millis: 0 }), Some(("memory", 100)));
-        assert_eq!(passed(&limits, &Usage { tasks: 1, memory: 0, cpu_millis: 5010 }), Some(("cpu_time", 5)));
+        assert_eq!(passed(&limits, &Usage { tasks: 11, memory: 0, cpu_millis: 0 }), Some("processes"));
+        assert_eq!(passed(&limits, &Usage { tasks: 1, memory: 101, cpu_millis: 0 }), Some("memory"));
+        assert_eq!(passed(&limits, &Usage { tasks: 1, memory: 0, cpu_millis: 5010 }), Some("cpu_time"));
         assert_eq!(passed(&Limits::default(), &Usage { tasks: 1 << 20, memory: u64::MAX, cpu_millis: 1 << 40 }), None);
     }
 

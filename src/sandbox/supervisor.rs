@@ -137,6 +137,7 @@ fn start(args: Vec<OsString>) -> Result<i32, (i32, String)> {
 #[cfg(target_os = "linux")]
 mod linux {
     use super::{EXIT_SETUP_FAILED, GRACE_SECS, Invocation};
+    use crate::sandbox::cgroup::CommandCgroup;
     use crate::sandbox::confine::Confinement;
     use crate::sandbox::limits::Rlimits;
     use crate::sandbox::monitor::{Watch, Watched, command_line};
@@ -208,7 +209,8 @@ mod linux {
         }
         install_handlers();
         let confinement = Confinement::build(&invocation.policy, &[me, parent]).map_err(|e| (EXIT_SETUP_FAILED, e.to_string()))?;
-        let rlimits = Rlimits::for_limits(&invocation.policy.limits);
+        let (rlimits, cgroup) = (Rlimits::for_limits(&invocation.policy.limits), CommandCgroup::create(&invocation.policy.limits));
+        let joiner = cgroup.as_ref().map(CommandCgroup::joiner);
         let command = command_line(program, &args);
         let mut cmd = std::process::Command::new(program);
         cmd.args(args).process_group(0);
@@ -216,6 +218,9 @@ mod linux {
         unsafe {
             cmd.pre_exec(move || {
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+                if let Some(joiner) = joiner {
+                    joiner.join();
+                }
                 rlimits.apply()?;
                 confinement.apply()
             });
@@ -228,10 +233,12 @@ mod linux {
             unsafe { libc::kill(-pid, libc::SIGTERM) };
         }
         let limits = invocation.policy.limits.clone();
-        let watch = Watch::start(Watched { limits, group: pid, report: invocation.report.clone(), command });
+        let counters = cgroup.as_ref().map(CommandCgroup::counters).unwrap_or_default();
+        let watch = Watch::start(Watched { limits, group: pid, report: invocation.report.clone(), command, counters });
         let status = wait_for(pid);
         drop(watch);
         kill_descendants();
+        drop(cgroup);
         Ok(finish(status))
     }
 

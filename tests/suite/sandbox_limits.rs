@@ -160,3 +160,32 @@ fn sandbox_limits_cpu_time_stops_a_spinning_command_and_reports_it() {
         f.reports
     );
 }
+
+/// Whether this user may make cgroups next to its own (root on a host or in a container).
+fn cgroups_delegated() -> bool {
+    let probe = std::path::Path::new("/sys/fs/cgroup/memory").join(format!("dracode-probe-{}", std::process::id()));
+    let made = std::fs::create_dir(&probe).is_ok();
+    let _ = std::fs::remove_dir(&probe);
+    made || std::fs::read_to_string("/sys/fs/cgroup/cgroup.subtree_control").is_ok_and(|t| t.contains("memory"))
+}
+
+#[test]
+fn sandbox_limits_with_cgroups_a_hog_that_ends_before_the_monitor_looks_is_still_reported() {
+    if !supported() || !cgroups_delegated() {
+        eprintln!("skipping: this user cannot make cgroups here (the monitor alone is tested above)");
+        return;
+    }
+    let limits = Limits { memory: Some(200 << 20), processes: Some(16), ..Limits::default() };
+    let f = confined(limits.clone(), "python3 -c \"x = b'a' * (600 << 20); print('hog-survived')\"");
+    assert!(!f.output.contains("hog-survived"), "{}", f.output);
+    assert!(matches!(f.reports.as_slice(), [Report::LimitReached { limit, .. }] if limit == "memory"), "{:?}\n{}", f.reports, f.output);
+    // The kernel refuses the 18th task at once: a shell that gives up on a failed fork is still
+    // reported, and the command's groups are removed.
+    let script = "echo cgroup=$(grep :pids: /proc/self/cgroup | cut -d: -f3); for i in $(seq 40); do sleep 5 & done 2>/dev/null";
+    let f = confined(limits, script);
+    assert!(matches!(f.reports.as_slice(), [Report::LimitReached { limit, .. }] if limit == "processes"), "{:?}\n{}", f.reports, f.output);
+    let group = f.output.lines().find_map(|l| l.strip_prefix("cgroup=")).unwrap_or_default().trim().to_string();
+    assert!(group.contains("dracode-"), "the command ran in a group of its own: {}", f.output);
+    let dir = format!("/sys/fs/cgroup/pids{group}");
+    assert!(!std::path::Path::new(&dir).exists(), "{dir} was not removed");
+}

@@ -608,6 +608,26 @@ mod tests {
     }
 
     #[test]
+    fn limits_are_merged_per_limit_over_config_and_manifest_defaults_and_the_built_in_ones() {
+        let config = "[defaults.limits]\nmemory = \"1GiB\"\ncpu_time = \"10m\"\n";
+        let manifest = "[defaults.limits]\nprocesses = 100\nopen_files = \"unlimited\"\n\
+            [[tasks]]\nid = \"a\"\nprompt = \"p\"\nisolation = \"copy\"\n[tasks.limits]\nmemory = \"300MiB\"\n\
+            [[tasks]]\nid = \"b\"\nprompt = \"p\"\nisolation = \"copy\"\n";
+        let specs = specs(manifest, Some(config)).unwrap();
+        let builtin = crate::sandbox::Limits::defaults();
+        let a = &specs[0].limits;
+        assert_eq!(
+            (a.memory, a.processes, a.open_files, a.file_size, a.cpu_time),
+            (Some(300 << 20), Some(100), None, builtin.file_size, Some(600))
+        );
+        assert_eq!(specs[1].limits.memory, Some(1 << 30));
+        let bare = self::specs("[[tasks]]\nid = \"a\"\nprompt = \"p\"\nisolation = \"copy\"\n", None).unwrap().remove(0);
+        assert_eq!(bare.limits, builtin, "a task without limits gets the built-in defaults");
+        let errors = self::specs("[defaults.limits]\nmemory = 5\n[[tasks]]\nid = \"a\"\nprompt = \"p\"\n", None).unwrap_err().to_string();
+        assert!(errors.contains("limits") && errors.contains("memory: 5 has no unit"), "{errors}");
+    }
+
+    #[test]
     fn every_default_is_filled_in() {
         let spec = specs("[[tasks]]\nid = \"a\"\nprompt = \"p\"\nisolation = \"copy\"\n", None).unwrap().remove(0);
         assert_eq!((spec.id.as_str(), spec.index, spec.line), ("a", 0, Some(1)));

@@ -24,6 +24,10 @@
 //! delegated hierarchy. A subreaper needs nothing. The command cannot kill the supervisor to
 //! escape: seccomp refuses signals aimed at its pid or group, and it runs outside the command's
 //! Landlock domain.
+//!
+//! With resource limits it also sets the command's rlimits, may put it in a cgroup of its own,
+//! and runs one more thread, the limits monitor (`sandbox::monitor`), which never waits for a
+//! child: reaping stays on the main thread.
 
 use super::{Policy, supervisor_program};
 use serde::{Deserialize, Serialize};

@@ -55,11 +55,6 @@ impl Limits {
             cpu_time: None,
         }
     }
-
-    /// Whether any limit is set.
-    pub fn any(&self) -> bool {
-        *self != Limits::default()
-    }
 }
 
 /// The machine's RAM in bytes (`MemTotal` of `/proc/meminfo`), when known.

@@ -148,7 +148,12 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
         _ => None,
     };
     let mut state = AgentState::default();
-    let phase = run_agent(spec, shared, &prepared.kit, emitter, &activity, &mut state).await;
+    // A check before the agent that passed a resource limit ends the attempt: the agent would
+    // work for nothing.
+    let phase = match crate::sandbox::report::limit_failure(&prepared.kit.tool_ctx.reports.all()) {
+        Some(error) => AgentPhase::Ended(AgentEnd::Failed(error)),
+        None => run_agent(spec, shared, &prepared.kit, emitter, &activity, &mut state).await,
+    };
     // However the agent ended, its MCP servers and background processes end with it (before the
     // check runs and the changes are collected).
     prepared.kit.mcp.stop().await;

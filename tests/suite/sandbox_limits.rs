@@ -95,13 +95,20 @@ fn sandbox_limits_a_check_that_passes_a_limit_ends_the_task_as_resource() {
     if !supported() {
         return;
     }
-    let manifest = "[[tasks]]\nid = \"checked\"\nprompt = \"p\"\n\
-                    check = \"python3 -c \\\"x = b'a' * (600 << 20); import time; time.sleep(20)\\\"\"\n\
-                    [tasks.limits]\nmemory = \"200MiB\"\n";
-    let events = run(manifest, &[("checked", "echo agent-ran")], &[]);
-    let task = finished(&events, "checked");
-    assert_eq!((&task["status"], &task["error"]["kind"]), (&json!("error"), &json!("resource")), "{task}");
-    assert!(task["error"]["message"].as_str().unwrap_or_default().contains("memory limit (200 MiB"), "{task}");
+    let hog = "check = \"python3 -c \\\"x = b'a' * (600 << 20); import time; time.sleep(20)\\\"\"\n";
+    let manifest = format!(
+        "[[tasks]]\nid = \"checked\"\nprompt = \"p\"\n{hog}[tasks.limits]\nmemory = \"200MiB\"\n\
+         [[tasks]]\nid = \"before\"\nprompt = \"p\"\ncheck_before = true\n{hog}[tasks.limits]\nmemory = \"200MiB\"\n"
+    );
+    let events = run(&manifest, &[("checked", "echo agent-ran"), ("before", "echo agent-ran")], &["--jobs", "2"]);
+    for id in ["checked", "before"] {
+        let task = finished(&events, id);
+        assert_eq!((&task["status"], &task["error"]["kind"]), (&json!("error"), &json!("resource")), "{task}");
+        assert!(task["error"]["message"].as_str().unwrap_or_default().contains("memory limit (200 MiB"), "{task}");
+    }
+    let agent_ran = |id: &str| events.iter().any(|e| e["task_id"] == id && e["type"] == "tool.started");
+    assert!(agent_ran("checked"), "the check ran after the agent");
+    assert!(!agent_ran("before"), "a check_before past a limit ends the task before the agent");
 }
 
 #[test]

@@ -190,14 +190,25 @@ fn sandbox_overhead(exe: &Path, root: &Path) {
         assert_eq!(finished.exit_code, Some(0), "{}", finished.output);
         t.elapsed()
     };
-    let (mut plain, mut confined) = (Vec::new(), Vec::new());
+    // What a task gets: the same policy with the default resource limits (rlimits and the
+    // monitor thread), measured apart to show what the limits add.
+    let limited = Policy { limits: dracode::sandbox::Limits::defaults(), ..policy.clone() };
+    let (mut plain, mut confined, mut with_limits) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..41 {
         plain.push(spawn(None));
         confined.push(spawn(Some(&policy)));
+        with_limits.push(spawn(Some(&limited)));
     }
     plain.sort();
     confined.sort();
-    let (plain, confined) = (plain[20], confined[20]);
+    with_limits.sort();
+    let (plain, confined, with_limits) = (plain[20], confined[20], with_limits[20]);
+    println!(
+        "sandbox with the default resource limits (p50 of `true`): +{:.2} ms over unconfined ({:.2} ms; limits add {:+.2} ms)",
+        ms(with_limits.saturating_sub(plain)),
+        ms(with_limits),
+        ms(with_limits) - ms(confined)
+    );
     println!(
         "sandbox overhead per command (p50 of `true`): +{:.2} ms ({:.2} ms confined vs {:.2} ms unconfined, ratio {:.1})",
         ms(confined.saturating_sub(plain)),

@@ -168,10 +168,14 @@ impl Agent<'_> {
                 return AgentEnd::BudgetExceeded(reason);
             }
             if !calls.is_empty() {
-                let denied_before = state.denied.len();
+                let (denied_before, reports_before) = (state.denied.len(), self.tool_ctx.reports.all().len());
                 let (results, step) = self.answer_turn(calls, &mut state.answer, &mut state.denied).await;
                 state.push(Message { role: Role::User, content: results });
                 if let Some(error) = self.denial_ends_task(&state.denied[denied_before..]) {
+                    return AgentEnd::Failed(error);
+                }
+                // A command that passed a resource limit ends the task (its result is recorded).
+                if let Some(error) = crate::sandbox::report::limit_failure(&self.tool_ctx.reports.all()[reports_before..]) {
                     return AgentEnd::Failed(error);
                 }
                 match step {

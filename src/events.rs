@@ -120,19 +120,23 @@ pub enum FailureKind {
     Denied,
     /// The task changed a protected path (`protect`).
     Protected,
+    /// A command passed one of the task's resource `limits` (memory, processes, CPU time) and
+    /// the sandbox killed it.
+    Resource,
     /// A bug or I/O failure inside dracode.
     Internal,
 }
 
 impl FailureKind {
     /// The kinds only a task has, with their wire names.
-    const TASK_KINDS: [(FailureKind, &'static str); 7] = [
+    const TASK_KINDS: [(FailureKind, &'static str); 8] = [
         (FailureKind::Tool, "tool"),
         (FailureKind::Agent, "agent"),
         (FailureKind::Check, "check"),
         (FailureKind::Sandbox, "sandbox"),
         (FailureKind::Denied, "denied"),
         (FailureKind::Protected, "protected"),
+        (FailureKind::Resource, "resource"),
         (FailureKind::Internal, "internal"),
     ];
 
@@ -140,7 +144,7 @@ impl FailureKind {
     pub fn is_infrastructure(self) -> bool {
         match self {
             FailureKind::Llm(kind) => kind.is_infrastructure(),
-            FailureKind::Sandbox | FailureKind::Internal => true,
+            FailureKind::Sandbox | FailureKind::Resource | FailureKind::Internal => true,
             FailureKind::Tool | FailureKind::Agent | FailureKind::Check | FailureKind::Denied | FailureKind::Protected => false,
         }
     }

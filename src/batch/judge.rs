@@ -35,11 +35,16 @@ pub struct Evidence<'a> {
     pub max_iterations: u32,
     /// Protected paths the agent changed (put back before the check).
     pub protected: &'a [String],
+    /// A resource limit one of the attempt's commands (a tool call or the check) passed.
+    pub resource: Option<&'a TaskError>,
 }
 
 /// The status of an attempt and, unless it passed, why.
 pub fn judge(evidence: &Evidence<'_>) -> (Status, Option<TaskError>) {
     let agent = |status, message: String| (status, Some(TaskError::new(FailureKind::Agent, message)));
+    if let (Some(error), false) = (evidence.resource, *evidence.phase == AgentPhase::Cancelled) {
+        return (Status::Error, Some(error.clone()));
+    }
     match evidence.phase {
         AgentPhase::Ended(AgentEnd::Finished) => judge_finished(evidence),
         AgentPhase::Ended(AgentEnd::MaxIterations) => {
@@ -153,7 +158,8 @@ mod tests {
             ("cancelled", AgentPhase::Cancelled, None, 3, Set, Status::Cancelled, Some((FailureKind::Internal, "interrupted"))),
         ];
         for (name, phase, check, files_changed, require_change, status, error) in table {
-            let evidence = Evidence { phase: &phase, check, files_changed, require_change, max_iterations: 7, protected: &[] };
+            let evidence =
+                Evidence { phase: &phase, check, files_changed, require_change, max_iterations: 7, protected: &[], resource: None };
             let (got_status, got_error) = judge(&evidence);
             assert_eq!(got_status, status, "{name}");
             match (got_error, error) {
@@ -179,6 +185,7 @@ mod tests {
             require_change: RequireChange::No,
             max_iterations: 7,
             protected: &protected,
+            resource: None,
         };
         let (status, error) = judge(&evidence);
         let error = error.expect("an error");
@@ -186,5 +193,35 @@ mod tests {
         assert!(error.message.contains("tests/test_calc.py"), "{}", error.message);
         let timed_out = AgentPhase::TimedOut(Duration::from_secs(1));
         assert_eq!(judge(&Evidence { phase: &timed_out, ..evidence }).0, Status::Timeout, "an unfinished agent keeps its status");
+    }
+
+    #[test]
+    fn a_command_that_passed_a_limit_makes_the_attempt_an_error_of_kind_resource() {
+        let limit = TaskError::new(FailureKind::Resource, "the command `sh bomb` passed the task's processes limit (32)");
+        let red = check(None);
+        let finished = AgentPhase::Ended(AgentEnd::Finished);
+        for (phase, check) in [(&finished, Some(&red)), (&finished, None), (&AgentPhase::TimedOut(Duration::from_secs(1)), None)] {
+            let evidence = Evidence {
+                phase,
+                check,
+                files_changed: 0,
+                require_change: RequireChange::Set,
+                max_iterations: 7,
+                protected: &[],
+                resource: Some(&limit),
+            };
+            assert_eq!(judge(&evidence), (Status::Error, Some(limit.clone())), "{phase:?}");
+        }
+        let cancelled = Evidence {
+            phase: &AgentPhase::Cancelled,
+            check: None,
+            files_changed: 0,
+            require_change: RequireChange::No,
+            max_iterations: 7,
+            protected: &[],
+            resource: Some(&limit),
+        };
+        assert_eq!(judge(&cancelled).0, Status::Cancelled);
+        assert_eq!(failure_status(&limit), Status::Error);
     }
 }

@@ -283,6 +283,7 @@ fn resolve(
         }
     });
     let policy = resolve_policy(&mut problems, network.as_ref().is_ok_and(crate::egress::Network::is_on));
+    let limits = resolve_limits(&mut problems);
     if let Some(globs) = &f.protect
         && let Err(e) = crate::sandbox::Protect::compile(Path::new("/"), globs)
     {
@@ -328,6 +329,7 @@ fn resolve(
         isolate_home: f.isolate_home == Some(true),
         sandbox: f.sandbox.unwrap_or_default(),
         network,
+        limits,
         env: f.env.unwrap_or_default(),
         env_passthrough: f.env_passthrough.unwrap_or_default(),
         unix_sockets: f.unix_sockets.unwrap_or_default().into_iter().map(|p| cwd.join(p)).collect(),
@@ -360,6 +362,18 @@ fn resolve_policy(problems: &mut Problems<'_>, network_on: bool) -> crate::tools
         }
     }
     policy
+}
+
+/// The task's resource limits over the defaults (see [`crate::sandbox::Limits::defaults`]).
+fn resolve_limits(problems: &mut Problems<'_>) -> crate::sandbox::Limits {
+    let defaults = crate::sandbox::Limits::defaults();
+    let fields = problems.task.fields.limits.clone().unwrap_or_default();
+    fields.resolve(&defaults).unwrap_or_else(|errors| {
+        for (limit, message) in errors {
+            problems.push("limits", format!("{limit}: {message}"));
+        }
+        defaults
+    })
 }
 
 /// The task's workspace settings: the repo must exist, worktrees need a git repository, and
@@ -672,6 +686,26 @@ mod tests {
         assert_eq!(policy.tools.keys().collect::<Vec<_>>(), ["delete_file", "run_command", "write_file"]);
         assert_eq!(policy.describe("run_command"), serde_json::json!({"allow": ["cargo *"]}), "a tool's table replaces the default's");
         assert_eq!(policy.describe("write_file"), serde_json::json!({"allow": false}));
+    }
+
+    #[test]
+    fn limits_are_merged_per_limit_over_config_and_manifest_defaults_and_the_built_in_ones() {
+        let config = "[defaults.limits]\nmemory = \"1GiB\"\ncpu_time = \"10m\"\n";
+        let manifest = "[defaults.limits]\nprocesses = 100\nopen_files = \"unlimited\"\n\
+            [[tasks]]\nid = \"a\"\nprompt = \"p\"\nisolation = \"copy\"\n[tasks.limits]\nmemory = \"300MiB\"\n\
+            [[tasks]]\nid = \"b\"\nprompt = \"p\"\nisolation = \"copy\"\n";
+        let specs = specs(manifest, Some(config)).unwrap();
+        let builtin = crate::sandbox::Limits::defaults();
+        let a = &specs[0].limits;
+        assert_eq!(
+            (a.memory, a.processes, a.open_files, a.file_size, a.cpu_time),
+            (Some(300 << 20), Some(100), None, builtin.file_size, Some(600))
+        );
+        assert_eq!(specs[1].limits.memory, Some(1 << 30));
+        let bare = self::specs("[[tasks]]\nid = \"a\"\nprompt = \"p\"\nisolation = \"copy\"\n", None).unwrap().remove(0);
+        assert_eq!(bare.limits, builtin, "a task without limits gets the built-in defaults");
+        let errors = self::specs("[defaults.limits]\nmemory = 5\n[[tasks]]\nid = \"a\"\nprompt = \"p\"\n", None).unwrap_err().to_string();
+        assert!(errors.contains("limits") && errors.contains("memory: 5 has no unit"), "{errors}");
     }
 
     #[test]

@@ -68,6 +68,8 @@ pub struct TaskSpec {
     pub sandbox: SandboxMode,
     /// The network of the task's commands: none, all, or an egress allowlist.
     pub network: crate::egress::Network,
+    /// Resource limits of the task's commands: its `limits` over [`crate::sandbox::Limits::defaults`].
+    pub limits: crate::sandbox::Limits,
     /// Variables set for the task's commands and check (carried, not yet applied).
     pub env: BTreeMap<String, String>,
     /// Extra variables of dracode's environment a command may see (carried, not yet applied).

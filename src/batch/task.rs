@@ -149,7 +149,12 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
         _ => None,
     };
     let mut state = AgentState::default();
-    let phase = run_agent(spec, shared, &prepared.kit, emitter, &activity, &mut state).await;
+    // A check before the agent that passed a resource limit ends the attempt: the agent would
+    // work for nothing.
+    let phase = match crate::sandbox::report::limit_failure(&prepared.kit.tool_ctx.reports.all()) {
+        Some(error) => AgentPhase::Ended(AgentEnd::Failed(error)),
+        None => run_agent(spec, shared, &prepared.kit, emitter, &activity, &mut state).await,
+    };
     // However the agent ended, its MCP servers and background processes end with it (before the
     // check runs and the changes are collected).
     prepared.kit.mcp.stop().await;
@@ -180,7 +185,9 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
             return stamp(outcome, started);
         }
     };
+    let resource = crate::sandbox::report::limit_failure(&prepared.kit.tool_ctx.reports.all());
     let evidence = Evidence {
+        resource: resource.as_ref(),
         phase: &phase,
         check: outcome.check.as_ref(),
         files_changed: outcome.files_changed.len(),
@@ -314,6 +321,7 @@ fn command_policy(spec: &TaskSpec, workspace: &Workspace, tmp_dir: &Path, proxy:
     policy.network = spec.network.is_all();
     policy.proxy = proxy;
     policy.unix_sockets = spec.unix_sockets.clone();
+    policy.limits = spec.limits.clone();
     policy
 }
 

@@ -110,6 +110,9 @@ pub struct TaskFields {
     /// (everything), or an egress allowlist of host patterns — a list, or `{ allow = [...],
     /// deny = [...] }` — reached through dracode's proxy (see [`crate::egress`]).
     pub network: Option<crate::egress::NetworkField>,
+    /// Resource limits of the task's commands (`memory`, `processes`, `open_files`,
+    /// `file_size`, `cpu_time`); merged per limit over `[defaults]`.
+    pub limits: Option<crate::sandbox::LimitFields>,
     /// Variables set for the task's commands and check.
     pub env: Option<BTreeMap<String, String>>,
     /// Names of extra variables of dracode's environment a command may see.
@@ -167,6 +170,7 @@ pub const FIELD_NAMES: &[&str] = &[
     "compact_at",
     "sandbox",
     "network",
+    "limits",
     "env",
     "env_passthrough",
     "unix_sockets",
@@ -187,6 +191,7 @@ impl TaskFields {
     /// `self` with every field that `top` sets replaced by `top`'s value.
     pub fn overlay(mut self, mut top: TaskFields) -> TaskFields {
         let policy = crate::tools::policy::PolicyFields::overlay(self.policy.take(), top.policy.take());
+        let limits = crate::sandbox::LimitFields::overlay(self.limits.take(), top.limits.take());
         let mcp_servers = match (self.mcp_servers.take(), top.mcp_servers.take()) {
             (Some(mut below), Some(above)) => {
                 below.extend(above);
@@ -206,8 +211,9 @@ impl TaskFields {
             idle_timeout, retries, retry_on, isolation, repo, base, workdir, tools, check, check_before,
             check_timeout, commit, isolate_home, require_change, protect, tags, answers, replay, system_prompt, max_output_tokens,
             max_tokens, max_cost_usd, max_context_tokens, compact_at, sandbox, network, env, env_passthrough,
-            unix_sockets, output_schema, output_schema_file, output_retries, output, policy, mcp_servers);
+            unix_sockets, output_schema, output_schema_file, output_retries, output, policy, mcp_servers, limits);
         merged.policy = policy;
+        merged.limits = limits;
         merged.mcp_servers = mcp_servers;
         merged.protect = protect;
         merged

@@ -327,6 +327,9 @@ fn check_fields(fields: &TaskFields, push: &mut impl FnMut(&str, String)) {
             }
         }
     }
+    for (limit, message) in fields.limits.as_ref().map(crate::sandbox::LimitFields::problems).unwrap_or_default() {
+        push("limits", format!("{limit}: {message}"));
+    }
     if let Some(policy) = &fields.policy
         && let Err(errors) = crate::tools::policy::Policy::compile(policy)
     {

@@ -27,19 +27,26 @@
 //! - **Lifetime**: a supervisor (dracode re-executed, see [`supervisor`]) is the command's
 //!   subreaper; when the command ends, or the supervisor is told to stop, or dracode dies, every
 //!   process it started is killed — including ones that called `setsid` or double-forked.
+//! - **Resources** ([`Limits`]): per-process rlimits ([`limits::Rlimits`]), and a monitor in the
+//!   supervisor that kills the command's tree past its memory, process or CPU time limit and
+//!   reports it ([`report::Report::LimitReached`]).
 //!
 //! # What is not confined
 //! Reading non-hidden files (a secret in a world-readable file elsewhere is readable), `/dev/shm`
-//! (writable and shared by every task, for POSIX semaphores), resource use (CPU, memory, disk in the
-//! writable roots; the task's timeout bounds time), and new entries created in a folder that had
+//! (writable and shared by every task, for POSIX semaphores), resource use beyond the [`Limits`]
+//! (the disk space of the writable roots, several commands or tasks together), and new entries created in a folder that had
 //! to be split around a hidden path after the policy was applied (those are not readable — see
 //! `rules`). On macOS and other systems only `off` is available.
 
 #[cfg(target_os = "linux")]
 mod broker;
 #[cfg(target_os = "linux")]
+mod cgroup;
+#[cfg(target_os = "linux")]
 mod confine;
-mod limits;
+pub mod limits;
+#[cfg(target_os = "linux")]
+mod monitor;
 mod paths;
 mod policy;
 mod protect;
@@ -48,7 +55,7 @@ pub mod report;
 mod rules;
 pub mod supervisor;
 
-pub use limits::Limits;
+pub use limits::{LimitFields, Limits};
 pub use paths::{Entry, Escaped, PathError, Sandbox, is_escape};
 pub use policy::{HOME_CREDENTIALS, Policy, SandboxMode, home_credentials};
 pub use protect::Protect;

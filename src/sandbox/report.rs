@@ -67,6 +67,18 @@ impl ReportFile {
 /// What a [`ReportSink`] tells of each report as it arrives.
 type Listener = dyn Fn(&Report) + Send + Sync;
 
+/// The failure that ends a task when `reports` hold a limit a command reached (the first
+/// one): kind `resource`, naming the limit, its value and the command.
+pub fn limit_failure(reports: &[Report]) -> Option<crate::events::TaskError> {
+    reports.iter().find_map(|report| match report {
+        Report::LimitReached { limit, value, command } => Some(crate::events::TaskError::new(
+            crate::events::FailureKind::Resource,
+            format!("the command `{command}` passed the task's {limit} limit ({value}, limits.{limit}); the sandbox killed it"),
+        )),
+        Report::NetworkDenied { .. } => None,
+    })
+}
+
 /// Every report of one task's commands (its `run_command` calls and checks), collected as the
 /// commands end; the task runner turns them into events and verdicts.
 #[derive(Default)]
@@ -130,5 +142,18 @@ mod tests {
         sink.extend([denied.clone()]);
         assert_eq!(*heard.lock().unwrap(), std::slice::from_ref(&denied));
         assert_eq!(sink.all(), [denied]);
+    }
+
+    #[test]
+    fn a_limit_reached_is_a_resource_failure_naming_the_limit() {
+        let denied = Report::NetworkDenied { host: "x".into(), port: 1, command: "curl x".into() };
+        assert_eq!(limit_failure(std::slice::from_ref(&denied)), None);
+        let limit = Report::LimitReached { limit: "memory".into(), value: "200 MiB".into(), command: "python3 hog.py".into() };
+        let error = limit_failure(&[denied, limit]).unwrap();
+        assert_eq!(error.kind, crate::events::FailureKind::Resource);
+        assert!(error.kind.is_infrastructure());
+        for part in ["memory limit", "200 MiB", "python3 hog.py"] {
+            assert!(error.message.contains(part), "{part} in {}", error.message);
+        }
     }
 }

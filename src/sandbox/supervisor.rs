@@ -26,6 +26,10 @@
 //! delegated hierarchy. A subreaper needs nothing. The command cannot kill the supervisor to
 //! escape: seccomp refuses signals aimed at its pid or group, and it runs outside the command's
 //! Landlock domain.
+//!
+//! With resource limits it also sets the command's rlimits, may put it in a cgroup of its own,
+//! and runs one more thread, the limits monitor (`sandbox::monitor`), which never waits for a
+//! child: reaping stays on the main thread.
 
 use super::{Policy, supervisor_program};
 use serde::{Deserialize, Serialize};
@@ -140,7 +144,10 @@ fn start(args: Vec<OsString>) -> Result<i32, (i32, String)> {
 mod linux {
     use super::{EXIT_SETUP_FAILED, GRACE_SECS, Invocation};
     use crate::sandbox::broker::{self, Broker};
+    use crate::sandbox::cgroup::CommandCgroup;
     use crate::sandbox::confine::Confinement;
+    use crate::sandbox::limits::Rlimits;
+    use crate::sandbox::monitor::{Watch, Watched, command_line};
     use std::ffi::OsString;
     use std::os::fd::AsRawFd;
     use std::os::unix::process::CommandExt;
@@ -210,12 +217,15 @@ mod linux {
         }
         install_handlers();
         let confinement = Confinement::build(&invocation.policy, &[me, parent]).map_err(|e| (EXIT_SETUP_FAILED, e.to_string()))?;
-        let command_line = std::iter::once(program).chain(&args).map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" ");
+        let (rlimits, cgroup) = (Rlimits::for_limits(&invocation.policy.limits), CommandCgroup::create(&invocation.policy.limits));
+        let joiner = cgroup.as_ref().map(CommandCgroup::joiner);
+        let command = command_line(program, &args);
         let (channel, handoff) = broker::channel().map_err(|e| (EXIT_SETUP_FAILED, format!("connect broker: {e}")))?;
         let handoff_fd = handoff.as_raw_fd();
         let mut cmd = std::process::Command::new(program);
         cmd.args(args);
-        // SAFETY: the closure makes system calls only (see Confinement::apply, broker::hand_over).
+        // SAFETY: the closure makes system calls only (see Confinement::apply, Rlimits::apply,
+        // broker::hand_over).
         unsafe {
             cmd.pre_exec(move || {
                 crate::sandbox::close_inherited_descriptors();
@@ -223,6 +233,10 @@ mod linux {
                     return Err(std::io::Error::last_os_error());
                 }
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+                if let Some(joiner) = joiner {
+                    joiner.join();
+                }
+                rlimits.apply()?;
                 let listener = confinement.apply()?;
                 broker::hand_over(handoff_fd, listener)
             });
@@ -232,7 +246,7 @@ mod linux {
         let pid = child.id() as libc::pid_t;
         CHILD.store(pid, Ordering::SeqCst);
         let brokered = broker::receive(&channel)
-            .and_then(|listener| Broker::new(&invocation.policy, invocation.report.clone(), command_line).serve(listener));
+            .and_then(|listener| Broker::new(&invocation.policy, invocation.report.clone(), command.clone()).serve(listener));
         if let Err(e) = brokered {
             // SAFETY: the command's own process group (it is a session leader).
             unsafe { libc::kill(-pid, libc::SIGKILL) };
@@ -243,8 +257,13 @@ mod linux {
             // SAFETY: signals the command's own group.
             unsafe { libc::kill(-pid, libc::SIGTERM) };
         }
+        let limits = invocation.policy.limits.clone();
+        let counters = cgroup.as_ref().map(CommandCgroup::counters).unwrap_or_default();
+        let watch = Watch::start(Watched { limits, group: pid, report: invocation.report.clone(), command, counters });
         let status = wait_for(pid);
+        drop(watch);
         kill_descendants();
+        drop(cgroup);
         Ok(finish(status))
     }
 

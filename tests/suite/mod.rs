@@ -24,6 +24,7 @@ mod run_openai;
 mod run_quickstart;
 mod sandbox_egress;
 mod sandbox_files;
+mod sandbox_limits;
 mod sandbox_network;
 mod sandbox_processes;
 mod sandbox_sockets;

@@ -338,10 +338,8 @@ mod tests {
         assert_eq!(limits.open_files, None);
         assert_eq!(limits.file_size, defaults.file_size);
         assert_eq!(limits.cpu_time, Some(1800));
-        assert_eq!(
-            LimitFields { cpu_time: Some(LimitValue::Number(90)), ..LimitFields::default() }.resolve(&defaults).unwrap().cpu_time,
-            Some(90)
-        );
+        let bare = LimitFields { cpu_time: Some(LimitValue::Number(90)), ..LimitFields::default() }.resolve(&defaults).unwrap_err();
+        assert!(bare[0].1.contains("no unit"), "a bare number is not a duration: {bare:?}");
     }
 
     #[test]

@@ -84,6 +84,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             Ok(exit_codes::OK)
         }
         Command::Providers { config } => providers(config.as_deref(), &cwd, &env),
+        Command::Sandbox { task, manifests, out, config } => task_sandbox(&task, &manifests, &out, config.as_deref(), &cwd, &env),
         Command::Schema { which } => {
             let schema = match which {
                 SchemaKind::Manifest => dracode::manifest::json_schema(),
@@ -119,6 +120,27 @@ fn task_tools(id: &str, manifests: &[PathBuf], config: Option<&Path>, cwd: &Path
         .collect();
     let shown = serde_json::json!({ "task": task.id, "network": task.network, "on_denied": task.policy.on_denied, "tools": tools });
     println!("{}", serde_json::to_string_pretty(&shown)?);
+    Ok(exit_codes::OK)
+}
+
+/// `dracode sandbox --task ID`: what the task's commands may read, write and reach.
+fn task_sandbox(
+    id: &str,
+    manifests: &[PathBuf],
+    out: &Path,
+    config: Option<&Path>,
+    cwd: &Path,
+    env: &BTreeMap<String, String>,
+) -> anyhow::Result<i32> {
+    let tasks = match plan::validate(manifests, config, cwd, env) {
+        Ok(tasks) => tasks,
+        Err(e) => return usage_error(&e),
+    };
+    let Some(task) = tasks.iter().find(|t| t.id == id) else {
+        let ids: Vec<&str> = tasks.iter().map(|t| t.id.as_str()).collect();
+        return usage_error(&format!("no task {id:?} in the manifest(s); tasks: {}", ids.join(", ")));
+    };
+    print!("{}", dracode::batch::sandbox_view::describe(task, env, &cwd.join(out)));
     Ok(exit_codes::OK)
 }
 
@@ -264,6 +286,7 @@ fn run_batch(args: RunArgs, cwd: &Path, env: BTreeMap<String, String>) -> anyhow
         gates: Default::default(),
         run_mcp: Default::default(),
         run_id: run_id.clone(),
+        paths: dracode::batch::task::SharedPaths::new(Some(&args.out), &env),
     });
     let signal = Arc::new(AtomicI32::new(0));
     let schedule = runner::Schedule { jobs, fail_fast: args.fail_fast, shard: shard.clone(), interrupted_by: signal.clone(), if_no_tasks };

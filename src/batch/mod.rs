@@ -5,6 +5,7 @@ pub mod check;
 pub mod judge;
 pub mod plan;
 pub mod runner;
+pub mod sandbox_view;
 pub mod shard;
 pub mod snapshot;
 pub mod spec;

@@ -220,6 +220,7 @@ fn resolve(
     }
     let output = crate::structured::OutputContract::from_fields(f).map_err(|(field, e)| problems.push(field, e)).ok().flatten();
     let policy = resolve_policy(&mut problems);
+    check_read_paths(&mut problems);
     let (Some(mut provider), Some(workspace), true) = (provider, workspace, problems.errors.is_empty()) else {
         return Err(problems.errors);
     };
@@ -260,6 +261,7 @@ fn resolve(
         network: f.network == Some(true),
         env: f.env.unwrap_or_default(),
         env_passthrough: f.env_passthrough.unwrap_or_default(),
+        read_paths: f.read_paths.unwrap_or_default().iter().map(|p| absolute(&cwd.join(p))).collect(),
         output,
         mcp_servers: f.mcp_servers.unwrap_or_default(),
         id: task.id,
@@ -288,6 +290,17 @@ fn resolve_policy(problems: &mut Problems<'_>) -> crate::tools::policy::Policy {
         }
     }
     policy
+}
+
+/// Each of `read_paths` must exist (a path that does not is a typo, not a grant to rely on).
+fn check_read_paths(problems: &mut Problems<'_>) {
+    for path in problems.task.fields.read_paths.iter().flatten() {
+        if path.as_os_str().is_empty() {
+            problems.push("read_paths", "an empty path");
+        } else if !path.exists() {
+            problems.push("read_paths", format!("{} does not exist", path.display()));
+        }
+    }
 }
 
 /// The task's workspace settings: the repo must exist, worktrees need a git repository, and

@@ -70,6 +70,8 @@ pub struct TaskSpec {
     pub env: BTreeMap<String, String>,
     /// Extra variables of dracode's environment a command may see (carried, not yet applied).
     pub env_passthrough: Vec<String>,
+    /// Extra files and folders the task's commands may read (`read_paths`), absolute.
+    pub read_paths: Vec<PathBuf>,
     /// The schema the final answer must match (`output_schema`, `output = "findings"`), if any.
     pub output: Option<crate::structured::OutputContract>,
     /// MCP servers whose tools the task is offered, by name.

@@ -109,6 +109,9 @@ pub struct TaskFields {
     pub env: Option<BTreeMap<String, String>>,
     /// Names of extra variables of dracode's environment a command may see.
     pub env_passthrough: Option<Vec<String>>,
+    /// Extra files and folders the task's commands may read (relative to the manifest, or
+    /// absolute), besides the system, the toolchains, the workspace and the TMPDIR.
+    pub read_paths: Option<Vec<PathBuf>>,
     /// A JSON Schema (inline table) the task's final answer must be valid against; the answer
     /// is `structured_output` in `task.finished` and `outputs/<id>.json`.
     pub output_schema: Option<serde_json::Value>,
@@ -160,6 +163,7 @@ pub const FIELD_NAMES: &[&str] = &[
     "network",
     "env",
     "env_passthrough",
+    "read_paths",
     "output_schema",
     "output_schema_file",
     "output_retries",
@@ -188,7 +192,7 @@ impl TaskFields {
         let mut merged = overlay_fields!(base, top; id, prompt, prompt_file, provider, model, max_iterations, timeout,
             idle_timeout, retries, retry_on, isolation, repo, base, workdir, tools, check, check_before,
             check_timeout, commit, isolate_home, require_change, tags, answers, replay, system_prompt, max_output_tokens,
-            max_tokens, max_cost_usd, max_context_tokens, compact_at, sandbox, network, env, env_passthrough,
+            max_tokens, max_cost_usd, max_context_tokens, compact_at, sandbox, network, env, env_passthrough, read_paths,
             output_schema, output_schema_file, output_retries, output, policy, mcp_servers);
         merged.policy = policy;
         merged.mcp_servers = mcp_servers;
@@ -222,5 +226,7 @@ pub fn resolve_paths(mut fields: TaskFields, dir: &Path) -> TaskFields {
     fields.repo = abs(fields.repo);
     fields.replay = abs(fields.replay);
     fields.output_schema_file = abs(fields.output_schema_file);
+    let keep_empty = |p: PathBuf| if p.is_absolute() || p.as_os_str().is_empty() { p } else { dir.join(p) };
+    fields.read_paths = fields.read_paths.map(|paths| paths.into_iter().map(keep_empty).collect());
     fields
 }

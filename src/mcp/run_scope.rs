@@ -72,6 +72,10 @@ impl RunServers {
         for want in distinct {
             let mut policy = Policy::for_workspace(want.sandbox, &work, Some(&tmp));
             policy.network = want.network;
+            let mut env = env.clone();
+            if want.sandbox != SandboxMode::Off {
+                env.extend(crate::sandbox::cache_env(&tmp, &env, want.network).unwrap_or_default());
+            }
             let launch = Launch { cwd: &work, env: &env, tmp_dir: Some(&tmp), confine: Some(&policy), http: http.clone() };
             let started = match policy.check_supported() {
                 Ok(()) => {
@@ -107,9 +111,12 @@ impl RunServers {
     }
 }
 
+/// The prefix of the run's MCP folder in the temp dir (hidden from tasks' commands).
+pub const RUN_DIR_PREFIX: &str = "dracode-mcp-run-";
+
 /// A fresh folder with `work/` (the servers' working directory) and `tmp/` (their TMPDIR).
 fn run_folder() -> std::io::Result<tempfile::TempDir> {
-    let dir = tempfile::Builder::new().prefix("dracode-mcp-run-").tempdir()?;
+    let dir = tempfile::Builder::new().prefix(RUN_DIR_PREFIX).tempdir()?;
     std::fs::create_dir(dir.path().join("work"))?;
     std::fs::create_dir(dir.path().join("tmp"))?;
     Ok(dir)

@@ -29,19 +29,23 @@
 //! to be split around a hidden path after the policy was applied (those are not readable — see
 //! `rules`). On macOS and other systems only `off` is available.
 
+mod caches;
 #[cfg(target_os = "linux")]
 mod confine;
 mod limits;
 mod paths;
 mod policy;
+mod reads;
 pub mod report;
 #[cfg(target_os = "linux")]
 mod rules;
 pub mod supervisor;
 
+pub use caches::{CACHE_VARS, cache_env, cache_vars};
 pub use limits::Limits;
 pub use paths::{Entry, Escaped, PathError, Sandbox, is_escape};
 pub use policy::{HOME_CREDENTIALS, Policy, SandboxMode, home_credentials};
+pub use reads::{HOME_TOOLCHAINS, READABLE_DEVICES, ReadSet, SYSTEM_CREDENTIALS, SYSTEM_READS, TOOLCHAIN_VARS};
 
 use std::path::PathBuf;
 use std::sync::OnceLock;

@@ -24,6 +24,7 @@ mod run_quickstart;
 mod sandbox_files;
 mod sandbox_network;
 mod sandbox_processes;
+mod sandbox_reads;
 mod streaming;
 mod structured_output;
 mod tool_policy;

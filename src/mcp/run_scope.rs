@@ -22,6 +22,8 @@ pub struct Wanted {
     pub sandbox: SandboxMode,
     /// The task's `network`.
     pub network: bool,
+    /// The task's `read_paths` (the server reads those of every task that uses it).
+    pub read_paths: Vec<std::path::PathBuf>,
 }
 
 /// The run's servers, started or with the reason they did not start.
@@ -47,6 +49,7 @@ impl RunServers {
             match distinct.iter_mut().find(|d| d.name == want.name && d.config == want.config) {
                 Some(known) => {
                     known.network |= want.network;
+                    known.read_paths.extend(want.read_paths.iter().filter(|p| !known.read_paths.contains(p)).cloned().collect::<Vec<_>>());
                     if want.sandbox == SandboxMode::WorkspaceWrite || known.sandbox == SandboxMode::Off {
                         known.sandbox = want.sandbox;
                     }
@@ -72,6 +75,7 @@ impl RunServers {
         for want in distinct {
             let mut policy = Policy::for_workspace(want.sandbox, &work, Some(&tmp));
             policy.network = want.network;
+            policy.readable.extend(want.read_paths.iter().cloned());
             let mut env = env.clone();
             if want.sandbox != SandboxMode::Off {
                 env.extend(crate::sandbox::cache_env(&tmp, &env, want.network).unwrap_or_default());

@@ -291,3 +291,61 @@ fn sandbox_reads_a_legitimate_task_builds_installs_and_tests_confined() {
     }
     assert_eq!(user_caches(&s.home), before, "the task changed HOME or the user's caches:\n{out}");
 }
+
+#[test]
+fn sandbox_command_prints_a_tasks_resolved_lists_and_refuses_an_unknown_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    git_repo(&root.join("repo"), &[("README.md", "project\n")]);
+    std::fs::create_dir_all(root.join("fixtures")).unwrap();
+    let manifest = "[defaults]\nprovider = \"replay\"\nrepo = \"repo\"\nisolation = \"worktree\"\n\
+         [[tasks]]\nid = \"t\"\nprompt = \"p\"\nread_paths = [\"fixtures\"]\n";
+    std::fs::write(root.join("tasks.toml"), manifest).unwrap();
+    let runner_temp = root.join("runner-temp");
+    let output =
+        dracode(&root).env("RUNNER_TEMP", &runner_temp).args(["sandbox", "--task", "t", "tasks.toml", "--out", "o"]).output().unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "{text}{}", String::from_utf8_lossy(&output.stderr));
+    let section = |name: &str| -> Vec<String> {
+        let start = text.find(&format!("\n{name}:\n")).unwrap_or_else(|| panic!("no {name}: in\n{text}")) + name.len() + 3;
+        text[start..].lines().take_while(|l| l.starts_with("  ")).map(|l| l.trim().to_string()).collect()
+    };
+    let (read, write, hidden) = (section("read"), section("write"), section("hidden"));
+    let show = |p: PathBuf| p.display().to_string();
+    assert!(read.contains(&"/usr".to_string()) && read.contains(&show(root.join("fixtures"))), "{text}");
+    assert!(read.contains(&show(root.join("repo/.git/objects"))), "the borrowed objects: {text}");
+    assert!(!read.iter().any(|p| p == "/" || p == "/tmp" || *p == show(root.clone())), "HOME (the cwd here): {text}");
+    assert!(write.len() == 2 && write.iter().all(|p| p.contains("<pid>-<random>")), "{text}");
+    for gone in [show(runner_temp), show(root.join("o")), show(root.join("repo/.git")), show(root.join(".ssh"))] {
+        assert!(hidden.contains(&gone), "{gone} not hidden:\n{text}");
+    }
+    assert!(text.contains("network: none\n") && text.contains("(made when the task runs)"), "{text}");
+    assert!(section("env").iter().any(|l| l.starts_with("npm_config_cache=") && l.contains("dracode-task-")), "{text}");
+    let mut sorted = read.clone();
+    sorted.sort();
+    assert_eq!(read, sorted, "a stable order");
+
+    let unknown = dracode(&root).args(["sandbox", "--task", "nope", "tasks.toml"]).output().unwrap();
+    assert_eq!(unknown.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&unknown.stderr);
+    assert!(stderr.contains("no task \"nope\"") && stderr.contains("tasks: t"), "{stderr}");
+}
+
+#[test]
+fn sandbox_read_paths_that_do_not_exist_are_manifest_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::create_dir_all(root.join("repo")).unwrap();
+    let manifest =
+        "[defaults]\nprovider = \"replay\"\nrepo = \"repo\"\n\n[[tasks]]\nid = \"t\"\nprompt = \"p\"\nread_paths = [\"missing\"]\n";
+    std::fs::write(root.join("tasks.toml"), manifest).unwrap();
+    for command in [&["validate", "tasks.toml"][..], &["run", "tasks.toml", "--dry-run"][..]] {
+        let output = dracode(&root).args(command).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{command:?}: {stderr}");
+        assert!(
+            stderr.contains("tasks.toml:5:1: task \"t\": field \"read_paths\": ") && stderr.contains("missing does not exist"),
+            "{stderr}"
+        );
+    }
+}

@@ -365,7 +365,7 @@ async fn watch_signals(cancel: tokio::sync::watch::Sender<bool>, which: Arc<Atom
 }
 
 /// `--dry-run`: each task, its provider, model, isolation, repository and time limits, and
-/// whether the provider is configured.
+/// whether the provider is configured; then (on stderr) how to see a task's sandbox.
 fn print_dry_run(plan: &plan::Plan) {
     for p in &plan.tasks {
         let status = p.provider.not_configured_reason().map_or("ready".to_string(), |w| format!("not configured: {w}"));
@@ -379,6 +379,13 @@ fn print_dry_run(plan: &plan::Plan) {
             p.workspace.repo.display(),
             limit(p.timeout),
             limit(p.idle_timeout),
+        );
+    }
+    if let Some(task) = plan.tasks.iter().find(|t| t.sandbox != dracode::sandbox::SandboxMode::Off) {
+        eprintln!(
+            "what a task's commands may read, write and reach: dracode sandbox --task {} {}",
+            task.id,
+            task.manifest.display()
         );
     }
 }

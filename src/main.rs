@@ -382,11 +382,7 @@ fn print_dry_run(plan: &plan::Plan) {
         );
     }
     if let Some(task) = plan.tasks.iter().find(|t| t.sandbox != dracode::sandbox::SandboxMode::Off) {
-        eprintln!(
-            "what a task's commands may read, write and reach: dracode sandbox --task {} {}",
-            task.id,
-            task.manifest.display()
-        );
+        eprintln!("what a task's commands may read, write and reach: dracode sandbox --task {} {}", task.id, task.manifest.display());
     }
 }
 

@@ -187,7 +187,7 @@ fn tree_state(dir: &Path, depth: usize) -> Vec<String> {
     for entry in entries.flatten() {
         let path = entry.path();
         let meta = entry.metadata().ok();
-        out.push(format!("{} {:?} {:?}", path.display(), meta.as_ref().map(|m| m.len()), meta.and_then(|m| m.modified().ok())));
+        out.push(format!("{} {:?} {:?}", path.display(), meta.as_ref().map(std::fs::Metadata::len), meta.and_then(|m| m.modified().ok())));
         if depth > 1 && entry.file_type().is_ok_and(|t| t.is_dir()) {
             out.extend(tree_state(&path, depth - 1));
         }

@@ -2,10 +2,12 @@
 //! the agent can influence ([`Policy`], applied by [`crate::process`] through a supervisor).
 //!
 //! # What a confined command gets (Linux, any mode but `off`)
-//! - **Files** (Landlock): it reads the whole system (`/usr`, `/etc`, `/proc`, toolchains under
-//!   `$HOME`…) except the [hidden](Policy::hidden) paths — `~/.ssh`, `~/.git-credentials`,
-//!   `~/.config/gh` and the other [`HOME_CREDENTIALS`], plus what the caller adds; it writes only
-//!   the [writable roots](Policy::writable_roots) and `/dev/null`-like devices.
+//! - **Files** (Landlock): it reads only an allowlist ([`ReadSet`]: the system, the toolchains,
+//!   plus what the caller adds — the workspace, `read_paths`) minus the [hidden](Policy::hidden)
+//!   paths — `~/.ssh`, `~/.git-credentials`, `~/.config/gh` and the other [`HOME_CREDENTIALS`],
+//!   the toolchains' and the system's credentials, plus what the caller adds; it writes only the
+//!   [writable roots](Policy::writable_roots) and `/dev/null`-like devices. Package managers are
+//!   pointed at per-task caches ([`cache_env`]).
 //! - **Other processes**: Landlock denies ptrace-mode access to every process outside the
 //!   command's domain, so `/proc/<dracode>/environ` and `/proc/<dracode>/mem` are unreadable even
 //!   for root; with Landlock ABI 6+ it cannot signal them or reach their abstract unix sockets.
@@ -22,7 +24,8 @@
 //!   process it started is killed — including ones that called `setsid` or double-forked.
 //!
 //! # What is not confined
-//! Reading non-hidden files (a secret in a world-readable file elsewhere is readable), `AF_UNIX`
+//! Reading non-hidden files inside the allowlist (a secret in a world-readable file under `/etc`
+//! or a toolchain folder is readable), `AF_UNIX`
 //! sockets on the file system that are readable (a Docker socket the user can write to would let
 //! a command out — leave it unreadable or hide it), resource use (CPU, memory, disk in the
 //! writable roots; the task's timeout bounds time), and new entries created in a folder that had

@@ -89,9 +89,10 @@ pub const HOME_TOOLCHAINS: &[&str] = &[
     ".opam",
 ];
 
-/// Credential files of the system, hidden although `/etc` is readable: the password hashes and
-/// the SSH host keys (readable by root, which a root command still is for files it owns), and a
-/// GitLab runner's configuration (its tokens). A trailing `*` is a name prefix.
+/// Credential files of the system, hidden although `/etc` is readable when dracode runs as root:
+/// the password hashes and the SSH host keys, and a GitLab runner's configuration (its tokens).
+/// Only root may read them, and a root command still may (it owns them); for another user the
+/// file modes already keep them out. A trailing `*` is a name prefix.
 pub const SYSTEM_CREDENTIALS: &[&str] = &["/etc/shadow*", "/etc/gshadow*", "/etc/ssh/ssh_host_*", "/etc/gitlab-runner"];
 
 /// The resolved read allowlist of one command environment.
@@ -140,7 +141,11 @@ impl ReadSet {
         }
         let nested: Vec<PathBuf> = readable.iter().filter(|p| readable.iter().any(|q| q != *p && p.starts_with(q))).cloned().collect();
         readable.retain(|p| !nested.contains(p));
-        let mut hidden: Vec<PathBuf> = SYSTEM_CREDENTIALS.iter().map(PathBuf::from).collect();
+        // Only root can read them at all (as their owner, even without capabilities); for
+        // anyone else hiding them would only cost rules.
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        let mut hidden: Vec<PathBuf> = SYSTEM_CREDENTIALS.iter().filter(|_| root).map(PathBuf::from).collect();
         if let Some(home) = &home {
             hidden.extend(super::home_credentials(home));
         }

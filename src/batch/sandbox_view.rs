@@ -32,7 +32,11 @@ pub fn describe(spec: &TaskSpec, env: &BTreeMap<String, String>, out: &Path) -> 
     let layout = CommandLayout { workspace: workspace.clone(), tmp_dir: tmp_dir.clone(), paths };
     let allowed = crate::secrets::child_env(env.iter().map(|(k, v)| (k.clone(), v.clone())), &spec.env_passthrough, &spec.env);
     let policy = command_policy(spec, &layout, &allowed, &SharedPaths::new(Some(out), env));
-    let caches = if policy.is_enforced() { crate::sandbox::cache_vars(&tmp_dir, &allowed, spec.network) } else { BTreeMap::new() };
+    let mut caches = BTreeMap::new();
+    if policy.is_enforced() {
+        caches = crate::sandbox::cache_vars(&tmp_dir, &allowed, spec.network);
+        caches.insert(crate::sandbox::GIT_CONFIG_VAR.into(), crate::sandbox::git_config_path(&tmp_dir).display().to_string());
+    }
     render(spec, &policy, &workspace, made_later, &caches)
 }
 

@@ -502,12 +502,14 @@ impl TaskTemp {
         self.dir.path().join("tmp")
     }
 
-    /// `base` with TMPDIR (and HOME) pointing into this task's folder, and the package
-    /// managers' caches into its TMPDIR ([`crate::sandbox::cache_env`]).
+    /// `base` with TMPDIR (and HOME) pointing into this task's folder, and, when confined, the
+    /// package managers' caches into its TMPDIR ([`crate::sandbox::cache_env`]) and git's global
+    /// configuration at a reduced copy of the user's ([`crate::sandbox::git_config_env`]).
     fn env(&self, base: &BTreeMap<String, String>, spec: &TaskSpec) -> std::io::Result<BTreeMap<String, String>> {
         let mut env = base.clone();
         if spec.sandbox != crate::sandbox::SandboxMode::Off {
             env.extend(crate::sandbox::cache_env(&self.tmp(), base, spec.network)?);
+            env.extend([crate::sandbox::git_config_env(&self.tmp(), base)?]);
         }
         env.insert("TMPDIR".into(), self.tmp().display().to_string());
         if self.isolate_home {

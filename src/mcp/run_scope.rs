@@ -79,6 +79,7 @@ impl RunServers {
             let mut env = env.clone();
             if want.sandbox != SandboxMode::Off {
                 env.extend(crate::sandbox::cache_env(&tmp, &env, want.network).unwrap_or_default());
+                env.extend(crate::sandbox::git_config_env(&tmp, &env).ok());
             }
             let launch = Launch { cwd: &work, env: &env, tmp_dir: Some(&tmp), confine: Some(&policy), http: http.clone() };
             let started = match policy.check_supported() {

@@ -35,6 +35,7 @@
 mod caches;
 #[cfg(target_os = "linux")]
 mod confine;
+mod gitconfig;
 mod limits;
 mod paths;
 mod policy;
@@ -45,6 +46,7 @@ mod rules;
 pub mod supervisor;
 
 pub use caches::{CACHE_VARS, cache_env, cache_vars};
+pub use gitconfig::{GIT_CONFIG_VAR, SAFE_GIT_KEYS, git_config_env, git_config_path};
 pub use limits::Limits;
 pub use paths::{Entry, Escaped, PathError, Sandbox, is_escape};
 pub use policy::{HOME_CREDENTIALS, Policy, SandboxMode, home_credentials};

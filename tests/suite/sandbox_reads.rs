@@ -349,3 +349,31 @@ fn sandbox_read_paths_that_do_not_exist_are_manifest_errors() {
         );
     }
 }
+
+#[test]
+fn sandbox_reads_git_in_a_command_gets_the_users_identity_but_not_the_tokens_of_their_gitconfig() {
+    if !supported() {
+        return;
+    }
+    let s = Scenario::new();
+    let token = "ghp_gitconfigtoken_9d2c";
+    std::fs::write(
+        s.home.join(".gitconfig"),
+        format!(
+            "[user]\n\tname = Config User\n\temail = config@example.com\n[url \"https://x-access-token:{token}@example.com/\"]\n\tinsteadOf = https://example.com/\n"
+        ),
+    )
+    .unwrap();
+    let commands = [
+        "git log --oneline | wc -l && echo b > b.txt && git add b.txt && git commit -q -m second && git log -1 --format='author=%an<%ae>'"
+            .to_string(),
+        format!("git config --global --list; cat {}/.gitconfig 2>&1; echo done", s.home.display()),
+    ];
+    let r = s.run("gitcfg", &commands, "isolation = \"worktree\"", &[], &[]);
+    r.assert_finished("passed");
+    let out = r.outputs();
+    assert!(out[0].contains("author=Config User<config@example.com>"), "{}", out[0]);
+    assert!(out[1].contains("user.email=config@example.com") && out[1].contains("Permission denied"), "{}", out[1]);
+    assert!(!out[1].contains("insteadof") && !out[1].contains("x-access-token"), "{}", out[1]);
+    r.assert_nowhere(token);
+}

@@ -5,7 +5,7 @@
 //! # Output (plain text, stable)
 //! A few `key: value` lines (`task`, `mode`, `network`, `workspace`, `tmpdir`), then one section
 //! per list — `read:`, `write:`, `hidden:`, `unix-sockets:`, `limits:`, `env:` — each followed by
-//! its entries, one a line, indented by two spaces, sorted. The workspace (except with
+//! its entries (`env:` holds the cache variables and `GIT_CONFIG_GLOBAL`), one a line, indented by two spaces, sorted. The workspace (except with
 //! `isolation = "none"`) and the TMPDIR are made when the task runs: their names here hold the
 //! placeholder `<pid>-<random>`, and the lines that mention them say so.
 

@@ -85,7 +85,7 @@ mod tests {
         std::fs::create_dir_all(&home).unwrap();
         std::fs::write(
             home.join(".gitconfig"),
-            "[user]\n\tname = A \"Q\" User\n\temail = a@example.com\n[url \"https://x:tok-secret@example.com/\"]\n\tinsteadOf = https://example.com/\n[http]\n\textraheader = AUTHORIZATION: basic tok-secret\n[credential]\n\thelper = store\n",
+            "[user]\n\tname = A \\\"Q\\\" User\n\temail = a@example.com\n[url \"https://x:tok-secret@example.com/\"]\n\tinsteadOf = https://example.com/\n[http]\n\textraheader = AUTHORIZATION: basic tok-secret\n[credential]\n\thelper = store\n",
         )
         .unwrap();
         let env = BTreeMap::from([("HOME".to_string(), home.display().to_string())]);

@@ -192,6 +192,19 @@ mod tests {
     }
 
     #[test]
+    fn reads_are_an_allowlist_with_the_workspace_in_it() {
+        let home = tempfile::tempdir().unwrap();
+        let env = BTreeMap::from([("HOME".to_string(), home.path().display().to_string())]);
+        let policy = Policy::for_env(SandboxMode::ReadOnly, Path::new("/ws"), Some(Path::new("/t")), &env, Some(Path::new("/rt")));
+        assert!(policy.readable.contains(&PathBuf::from("/ws")) && policy.readable.contains(&PathBuf::from("/usr")));
+        for never in ["/", "/tmp", "/home", "/root"] {
+            assert!(!policy.readable.contains(&PathBuf::from(never)), "{never}: {:?}", policy.readable);
+        }
+        assert!(!policy.readable.iter().any(|p| p == home.path()), "{:?}", policy.readable);
+        assert!(policy.hidden.contains(&PathBuf::from("/rt")) && policy.hidden.contains(&home.path().join(".ssh")));
+    }
+
+    #[test]
     fn off_is_always_supported() {
         let policy = Policy::for_workspace(SandboxMode::Off, Path::new("/ws"), None);
         assert!(policy.check_supported().is_ok());

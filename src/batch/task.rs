@@ -493,7 +493,8 @@ impl TaskTemp {
         let dir = OwnedDir::create(super::workspace::TASK_TEMP_PREFIX)?;
         std::fs::create_dir(dir.path().join("tmp"))?;
         if isolate_home {
-            std::fs::create_dir(dir.path().join("home"))?;
+            // Inside the TMPDIR: the one folder of its own a command may write in every mode.
+            std::fs::create_dir(dir.path().join("tmp/home"))?;
         }
         Ok(TaskTemp { dir, isolate_home })
     }
@@ -513,7 +514,7 @@ impl TaskTemp {
         }
         env.insert("TMPDIR".into(), self.tmp().display().to_string());
         if self.isolate_home {
-            env.insert("HOME".into(), self.dir.path().join("home").display().to_string());
+            env.insert("HOME".into(), self.tmp().join("home").display().to_string());
         }
         Ok(env)
     }

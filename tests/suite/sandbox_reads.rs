@@ -377,3 +377,18 @@ fn sandbox_reads_git_in_a_command_gets_the_users_identity_but_not_the_tokens_of_
     assert!(!out[1].contains("insteadof") && !out[1].contains("x-access-token"), "{}", out[1]);
     r.assert_nowhere(token);
 }
+
+#[test]
+fn sandbox_reads_an_isolated_home_is_the_tasks_own_to_read_and_write() {
+    if !supported() {
+        return;
+    }
+    let s = Scenario::new();
+    let commands = ["echo kept > $HOME/.toolrc && cat $HOME/.toolrc && ls -a $HOME && echo home=$HOME".to_string()];
+    let r = s.run("isohome", &commands, "isolate_home = true", &[], &[]);
+    r.assert_finished("passed");
+    let out = r.all_output();
+    assert!(out.contains("kept") && out.contains(".toolrc"), "{out}");
+    assert!(value_of(&out, "home").is_some_and(|h| h.contains("dracode-task-") && !h.starts_with(&s.home.display().to_string())), "{out}");
+    assert!(!s.home.join(".toolrc").exists());
+}

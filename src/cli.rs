@@ -93,6 +93,24 @@ pub enum Command {
         #[arg(long, env = "DRACODE_CONFIG")]
         config: Option<PathBuf>,
     },
+    /// Print what one task's commands may read, write and reach, resolved as `run` would.
+    #[command(
+        after_help = "Example:\n  dracode sandbox --task fix-lint tasks.toml\n\nPlain text: key lines, then the sections read:, write:, hidden:, unix-sockets:, limits:, env:\n(one entry a line, sorted). Folders made when the task runs show <pid>-<random>.\nExit 2 when the task is unknown or a manifest is invalid."
+    )]
+    Sandbox {
+        /// The task's id.
+        #[arg(long, required = true)]
+        task: String,
+        /// The manifest(s) holding the task.
+        #[arg(required = true)]
+        manifests: Vec<PathBuf>,
+        /// The `--out` folder of the run (hidden from every task's commands).
+        #[arg(long, default_value = "dracode-out")]
+        out: PathBuf,
+        /// Config file instead of ./dracode.toml.
+        #[arg(long, env = "DRACODE_CONFIG")]
+        config: Option<PathBuf>,
+    },
     /// List every provider: type, model, endpoint, and whether it is configured (and why not).
     #[command(after_help = "Example:\n  OPENAI_API_KEY=... dracode providers")]
     Providers {

@@ -89,6 +89,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             Ok(exit_codes::OK)
         }
         Command::Providers { config } => providers(config.as_deref(), &cwd, &env),
+        Command::Sandbox { task, manifests, out, config } => task_sandbox(&task, &manifests, &out, config.as_deref(), &cwd, &env),
         Command::Schema { which } => {
             let schema = match which {
                 SchemaKind::Manifest => dracode::manifest::json_schema(),
@@ -124,6 +125,27 @@ fn task_tools(id: &str, manifests: &[PathBuf], config: Option<&Path>, cwd: &Path
         .collect();
     let shown = serde_json::json!({ "task": task.id, "network": task.network, "on_denied": task.policy.on_denied, "tools": tools });
     println!("{}", serde_json::to_string_pretty(&shown)?);
+    Ok(exit_codes::OK)
+}
+
+/// `dracode sandbox --task ID`: what the task's commands may read, write and reach.
+fn task_sandbox(
+    id: &str,
+    manifests: &[PathBuf],
+    out: &Path,
+    config: Option<&Path>,
+    cwd: &Path,
+    env: &BTreeMap<String, String>,
+) -> anyhow::Result<i32> {
+    let tasks = match plan::validate(manifests, config, cwd, env) {
+        Ok(tasks) => tasks,
+        Err(e) => return usage_error(&e),
+    };
+    let Some(task) = tasks.iter().find(|t| t.id == id) else {
+        let ids: Vec<&str> = tasks.iter().map(|t| t.id.as_str()).collect();
+        return usage_error(&format!("no task {id:?} in the manifest(s); tasks: {}", ids.join(", ")));
+    };
+    print!("{}", dracode::batch::sandbox_view::describe(task, env, &cwd.join(out)));
     Ok(exit_codes::OK)
 }
 
@@ -296,6 +318,7 @@ fn run_batch(args: RunArgs, cwd: &Path, env: BTreeMap<String, String>) -> anyhow
         gates: Default::default(),
         run_mcp: Default::default(),
         run_id: run_id.clone(),
+        paths: dracode::batch::task::SharedPaths::new(Some(&args.out), &env),
     });
     let signal = Arc::new(AtomicI32::new(0));
     let schedule = runner::Schedule { jobs, fail_fast: args.fail_fast, shard: shard.clone(), interrupted_by: signal.clone(), if_no_tasks };
@@ -374,7 +397,8 @@ async fn watch_signals(cancel: tokio::sync::watch::Sender<bool>, which: Arc<Atom
 }
 
 /// `--dry-run`: each task, its provider, model, isolation, repository, time limits and
-/// effective `require_change`, and whether the provider is configured.
+/// effective `require_change`, and whether the provider is configured; then (on stderr) how to
+/// see a task's sandbox.
 fn print_dry_run(plan: &plan::Plan) {
     for p in &plan.tasks {
         let status = p.provider.not_configured_reason().map_or("ready".to_string(), |w| format!("not configured: {w}"));
@@ -390,6 +414,9 @@ fn print_dry_run(plan: &plan::Plan) {
             limit(p.timeout),
             limit(p.idle_timeout),
         );
+    }
+    if let Some(task) = plan.tasks.iter().find(|t| t.sandbox != dracode::sandbox::SandboxMode::Off) {
+        eprintln!("what a task's commands may read, write and reach: dracode sandbox --task {} {}", task.id, task.manifest.display());
     }
 }
 

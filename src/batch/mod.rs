@@ -6,6 +6,7 @@ pub mod judge;
 pub mod plan;
 pub mod record;
 pub mod runner;
+pub mod sandbox_view;
 pub mod shard;
 pub mod snapshot;
 pub mod spec;

@@ -284,6 +284,7 @@ fn resolve(
     });
     let policy = resolve_policy(&mut problems, network.as_ref().is_ok_and(crate::egress::Network::is_on));
     let limits = resolve_limits(&mut problems);
+    check_read_paths(&mut problems);
     if let Some(globs) = &f.protect
         && let Err(e) = crate::sandbox::Protect::compile(Path::new("/"), globs)
     {
@@ -333,6 +334,7 @@ fn resolve(
         env: f.env.unwrap_or_default(),
         env_passthrough: f.env_passthrough.unwrap_or_default(),
         unix_sockets: f.unix_sockets.unwrap_or_default().into_iter().map(|p| cwd.join(p)).collect(),
+        read_paths: f.read_paths.unwrap_or_default().iter().map(|p| absolute(&cwd.join(p))).collect(),
         output,
         mcp_servers: f.mcp_servers.unwrap_or_default(),
         id: task.id,
@@ -374,6 +376,17 @@ fn resolve_limits(problems: &mut Problems<'_>) -> crate::sandbox::Limits {
         }
         defaults
     })
+}
+
+/// Each of `read_paths` must exist (a path that does not is a typo, not a grant to rely on).
+fn check_read_paths(problems: &mut Problems<'_>) {
+    for path in problems.task.fields.read_paths.iter().flatten() {
+        if path.as_os_str().is_empty() {
+            problems.push("read_paths", "an empty path");
+        } else if !path.exists() {
+            problems.push("read_paths", format!("{} does not exist", path.display()));
+        }
+    }
 }
 
 /// The task's workspace settings: the repo must exist, worktrees need a git repository, and

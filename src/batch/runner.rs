@@ -121,6 +121,7 @@ async fn start_run_mcp_servers(tasks: &[TaskSpec], shared: &Shared) {
                 config: config.clone(),
                 sandbox: spec.sandbox,
                 network: spec.network.is_all(),
+                read_paths: spec.read_paths.clone(),
             })
         })
         .collect();

@@ -76,6 +76,8 @@ pub struct TaskSpec {
     pub env_passthrough: Vec<String>,
     /// Unix socket files outside the workspace the task's commands may connect to (absolute).
     pub unix_sockets: Vec<std::path::PathBuf>,
+    /// Extra files and folders the task's commands may read (`read_paths`), absolute.
+    pub read_paths: Vec<PathBuf>,
     /// The schema the final answer must match (`output_schema`, `output = "findings"`), if any.
     pub output: Option<crate::structured::OutputContract>,
     /// MCP servers whose tools the task is offered, by name.

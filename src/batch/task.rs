@@ -54,6 +54,8 @@ pub struct Shared {
     pub gates: std::sync::Mutex<BTreeMap<String, Arc<Gate>>>,
     /// The run's `scope = "run"` MCP servers, set by the runner before the first task.
     pub run_mcp: std::sync::OnceLock<crate::mcp::RunServers>,
+    /// What every task's commands must not read: `--out`, `$RUNNER_TEMP`.
+    pub paths: SharedPaths,
 }
 
 impl Shared {
@@ -242,13 +244,19 @@ async fn prepare(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Result<
         crate::secrets::child_env(shared.process_env.iter().map(|(k, v)| (k.clone(), v.clone())), &spec.env_passthrough, &spec.env);
     let network_log = Arc::new(NetworkLog::new(emitter.clone()));
     let proxy = start_proxy(spec, &network_log).await?;
-    let mut env = task_temp.env(&allowed);
+    let mut env = task_temp.env(&allowed, spec).map_err(|e| TaskError::internal(format!("cannot make the task's caches: {e}")))?;
     // Set after the allowlist and the task's own `env`: nothing the task says bypasses the proxy.
     if let Some(proxy) = &proxy {
         env.extend(crate::egress::proxy_env(&proxy.url()).into_iter().map(|(k, v)| (k.to_string(), v)));
     }
+    let layout = CommandLayout {
+        workspace: workspace.root.clone(),
+        tmp_dir: task_temp.tmp(),
+        paths: workspace.sandbox_paths(),
+        proxy: proxy.as_ref().map(EgressProxy::addr),
+    };
+    let confine = Arc::new(command_policy(spec, &layout, &allowed, &shared.paths));
     let child_env = Arc::new(env);
-    let confine = Arc::new(command_policy(spec, &workspace, &task_temp.tmp(), proxy.as_ref().map(EgressProxy::addr)));
     let commands = Commands { env: child_env.clone(), tmp_dir: task_temp.tmp(), confine: confine.clone(), network_log };
     let tool_ctx = tool_context(spec, &workspace, commands, emitter).map_err(TaskError::internal)?;
     let registry = Registry::with_names(&spec.tools).map_err(|name| TaskError::internal(format!("unknown tool {name:?}")))?;
@@ -307,22 +315,61 @@ fn ensure_confinable(spec: &TaskSpec) -> Result<(), TaskError> {
     probe.check_supported().map_err(|e| TaskError::new(FailureKind::Sandbox, e.to_string()))
 }
 
-/// How the task's commands (`run_command`, `check`) are confined: its `sandbox` mode and
-/// `network` (with an allowlist: no network but the egress `proxy`), the workspace (its own
-/// `.git` included) and its TMPDIR writable, everything else readable but credentials and the
-/// source repository's git directory — whose object store stays readable, since a `worktree`
-/// workspace borrows its objects.
-fn command_policy(spec: &TaskSpec, workspace: &Workspace, tmp_dir: &Path, proxy: Option<std::net::SocketAddr>) -> Policy {
-    let mut policy = Policy::for_workspace(spec.sandbox, &workspace.root, Some(tmp_dir));
-    let paths = workspace.sandbox_paths();
+/// Where a task's commands work: the workspace root, the TMPDIR and what the workspace needs
+/// opened or hidden. Placeholders before the task runs (`dracode sandbox`).
+pub struct CommandLayout {
+    /// The workspace root.
+    pub workspace: PathBuf,
+    /// The task's TMPDIR.
+    pub tmp_dir: PathBuf,
+    /// The workspace's own needs (writable root, borrowed object stores, hidden git dirs).
+    pub paths: super::workspace::SandboxPaths,
+    /// The task's egress proxy (`network = [hosts]`), the one address its commands may reach.
+    pub proxy: Option<std::net::SocketAddr>,
+}
+
+/// How the task's commands (`run_command`, `check`, MCP servers) are confined: its `sandbox`
+/// mode and `network` (with an allowlist: no network but the egress proxy); the workspace (its own `.git` included) and its TMPDIR writable; readable
+/// only the system, the toolchains named by `env` (the command's variables before TMPDIR and
+/// HOME are set), the workspace, the borrowed object stores and `read_paths`; hidden, even
+/// inside those: credentials, the source repository's git directory, `$RUNNER_TEMP`, `--out`
+/// and every other task's folders.
+pub fn command_policy(spec: &TaskSpec, layout: &CommandLayout, env: &BTreeMap<String, String>, shared: &SharedPaths) -> Policy {
+    let runner_temp = shared.runner_temp.as_deref();
+    let mut policy = Policy::for_env(spec.sandbox, &layout.workspace, Some(&layout.tmp_dir), env, runner_temp);
+    let paths = layout.paths.clone();
     policy.writable = paths.writable;
     policy.readable.extend(paths.readable);
+    policy.readable.extend(spec.read_paths.iter().cloned());
     policy.hidden.extend(paths.hidden);
+    let temp = std::env::temp_dir();
+    for prefix in [super::workspace::TASK_DIR_PREFIX, super::workspace::TASK_TEMP_PREFIX, crate::mcp::RUN_DIR_PREFIX] {
+        policy.hidden.push(temp.join(format!("{prefix}*")));
+    }
+    policy.hidden.extend(shared.out.iter().cloned());
     policy.network = spec.network.is_all();
-    policy.proxy = proxy;
+    policy.proxy = layout.proxy;
     policy.unix_sockets = spec.unix_sockets.clone();
     policy.limits = spec.limits.clone();
     policy
+}
+
+/// The paths of the run that every task's policy hides: `--out` and `$RUNNER_TEMP`.
+#[derive(Debug, Clone, Default)]
+pub struct SharedPaths {
+    /// The run's `--out` folder, absolute.
+    pub out: Option<PathBuf>,
+    /// dracode's `$RUNNER_TEMP`.
+    pub runner_temp: Option<PathBuf>,
+}
+
+impl SharedPaths {
+    /// The paths for a run writing to `out`, with dracode's environment `env`.
+    pub fn new(out: Option<&Path>, env: &BTreeMap<String, String>) -> SharedPaths {
+        let out = out.map(|o| std::path::absolute(o).unwrap_or_else(|_| o.to_path_buf()));
+        let out = out.map(|o| o.canonicalize().unwrap_or(o));
+        SharedPaths { out, runner_temp: env.get("RUNNER_TEMP").filter(|v| !v.is_empty()).map(PathBuf::from) }
+    }
 }
 
 /// The attempt's workspace. git and file copying block: they run off the async workers that
@@ -501,7 +548,8 @@ impl TaskTemp {
         let dir = OwnedDir::create(super::workspace::TASK_TEMP_PREFIX)?;
         std::fs::create_dir(dir.path().join("tmp"))?;
         if isolate_home {
-            std::fs::create_dir(dir.path().join("home"))?;
+            // Inside the TMPDIR: the one folder of its own a command may write in every mode.
+            std::fs::create_dir(dir.path().join("tmp/home"))?;
         }
         Ok(TaskTemp { dir, isolate_home })
     }
@@ -510,14 +558,20 @@ impl TaskTemp {
         self.dir.path().join("tmp")
     }
 
-    /// `base` with TMPDIR (and HOME) pointing into this task's folder.
-    fn env(&self, base: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    /// `base` with TMPDIR (and HOME) pointing into this task's folder, and, when confined, the
+    /// package managers' caches into its TMPDIR ([`crate::sandbox::cache_env`]) and git's global
+    /// configuration at a reduced copy of the user's ([`crate::sandbox::git_config_env`]).
+    fn env(&self, base: &BTreeMap<String, String>, spec: &TaskSpec) -> std::io::Result<BTreeMap<String, String>> {
         let mut env = base.clone();
+        if spec.sandbox != crate::sandbox::SandboxMode::Off {
+            env.extend(crate::sandbox::cache_env(&self.tmp(), base, spec.network.is_on())?);
+            env.extend([crate::sandbox::git_config_env(&self.tmp(), base)?]);
+        }
         env.insert("TMPDIR".into(), self.tmp().display().to_string());
         if self.isolate_home {
-            env.insert("HOME".into(), self.dir.path().join("home").display().to_string());
+            env.insert("HOME".into(), self.tmp().join("home").display().to_string());
         }
-        env
+        Ok(env)
     }
 }
 

@@ -222,14 +222,33 @@ impl Workspace {
     /// with any `extraheader` token, hooks, refs) lies inside the writable root and nothing here
     /// can protect it: use `worktree` or `copy` for untrusted tasks.
     pub fn sandbox_paths(&self) -> SandboxPaths {
-        let writable = vec![self.root.clone()];
-        let Some(git) = &self.source_git else { return SandboxPaths { writable, ..SandboxPaths::default() } };
+        SandboxPaths::of(&self.root, self.source_git.as_ref(), self.source.is_some())
+    }
+}
+
+impl SandboxPaths {
+    /// The paths of a workspace at `root` made from a repository with `source_git` (none with
+    /// `isolation = "none"`), whose objects it borrows when `borrows` (a worktree).
+    fn of(root: &Path, source_git: Option<&GitDirs>, borrows: bool) -> SandboxPaths {
+        let writable = vec![root.to_path_buf()];
+        let Some(git) = source_git else { return SandboxPaths { writable, ..SandboxPaths::default() } };
         let mut hidden = vec![git.git_dir.clone()];
         if git.common_dir != git.git_dir {
             hidden.push(git.common_dir.clone());
         }
-        let readable = if self.source.is_some() { git.object_dirs.clone() } else { Vec::new() };
+        let readable = if borrows { git.object_dirs.clone() } else { Vec::new() };
         SandboxPaths { writable, readable, hidden }
+    }
+
+    /// What [`Workspace::sandbox_paths`] will be for a workspace of `repo` with `isolation`,
+    /// before it is made: `root` stands for the workspace root (with `none`, `repo` itself).
+    pub fn planned(repo: &Path, isolation: Isolation, root: &Path) -> SandboxPaths {
+        let source = repo.canonicalize().unwrap_or_else(|_| repo.to_path_buf());
+        match isolation {
+            Isolation::None => SandboxPaths::of(&source, None, false),
+            Isolation::Copy => SandboxPaths::of(root, Repository::discover(&source).ok().map(|r| GitDirs::of(&r)).as_ref(), false),
+            Isolation::Worktree => SandboxPaths::of(root, Repository::open(&source).ok().map(|r| GitDirs::of(&r)).as_ref(), true),
+        }
     }
 }
 

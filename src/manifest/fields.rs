@@ -120,6 +120,9 @@ pub struct TaskFields {
     /// Unix socket files outside the workspace and TMPDIR the task's commands may connect to
     /// (absolute, or relative to the manifest). Dangerous: `docker.sock` is root on the machine.
     pub unix_sockets: Option<Vec<PathBuf>>,
+    /// Extra files and folders the task's commands may read (relative to the manifest, or
+    /// absolute), besides the system, the toolchains, the workspace and the TMPDIR.
+    pub read_paths: Option<Vec<PathBuf>>,
     /// A JSON Schema (inline table) the task's final answer must be valid against; the answer
     /// is `structured_output` in `task.finished` and `outputs/<id>.json`.
     pub output_schema: Option<serde_json::Value>,
@@ -174,6 +177,7 @@ pub const FIELD_NAMES: &[&str] = &[
     "env",
     "env_passthrough",
     "unix_sockets",
+    "read_paths",
     "output_schema",
     "output_schema_file",
     "output_retries",
@@ -211,7 +215,7 @@ impl TaskFields {
             idle_timeout, retries, retry_on, isolation, repo, base, workdir, tools, check, check_before,
             check_timeout, commit, isolate_home, require_change, protect, tags, answers, replay, system_prompt, max_output_tokens,
             max_tokens, max_cost_usd, max_context_tokens, compact_at, sandbox, network, env, env_passthrough,
-            unix_sockets, output_schema, output_schema_file, output_retries, output, policy, mcp_servers, limits);
+            unix_sockets, read_paths, output_schema, output_schema_file, output_retries, output, policy, mcp_servers, limits);
         merged.policy = policy;
         merged.limits = limits;
         merged.mcp_servers = mcp_servers;
@@ -247,5 +251,7 @@ pub fn resolve_paths(mut fields: TaskFields, dir: &Path) -> TaskFields {
     fields.replay = abs(fields.replay);
     fields.output_schema_file = abs(fields.output_schema_file);
     fields.unix_sockets = fields.unix_sockets.map(|paths| paths.into_iter().map(|p| dir.join(p)).collect());
+    let keep_empty = |p: PathBuf| if p.is_absolute() || p.as_os_str().is_empty() { p } else { dir.join(p) };
+    fields.read_paths = fields.read_paths.map(|paths| paths.into_iter().map(keep_empty).collect());
     fields
 }

@@ -13,7 +13,7 @@ pub mod server;
 pub mod tool;
 
 pub use config::{McpScope, McpServerConfig};
-pub use run_scope::{RunServers, Wanted};
+pub use run_scope::{RUN_DIR_PREFIX, RunServers, Wanted};
 pub use server::{Launch, McpServer};
 pub use tool::McpTool;
 

@@ -22,6 +22,8 @@ pub struct Wanted {
     pub sandbox: SandboxMode,
     /// The task's `network`.
     pub network: bool,
+    /// The task's `read_paths` (the server reads those of every task that uses it).
+    pub read_paths: Vec<std::path::PathBuf>,
 }
 
 /// The run's servers, started or with the reason they did not start.
@@ -47,6 +49,7 @@ impl RunServers {
             match distinct.iter_mut().find(|d| d.name == want.name && d.config == want.config) {
                 Some(known) => {
                     known.network |= want.network;
+                    known.read_paths.extend(want.read_paths.iter().filter(|p| !known.read_paths.contains(p)).cloned().collect::<Vec<_>>());
                     if want.sandbox == SandboxMode::WorkspaceWrite || known.sandbox == SandboxMode::Off {
                         known.sandbox = want.sandbox;
                     }
@@ -72,6 +75,12 @@ impl RunServers {
         for want in distinct {
             let mut policy = Policy::for_workspace(want.sandbox, &work, Some(&tmp));
             policy.network = want.network;
+            policy.readable.extend(want.read_paths.iter().cloned());
+            let mut env = env.clone();
+            if want.sandbox != SandboxMode::Off {
+                env.extend(crate::sandbox::cache_env(&tmp, &env, want.network).unwrap_or_default());
+                env.extend(crate::sandbox::git_config_env(&tmp, &env).ok());
+            }
             let launch = Launch { cwd: &work, env: &env, tmp_dir: Some(&tmp), confine: Some(&policy), http: http.clone() };
             let started = match policy.check_supported() {
                 Ok(()) => {
@@ -107,9 +116,12 @@ impl RunServers {
     }
 }
 
+/// The prefix of the run's MCP folder in the temp dir (hidden from tasks' commands).
+pub const RUN_DIR_PREFIX: &str = "dracode-mcp-run-";
+
 /// A fresh folder with `work/` (the servers' working directory) and `tmp/` (their TMPDIR).
 fn run_folder() -> std::io::Result<tempfile::TempDir> {
-    let dir = tempfile::Builder::new().prefix("dracode-mcp-run-").tempdir()?;
+    let dir = tempfile::Builder::new().prefix(RUN_DIR_PREFIX).tempdir()?;
     std::fs::create_dir(dir.path().join("work"))?;
     std::fs::create_dir(dir.path().join("tmp"))?;
     Ok(dir)

@@ -144,7 +144,7 @@ fn abi_of(version: u32) -> ABI {
     }
 }
 
-/// The Landlock ruleset: read everything readable (with hidden paths cut out), write the
+/// The Landlock ruleset: read the readable allowlist (with hidden paths cut out), write the
 /// writable roots and a few devices. Every right the kernel knows is handled, so anything not
 /// granted is denied.
 fn ruleset(policy: &Policy, version: u32) -> Result<OwnedFd, String> {
@@ -173,7 +173,8 @@ fn rules(policy: &Policy, version: u32) -> Result<RulesetCreated, landlock::Rule
         .chain(reads.whole.iter().map(|p| (p.as_path(), AccessFs::from_read(abi))))
         .chain(writes.whole.iter().map(|p| (p.as_path(), all)))
         .chain(WRITABLE_DEVICES.iter().map(|p| (Path::new(*p), device)))
-        .chain([(Path::new(SHARED_MEMORY), all)]);
+        .chain([(Path::new(SHARED_MEMORY), all)])
+        .chain(super::READABLE_DEVICES.iter().map(|p| (Path::new(*p), AccessFs::ReadFile.into())));
     for (path, access) in grants {
         created = grant(created, path, access, abi)?;
     }

@@ -2,10 +2,12 @@
 //! the agent can influence ([`Policy`], applied by [`crate::process`] through a supervisor).
 //!
 //! # What a confined command gets (Linux, any mode but `off`)
-//! - **Files** (Landlock): it reads the whole system (`/usr`, `/etc`, `/proc`, toolchains under
-//!   `$HOME`…) except the [hidden](Policy::hidden) paths — `~/.ssh`, `~/.git-credentials`,
-//!   `~/.config/gh` and the other [`HOME_CREDENTIALS`], plus what the caller adds; it writes only
-//!   the [writable roots](Policy::writable_roots) and `/dev/null`-like devices.
+//! - **Files** (Landlock): it reads only an allowlist ([`ReadSet`]: the system, the toolchains,
+//!   plus what the caller adds — the workspace, `read_paths`) minus the [hidden](Policy::hidden)
+//!   paths — `~/.ssh`, `~/.git-credentials`, `~/.config/gh` and the other [`HOME_CREDENTIALS`],
+//!   the toolchains' and the system's credentials, plus what the caller adds; it writes only the
+//!   [writable roots](Policy::writable_roots) and `/dev/null`-like devices. Package managers are
+//!   pointed at per-task caches ([`cache_env`]).
 //! - **Other processes**: Landlock denies ptrace-mode access to every process outside the
 //!   command's domain, so `/proc/<dracode>/environ` and `/proc/<dracode>/mem` are unreadable even
 //!   for root; with Landlock ABI 6+ it cannot signal them or reach their abstract unix sockets.
@@ -32,33 +34,40 @@
 //!   reports it ([`report::Report::LimitReached`]).
 //!
 //! # What is not confined
-//! Reading non-hidden files (a secret in a world-readable file elsewhere is readable), `/dev/shm`
-//! (writable and shared by every task, for POSIX semaphores), resource use beyond the [`Limits`]
-//! (the disk space of the writable roots, several commands or tasks together), and new entries created in a folder that had
+//! Reading non-hidden files inside the allowlist (a secret in a world-readable file under `/etc`
+//! or a toolchain folder is readable), `/dev/shm` (writable and shared by every task, for POSIX
+//! semaphores), resource use beyond the [`Limits`] (the disk space of the writable roots, several
+//! commands or tasks together), and new entries created in a folder that had
 //! to be split around a hidden path after the policy was applied (those are not readable — see
 //! `rules`). On macOS and other systems only `off` is available.
 
 #[cfg(target_os = "linux")]
 mod broker;
+mod caches;
 #[cfg(target_os = "linux")]
 mod cgroup;
 #[cfg(target_os = "linux")]
 mod confine;
+mod gitconfig;
 pub mod limits;
 #[cfg(target_os = "linux")]
 mod monitor;
 mod paths;
 mod policy;
 mod protect;
+mod reads;
 pub mod report;
 #[cfg(target_os = "linux")]
 mod rules;
 pub mod supervisor;
 
+pub use caches::{CACHE_VARS, cache_env, cache_vars};
+pub use gitconfig::{GIT_CONFIG_VAR, SAFE_GIT_KEYS, git_config_env, git_config_path};
 pub use limits::{LimitFields, Limits};
 pub use paths::{Entry, Escaped, PathError, Sandbox, is_escape};
 pub use policy::{HOME_CREDENTIALS, Policy, SandboxMode, home_credentials};
 pub use protect::Protect;
+pub use reads::{HOME_TOOLCHAINS, READABLE_DEVICES, ReadSet, SYSTEM_CREDENTIALS, SYSTEM_READS, TOOLCHAIN_VARS};
 
 use std::path::PathBuf;
 use std::sync::OnceLock;

@@ -1,9 +1,11 @@
 //! What a confined command may do: the [`SandboxMode`], the folders it may write, the folders it
-//! may read minus the hidden ones, and whether it has a network. A plain value: it holds no
+//! may read (an allowlist) minus the hidden ones, and whether it has a network. A plain value: it holds no
 //! secret and travels to the supervisor as JSON.
 
+use super::reads::ReadSet;
 use super::{SandboxError, probe};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// How strictly commands are confined (`sandbox = "…"` in a manifest, `--sandbox`).
@@ -61,8 +63,10 @@ pub struct Policy {
     pub writable: Vec<PathBuf>,
     /// The task's TMPDIR: writable in every mode.
     pub tmp_dir: Option<PathBuf>,
-    /// Readable trees (`/` by default); also how to put back something inside a hidden path,
-    /// such as a repository's `.git/objects` when `.git` is hidden.
+    /// Readable trees and files, an allowlist (see [`ReadSet`]): the system, the toolchains, the
+    /// workspace, the task's `read_paths`; also how to put back something inside a hidden path,
+    /// such as a repository's `.git/objects` when `.git` is hidden. Writable roots are readable
+    /// too.
     pub readable: Vec<PathBuf>,
     /// Paths taken out of `readable` and `writable`: credential files, a repository's `.git`.
     /// A trailing `*` on the last component matches every name with that prefix. A hidden path
@@ -85,21 +89,35 @@ pub struct Policy {
 }
 
 impl Policy {
-    /// The default confinement for a task: `mode` (usually [`SandboxMode::default`]), the
-    /// workspace writable, `tmp_dir` writable, the whole system readable except the
-    /// credentials under the current `$HOME` (and `$XDG_CONFIG_HOME`), no network.
+    /// The default confinement for a command that runs with dracode's own environment: see
+    /// [`Policy::for_env`].
     pub fn for_workspace(mode: SandboxMode, workspace: &Path, tmp_dir: Option<&Path>) -> Policy {
-        let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
-        let mut hidden = var("HOME").as_deref().map(home_credentials).unwrap_or_default();
-        if let Some(config) = var("XDG_CONFIG_HOME") {
-            hidden.extend(["gh", "hub", "gcloud", "dracode"].map(|name| config.join(name)));
-        }
+        let env: BTreeMap<String, String> =
+            std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))).collect();
+        let runner_temp = env.get("RUNNER_TEMP").filter(|v| !v.is_empty()).map(PathBuf::from);
+        Policy::for_env(mode, workspace, tmp_dir, &env, runner_temp.as_deref())
+    }
+
+    /// The default confinement for a task whose commands get `env` (before their TMPDIR and
+    /// HOME are set): `mode` (usually [`SandboxMode::default`]), the workspace writable,
+    /// `tmp_dir` writable, the [read allowlist](ReadSet) of `env` readable (with the credentials
+    /// in it and `runner_temp` hidden), the workspace readable, no network.
+    pub fn for_env(
+        mode: SandboxMode,
+        workspace: &Path,
+        tmp_dir: Option<&Path>,
+        env: &BTreeMap<String, String>,
+        runner_temp: Option<&Path>,
+    ) -> Policy {
+        let reads = ReadSet::resolve(env, runner_temp);
+        let mut readable = reads.readable;
+        readable.push(workspace.to_path_buf());
         Policy {
             mode,
             writable: vec![workspace.to_path_buf()],
             tmp_dir: tmp_dir.map(Path::to_path_buf),
-            readable: vec![PathBuf::from("/")],
-            hidden,
+            readable,
+            hidden: reads.hidden,
             network: false,
             proxy: None,
             unix_sockets: Vec::new(),
@@ -171,6 +189,19 @@ mod tests {
         assert_eq!(policy.writable_roots(), [Path::new("/t"), Path::new("/ws")]);
         policy.mode = SandboxMode::ReadOnly;
         assert_eq!(policy.writable_roots(), [Path::new("/t")]);
+    }
+
+    #[test]
+    fn reads_are_an_allowlist_with_the_workspace_in_it() {
+        let home = tempfile::tempdir().unwrap();
+        let env = BTreeMap::from([("HOME".to_string(), home.path().display().to_string())]);
+        let policy = Policy::for_env(SandboxMode::ReadOnly, Path::new("/ws"), Some(Path::new("/t")), &env, Some(Path::new("/rt")));
+        assert!(policy.readable.contains(&PathBuf::from("/ws")) && policy.readable.contains(&PathBuf::from("/usr")));
+        for never in ["/", "/tmp", "/home", "/root"] {
+            assert!(!policy.readable.contains(&PathBuf::from(never)), "{never}: {:?}", policy.readable);
+        }
+        assert!(!policy.readable.iter().any(|p| p == home.path()), "{:?}", policy.readable);
+        assert!(policy.hidden.contains(&PathBuf::from("/rt")) && policy.hidden.contains(&home.path().join(".ssh")));
     }
 
     #[test]

@@ -19,24 +19,24 @@ const FINAL: &str = "final words after the attack";
 
 /// A scratch layout: `repo/` (a git repository with one commit), `home/` (the HOME dracode
 /// runs with) and the manifest and replay next to them.
-struct Scenario {
+pub(crate) struct Scenario {
     _dir: tempfile::TempDir,
-    root: PathBuf,
-    repo: PathBuf,
-    home: PathBuf,
+    pub(crate) root: PathBuf,
+    pub(crate) repo: PathBuf,
+    pub(crate) home: PathBuf,
 }
 
 /// What one run of dracode left.
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-    out: PathBuf,
-    events: Vec<Value>,
+pub(crate) struct Run {
+    pub(crate) code: i32,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
+    pub(crate) out: PathBuf,
+    pub(crate) events: Vec<Value>,
 }
 
 impl Scenario {
-    fn new() -> Scenario {
+    pub(crate) fn new() -> Scenario {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();
         let (repo, home) = (root.join("repo"), root.join("home"));
@@ -49,7 +49,7 @@ impl Scenario {
     /// then answers [`FINAL`]. `fields` go into `[defaults]` (`repo = "repo"`,
     /// `isolation = "copy"` and `require_change = false` unless they set them: an attack is judged
     /// by what it reached, not by a change); `env` is dracode's environment on top of PATH and HOME.
-    fn run(&self, name: &str, commands: &[String], fields: &str, env: &[(&str, &str)], args: &[&str]) -> Run {
+    pub(crate) fn run(&self, name: &str, commands: &[String], fields: &str, env: &[(&str, &str)], args: &[&str]) -> Run {
         let mut turns: Vec<Value> = commands
             .iter()
             .enumerate()
@@ -92,12 +92,12 @@ impl Scenario {
 
 impl Run {
     /// The outputs of the tool calls, in order, as results.jsonl has them (redacted).
-    fn outputs(&self) -> Vec<&str> {
+    pub(crate) fn outputs(&self) -> Vec<&str> {
         self.events.iter().filter(|e| e["type"] == "tool.completed").map(|e| e["output"].as_str().unwrap_or("")).collect()
     }
 
     /// Every tool output, joined (for assertions that do not care which call).
-    fn all_output(&self) -> String {
+    pub(crate) fn all_output(&self) -> String {
         self.outputs().join("\n---\n")
     }
 
@@ -106,7 +106,7 @@ impl Run {
     }
 
     /// The task ended `status`, and the model's final words (after the attack) were recorded.
-    fn assert_finished(&self, status: &str) {
+    pub(crate) fn assert_finished(&self, status: &str) {
         assert_eq!(self.task()["status"], status, "exit {}\nstderr: {}\noutputs: {}", self.code, self.stderr, self.all_output());
         assert!(
             self.events.iter().any(|e| e["type"] == "agent.message" && e["text"].as_str().is_some_and(|t| t.contains(FINAL))),
@@ -116,7 +116,7 @@ impl Run {
     }
 
     /// `needle` is in no artifact, nor on stdout/stderr.
-    fn assert_nowhere(&self, needle: &str) {
+    pub(crate) fn assert_nowhere(&self, needle: &str) {
         assert_eq!(files_containing(&self.out, needle), Vec::<PathBuf>::new(), "{needle} is in an artifact");
         assert!(
             !self.stdout.contains(needle) && !self.stderr.contains(needle),
@@ -128,7 +128,7 @@ impl Run {
 }
 
 /// The number in `name=N` of `text`.
-fn value_of(text: &str, name: &str) -> Option<String> {
+pub(crate) fn value_of(text: &str, name: &str) -> Option<String> {
     let start = text.find(&format!("{name}="))? + name.len() + 1;
     Some(text[start..].split_whitespace().next().unwrap_or("").to_string())
 }
@@ -236,7 +236,7 @@ fn attack_credentials_in_home_are_unreadable() {
     std::fs::write(s.home.join("notes.txt"), "public notes\n").unwrap();
     let home = s.home.display();
     let commands: Vec<String> =
-        files.iter().map(|f| format!("cat {home}/{f} 2>&1; echo rc=$?")).chain([format!("cat {home}/notes.txt")]).collect();
+        files.iter().map(|f| format!("cat {home}/{f} 2>&1; echo rc=$?")).chain([format!("cat {home}/notes.txt 2>&1")]).collect();
     let r = s.run("home", &commands, "", &[], &[]);
     r.assert_finished("passed");
     let out = r.outputs();
@@ -244,7 +244,9 @@ fn attack_credentials_in_home_are_unreadable() {
         assert!(!output.contains(marker), "{file} was read: {output}");
         assert_ne!(value_of(output, "rc").as_deref(), Some("0"), "{file}: {output}");
     }
-    assert!(out[files.len()].contains("public notes"), "HOME itself stays readable: {}", out[files.len()]);
+    // Reads are an allowlist: an ordinary file in HOME is no more readable than a credential.
+    assert!(!out[files.len()].contains("public notes"), "an unlisted HOME file was read: {}", out[files.len()]);
+    assert!(out[files.len()].contains("Permission denied"), "{}", out[files.len()]);
     r.assert_nowhere(marker);
 
     // With isolate_home the command's HOME is another folder, and the real one cannot be found

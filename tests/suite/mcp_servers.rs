@@ -25,7 +25,14 @@ fn project() -> (tempfile::TempDir, PathBuf) {
 }
 
 /// Writes a dracode.toml pointing the `mock` provider at `server`, and the manifest.
+/// Writes `dracode.toml` (the mock provider) and `tasks.toml`; the servers' own files (the
+/// scripted server, the installed filesystem server) are outside every workspace, so the tasks
+/// list them in `read_paths` for their confined servers to read.
 fn configure(dir: &Path, server: &OpenAiServer, manifest: &str) {
+    let fixtures = crate::support::cli::crate_root().join("tests/fixtures/mcp");
+    let installed = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let read_paths = format!("[defaults]\nread_paths = [{:?}, {:?}]\n", fixtures.display().to_string(), installed.display().to_string());
+    let manifest = manifest.replacen("[defaults]\n", &read_paths, 1);
     std::fs::write(
         dir.join("dracode.toml"),
         format!("provider = \"mock\"\n[providers.mock]\ntype = \"openai\"\nbase_url = \"{}\"\nmodel = \"gpt-4o\"\n", server.base_url()),

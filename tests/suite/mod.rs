@@ -27,6 +27,7 @@ mod sandbox_files;
 mod sandbox_limits;
 mod sandbox_network;
 mod sandbox_processes;
+mod sandbox_reads;
 mod sandbox_sockets;
 mod streaming;
 mod structured_output;

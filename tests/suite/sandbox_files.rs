@@ -39,19 +39,19 @@ async fn sandbox_hides_credentials_but_not_the_system() {
         .sh(
             &policy,
             "cat $HOME/.ssh/id_rsa; cat $HOME/.git-credentials; cat $HOME/.cargo/credentials.toml; \
-             cat $HOME/notes.txt $HOME/.cargo/config.toml; test -x /usr/bin/env && echo usr-ok; head -c 4 /etc/passwd; echo; \
-             ls $HOME",
+             cat $HOME/.cargo/config.toml; test -x /usr/bin/env && echo usr-ok; head -c 4 /etc/passwd; echo; \
+             cat $HOME/notes.txt; ls $HOME",
         )
         .await;
-    // Names stay listable (a folder on the way to a hidden path keeps its list right, and that
-    // right is inherited); contents do not.
-    for secret in ["PRIVATE KEY", "TOKEN"] {
+    // Reads are an allowlist: HOME is neither readable nor listable, only its toolchain folders
+    // (`.cargo`) are, and the credentials inside those stay hidden.
+    for secret in ["PRIVATE KEY", "TOKEN", "public notes"] {
         assert!(!f.output.contains(secret), "{secret} leaked:\n{}", f.output);
     }
-    assert_eq!(f.output.matches("Permission denied").count(), 3, "{}", f.output);
-    assert!(f.output.contains("public notes") && f.output.contains("[build]") && f.output.contains("usr-ok"), "{}", f.output);
+    assert_eq!(f.output.matches("Permission denied").count(), 5, "{}", f.output);
+    assert!(f.output.contains("[build]") && f.output.contains("usr-ok"), "{}", f.output);
     assert!(f.output.contains("root"), "/etc/passwd is readable: {}", f.output);
-    assert!(f.output.contains("notes.txt"), "HOME can be listed: {}", f.output);
+    assert!(!f.output.contains("notes.txt\n"), "HOME cannot be listed: {}", f.output);
 }
 
 #[tokio::test]

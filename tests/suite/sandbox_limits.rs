@@ -36,7 +36,8 @@ fn run(manifest: &str, commands: &[(&str, &str)], args: &[&str]) -> Vec<Value> {
     for (id, command) in commands {
         replay(&root.join("replays"), id, command);
     }
-    let defaults = "[defaults]\nprovider = \"replay\"\nreplay = \"replays\"\nrepo = \"repo\"\nisolation = \"copy\"\nrequire_change = false\n";
+    let defaults =
+        "[defaults]\nprovider = \"replay\"\nreplay = \"replays\"\nrepo = \"repo\"\nisolation = \"copy\"\nrequire_change = false\n";
     std::fs::write(root.join("m.toml"), format!("{defaults}{manifest}")).unwrap();
     let output = dracode(&root).args(["run", "m.toml", "--out", "out"]).args(args).output().unwrap();
     let results = root.join("out/results.jsonl");

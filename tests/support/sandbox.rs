@@ -2,7 +2,7 @@
 //! scratch layout: a workspace, a TMPDIR, a HOME holding fake credentials, and a folder outside.
 
 use dracode::process::{self, Finished, Spec};
-use dracode::sandbox::{Policy, SandboxMode, home_credentials};
+use dracode::sandbox::{Policy, SandboxMode};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -43,11 +43,11 @@ impl Scratch {
         Scratch { _dir: dir, ws, tmp, home, outside }
     }
 
-    /// The default policy for this layout (credentials of the scratch HOME hidden).
+    /// The default policy for this layout, as a task whose commands get [`Scratch::env`] has
+    /// it: the scratch HOME unreadable but its toolchain folders (`.cargo`), whose credentials
+    /// stay hidden.
     pub fn policy(&self, mode: SandboxMode) -> Policy {
-        let mut policy = Policy::for_workspace(mode, &self.ws, Some(&self.tmp));
-        policy.hidden = home_credentials(&self.home);
-        policy
+        Policy::for_env(mode, &self.ws, Some(&self.tmp), &self.env(), None)
     }
 
     /// Runs `sh -c script` in the workspace, confined by `policy`, with a 20 s timeout.

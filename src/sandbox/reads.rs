@@ -1,0 +1,274 @@
+//! What a confined command may read: an allowlist, resolved from the environment the command
+//! gets ([`ReadSet::resolve`]).
+//!
+//! - **The system**: [`SYSTEM_READS`] (programs, libraries, configuration, `/proc`, `/sys`), the
+//!   targets of symlinks in `/etc` (`/etc/resolv.conf` → `/run/systemd/resolve/…`: that one
+//!   file, not its folder), and a few devices ([`READABLE_DEVICES`]).
+//! - **Toolchains**: the folders named by [`TOOLCHAIN_VARS`] (`CARGO_HOME`, `RUSTUP_HOME`,
+//!   `GOROOT`, `JAVA_HOME`, `PYENV_ROOT`, the runner's tool cache…), the folders on `PATH` — a
+//!   `bin` or `shims` folder with its parent, the toolchain's root (`~/.cargo/bin` gives
+//!   `~/.cargo`, `~/.pyenv/shims` gives `~/.pyenv`; but `~/.local/bin` only itself) —, and the
+//!   usual per-user toolchain folders under `$HOME` ([`HOME_TOOLCHAINS`]). A candidate that
+//!   is, or holds, one of the [private roots](ReadSet::private) (`/`, `/home`, `/root`, `$HOME`,
+//!   `/tmp`, `/var/tmp`, `/run`, `$RUNNER_TEMP`) is never granted: `GOPATH=$HOME` does not open
+//!   the home folder; nor is anything inside `$RUNNER_TEMP` (where CI keeps credentials).
+//! - The caller adds the workspace, the task's TMPDIR and the task's `read_paths`.
+//!
+//! Credentials inside granted trees stay hidden: [`super::HOME_CREDENTIALS`], the toolchains'
+//! own ([`toolchain_credentials`]) and the system's ([`SYSTEM_CREDENTIALS`]).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The OS's program, library and configuration folders, plus `/proc` and `/sys` (other
+/// processes' private files there stay out of reach: see the module doc of [`super`]).
+pub const SYSTEM_READS: &[&str] =
+    &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/proc", "/sys", "/snap", "/nix/store"];
+
+/// Devices every command may read (besides the writable `/dev/null`, `/dev/zero`, `/dev/full`).
+/// Not `/dev` as a whole: a disk's device node is readable by its owner, root, and would bypass
+/// every file rule; not `/dev/pts` or `/dev/ptmx`: another terminal must stay out of reach.
+pub const READABLE_DEVICES: &[&str] = &["/dev/urandom", "/dev/random"];
+
+/// Variables naming a toolchain (or its read-only caches): the folders they name are readable.
+/// Colon-separated lists (`GEM_PATH`, `NODE_PATH`) count each entry.
+pub const TOOLCHAIN_VARS: &[&str] = &[
+    "CARGO_HOME",
+    "RUSTUP_HOME",
+    "GOROOT",
+    "GOPATH",
+    "GOMODCACHE",
+    "JAVA_HOME",
+    "MAVEN_HOME",
+    "M2_HOME",
+    "GRADLE_USER_HOME",
+    "NVM_DIR",
+    "NODE_PATH",
+    "PYENV_ROOT",
+    "PYTHONHOME",
+    "CONDA_PREFIX",
+    "VIRTUAL_ENV",
+    "GEM_HOME",
+    "GEM_PATH",
+    "DOTNET_ROOT",
+    "RUNNER_TOOL_CACHE",
+    "AGENT_TOOLSDIRECTORY",
+];
+
+/// The runner's tool cache on GitHub-hosted machines, readable even when `RUNNER_TOOL_CACHE` is
+/// not passed on.
+pub const TOOL_CACHE: &str = "/opt/hostedtoolcache";
+
+/// The usual per-user toolchain folders under `$HOME`: readable when they exist.
+pub const HOME_TOOLCHAINS: &[&str] = &[
+    ".cargo",
+    ".rustup",
+    ".pyenv",
+    ".rbenv",
+    ".nvm",
+    ".volta",
+    ".bun",
+    ".deno",
+    ".local/bin",
+    ".local/lib",
+    ".local/share/uv/python",
+    "go",
+    ".go",
+    ".sdkman",
+    ".asdf",
+    ".ghcup",
+    ".juliaup",
+    ".dotnet",
+    ".m2/repository",
+    ".gradle/wrapper",
+    ".gradle/caches",
+    ".nuget/packages",
+    "miniconda3",
+    "anaconda3",
+    ".elan",
+    ".opam",
+];
+
+/// Credential files of the system, hidden although `/etc` is readable when dracode runs as root:
+/// the password hashes and the SSH host keys, and a GitLab runner's configuration (its tokens).
+/// Only root may read them, and a root command still may (it owns them); for another user the
+/// file modes already keep them out. A trailing `*` is a name prefix.
+pub const SYSTEM_CREDENTIALS: &[&str] = &["/etc/shadow*", "/etc/gshadow*", "/etc/ssh/ssh_host_*", "/etc/gitlab-runner"];
+
+/// The resolved read allowlist of one command environment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReadSet {
+    /// Readable trees (and single files), in a stable order, without duplicates.
+    pub readable: Vec<PathBuf>,
+    /// Hidden inside them: the credentials of the system, of `$HOME` and of the toolchains,
+    /// and `$RUNNER_TEMP`.
+    pub hidden: Vec<PathBuf>,
+    /// Folders never granted as a whole (and nothing above them).
+    pub private: Vec<PathBuf>,
+}
+
+impl ReadSet {
+    /// The read allowlist for a command that runs with `env` (the variables it gets before its
+    /// TMPDIR and HOME are set; `HOME` is the user's). `runner_temp` is dracode's own
+    /// `$RUNNER_TEMP`, which commands never see.
+    pub fn resolve(env: &BTreeMap<String, String>, runner_temp: Option<&Path>) -> ReadSet {
+        let var = |name: &str| env.get(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+        let home = var("HOME").filter(|h| h.is_absolute());
+        let private = private_roots(home.as_deref(), runner_temp);
+        let mut candidates: Vec<PathBuf> = SYSTEM_READS.iter().map(PathBuf::from).collect();
+        candidates.extend(etc_link_targets(Path::new("/etc")));
+        candidates.push(PathBuf::from(TOOL_CACHE));
+        for name in TOOLCHAIN_VARS {
+            candidates.extend(env.get(*name).into_iter().flat_map(|v| std::env::split_paths(v).collect::<Vec<_>>()));
+        }
+        let on_path: Vec<PathBuf> = env.get("PATH").map(|v| std::env::split_paths(v).collect()).unwrap_or_default();
+        let local = home.as_ref().map(|h| h.join(".local"));
+        for dir in on_path {
+            let root = dir.parent().filter(|_| dir.file_name().is_some_and(|n| n == "bin" || n == "shims"));
+            candidates.extend(root.filter(|r| Some(*r) != local.as_deref()).map(Path::to_path_buf));
+            candidates.push(dir);
+        }
+        if let Some(home) = &home {
+            candidates.extend(HOME_TOOLCHAINS.iter().map(|rel| home.join(rel)));
+        }
+        let mut readable: Vec<PathBuf> = Vec::new();
+        let in_runner_temp = |p: &Path| runner_temp.is_some_and(|rt| p.starts_with(rt));
+        for path in candidates {
+            let allowed = path.is_absolute() && !opens_private(&path, &private) && !in_runner_temp(&path);
+            if allowed && path.exists() && !readable.contains(&path) {
+                readable.push(path);
+            }
+        }
+        let nested: Vec<PathBuf> = readable.iter().filter(|p| readable.iter().any(|q| q != *p && p.starts_with(q))).cloned().collect();
+        readable.retain(|p| !nested.contains(p));
+        // Only root can read them at all (as their owner, even without capabilities); for
+        // anyone else hiding them would only cost rules.
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        let mut hidden: Vec<PathBuf> = SYSTEM_CREDENTIALS.iter().filter(|_| root).map(PathBuf::from).collect();
+        if let Some(home) = &home {
+            hidden.extend(super::home_credentials(home));
+        }
+        if let Some(config) = var("XDG_CONFIG_HOME") {
+            hidden.extend(["gh", "hub", "gcloud", "dracode"].map(|name| config.join(name)));
+        }
+        hidden.extend(toolchain_credentials(env));
+        hidden.extend(runner_temp.map(Path::to_path_buf));
+        hidden.dedup();
+        ReadSet { readable, hidden, private }
+    }
+}
+
+/// The folders a command never gets as a whole: `/`, `/home`, `/root`, `$HOME`, `/tmp`,
+/// `/var/tmp`, `/run`, `/var`, and `$RUNNER_TEMP`.
+fn private_roots(home: Option<&Path>, runner_temp: Option<&Path>) -> Vec<PathBuf> {
+    let mut roots: Vec<PathBuf> =
+        ["/", "/home", "/root", "/tmp", "/var", "/var/tmp", "/run", "/dev", "/mnt", "/media", "/srv"].iter().map(PathBuf::from).collect();
+    roots.extend(home.map(Path::to_path_buf));
+    roots.extend(runner_temp.map(Path::to_path_buf));
+    roots.extend(std::env::temp_dir().canonicalize().ok());
+    roots
+}
+
+/// Whether granting `path` would open a private root: it is one, or holds one. Compared as
+/// given and with symlinks resolved.
+fn opens_private(path: &Path, private: &[PathBuf]) -> bool {
+    let real = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    private.iter().any(|root| {
+        let real_root = root.canonicalize().unwrap_or_else(|_| root.clone());
+        root.starts_with(path) || real_root.starts_with(&real)
+    })
+}
+
+/// The targets of the symlinks directly in `etc` that lead to a file outside the system
+/// folders (`/etc/resolv.conf` → `/run/systemd/resolve/stub-resolv.conf`): those files alone.
+fn etc_link_targets(etc: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(etc) else { return Vec::new() };
+    let system: Vec<&Path> = SYSTEM_READS.iter().map(Path::new).collect();
+    let mut targets: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_symlink()))
+        .filter_map(|e| e.path().canonicalize().ok())
+        .filter(|t| t.is_file() && !system.iter().any(|s| t.starts_with(s)))
+        .collect();
+    targets.sort();
+    targets
+}
+
+/// Credentials kept inside toolchain folders: cargo's registry tokens, Gradle's properties
+/// (signing keys, repository passwords) and Maven's settings (server passwords).
+pub fn toolchain_credentials(env: &BTreeMap<String, String>) -> Vec<PathBuf> {
+    let var = |name: &str| env.get(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let mut hidden = Vec::new();
+    if let Some(cargo) = var("CARGO_HOME") {
+        hidden.push(cargo.join("credentials*"));
+    }
+    if let Some(gradle) = var("GRADLE_USER_HOME") {
+        hidden.push(gradle.join("gradle.properties"));
+    }
+    if let Some(home) = var("HOME") {
+        hidden.extend([".gradle/gradle.properties", ".m2/settings.xml", ".m2/settings-security.xml"].map(|rel| home.join(rel)));
+    }
+    for maven in ["MAVEN_HOME", "M2_HOME"].iter().filter_map(|name| var(name)) {
+        hidden.push(maven.join("conf/settings-security.xml"));
+    }
+    hidden
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    fn env(pairs: &[(&str, &Path)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.display().to_string())).collect()
+    }
+
+    #[test]
+    fn the_home_folder_is_not_readable_but_its_toolchains_are() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().join("home");
+        for dir in [".cargo/bin", ".rustup", ".pyenv", "notes", ".local/bin"] {
+            fs::create_dir_all(home.join(dir)).unwrap();
+        }
+        let set = ReadSet::resolve(&env(&[("HOME", &home)]), None);
+        for granted in [".cargo", ".rustup", ".pyenv", ".local/bin"] {
+            assert!(set.readable.contains(&home.join(granted)), "{granted}: {:?}", set.readable);
+        }
+        assert!(!set.readable.iter().any(|p| p == &home || p.starts_with(home.join("notes"))), "{:?}", set.readable);
+        assert!(set.hidden.contains(&home.join(".cargo/credentials*")), "{:?}", set.hidden);
+        assert!(set.readable.contains(&PathBuf::from("/usr")) && set.readable.contains(&PathBuf::from("/etc")));
+    }
+
+    #[test]
+    fn a_toolchain_variable_that_opens_a_private_root_is_ignored() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().join("home");
+        let rt = tmp.path().join("runner-temp");
+        fs::create_dir_all(rt.join("tool")).unwrap();
+        fs::create_dir_all(home.join("go")).unwrap();
+        let vars = env(&[("HOME", &home), ("GOPATH", &home), ("CARGO_HOME", Path::new("/")), ("JAVA_HOME", tmp.path())]);
+        let set = ReadSet::resolve(&vars, Some(&rt));
+        assert!(!set.readable.iter().any(|p| p == &home || p == Path::new("/") || p == tmp.path()), "{:?}", set.readable);
+        assert!(set.readable.contains(&home.join("go")), "{:?}", set.readable);
+        assert!(set.hidden.contains(&rt), "{:?}", set.hidden);
+    }
+
+    #[test]
+    fn path_entries_are_readable_unless_private() {
+        let tmp = tempfile::tempdir().unwrap();
+        let bin = tmp.path().join("tools/bin");
+        fs::create_dir_all(&bin).unwrap();
+        let home = tmp.path().join("home");
+        fs::create_dir_all(home.join(".local/bin")).unwrap();
+        fs::create_dir_all(home.join("bin")).unwrap();
+        let dirs = [bin.as_path(), Path::new("/tmp"), Path::new("relative/bin"), &home.join(".local/bin"), &home.join("bin")];
+        let path = std::env::join_paths(dirs).unwrap();
+        let vars = BTreeMap::from([("PATH".to_string(), path.to_string_lossy().into_owned()), ("HOME".into(), home.display().to_string())]);
+        let set = ReadSet::resolve(&vars, None);
+        assert!(set.readable.contains(&tmp.path().join("tools")), "a bin folder gives its parent: {:?}", set.readable);
+        assert!(set.readable.contains(&home.join(".local/bin")) && !set.readable.contains(&home.join(".local")), "{:?}", set.readable);
+        assert!(set.readable.contains(&home.join("bin")) && !set.readable.contains(&home), "{:?}", set.readable);
+        assert!(!set.readable.iter().any(|p| p == Path::new("/tmp") || p.is_relative()), "{:?}", set.readable);
+    }
+}

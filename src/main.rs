@@ -104,13 +104,9 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
 /// `dracode tools --task ID MANIFEST`: the tools task `ID` is offered, each with its policy
 /// (`allow`: true, false or command rules; `deny`; `allowed_hosts`), as JSON.
 fn task_tools(id: &str, manifests: &[PathBuf], config: Option<&Path>, cwd: &Path, env: &BTreeMap<String, String>) -> anyhow::Result<i32> {
-    let tasks = match plan::validate(manifests, config, cwd, env) {
-        Ok(tasks) => tasks,
-        Err(e) => return usage_error(&e),
-    };
-    let Some(task) = tasks.iter().find(|t| t.id == id) else {
-        let ids: Vec<&str> = tasks.iter().map(|t| t.id.as_str()).collect();
-        return usage_error(&format!("no task {id:?} in the manifest(s); tasks: {}", ids.join(", ")));
+    let task = match find_task(id, manifests, config, cwd, env) {
+        Ok(task) => task,
+        Err(code) => return code,
     };
     let tools: Vec<serde_json::Value> = task
         .tools
@@ -137,16 +133,29 @@ fn task_sandbox(
     cwd: &Path,
     env: &BTreeMap<String, String>,
 ) -> anyhow::Result<i32> {
-    let tasks = match plan::validate(manifests, config, cwd, env) {
-        Ok(tasks) => tasks,
-        Err(e) => return usage_error(&e),
+    let task = match find_task(id, manifests, config, cwd, env) {
+        Ok(task) => task,
+        Err(code) => return code,
     };
-    let Some(task) = tasks.iter().find(|t| t.id == id) else {
-        let ids: Vec<&str> = tasks.iter().map(|t| t.id.as_str()).collect();
-        return usage_error(&format!("no task {id:?} in the manifest(s); tasks: {}", ids.join(", ")));
-    };
-    print!("{}", dracode::batch::sandbox_view::describe(task, env, &cwd.join(out)));
+    print!("{}", dracode::batch::sandbox_view::describe(&task, env, &cwd.join(out)));
     Ok(exit_codes::OK)
+}
+
+/// Task `id` of `manifests`, resolved as `validate` resolves it; `Err` holds the exit of a
+/// usage error already reported (the manifests are invalid, or no task has that id).
+fn find_task(
+    id: &str,
+    manifests: &[PathBuf],
+    config: Option<&Path>,
+    cwd: &Path,
+    env: &BTreeMap<String, String>,
+) -> Result<dracode::batch::spec::TaskSpec, anyhow::Result<i32>> {
+    let tasks = plan::validate(manifests, config, cwd, env).map_err(|e| usage_error(&e))?;
+    let ids: Vec<String> = tasks.iter().map(|t| t.id.clone()).collect();
+    tasks
+        .into_iter()
+        .find(|t| t.id == id)
+        .ok_or_else(|| usage_error(&format!("no task {id:?} in the manifest(s); tasks: {}", ids.join(", "))))
 }
 
 /// `dracode list`: the tasks that would run, one id a line or one JSON object a line.

@@ -107,7 +107,7 @@ fn sandbox_reads_tasks_at_jobs_2_cannot_read_each_other_or_the_out_folder() {
     for (id, commands) in [("a", &a[..]), ("b", &b[..])] {
         std::fs::write(root.join(format!("{id}.json")), script(commands).to_string()).unwrap();
     }
-    let manifest = "[defaults]\nprovider = \"replay\"\nrepo = \"repo\"\nisolation = \"worktree\"\nread_paths = [\"probe\"]\n\
+    let manifest = "[defaults]\nprovider = \"replay\"\nrepo = \"repo\"\nisolation = \"worktree\"\nrequire_change = false\nread_paths = [\"probe\"]\n\
          [[tasks]]\nid = \"a\"\nprompt = \"a\"\nreplay = \"a.json\"\n[[tasks]]\nid = \"b\"\nprompt = \"b\"\nreplay = \"b.json\"\n";
     std::fs::write(root.join("tasks.toml"), manifest).unwrap();
     let jsonl = root.join("events.jsonl");

@@ -242,15 +242,23 @@ type RlimitResource = libc::c_int;
 /// monitor normally stops it first, and reports it.
 const CPU_BACKSTOP_SECS: u64 = 2;
 
+/// Processes (threads) the user's other programs — dracode itself, other tasks' commands, the
+/// CI agent — may start while a command runs, above what ran when it started: without it, the
+/// `RLIMIT_NPROC` backstop, which counts all of them, would make an ordinary command's `fork` fail
+/// on a busy machine before the monitor's exact per-command count sees anything.
+pub const NPROC_HEADROOM: u64 = 1024;
+
 impl Rlimits {
     /// The rlimits for `limits`: `RLIMIT_NOFILE` (open_files), `RLIMIT_FSIZE` (file_size),
     /// `RLIMIT_CPU` (cpu_time, a backstop behind the monitor), `RLIMIT_DATA` (with `memory`: a
     /// per-process backstop at the larger of `memory` and the machine's RAM, so that no single
     /// process maps more writable memory than there is, while the monitor enforces `memory`
     /// itself; not `RLIMIT_AS`, which runtimes reserving address space break), and `RLIMIT_NPROC` (processes, a backstop: it counts every process of the user, so it
-    /// is set to the tasks now running on the machine plus twice the limit; root ignores it).
+    /// is set to the tasks now running on the machine plus twice the limit plus
+    /// [`NPROC_HEADROOM`] for what other tasks and programs of the same user start meanwhile;
+    /// root ignores it).
     pub fn for_limits(limits: &Limits) -> Rlimits {
-        let nproc = limits.processes.map(|p| system_tasks().saturating_add(p.saturating_mul(2)));
+        let nproc = limits.processes.map(|p| system_tasks().saturating_add(p.saturating_mul(2)).saturating_add(NPROC_HEADROOM));
         let entries = [
             (libc::RLIMIT_NOFILE, limits.open_files),
             (libc::RLIMIT_FSIZE, limits.file_size),

@@ -297,6 +297,9 @@ pub struct TaskOutcome {
     pub denied_calls: Vec<DeniedCall>,
     /// Protected paths the last attempt changed (put back before the check), sorted.
     pub protected: Vec<String>,
+    /// The `run_id` of the earlier run this result was carried over from, unchanged (a task
+    /// that passed there and was not run again by `--rerun-failed` into the same folder).
+    pub carried_from: Option<String>,
 }
 
 /// A tool call the task's policy refused.
@@ -339,6 +342,7 @@ impl TaskOutcome {
             compactions: 0,
             denied_calls: Vec::new(),
             protected: Vec::new(),
+            carried_from: None,
         }
     }
 }

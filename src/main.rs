@@ -268,6 +268,10 @@ fn run_batch(args: RunArgs, cwd: &Path, env: BTreeMap<String, String>) -> anyhow
     for warning in &plan.warnings {
         eprintln!("warning: {warning}");
     }
+    if let Some(rerun) = plan.rerun.as_ref().filter(|r| r.all_passed && plan.tasks.is_empty()) {
+        eprintln!("nothing to rerun: every task in {} passed; {} is left as it was", rerun.path.display(), args.out.display());
+        return Ok(exit_codes::OK);
+    }
     let if_no_tasks = announce_empty_selection(&args, &plan);
     if args.dry_run {
         print_dry_run(&plan);
@@ -280,13 +284,17 @@ fn run_batch(args: RunArgs, cwd: &Path, env: BTreeMap<String, String>) -> anyhow
     let jobs = if args.jobs == 0 { std::thread::available_parallelism().map_or(1, std::num::NonZero::get) } else { args.jobs };
     let redactor = Arc::new(Redactor::from_env(env.clone(), plan.secrets.clone()));
     let run_id = run_id();
+    let mut plan = plan;
+    let plan_rerun = plan.rerun.take();
+    let keep = plan_rerun.as_ref().filter(|r| r.in_place).map(|r| r.carried.clone()).unwrap_or_default();
+    report::out_dir::prepare(&args.out, &keep).with_context(|| format!("cannot prepare --out {}", args.out.display()))?;
     let shard = plan.shard.map(|s| s.to_string());
     let reporters = reporters(&args, &plan, &run_id, shard.as_deref(), &redactor, &env)?;
     let bus = EventBus::new(reporters);
     let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
     let shared = Arc::new(Shared {
         prices: plan.prices.clone(),
-        redactor,
+        redactor: redactor.clone(),
         http: Default::default(),
         process_env: Arc::new(env.clone()),
         record: args.record.clone(),
@@ -309,10 +317,29 @@ fn run_batch(args: RunArgs, cwd: &Path, env: BTreeMap<String, String>) -> anyhow
         watcher.abort();
         totals
     });
-    let failures = bus.finish();
+    let mut failures = bus.finish();
+    if let Some(rerun) = plan_rerun.filter(|r| r.in_place) {
+        add_up_rerun(&rerun, &args.out, &redactor, &mut failures);
+    }
     report_artifact_failures(&failures);
     let tasks = exit_codes::after_signal(signal.load(Ordering::SeqCst), totals.exit_code);
     Ok(exit_codes::after_artifacts(tasks, failures.len()))
+}
+
+/// After `--rerun-failed DIR/results.jsonl --out DIR`: DIR's results, JUnit and summary cover
+/// the whole batch, the earlier run's tasks that were not run again carried over.
+fn add_up_rerun(rerun: &plan::RerunSource, out: &Path, redactor: &Arc<Redactor>, failures: &mut Vec<String>) {
+    match report::merge::add_up_rerun(&rerun.text, out, redactor.clone()) {
+        Ok(summary) => {
+            eprintln!(
+                "{} now describes the whole batch: {} task(s), {} carried over from the earlier run",
+                out.display(),
+                summary.tasks,
+                rerun.carried.len()
+            );
+        }
+        Err(e) => failures.push(format!("cannot add the rerun to the earlier results in {}: {e}", out.display())),
+    }
 }
 
 /// The most artifact failures printed one by one; the rest are counted.

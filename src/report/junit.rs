@@ -149,6 +149,9 @@ impl JunitReporter {
         if o.flaky {
             props.push(("flaky", "true".to_string()));
         }
+        if let Some(run_id) = &o.carried_from {
+            props.push(("carried_from", run_id.clone()));
+        }
         // Where the task is defined. The schemas have no `file`/`line` on a testcase (Jenkins
         // allows `file` on a testsuite only, the Ant schema nowhere), so these are properties.
         if let Some(line) = o.line {

@@ -58,10 +58,11 @@ impl SummaryReporter {
         for o in &outcomes {
             let _ = writeln!(
                 md,
-                "| {} | {} {} | {} | {} | {} | {} | {} |",
+                "| {} | {} {}{} | {} | {} | {} | {} | {} |",
                 self.cell(&o.task_id),
                 status_icon(o.status),
                 o.status.as_str(),
+                if o.carried_from.is_some() { " (carried)" } else { "" },
                 o.num_turns,
                 thousands(o.usage.total_tokens),
                 o.cost_usd.map_or("—".to_string(), human_cost),
@@ -125,6 +126,16 @@ impl SummaryReporter {
             let _ = write!(md, " · **Duration** {}", human_duration(t.duration));
         }
         md.push('\n');
+        let carried: Vec<&str> = outcomes.iter().filter_map(|o| o.carried_from.as_deref()).collect();
+        if let Some(from) = carried.first() {
+            let _ = write!(
+                md,
+                "\n{} task(s) marked *(carried)* were not run again: their result is the earlier run's (`{}`), this run \
+                 (`--rerun-failed`) ran the others.\n",
+                carried.len(),
+                escape_cell(from)
+            );
+        }
         let not_judged = outcomes.iter().filter(|o| crate::exit_codes::not_judged(o)).count();
         if not_judged > 0 {
             let _ = write!(

@@ -287,6 +287,11 @@ pub struct WireOutcome {
     /// are not in its patch. Absent when none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub protected: Vec<String>,
+    /// Present on a task carried over unchanged from an earlier run (`--rerun-failed` into the
+    /// same `--out` runs only the tasks that did not pass; the others keep their result, their
+    /// attempt and their timestamps from that run): that run's `run_id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub carried_from: Option<String>,
 }
 
 /// An earlier attempt of a task that was tried again.
@@ -509,6 +514,7 @@ fn wire_outcome(o: &TaskOutcome) -> WireOutcome {
         denied_calls: u32::try_from(o.denied_calls.len()).unwrap_or(u32::MAX),
         denied: o.denied_calls.clone(),
         protected: o.protected.clone(),
+        carried_from: o.carried_from.clone(),
     }
 }
 
@@ -542,6 +548,7 @@ pub fn from_wire(task_id: String, w: WireOutcome, diff: Option<String>) -> TaskO
         compactions: w.compactions,
         denied_calls: w.denied,
         protected: w.protected,
+        carried_from: w.carried_from,
         provider: w.provider,
         model: w.model,
         transcript: None,

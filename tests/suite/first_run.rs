@@ -1,0 +1,139 @@
+//! What a new user meets on a first run in their own repository, and on the runs after it: the
+//! default `--out` just works, runs do not mix, reruns add up, and a run and its rerun merge.
+
+use crate::support::cli::{dracode, events, finished, git, git_repo, read_jsonl};
+use serde_json::json;
+use std::path::Path;
+
+/// A recording that writes `<task>.txt`-like file `name` and ends.
+fn writes(name: &str) -> serde_json::Value {
+    json!([
+        {"content": [{"type": "tool_use", "id": "c1", "name": "write_file", "input": {"file_path": name, "content": "x\n"}}], "stop_reason": "tool_use"},
+        {"content": [{"type": "text", "text": "done"}], "stop_reason": "end_turn"}
+    ])
+}
+
+/// A git repository at `repo` holding `tasks.toml` (tasks `ids`, each writing its own file, the
+/// task `flaky` checked against `marker`) and its recordings, all committed.
+fn repository(repo: &Path, ids: &[&str], marker: &Path) {
+    let mut manifest = "[defaults]\nprovider = \"replay\"\n".to_string();
+    let mut files = Vec::new();
+    for id in ids {
+        files.push((format!("rec-{id}.json"), writes(&format!("{id}.txt")).to_string()));
+        manifest.push_str(&format!("[[tasks]]\nid = \"{id}\"\nprompt = \"p\"\nreplay = \"rec-{id}.json\"\n"));
+        if *id == "flaky" {
+            manifest.push_str(&format!("check = \"test -f {}\"\n", marker.display()));
+        }
+    }
+    files.push(("tasks.toml".to_string(), manifest));
+    let borrowed: Vec<(&str, &str)> = files.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    git_repo(repo, &borrowed);
+}
+
+#[test]
+fn a_first_run_in_a_fresh_repository_works_with_the_default_out_and_runs_do_not_mix() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    repository(&repo, &["a", "b"], &tmp.path().join("none"));
+    let out = dracode(&repo).args(["run", "tasks.toml"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let dir = repo.join("dracode-out");
+    assert!(std::fs::read_to_string(dir.join(".gitignore")).unwrap().lines().any(|l| l == "*"));
+    assert_eq!(git(&repo, &["status", "--porcelain"]), "", "git ignores the output folder");
+    assert!(dir.join("diffs/a.patch").is_file() && dir.join("diffs/b.patch").is_file());
+    for file in ["results.jsonl", "junit.xml", "summary.md", "diffs/a.patch", "transcripts/a.json"] {
+        let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(dir.join(file)).unwrap().permissions());
+        assert_eq!(mode & 0o777, 0o644, "{file}: every artifact has one mode");
+    }
+
+    // A second run replaces the first: b's patch and transcript do not linger.
+    let out = dracode(&repo).args(["run", "tasks.toml", "--filter", "a"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(dir.join("diffs/a.patch").is_file());
+    assert!(!dir.join("diffs/b.patch").exists() && !dir.join("transcripts/b.json").exists());
+    assert_eq!(events(&read_jsonl(&dir.join("results.jsonl")), "task.finished").len(), 1);
+
+    // A folder holding a file dracode did not write is refused, the file named, nothing touched.
+    std::fs::write(dir.join("notes.txt"), "mine").unwrap();
+    let out = dracode(&repo).args(["run", "tasks.toml"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("holds notes.txt, which dracode did not write"), "{stderr}");
+    assert!(dir.join("diffs/a.patch").is_file() && dir.join("notes.txt").is_file());
+}
+
+#[test]
+fn a_rerun_into_the_same_folder_describes_the_whole_batch_and_merges_with_its_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    let marker = tmp.path().join("marker");
+    repository(&repo, &["a", "flaky", "c"], &marker);
+    let out = dracode(&repo).args(["run", "tasks.toml", "--out", "first"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    // Kept aside for the merge below.
+    copy_dir(&repo.join("first"), &tmp.path().join("run1"));
+
+    std::fs::write(&marker, "").unwrap();
+    let out = dracode(&repo).args(["run", "tasks.toml", "--rerun-failed", "first/results.jsonl", "--out", "first"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("3 task(s), 2 carried over"), "{stderr}");
+    let dir = repo.join("first");
+    let all = read_jsonl(&dir.join("results.jsonl"));
+    assert_eq!(events(&all, "task.finished").len(), 3);
+    assert_eq!(finished(&all, "flaky")["status"], "passed");
+    assert!(finished(&all, "flaky").get("carried_from").is_none());
+    let first_id = read_jsonl(&tmp.path().join("run1/results.jsonl"))[0]["run_id"].clone();
+    for id in ["a", "c"] {
+        assert_eq!(finished(&all, id)["carried_from"], first_id, "{id}");
+        assert!(dir.join(format!("diffs/{id}.patch")).is_file(), "{id}'s patch is kept");
+    }
+    assert!(dir.join("diffs/flaky.patch").is_file());
+    let last = all.last().unwrap();
+    assert_eq!(
+        (last["type"].as_str(), last["exit_code"].as_i64(), last["counts"]["passed"].as_i64()),
+        (Some("run.finished"), Some(0), Some(3))
+    );
+    let md = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    assert!(md.starts_with("## ✅ dracode: 3 of 3 tasks passed"), "{md}");
+    assert!(md.contains("| a | ✅ passed (carried) |"), "{md}");
+    let junit = std::fs::read_to_string(dir.join("junit.xml")).unwrap();
+    assert_eq!(junit.matches("<testcase ").count(), 3, "{junit}");
+    assert!(junit.contains("a.carried_from") && !junit.contains("<failure"), "{junit}");
+
+    // An all-green rerun changes nothing and says so.
+    let before = std::fs::read(dir.join("results.jsonl")).unwrap();
+    let out = dracode(&repo).args(["run", "tasks.toml", "--rerun-failed", "first/results.jsonl", "--out", "first"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("nothing to rerun: every task in first/results.jsonl passed"), "{stderr}");
+    assert_eq!(std::fs::read(dir.join("results.jsonl")).unwrap(), before);
+
+    // The first run and a rerun into its own folder merge: the later attempt wins.
+    std::fs::remove_file(&marker).unwrap();
+    let out = dracode(&repo).args(["run", "tasks.toml", "--rerun-failed", "../run1/results.jsonl", "--out", "../run2"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::write(&marker, "").unwrap();
+    let out = dracode(&repo).args(["run", "tasks.toml", "--rerun-failed", "../run2/results.jsonl", "--out", "../run3"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = dracode(tmp.path()).args(["merge", "run1", "run2", "run3", "--out", "merged"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let all = read_jsonl(&tmp.path().join("merged/results.jsonl"));
+    assert_eq!(events(&all, "task.finished").len(), 3, "{all:#?}");
+    assert_eq!(finished(&all, "flaky")["status"], "passed");
+    assert_eq!(events(&all, "task.started").len(), 3, "the superseded attempts' lines are left out");
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap().flatten() {
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}

@@ -137,3 +137,23 @@ fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+#[test]
+fn a_tasks_tags_add_to_the_default_tags() {
+    let tmp = tempfile::tempdir().unwrap();
+    let manifest = "[defaults]\ntags = [\"nightly\"]\nisolation = \"copy\"\n\
+        [[tasks]]\nid = \"plain\"\nprompt = \"p\"\n\
+        [[tasks]]\nid = \"docs\"\nprompt = \"p\"\ntags = [\"docs\"]\n\
+        [[tasks]]\nid = \"both\"\nprompt = \"p\"\ntags = [\"docs\", \"nightly\"]\n";
+    std::fs::write(tmp.path().join("tasks.toml"), manifest).unwrap();
+    let list = |filter: &str| {
+        let out = dracode(tmp.path()).args(["list", "tasks.toml", "--filter", filter]).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert_eq!(list("tag:nightly"), "plain\ndocs\nboth\n");
+    assert_eq!(list("tag:docs"), "docs\nboth\n");
+    let out = dracode(tmp.path()).args(["list", "tasks.toml", "--format", "json", "--filter", "both"]).output().unwrap();
+    let line: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(line["tags"], json!(["nightly", "docs"]), "each tag once, the defaults' first");
+}

@@ -185,8 +185,9 @@ pub struct RunArgs {
     /// of an isolation = "none" task, and inside a task's repository unless git ignores it.
     #[arg(long, default_value = "dracode-out")]
     pub out: PathBuf,
-    /// Tasks run in parallel (0 = number of CPUs).
-    #[arg(long, default_value_t = 1)]
+    /// Tasks run at once; by default (and with 0) the number of CPUs, as cargo nextest does.
+    /// Tasks on the same folder with isolation = "none" never overlap.
+    #[arg(long, default_value_t = 0, hide_default_value = true)]
     pub jobs: usize,
     /// Task id glob or `tag:NAME`; repeatable (any match selects).
     #[arg(long)]

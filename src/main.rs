@@ -444,8 +444,10 @@ fn reporters(
     if std::io::stderr().is_terminal() && !in_ci && verbosity != Verbosity::Quiet {
         reporters.push(Box::new(LiveReporter::new(verbosity, plan.tasks.len(), redactor.clone())));
     } else {
-        let lines = ProgressReporter::new(Box::new(std::io::stderr()), verbosity, plan.tasks.len());
-        reporters.push(Box::new(lines.with_redactor(redactor.clone())));
+        let lines = ProgressReporter::new(Box::new(std::io::stderr()), verbosity, plan.tasks.len())
+            .with_redactor(redactor.clone())
+            .with_slow_lines(report::slow::SlowPolicy::from_env(env), plan.prices.clone());
+        reporters.push(Box::new(lines));
     }
     reporters.extend(github_reporters(args, redactor, env));
     reporters.extend(otel_reporter(args, shard, redactor, env));

@@ -18,6 +18,7 @@ pub mod merge;
 pub mod otel;
 pub mod out_dir;
 pub mod progress;
+pub mod slow;
 pub mod summary;
 pub mod transcript;
 pub mod wire;
@@ -148,9 +149,15 @@ fn human_duration(d: Duration) -> String {
     }
 }
 
-/// A cost in USD as shown to humans: `$0.0123`.
+/// A cost in USD as shown to humans: `$0.0123`, `$0` for nothing, `<$0.0001` for a trace.
 fn human_cost(usd: f64) -> String {
-    format!("${usd:.4}")
+    if usd == 0.0 {
+        "$0".to_string()
+    } else if usd < 0.000_05 {
+        "<$0.0001".to_string()
+    } else {
+        format!("${usd:.4}")
+    }
 }
 
 /// The last line of `text` that is not blank, trimmed; what a one-line reason shows.
@@ -238,6 +245,8 @@ mod tests {
         assert_eq!(human_duration(Duration::from_secs(125)), "2m05s");
         assert_eq!(human_duration(Duration::from_secs(3720)), "1h02m");
         assert_eq!(human_cost(0.01234), "$0.0123");
+        assert_eq!(human_cost(0.000_754_049_999_999_999_9), "$0.0008");
+        assert_eq!((human_cost(0.0), human_cost(0.000_001)), ("$0".to_string(), "<$0.0001".to_string()));
     }
 
     #[test]

@@ -157,3 +157,31 @@ fn a_tasks_tags_add_to_the_default_tags() {
     let line: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(line["tags"], json!(["nightly", "docs"]), "each tag once, the defaults' first");
 }
+
+/// In plain output a long task gets `SLOW` lines with its turns and tokens so far (the
+/// threshold shortened by `DRACODE_SLOW_AFTER`), and finished lines say which counter they show.
+#[test]
+fn a_long_task_gets_slow_lines_in_plain_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    let usage = json!({"input_tokens": 10, "output_tokens": 5, "total_tokens": 15, "requests": 1});
+    let rec = json!({"responses": [
+        {"content": [{"type": "tool_use", "id": "c1", "name": "run_command", "input": {"command": "sleep 2.6", "shell": true}}],
+         "stop_reason": "tool_use", "usage": usage},
+        {"content": [{"type": "text", "text": "done"}], "stop_reason": "end_turn", "usage": usage}
+    ]});
+    std::fs::write(tmp.path().join("rec.json"), rec.to_string()).unwrap();
+    std::fs::create_dir_all(tmp.path().join("ws")).unwrap();
+    let manifest = "[defaults]\nprovider = \"replay\"\nreplay = \"rec.json\"\nrepo = \"ws\"\nisolation = \"copy\"\nrequire_change = false\n\
+        [[tasks]]\nid = \"slow\"\nprompt = \"p\"\n";
+    std::fs::write(tmp.path().join("tasks.toml"), manifest).unwrap();
+    let out = dracode(tmp.path()).args(["run", "tasks.toml"]).env("CI", "true").env("DRACODE_SLOW_AFTER", "1s").output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let slow: Vec<&str> = stderr.lines().filter(|l| l.trim_start().starts_with("SLOW")).collect();
+    assert_eq!(slow.len(), 1, "one line at 1s, the next due at 6s: {stderr}");
+    assert!(slow[0].starts_with("   SLOW  [1/1] slow  running 1.") && slow[0].ends_with("1 turn  15 tok  $0 so far"), "{stderr}");
+    assert!(stderr.contains("   PASS  [1/1] slow  (1/1 done)  2 turns  30 tok  $0  2."), "{stderr}");
+    // Without the knob, no SLOW line before 60 s.
+    let out = dracode(tmp.path()).args(["run", "tasks.toml"]).env("CI", "true").output().unwrap();
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("SLOW"));
+}

@@ -185,3 +185,40 @@ fn a_long_task_gets_slow_lines_in_plain_output() {
     let out = dracode(tmp.path()).args(["run", "tasks.toml"]).env("CI", "true").output().unwrap();
     assert!(!String::from_utf8_lossy(&out.stderr).contains("SLOW"));
 }
+
+/// The agent's own `git commit` in a worktree task: the task's repository has the user's
+/// identity from their repository's local config, or dracode's default without one.
+#[test]
+fn the_agents_git_commit_works_in_a_worktree_task() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    git_repo(&repo, &[("a.txt", "one\n")]);
+    git(&repo, &["config", "user.name", "Local Name"]);
+    git(&repo, &["config", "user.email", "local@example.com"]);
+    let command = "echo two > a.txt && git commit -qam x && git log -1 --format='author=%an <%ae>'";
+    let rec = json!([
+        {"content": [{"type": "tool_use", "id": "c1", "name": "run_command", "input": {"command": command, "shell": true}}], "stop_reason": "tool_use"},
+        {"content": [{"type": "text", "text": "committed"}], "stop_reason": "end_turn"}
+    ]);
+    std::fs::write(tmp.path().join("rec.json"), rec.to_string()).unwrap();
+    let manifest = "[defaults]\nprovider = \"replay\"\nreplay = \"rec.json\"\nrepo = \"repo\"\nisolation = \"worktree\"\n\
+        [[tasks]]\nid = \"commits\"\nprompt = \"p\"\n";
+    std::fs::write(tmp.path().join("tasks.toml"), manifest).unwrap();
+    let output_of = |out: &str| {
+        let all = read_jsonl(&tmp.path().join(out).join("results.jsonl"));
+        let tool = events(&all, "tool.completed")[0].clone();
+        (finished(&all, "commits")["status"].clone(), tool["output"].as_str().unwrap_or_default().to_string())
+    };
+    let out = dracode(tmp.path()).args(["run", "tasks.toml", "--out", "out"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let (status, output) = output_of("out");
+    assert_eq!(status, "passed");
+    assert!(output.contains("author=Local Name <local@example.com>"), "{output}");
+
+    // Without any identity: dracode's documented default.
+    git(&repo, &["config", "--unset", "user.name"]);
+    git(&repo, &["config", "--unset", "user.email"]);
+    let out = dracode(tmp.path()).args(["run", "tasks.toml", "--out", "out2"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(output_of("out2").1.contains("author=dracode-agent <dracode@localhost>"));
+}

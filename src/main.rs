@@ -29,7 +29,7 @@ fn main() -> ExitCode {
     }
     dracode::sandbox::mark_non_dumpable();
     let cli = Cli::parse();
-    if !matches!(cli.command, Command::Run(_)) {
+    if !matches!(&cli.command, Command::Run(args) if !args.dry_run) {
         quiet_on_closed_stdout();
     }
     init_tracing();
@@ -43,9 +43,9 @@ fn main() -> ExitCode {
     ExitCode::from(code as u8)
 }
 
-/// Commands that only print (`list`, `tools`, `schema`, …) end quietly when their reader goes
-/// away (`dracode tools | head`), as Unix tools do, rather than panic on the broken pipe. `run`
-/// keeps ignoring SIGPIPE: a closed `--jsonl -` is an artifact failure it reports (exit 3) after
+/// Commands that only print (`list`, `tools`, `schema`, `run --dry-run`, …) end quietly when
+/// their reader goes away (`dracode tools | head`), as Unix tools do, rather than panic on the
+/// broken pipe. `run` keeps ignoring SIGPIPE: a closed `--jsonl -` is an artifact failure it reports (exit 3) after
 /// finishing its tasks and cleaning up.
 fn quiet_on_closed_stdout() {
     // SAFETY: restoring a signal's default disposition at start-up, before any thread exists.
@@ -54,9 +54,12 @@ fn quiet_on_closed_stdout() {
     }
 }
 
+/// Log lines (`DRACODE_LOG`, warnings by default) on stderr, coloured only on a terminal and
+/// without `NO_COLOR`: a CI log or a file never gets escape codes.
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("DRACODE_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).without_time().try_init();
+    let colour = report::progress::colour_wanted(std::io::stderr().is_terminal(), &dracode::config::process_env());
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(colour).without_time().try_init();
 }
 
 fn run(cli: Cli) -> anyhow::Result<i32> {
@@ -441,11 +444,13 @@ fn reporters(
         Verbosity::Normal
     };
     let in_ci = env.get("CI").is_some_and(|v| !v.is_empty() && v != "false" && v != "0");
+    let colour = report::progress::colour_wanted(std::io::stderr().is_terminal(), env);
     if std::io::stderr().is_terminal() && !in_ci && verbosity != Verbosity::Quiet {
-        reporters.push(Box::new(LiveReporter::new(verbosity, plan.tasks.len(), redactor.clone())));
+        reporters.push(Box::new(LiveReporter::new(verbosity, plan.tasks.len(), redactor.clone(), colour)));
     } else {
         let lines = ProgressReporter::new(Box::new(std::io::stderr()), verbosity, plan.tasks.len())
             .with_redactor(redactor.clone())
+            .with_colour(colour)
             .with_slow_lines(report::slow::SlowPolicy::from_env(env), plan.prices.clone());
         reporters.push(Box::new(lines));
     }

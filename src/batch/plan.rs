@@ -91,6 +91,10 @@ pub fn plan(args: &RunArgs, cwd: &Path, env: &BTreeMap<String, String>) -> Resul
     for (i, text) in args.tasks.iter().enumerate() {
         tasks.push(adhoc_task(i, text, tasks.len(), cwd, &config.defaults)?);
     }
+    if let Some(name) = args.provider.as_deref() {
+        // A typo in the flag is the flag's, once, not each task's.
+        config.resolve_provider(name, args.model.as_deref(), env).map_err(|e| PlanError::Usage(format!("--provider {name}: {e}")))?;
+    }
     let filter = Filter::new(&args.filter)?;
     let shard = parse_shard(args.shard.as_deref(), env)?;
     let rerun = match &args.rerun_failed {

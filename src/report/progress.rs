@@ -54,6 +54,8 @@ pub struct ProgressReporter {
     /// The `[k/N]` number given to each task when it first started.
     numbers: HashMap<String, usize>,
     redactor: Option<Arc<Redactor>>,
+    /// Colour the PASS/FAIL/SLOW labels (a terminal, `NO_COLOR` unset).
+    colour: bool,
 }
 
 impl ProgressReporter {
@@ -69,7 +71,15 @@ impl ProgressReporter {
             finished: 0,
             numbers: HashMap::new(),
             redactor: None,
+            colour: false,
         }
+    }
+
+    /// Colours the labels (green PASS, red FAIL, yellow SLOW and SKIP): for a terminal, when
+    /// `NO_COLOR` is not set ([`colour_wanted`]).
+    pub fn with_colour(mut self, colour: bool) -> Self {
+        self.colour = colour;
+        self
     }
 
     /// Also writes a `SLOW` line for each task running longer than `policy` says, with its
@@ -95,6 +105,7 @@ impl ProgressReporter {
             Some(r) => super::clean_text(r, text),
             None => strip_control(text),
         };
+        let text = if self.colour { coloured(&text) } else { text };
         let mut writer = self.writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let _ = writeln!(writer, "{text}").and_then(|()| writer.flush());
         Ok(())
@@ -240,6 +251,26 @@ impl Reporter for ProgressReporter {
     }
 }
 
+/// Whether a stream that `is_terminal` gets colour: not when `NO_COLOR` is set to anything
+/// (no-color.org), nor for `TERM=dumb`.
+pub fn colour_wanted(is_terminal: bool, env: &std::collections::BTreeMap<String, String>) -> bool {
+    is_terminal && env.get("NO_COLOR").is_none_or(String::is_empty) && env.get("TERM").is_none_or(|t| t != "dumb")
+}
+
+/// `line` with its label (the first word) coloured.
+fn coloured(line: &str) -> String {
+    let label = line.trim_start();
+    let code = match label.split(' ').next() {
+        Some("PASS") => "32",
+        Some("FAIL") => "31",
+        Some("SLOW" | "SKIP") => "33",
+        _ => return line.to_string(),
+    };
+    let indent = &line[..line.len() - label.len()];
+    let (word, rest) = label.split_at(4);
+    format!("{indent}\x1b[{code}m{word}\x1b[0m{rest}")
+}
+
 /// `12ms` below a second, else as [`human_duration`].
 fn short_duration(d: Duration) -> String {
     if d < Duration::from_secs(1) { format!("{}ms", d.as_millis()) } else { human_duration(d) }
@@ -379,6 +410,17 @@ mod tests {
         p.on_event(&finished(outcome("b", Status::Passed))).unwrap();
         let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
         assert!(text.ends_with("   PASS  [2/2] b  (1/2 done)  4 turns  1,234 tok  $0.0123  2.1s\n"), "{text}");
+    }
+
+    #[test]
+    fn labels_are_coloured_only_when_asked_and_never_under_no_color() {
+        assert_eq!(coloured("   PASS  [1/1] a"), "   \x1b[32mPASS\x1b[0m  [1/1] a");
+        assert_eq!(coloured("  START  [1/1] a"), "  START  [1/1] a");
+        let env = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        assert!(colour_wanted(true, &env(&[])));
+        assert!(!colour_wanted(false, &env(&[])));
+        assert!(!colour_wanted(true, &env(&[("NO_COLOR", "1")])));
+        assert!(!colour_wanted(true, &env(&[("TERM", "dumb")])));
     }
 
     #[test]

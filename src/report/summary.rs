@@ -207,10 +207,12 @@ fn status_icon(status: Status) -> &'static str {
     }
 }
 
-/// Why `o` did not pass: its error message (shortened), then its check's output tail.
+/// Why `o` did not pass, once: its error message (shortened) — unless the check failed, which
+/// its record says better — then its check's output tail.
 fn reason(o: &TaskOutcome) -> String {
     let mut parts = Vec::new();
-    if let Some(error) = &o.error {
+    let check_says_it = o.check.is_some() && o.error.as_ref().is_some_and(|e| e.kind == crate::events::FailureKind::Check);
+    if let Some(error) = o.error.as_ref().filter(|_| !check_says_it) {
         let message: String = error.message.chars().take(MESSAGE_CHARS).collect();
         let ellipsis = if message.len() < error.message.len() { "…" } else { "" };
         parts.push(format!("{}: {message}{ellipsis}", error.kind.as_str()));
@@ -343,7 +345,7 @@ mod tests {
         let row = failures.lines().find(|l| l.starts_with("| bad")).unwrap();
         assert_eq!(
             row,
-            "| bad\\|id | failed | check: check failed<br>check \\`cargo test \\| tee log\\` (exit 101)\
+            "| bad\\|id | failed | check \\`cargo test \\| tee log\\` (exit 101)\
              <br>error\\[E0308\\]: expected Vec&lt;String&gt;<br>  \\| a &amp;&amp; b<br>key \\[REDACTED\\] |"
         );
         assert!(failures.contains("| later | skipped | not run (fail-fast) |"), "{md}");

@@ -387,6 +387,12 @@ impl WireEvent {
     }
 }
 
+/// A cost as results.jsonl keeps it: full precision without the noise of summed floats
+/// (`0.0007540499999999999` is `0.00075405`): 10 significant digits, far below a cent.
+pub fn exact_cost(usd: f64) -> f64 {
+    format!("{usd:.9e}").parse().unwrap_or(usd)
+}
+
 /// Where a task's patch is written, relative to the output folder: `diffs/<file_stem>.patch`.
 pub fn diff_path(task_id: &str) -> String {
     format!("diffs/{}.patch", file_stem(task_id))
@@ -475,7 +481,7 @@ pub fn to_wire(event: &Event, seq: u64, run_id: &str, shard: Option<&str>) -> Wi
             header,
             counts: StatusCounts::from_totals(totals),
             usage: totals.usage,
-            total_cost_usd: totals.cost_usd,
+            total_cost_usd: totals.cost_usd.map(exact_cost),
             duration_ms: millis(totals.duration),
             exit_code: totals.exit_code,
         },
@@ -490,7 +496,7 @@ fn wire_outcome(o: &TaskOutcome) -> WireOutcome {
         num_turns: o.num_turns,
         duration_ms: millis(o.duration),
         usage: o.usage,
-        total_cost_usd: o.cost_usd,
+        total_cost_usd: o.cost_usd.map(exact_cost),
         result: o.result.clone(),
         files_changed: o.files_changed.clone(),
         diff_path: has_diff.then(|| diff_path(&o.task_id)),
@@ -713,6 +719,8 @@ mod tests {
                 "cancelled": 0, "skipped": 0})
         );
         assert_eq!(v["total_cost_usd"], serde_json::Value::Null);
+        assert_eq!(serde_json::json!(exact_cost(0.000_754_049_999_999_999_9)).to_string(), "0.00075405");
+        assert_eq!((exact_cost(0.0123), exact_cost(0.0)), (0.0123, 0.0));
         assert_eq!(v["duration_ms"], 3000);
         assert_eq!(v["exit_code"], 1);
         assert_eq!(v["usage"]["total_tokens"], 15);

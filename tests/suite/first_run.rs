@@ -222,3 +222,84 @@ fn the_agents_git_commit_works_in_a_worktree_task() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(output_of("out2").1.contains("author=dracode-agent <dracode@localhost>"));
 }
+
+/// Rough edges a new user met: a flag's error names the flag once; no panic on a closed pipe;
+/// `run --help` speaks the user's language; no escape codes in a log; summary.md gives one
+/// reason per task, with paths as in the repository.
+#[test]
+fn a_typo_in_provider_is_reported_once_naming_the_flag() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut manifest = "[defaults]\nisolation = \"copy\"\n".to_string();
+    for i in 1..=6 {
+        manifest.push_str(&format!("[[tasks]]\nid = \"t{i}\"\nprompt = \"p\"\n"));
+    }
+    std::fs::write(tmp.path().join("tasks.toml"), manifest).unwrap();
+    let out = dracode(tmp.path()).args(["run", "tasks.toml", "--provider", "opneai"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("error: --provider opneai: unknown provider \"opneai\" (did you mean \"openai\"?)"), "{stderr}");
+}
+
+#[test]
+fn no_command_panics_on_a_closed_pipe() {
+    let tmp = tempfile::tempdir().unwrap();
+    // More output than a pipe holds, so the writer meets the closed end.
+    let mut manifest = "[defaults]\nisolation = \"copy\"\nprovider = \"replay\"\n".to_string();
+    for i in 1..=1500 {
+        manifest.push_str(&format!("[[tasks]]\nid = \"task-with-a-long-name-{i}\"\nprompt = \"p\"\n"));
+    }
+    std::fs::write(tmp.path().join("tasks.toml"), manifest).unwrap();
+    let runs: [&[&str]; 5] = [
+        &["run", "tasks.toml", "--dry-run", "--offline"],
+        &["list", "tasks.toml", "--format", "json"],
+        &["schema", "manifest"],
+        &["tools"],
+        &["providers"],
+    ];
+    for args in runs {
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("dracode"))
+            .args(args)
+            .current_dir(tmp.path())
+            .env("HOME", tmp.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked") && out.status.code() != Some(101), "{args:?}: {:?} {stderr}", out.status);
+    }
+}
+
+#[test]
+fn run_help_has_no_source_references_or_promises() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = dracode(tmp.path()).args(["run", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    for bad in ["crate::", "[`", "today's", "extra writable"] {
+        assert!(!help.contains(bad), "run --help shows {bad:?}:\n{help}");
+    }
+    assert!(help.contains("by default (and with 0) the number of CPUs"), "{help}");
+}
+
+#[test]
+fn a_log_gets_no_escape_codes_and_summary_md_one_reason_with_repository_paths() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rec = json!([{"content": [{"type": "text", "text": "done"}], "stop_reason": "end_turn"}]);
+    std::fs::write(tmp.path().join("rec.json"), rec.to_string()).unwrap();
+    std::fs::create_dir_all(tmp.path().join("ws/tests")).unwrap();
+    let manifest = "[defaults]\nprovider = \"replay\"\nreplay = \"rec.json\"\nrepo = \"ws\"\nisolation = \"copy\"\n\
+        [[tasks]]\nid = \"red\"\nprompt = \"p\"\ncheck = \"echo \\\"$PWD/tests/test_calc.py:3: AssertionError\\\"; exit 1\"\n";
+    std::fs::write(tmp.path().join("tasks.toml"), manifest).unwrap();
+    // A warning from the log (an OpenTelemetry endpoint nobody listens on), into a pipe.
+    let out = dracode(tmp.path()).args(["run", "tasks.toml", "--otlp-endpoint", "http://127.0.0.1:9"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("WARN") && !stderr.contains('\x1b'), "{stderr:?}");
+    let md = std::fs::read_to_string(tmp.path().join("dracode-out/summary.md")).unwrap();
+    let row = md.lines().find(|l| l.starts_with("| red | failed |")).unwrap_or_else(|| panic!("{md}"));
+    assert_eq!(row.matches("check").count(), 1, "one reason: {row}");
+    assert!(row.contains("tests/test\\_calc.py:3: AssertionError") && !row.contains("dracode-workspace"), "{row}");
+}

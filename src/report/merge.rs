@@ -10,9 +10,14 @@
 //! same reporters as a run's, from the `task.finished` lines (so are `outputs/`); transcripts are
 //! copied as they are, and the inputs' `findings.sarif` become one log.
 //!
+//! Unsharded inputs may be a run and its reruns (`--rerun-failed` into another folder): a task in
+//! several of them keeps the attempt of the run that started last, and the earlier run's lines
+//! of that task are left out. The same code joins a rerun into its own folder
+//! ([`add_up_rerun`]), the tasks not run again marked `carried_from`.
+//!
 //! Inputs that cannot belong to one split (shards of different N or scheme, sharded mixed with
-//! unsharded, the same shard twice, a task in two inputs) are errors: their merged counts would
-//! be wrong. A missing shard — a job that died before it wrote anything — or an input whose run
+//! unsharded, the same shard twice, a task in two shards or twice in one input) are errors: their
+//! merged counts would be wrong. A missing shard — a job that died before it wrote anything — or an input whose run
 //! never reached `run.finished` is not an error: the tasks that did run are still worth
 //! publishing. The merge is written, the problem is listed in `summary.md` and in
 //! [`MergeSummary::warnings`], and the merged `run.finished` has exit code 5
@@ -461,12 +466,16 @@ struct MergedRun {
     warnings: Vec<String>,
     started: SystemTime,
     finished: SystemTime,
+    /// The summed time of unsharded inputs.
+    busy: Option<Duration>,
 }
 
 impl MergedRun {
-    /// From the first start to the last line: the wall time of the whole split.
+    /// Shards (jobs side by side): from the first start to the last line, the wall time of
+    /// the whole split. Unsharded runs (a run and its reruns, one after another): the sum of
+    /// their own times, not the hours between them.
     fn duration(&self) -> Duration {
-        self.finished.duration_since(self.started).unwrap_or_default()
+        self.busy.unwrap_or_else(|| self.finished.duration_since(self.started).unwrap_or_default())
     }
 
     fn started_kind(&self) -> EventKind {
@@ -506,6 +515,10 @@ fn merged_run(inputs: &[Input]) -> MergedRun {
         task_count: inputs.iter().map(|i| i.finished.len()).sum(),
         started: inputs.iter().map(|i| i.started).min().unwrap_or(SystemTime::UNIX_EPOCH),
         finished: inputs.iter().map(|i| i.last).max().unwrap_or(SystemTime::UNIX_EPOCH),
+        busy: inputs
+            .iter()
+            .all(|i| i.shard.is_none())
+            .then(|| inputs.iter().map(|i| i.last.duration_since(i.started).unwrap_or_default()).sum()),
     }
 }
 

@@ -3,7 +3,7 @@
 //! Chosen only when stderr is a terminal and `CI` is not set; logs get plain lines.
 
 use super::progress::{ProgressReporter, Verbosity};
-use super::thousands;
+use super::{human_cost, thousands};
 use crate::events::{Event, EventKind, Reporter};
 use crate::secrets::Redactor;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -38,9 +38,9 @@ impl LiveReporter {
         let more = self.running.len().saturating_sub(running.len());
         let more = if more > 0 { format!(" +{more}") } else { String::new() };
         self.bar.set_message(format!(
-            "{} tok  ${:.4}  running: {}{more}",
+            "{} tok  {}  running: {}{more}",
             thousands(self.tokens),
-            self.cost,
+            human_cost(self.cost),
             if running.is_empty() { "-".to_string() } else { running.join(", ") }
         ));
     }

@@ -60,7 +60,12 @@ pub fn mark(out: &Path) -> std::io::Result<()> {
 pub fn prepare(out: &Path, keep: &BTreeSet<String>) -> std::io::Result<()> {
     mark(out)?;
     for name in PER_RUN {
-        remove_if_present(&out.join(name))?;
+        // Only files: a folder by that name is not dracode's, and writing over it will fail
+        // loudly (exit 3) rather than delete what is in it.
+        let path = out.join(name);
+        if !path.is_dir() {
+            remove_if_present(&path)?;
+        }
     }
     let kept: BTreeSet<String> = keep.iter().map(|id| super::file_stem(id)).collect();
     for folder in PER_TASK {

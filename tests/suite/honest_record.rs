@@ -167,10 +167,9 @@ fn merge_that_cannot_write_its_output_is_exit_3_naming_the_file() {
     let tmp = tempfile::tempdir().unwrap();
     let manifest = crate_root().join("examples/quickstart.toml");
     dracode(tmp.path()).arg("run").arg(&manifest).args(["--out", "shard"]).assert().success();
-    std::fs::create_dir_all(tmp.path().join("merged")).unwrap();
-    std::fs::write(tmp.path().join("merged/transcripts"), "a file where a folder goes").unwrap();
+    std::fs::create_dir_all(tmp.path().join("merged/junit.xml")).unwrap();
     let output = dracode(tmp.path()).args(["merge", "shard", "--out", "merged"]).output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(3), "{stderr}");
-    assert!(stderr.contains("cannot write merged/transcripts/"), "{stderr}");
+    assert!(stderr.contains("cannot write merged/junit.xml: Is a directory"), "{stderr}");
 }

@@ -191,7 +191,7 @@ pub fn merge(inputs: &[PathBuf], out: &Path, redactor: Arc<Redactor>) -> Result<
     // runs by their start, so that a rerun comes after the run it repeats.
     read.sort_by_key(|i| (i.shard.map(|s| s.index), i.started));
     check_tasks(&read)?;
-    supersede(&mut read);
+    supersede(&mut read, false);
     super::out_dir::prepare(out, &Default::default()).map_err(|source| MergeError::Write { path: out.to_path_buf(), source })?;
     let summary = write_merged(&read, &missing, out, redactor, warnings)?;
     crate::structured::report::merge_sarif(inputs, out).map_err(|source| MergeError::Write { path: out.join("findings.sarif"), source })?;
@@ -218,17 +218,18 @@ pub fn add_up_rerun(earlier: &str, out: &Path, redactor: Arc<Redactor>) -> Resul
         }
     }
     let mut read = vec![earlier, rerun];
-    supersede(&mut read);
+    supersede(&mut read, true);
     write_merged(&read, &[], out, redactor, warnings)
 }
 
-/// Leaves out of each unsharded input the tasks a later input ran again: their `task.finished`,
-/// every line of theirs, and their count; an input that lost tasks is judged again on the rest.
-fn supersede(read: &mut [Input]) {
+/// Leaves out of each unsharded input (of any input when `any`: a rerun into its own folder)
+/// the tasks a later input ran again: their `task.finished`, every line of theirs, and their
+/// count; an input that lost tasks is judged again on the rest.
+fn supersede(read: &mut [Input], any: bool) {
     for later in (1..read.len()).rev() {
         let (before, after) = read.split_at_mut(later);
         let redone: Vec<String> = after[0].finished.iter().map(|f| f.outcome.task_id.clone()).collect();
-        for input in before.iter_mut().filter(|i| i.shard.is_none()) {
+        for input in before.iter_mut().filter(|i| any || i.shard.is_none()) {
             let count = input.finished.len();
             input.finished.retain(|f| !redone.contains(&f.outcome.task_id));
             input.lines.retain(|l| l["task_id"].as_str().is_none_or(|id| !redone.iter().any(|r| r == id)));
@@ -560,7 +561,10 @@ fn write_results(inputs: &[Input], run: &MergedRun, run_totals: &RunTotals, out:
     let path = out.join("results.jsonl");
     let write_err = |e: serde_json::Error| MergeError::Write { path: path.clone(), source: e.into() };
     let started = Event { ts: run.started, task: None, kind: run.started_kind() };
-    let mut first = to_wire(&started, 1, &run.run_id, None);
+    // One shard throughout (a shard's rerun into its folder): the file stays that shard's.
+    let same = inputs.len() > 1 && inputs.iter().all(|i| i.shard_text == inputs[0].shard_text);
+    let shard = inputs[0].shard_text.clone().filter(|_| same);
+    let mut first = to_wire(&started, 1, &run.run_id, shard.as_deref());
     if let WireEvent::RunStarted { merged_from, .. } = &mut first {
         *merged_from = Some(
             inputs
@@ -584,7 +588,7 @@ fn write_results(inputs: &[Input], run: &MergedRun, run_totals: &RunTotals, out:
         lines.push(value);
     }
     let finished = Event { ts: run.finished, task: None, kind: EventKind::RunFinished(run_totals.clone()) };
-    lines.push(serde_json::to_value(to_wire(&finished, lines.len() as u64 + 1, &run.run_id, None)).map_err(write_err)?);
+    lines.push(serde_json::to_value(to_wire(&finished, lines.len() as u64 + 1, &run.run_id, shard.as_deref())).map_err(write_err)?);
     let mut text = String::new();
     for mut line in lines {
         // The shards redacted their own secrets; this also masks the ones the merge knows.

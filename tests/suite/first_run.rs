@@ -303,3 +303,29 @@ fn a_log_gets_no_escape_codes_and_summary_md_one_reason_with_repository_paths() 
     assert_eq!(row.matches("check").count(), 1, "one reason: {row}");
     assert!(row.contains("tests/test\\_calc.py:3: AssertionError") && !row.contains("dracode-workspace"), "{row}");
 }
+
+/// A shard's rerun into its own folder stays that shard's, so the split still merges.
+#[test]
+fn a_shards_rerun_into_its_folder_stays_that_shard_and_the_split_merges() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    let marker = tmp.path().join("marker");
+    repository(&repo, &["a", "flaky", "c", "d"], &marker);
+    for k in 1..=2 {
+        let (shard, out) = (format!("{k}/2"), format!("out-{k}"));
+        dracode(&repo).args(["run", "tasks.toml", "--shard", &shard, "--out", &out]).output().unwrap();
+    }
+    std::fs::write(&marker, "").unwrap();
+    // A task's hash shard does not depend on the other tasks: rerun the one holding `flaky`.
+    let k = (1..=2).find(|k| std::fs::read_to_string(repo.join(format!("out-{k}/results.jsonl"))).unwrap().contains("flaky")).unwrap();
+    let (shard, dir) = (format!("{k}/2"), format!("out-{k}"));
+    let results = format!("{dir}/results.jsonl");
+    let out = dracode(&repo).args(["run", "tasks.toml", "--shard", &shard, "--rerun-failed", &results, "--out", &dir]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let all = read_jsonl(&repo.join(&results));
+    assert_eq!(all[0]["shard"], shard.as_str());
+    assert_eq!(finished(&all, "flaky")["status"], "passed");
+    let out = dracode(&repo).args(["merge", "out-1", "out-2", "--out", "merged"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(events(&read_jsonl(&repo.join("merged/results.jsonl")), "task.finished").len(), 4);
+}

@@ -112,7 +112,8 @@ pub fn plan(args: &RunArgs, cwd: &Path, env: &BTreeMap<String, String>) -> Resul
     let specs = resolve_all(&config, selected.into_iter(), &flag_fields(args), args.provider.as_deref(), cwd, env)?;
     let prices = PriceTable::with_overrides(&config.prices);
     unpriced_cost_caps(&specs, args.max_cost_usd, &prices)?;
-    check_out(&cwd.join(&args.out), &specs).map_err(PlanError::Usage)?;
+    let also: Vec<PathBuf> = args.jsonl.iter().chain(&args.record).map(|p| cwd.join(p)).collect();
+    check_out(&cwd.join(&args.out), &specs, &also).map_err(PlanError::Usage)?;
     let rerun = rerun.map(|r| r.source(&specs, &cwd.join(&args.out)));
     let mut warnings: Vec<String> = rerun.as_ref().and_then(|(_, w)| w.clone()).into_iter().collect();
     let rerun = rerun.map(|(source, _)| source);
@@ -445,7 +446,10 @@ fn sandbox_warnings(tasks: &[TaskSpec]) -> Option<String> {
 /// `isolation = "none"` the agent could rewrite `results.jsonl` (refused outright). Elsewhere,
 /// even inside a repository a task works on, it is fine: dracode marks the folder ignored by git
 /// itself ([`crate::report::out_dir`]), and refuses a folder holding files it did not write.
-fn check_out(out: &Path, tasks: &[TaskSpec]) -> Result<(), String> {
+///
+/// `also` are the paths of `--jsonl` and `--record`: when one lies directly in `--out`, it is
+/// the user's and allowed there.
+fn check_out(out: &Path, tasks: &[TaskSpec], also: &[PathBuf]) -> Result<(), String> {
     let out = absolute(out);
     let mut seen = std::collections::BTreeSet::new();
     for ws in tasks.iter().map(|t| &t.workspace) {
@@ -464,7 +468,13 @@ fn check_out(out: &Path, tasks: &[TaskSpec]) -> Result<(), String> {
             ));
         }
     }
-    crate::report::out_dir::check(&out)
+    let also: Vec<String> = also
+        .iter()
+        .map(|p| absolute(p))
+        .filter(|p| p.parent() == Some(out.as_path()))
+        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect();
+    crate::report::out_dir::check(&out, &also)
 }
 
 /// `path` made absolute and free of symlinks as far as it exists (the rest appended as given).

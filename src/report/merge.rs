@@ -180,7 +180,7 @@ pub fn merge(inputs: &[PathBuf], out: &Path, redactor: Arc<Redactor>) -> Result<
         return Err(MergeError::NoInputs);
     }
     refuse_out_as_input(inputs, out)?;
-    super::out_dir::check(out).map_err(MergeError::Out)?;
+    super::out_dir::check(out, &[]).map_err(MergeError::Out)?;
     let mut warnings = Vec::new();
     let mut read = Vec::with_capacity(inputs.len());
     for dir in inputs {

@@ -19,9 +19,10 @@ const PER_TASK: [&str; 3] = ["transcripts", "diffs", "outputs"];
 /// The files that describe a whole run.
 const PER_RUN: [&str; 4] = ["results.jsonl", "junit.xml", "summary.md", "findings.sarif"];
 
-/// Whether dracode may use `out`: it does not exist yet, or holds only what dracode writes.
-/// The error names one foreign entry.
-pub fn check(out: &Path) -> Result<(), String> {
+/// Whether dracode may use `out`: it does not exist yet, or holds only what dracode writes
+/// (and the entries named in `also`: a `--jsonl` file or `--record` folder the user put there,
+/// which a run leaves alone). The error names one foreign entry.
+pub fn check(out: &Path, also: &[String]) -> Result<(), String> {
     let Ok(entries) = std::fs::read_dir(out) else {
         if out.exists() && !out.is_dir() {
             return Err(format!("--out {} is a file, not a folder", out.display()));
@@ -30,7 +31,7 @@ pub fn check(out: &Path) -> Result<(), String> {
     };
     let mut names: Vec<String> = entries.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
     names.sort();
-    let foreign = names.iter().find(|name| !OWN_NAMES.contains(&name.as_str()) && !name.starts_with(".tmp"));
+    let foreign = names.iter().find(|name| !OWN_NAMES.contains(&name.as_str()) && !name.starts_with(".tmp") && !also.contains(name));
     if let Some(name) = foreign {
         return Err(format!(
             "--out {} holds {name}, which dracode did not write: dracode replaces its output folder on each run, so \
@@ -97,13 +98,13 @@ mod tests {
     fn a_folder_of_dracode_files_is_accepted_and_cleaned_but_for_kept_tasks() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("out");
-        assert!(check(&out).is_ok(), "a folder not made yet");
+        assert!(check(&out, &[]).is_ok(), "a folder not made yet");
         mark(&out).unwrap();
         for file in ["results.jsonl", "summary.md", "diffs/a.patch", "diffs/b.patch", "transcripts/a.json", "transcripts/b.json"] {
             std::fs::create_dir_all(out.join(file).parent().unwrap()).unwrap();
             std::fs::write(out.join(file), "x").unwrap();
         }
-        assert!(check(&out).is_ok());
+        assert!(check(&out, &[]).is_ok());
         prepare(&out, &BTreeSet::from(["a".to_string()])).unwrap();
         assert!(out.join("diffs/a.patch").exists() && out.join("transcripts/a.json").exists());
         assert!(!out.join("diffs/b.patch").exists() && !out.join("transcripts/b.json").exists());
@@ -116,10 +117,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("results.jsonl"), "x").unwrap();
         std::fs::write(dir.path().join("notes.txt"), "mine").unwrap();
-        let e = check(dir.path()).unwrap_err();
+        let e = check(dir.path(), &[]).unwrap_err();
         assert!(e.contains("holds notes.txt, which dracode did not write"), "{e}");
+        assert!(check(dir.path(), &["notes.txt".to_string()]).is_ok(), "named by --jsonl or --record");
         std::fs::remove_file(dir.path().join("notes.txt")).unwrap();
         std::fs::write(dir.path().join(".gitignore"), "target/\n").unwrap();
-        assert!(check(dir.path()).unwrap_err().contains(".gitignore was not written by dracode"));
+        assert!(check(dir.path(), &[]).unwrap_err().contains(".gitignore was not written by dracode"));
     }
 }

@@ -54,6 +54,13 @@ fn a_first_run_in_a_fresh_repository_works_with_the_default_out_and_runs_do_not_
     assert!(!dir.join("diffs/b.patch").exists() && !dir.join("transcripts/b.json").exists());
     assert_eq!(events(&read_jsonl(&dir.join("results.jsonl")), "task.finished").len(), 1);
 
+    // A --jsonl stream the user puts in the folder is theirs: allowed, and left there.
+    for _ in 0..2 {
+        let out = dracode(&repo).args(["run", "tasks.toml", "--filter", "a", "--jsonl", "dracode-out/stream.jsonl"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    std::fs::remove_file(dir.join("stream.jsonl")).unwrap();
+
     // A folder holding a file dracode did not write is refused, the file named, nothing touched.
     std::fs::write(dir.join("notes.txt"), "mine").unwrap();
     let out = dracode(&repo).args(["run", "tasks.toml"]).output().unwrap();

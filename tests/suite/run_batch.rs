@@ -364,7 +364,8 @@ async fn a_hung_command_is_stalled_and_commands_get_their_own_tmpdir() {
 fn a_run_budget_stops_the_batch() {
     let tmp = tempfile::tempdir().unwrap();
     replay_batch(tmp.path(), 4, "");
-    dracode(tmp.path()).args(["run", "tasks.toml", "--out", "out", "--max-tokens", "6"]).assert().code(1);
+    // One at a time, so which task meets the budget is known (--jobs defaults to the CPUs).
+    dracode(tmp.path()).args(["run", "tasks.toml", "--out", "out", "--max-tokens", "6", "--jobs", "1"]).assert().code(1);
     let all = read_jsonl(&tmp.path().join("out/results.jsonl"));
     let statuses: Vec<&str> = (1..=4).map(|i| finished(&all, &format!("task-{i}"))["status"].as_str().unwrap()).collect();
     assert_eq!(statuses, ["passed", "budget_exceeded", "budget_exceeded", "budget_exceeded"]);

@@ -146,7 +146,7 @@ pub enum ListFormat {
 /// `--no-tasks`: what a run that selected no task does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum NoTasks {
-    /// Exit 4 ([`crate::exit_codes::NO_TASKS`]).
+    /// Exit 4.
     Fail,
     /// Exit 0 with a warning on stderr.
     Warn,
@@ -171,6 +171,17 @@ impl NoTasks {
             NoTasks::Warn | NoTasks::Pass => crate::exit_codes::OK,
         }
     }
+}
+
+/// `--sandbox` values, described for `run --help` in the user's terms.
+fn sandbox_modes() -> impl clap::builder::TypedValueParser<Value = crate::manifest::SandboxMode> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    PossibleValuesParser::new([
+        PossibleValue::new("workspace-write").help("Commands write only the workspace and the task's TMPDIR (the default)"),
+        PossibleValue::new("read-only").help("Commands write only the task's TMPDIR"),
+        PossibleValue::new("off").help("No confinement (a warning on stderr and in summary.md)"),
+    ])
+    .map(|mode| <crate::manifest::SandboxMode as ValueEnum>::from_str(&mode, false).unwrap_or_default())
 }
 
 /// `dracode schema` targets.
@@ -203,8 +214,9 @@ pub struct RunArgs {
     /// of an isolation = "none" task, and inside a task's repository unless git ignores it.
     #[arg(long, default_value = "dracode-out")]
     pub out: PathBuf,
-    /// Tasks run in parallel (0 = number of CPUs).
-    #[arg(long, default_value_t = 1)]
+    /// Tasks run at once; by default (and with 0) the number of CPUs, as cargo nextest does.
+    /// Tasks on the same folder with isolation = "none" never overlap.
+    #[arg(long, default_value_t = 0, hide_default_value = true)]
     pub jobs: usize,
     /// Task id glob or `tag:NAME`; repeatable (any match selects).
     #[arg(long)]
@@ -229,7 +241,7 @@ pub struct RunArgs {
     #[arg(long, value_enum)]
     pub isolation: Option<Isolation>,
     /// How far task commands are confined: workspace-write (default), read-only or off.
-    #[arg(long, value_enum, value_name = "MODE")]
+    #[arg(long, value_name = "MODE", value_parser = sandbox_modes())]
     pub sandbox: Option<crate::manifest::SandboxMode>,
     /// After the first task that does not pass, skip the rest.
     #[arg(long)]

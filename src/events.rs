@@ -304,6 +304,9 @@ pub struct TaskOutcome {
     /// The last attempt's connections refused by the egress allowlist or the sandbox: how
     /// many, and the first distinct `host:port`s.
     pub network_denied: crate::egress::Denials,
+    /// The `run_id` of the earlier run this result was carried over from, unchanged (a task
+    /// that passed there and was not run again by `--rerun-failed` into the same folder).
+    pub carried_from: Option<String>,
 }
 
 /// A tool call the task's policy refused.
@@ -347,6 +350,7 @@ impl TaskOutcome {
             denied_calls: Vec::new(),
             protected: Vec::new(),
             network_denied: crate::egress::Denials::default(),
+            carried_from: None,
         }
     }
 }

@@ -30,7 +30,7 @@ fn main() -> ExitCode {
     }
     dracode::sandbox::mark_non_dumpable();
     let cli = Cli::parse();
-    if !matches!(cli.command, Command::Run(_)) {
+    if !matches!(&cli.command, Command::Run(args) if !args.dry_run) {
         quiet_on_closed_stdout();
     }
     init_tracing();
@@ -44,9 +44,9 @@ fn main() -> ExitCode {
     ExitCode::from(code as u8)
 }
 
-/// Commands that only print (`list`, `tools`, `schema`, …) end quietly when their reader goes
-/// away (`dracode tools | head`), as Unix tools do, rather than panic on the broken pipe. `run`
-/// keeps ignoring SIGPIPE: a closed `--jsonl -` is an artifact failure it reports (exit 3) after
+/// Commands that only print (`list`, `tools`, `schema`, `run --dry-run`, …) end quietly when
+/// their reader goes away (`dracode tools | head`), as Unix tools do, rather than panic on the
+/// broken pipe. `run` keeps ignoring SIGPIPE: a closed `--jsonl -` is an artifact failure it reports (exit 3) after
 /// finishing its tasks and cleaning up.
 fn quiet_on_closed_stdout() {
     // SAFETY: restoring a signal's default disposition at start-up, before any thread exists.
@@ -55,9 +55,12 @@ fn quiet_on_closed_stdout() {
     }
 }
 
+/// Log lines (`DRACODE_LOG`, warnings by default) on stderr, coloured only on a terminal and
+/// without `NO_COLOR`: a CI log or a file never gets escape codes.
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("DRACODE_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).without_time().try_init();
+    let colour = report::progress::colour_wanted(std::io::stderr().is_terminal(), &dracode::config::process_env());
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(colour).without_time().try_init();
 }
 
 fn run(cli: Cli) -> anyhow::Result<i32> {
@@ -300,6 +303,10 @@ fn run_batch(args: RunArgs, cwd: &Path, env: BTreeMap<String, String>) -> anyhow
     for warning in &plan.warnings {
         eprintln!("warning: {warning}");
     }
+    if let Some(rerun) = plan.rerun.as_ref().filter(|r| r.all_passed && plan.tasks.is_empty()) {
+        eprintln!("nothing to rerun: every task in {} passed; {} is left as it was", rerun.path.display(), args.out.display());
+        return Ok(exit_codes::OK);
+    }
     let if_no_tasks = announce_empty_selection(&args, &plan);
     if args.dry_run {
         print_dry_run(&plan);
@@ -312,13 +319,17 @@ fn run_batch(args: RunArgs, cwd: &Path, env: BTreeMap<String, String>) -> anyhow
     let jobs = if args.jobs == 0 { std::thread::available_parallelism().map_or(1, std::num::NonZero::get) } else { args.jobs };
     let redactor = Arc::new(Redactor::from_env(env.clone(), plan.secrets.clone()));
     let run_id = run_id();
+    let mut plan = plan;
+    let plan_rerun = plan.rerun.take();
+    let keep = plan_rerun.as_ref().filter(|r| r.in_place).map(|r| r.carried.clone()).unwrap_or_default();
+    report::out_dir::prepare(&args.out, &keep).with_context(|| format!("cannot prepare --out {}", args.out.display()))?;
     let shard = plan.shard.map(|s| s.to_string());
     let reporters = reporters(&args, &plan, &run_id, shard.as_deref(), &redactor, &env)?;
     let bus = EventBus::new(reporters);
     let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
     let shared = Arc::new(Shared {
         prices: plan.prices.clone(),
-        redactor,
+        redactor: redactor.clone(),
         http: Default::default(),
         process_env: Arc::new(env.clone()),
         record: args.record.clone(),
@@ -342,10 +353,29 @@ fn run_batch(args: RunArgs, cwd: &Path, env: BTreeMap<String, String>) -> anyhow
         watcher.abort();
         totals
     });
-    let failures = bus.finish();
+    let mut failures = bus.finish();
+    if let Some(rerun) = plan_rerun.filter(|r| r.in_place) {
+        add_up_rerun(&rerun, &args.out, &redactor, &mut failures);
+    }
     report_artifact_failures(&failures);
     let tasks = exit_codes::after_signal(signal.load(Ordering::SeqCst), totals.exit_code);
     Ok(exit_codes::after_artifacts(tasks, failures.len()))
+}
+
+/// After `--rerun-failed DIR/results.jsonl --out DIR`: DIR's results, JUnit and summary cover
+/// the whole batch, the earlier run's tasks that were not run again carried over.
+fn add_up_rerun(rerun: &plan::RerunSource, out: &Path, redactor: &Arc<Redactor>, failures: &mut Vec<String>) {
+    match report::merge::add_up_rerun(&rerun.text, out, redactor.clone()) {
+        Ok(summary) => {
+            eprintln!(
+                "{} now describes the whole batch: {} task(s), {} carried over from the earlier run",
+                out.display(),
+                summary.tasks,
+                rerun.carried.len()
+            );
+        }
+        Err(e) => failures.push(format!("cannot add the rerun to the earlier results in {}: {e}", out.display())),
+    }
 }
 
 /// The most artifact failures printed one by one; the rest are counted.
@@ -451,11 +481,15 @@ fn reporters(
         Verbosity::Normal
     };
     let in_ci = env.get("CI").is_some_and(|v| !v.is_empty() && v != "false" && v != "0");
+    let colour = report::progress::colour_wanted(std::io::stderr().is_terminal(), env);
     if std::io::stderr().is_terminal() && !in_ci && verbosity != Verbosity::Quiet {
-        reporters.push(Box::new(LiveReporter::new(verbosity, plan.tasks.len(), redactor.clone())));
+        reporters.push(Box::new(LiveReporter::new(verbosity, plan.tasks.len(), redactor.clone(), colour)));
     } else {
-        let lines = ProgressReporter::new(Box::new(std::io::stderr()), verbosity, plan.tasks.len());
-        reporters.push(Box::new(lines.with_redactor(redactor.clone())));
+        let lines = ProgressReporter::new(Box::new(std::io::stderr()), verbosity, plan.tasks.len())
+            .with_redactor(redactor.clone())
+            .with_colour(colour)
+            .with_slow_lines(report::slow::SlowPolicy::from_env(env), plan.prices.clone());
+        reporters.push(Box::new(lines));
     }
     reporters.extend(github_reporters(args, redactor, env));
     reporters.extend(otel_reporter(args, shard, redactor, env));

@@ -27,6 +27,20 @@ pub struct CheckContext<'a> {
     pub reports: Option<&'a crate::sandbox::report::ReportSink>,
 }
 
+/// `output` with the temporary folder the check ran in (`/tmp/dracode-workspace-…/ws/`) taken
+/// out of its paths, so they read as in the user's repository (`tests/test_calc.py`).
+fn relative_paths(output: &str, cwd: &Path) -> String {
+    let mut text = output.to_string();
+    let real = cwd.canonicalize().ok();
+    for dir in std::iter::once(cwd).chain(real.as_deref()) {
+        let dir = dir.to_string_lossy();
+        if dir.len() > 1 {
+            text = text.replace(&format!("{dir}/"), "").replace(dir.as_ref(), ".");
+        }
+    }
+    text
+}
+
 /// Runs `command` in `cwd` and records how it ended.
 pub async fn run(command: &str, cwd: &Path, timeout: Duration, ctx: CheckContext<'_>) -> CheckRecord {
     let args = vec!["-c".to_string(), command.to_string()];
@@ -37,7 +51,7 @@ pub async fn run(command: &str, cwd: &Path, timeout: Duration, ctx: CheckContext
             if let Some(sink) = reports {
                 sink.extend(finished.reports.iter().cloned());
             }
-            let mut tail = redactor.redact(&finished.output).into_owned();
+            let mut tail = relative_paths(&redactor.redact(&finished.output), cwd);
             if finished.timed_out || finished.exit_code.is_none() {
                 tail.push_str(&format!("\n[{}]", finished.status_line(timeout)));
             }
@@ -46,5 +60,17 @@ pub async fn run(command: &str, cwd: &Path, timeout: Duration, ctx: CheckContext
         Err(e) => {
             CheckRecord { command: command.to_string(), exit_code: None, output_tail: format!("could not start `sh`: {e}"), before: None }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_check_folder_is_taken_out_of_output_paths() {
+        let cwd = Path::new("/tmp/dracode-workspace-1-x/ws");
+        let output = "File \"/tmp/dracode-workspace-1-x/ws/tests/test_calc.py\", line 3\nin /tmp/dracode-workspace-1-x/ws\n";
+        assert_eq!(relative_paths(output, cwd), "File \"tests/test_calc.py\", line 3\nin .\n");
     }
 }

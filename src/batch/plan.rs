@@ -47,6 +47,24 @@ pub struct Plan {
     /// Which step selected no task (the manifests, `--filter`, `--rerun-failed` or the shard),
     /// in a sentence; `None` when at least one task was selected.
     pub selected_nothing: Option<String>,
+    /// The earlier run `--rerun-failed` reads, when given.
+    pub rerun: Option<RerunSource>,
+}
+
+/// The earlier run of `--rerun-failed`, as this run needs it.
+#[derive(Debug)]
+pub struct RerunSource {
+    /// Its results.jsonl.
+    pub path: PathBuf,
+    /// The text of that file, read before this run replaces anything.
+    pub text: String,
+    /// This run writes into the folder that file is in (`--out` is that folder): the folder
+    /// then describes the whole batch, the tasks not run again carried over.
+    pub in_place: bool,
+    /// The tasks of the earlier run that this run does not run again.
+    pub carried: std::collections::BTreeSet<String>,
+    /// The earlier run finished and every task of it passed: there is nothing to run again.
+    pub all_passed: bool,
 }
 
 /// Input that cannot be run.
@@ -73,6 +91,10 @@ pub fn plan(args: &RunArgs, cwd: &Path, env: &BTreeMap<String, String>) -> Resul
     for (i, text) in args.tasks.iter().enumerate() {
         tasks.push(adhoc_task(i, text, tasks.len(), cwd, &config.defaults)?);
     }
+    if let Some(name) = args.provider.as_deref() {
+        // A typo in the flag is the flag's, once, not each task's.
+        config.resolve_provider(name, args.model.as_deref(), env).map_err(|e| PlanError::Usage(format!("--provider {name}: {e}")))?;
+    }
     let filter = Filter::new(&args.filter)?;
     let shard = parse_shard(args.shard.as_deref(), env)?;
     let rerun = match &args.rerun_failed {
@@ -90,12 +112,16 @@ pub fn plan(args: &RunArgs, cwd: &Path, env: &BTreeMap<String, String>) -> Resul
     let specs = resolve_all(&config, selected.into_iter(), &flag_fields(args), args.provider.as_deref(), cwd, env)?;
     let prices = PriceTable::with_overrides(&config.prices);
     unpriced_cost_caps(&specs, args.max_cost_usd, &prices)?;
-    check_out(&cwd.join(&args.out), &specs).map_err(PlanError::Usage)?;
-    let mut warnings: Vec<String> = rerun.and_then(|r| r.warning).into_iter().collect();
+    let also: Vec<PathBuf> = args.jsonl.iter().chain(&args.record).map(|p| cwd.join(p)).collect();
+    check_out(&cwd.join(&args.out), &specs, &also).map_err(PlanError::Usage)?;
+    let rerun = rerun.map(|r| r.source(&specs, &cwd.join(&args.out)));
+    let mut warnings: Vec<String> = rerun.as_ref().and_then(|(_, w)| w.clone()).into_iter().collect();
+    let rerun = rerun.map(|(source, _)| source);
     warnings.extend(dirty_warnings(&specs));
     warnings.extend(sandbox_warnings(&specs));
     warnings.extend(allowlist_warnings(&specs));
     Ok(Plan {
+        rerun,
         shard,
         selected_nothing: narrowing.emptied_by,
         warnings,
@@ -461,11 +487,13 @@ fn allowlist_warnings(tasks: &[TaskSpec]) -> Option<String> {
 }
 
 /// `--out` must stay out of what the tasks edit: inside the folder of a task with
-/// `isolation = "none"` the agent could rewrite `results.jsonl` (refused outright), and inside
-/// the folder a task works on, in a git repository, the artifacts would overwrite or mix with
-/// its files unless git ignores them. Only the tasks' own folders count: the quickstart's
-/// `dracode-out/` in the checkout is outside `examples/quickstart/project`.
-fn check_out(out: &Path, tasks: &[TaskSpec]) -> Result<(), String> {
+/// `isolation = "none"` the agent could rewrite `results.jsonl` (refused outright). Elsewhere,
+/// even inside a repository a task works on, it is fine: dracode marks the folder ignored by git
+/// itself ([`crate::report::out_dir`]), and refuses a folder holding files it did not write.
+///
+/// `also` are the paths of `--jsonl` and `--record`: when one lies directly in `--out`, it is
+/// the user's and allowed there.
+fn check_out(out: &Path, tasks: &[TaskSpec], also: &[PathBuf]) -> Result<(), String> {
     let out = absolute(out);
     let mut seen = std::collections::BTreeSet::new();
     for ws in tasks.iter().map(|t| &t.workspace) {
@@ -483,15 +511,14 @@ fn check_out(out: &Path, tasks: &[TaskSpec]) -> Result<(), String> {
                 repo.display()
             ));
         }
-        if in_git_work_tree(&repo) && !git_ignores(&out) {
-            return Err(format!(
-                "--out {} is inside {}, which a task edits, and git does not ignore it: add it to .gitignore or choose an --out outside it",
-                out.display(),
-                repo.display()
-            ));
-        }
     }
-    Ok(())
+    let also: Vec<String> = also
+        .iter()
+        .map(|p| absolute(p))
+        .filter(|p| p.parent() == Some(out.as_path()))
+        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect();
+    crate::report::out_dir::check(&out, &also)
 }
 
 /// `path` made absolute and free of symlinks as far as it exists (the rest appended as given).
@@ -512,32 +539,6 @@ fn absolute(path: &Path) -> PathBuf {
     }
 }
 
-/// Whether `folder` is inside the work tree of a git repository (where artifacts written over
-/// tracked files would go unnoticed); a plain folder has nothing to ignore them with.
-fn in_git_work_tree(folder: &Path) -> bool {
-    git2::Repository::discover(folder).is_ok_and(|r| r.workdir().is_some())
-}
-
-/// Whether the git repository around `path` ignores it (as a folder).
-fn git_ignores(path: &Path) -> bool {
-    let Ok(repo) = git2::Repository::discover(path.ancestors().find(|p| p.is_dir()).unwrap_or(path)) else {
-        return false;
-    };
-    let Some(workdir) = repo.workdir().and_then(|w| w.canonicalize().ok()) else {
-        return false;
-    };
-    let Ok(relative) = path.strip_prefix(&workdir) else {
-        return false;
-    };
-    if relative.as_os_str().is_empty() {
-        return false;
-    }
-    // A trailing slash makes a folder pattern (`dracode-out/`) match a folder not created yet.
-    let mut as_folder = relative.as_os_str().to_os_string();
-    as_folder.push("/");
-    repo.is_path_ignored(Path::new(&as_folder)).unwrap_or(false)
-}
-
 /// What `--rerun-failed` selects from an earlier run's results.jsonl.
 struct Rerun {
     /// The run ended (`run.finished`): only the tasks whose `task.finished` is not `passed` run
@@ -548,6 +549,9 @@ struct Rerun {
     passed: std::collections::BTreeMap<String, bool>,
     /// Said to the user when the file is unfinished.
     warning: Option<String>,
+    /// The file and its text.
+    path: PathBuf,
+    text: String,
 }
 
 impl Rerun {
@@ -555,7 +559,7 @@ impl Rerun {
     fn read(path: &Path) -> Result<Rerun, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("--rerun-failed {}: {e}", path.display()))?;
         let lines: Vec<(usize, &str)> = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()).collect();
-        let mut rerun = Rerun { finished: false, passed: Default::default(), warning: None };
+        let mut rerun = Rerun { finished: false, passed: Default::default(), warning: None, path: path.to_path_buf(), text: String::new() };
         for (i, (n, line)) in lines.iter().enumerate() {
             let event: serde_json::Value = match serde_json::from_str(line) {
                 Ok(event) => event,
@@ -573,7 +577,24 @@ impl Rerun {
                 path.display()
             ));
         }
+        rerun.text = text;
         Ok(rerun)
+    }
+
+    /// What the run keeps of this file, given the tasks it runs and its `--out`; and the
+    /// warning to give.
+    fn source(self, specs: &[TaskSpec], out: &Path) -> (RerunSource, Option<String>) {
+        let same = |a: &Path, b: &Path| a.canonicalize().ok().is_some_and(|a| b.canonicalize().is_ok_and(|b| a == b));
+        let folder = self.path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let carried = self.passed.keys().filter(|id| !specs.iter().any(|s| &s.id == *id)).cloned().collect();
+        let source = RerunSource {
+            in_place: same(folder, out),
+            all_passed: self.finished && self.passed.values().all(|p| *p),
+            carried,
+            path: self.path,
+            text: self.text,
+        };
+        (source, self.warning)
     }
 
     /// Whether task `id` runs again.

@@ -108,7 +108,24 @@ pub fn create(source: &Path, base: &str, root: &Path) -> Result<TaskRepo, git2::
         init(root, &dirs)?;
         checkout_with_git2(&open(root)?, commit)?;
     }
+    set_identity(&user, root)?;
     Ok(TaskRepo { repo: open(root)?, base: commit, source: dirs })
+}
+
+/// The author of the agent's own commits when the user has no identity: `dracode-agent
+/// <dracode@localhost>`.
+pub const DEFAULT_IDENTITY: (&str, &str) = ("dracode-agent", "dracode@localhost");
+
+/// Gives the task repository at `root` the user's `user.name` and `user.email` — from their
+/// repository's config, else their global one — so the agent's own `git commit` works as it
+/// does in their checkout; [`DEFAULT_IDENTITY`] for a key they have not set. Nothing else of
+/// their config is copied.
+fn set_identity(user: &Repository, root: &Path) -> Result<(), git2::Error> {
+    let theirs = user.config().and_then(|mut c| c.snapshot()).ok();
+    let get = |key: &str| theirs.as_ref().and_then(|c| c.get_string(key).ok()).filter(|v| !v.trim().is_empty());
+    let mut config = git2::Config::open(&root.join(".git").join("config"))?;
+    config.set_str("user.name", &get("user.name").unwrap_or_else(|| DEFAULT_IDENTITY.0.to_string()))?;
+    config.set_str("user.email", &get("user.email").unwrap_or_else(|| DEFAULT_IDENTITY.1.to_string()))
 }
 
 /// Opens the task repository at `root` with its git dir and working folder pinned, so a

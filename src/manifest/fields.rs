@@ -86,7 +86,8 @@ pub struct TaskFields {
     /// Globs (relative to the workspace root) of paths the agent may not change: its file tools
     /// refuse them, and they are put back before the check; added to `[defaults].protect`.
     pub protect: Option<Vec<String>>,
-    /// Labels for `--filter tag:NAME`.
+    /// Labels for `--filter tag:NAME`; added to `[defaults].tags` (a task cannot drop an
+    /// inherited tag: put the tag on the tasks that have it instead of in `[defaults]`).
     pub tags: Option<Vec<String>>,
     /// Canned answers for `ask_user`, by question (`"*"` answers any).
     pub answers: Option<BTreeMap<String, String>>,
@@ -203,13 +204,8 @@ impl TaskFields {
             }
             (below, above) => above.or(below),
         };
-        let protect = match (self.protect.take(), top.protect.take()) {
-            (Some(mut below), Some(above)) => {
-                below.extend(above.into_iter().filter(|p| !below.contains(p)).collect::<Vec<_>>());
-                Some(below)
-            }
-            (below, above) => above.or(below),
-        };
+        let protect = union(self.protect.take(), top.protect.take());
+        let tags = union(self.tags.take(), top.tags.take());
         let base = self;
         let mut merged = overlay_fields!(base, top; id, prompt, prompt_file, provider, model, max_iterations, timeout,
             idle_timeout, retries, retry_on, isolation, repo, base, workdir, tools, check, check_before,
@@ -220,12 +216,24 @@ impl TaskFields {
         merged.limits = limits;
         merged.mcp_servers = mcp_servers;
         merged.protect = protect;
+        merged.tags = tags;
         merged
     }
 
     /// True when the named field has a value.
     pub fn is_set(&self, field: &str) -> bool {
         serde_json::to_value(self).ok().and_then(|v| v.get(field).map(|v| !v.is_null())).unwrap_or(false)
+    }
+}
+
+/// A list field that adds up (`protect`, `tags`): `below`'s entries, then `above`'s new ones.
+fn union(below: Option<Vec<String>>, above: Option<Vec<String>>) -> Option<Vec<String>> {
+    match (below, above) {
+        (Some(mut below), Some(above)) => {
+            below.extend(above.into_iter().filter(|p| !below.contains(p)).collect::<Vec<_>>());
+            Some(below)
+        }
+        (below, above) => above.or(below),
     }
 }
 

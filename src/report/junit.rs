@@ -144,10 +144,13 @@ impl JunitReporter {
             ("total_tokens", o.usage.total_tokens.to_string()),
         ];
         if let Some(cost) = o.cost_usd {
-            props.push(("cost_usd", cost.to_string()));
+            props.push(("cost_usd", super::wire::exact_cost(cost).to_string()));
         }
         if o.flaky {
             props.push(("flaky", "true".to_string()));
+        }
+        if let Some(run_id) = &o.carried_from {
+            props.push(("carried_from", run_id.clone()));
         }
         // Where the task is defined. The schemas have no `file`/`line` on a testcase (Jenkins
         // allows `file` on a testsuite only, the Ant schema nowhere), so these are properties.

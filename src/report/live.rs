@@ -3,7 +3,7 @@
 //! Chosen only when stderr is a terminal and `CI` is not set; logs get plain lines.
 
 use super::progress::{ProgressReporter, Verbosity};
-use super::thousands;
+use super::{human_cost, thousands};
 use crate::events::{Event, EventKind, Reporter};
 use crate::secrets::Redactor;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -21,15 +21,15 @@ pub struct LiveReporter {
 }
 
 impl LiveReporter {
-    /// A live display for a run of `total_tasks`.
-    pub fn new(verbosity: Verbosity, total_tasks: usize, redactor: Arc<Redactor>) -> Self {
+    /// A live display for a run of `total_tasks`, its labels coloured when `colour`.
+    pub fn new(verbosity: Verbosity, total_tasks: usize, redactor: Arc<Redactor>, colour: bool) -> Self {
         let bar = ProgressBar::with_draw_target(Some(total_tasks as u64), ProgressDrawTarget::stderr());
         let style = ProgressStyle::with_template("{spinner} [{pos}/{len}] {elapsed_precise} {wide_msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar());
         bar.set_style(style);
         bar.enable_steady_tick(std::time::Duration::from_millis(200));
         let writer = BarWriter { bar: bar.clone(), pending: Vec::new() };
-        let lines = ProgressReporter::new(Box::new(writer), verbosity, total_tasks).with_redactor(redactor);
+        let lines = ProgressReporter::new(Box::new(writer), verbosity, total_tasks).with_redactor(redactor).with_colour(colour);
         LiveReporter { lines, bar, running: BTreeSet::new(), tokens: 0, cost: 0.0 }
     }
 
@@ -38,9 +38,9 @@ impl LiveReporter {
         let more = self.running.len().saturating_sub(running.len());
         let more = if more > 0 { format!(" +{more}") } else { String::new() };
         self.bar.set_message(format!(
-            "{} tok  ${:.4}  running: {}{more}",
+            "{} tok  {}  running: {}{more}",
             thousands(self.tokens),
-            self.cost,
+            human_cost(self.cost),
             if running.is_empty() { "-".to_string() } else { running.join(", ") }
         ));
     }

@@ -10,9 +10,14 @@
 //! same reporters as a run's, from the `task.finished` lines (so are `outputs/`); transcripts are
 //! copied as they are, and the inputs' `findings.sarif` become one log.
 //!
+//! Unsharded inputs may be a run and its reruns (`--rerun-failed` into another folder): a task in
+//! several of them keeps the attempt of the run that started last, and the earlier run's lines
+//! of that task are left out. The same code joins a rerun into its own folder
+//! ([`add_up_rerun`]), the tasks not run again marked `carried_from`.
+//!
 //! Inputs that cannot belong to one split (shards of different N or scheme, sharded mixed with
-//! unsharded, the same shard twice, a task in two inputs) are errors: their merged counts would
-//! be wrong. A missing shard — a job that died before it wrote anything — or an input whose run
+//! unsharded, the same shard twice, a task in two shards or twice in one input) are errors: their
+//! merged counts would be wrong. A missing shard — a job that died before it wrote anything — or an input whose run
 //! never reached `run.finished` is not an error: the tasks that did run are still worth
 //! publishing. The merge is written, the problem is listed in `summary.md` and in
 //! [`MergeSummary::warnings`], and the merged `run.finished` has exit code 5
@@ -104,6 +109,9 @@ pub enum MergeError {
         /// The folders reporting it.
         dirs: Vec<PathBuf>,
     },
+    /// `--out` holds files dracode did not write.
+    #[error("{0}")]
+    Out(String),
     /// `--out` is one of the inputs: writing would overwrite what is being read.
     #[error("--out {} is one of the inputs; write the merge to a new folder", path.display())]
     OutIsInput {
@@ -163,35 +171,100 @@ impl Input {
     }
 }
 
-/// Merges the output folders `inputs` into `out` (created if missing). Every input is read and
-/// checked before anything is written.
+/// Merges the output folders `inputs` into `out` (created if missing, or replaced when an
+/// earlier run or merge wrote it). Every input is read and checked before anything is written.
+/// Unsharded inputs may hold the same task (a run, then its `--rerun-failed`): the attempt of
+/// the input that started last wins, and the earlier one's lines of that task are left out.
 pub fn merge(inputs: &[PathBuf], out: &Path, redactor: Arc<Redactor>) -> Result<MergeSummary, MergeError> {
     if inputs.is_empty() {
         return Err(MergeError::NoInputs);
     }
     refuse_out_as_input(inputs, out)?;
+    super::out_dir::check(out, &[]).map_err(MergeError::Out)?;
     let mut warnings = Vec::new();
     let mut read = Vec::with_capacity(inputs.len());
     for dir in inputs {
         read.push(read_input(dir, &mut warnings)?);
     }
     let missing = check_shards(&read)?;
-    // By K, so that `out-10` globbed before `out-2` still gives lines in shard order.
-    read.sort_by_key(|i| i.shard.map(|s| s.index));
+    // By K, so that `out-10` globbed before `out-2` still gives lines in shard order; unsharded
+    // runs by their start, so that a rerun comes after the run it repeats.
+    read.sort_by_key(|i| (i.shard.map(|s| s.index), i.started));
     check_tasks(&read)?;
+    supersede(&mut read, false);
+    super::out_dir::prepare(out, &Default::default()).map_err(|source| MergeError::Write { path: out.to_path_buf(), source })?;
+    let summary = write_merged(&read, &missing, out, redactor, warnings)?;
+    crate::structured::report::merge_sarif(inputs, out).map_err(|source| MergeError::Write { path: out.join("findings.sarif"), source })?;
+    Ok(summary)
+}
 
-    let inputs_code = problems(&read, &missing, &mut warnings);
-    let run = merged_run(&read);
+/// `run --rerun-failed DIR/results.jsonl --out DIR`, once the rerun has written DIR: DIR then
+/// describes the whole batch. `earlier` is the text DIR's results.jsonl had before the rerun;
+/// its tasks that were not run again are carried over (`carried_from` its run id; their patch
+/// and transcript were left in DIR), the rerun's tasks replace theirs.
+pub fn add_up_rerun(earlier: &str, out: &Path, redactor: Arc<Redactor>) -> Result<MergeSummary, MergeError> {
+    let path = out.join("results.jsonl");
+    // Patches of the rerun tasks were removed before the rerun: not worth a warning.
+    let mut earlier = parse_input(out, &path, earlier, &mut Vec::new())?;
+    let mut warnings = Vec::new();
+    let rerun = read_input(out, &mut warnings)?;
+    let carried_from = earlier.run_id.clone();
+    for f in &mut earlier.finished {
+        f.outcome.carried_from = Some(carried_from.clone());
+    }
+    for line in earlier.lines.iter_mut().filter(|l| l["type"] == "task.finished") {
+        if let Some(fields) = line.as_object_mut() {
+            fields.insert("carried_from".into(), carried_from.clone().into());
+        }
+    }
+    let mut read = vec![earlier, rerun];
+    supersede(&mut read, true);
+    write_merged(&read, &[], out, redactor, warnings)
+}
+
+/// Leaves out of each unsharded input (of any input when `any`: a rerun into its own folder)
+/// the tasks a later input ran again: their `task.finished`, every line of theirs, and their
+/// count; an input that lost tasks is judged again on the rest.
+fn supersede(read: &mut [Input], any: bool) {
+    for later in (1..read.len()).rev() {
+        let (before, after) = read.split_at_mut(later);
+        let redone: Vec<String> = after[0].finished.iter().map(|f| f.outcome.task_id.clone()).collect();
+        for input in before.iter_mut().filter(|i| any || i.shard.is_none()) {
+            let count = input.finished.len();
+            input.finished.retain(|f| !redone.contains(&f.outcome.task_id));
+            input.lines.retain(|l| l["task_id"].as_str().is_none_or(|id| !redone.iter().any(|r| r == id)));
+            let removed = count - input.finished.len();
+            if removed > 0 {
+                input.task_count = input.task_count.saturating_sub(removed);
+                if matches!(input.exit_code, Some(exit_codes::OK | exit_codes::TASKS_FAILED)) {
+                    let all_pass = input.finished.iter().all(|f| f.outcome.status.is_pass());
+                    input.exit_code = Some(if all_pass { exit_codes::OK } else { exit_codes::TASKS_FAILED });
+                }
+            }
+        }
+    }
+}
+
+/// Writes the merged `results.jsonl`, `junit.xml`, `summary.md`, patches and transcripts of
+/// `read` into `out`.
+fn write_merged(
+    read: &[Input],
+    missing: &[String],
+    out: &Path,
+    redactor: Arc<Redactor>,
+    mut warnings: Vec<String>,
+) -> Result<MergeSummary, MergeError> {
+    let inputs_code = problems(read, missing, &mut warnings);
+    let run = merged_run(read);
     let outcomes: Vec<&Finished> = read.iter().flat_map(|i| &i.finished).collect();
     let plain: Vec<TaskOutcome> = outcomes.iter().map(|f| f.outcome.clone()).collect();
     let mut run_totals = RunTotals::of(&plain, run.duration());
     run_totals.exit_code = exit_codes::worst(run_totals.exit_code, inputs_code);
 
     std::fs::create_dir_all(out).map_err(|source| MergeError::Write { path: out.to_path_buf(), source })?;
-    write_results(&read, &run, &run_totals, out, &redactor)?;
+    write_results(read, &run, &run_totals, out, &redactor)?;
     write_reports(&outcomes, &run, &run_totals, out, redactor)?;
-    copy_transcripts(&read, out)?;
-    crate::structured::report::merge_sarif(inputs, out).map_err(|source| MergeError::Write { path: out.join("findings.sarif"), source })?;
+    copy_transcripts(read, out)?;
     if !warnings.is_empty() {
         append_warnings(&out.join("summary.md"), &warnings)?;
     }
@@ -251,6 +324,12 @@ fn refuse_out_as_input(inputs: &[PathBuf], out: &Path) -> Result<(), MergeError>
 fn read_input(dir: &Path, warnings: &mut Vec<String>) -> Result<Input, MergeError> {
     let path = dir.join("results.jsonl");
     let text = std::fs::read_to_string(&path).map_err(|source| MergeError::Read { path: path.clone(), source })?;
+    parse_input(dir, &path, &text, warnings)
+}
+
+/// Checks `text`, the results.jsonl at `path` of the output folder `dir`.
+fn parse_input(dir: &Path, path: &Path, text: &str, warnings: &mut Vec<String>) -> Result<Input, MergeError> {
+    let path = path.to_path_buf();
     let mut input: Option<Input> = None;
     for (n, raw) in text.lines().enumerate() {
         if raw.trim().is_empty() {
@@ -357,9 +436,14 @@ fn check_shards(inputs: &[Input]) -> Result<Vec<String>, MergeError> {
     Ok((1..=split.count).filter(|k| !dirs.contains_key(k)).map(|index| Shard { index, ..split }.to_string()).collect())
 }
 
+/// A task twice in one input, or in two shards, is an error; in two unsharded inputs it is a
+/// rerun ([`supersede`]).
 fn check_tasks(inputs: &[Input]) -> Result<(), MergeError> {
     let mut seen: BTreeMap<&str, &Path> = BTreeMap::new();
     for input in inputs {
+        if input.shard.is_none() {
+            seen.clear();
+        }
         for f in &input.finished {
             if let Some(first) = seen.insert(&f.outcome.task_id, &input.dir) {
                 return Err(MergeError::DuplicateTask {
@@ -383,12 +467,16 @@ struct MergedRun {
     warnings: Vec<String>,
     started: SystemTime,
     finished: SystemTime,
+    /// The summed time of unsharded inputs.
+    busy: Option<Duration>,
 }
 
 impl MergedRun {
-    /// From the first start to the last line: the wall time of the whole split.
+    /// Shards (jobs side by side): from the first start to the last line, the wall time of
+    /// the whole split. Unsharded runs (a run and its reruns, one after another): the sum of
+    /// their own times, not the hours between them.
     fn duration(&self) -> Duration {
-        self.finished.duration_since(self.started).unwrap_or_default()
+        self.busy.unwrap_or_else(|| self.finished.duration_since(self.started).unwrap_or_default())
     }
 
     fn started_kind(&self) -> EventKind {
@@ -428,6 +516,10 @@ fn merged_run(inputs: &[Input]) -> MergedRun {
         task_count: inputs.iter().map(|i| i.finished.len()).sum(),
         started: inputs.iter().map(|i| i.started).min().unwrap_or(SystemTime::UNIX_EPOCH),
         finished: inputs.iter().map(|i| i.last).max().unwrap_or(SystemTime::UNIX_EPOCH),
+        busy: inputs
+            .iter()
+            .all(|i| i.shard.is_none())
+            .then(|| inputs.iter().map(|i| i.last.duration_since(i.started).unwrap_or_default()).sum()),
     }
 }
 
@@ -469,7 +561,10 @@ fn write_results(inputs: &[Input], run: &MergedRun, run_totals: &RunTotals, out:
     let path = out.join("results.jsonl");
     let write_err = |e: serde_json::Error| MergeError::Write { path: path.clone(), source: e.into() };
     let started = Event { ts: run.started, task: None, kind: run.started_kind() };
-    let mut first = to_wire(&started, 1, &run.run_id, None);
+    // One shard throughout (a shard's rerun into its folder): the file stays that shard's.
+    let same = inputs.len() > 1 && inputs.iter().all(|i| i.shard_text == inputs[0].shard_text);
+    let shard = inputs[0].shard_text.clone().filter(|_| same);
+    let mut first = to_wire(&started, 1, &run.run_id, shard.as_deref());
     if let WireEvent::RunStarted { merged_from, .. } = &mut first {
         *merged_from = Some(
             inputs
@@ -493,7 +588,7 @@ fn write_results(inputs: &[Input], run: &MergedRun, run_totals: &RunTotals, out:
         lines.push(value);
     }
     let finished = Event { ts: run.finished, task: None, kind: EventKind::RunFinished(run_totals.clone()) };
-    lines.push(serde_json::to_value(to_wire(&finished, lines.len() as u64 + 1, &run.run_id, None)).map_err(write_err)?);
+    lines.push(serde_json::to_value(to_wire(&finished, lines.len() as u64 + 1, &run.run_id, shard.as_deref())).map_err(write_err)?);
     let mut text = String::new();
     for mut line in lines {
         // The shards redacted their own secrets; this also masks the ones the merge knows.
@@ -869,7 +964,7 @@ mod tests {
     }
 
     #[test]
-    fn unsharded_outputs_merge_unless_they_share_a_task() {
+    fn unsharded_outputs_merge_and_a_later_run_of_a_task_wins() {
         let root = tempfile::tempdir().unwrap();
         let tasks = passing();
         let a = write_run(&root.path().join("a"), "run-a", None, &tasks[..4]);
@@ -877,10 +972,12 @@ mod tests {
         let summary = merge(&[a.clone(), b], &root.path().join("ab"), redactor()).unwrap();
         assert_eq!((summary.tasks, summary.exit_code, summary.warnings.len()), (9, 0, 0));
 
+        // A rerun of task-3 (and a new task-4): the later input's attempt replaces the earlier.
         let c = write_run(&root.path().join("c"), "run-c", None, &tasks[3..5]);
-        let err = merge(&[a.clone(), c.clone()], &root.path().join("ac"), redactor()).unwrap_err();
-        assert!(matches!(&err, MergeError::DuplicateTask { task_id, dirs } if task_id == "task-3" && dirs == &[a, c]));
-        assert!(err.to_string().starts_with("task \"task-3\" is in more than one input: "), "{err}");
+        let summary = merge(&[c, a], &root.path().join("ac"), redactor()).unwrap();
+        assert_eq!((summary.tasks, summary.exit_code), (5, 0));
+        let text = std::fs::read_to_string(root.path().join("ac/results.jsonl")).unwrap();
+        assert_eq!(text.matches("\"task.finished\"").count(), 5, "{text}");
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! [`junit`] (`junit.xml`), [`summary`] (`summary.md`), [`transcript`] (`transcripts/`),
 //! [`diff`] (`diffs/`) and [`progress`] (human lines for CI logs). [`artifact_reporters`] builds
 //! the set that writes into `--out`; the caller adds progress and a `--jsonl -` stream.
-//! [`merge`] joins the outputs of sharded runs into one. [`github`] speaks to GitHub Actions:
+//! [`out_dir`] keeps `--out` dracode's own (ignored by git, one run at a time).
+//! [`merge`] joins the outputs of sharded runs (or a run and its rerun) into one. [`github`] speaks to GitHub Actions:
 //! annotations and step outputs.
 
 pub mod diff;
@@ -15,7 +16,9 @@ pub mod live;
 pub mod merge;
 #[cfg(feature = "otel")]
 pub mod otel;
+pub mod out_dir;
 pub mod progress;
+pub mod slow;
 pub mod summary;
 pub mod transcript;
 pub mod wire;
@@ -36,7 +39,7 @@ pub use transcript::TranscriptReporter;
 
 pub use crate::fsname::file_stem;
 
-/// The reporters that write into `out_dir` (created if missing): `results.jsonl`, `junit.xml`,
+/// The reporters that write into `out_dir` (prepared by [`out_dir::prepare`]): `results.jsonl`, `junit.xml`,
 /// `summary.md` (also appended to `step_summary`, `$GITHUB_STEP_SUMMARY`), `transcripts/`,
 /// `diffs/` and `outputs/`. `results.jsonl` is truncated now, so a reader never mixes two runs.
 pub fn artifact_reporters(
@@ -58,6 +61,10 @@ pub fn artifact_reporters(
     ])
 }
 
+/// The mode of every artifact file: readable by all (as a file made by `File::create` under the
+/// usual umask 022), written by its owner.
+pub const ARTIFACT_MODE: u32 = 0o644;
+
 /// Writes `contents` to `path` through a temporary file in the same folder and a rename, so a
 /// reader (or a crash) never sees half a file. A failure names `path` (not the temporary file).
 pub(crate) fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
@@ -68,6 +75,8 @@ pub(crate) fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> 
     let write = || -> std::io::Result<()> {
         std::fs::create_dir_all(dir)?;
         let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+        // A temporary file is private (0600); an artifact is as readable as results.jsonl.
+        tmp.as_file().set_permissions(std::os::unix::fs::PermissionsExt::from_mode(ARTIFACT_MODE))?;
         tmp.write_all(contents)?;
         tmp.as_file().sync_all()?;
         tmp.persist(path).map_err(|e| e.error)?;
@@ -140,9 +149,15 @@ fn human_duration(d: Duration) -> String {
     }
 }
 
-/// A cost in USD as shown to humans: `$0.0123`.
+/// A cost in USD as shown to humans: `$0.0123`, `$0` for nothing, `<$0.0001` for a trace.
 fn human_cost(usd: f64) -> String {
-    format!("${usd:.4}")
+    if usd == 0.0 {
+        "$0".to_string()
+    } else if usd < 0.000_05 {
+        "<$0.0001".to_string()
+    } else {
+        format!("${usd:.4}")
+    }
 }
 
 /// The last line of `text` that is not blank, trimmed; what a one-line reason shows.
@@ -230,6 +245,8 @@ mod tests {
         assert_eq!(human_duration(Duration::from_secs(125)), "2m05s");
         assert_eq!(human_duration(Duration::from_secs(3720)), "1h02m");
         assert_eq!(human_cost(0.01234), "$0.0123");
+        assert_eq!(human_cost(0.000_754_049_999_999_999_9), "$0.0008");
+        assert_eq!((human_cost(0.0), human_cost(0.000_001)), ("$0".to_string(), "<$0.0001".to_string()));
     }
 
     #[test]

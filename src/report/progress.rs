@@ -2,15 +2,21 @@
 //!
 //! ```text
 //!   START  [1/3] fix-clippy
-//!    PASS  [1/3] fix-clippy  4 turns  1,234 tok  $0.0123  2.1s
-//!    FAIL  [2/3] docs  6 turns  9,876 tok  $0.0456  30.2s  failed: check `cargo test` exited with 101
+//!   START  [2/3] docs
+//!    PASS  [2/3] docs  (1/3 done)  4 turns  1,234 tok  $0.0123  2.1s
+//!    FAIL  [1/3] fix-clippy  (2/3 done)  6 turns  9,876 tok  $0.0456  30.2s  failed: check `cargo test` exited with 101
 //!   TOTAL  3 tasks in 32.4s: 2 passed, 1 failed  11,110 tok  $0.0579
 //! ```
 //!
-//! `--verbose` adds a line per tool call and retry; `--quiet` keeps only failures and the total.
+//! `[k/N]` is the task's own number, given when it starts and kept on its every line; `(d/N
+//! done)` counts the finished tasks. A task still running after a minute gets `SLOW` lines
+//! ([`super::slow`]). `--verbose` adds a line per tool call and retry; `--quiet` keeps only
+//! failures and the total.
 
+use super::slow::{SharedWriter, SlowPolicy, SlowWatch};
 use super::{human_cost, human_duration, short_reason, strip_control, thousands};
 use crate::events::{Event, EventKind, Reporter, RetryScope, RunTotals, Status, TaskOutcome};
+use crate::llm::prices::PriceTable;
 use crate::secrets::Redactor;
 use std::collections::HashMap;
 use std::io::Write;
@@ -38,7 +44,9 @@ pub enum Verbosity {
 
 /// Writes progress lines to a terminal or CI log.
 pub struct ProgressReporter {
-    writer: Box<dyn Write + Send>,
+    writer: SharedWriter,
+    /// Writes `SLOW` lines for long tasks, when on.
+    slow: Option<SlowWatch>,
     verbosity: Verbosity,
     total: usize,
     started: usize,
@@ -46,13 +54,41 @@ pub struct ProgressReporter {
     /// The `[k/N]` number given to each task when it first started.
     numbers: HashMap<String, usize>,
     redactor: Option<Arc<Redactor>>,
+    /// Colour the PASS/FAIL/SLOW labels (a terminal, `NO_COLOR` unset).
+    colour: bool,
 }
 
 impl ProgressReporter {
     /// A reporter writing to `writer` (stderr, or stdout when it is not the JSONL stream) for a
     /// run of `total_tasks` tasks.
     pub fn new(writer: Box<dyn Write + Send>, verbosity: Verbosity, total_tasks: usize) -> Self {
-        ProgressReporter { writer, verbosity, total: total_tasks, started: 0, finished: 0, numbers: HashMap::new(), redactor: None }
+        ProgressReporter {
+            writer: Arc::new(std::sync::Mutex::new(writer)),
+            slow: None,
+            verbosity,
+            total: total_tasks,
+            started: 0,
+            finished: 0,
+            numbers: HashMap::new(),
+            redactor: None,
+            colour: false,
+        }
+    }
+
+    /// Colours the labels (green PASS, red FAIL, yellow SLOW and SKIP): for a terminal, when
+    /// `NO_COLOR` is not set ([`colour_wanted`]).
+    pub fn with_colour(mut self, colour: bool) -> Self {
+        self.colour = colour;
+        self
+    }
+
+    /// Also writes a `SLOW` line for each task running longer than `policy` says, with its
+    /// turns, tokens and cost (from `prices`) so far. Not under `--quiet`.
+    pub fn with_slow_lines(mut self, policy: SlowPolicy, prices: PriceTable) -> Self {
+        if self.verbosity != Verbosity::Quiet {
+            self.slow = Some(SlowWatch::start(policy, self.writer.clone(), prices));
+        }
+        self
     }
 
     /// Masks secrets in the reasons shown (an error message may quote a refused key).
@@ -69,25 +105,39 @@ impl ProgressReporter {
             Some(r) => super::clean_text(r, text),
             None => strip_control(text),
         };
-        let _ = writeln!(self.writer, "{text}").and_then(|()| self.writer.flush());
+        let text = if self.colour { coloured(&text) } else { text };
+        let mut writer = self.writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _ = writeln!(writer, "{text}").and_then(|()| writer.flush());
         Ok(())
     }
 
-    fn started(&mut self, id: &str, attempt: u32) -> Option<String> {
-        let number = match self.numbers.get(id) {
+    /// The task's own number, given when it first starts (or ends unstarted).
+    fn number(&mut self, id: &str) -> usize {
+        match self.numbers.get(id) {
             Some(&n) => n,
             None => {
                 self.started += 1;
                 self.numbers.insert(id.to_string(), self.started);
                 self.started
             }
-        };
+        }
+    }
+
+    fn started(&mut self, id: &str, attempt: u32, model: &str) -> Option<String> {
+        let number = self.number(id);
+        if let Some(slow) = &self.slow {
+            slow.started(id, format!("[{number}/{}] {id}", self.total), model);
+        }
         let again = if attempt > 1 { format!(" (attempt {attempt})") } else { String::new() };
         (self.verbosity != Verbosity::Quiet).then(|| format!("{:>7}  [{number}/{}] {id}{again}", "START", self.total))
     }
 
     fn finished(&mut self, o: &TaskOutcome) -> Option<String> {
         self.finished += 1;
+        let number = self.number(&o.task_id);
+        if let Some(slow) = &self.slow {
+            slow.finished(&o.task_id);
+        }
         let shown = match self.verbosity {
             Verbosity::Quiet => !o.status.is_pass() && o.status != Status::Skipped,
             _ => true,
@@ -100,7 +150,7 @@ impl ProgressReporter {
             Status::Skipped => "SKIP",
             _ => "FAIL",
         };
-        let mut text = format!("{label:>7}  [{}/{}] {}", self.finished, self.total, o.task_id);
+        let mut text = format!("{label:>7}  [{number}/{total}] {}  ({}/{total} done)", o.task_id, self.finished, total = self.total);
         if o.status != Status::Skipped {
             text.push_str(&format!(
                 "  {} {}  {} tok",
@@ -164,9 +214,15 @@ impl Reporter for ProgressReporter {
         let id = event.task.as_ref().map_or("", |t| &*t.task_id);
         let verbose = self.verbosity == Verbosity::Verbose;
         let text = match &event.kind {
-            EventKind::TaskStarted { .. } => {
+            EventKind::TaskStarted { model, .. } => {
                 let attempt = event.task.as_ref().map_or(1, |t| t.attempt);
-                self.started(id, attempt)
+                self.started(id, attempt, model)
+            }
+            EventKind::TurnCompleted { usage, .. } => {
+                if let Some(slow) = &self.slow {
+                    slow.turn(id, usage);
+                }
+                None
             }
             EventKind::TaskFinished(outcome) => self.finished(outcome),
             EventKind::ToolCompleted { name, ok, duration, .. } if verbose => {
@@ -189,9 +245,30 @@ impl Reporter for ProgressReporter {
     }
 
     fn finish(&mut self) -> std::io::Result<()> {
-        let _ = self.writer.flush();
+        self.slow = None;
+        let _ = self.writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner).flush();
         Ok(())
     }
+}
+
+/// Whether a stream that `is_terminal` gets colour: not when `NO_COLOR` is set to anything
+/// (no-color.org), nor for `TERM=dumb`.
+pub fn colour_wanted(is_terminal: bool, env: &std::collections::BTreeMap<String, String>) -> bool {
+    is_terminal && env.get("NO_COLOR").is_none_or(String::is_empty) && env.get("TERM").is_none_or(|t| t != "dumb")
+}
+
+/// `line` with its label (the first word) coloured.
+fn coloured(line: &str) -> String {
+    let label = line.trim_start();
+    let code = match label.split(' ').next() {
+        Some("PASS") => "32",
+        Some("FAIL") => "31",
+        Some("SLOW" | "SKIP") => "33",
+        _ => return line.to_string(),
+    };
+    let indent = &line[..line.len() - label.len()];
+    let (word, rest) = label.split_at(4);
+    format!("{indent}\x1b[{code}m{word}\x1b[0m{rest}")
 }
 
 /// `12ms` below a second, else as [`human_duration`].
@@ -288,11 +365,11 @@ mod tests {
     }
 
     const NORMAL: &str = "  START  [1/3] a
-   PASS  [1/3] a  4 turns  1,234 tok  $0.0123  2.1s
+   PASS  [1/3] a  (1/3 done)  4 turns  1,234 tok  $0.0123  2.1s
   START  [2/3] b
   START  [2/3] b (attempt 2)
-   FAIL  [2/3] b  4 turns  1,234 tok  2.1s  failed: check `cargo test` exited with 101: test result: FAILED
-   FAIL  [3/3] c  4 turns  1,234 tok  $0.0123  2.1s  error: key [REDACTED] refused
+   FAIL  [2/3] b  (2/3 done)  4 turns  1,234 tok  2.1s  failed: check `cargo test` exited with 101: test result: FAILED
+   FAIL  [3/3] c  (3/3 done)  4 turns  1,234 tok  $0.0123  2.1s  error: key [REDACTED] refused
   TOTAL  3 tasks in 3.0s: 1 passed, 1 failed, 1 error  3,702 tok  $0.0246
 ";
 
@@ -315,12 +392,43 @@ mod tests {
         assert_eq!(out.lines().count(), NORMAL.lines().count() + 2);
     }
 
+    /// Tasks finishing out of order keep their own number; the done count is labelled.
+    #[test]
+    fn a_task_keeps_its_number_and_the_done_count_is_labelled() {
+        let out = Shared::default();
+        let mut p = ProgressReporter::new(Box::new(out.clone()), Verbosity::Normal, 2);
+        for id in ["a", "b"] {
+            let kind = EventKind::TaskStarted {
+                provider: "p".into(),
+                model: "m".into(),
+                isolation: "copy".into(),
+                workdir: ".".into(),
+                base_commit: None,
+            };
+            p.on_event(&event(Some((id, 1)), kind)).unwrap();
+        }
+        p.on_event(&finished(outcome("b", Status::Passed))).unwrap();
+        let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+        assert!(text.ends_with("   PASS  [2/2] b  (1/2 done)  4 turns  1,234 tok  $0.0123  2.1s\n"), "{text}");
+    }
+
+    #[test]
+    fn labels_are_coloured_only_when_asked_and_never_under_no_color() {
+        assert_eq!(coloured("   PASS  [1/1] a"), "   \x1b[32mPASS\x1b[0m  [1/1] a");
+        assert_eq!(coloured("  START  [1/1] a"), "  START  [1/1] a");
+        let env = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        assert!(colour_wanted(true, &env(&[])));
+        assert!(!colour_wanted(false, &env(&[])));
+        assert!(!colour_wanted(true, &env(&[("NO_COLOR", "1")])));
+        assert!(!colour_wanted(true, &env(&[("TERM", "dumb")])));
+    }
+
     #[test]
     fn skipped_tasks_show_no_numbers() {
         let out = Shared::default();
         let mut p = ProgressReporter::new(Box::new(out.clone()), Verbosity::Normal, 1);
         p.on_event(&finished(outcome("later", Status::Skipped))).unwrap();
         let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
-        assert_eq!(text, "   SKIP  [1/1] later  skipped\n");
+        assert_eq!(text, "   SKIP  [1/1] later  (1/1 done)  skipped\n");
     }
 }

@@ -58,10 +58,11 @@ impl SummaryReporter {
         for o in &outcomes {
             let _ = writeln!(
                 md,
-                "| {} | {} {} | {} | {} | {} | {} | {} |",
+                "| {} | {} {}{} | {} | {} | {} | {} | {} |",
                 self.cell(&o.task_id),
                 status_icon(o.status),
                 o.status.as_str(),
+                if o.carried_from.is_some() { " (carried)" } else { "" },
                 o.num_turns,
                 thousands(o.usage.total_tokens),
                 o.cost_usd.map_or("—".to_string(), human_cost),
@@ -140,6 +141,16 @@ impl SummaryReporter {
             let _ = write!(md, " · **Duration** {}", human_duration(t.duration));
         }
         md.push('\n');
+        let carried: Vec<&str> = outcomes.iter().filter_map(|o| o.carried_from.as_deref()).collect();
+        if let Some(from) = carried.first() {
+            let _ = write!(
+                md,
+                "\n{} task(s) marked *(carried)* were not run again: their result is the earlier run's (`{}`), this run \
+                 (`--rerun-failed`) ran the others.\n",
+                carried.len(),
+                escape_cell(from)
+            );
+        }
         let not_judged = outcomes.iter().filter(|o| crate::exit_codes::not_judged(o)).count();
         if not_judged > 0 {
             let _ = write!(
@@ -211,10 +222,12 @@ fn status_icon(status: Status) -> &'static str {
     }
 }
 
-/// Why `o` did not pass: its error message (shortened), then its check's output tail.
+/// Why `o` did not pass, once: its error message (shortened) — unless the check failed, which
+/// its record says better — then its check's output tail.
 fn reason(o: &TaskOutcome) -> String {
     let mut parts = Vec::new();
-    if let Some(error) = &o.error {
+    let check_says_it = o.check.is_some() && o.error.as_ref().is_some_and(|e| e.kind == crate::events::FailureKind::Check);
+    if let Some(error) = o.error.as_ref().filter(|_| !check_says_it) {
         let message: String = error.message.chars().take(MESSAGE_CHARS).collect();
         let ellipsis = if message.len() < error.message.len() { "…" } else { "" };
         parts.push(format!("{}: {message}{ellipsis}", error.kind.as_str()));
@@ -347,7 +360,7 @@ mod tests {
         let row = failures.lines().find(|l| l.starts_with("| bad")).unwrap();
         assert_eq!(
             row,
-            "| bad\\|id | failed | check: check failed<br>check \\`cargo test \\| tee log\\` (exit 101)\
+            "| bad\\|id | failed | check \\`cargo test \\| tee log\\` (exit 101)\
              <br>error\\[E0308\\]: expected Vec&lt;String&gt;<br>  \\| a &amp;&amp; b<br>key \\[REDACTED\\] |"
         );
         assert!(failures.contains("| later | skipped | not run (fail-fast) |"), "{md}");

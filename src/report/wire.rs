@@ -313,6 +313,11 @@ pub struct WireOutcome {
     /// The first distinct `host:port`s refused (at most 10); absent when none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub network_denied_hosts: Vec<String>,
+    /// Present on a task carried over unchanged from an earlier run (`--rerun-failed` into the
+    /// same `--out` runs only the tasks that did not pass; the others keep their result, their
+    /// attempt and their timestamps from that run): that run's `run_id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub carried_from: Option<String>,
 }
 
 /// An earlier attempt of a task that was tried again.
@@ -409,6 +414,12 @@ impl WireEvent {
     }
 }
 
+/// A cost as results.jsonl keeps it: full precision without the noise of summed floats
+/// (`0.0007540499999999999` is `0.00075405`): 10 significant digits, far below a cent.
+pub fn exact_cost(usd: f64) -> f64 {
+    format!("{usd:.9e}").parse().unwrap_or(usd)
+}
+
 /// Where a task's patch is written, relative to the output folder: `diffs/<file_stem>.patch`.
 pub fn diff_path(task_id: &str) -> String {
     format!("diffs/{}.patch", file_stem(task_id))
@@ -500,7 +511,7 @@ pub fn to_wire(event: &Event, seq: u64, run_id: &str, shard: Option<&str>) -> Wi
             header,
             counts: StatusCounts::from_totals(totals),
             usage: totals.usage,
-            total_cost_usd: totals.cost_usd,
+            total_cost_usd: totals.cost_usd.map(exact_cost),
             duration_ms: millis(totals.duration),
             exit_code: totals.exit_code,
         },
@@ -515,7 +526,7 @@ fn wire_outcome(o: &TaskOutcome) -> WireOutcome {
         num_turns: o.num_turns,
         duration_ms: millis(o.duration),
         usage: o.usage,
-        total_cost_usd: o.cost_usd,
+        total_cost_usd: o.cost_usd.map(exact_cost),
         result: o.result.clone(),
         files_changed: o.files_changed.clone(),
         diff_path: has_diff.then(|| diff_path(&o.task_id)),
@@ -541,6 +552,7 @@ fn wire_outcome(o: &TaskOutcome) -> WireOutcome {
         protected: o.protected.clone(),
         network_denied: o.network_denied.count,
         network_denied_hosts: o.network_denied.hosts.clone(),
+        carried_from: o.carried_from.clone(),
     }
 }
 
@@ -575,6 +587,7 @@ pub fn from_wire(task_id: String, w: WireOutcome, diff: Option<String>) -> TaskO
         denied_calls: w.denied,
         protected: w.protected,
         network_denied: crate::egress::Denials { count: w.network_denied, hosts: w.network_denied_hosts },
+        carried_from: w.carried_from,
         provider: w.provider,
         model: w.model,
         transcript: None,
@@ -739,6 +752,8 @@ mod tests {
                 "cancelled": 0, "skipped": 0})
         );
         assert_eq!(v["total_cost_usd"], serde_json::Value::Null);
+        assert_eq!(serde_json::json!(exact_cost(0.000_754_049_999_999_999_9)).to_string(), "0.00075405");
+        assert_eq!((exact_cost(0.0123), exact_cost(0.0)), (0.0123, 0.0));
         assert_eq!(v["duration_ms"], 3000);
         assert_eq!(v["exit_code"], 1);
         assert_eq!(v["usage"]["total_tokens"], 15);

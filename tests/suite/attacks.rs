@@ -438,13 +438,14 @@ fn attack_results_cannot_be_rewritten_with_isolation_none() {
 }
 
 #[test]
-fn out_inside_an_edited_repository_is_refused_unless_git_ignores_it() {
+fn out_inside_an_edited_repository_is_refused_when_it_holds_the_users_files() {
     let s = Scenario::new();
-    // Inside the repository a task works on (a copy of), not ignored: refused, naming flag and path.
+    // Inside the repository a task works on (a copy of), a folder of the user's: refused,
+    // naming flag, path and a file.
     let r = s.run("plain", &[], "", &[], &["--out", "repo/src"]);
     assert_eq!(r.code, 2, "{}", r.stderr);
-    let expected = format!("--out {} is inside {}", s.repo.join("src").display(), s.repo.display());
-    assert!(r.stderr.contains(&expected) && r.stderr.contains(".gitignore"), "{}", r.stderr);
+    let expected = format!("--out {} holds lib.txt, which dracode did not write", s.repo.join("src").display());
+    assert!(r.stderr.contains(&expected), "{}", r.stderr);
     assert_eq!(std::fs::read_to_string(s.repo.join("src/lib.txt")).unwrap(), "original\n");
     assert!(!s.repo.join("src/results.jsonl").exists());
 
@@ -456,8 +457,10 @@ fn out_inside_an_edited_repository_is_refused_unless_git_ignores_it() {
     // The same folder as a worktree's source repository.
     let r = s.run("plain", &[], "isolation = \"worktree\"", &[], &["--out", "repo/dracode-out"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
+    // A new folder is dracode's own: marked ignored by git, so accepted.
     let r = s.run("plain", &[], "isolation = \"worktree\"", &[], &["--out", "repo/other"]);
-    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(git(&s.repo, &["status", "--porcelain", "--", "other"]), "");
 
     // Outside the folder the tasks edit, anything goes (the quickstart's `dracode-out/` in the
     // checkout, for a task on a copy of `examples/quickstart/project`).

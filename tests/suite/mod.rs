@@ -7,6 +7,7 @@ mod change_record;
 mod ci_native;
 mod context_window;
 mod copilot_auth;
+mod first_run;
 mod gemini_provider;
 mod git_isolation;
 mod git_process_tools;

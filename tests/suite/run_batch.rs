@@ -191,7 +191,9 @@ fn shards_cover_every_task_exactly_once() {
         // `list` agrees with `run`, and DRACODE_SHARD is the same as the flag.
         let listed = dracode(tmp.path()).args(["list", "tasks.toml"]).env("DRACODE_SHARD", &shard).output().unwrap();
         let listed: Vec<String> = String::from_utf8_lossy(&listed.stdout).lines().map(str::to_string).collect();
-        let ran: Vec<String> = events(&all, "task.finished").iter().map(|e| e["task_id"].as_str().unwrap().to_string()).collect();
+        let mut ran: Vec<String> = events(&all, "task.finished").iter().map(|e| e["task_id"].as_str().unwrap().to_string()).collect();
+        // Tasks run side by side (--jobs defaults to the CPUs): they finish in any order.
+        ran.sort_by_key(|id| listed.iter().position(|l| l == id));
         assert_eq!(listed, ran);
     }
     seen.sort();
@@ -260,7 +262,8 @@ fn rerun_failed_on_a_killed_run_reruns_every_task_that_did_not_pass() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("that run never finished"));
     let again = read_jsonl(&tmp.path().join("again/results.jsonl"));
-    let ids: Vec<&str> = events(&again, "task.finished").iter().map(|e| e["task_id"].as_str().unwrap()).collect();
+    let mut ids: Vec<&str> = events(&again, "task.finished").iter().map(|e| e["task_id"].as_str().unwrap()).collect();
+    ids.sort_unstable();
     assert_eq!(ids, ["task-2", "task-3"], "task-2 never finished, task-3 never started");
 
     std::fs::write(tmp.path().join("empty.jsonl"), "").unwrap();
@@ -273,7 +276,7 @@ fn rerun_failed_on_a_killed_run_reruns_every_task_that_did_not_pass() {
 fn fail_fast_skips_the_rest() {
     let tmp = tempfile::tempdir().unwrap();
     replay_batch(tmp.path(), 4, "check = \"false\"\n");
-    dracode(tmp.path()).args(["run", "tasks.toml", "--out", "out", "--fail-fast"]).assert().code(1);
+    dracode(tmp.path()).args(["run", "tasks.toml", "--out", "out", "--fail-fast", "--jobs", "1"]).assert().code(1);
     let all = read_jsonl(&tmp.path().join("out/results.jsonl"));
     assert_eq!(finished(&all, "task-1")["status"], "passed");
     assert_eq!(finished(&all, "task-2")["status"], "failed");
@@ -361,7 +364,8 @@ async fn a_hung_command_is_stalled_and_commands_get_their_own_tmpdir() {
 fn a_run_budget_stops_the_batch() {
     let tmp = tempfile::tempdir().unwrap();
     replay_batch(tmp.path(), 4, "");
-    dracode(tmp.path()).args(["run", "tasks.toml", "--out", "out", "--max-tokens", "6"]).assert().code(1);
+    // One at a time, so which task meets the budget is known (--jobs defaults to the CPUs).
+    dracode(tmp.path()).args(["run", "tasks.toml", "--out", "out", "--max-tokens", "6", "--jobs", "1"]).assert().code(1);
     let all = read_jsonl(&tmp.path().join("out/results.jsonl"));
     let statuses: Vec<&str> = (1..=4).map(|i| finished(&all, &format!("task-{i}"))["status"].as_str().unwrap()).collect();
     assert_eq!(statuses, ["passed", "budget_exceeded", "budget_exceeded", "budget_exceeded"]);

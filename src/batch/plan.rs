@@ -95,6 +95,9 @@ pub fn plan(args: &RunArgs, cwd: &Path, env: &BTreeMap<String, String>) -> Resul
         // A typo in the flag is the flag's, once, not each task's.
         config.resolve_provider(name, args.model.as_deref(), env).map_err(|e| PlanError::Usage(format!("--provider {name}: {e}")))?;
     }
+    if let Some(timeout) = args.timeout.as_deref() {
+        crate::duration::parse_positive(timeout).map_err(|e| PlanError::Usage(format!("--timeout {timeout}: {e}")))?;
+    }
     let filter = Filter::new(&args.filter)?;
     let shard = parse_shard(args.shard.as_deref(), env)?;
     let rerun = match &args.rerun_failed {

@@ -166,5 +166,9 @@ fn a_bare_number_is_not_a_duration_in_a_manifest_or_a_flag() {
     }
     std::fs::write(tmp.path().join("tasks.toml"), "[[tasks]]\nid = \"t\"\nprompt = \"x\"\n").unwrap();
     let output = dracode(tmp.path()).args(["run", "tasks.toml", "--timeout", "10", "--dry-run"]).assert().code(2).get_output().clone();
-    assert!(String::from_utf8_lossy(&output.stderr).contains("\"10\" has no unit"));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--timeout 10: \"10\" has no unit") && !stderr.contains("tasks.toml"),
+        "the flag's error names the flag: {stderr}"
+    );
 }

@@ -54,10 +54,11 @@ async fn jobs_run_tasks_in_parallel() {
         let all = read_jsonl(&tmp.path().join("out/results.jsonl"));
         assert_eq!(all.last().unwrap()["counts"]["passed"], 8);
     }
-    // Serial is ≥ 8 × latency; four at a time is about a quarter of that. A loose bound keeps
-    // this honest on a loaded 2-core machine (the precise ratio is in `cargo bench`).
+    // Serial is ≥ 8 × latency, whatever the machine's load: a run of the same 8 calls that takes
+    // less overlapped them. (Four at a time is about a quarter of it; the precise ratio is in
+    // `cargo bench`. A ratio between the two runs was too tight on a loaded 2-core machine.)
     assert!(times[0] >= latency * 8, "{times:?}");
-    assert!(times[1] < times[0] / 2, "--jobs 4 is not parallel: {times:?}");
+    assert!(times[1] < latency * 8, "--jobs 4 is not parallel: {times:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -103,8 +103,13 @@ impl Record {
 
     /// What changed from the base to the working tree now; `None` when nothing did.
     pub fn changes(&self) -> Result<Option<Changes>, git2::Error> {
+        Ok(self.changes_now()?.1)
+    }
+
+    /// The tree of the working tree now, and what changed from the base to it.
+    pub fn changes_now(&self) -> Result<(Oid, Option<Changes>), git2::Error> {
         let now = self.snapshot()?;
-        snapshot::changes_at(&self.repo, self.base, now, &self.prefix)
+        Ok((now, snapshot::changes_at(&self.repo, self.base, now, &self.prefix)?))
     }
 }
 

@@ -174,12 +174,8 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
     outcome.structured_output = state.answer.value.take();
     outcome.compactions = state.compactions;
     outcome.denied_calls = std::mem::take(&mut state.denied);
-    if let (AgentPhase::Ended(AgentEnd::Finished), Some(check)) = (&phase, &spec.check) {
-        let mut record = run_check(check, &prepared.workdir, &prepared.kit, shared).await;
-        record.before = check_before.map(|b| b.exit_code);
-        outcome.check = Some(record);
-    }
-    outcome.network_denied = prepared.kit.tool_ctx.network_log.totals();
+    // The agent's work is recorded before the check runs: what the check leaves behind (build
+    // output, `__pycache__`) is not the agent's change.
     let workspace = match collect_changes(prepared.workspace, &mut outcome, shared).await {
         Ok(workspace) => workspace,
         Err(error) => {
@@ -187,6 +183,12 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
             return stamp(outcome, started);
         }
     };
+    if let (AgentPhase::Ended(AgentEnd::Finished), Some(check)) = (&phase, &spec.check) {
+        let mut record = run_check(check, &prepared.workdir, &prepared.kit, shared).await;
+        record.before = check_before.map(|b| b.exit_code);
+        outcome.check = Some(record);
+    }
+    outcome.network_denied = prepared.kit.tool_ctx.network_log.totals();
     let resource = crate::sandbox::report::limit_failure(&prepared.kit.tool_ctx.reports.all());
     let evidence = Evidence {
         resource: resource.as_ref(),

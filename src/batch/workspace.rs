@@ -43,6 +43,8 @@ pub struct Workspace {
     pub base_commit: Option<String>,
     /// The change record, kept outside the workspace ([`Record`]).
     record: Record,
+    /// The tree [`Workspace::changes`] recorded last: what `commit = true` commits.
+    recorded: std::sync::Mutex<Option<Oid>>,
     /// The git directory and working directory of the repository the tools work on, fixed
     /// when the workspace was made: the task's own `.git` (`worktree`, `copy`), the user's
     /// (`none` in a repository).
@@ -136,6 +138,7 @@ impl Workspace {
             workdir: source.to_path_buf(),
             base_commit: head.map(|c| c.id().to_string()),
             record,
+            recorded: Default::default(),
             git: user.as_ref().and_then(|r| Some((r.path().to_path_buf(), r.workdir()?.to_path_buf()))),
             source: None,
             source_git: None,
@@ -160,6 +163,7 @@ impl Workspace {
             workdir: root,
             base_commit,
             record,
+            recorded: Default::default(),
             source: None,
             source_git: user.as_ref().map(GitDirs::of),
             _dir: dir,
@@ -180,6 +184,7 @@ impl Workspace {
             workdir: root,
             base_commit: Some(task.base.to_string()),
             record,
+            recorded: Default::default(),
             source: Some(source.to_path_buf()),
             source_git: Some(task.source),
             _dir: dir,
@@ -194,7 +199,11 @@ impl Workspace {
         let (Some(source), Some(base)) = (&self.source, &self.base_commit) else {
             return Err(git2::Error::from_str("no git repository to commit in"));
         };
-        let tree = self.record.snapshot()?;
+        let recorded = *self.recorded.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let tree = match recorded {
+            Some(tree) => tree,
+            None => self.record.snapshot()?,
+        };
         let id = worktree::commit_into(source, self.record.repo(), tree, Oid::from_str(base)?, branch, message)?;
         Ok(id.to_string())
     }
@@ -202,7 +211,9 @@ impl Workspace {
     /// What changed since the workspace was prepared (`None`: nothing), from dracode's own
     /// record: nothing the agent did to a `.git` hides a change.
     pub fn changes(&self) -> Result<Option<Changes>, git2::Error> {
-        self.record.changes()
+        let (tree, changes) = self.record.changes_now()?;
+        *self.recorded.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(tree);
+        Ok(changes)
     }
 
     /// The repository the git tools may open: the one pinned when the workspace was made.

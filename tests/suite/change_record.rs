@@ -214,3 +214,17 @@ fn a_cost_cap_on_a_model_without_a_price_is_refused_up_front() {
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--max-cost-usd 1") && stderr.contains("t (my-finetune)"), "{stderr}");
 }
+
+#[test]
+fn what_the_check_leaves_behind_is_not_the_agents_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    project(&root);
+    let fix = call("w1", "write_file", json!({"file_path": "calc.py", "content": "def add(a, b):\n    return a + b\n"}));
+    let check = "check = \"mkdir -p __pycache__ && echo bytecode > __pycache__/calc.pyc && sh test.sh\"";
+    let (code, events, out) = run(&root, vec![fix], &format!("repo = \"repo\"\n{check}"));
+    let task = finished(&events, "t");
+    assert_eq!((code, task["status"].as_str()), (0, Some("passed")), "{task}");
+    assert_eq!(task["files_changed"], json!(["calc.py"]), "the check's output is not in the record");
+    assert!(!std::fs::read_to_string(out.join("diffs/t.patch")).unwrap().contains("__pycache__"));
+}

@@ -236,9 +236,11 @@ fn supersede(read: &mut [Input], any: bool) {
             let removed = count - input.finished.len();
             if removed > 0 {
                 input.task_count = input.task_count.saturating_sub(removed);
-                if matches!(input.exit_code, Some(exit_codes::OK | exit_codes::TASKS_FAILED)) {
-                    let all_pass = input.finished.iter().all(|f| f.outcome.status.is_pass());
-                    input.exit_code = Some(if all_pass { exit_codes::OK } else { exit_codes::TASKS_FAILED });
+                // Judged again on the tasks it keeps: a task that could not be judged (5) and
+                // was run again no longer speaks for this input.
+                if matches!(input.exit_code, Some(exit_codes::OK | exit_codes::TASKS_FAILED | exit_codes::NOT_JUDGED)) {
+                    let kept: Vec<_> = input.finished.iter().map(|f| f.outcome.clone()).collect();
+                    input.exit_code = Some(exit_codes::of_tasks(&kept));
                 }
             }
         }

@@ -336,3 +336,21 @@ fn a_shards_rerun_into_its_folder_stays_that_shard_and_the_split_merges() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(events(&read_jsonl(&repo.join("merged/results.jsonl")), "task.finished").len(), 4);
 }
+
+#[test]
+fn a_rerun_that_fixes_the_task_that_could_not_be_judged_leaves_a_green_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().canonicalize().unwrap().join("repo");
+    repository(&repo, &["good", "broken"], Path::new("/nonexistent"));
+    // The recording of `broken` is cut short: the provider answers nothing (kind bad_response, 5).
+    std::fs::write(repo.join("rec-broken.json"), "[]").unwrap();
+    let first = dracode(&repo).args(["run", "tasks.toml"]).output().unwrap();
+    assert_eq!(first.status.code(), Some(5), "{}", String::from_utf8_lossy(&first.stderr));
+    std::fs::write(repo.join("rec-broken.json"), writes("broken.txt").to_string()).unwrap();
+    let rerun = dracode(&repo).args(["run", "tasks.toml", "--rerun-failed", "dracode-out/results.jsonl"]).output().unwrap();
+    assert_eq!(rerun.status.code(), Some(0), "{}", String::from_utf8_lossy(&rerun.stderr));
+    let summary = std::fs::read_to_string(repo.join("dracode-out/summary.md")).unwrap();
+    assert!(summary.starts_with("## ✅ dracode: 2 of 2 tasks passed"), "{summary}");
+    let all = read_jsonl(&repo.join("dracode-out/results.jsonl"));
+    assert_eq!(events(&all, "run.finished").last().unwrap()["exit_code"], 0);
+}

@@ -168,20 +168,9 @@ impl Agent<'_> {
                 return AgentEnd::BudgetExceeded(reason);
             }
             if !calls.is_empty() {
-                let (denied_before, reports_before) = (state.denied.len(), self.tool_ctx.reports.all().len());
-                let (results, step) = self.answer_turn(calls, &mut state.answer, &mut state.denied).await;
-                state.push(Message { role: Role::User, content: results });
-                if let Some(error) = self.denial_ends_task(&state.denied[denied_before..]) {
-                    return AgentEnd::Failed(error);
-                }
-                // A command that passed a resource limit ends the task (its result is recorded).
-                if let Some(error) = crate::sandbox::report::limit_failure(&self.tool_ctx.reports.all()[reports_before..]) {
-                    return AgentEnd::Failed(error);
-                }
-                match step {
-                    Step::Accept => return AgentEnd::Finished,
-                    Step::GiveUp(error) => return AgentEnd::Failed(error),
-                    Step::Continue | Step::Repair(_) => continue,
+                match self.run_tool_calls(calls, state).await {
+                    Some(end) => return end,
+                    None => continue,
                 }
             }
             match response.stop_reason {
@@ -200,6 +189,26 @@ impl Agent<'_> {
             }
         }
         AgentEnd::MaxIterations
+    }
+
+    /// Runs a turn's tool calls and records their results; `Some` when the turn ends the task:
+    /// a denial under `on_denied = "fail"`, a command past a resource limit (its result is
+    /// recorded first), or the output contract's verdict.
+    async fn run_tool_calls(&self, calls: Vec<(String, String, serde_json::Value)>, state: &mut AgentState) -> Option<AgentEnd> {
+        let (denied_before, reports_before) = (state.denied.len(), self.tool_ctx.reports.len());
+        let (results, step) = self.answer_turn(calls, &mut state.answer, &mut state.denied).await;
+        state.push(Message { role: Role::User, content: results });
+        if let Some(error) = self.denial_ends_task(&state.denied[denied_before..]) {
+            return Some(AgentEnd::Failed(error));
+        }
+        if let Some(error) = crate::sandbox::report::limit_failure(&self.tool_ctx.reports.all()[reports_before..]) {
+            return Some(AgentEnd::Failed(error));
+        }
+        match step {
+            Step::Accept => Some(AgentEnd::Finished),
+            Step::GiveUp(error) => Some(AgentEnd::Failed(error)),
+            Step::Continue | Step::Repair(_) => None,
+        }
     }
 
     /// Answers every call of a turn, in the order the model made them: the task's tools run,

@@ -110,6 +110,16 @@ impl ReportSink {
         let _ = self.listener.set(Box::new(listener));
     }
 
+    /// How many reports have come so far.
+    pub fn len(&self) -> usize {
+        self.reports.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len()
+    }
+
+    /// Whether no report has come yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Every report so far, in the order the commands ended.
     pub fn all(&self) -> Vec<Report> {
         self.reports.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()

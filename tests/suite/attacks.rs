@@ -50,16 +50,8 @@ impl Scenario {
     /// `isolation = "copy"` and `require_change = false` unless they set them: an attack is judged
     /// by what it reached, not by a change); `env` is dracode's environment on top of PATH and HOME.
     pub(crate) fn run(&self, name: &str, commands: &[String], fields: &str, env: &[(&str, &str)], args: &[&str]) -> Run {
-        let mut turns: Vec<Value> = commands
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                json!({"content": [{"type": "tool_use", "id": format!("c{i}"), "name": "run_command",
-                    "input": {"command": c, "shell": true, "timeout_seconds": 20}}], "stop_reason": "tool_use"})
-            })
-            .collect();
-        turns.push(json!({"content": [{"type": "text", "text": FINAL}], "stop_reason": "end_turn"}));
-        std::fs::write(self.root.join(format!("{name}.json")), Value::Array(turns).to_string()).unwrap();
+        let turns = crate::support::cli::shell_turns(commands, 20, FINAL);
+        std::fs::write(self.root.join(format!("{name}.json")), turns.to_string()).unwrap();
         let mut defaults = format!("provider = \"replay\"\nreplay = \"{name}.json\"\n{fields}\n");
         for (key, value) in [("repo", "\"repo\""), ("isolation", "\"copy\""), ("require_change", "false")] {
             if !fields.contains(&format!("{key} =")) {

@@ -7,7 +7,7 @@
 use super::attacks::{Scenario, value_of};
 use crate::support::cli::{dracode, finished, git_repo, read_jsonl};
 use crate::support::sandbox::supported;
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -48,16 +48,7 @@ fn sandbox_reads_hide_runner_temp_and_home_but_grant_read_paths() {
 
 /// A scripted model's turns: `commands` by `run_command`, then a final answer.
 fn script(commands: &[String]) -> Value {
-    let mut turns: Vec<Value> = commands
-        .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            json!({"content": [{"type": "tool_use", "id": format!("c{i}"), "name": "run_command",
-                "input": {"command": c, "shell": true, "timeout_seconds": 60}}], "stop_reason": "tool_use"})
-        })
-        .collect();
-    turns.push(json!({"content": [{"type": "text", "text": "done"}], "stop_reason": "end_turn"}));
-    Value::Array(turns)
+    crate::support::cli::shell_turns(commands, 60, "done")
 }
 
 /// Events of a `--jsonl` file still being written (complete lines only).

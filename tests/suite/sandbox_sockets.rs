@@ -10,7 +10,7 @@ use crate::support::cli::{finished, git_repo, read_jsonl};
 use crate::support::sandbox::{Scratch, supported};
 use dracode::sandbox::SandboxMode;
 use dracode::sandbox::report::Report;
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::io::Read;
 use std::os::unix::net::UnixListener;
 use std::path::Path;
@@ -262,16 +262,8 @@ async fn sandbox_connect_address_races_never_reach_a_denied_socket() {
 /// events of `dracode run` started by `sh -c "<prefix>; exec dracode run …"`.
 fn run_replay(root: &Path, commands: &[String], fields: &str, prefix: &str) -> Vec<Value> {
     git_repo(&root.join("repo"), &[("README.md", "project\n")]);
-    let mut turns: Vec<Value> = commands
-        .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            json!({"content": [{"type": "tool_use", "id": format!("c{i}"), "name": "run_command",
-                "input": {"command": c, "shell": true, "timeout_seconds": 20}}], "stop_reason": "tool_use"})
-        })
-        .collect();
-    turns.push(json!({"content": [{"type": "text", "text": "done"}], "stop_reason": "end_turn"}));
-    std::fs::write(root.join("replay.json"), Value::Array(turns).to_string()).unwrap();
+    let turns = crate::support::cli::shell_turns(commands, 20, "done");
+    std::fs::write(root.join("replay.json"), turns.to_string()).unwrap();
     let manifest = format!(
         "[defaults]\nprovider = \"replay\"\nreplay = \"replay.json\"\nrepo = \"repo\"\nisolation = \"copy\"\nrequire_change = false\n{fields}\n\
          [[tasks]]\nid = \"t\"\nprompt = \"x\"\n"

@@ -55,6 +55,21 @@ pub fn repo_prefix(dir: &Path) -> String {
     out.ok().filter(|o| o.status.success()).map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default()
 }
 
+/// A scripted model's turns (for the `replay` provider): each of `commands` by `run_command`
+/// (shell, `timeout_seconds` each), then the final answer `last`.
+pub fn shell_turns(commands: &[String], timeout_seconds: u64, last: &str) -> Value {
+    let mut turns: Vec<Value> = commands
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            serde_json::json!({"content": [{"type": "tool_use", "id": format!("c{i}"), "name": "run_command",
+                "input": {"command": c, "shell": true, "timeout_seconds": timeout_seconds}}], "stop_reason": "tool_use"})
+        })
+        .collect();
+    turns.push(serde_json::json!({"content": [{"type": "text", "text": last}], "stop_reason": "end_turn"}));
+    Value::Array(turns)
+}
+
 /// A git repository in `dir` with `files` committed.
 pub fn git_repo(dir: &Path, files: &[(&str, &str)]) {
     std::fs::create_dir_all(dir).unwrap();

@@ -244,6 +244,7 @@ fn transcript_lines(message: &Message) -> Vec<String> {
                 let what = if *is_error { "tool error" } else { "tool result" };
                 format!("{what}: {}", cut_middle(content, TRANSCRIPT_OUTPUT / 2, TRANSCRIPT_OUTPUT / 2))
             }
+            ContentBlock::Reasoning { text, .. } => format!("agent thought: {}", cut_middle(text, 512, 256)),
         })
         .collect()
 }

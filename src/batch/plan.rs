@@ -324,6 +324,7 @@ fn resolve(
     };
     provider.replay_path = f.replay.clone();
     provider.max_tokens = f.max_output_tokens.or(provider.max_tokens);
+    provider.reasoning = f.reasoning.or(provider.reasoning);
     let mut system_prompt = SYSTEM_PROMPT.to_string();
     if let Some(extra) = &f.system_prompt {
         system_prompt = format!("{system_prompt}\n\n{extra}");

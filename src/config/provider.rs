@@ -33,6 +33,10 @@ pub struct ProviderSettings {
     /// Output token limit per call.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
+    /// How hard the model thinks (`low`, `medium`, `high`); unset sends nothing, so the
+    /// model's own default applies. A task's or `[defaults]`' `reasoning` overrides it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<crate::llm::ReasoningEffort>,
     /// Whether answers are streamed (default on); `false` sends the non-streamed body.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stream: Option<bool>,
@@ -135,6 +139,7 @@ pub(super) fn resolve(
         // Checked on load; a value set in code after loading and not valid falls back too.
         timeout: settings.timeout.as_deref().and_then(|t| parse_timeout(t).ok()).unwrap_or(DEFAULT_TIMEOUT),
         max_tokens: settings.max_tokens,
+        reasoning: settings.reasoning,
         stream: settings.stream.unwrap_or(true),
         headers: with_bearer_from_env(kind, settings, env),
         api_version: settings.api_version.clone(),

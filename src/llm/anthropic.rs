@@ -188,6 +188,8 @@ fn wire_block(block: &ContentBlock) -> Option<Value> {
             }
             result
         }
+        // Not sent back yet: thinking is not turned on.
+        ContentBlock::Reasoning { .. } => return None,
     })
 }
 
@@ -591,6 +593,7 @@ mod tests {
             timeout: std::time::Duration::from_secs(5),
             stream: true,
             max_tokens: None,
+            reasoning: None,
             headers: [("anthropic-beta".to_string(), "context-1m-2025-08-07".to_string())].into(),
             api_version: None,
             limits: Default::default(),

@@ -168,7 +168,7 @@ fn convert<'m>(message: &'m Message, names: &mut HashMap<&'m str, &'m str>) -> O
     for block in &message.content {
         match block {
             ContentBlock::Text { text } if !text.is_empty() => parts.push(json!({"text": text})),
-            ContentBlock::Text { .. } => {}
+            ContentBlock::Text { .. } | ContentBlock::Reasoning { .. } => {}
             ContentBlock::ToolUse { id, name, input } => {
                 names.insert(id, name);
                 let args = if input.is_object() { input.clone() } else { json!({}) };

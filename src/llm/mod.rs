@@ -38,7 +38,7 @@ pub mod types;
 pub mod wire;
 
 pub use error::{ErrorKind, LlmError};
-pub use types::{ContentBlock, LlmRequest, LlmResponse, Message, Role, StopReason, ToolSpec, Usage};
+pub use types::{ContentBlock, LlmRequest, LlmResponse, Message, ReasoningEffort, Role, StopReason, ToolSpec, Usage};
 
 use std::future::Future;
 use std::pin::Pin;

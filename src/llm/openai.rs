@@ -657,6 +657,7 @@ mod tests {
             timeout: std::time::Duration::from_secs(5),
             stream: true,
             max_tokens: None,
+            reasoning: None,
             headers: Default::default(),
             api_version: None,
             limits: Default::default(),

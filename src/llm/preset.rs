@@ -268,6 +268,8 @@ pub struct ResolvedProvider {
     pub stream: bool,
     /// Output token limit per call.
     pub max_tokens: Option<u32>,
+    /// How hard the model thinks, when set (provider, `[defaults]` or task).
+    pub reasoning: Option<super::ReasoningEffort>,
     /// Extra HTTP headers.
     pub headers: BTreeMap<String, String>,
     /// Azure `api-version`.

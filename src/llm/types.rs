@@ -43,12 +43,59 @@ pub enum ContentBlock {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         is_error: bool,
     },
+    /// The model's reasoning before what follows it (Anthropic thinking, a Responses API
+    /// reasoning item, Gemini's thought). Kept in the conversation so it goes back unchanged to
+    /// the API that produced it: Anthropic refuses a tool turn whose thinking block was
+    /// dropped, and the Responses API resumes from encrypted reasoning when nothing is stored
+    /// on the server. Wire formats that cannot take it back leave it out of their requests.
+    Reasoning {
+        /// The readable reasoning, or its summary; empty when the API keeps it hidden.
+        #[serde(default)]
+        text: String,
+        /// The API's opaque token that must travel back with it: Anthropic's `signature` (or a
+        /// `redacted_thinking` block's `data`), the Responses API's `encrypted_content`,
+        /// Gemini's `thoughtSignature`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signature: Option<String>,
+        /// The API's id of the item, where it gives one (Responses: `rs_…`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<String>,
+        /// Anthropic `redacted_thinking`: the reasoning is encrypted in `signature`.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        redacted: bool,
+    },
 }
 
 impl ContentBlock {
     /// A text block.
     pub fn text(text: impl Into<String>) -> Self {
         ContentBlock::Text { text: text.into() }
+    }
+}
+
+/// How hard a model thinks before it answers: the `reasoning` setting of a provider,
+/// `[defaults]` or a task. Each wire format maps it to its API (OpenAI `reasoning_effort`,
+/// Responses `reasoning.effort`, Anthropic `thinking` with a token budget, Gemini's
+/// `thinkingConfig`); unset, nothing is sent and the model's own default applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ReasoningEffort {
+    /// Little thinking: fast and cheap.
+    Low,
+    /// The usual trade-off.
+    Medium,
+    /// Thinks longest: the hardest tasks.
+    High,
+}
+
+impl ReasoningEffort {
+    /// The lowercase name (`low`, `medium`, `high`), as OpenAI's APIs take it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReasoningEffort::Low => "low",
+            ReasoningEffort::Medium => "medium",
+            ReasoningEffort::High => "high",
+        }
     }
 }
 

@@ -149,6 +149,7 @@ pub(crate) mod snapshot {
             timeout: std::time::Duration::from_secs(5),
             stream: true,
             max_tokens: None,
+            reasoning: None,
             headers: BTreeMap::new(),
             api_version: None,
             limits: Default::default(),

@@ -97,6 +97,8 @@ pub struct TaskFields {
     pub system_prompt: Option<String>,
     /// Output token limit per LLM call.
     pub max_output_tokens: Option<u32>,
+    /// How hard the model thinks (`low`, `medium`, `high`); overrides the provider's.
+    pub reasoning: Option<crate::llm::ReasoningEffort>,
     /// Token budget of the task.
     pub max_tokens: Option<u64>,
     /// Cost budget of the task in USD.
@@ -168,6 +170,7 @@ pub const FIELD_NAMES: &[&str] = &[
     "replay",
     "system_prompt",
     "max_output_tokens",
+    "reasoning",
     "max_tokens",
     "max_cost_usd",
     "max_context_tokens",
@@ -210,6 +213,7 @@ impl TaskFields {
         let mut merged = overlay_fields!(base, top; id, prompt, prompt_file, provider, model, max_iterations, timeout,
             idle_timeout, retries, retry_on, isolation, repo, base, workdir, tools, check, check_before,
             check_timeout, commit, isolate_home, require_change, protect, tags, answers, replay, system_prompt, max_output_tokens,
+            reasoning,
             max_tokens, max_cost_usd, max_context_tokens, compact_at, sandbox, network, env, env_passthrough,
             unix_sockets, read_paths, output_schema, output_schema_file, output_retries, output, policy, mcp_servers, limits);
         merged.policy = policy;

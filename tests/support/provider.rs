@@ -15,6 +15,7 @@ pub fn resolved(kind: ProviderType, base_url: &str, model: &str, key: Option<&st
         timeout: Duration::from_secs(10),
         stream: true,
         max_tokens: None,
+        reasoning: None,
         headers: Default::default(),
         api_version: None,
         limits: Default::default(),

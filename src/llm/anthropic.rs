@@ -27,10 +27,20 @@
 //! of a batch repeats, and the last lets each turn read back the conversation the turn before
 //! wrote. That is 3 of the 4 marks the API allows; they are placed afresh on every call, so they
 //! never pile up in the history.
+//!
+//! Reasoning (the `reasoning` setting, see [`super::reasoning`]): `thinking` with a budget that
+//! fits `max_tokens` up to Claude 4.5 (with the interleaved-thinking beta flag on Claude 4
+//! models, unless a configured `anthropic-beta` header replaces it), adaptive thinking with
+//! `output_config.effort` from Claude 4.6 on. `thinking` and `redacted_thinking` blocks, streamed
+//! or not, become [`ContentBlock::Reasoning`] and go back unchanged, in place, in every later
+//! request (the API refuses a tool turn whose thinking was dropped or altered, and models that
+//! think by default answer with them even when `reasoning` is unset); no cache mark is ever put
+//! on one.
 
 use super::http::{KeyHeader, snippet};
 use super::http_provider::HttpProvider;
 use super::preset::ResolvedProvider;
+use super::reasoning::{INTERLEAVED_THINKING_BETA, Thinking, apply_anthropic};
 use super::stream::{Frame, Framing, StreamDecoder, stream_error};
 use super::wire::{WireFormat, count_at, has_calls};
 use super::{ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, Role, StopReason, ToolSpec, Usage};
@@ -53,13 +63,16 @@ pub type AnthropicMessages = HttpProvider<MessagesFormat>;
 pub struct MessagesFormat {
     /// Whether requests mark cache breakpoints (see the module doc).
     pub prompt_caching: bool,
+    /// How requests ask the model to think; `None`: nothing is sent (the model's default).
+    pub thinking: Option<Thinking>,
 }
 
 impl WireFormat for MessagesFormat {
     const KEY_HEADER: KeyHeader = KeyHeader::Named("x-api-key");
 
     fn for_provider(settings: &ResolvedProvider) -> Self {
-        MessagesFormat { prompt_caching: settings.kind.preset().prompt_caching }
+        let thinking = settings.reasoning.map(|effort| Thinking::for_model(settings.model.as_deref().unwrap_or_default(), effort));
+        MessagesFormat { prompt_caching: settings.kind.preset().prompt_caching, thinking }
     }
 
     fn url(&self, base_url: &str, _model: &str) -> String {
@@ -67,11 +80,20 @@ impl WireFormat for MessagesFormat {
     }
 
     fn fixed_headers(&self) -> &'static [(&'static str, &'static str)] {
-        &[("anthropic-version", ANTHROPIC_VERSION)]
+        match self.thinking {
+            Some(Thinking::Budget { interleaved: true, .. }) => {
+                &[("anthropic-version", ANTHROPIC_VERSION), ("anthropic-beta", INTERLEAVED_THINKING_BETA)]
+            }
+            _ => &[("anthropic-version", ANTHROPIC_VERSION)],
+        }
     }
 
     fn request_body(&self, model: &str, request: &LlmRequest<'_>) -> Value {
-        request_body(model, request, self.prompt_caching)
+        let mut body = request_body(model, request, self.prompt_caching);
+        if let Some(thinking) = self.thinking {
+            apply_anthropic(&mut body, thinking);
+        }
+        body
     }
 
     fn parse_response(&self, body: &Value, _history: &[Message]) -> Result<LlmResponse, LlmError> {
@@ -124,7 +146,11 @@ pub fn request_body(model: &str, request: &LlmRequest, prompt_caching: bool) -> 
         body.insert("system".into(), json!([block]));
     }
     let mut messages = wire_messages(request.messages);
-    if prompt_caching && let Some(Value::Object(last)) = messages.last_mut().and_then(|m| m["content"].as_array_mut()?.last_mut()) {
+    // Thinking blocks cannot carry a mark: the last block that is not one gets it.
+    let markable = |block: &&mut Value| !matches!(block["type"].as_str(), Some("thinking" | "redacted_thinking"));
+    if prompt_caching
+        && let Some(Value::Object(last)) = messages.last_mut().and_then(|m| m["content"].as_array_mut()?.iter_mut().rev().find(markable))
+    {
         last.insert("cache_control".into(), ephemeral());
     }
     body.insert("messages".into(), Value::Array(messages));
@@ -166,7 +192,8 @@ fn wire_messages(messages: &[Message]) -> Vec<Value> {
         .collect()
 }
 
-/// One block on the wire, or `None` for a text block the API would refuse as empty.
+/// One block on the wire, or `None` for a text block the API would refuse as empty (or
+/// reasoning without a signature, which only another API can have produced).
 fn wire_block(block: &ContentBlock) -> Option<Value> {
     Some(match block {
         ContentBlock::Text { text } if text.trim().is_empty() => return None,
@@ -188,15 +215,19 @@ fn wire_block(block: &ContentBlock) -> Option<Value> {
             }
             result
         }
-        // Not sent back yet: thinking is not turned on.
-        ContentBlock::Reasoning { .. } => return None,
+        ContentBlock::Reasoning { signature: None, .. } => return None,
+        ContentBlock::Reasoning { signature: Some(data), redacted: true, .. } => json!({"type": "redacted_thinking", "data": data}),
+        ContentBlock::Reasoning { text, signature: Some(signature), .. } => {
+            json!({"type": "thinking", "thinking": text, "signature": signature})
+        }
     })
 }
 
 /// The model's answer from a Messages response body.
 ///
-/// Text and `tool_use` blocks are kept in order; `thinking`, `redacted_thinking` and server-tool
-/// blocks have no place in the neutral model and are skipped. The usage is normalised as
+/// Text, `thinking` (text and `signature`), `redacted_thinking` (its `data` as the signature)
+/// and `tool_use` blocks are kept in order; server-tool blocks have no place in the neutral
+/// model and are skipped. The usage is normalised as
 /// [`Usage`] documents: Anthropic's `input_tokens` counts only the prompt tokens after the last
 /// cache breakpoint, so
 /// - `input_tokens` = `input_tokens + cache_read_input_tokens + cache_creation_input_tokens`,
@@ -233,6 +264,7 @@ pub fn parse_response(body: &Value) -> Result<LlmResponse, LlmError> {
                 let input = block.get("input").filter(|i| !i.is_null()).cloned().unwrap_or_else(|| json!({}));
                 content.push(ContentBlock::ToolUse { id, name, input });
             }
+            Some(kind @ ("thinking" | "redacted_thinking")) => content.push(thinking_block(kind, block)),
             _ => {}
         }
     }
@@ -255,6 +287,18 @@ pub fn parse_response(body: &Value) -> Result<LlmResponse, LlmError> {
         usage: parse_usage(body.get("usage")),
         model: body.get("model").and_then(Value::as_str).map(str::to_string),
     })
+}
+
+/// A `thinking` or `redacted_thinking` block as reasoning, its signature (or data) kept as is.
+fn thinking_block(kind: &str, block: &Value) -> ContentBlock {
+    let field = |key: &str| block.get(key).and_then(Value::as_str).map(str::to_string);
+    let redacted = kind == "redacted_thinking";
+    ContentBlock::Reasoning {
+        text: if redacted { String::new() } else { field("thinking").unwrap_or_default() },
+        signature: if redacted { field("data") } else { field("signature") },
+        id: None,
+        redacted,
+    }
 }
 
 /// `usage` normalised (see [`parse_response`]); absent counts are zero.
@@ -375,6 +419,66 @@ mod tests {
 
     fn tool_result(id: &str, content: &str, is_error: bool) -> ContentBlock {
         ContentBlock::ToolResult { tool_use_id: id.into(), content: content.into(), is_error }
+    }
+
+    fn thought(text: &str, signature: &str, redacted: bool) -> ContentBlock {
+        ContentBlock::Reasoning { text: text.into(), signature: Some(signature.into()), id: None, redacted }
+    }
+
+    #[test]
+    fn thinking_goes_back_unchanged_in_place_and_never_carries_a_cache_mark() {
+        let messages = vec![
+            Message::user_text("Fix it"),
+            Message {
+                role: Role::Assistant,
+                content: vec![
+                    thought("I should read a.rs.", "sig_1", false),
+                    thought("", "ENCRYPTED", true),
+                    tool_use("toolu_a", "read_file", json!({"file_path": "a.rs"})),
+                ],
+            },
+            Message { role: Role::User, content: vec![tool_result("toolu_a", "fn main() {}", false)] },
+            Message {
+                role: Role::Assistant,
+                content: vec![ContentBlock::Reasoning { text: "other API".into(), signature: None, id: None, redacted: false }],
+            },
+            Message { role: Role::Assistant, content: vec![thought("Now the answer.", "sig_2", false)] },
+        ];
+        let request = LlmRequest { system: "sys", messages: &messages, tools: &[], max_tokens: None };
+        let body = request_body("m", &request, true);
+        assert_eq!(
+            body["messages"][1]["content"],
+            json!([
+                {"type": "thinking", "thinking": "I should read a.rs.", "signature": "sig_1"},
+                {"type": "redacted_thinking", "data": "ENCRYPTED"},
+                {"type": "tool_use", "id": "toolu_a", "name": "read_file", "input": {"file_path": "a.rs"}}
+            ])
+        );
+        assert_eq!(body["messages"][3]["content"], json!([{"type": "thinking", "thinking": "Now the answer.", "signature": "sig_2"}]));
+        assert_eq!(body.to_string().matches("cache_control").count(), 1, "only the system prompt: a thinking block is never marked");
+    }
+
+    #[test]
+    fn reasoning_sets_thinking_and_the_beta_flag_by_model() {
+        use crate::llm::ReasoningEffort;
+        let mut settings = resolved();
+        settings.reasoning = Some(ReasoningEffort::High);
+        settings.headers.clear();
+        let provider = AnthropicMessages::new(&settings, HttpClient::default()).unwrap();
+        assert_eq!(provider.endpoint().headers["anthropic-beta"], "interleaved-thinking-2025-05-14");
+        let messages = vec![Message::user_text("hi")];
+        let request = LlmRequest { system: "", messages: &messages, tools: &[], max_tokens: None };
+        let body = provider.wire().request_body("claude-sonnet-4-5", &request);
+        assert_eq!(body["thinking"], json!({"type": "enabled", "budget_tokens": 16384}));
+        assert_eq!(body["max_tokens"], DEFAULT_MAX_TOKENS + 16384);
+        settings.model = Some("claude-opus-4-7".into());
+        let provider = AnthropicMessages::new(&settings, HttpClient::default()).unwrap();
+        assert!(provider.endpoint().headers.get("anthropic-beta").is_none());
+        let body = provider.wire().request_body("claude-opus-4-7", &request);
+        assert_eq!((&body["thinking"]["type"], &body["output_config"]["effort"]), (&json!("adaptive"), &json!("high")));
+        settings.reasoning = None;
+        let body = AnthropicMessages::new(&settings, HttpClient::default()).unwrap().wire().request_body("claude-opus-4-7", &request);
+        assert!(body.get("thinking").is_none() && body.get("output_config").is_none() && body["max_tokens"] == DEFAULT_MAX_TOKENS);
     }
 
     fn conversation() -> Vec<Message> {
@@ -520,8 +624,10 @@ mod tests {
         assert_eq!(
             response.content,
             vec![
+                thought("Let me look.", "sig", false),
                 ContentBlock::text("Reading both."),
                 tool_use("toolu_1", "read_file", json!({"file_path": "a"})),
+                thought("", "xyz", true),
                 tool_use("toolu_2", "list_files", json!({})),
             ]
         );

@@ -7,7 +7,8 @@
 //! - [`openai`]: Chat Completions (OpenAI, Azure, Copilot, Z.AI, vLLM, SGLang, llama.cpp);
 //! - [`anthropic`]: Messages; [`gemini`]: generateContent; [`ollama`]: `/api/chat`;
 //! - [`copilot`]: Copilot's preset and token exchange (a [`http_provider::KeySource`]);
-//! - [`replay`] / [`record`]: offline playback and recording; [`governor`]: shared limits.
+//! - [`replay`] / [`record`]: offline playback and recording; [`governor`]: shared limits;
+//! - [`reasoning`]: the `reasoning` setting as each model-dependent API takes it.
 //!
 //! # Adding a provider
 //! - A vendor that speaks an existing wire API: a [`preset::ProviderType`] variant (its name
@@ -31,6 +32,7 @@ pub mod openai;
 pub mod overflow;
 pub mod preset;
 pub mod prices;
+pub mod reasoning;
 pub mod record;
 pub mod replay;
 pub mod stream;

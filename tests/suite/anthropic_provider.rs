@@ -124,7 +124,7 @@ async fn a_three_turn_tool_conversation_completes_with_normalised_usage() {
     let wire = last["messages"].as_array().unwrap();
     let roles: Vec<&str> = wire.iter().map(|m| m["role"].as_str().unwrap()).collect();
     assert_eq!(roles, ["user", "assistant", "user", "assistant", "user"]);
-    assert_eq!(block_types(&wire[3]), ["text", "tool_use", "tool_use"], "the thinking block is not sent back");
+    assert_eq!(block_types(&wire[3]), ["thinking", "text", "tool_use", "tool_use"], "the thinking block goes back first");
     assert_eq!(block_types(&wire[4]), ["tool_result", "tool_result"]);
     assert_eq!(wire[4]["content"][1]["tool_use_id"], "toolu_03");
     assert_eq!(wire[4]["content"][1]["is_error"], true, "a failed tool is sent with is_error");

@@ -119,8 +119,12 @@ async fn anthropic_streams_events_and_matches_the_unstreamed_answer() {
     let streamed = AnthropicMessages::new(&streaming(settings.clone(), true), HttpClient::default()).unwrap();
     let unstreamed = AnthropicMessages::new(&streaming(settings, false), HttpClient::default()).unwrap();
     let responses = same_both_ways(&streamed, &unstreamed, 2).await;
+    assert!(
+        matches!(&responses[0].content[0], ContentBlock::Reasoning { text, signature: Some(_), .. } if text == "The user wants a listing."),
+        "thinking_delta and signature_delta fold into the thinking block"
+    );
     assert_eq!(
-        responses[0].content[1],
+        responses[0].content[2],
         ContentBlock::ToolUse { id: "toolu_01".into(), name: "list_files".into(), input: json!({"directory": "src"}) }
     );
     let first = responses[0].usage;

@@ -22,6 +22,19 @@
 //!   assistant message`;
 //! - more than four `cache_control` marks → 400 `A maximum of 4 blocks with cache_control may be
 //!   provided. Found N.`
+//! - extended thinking (`thinking: {type: "enabled", budget_tokens}`): a budget under 1024 →
+//!   400 `thinking.enabled.budget_tokens: Input should be greater than or equal to 1024`; one not
+//!   below `max_tokens` → 400 ``max_tokens` must be greater than `thinking.budget_tokens`…``; a
+//!   `tool_choice` forcing a tool → 400 `Thinking may not be enabled when tool_choice forces tool
+//!   use.`; an assistant turn (the one after the last user message that is not only tool
+//!   results) that goes on with tool results but does not open with its thinking block → 400
+//!   ``messages.N.content.0.type: Expected `thinking` or `redacted_thinking`, but found
+//!   `tool_use`. When `thinking` is enabled, a final `assistant` message must start with a
+//!   thinking block…``;
+//! - any `thinking` or `redacted_thinking` block (thinking on or off) that is not, byte for byte,
+//!   one the server sent (text and `signature`, or `data`) → 400 ``messages.N.content.M: Invalid
+//!   `signature` in `thinking` block``; a field besides those on one (a `cache_control` mark) →
+//!   400 `….cache_control: Extra inputs are not permitted`.
 //!
 //! Those messages are the API's own, as its users have reported them. Consecutive messages of one
 //! role are accepted, as the API documents ("will be combined into a single turn"). The wording of
@@ -111,7 +124,14 @@ impl ToolUse {
 
 #[derive(Debug, Clone)]
 enum Body {
-    Message { thinking: Option<String>, text: Option<String>, calls: Vec<ToolUse>, stop_reason: String, usage: Tokens },
+    Message {
+        thinking: Option<String>,
+        redacted: Option<String>,
+        text: Option<String>,
+        calls: Vec<ToolUse>,
+        stop_reason: String,
+        usage: Tokens,
+    },
     Json(Value),
     Raw(String),
 }
@@ -149,7 +169,14 @@ impl ScriptedReply {
     pub fn text(text: &str, tokens: Tokens) -> Self {
         Self::with_body(
             200,
-            Body::Message { thinking: None, text: Some(text.into()), calls: Vec::new(), stop_reason: "end_turn".into(), usage: tokens },
+            Body::Message {
+                thinking: None,
+                redacted: None,
+                text: Some(text.into()),
+                calls: Vec::new(),
+                stop_reason: "end_turn".into(),
+                usage: tokens,
+            },
         )
     }
 
@@ -160,7 +187,10 @@ impl ScriptedReply {
 
     /// An answer calling several tools at once.
     pub fn tool_uses(calls: Vec<ToolUse>, tokens: Tokens) -> Self {
-        Self::with_body(200, Body::Message { thinking: None, text: None, calls, stop_reason: "tool_use".into(), usage: tokens })
+        Self::with_body(
+            200,
+            Body::Message { thinking: None, redacted: None, text: None, calls, stop_reason: "tool_use".into(), usage: tokens },
+        )
     }
 
     /// An HTTP error with Anthropic's error body.
@@ -234,15 +264,36 @@ impl ScriptedReply {
         self
     }
 
+    /// A message whose thinking block is followed by a `redacted_thinking` block (`data`
+    /// encrypted reasoning, made unique per reply by the server).
+    pub fn with_redacted_thinking(mut self, data: &str) -> Self {
+        if let Body::Message { redacted, .. } = &mut self.body {
+            *redacted = Some(data.into());
+        }
+        self
+    }
+
+    /// The thinking blocks the reply opens with, signed (the same thinking, the same signature,
+    /// so a streamed and an unstreamed answer are alike).
+    fn thinking_blocks(&self) -> Vec<Value> {
+        let Body::Message { thinking, redacted, .. } = &self.body else { return Vec::new() };
+        let mut blocks = Vec::new();
+        if let Some(thinking) = thinking {
+            let signature = format!("EqMBCkgIARABGAIiQL{:016x}", fnv(thinking));
+            blocks.push(json!({"type": "thinking", "thinking": thinking, "signature": signature}));
+        }
+        if let Some(data) = redacted {
+            blocks.push(json!({"type": "redacted_thinking", "data": format!("{data}{:016x}", fnv(data))}));
+        }
+        blocks
+    }
+
     /// The response, streamed as the API streams it when `stream` (a 2xx message only).
     fn render(&self, serial: usize, model: &str, stream: bool) -> ResponseTemplate {
         let mut mime = "application/json";
         let bytes = match &self.body {
-            Body::Message { thinking, text, calls, stop_reason, usage } => {
-                let mut content = Vec::new();
-                if let Some(thinking) = thinking {
-                    content.push(json!({"type": "thinking", "thinking": thinking, "signature": format!("sig_mock{serial}")}));
-                }
+            Body::Message { text, calls, stop_reason, usage, .. } => {
+                let mut content = self.thinking_blocks();
                 if let Some(text) = text {
                     content.push(json!({"type": "text", "text": text}));
                 }
@@ -285,6 +336,11 @@ impl ScriptedReply {
     }
 }
 
+/// A 64-bit FNV-1a hash of `text`: the mock's stand-in for a signature over it.
+fn fnv(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3))
+}
+
 /// The SSE events that stream `message`: `message_start` (input and cache counts, one output
 /// token), then per block `content_block_start`, its deltas (text in small `text_delta`s,
 /// thinking and its signature, tool input as `input_json_delta` fragments) and
@@ -308,6 +364,7 @@ fn message_events(message: &Value) -> Vec<String> {
                     .map(|t| json!({"type": "text_delta", "text": t}))
                     .collect(),
             ),
+            Some("redacted_thinking") => (block.clone(), Vec::new()),
             Some("thinking") => (
                 json!({"type": "thinking", "thinking": "", "signature": ""}),
                 vec![
@@ -388,6 +445,8 @@ struct State {
     received: Mutex<Vec<ReceivedRequest>>,
     /// The context window in tokens; 0: none.
     context_limit: std::sync::atomic::AtomicU64,
+    /// Every thinking and redacted-thinking block sent so far: only these may come back.
+    issued: Mutex<Vec<Value>>,
 }
 
 /// A running mock of the Messages API.
@@ -416,6 +475,7 @@ impl AnthropicServer {
             script: Mutex::new(script.into()),
             received: Mutex::new(Vec::new()),
             context_limit: std::sync::atomic::AtomicU64::new(0),
+            issued: Mutex::new(Vec::new()),
         });
         Mock::given(any()).respond_with(Responder(state.clone())).mount(&server).await;
         AnthropicServer { server, state }
@@ -503,6 +563,7 @@ impl Responder {
         }
         let body = body.ok_or_else(|| Rejection::invalid("The request body is not valid JSON."))?;
         validate_request(body)?;
+        check_thinking(body, &lock(&state.issued))?;
         let limit = state.context_limit.load(std::sync::atomic::Ordering::Relaxed);
         let prompt_tokens = (request.body.len() as u64).div_ceil(4);
         if limit > 0 && prompt_tokens > limit {
@@ -522,6 +583,7 @@ impl Responder {
             *usage = Tokens { input: prompt_tokens, cache_read: 0, cache_creation: 0, ..*usage };
         }
         let serial = state.scripted - script.len();
+        lock(&state.issued).extend(reply.thinking_blocks());
         Ok((reply.status, reply.render(serial, model, sse::wants_stream(body))))
     }
 }
@@ -730,7 +792,9 @@ fn check_message(i: usize, message: &Value, last: bool) -> Result<usize, Rejecti
                 }
                 cache_mark(block, &path)?
             }
-            "image" | "document" | "thinking" | "redacted_thinking" => 0,
+            "thinking" => no_extra_fields(block, &["type", "thinking", "signature"], &path).map(|()| 0)?,
+            "redacted_thinking" => no_extra_fields(block, &["type", "data"], &path).map(|()| 0)?,
+            "image" | "document" => 0,
             other => {
                 return Err(Rejection::invalid(format!(
                     "messages.{i}.content.{j}: Input tag '{other}' found using 'type' does not match any of the expected tags"
@@ -739,6 +803,66 @@ fn check_message(i: usize, message: &Value, last: bool) -> Result<usize, Rejecti
         };
     }
     Ok(marks)
+}
+
+/// The link the API's thinking errors point to.
+const THINKING_DOCS: &str = "https://docs.claude.com/en/docs/build-with-claude/extended-thinking";
+
+/// Checks thinking as the API does: the `thinking` setting against `max_tokens` and
+/// `tool_choice`, every thinking block sent back against the `issued` ones, and (thinking on)
+/// the current assistant turn opening with its thinking.
+fn check_thinking(body: &Value, issued: &[Value]) -> Result<(), Rejection> {
+    let messages = body["messages"].as_array().map(Vec::as_slice).unwrap_or_default();
+    for (i, message) in messages.iter().enumerate() {
+        for (j, block) in blocks_of(message).iter().enumerate() {
+            let kind = block["type"].as_str().unwrap_or_default();
+            if matches!(kind, "thinking" | "redacted_thinking") && !issued.contains(block) {
+                return Err(Rejection::invalid(format!("messages.{i}.content.{j}: Invalid `signature` in `{kind}` block")));
+            }
+        }
+    }
+    let enabled = match body["thinking"]["type"].as_str() {
+        None | Some("disabled" | "adaptive") => false,
+        Some("enabled") => true,
+        Some(other) => {
+            return Err(Rejection::invalid(format!(
+                "thinking: Input tag '{other}' found using 'type' does not match any of the expected tags: 'adaptive', 'disabled', 'enabled'"
+            )));
+        }
+    };
+    if !enabled {
+        return Ok(());
+    }
+    let budget =
+        body["thinking"]["budget_tokens"].as_u64().ok_or_else(|| Rejection::invalid("thinking.enabled.budget_tokens: Field required"))?;
+    if budget < 1024 {
+        return Err(Rejection::invalid("thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"));
+    }
+    if body["max_tokens"].as_u64().is_some_and(|max| budget >= max) {
+        return Err(Rejection::invalid(format!(
+            "`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our documentation at {THINKING_DOCS}#max-tokens-and-context-window-size"
+        )));
+    }
+    if matches!(body["tool_choice"]["type"].as_str(), Some("any" | "tool")) {
+        return Err(Rejection::invalid("Thinking may not be enabled when tool_choice forces tool use."));
+    }
+    check_turn_opens_with_thinking(messages)
+}
+
+/// With thinking on, the assistant message after the last user message that is not only tool
+/// results must open with thinking when tool results follow it.
+fn check_turn_opens_with_thinking(messages: &[Value]) -> Result<(), Rejection> {
+    let only_results = |m: &Value| blocks_of(m).iter().all(|b| b["type"] == "tool_result");
+    let Some(user) = messages.iter().rposition(|m| m["role"] == "user" && !only_results(m)) else { return Ok(()) };
+    let (Some(turn), true) = (messages.get(user + 1), messages.len() > user + 2) else { return Ok(()) };
+    let first = blocks_of(turn).first().and_then(|b| b["type"].as_str().map(str::to_string)).unwrap_or_default();
+    if turn["role"] != "assistant" || first == "thinking" || first == "redacted_thinking" {
+        return Ok(());
+    }
+    Err(Rejection::invalid(format!(
+        "messages.{}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{first}`. When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you include thinking blocks from previous turns. To avoid this requirement, disable `thinking`. Please consult our documentation at {THINKING_DOCS}",
+        user + 1
+    )))
 }
 
 /// The ids of the blocks of `kind` (`tool_use` → `id`, `tool_result` → `tool_use_id`).
@@ -811,6 +935,7 @@ pub fn validate_response(body: &Value) -> Result<(), String> {
             Some("text") => block["text"].is_string(),
             Some("tool_use") => block["id"].is_string() && block["name"].is_string() && block["input"].is_object(),
             Some("thinking") => block["thinking"].is_string() && block["signature"].is_string(),
+            Some("redacted_thinking") => block["data"].is_string(),
             _ => false,
         };
         if !ok {

@@ -6,14 +6,23 @@
 //! by `functionResponse` parts in the next user turn, `{"output": …}` or `{"error": …}` as the
 //! API reference asks; tool schemas are reduced to the subset Gemini accepts
 //! ([`declaration`]). Usage: `promptTokenCount` (cached content
-//! included) is input, `candidatesTokenCount + thoughtsTokenCount` is output.
+//! included) is input, `candidatesTokenCount + thoughtsTokenCount` is output (the thoughts also
+//! as reasoning).
+//!
+//! Reasoning: the `reasoning` setting is `generationConfig.thinkingConfig`
+//! ([`super::reasoning::gemini_thinking_config`]: a `thinkingLevel` from Gemini 3 on, a
+//! `thinkingBudget` before, thought summaries included). Thought parts (`thought: true`) become
+//! [`ContentBlock::Reasoning`]; a `thoughtSignature` on any other part becomes a reasoning block
+//! with no text just before the block of that part, and goes back on the same part (Gemini 3
+//! refuses function calls in the history without theirs).
 
 use super::http::KeyHeader;
 use super::http_provider::HttpProvider;
 use super::preset::ResolvedProvider;
+use super::reasoning::gemini_thinking_config;
 use super::stream::{Frame, Framing, StreamDecoder, stream_error};
 use super::wire::{WireFormat, calls_before, has_calls};
-use super::{ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, Role, StopReason, ToolSpec, Usage};
+use super::{ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, ReasoningEffort, Role, StopReason, ToolSpec, Usage};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 
@@ -22,13 +31,16 @@ pub type GeminiGenerateContent = HttpProvider<GenerateContentFormat>;
 
 /// The Gemini generateContent wire format.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct GenerateContentFormat;
+pub struct GenerateContentFormat {
+    /// How hard the model thinks, when the `reasoning` setting is set.
+    pub reasoning: Option<ReasoningEffort>,
+}
 
 impl WireFormat for GenerateContentFormat {
     const KEY_HEADER: KeyHeader = KeyHeader::Named("x-goog-api-key");
 
-    fn for_provider(_settings: &ResolvedProvider) -> Self {
-        GenerateContentFormat
+    fn for_provider(settings: &ResolvedProvider) -> Self {
+        GenerateContentFormat { reasoning: settings.reasoning }
     }
 
     fn url(&self, base_url: &str, model: &str) -> String {
@@ -36,8 +48,12 @@ impl WireFormat for GenerateContentFormat {
         format!("{base_url}/v1beta/models/{model}:generateContent")
     }
 
-    fn request_body(&self, _model: &str, request: &LlmRequest<'_>) -> Value {
-        request_body(request)
+    fn request_body(&self, model: &str, request: &LlmRequest<'_>) -> Value {
+        let mut body = request_body(request);
+        if let Some(effort) = self.reasoning {
+            body["generationConfig"]["thinkingConfig"] = gemini_thinking_config(model, effort);
+        }
+        body
     }
 
     const FRAMING: Framing = Framing::Sse;
@@ -162,24 +178,43 @@ pub fn request_body(request: &LlmRequest<'_>) -> Value {
 }
 
 /// One message as a Gemini `Content`; `None` when it has no parts. `names` maps call ids to
-/// function names, for the responses.
+/// function names, for the responses. A thought signature goes on the part of the block after
+/// it (a part of its own when none follows); thoughts go back as thought parts.
 fn convert<'m>(message: &'m Message, names: &mut HashMap<&'m str, &'m str>) -> Option<Value> {
     let mut parts = Vec::new();
+    let mut signature: Option<&str> = None;
+    let mut push = |mut part: Value, signature: &mut Option<&str>| {
+        if let Some(signature) = signature.take() {
+            part["thoughtSignature"] = Value::from(signature);
+        }
+        parts.push(part);
+    };
     for block in &message.content {
         match block {
-            ContentBlock::Text { text } if !text.is_empty() => parts.push(json!({"text": text})),
-            ContentBlock::Text { .. } | ContentBlock::Reasoning { .. } => {}
+            ContentBlock::Text { text } if !text.is_empty() => push(json!({"text": text}), &mut signature),
+            ContentBlock::Text { .. } => {}
+            ContentBlock::Reasoning { text, signature: sig, .. } if text.is_empty() => signature = sig.as_deref().or(signature),
+            ContentBlock::Reasoning { text, signature: sig, .. } => {
+                let mut part = json!({"text": text, "thought": true});
+                if let Some(sig) = sig {
+                    part["thoughtSignature"] = Value::from(sig.as_str());
+                }
+                push(part, &mut None);
+            }
             ContentBlock::ToolUse { id, name, input } => {
                 names.insert(id, name);
                 let args = if input.is_object() { input.clone() } else { json!({}) };
-                parts.push(json!({"functionCall": {"name": name, "args": args}}));
+                push(json!({"functionCall": {"name": name, "args": args}}), &mut signature);
             }
             ContentBlock::ToolResult { tool_use_id, content, is_error } => {
                 let name = names.get(tool_use_id.as_str()).copied().unwrap_or_default();
                 let response = if *is_error { json!({"error": content}) } else { json!({"output": content}) };
-                parts.push(json!({"functionResponse": {"name": name, "response": response}}));
+                push(json!({"functionResponse": {"name": name, "response": response}}), &mut None);
             }
         }
+    }
+    if let Some(signature) = signature {
+        push(json!({"text": "", "thoughtSignature": signature}), &mut None);
     }
     // Function responses first: they must answer the previous model turn before any text.
     parts.sort_by_key(|p| p.get("functionResponse").is_none());
@@ -204,8 +239,14 @@ pub fn parse_response(body: &Value, history: &[Message]) -> Result<LlmResponse, 
     let earlier = calls_before(history);
     let mut content = Vec::new();
     for part in candidate.pointer("/content/parts").and_then(Value::as_array).into_iter().flatten() {
+        let signature = part.get("thoughtSignature").and_then(Value::as_str).map(str::to_string);
         if part.get("thought").and_then(Value::as_bool) == Some(true) {
+            let text = part.get("text").and_then(Value::as_str).unwrap_or_default().to_string();
+            content.push(ContentBlock::Reasoning { text, signature, id: None, redacted: false });
             continue;
+        }
+        if signature.is_some() {
+            content.push(ContentBlock::Reasoning { text: String::new(), signature, id: None, redacted: false });
         }
         if let Some(text) = part.get("text").and_then(Value::as_str).filter(|t| !t.is_empty()) {
             content.push(ContentBlock::text(text));
@@ -287,12 +328,16 @@ impl StreamDecoder for ChunkDecoder {
 }
 
 impl ChunkDecoder {
+    /// One streamed part: text joins the text part before it when both are thoughts or both
+    /// not, and the new piece carries no signature (the earlier one keeps its own).
     fn add_part(&mut self, part: &Value) {
         let is_thought = |p: &Value| p.get("thought").and_then(Value::as_bool) == Some(true);
-        let only_text = |p: &Value| p.as_object().is_some_and(|o| o.keys().all(|k| k == "text" || k == "thought"));
+        let only_text = |p: &Value, signed: bool| {
+            p.as_object().is_some_and(|o| o.keys().all(|k| k == "text" || k == "thought" || (signed && k == "thoughtSignature")))
+        };
         if let (Some(last), Some(more)) = (self.parts.last_mut(), part.get("text").and_then(Value::as_str))
-            && only_text(last)
-            && only_text(part)
+            && only_text(last, true)
+            && only_text(part, false)
             && is_thought(last) == is_thought(part)
         {
             let joined = format!("{}{more}", last.get("text").and_then(Value::as_str).unwrap_or_default());
@@ -408,7 +453,9 @@ mod tests {
         });
         let r = parse_response(&body, &conversation()).unwrap();
         assert_eq!(r.stop_reason, StopReason::ToolUse);
-        assert!(matches!(&r.content[..], [ContentBlock::ToolUse { id, .. }] if id == "call_3"));
+        assert!(
+            matches!(&r.content[..], [ContentBlock::Reasoning { text, .. }, ContentBlock::ToolUse { id, .. }] if id == "call_3" && text == "thinking…")
+        );
         assert_eq!(
             (
                 r.usage.input_tokens,
@@ -430,6 +477,41 @@ mod tests {
         let blocked = parse_response(&json!({"promptFeedback": {"blockReason": "SAFETY"}}), &[]).unwrap();
         assert_eq!(blocked.stop_reason, StopReason::ContentFilter);
         assert!(parse_response(&json!({}), &[]).is_err());
+    }
+
+    #[test]
+    fn thought_signatures_go_back_on_the_parts_they_came_with() {
+        let body = json!({"candidates": [{"content": {"role": "model", "parts": [
+            {"text": "Plan: read b.", "thought": true},
+            {"functionCall": {"name": "read_file", "args": {"file_path": "b"}}, "thoughtSignature": "SIG_CALL"},
+            {"functionCall": {"name": "list_files", "args": {}}},
+            {"text": "", "thoughtSignature": "SIG_TAIL"}
+        ]}, "finishReason": "STOP"}]});
+        let answer = parse_response(&body, &[]).unwrap();
+        let signature = |s: &str| ContentBlock::Reasoning { text: String::new(), signature: Some(s.into()), id: None, redacted: false };
+        assert_eq!(answer.content[1], signature("SIG_CALL"));
+        assert_eq!(answer.content[4], signature("SIG_TAIL"));
+        let messages = vec![Message::user_text("go"), Message { role: Role::Assistant, content: answer.content }];
+        let sent = request_body(&LlmRequest { system: "", messages: &messages, tools: &[], max_tokens: None });
+        assert_eq!(sent["contents"][1]["parts"], body["candidates"][0]["content"]["parts"], "the parts as they came");
+        let format = GenerateContentFormat { reasoning: Some(ReasoningEffort::High) };
+        let request = LlmRequest { system: "", messages: &messages, tools: &[], max_tokens: Some(99) };
+        let config = &format.request_body("gemini-3-pro-preview", &request)["generationConfig"];
+        assert_eq!(config, &json!({"maxOutputTokens": 99, "thinkingConfig": {"thinkingLevel": "high", "includeThoughts": true}}));
+        assert!(
+            GenerateContentFormat::default().request_body("gemini-3-pro-preview", &request)["generationConfig"]
+                .get("thinkingConfig")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn streamed_text_pieces_join_the_signed_piece_before_them() {
+        let mut decoder = ChunkDecoder::default();
+        for part in [json!({"text": "Hel", "thoughtSignature": "S"}), json!({"text": "lo"}), json!({"text": "", "thoughtSignature": "T"})] {
+            decoder.add_part(&part);
+        }
+        assert_eq!(decoder.parts, [json!({"text": "Hello", "thoughtSignature": "S"}), json!({"text": "", "thoughtSignature": "T"})]);
     }
 
     #[test]

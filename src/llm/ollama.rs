@@ -9,6 +9,11 @@
 //! `prompt_eval_count` / `eval_count`. Recent servers give each call an `id`; older ones give
 //! none, and dracode makes one up, unique within the conversation. A server that is not running
 //! is a `network` error saying so.
+//!
+//! The `reasoning` setting is `think`: the level itself for `gpt-oss` models (which take `low`,
+//! `medium`, `high`), `true` for every other model (which only turn thinking on or off). The
+//! answer's `message.thinking` becomes reasoning, and goes back as the assistant message's
+//! `thinking`.
 
 use super::http::KeyHeader;
 use super::http_provider::HttpProvider;
@@ -29,6 +34,8 @@ pub type OllamaChat = HttpProvider<OllamaChatFormat>;
 pub struct OllamaChatFormat {
     /// The server, with a scheme, for the "is it running?" hint.
     server: String,
+    /// `think`, when the `reasoning` setting is set.
+    think: Option<Value>,
 }
 
 /// `base_url` with a scheme: `OLLAMA_HOST` is often written without one (`127.0.0.1:11434`).
@@ -40,7 +47,9 @@ impl WireFormat for OllamaChatFormat {
     const KEY_HEADER: KeyHeader = KeyHeader::Bearer;
 
     fn for_provider(settings: &ResolvedProvider) -> Self {
-        OllamaChatFormat { server: with_scheme(settings.base_url.as_deref().unwrap_or_default().trim_end_matches('/')) }
+        let levels = settings.model.as_deref().is_some_and(|m| m.contains("gpt-oss"));
+        let think = settings.reasoning.map(|effort| if levels { Value::from(effort.as_str()) } else { Value::Bool(true) });
+        OllamaChatFormat { server: with_scheme(settings.base_url.as_deref().unwrap_or_default().trim_end_matches('/')), think }
     }
 
     fn url(&self, base_url: &str, _model: &str) -> String {
@@ -48,7 +57,11 @@ impl WireFormat for OllamaChatFormat {
     }
 
     fn request_body(&self, model: &str, request: &LlmRequest<'_>) -> Value {
-        request_body(model, request)
+        let mut body = request_body(model, request);
+        if let Some(think) = &self.think {
+            body["think"] = think.clone();
+        }
+        body
     }
 
     fn parse_response(&self, body: &Value, history: &[Message]) -> Result<LlmResponse, LlmError> {
@@ -115,6 +128,17 @@ fn convert<'m>(message: &'m Message, names: &mut HashMap<&'m str, &'m str>) -> V
                 })
                 .collect();
             let mut m = json!({"role": "assistant", "content": text});
+            let thinking: Vec<&str> = message
+                .content
+                .iter()
+                .filter_map(|b| match b {
+                    ContentBlock::Reasoning { text, .. } if !text.is_empty() => Some(text.as_str()),
+                    _ => None,
+                })
+                .collect();
+            if !thinking.is_empty() {
+                m["thinking"] = Value::from(thinking.join("\n"));
+            }
             if !calls.is_empty() {
                 m["tool_calls"] = Value::Array(calls);
             }
@@ -141,6 +165,9 @@ pub fn parse_response(body: &Value, history: &[Message]) -> Result<LlmResponse, 
     let bad = |what: &str| LlmError::new(ErrorKind::BadResponse, format!("Ollama response {what}"));
     let message = body.get("message").filter(|m| m.is_object()).ok_or_else(|| bad("has no `message`"))?;
     let mut content = Vec::new();
+    if let Some(thinking) = message.get("thinking").and_then(Value::as_str).filter(|t| !t.is_empty()) {
+        content.push(ContentBlock::Reasoning { text: thinking.to_string(), signature: None, id: None, redacted: false });
+    }
     if let Some(text) = message.get("content").and_then(Value::as_str).filter(|t| !t.is_empty()) {
         content.push(ContentBlock::text(text));
     }
@@ -175,11 +202,12 @@ pub fn parse_response(body: &Value, history: &[Message]) -> Result<LlmResponse, 
     })
 }
 
-/// Folds `/api/chat` NDJSON lines into one answer: message text concatenated, tool calls
+/// Folds `/api/chat` NDJSON lines into one answer: message text and thinking concatenated, tool calls
 /// gathered, and from the `done: true` line the model, `done_reason` and the counts.
 #[derive(Debug, Default)]
 pub struct LineDecoder {
     text: String,
+    thinking: String,
     calls: Vec<Value>,
     last: Option<Value>,
 }
@@ -192,6 +220,7 @@ impl StreamDecoder for LineDecoder {
         }
         let message = line.get("message");
         self.text.push_str(message.and_then(|m| m.get("content")).and_then(Value::as_str).unwrap_or_default());
+        self.thinking.push_str(message.and_then(|m| m.get("thinking")).and_then(Value::as_str).unwrap_or_default());
         self.calls.extend(message.and_then(|m| m.get("tool_calls")).and_then(Value::as_array).into_iter().flatten().cloned());
         if line.get("done").and_then(Value::as_bool) == Some(true) {
             self.last = Some(line);
@@ -205,7 +234,7 @@ impl StreamDecoder for LineDecoder {
 
     fn into_body(self: Box<Self>) -> Value {
         let mut body = self.last.unwrap_or_else(|| json!({}));
-        body["message"] = json!({"role": "assistant", "content": self.text, "tool_calls": self.calls});
+        body["message"] = json!({"role": "assistant", "content": self.text, "thinking": self.thinking, "tool_calls": self.calls});
         body
     }
 }

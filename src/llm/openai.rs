@@ -5,13 +5,17 @@
 //! [`ChatCompletionsFormat`]; [`ChatCompletions`] is the generic HTTP provider speaking it. What
 //! differs between those vendors (Azure's deployment URL and `api-key` header, Copilot's editor
 //! headers, `max_completion_tokens` or `max_tokens`) is preset data ([`super::preset`]).
+//!
+//! The `reasoning` setting is `reasoning_effort` (`low`, `medium`, `high`), sent only when set;
+//! `usage.completion_tokens_details.reasoning_tokens` is counted as reasoning output. The
+//! reasoning itself stays on the server: Chat Completions neither returns nor takes it back.
 
 use super::http::KeyHeader;
 use super::http_provider::HttpProvider;
 use super::preset::{ProviderType, ResolvedProvider, TokenLimitField};
 use super::stream::{Frame, Framing, StreamDecoder, stream_error};
 use super::wire::{WireFormat, count_at, has_calls, percent_encode, unique_call_ids};
-use super::{ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, Role, StopReason, ToolSpec, Usage};
+use super::{ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, ReasoningEffort, Role, StopReason, ToolSpec, Usage};
 use serde_json::{Value, json};
 
 pub use super::preset::AZURE_API_VERSION;
@@ -27,6 +31,8 @@ pub struct ChatCompletionsFormat {
     api_version: Option<String>,
     /// Assistant tool-call turns carry `content: ""`, not `null` (local servers).
     empty_content_with_calls: bool,
+    /// `reasoning_effort`, when the `reasoning` setting is set.
+    reasoning: Option<ReasoningEffort>,
 }
 
 /// Ollama's conventional port: its `/v1` Chat Completions endpoint is reached through the
@@ -50,7 +56,7 @@ impl WireFormat for ChatCompletionsFormat {
         let api_version = deployment.map(|default| settings.api_version.clone().unwrap_or_else(|| default.to_string()));
         let empty_content_with_calls = settings.kind.preset().empty_content_with_calls
             || (settings.kind == ProviderType::Openai && is_local_ollama(settings.base_url.as_deref()));
-        ChatCompletionsFormat { kind: settings.kind, api_version, empty_content_with_calls }
+        ChatCompletionsFormat { kind: settings.kind, api_version, empty_content_with_calls, reasoning: settings.reasoning }
     }
 
     fn url(&self, base_url: &str, model: &str) -> String {
@@ -64,6 +70,9 @@ impl WireFormat for ChatCompletionsFormat {
 
     fn request_body(&self, model: &str, request: &LlmRequest<'_>) -> Value {
         let mut body = request_body(self.kind, model, request);
+        if let Some(effort) = self.reasoning {
+            body["reasoning_effort"] = Value::from(effort.as_str());
+        }
         if self.empty_content_with_calls {
             self.relax_body(&mut body);
         }

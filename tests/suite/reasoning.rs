@@ -206,3 +206,122 @@ async fn anthropic_thinking_tokens_are_priced_as_output() {
     assert_eq!(events(&all, "turn.completed").len(), 3);
     assert_eq!(server.requests()[0]["thinking"]["budget_tokens"], 8192);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn openai_chat_requests_carry_reasoning_effort_and_reasoning_tokens_are_counted_and_priced() {
+    use crate::support::openai_server::{OpenAiServer, ScriptedReply, Tokens};
+    let server = OpenAiServer::start_with_key(
+        "sk-openai-think-0123456789",
+        vec![
+            ScriptedReply::tool_call(
+                "call_1",
+                "write_file",
+                json!({"file_path": "new.txt", "content": "hi\n"}),
+                Tokens::new(100, 60).reasoning(40),
+            ),
+            ScriptedReply::text("Wrote new.txt.", Tokens::new(200, 30).reasoning(12)),
+        ],
+    )
+    .await;
+    let provider = format!("type = \"openai\"\nbase_url = \"{}\"\nmodel = \"o4-mini\"\n", server.base_url());
+    let manifest = "[defaults]\nrepo = \"repo\"\nisolation = \"none\"\nreasoning = \"medium\"\n[[tasks]]\nid = \"effort\"\nprompt = \"Create new.txt\"\n";
+    let tmp = project(&provider, manifest);
+    let (code, stderr, all) = run(tmp.path(), &[("OPENAI_API_KEY", "sk-openai-think-0123456789")]).await;
+    assert_eq!(code, 0, "{stderr}");
+    for request in server.requests() {
+        assert_eq!(request["reasoning_effort"], "medium", "{request}");
+    }
+    let task = finished(&all, "effort");
+    assert_eq!(task["usage"]["reasoning_output_tokens"], 52);
+    assert_eq!(task["usage"]["output_tokens"], 90, "reasoning is part of the output");
+    // o4-mini: $1.10 input, $4.40 output per million; reasoning is billed as output.
+    let cost = task["total_cost_usd"].as_f64().unwrap();
+    assert!((cost - (300.0 * 1.1 + 90.0 * 4.4) / 1e6).abs() < 1e-12, "{cost}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn gemini_3_gets_a_thinking_level_and_its_thought_signatures_come_back_streamed_and_not() {
+    use crate::support::gemini_server::{GeminiServer, Reply};
+    const KEY: &str = "AIza-think-0123456789";
+    for stream in [true, false] {
+        let call = |name: &str, args: Value, t: [u64; 4]| Reply::Calls(vec![(name.to_string(), args)], t);
+        let server = GeminiServer::start(
+            KEY,
+            vec![
+                Reply::Thinking(
+                    "Write the file first.".into(),
+                    Box::new(call("write_file", json!({"file_path": "new.txt", "content": "hi\n"}), [100, 10, 0, 30])),
+                ),
+                Reply::Thinking(
+                    "Then the edit.".into(),
+                    Box::new(call("edit_file", json!({"file_path": "a.txt", "old_string": "one", "new_string": "uno"}), [150, 12, 0, 20])),
+                ),
+                Reply::Thinking("All done.".into(), Box::new(Reply::Text("Wrote new.txt and edited a.txt.".into(), [200, 8, 0, 5]))),
+            ],
+        )
+        .await;
+        let provider =
+            format!("type = \"gemini\"\nbase_url = \"{}\"\nmodel = \"gemini-3-pro-preview\"\nstream = {stream}\n", server.base_url());
+        let manifest = "[defaults]\nrepo = \"repo\"\nisolation = \"none\"\n[[tasks]]\nid = \"thoughts\"\nprompt = \"Create new.txt\"\nreasoning = \"high\"\n";
+        let tmp = project(&provider, manifest);
+        let (code, stderr, all) = run(tmp.path(), &[("GEMINI_API_KEY", KEY)]).await;
+        assert_eq!(code, 0, "stream={stream}: {stderr}");
+        let requests = server.requests();
+        assert_eq!(requests.len(), 3, "stream={stream}: no request refused");
+        for (_, body) in &requests {
+            assert_eq!(body["generationConfig"]["thinkingConfig"], json!({"thinkingLevel": "high", "includeThoughts": true}));
+        }
+        let history = requests[2].1["contents"].as_array().unwrap();
+        for turn in [&history[1], &history[3]] {
+            let parts = turn["parts"].as_array().unwrap();
+            assert_eq!(parts[0]["thought"], true, "{turn}");
+            assert!(parts[1]["thoughtSignature"].as_str().is_some_and(|s| s.starts_with("CiQB")), "the signature on its call: {turn}");
+        }
+        let task = finished(&all, "thoughts");
+        assert_eq!(task["status"], "passed");
+        assert_eq!(task["usage"]["reasoning_output_tokens"], 55);
+        assert_eq!(task["usage"]["output_tokens"], 30 + 55);
+        let transcript = std::fs::read_to_string(tmp.path().join("out/transcripts/thoughts.json")).unwrap();
+        assert!(transcript.contains("Then the edit."), "{transcript}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ollama_requests_carry_think() {
+    use crate::support::ollama_server::{OllamaServer, Reply};
+    for (model, think) in [("qwen3:8b", json!(true)), ("gpt-oss:20b", json!("low"))] {
+        let server = OllamaServer::start(model, vec![Reply::Text("done".into(), 10, 2)]).await;
+        let provider = format!("type = \"ollama\"\nbase_url = \"{}\"\nmodel = \"{model}\"\nreasoning = \"low\"\n", server.base_url());
+        let manifest =
+            "[defaults]\nrepo = \"repo\"\nisolation = \"none\"\nrequire_change = false\n[[tasks]]\nid = \"t\"\nprompt = \"Say done\"\n";
+        let tmp = project(&provider, manifest);
+        let (code, stderr, _) = run(tmp.path(), &[]).await;
+        assert_eq!(code, 0, "{stderr}");
+        assert_eq!(server.requests()[0]["think"], think, "{model}");
+    }
+}
+
+#[tokio::test]
+async fn the_gemini_mock_refuses_gemini_3_calls_without_their_signature_and_signatures_it_never_sent() {
+    use crate::support::gemini_server::{GeminiServer, Reply};
+    let server = GeminiServer::start("AIza-k", vec![Reply::Text("ok".into(), [1, 1, 0, 0])]).await;
+    let post = |model: &str, call: Value| {
+        let url = format!("{}/v1beta/models/{model}:generateContent", server.base_url());
+        let body = json!({"contents": [
+            {"role": "user", "parts": [{"text": "go"}]},
+            {"role": "model", "parts": [call]},
+            {"role": "user", "parts": [{"functionResponse": {"name": "list_files", "response": {"output": "a"}}}]}
+        ]});
+        async move {
+            let reply = HttpClient::default().get().post(url).header("x-goog-api-key", "AIza-k").json(&body).send().await.unwrap();
+            (reply.status().as_u16(), reply.json::<Value>().await.unwrap()["error"]["message"].as_str().unwrap_or_default().to_string())
+        }
+    };
+    let unsigned = json!({"functionCall": {"name": "list_files", "args": {}}});
+    let (status, message) = post("gemini-3-pro-preview", unsigned.clone()).await;
+    assert_eq!(status, 400);
+    assert!(message.starts_with("Function call is missing a thought_signature in functionCall parts."), "{message}");
+    let forged = json!({"functionCall": {"name": "list_files", "args": {}}, "thoughtSignature": "Zm9yZ2Vk"});
+    assert_eq!(post("gemini-3-pro-preview", forged).await, (400, "Corrupted thought signature.".to_string()));
+    assert_eq!(post("gemini-2.5-flash", unsigned).await.0, 200, "Gemini 2.5 does not require them");
+}

@@ -13,6 +13,16 @@
 //!   4) → 400 INVALID_ARGUMENT "The input token count (N) exceeds the maximum number of tokens
 //!   allowed (M)."; accepted ones report `promptTokenCount` counted the same way.
 //!
+//! - thinking: a `thoughtSignature` the server did not issue → 400 `Corrupted thought
+//!   signature.`; on a `gemini-3…` model, a model turn of the current exchange (after the last
+//!   user text) whose first function call carries no signature → 400 `Function call is missing
+//!   a thought_signature in functionCall parts. …` (the API's wording; the position is the
+//!   mock's count); `thinkingLevel` and `thinkingBudget` together, or a `thinkingLevel` to a
+//!   model before Gemini 3 → 400 (the mock's wording).
+//!
+//! [`Reply::Thinking`] answers with a thought summary part (`thought: true`) before the
+//! answer, and signs the answer's first part (`thoughtSignature`), as Gemini 3 does.
+//!
 //! `:streamGenerateContent?alt=sse` gets the same answer streamed as the API streams it: each
 //! `data:` event (CRLF-framed, as Google's servers send them) a whole `GenerateContentResponse`
 //! with the next piece of text (or all the function calls), every one with the usage so far
@@ -43,6 +53,8 @@ pub enum Reply {
     Raw(String),
     /// 429 with `Retry-After`.
     RateLimited(u64),
+    /// A thought summary, then the answer (a `Text` or `Calls`) with its first part signed.
+    Thinking(String, Box<Reply>),
 }
 
 struct State {
@@ -53,6 +65,8 @@ struct State {
     context_limit: std::sync::atomic::AtomicU64,
     /// Requests answered with the context-window error.
     overflows: std::sync::atomic::AtomicUsize,
+    /// Every thought signature sent so far: only these may come back.
+    signatures: Mutex<Vec<String>>,
 }
 
 /// A running mock of the Gemini API.
@@ -72,6 +86,7 @@ impl GeminiServer {
             requests: Mutex::new(Vec::new()),
             context_limit: std::sync::atomic::AtomicU64::new(0),
             overflows: std::sync::atomic::AtomicUsize::new(0),
+            signatures: Mutex::new(Vec::new()),
         });
         Mock::given(any()).respond_with(Responder(state.clone())).mount(&server).await;
         GeminiServer { server, state }
@@ -146,6 +161,38 @@ pub fn validate(body: &Value) -> Result<(), String> {
     Ok(())
 }
 
+/// Checks the thinking of a request to `model` against the `issued` signatures (see the module
+/// doc).
+pub fn check_thinking(body: &Value, model: &str, issued: &[String]) -> Result<(), String> {
+    let gemini_3 = model.starts_with("gemini-3");
+    let config = &body["generationConfig"]["thinkingConfig"];
+    if config.get("thinkingLevel").is_some() && (config.get("thinkingBudget").is_some() || !gemini_3) {
+        return Err(format!("mock: thinkingLevel is for Gemini 3 models and never with thinkingBudget ({model}: {config})"));
+    }
+    let contents = body["contents"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let parts = |c: &Value| c["parts"].as_array().cloned().unwrap_or_default();
+    for part in contents.iter().flat_map(parts) {
+        if let Some(signature) = part["thoughtSignature"].as_str()
+            && !issued.iter().any(|s| s == signature)
+        {
+            return Err("Corrupted thought signature.".into());
+        }
+    }
+    let user_text = |c: &Value| c["role"] == "user" && parts(c).iter().any(|p| p.get("text").is_some());
+    let turn = contents.iter().rposition(user_text).map_or(0, |i| i + 1);
+    for (i, content) in contents.iter().enumerate().skip(turn).filter(|(_, c)| gemini_3 && c["role"] == "model") {
+        let first_call = parts(content).into_iter().find(|p| p.get("functionCall").is_some());
+        if let Some(call) = first_call.filter(|c| c.get("thoughtSignature").is_none()) {
+            return Err(format!(
+                "Function call is missing a thought_signature in functionCall parts. This is required for tools to work correctly, and missing thought_signature may lead to degraded model performance. Additional data, function call `default_api:{}` , position {}. Please refer to https://ai.google.dev/gemini-api/docs/thought-signatures for more details.",
+                call["functionCall"]["name"].as_str().unwrap_or_default(),
+                i + 1
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn check_schema(schema: &Value, at: &str) -> Result<(), String> {
     if let Some(map) = schema.as_object() {
         for (key, value) in map {
@@ -176,7 +223,15 @@ fn stream_events(whole: &Value) -> String {
     let mut chunks: Vec<Vec<Value>> = Vec::new();
     for part in parts {
         match part.get("text").and_then(Value::as_str) {
-            Some(text) => chunks.extend(sse::pieces(text, 6).into_iter().map(|t| vec![json!({"text": t})])),
+            Some(text) => {
+                let thought = part.get("thought").is_some();
+                let piece = |t: String| if thought { json!({"text": t, "thought": true}) } else { json!({"text": t}) };
+                chunks.extend(sse::pieces(text, 6).into_iter().map(|t| vec![piece(t)]));
+                // A signed text part: the signature comes last, on a part with no text.
+                if let Some(signature) = part.get("thoughtSignature") {
+                    chunks.push(vec![json!({"text": "", "thoughtSignature": signature})]);
+                }
+            }
             None => chunks.push(vec![part.clone()]),
         }
     }
@@ -230,6 +285,10 @@ impl Respond for Responder {
         if let Err(message) = validate(&body) {
             return invalid(&message);
         }
+        let model = request.url.path().trim_start_matches("/v1beta/models/").split(':').next().unwrap_or_default().to_string();
+        if let Err(message) = check_thinking(&body, &model, &self.0.signatures.lock().unwrap()) {
+            return invalid(&message);
+        }
         let limit = self.0.context_limit.load(std::sync::atomic::Ordering::Relaxed);
         let prompt_tokens = (request.body.len() as u64).div_ceil(4);
         if limit > 0 && prompt_tokens > limit {
@@ -263,12 +322,24 @@ impl Respond for Responder {
                 ResponseTemplate::new(200).set_body_json(whole)
             }
         };
-        match reply {
-            Reply::Text(text, t) => candidate(json!([{"text": text}]), "STOP", t),
-            Reply::Calls(calls, t) => {
-                let parts: Vec<Value> = calls.into_iter().map(|(n, a)| json!({"functionCall": {"name": n, "args": a}})).collect();
-                candidate(Value::Array(parts), "STOP", t)
+        let (thought, reply) = match reply {
+            Reply::Thinking(thought, answer) => (Some(thought), *answer),
+            other => (None, other),
+        };
+        let answer = |mut parts: Vec<Value>, t: [u64; 4]| {
+            if let Some(thought) = &thought {
+                let mut issued = self.0.signatures.lock().unwrap();
+                let signature = format!("CiQBjz1rX{:04}/mock", issued.len() + 1);
+                issued.push(signature.clone());
+                parts[0]["thoughtSignature"] = json!(signature);
+                parts.insert(0, json!({"text": thought, "thought": true}));
             }
+            candidate(Value::Array(parts), "STOP", t)
+        };
+        match reply {
+            Reply::Text(text, t) => answer(vec![json!({"text": text})], t),
+            Reply::Calls(calls, t) => answer(calls.into_iter().map(|(n, a)| json!({"functionCall": {"name": n, "args": a}})).collect(), t),
+            Reply::Thinking(..) => error(500, "INTERNAL", "mock: nested Thinking replies", None),
             Reply::Finish(reason) => candidate(json!([{"text": "…"}]), &reason, [1, 1, 0, 0]),
             Reply::Error(code, status, message) => error(code, &status, &message, None),
             Reply::Raw(raw) => ResponseTemplate::new(200).set_body_string(raw),

@@ -245,6 +245,27 @@ mod tests {
     use crate::llm::ToolSpec;
 
     #[test]
+    fn thinking_is_read_streamed_or_not_and_goes_back_on_the_assistant_message() {
+        let body = json!({"model": "qwen3", "message": {"role": "assistant", "content": "Done.", "thinking": "Easy."}, "done": true});
+        let answer = parse_response(&body, &[]).unwrap();
+        let thought = ContentBlock::Reasoning { text: "Easy.".into(), signature: None, id: None, redacted: false };
+        assert_eq!(answer.content, [thought, ContentBlock::text("Done.")]);
+        let mut decoder = LineDecoder::default();
+        for line in [
+            json!({"message": {"role": "assistant", "content": "", "thinking": "Ea"}, "done": false}),
+            json!({"message": {"role": "assistant", "content": "", "thinking": "sy."}, "done": false}),
+            json!({"message": {"role": "assistant", "content": "Done."}, "done": false}),
+            json!({"message": {"role": "assistant", "content": ""}, "done": true, "done_reason": "stop"}),
+        ] {
+            decoder.feed(&Frame { event: None, data: line.to_string() }).unwrap();
+        }
+        assert_eq!(parse_response(&Box::new(decoder).into_body(), &[]).unwrap().content, answer.content);
+        let messages = [Message::user_text("go"), Message { role: Role::Assistant, content: answer.content }];
+        let sent = request_body("qwen3", &LlmRequest { system: "", messages: &messages, tools: &[], max_tokens: None });
+        assert_eq!(sent["messages"][2], json!({"role": "assistant", "content": "Done.", "thinking": "Easy."}));
+    }
+
+    #[test]
     fn request_maps_calls_results_and_limits() {
         let messages = vec![
             Message::user_text("fix it"),

@@ -325,3 +325,69 @@ async fn the_gemini_mock_refuses_gemini_3_calls_without_their_signature_and_sign
     assert_eq!(post("gemini-3-pro-preview", forged).await, (400, "Corrupted thought signature.".to_string()));
     assert_eq!(post("gemini-2.5-flash", unsigned).await.0, 200, "Gemini 2.5 does not require them");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn recorded_thinking_replays_and_compaction_keeps_what_the_api_accepts() {
+    // Recorded: the thinking blocks, signatures included, are in the recording.
+    let server = AnthropicServer::start_with_key(ANTHROPIC_KEY, thinking_loop()).await;
+    let provider =
+        format!("type = \"anthropic\"\nbase_url = \"{}\"\nmodel = \"claude-sonnet-4-5\"\nreasoning = \"high\"\n", server.base_url());
+    let manifest = "[defaults]\nrepo = \"repo\"\nisolation = \"copy\"\n[[tasks]]\nid = \"rec\"\nprompt = \"Create new.txt\"\n";
+    let tmp = project(&provider, manifest);
+    let dir = tmp.path().to_path_buf();
+    let (status, recording) = tokio::task::spawn_blocking(move || {
+        let mut record = dracode(&dir);
+        record.env("ANTHROPIC_API_KEY", ANTHROPIC_KEY).args(["run", "tasks.toml", "--out", "out", "--provider", "mock", "--record", "rec"]);
+        let status = record.output().unwrap().status.code();
+        (status, std::fs::read_to_string(dir.join("rec/rec.json")).unwrap_or_default())
+    })
+    .await
+    .unwrap();
+    assert_eq!(status, Some(0));
+    let recorded: Value = serde_json::from_str(&recording).unwrap();
+    assert_eq!(recorded["responses"][1]["content"][0]["type"], "reasoning");
+    assert!(recorded["responses"][1]["content"][0]["signature"].as_str().is_some_and(|s| !s.is_empty()), "{recording}");
+    // Replayed: the same run, offline.
+    let replay = "[defaults]\nrepo = \"repo\"\nisolation = \"copy\"\n[[tasks]]\nid = \"rec\"\nprompt = \"Create new.txt\"\nprovider = \"replay\"\nreplay = \"rec/rec.json\"\n";
+    std::fs::write(tmp.path().join("replay.toml"), replay).unwrap();
+    let dir = tmp.path().to_path_buf();
+    let output =
+        tokio::task::spawn_blocking(move || dracode(&dir).args(["run", "replay.toml", "--out", "out2"]).output().unwrap()).await.unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    let transcript = std::fs::read_to_string(tmp.path().join("out2/transcripts/rec.json")).unwrap();
+    assert!(transcript.contains("Now the edit of a.txt."));
+
+    // Compacted: a conversation cut to fit the window still opens its turn with its thinking.
+    let big: String = (0..1000).map(|i| format!("line {i:04} of a big file\n")).collect();
+    let server = AnthropicServer::start_with_key(
+        ANTHROPIC_KEY,
+        vec![
+            ScriptedReply::tool_use("toolu_01", "read_file", json!({"file_path": "big.txt"}), Tokens::new(0, 10)).with_thinking("Read it."),
+            ScriptedReply::text("Read big.txt; nothing else to do.", Tokens::new(0, 20)).with_thinking("Summarise."),
+            ScriptedReply::text("done", Tokens::new(0, 2)).with_thinking("Finish."),
+        ],
+    )
+    .await;
+    server.set_context_limit(3000);
+    let provider =
+        format!("type = \"anthropic\"\nbase_url = \"{}\"\nmodel = \"claude-sonnet-4-5\"\nreasoning = \"low\"\n", server.base_url());
+    let manifest =
+        "[defaults]\nrepo = \"repo\"\nisolation = \"copy\"\nrequire_change = false\n[[tasks]]\nid = \"long\"\nprompt = \"Read big.txt\"\n";
+    let tmp = project(&provider, manifest);
+    std::fs::write(tmp.path().join("repo/big.txt"), big).unwrap();
+    let (code, stderr, all) = run(tmp.path(), &[("ANTHROPIC_API_KEY", ANTHROPIC_KEY)]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(finished(&all, "long")["compactions"].as_u64().unwrap() >= 1);
+    let received = server.received();
+    let refusals: Vec<String> =
+        received.iter().filter(|r| r.status != 200).map(|r| format!("{}", r.body.as_ref().unwrap()["messages"])).collect();
+    assert_eq!(refusals.len(), 1, "only the window refusal: {refusals:?}");
+    let last = received.last().unwrap();
+    assert_eq!(last.status, 200);
+    let kept = &last.body.as_ref().unwrap()["messages"][1];
+    assert_eq!(
+        (kept["content"][0]["thinking"].as_str(), kept["content"][1]["id"].as_str()),
+        (Some("Read it."), Some("toolu_01")),
+        "{kept}"
+    );
+}

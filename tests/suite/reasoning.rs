@@ -327,7 +327,7 @@ async fn the_gemini_mock_refuses_gemini_3_calls_without_their_signature_and_sign
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn recorded_thinking_replays_and_compaction_keeps_what_the_api_accepts() {
+async fn recorded_thinking_replays_as_recorded() {
     // Recorded: the thinking blocks, signatures included, are in the recording.
     let server = AnthropicServer::start_with_key(ANTHROPIC_KEY, thinking_loop()).await;
     let provider =
@@ -356,8 +356,10 @@ async fn recorded_thinking_replays_and_compaction_keeps_what_the_api_accepts() {
     assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
     let transcript = std::fs::read_to_string(tmp.path().join("out2/transcripts/rec.json")).unwrap();
     assert!(transcript.contains("Now the edit of a.txt."));
+}
 
-    // Compacted: a conversation cut to fit the window still opens its turn with its thinking.
+#[tokio::test(flavor = "multi_thread")]
+async fn compaction_keeps_turns_that_open_with_their_thinking() {
     let big: String = (0..1000).map(|i| format!("line {i:04} of a big file\n")).collect();
     let server = AnthropicServer::start_with_key(
         ANTHROPIC_KEY,

@@ -768,32 +768,11 @@ fn check_message(i: usize, message: &Value, last: bool) -> Result<usize, Rejecti
                 }
                 cache_mark(block, &path)?
             }
-            "tool_result" => {
-                no_extra_fields(block, &["type", "tool_use_id", "content", "is_error", "cache_control"], &path)?;
-                if !block.get("tool_use_id").is_some_and(Value::is_string) {
-                    return Err(Rejection::invalid(format!("{path}.tool_use_id: Field required")));
-                }
-                match block.get("content") {
-                    None | Some(Value::String(_)) => {}
-                    Some(Value::Array(parts)) => {
-                        for (k, part) in parts.iter().enumerate() {
-                            match part.as_object() {
-                                Some(p) if p.get("type").and_then(Value::as_str) == Some("text") => {
-                                    check_text(p, "messages", &format!("{path}.content.{k}"))?;
-                                }
-                                _ => {}
-                            }
-                        }
-                    }
-                    Some(_) => return Err(Rejection::invalid(format!("{path}.content: Input should be a valid string or list"))),
-                }
-                if block.get("is_error").is_some_and(|e| !e.is_boolean()) {
-                    return Err(Rejection::invalid(format!("{path}.is_error: Input should be a valid boolean")));
-                }
-                cache_mark(block, &path)?
+            "tool_result" => check_tool_result(block, &path)?,
+            "thinking" | "redacted_thinking" => {
+                let fields: &[&str] = if kind == "thinking" { &["type", "thinking", "signature"] } else { &["type", "data"] };
+                no_extra_fields(block, fields, &path).map(|()| 0)?
             }
-            "thinking" => no_extra_fields(block, &["type", "thinking", "signature"], &path).map(|()| 0)?,
-            "redacted_thinking" => no_extra_fields(block, &["type", "data"], &path).map(|()| 0)?,
             "image" | "document" => 0,
             other => {
                 return Err(Rejection::invalid(format!(
@@ -803,6 +782,32 @@ fn check_message(i: usize, message: &Value, last: bool) -> Result<usize, Rejecti
         };
     }
     Ok(marks)
+}
+
+/// A `tool_result` block at `path`; how many `cache_control` marks it carries.
+fn check_tool_result(block: &Map<String, Value>, path: &str) -> Result<usize, Rejection> {
+    no_extra_fields(block, &["type", "tool_use_id", "content", "is_error", "cache_control"], path)?;
+    if !block.get("tool_use_id").is_some_and(Value::is_string) {
+        return Err(Rejection::invalid(format!("{path}.tool_use_id: Field required")));
+    }
+    match block.get("content") {
+        None | Some(Value::String(_)) => {}
+        Some(Value::Array(parts)) => {
+            for (k, part) in parts.iter().enumerate() {
+                match part.as_object() {
+                    Some(p) if p.get("type").and_then(Value::as_str) == Some("text") => {
+                        check_text(p, "messages", &format!("{path}.content.{k}"))?;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Some(_) => return Err(Rejection::invalid(format!("{path}.content: Input should be a valid string or list"))),
+    }
+    if block.get("is_error").is_some_and(|e| !e.is_boolean()) {
+        return Err(Rejection::invalid(format!("{path}.is_error: Input should be a valid boolean")));
+    }
+    cache_mark(block, path)
 }
 
 /// The link the API's thinking errors point to.

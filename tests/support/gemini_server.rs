@@ -303,25 +303,35 @@ impl Respond for Responder {
             Reply::Calls(calls, t) if limit > 0 => Reply::Calls(calls, [prompt_tokens, t[1], 0, t[3]]),
             other => other,
         };
-        let candidate = |parts: Value, finish: &str, t: [u64; 4]| {
-            let mut usage = json!({"promptTokenCount": t[0], "candidatesTokenCount": t[1], "totalTokenCount": t[0] + t[1] + t[3]});
-            if t[2] > 0 {
-                usage["cachedContentTokenCount"] = json!(t[2]);
-            }
-            if t[3] > 0 {
-                usage["thoughtsTokenCount"] = json!(t[3]);
-            }
-            let whole = json!({
-                "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": finish, "index": 0}],
-                "usageMetadata": usage,
-                "modelVersion": "gemini-2.5-flash"
-            });
-            if stream {
-                ResponseTemplate::new(200).set_body_raw(stream_events(&whole), "text/event-stream")
-            } else {
-                ResponseTemplate::new(200).set_body_json(whole)
-            }
-        };
+        self.render(reply, stream)
+    }
+}
+
+/// A whole `GenerateContentResponse` of `parts` ending with `finish`, with (prompt, candidates,
+/// cached, thoughts) counts `t`; streamed when `stream`.
+fn candidate(parts: Value, finish: &str, t: [u64; 4], stream: bool) -> ResponseTemplate {
+    let mut usage = json!({"promptTokenCount": t[0], "candidatesTokenCount": t[1], "totalTokenCount": t[0] + t[1] + t[3]});
+    if t[2] > 0 {
+        usage["cachedContentTokenCount"] = json!(t[2]);
+    }
+    if t[3] > 0 {
+        usage["thoughtsTokenCount"] = json!(t[3]);
+    }
+    let whole = json!({
+        "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": finish, "index": 0}],
+        "usageMetadata": usage,
+        "modelVersion": "gemini-2.5-flash"
+    });
+    if stream {
+        ResponseTemplate::new(200).set_body_raw(stream_events(&whole), "text/event-stream")
+    } else {
+        ResponseTemplate::new(200).set_body_json(whole)
+    }
+}
+
+impl Responder {
+    /// The answer `reply`, streamed when `stream`; a [`Reply::Thinking`] signs its first part.
+    fn render(&self, reply: Reply, stream: bool) -> ResponseTemplate {
         let (thought, reply) = match reply {
             Reply::Thinking(thought, answer) => (Some(thought), *answer),
             other => (None, other),
@@ -334,13 +344,13 @@ impl Respond for Responder {
                 parts[0]["thoughtSignature"] = json!(signature);
                 parts.insert(0, json!({"text": thought, "thought": true}));
             }
-            candidate(Value::Array(parts), "STOP", t)
+            candidate(Value::Array(parts), "STOP", t, stream)
         };
         match reply {
             Reply::Text(text, t) => answer(vec![json!({"text": text})], t),
             Reply::Calls(calls, t) => answer(calls.into_iter().map(|(n, a)| json!({"functionCall": {"name": n, "args": a}})).collect(), t),
             Reply::Thinking(..) => error(500, "INTERNAL", "mock: nested Thinking replies", None),
-            Reply::Finish(reason) => candidate(json!([{"text": "…"}]), &reason, [1, 1, 0, 0]),
+            Reply::Finish(reason) => candidate(json!([{"text": "…"}]), &reason, [1, 1, 0, 0], stream),
             Reply::Error(code, status, message) => error(code, &status, &message, None),
             Reply::Raw(raw) => ResponseTemplate::new(200).set_body_string(raw),
             Reply::RateLimited(secs) => error(429, "RESOURCE_EXHAUSTED", "Resource has been exhausted (e.g. check quota).", None)

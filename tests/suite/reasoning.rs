@@ -393,3 +393,29 @@ async fn compaction_keeps_turns_that_open_with_their_thinking() {
         "{kept}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_4_6_and_later_get_adaptive_thinking_with_an_effort() {
+    let server = AnthropicServer::start_with_key(
+        ANTHROPIC_KEY,
+        vec![
+            ScriptedReply::tool_use("toolu_01", "write_file", json!({"file_path": "new.txt", "content": "hi\n"}), Tokens::new(10, 5))
+                .with_thinking("Adaptive."),
+            ScriptedReply::text("Done.", Tokens::new(10, 5)),
+        ],
+    )
+    .await;
+    let provider =
+        format!("type = \"anthropic\"\nbase_url = \"{}\"\nmodel = \"claude-opus-4-7\"\nreasoning = \"medium\"\n", server.base_url());
+    let manifest = "[defaults]\nrepo = \"repo\"\nisolation = \"none\"\n[[tasks]]\nid = \"adaptive\"\nprompt = \"Create new.txt\"\n";
+    let tmp = project(&provider, manifest);
+    let (code, stderr, _) = run(tmp.path(), &[("ANTHROPIC_API_KEY", ANTHROPIC_KEY)]).await;
+    assert_eq!(code, 0, "{stderr}");
+    for (request, received) in server.requests().iter().zip(server.received()) {
+        assert_eq!(request["thinking"], json!({"type": "adaptive", "display": "summarized"}));
+        assert_eq!(request["output_config"], json!({"effort": "medium"}));
+        assert_eq!(request["max_tokens"], 8192 + 8192);
+        assert!(!received.headers.contains_key("anthropic-beta"), "adaptive thinking interleaves without the beta flag");
+    }
+    assert_eq!(server.requests()[1]["messages"][1]["content"][0]["thinking"], "Adaptive.");
+}

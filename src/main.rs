@@ -492,7 +492,7 @@ fn reporters(
         reporters.push(Box::new(lines));
     }
     reporters.extend(github_reporters(args, redactor, env));
-    reporters.extend(otel_reporter(args, shard, redactor, env));
+    reporters.extend(otel_reporter(args, plan, shard, redactor, env));
     if let Some(path) = &args.jsonl {
         let stream = if path.as_os_str() == "-" {
             JsonlReporter::new(Box::new(std::io::stdout()), run_id, shard, redactor.clone()).named("stdout (--jsonl -)")
@@ -549,18 +549,26 @@ fn github_reporters(args: &RunArgs, redactor: &Arc<Redactor>, env: &BTreeMap<Str
 #[cfg(feature = "otel")]
 fn otel_reporter(
     args: &RunArgs,
+    plan: &plan::Plan,
     shard: Option<&str>,
     redactor: &Arc<Redactor>,
     env: &BTreeMap<String, String>,
 ) -> Option<Box<dyn Reporter>> {
     use report::otel::{OtelConfig, OtelReporter};
     let config = OtelConfig::from_env(env, args.otlp_endpoint.as_deref(), shard, args.otel_log_content)?;
-    Some(Box::new(OtelReporter::new(config, redactor.clone())))
+    let providers = plan.tasks.iter().map(|t| (t.provider.name.clone(), t.provider.kind));
+    Some(Box::new(OtelReporter::new(config, redactor.clone()).with_providers(providers)))
 }
 
 /// Built without the `otel` feature: no export.
 #[cfg(not(feature = "otel"))]
-fn otel_reporter(_: &RunArgs, _: Option<&str>, _: &Arc<Redactor>, _: &BTreeMap<String, String>) -> Option<Box<dyn Reporter>> {
+fn otel_reporter(
+    _: &RunArgs,
+    _: &plan::Plan,
+    _: Option<&str>,
+    _: &Arc<Redactor>,
+    _: &BTreeMap<String, String>,
+) -> Option<Box<dyn Reporter>> {
     None
 }
 

@@ -206,7 +206,7 @@ impl OtelReporter {
 
     /// `gen_ai.provider.name` of the provider the config calls `alias`.
     fn provider_of(&self, alias: &str) -> String {
-        self.providers.get(alias).map_or_else(|| alias.to_string(), |name| name.to_string())
+        self.providers.get(alias).copied().unwrap_or(alias).to_string()
     }
 
     fn task(&mut self, task_id: &str, ts: SystemTime) -> &mut TaskState {

@@ -472,7 +472,7 @@ fn reporters(
     let step_summary = env.get("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()).map(PathBuf::from);
     let mut reporters: Vec<Box<dyn Reporter>> = report::artifact_reporters(&args.out, run_id, shard, redactor.clone(), step_summary)
         .with_context(|| format!("cannot write to {}", args.out.display()))?;
-    reporters.extend(findings_reporter(args, plan, redactor, env));
+    reporters.extend(findings_reporter(args, plan, run_id, redactor, env));
     let verbosity = if args.quiet {
         Verbosity::Quiet
     } else if args.verbose {
@@ -509,6 +509,7 @@ fn reporters(
 fn findings_reporter(
     args: &RunArgs,
     plan: &plan::Plan,
+    run_id: &str,
     redactor: &Arc<Redactor>,
     env: &BTreeMap<String, String>,
 ) -> Option<Box<dyn Reporter>> {
@@ -522,7 +523,8 @@ fn findings_reporter(
     if bases.is_empty() {
         return None;
     }
-    let reporter = dracode::structured::report::SarifReporter::new(&args.out, bases, Box::new(std::io::stderr()), redactor.clone());
+    let reporter = dracode::structured::report::SarifReporter::new(&args.out, bases, Box::new(std::io::stderr()), redactor.clone())
+        .with_run_id(run_id);
     Some(Box::new(reporter.with_annotations(env.get("GITHUB_ACTIONS").is_some_and(|v| v == "true"))))
 }
 

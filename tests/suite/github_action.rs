@@ -313,7 +313,13 @@ impl FakeGithub {
 
     /// `install.sh args…` as the action runs it at `git_ref` (version `version` in its
     /// Cargo.toml), with `more` variables.
-    fn install(&self, args: &[&str], git_ref: &str, version: &str, more: &[(&str, &str)]) -> (Option<i32>, String, BTreeMap<String, String>) {
+    fn install(
+        &self,
+        args: &[&str],
+        git_ref: &str,
+        version: &str,
+        more: &[(&str, &str)],
+    ) -> (Option<i32>, String, BTreeMap<String, String>) {
         let path = self.checkout(git_ref, version);
         let mut env = vec![
             ("GITHUB_SERVER_URL", self.server_url.as_str()),
@@ -402,7 +408,10 @@ fn install_of_an_unknown_version_fails_unless_the_source_is_that_version() {
     assert_eq!((o["version"].as_str(), o["method"].as_str()), ("v0.9.8", "release"));
     let (code, text, o) = github.install(&["fetch", "v0.9.8", &o["target"], &o["dir"]], "v0.3.1", "0.3.1", &[]);
     assert_eq!(code, Some(1), "{text}");
-    assert!(text.contains("::error title=dracode action::no release v0.9.8 of dracode") && text.contains("the action's source is v0.3.1"), "{text}");
+    assert!(
+        text.contains("::error title=dracode action::no release v0.9.8 of dracode") && text.contains("the action's source is v0.3.1"),
+        "{text}"
+    );
     assert!(!o.contains_key("method"), "not built: {text}");
 
     let (_, _, o) = github.install(&["resolve"], "v0.3.2", "0.3.2", &[]);
@@ -446,7 +455,7 @@ fn workflows_and_the_action_parse_pin_their_actions_and_read_only_by_default() {
         let mut found = Vec::new();
         uses(&doc, &mut found);
         for action in found {
-            if action.starts_with("./") || action == "./" || action.starts_with("your-org/") {
+            if action.starts_with("./") || action == "./" || action.starts_with("OWNER/dracode@") {
                 continue;
             }
             let (_, reference) = action.split_once('@').unwrap_or_else(|| panic!("{file}: {action} has no @ref"));
@@ -455,6 +464,14 @@ fn workflows_and_the_action_parse_pin_their_actions_and_read_only_by_default() {
                 "{file}: {action} is not pinned to a commit SHA"
             );
         }
+    }
+    // No placeholder owner of a made-up organisation: the docs name OWNER and say what it is.
+    for file in ["README.md", "CHANGELOG.md", "action.yml", "examples/workflows/nightly.yml", ".github/action/install.sh"] {
+        let text = std::fs::read_to_string(root.join(file)).unwrap();
+        assert!(!text.contains("your-org") && !text.contains("dracode/dracode"), "{file} names a placeholder repository");
+    }
+    for file in ["LICENSE-MIT", "LICENSE-APACHE", "CHANGELOG.md"] {
+        assert!(root.join(file).is_file(), "{file} is missing (Cargo.toml says MIT OR Apache-2.0)");
     }
     let action = yaml(&root.join("action.yml"));
     let inputs: Vec<&str> = action["inputs"].as_object().unwrap().keys().map(String::as_str).collect();

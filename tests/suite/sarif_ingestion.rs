@@ -70,13 +70,17 @@ fn gh_problems(launcher: &Path, log: &Path) -> Vec<String> {
     problems
 }
 
-/// A git repository with a project and a config pointing `openai` at `server`; returns its root.
+/// A git repository with a project and a config pointing `openai` at `server` (unstreamed);
+/// returns its root.
 fn project(server: &OpenAiServer, files: &[(&str, &str)]) -> tempfile::TempDir {
     let tmp = tempfile::tempdir().unwrap();
     let mut files = files.to_vec();
     files.push((".gitignore", "out/\n"));
     git_repo(tmp.path(), &files);
-    std::fs::write(tmp.path().join("dracode.toml"), format!("[providers.openai]\nbase_url = \"{}\"\n", server.base_url())).unwrap();
+    // Unstreamed: 30,000 findings streamed in the mock's 7-character argument deltas are ~460,000
+    // events, which would make this test about streaming.
+    std::fs::write(tmp.path().join("dracode.toml"), format!("[providers.openai]\nbase_url = \"{}\"\nstream = false\n", server.base_url()))
+        .unwrap();
     std::fs::write(tmp.path().join("review.toml"), "[[tasks]]\nid = \"review\"\nprompt = \"Review the code.\"\noutput = \"findings\"\n")
         .unwrap();
     tmp

@@ -293,4 +293,43 @@ mod tests {
         let errors = many(20, Severity::Error);
         assert_eq!(results[0]["partialFingerprints"], errors["runs"][0]["results"][0]["partialFingerprints"], "fingerprints are kept");
     }
+
+    /// `count` findings whose messages are `size` characters of pseudo-random text (as good as
+    /// incompressible) or of one repeated word.
+    fn bulky(count: usize, size: usize, random: bool) -> Value {
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let mut text = || -> String {
+            (0..size)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    if random { char::from(b"abcdefghijklmnopqrstuvwxyz0123456789"[(state % 36) as usize]) } else { 'a' }
+                })
+                .collect()
+        };
+        let items: Vec<Located> = (0..count)
+            .map(|_| {
+                let mut l = located("r", "a.rs");
+                l.finding.message = text();
+                l
+            })
+            .collect();
+        log(&items, "r")
+    }
+
+    #[test]
+    fn a_large_log_is_written_compact_and_one_over_the_gzipped_limit_says_so() {
+        let (small, warning) = render(&log(&[located("r", "a.rs")], "r"));
+        assert!(small.contains("\n  \"runs\"") && warning.is_none(), "small logs are pretty-printed");
+        let (compressible, warning) = render(&bulky(1_200, 10_000, false));
+        assert!(compressible.len() > MAX_GZIPPED_BYTES && !compressible.contains("\n  "), "compact above 10 MB");
+        assert_eq!(warning, None, "12 MB of repeated text is far under 10 MB gzipped");
+        let (_, warning) = render(&bulky(2_000, 10_000, true));
+        let warning = warning.expect("20 MB of random text (5.2 bits a character) stays over 10 MB gzipped");
+        assert!(
+            warning.starts_with("findings.sarif is ") && warning.contains("MB gzipped") && warning.contains("over the 10 MB"),
+            "{warning}"
+        );
+    }
 }

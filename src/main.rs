@@ -472,7 +472,7 @@ fn reporters(
     let step_summary = env.get("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()).map(PathBuf::from);
     let mut reporters: Vec<Box<dyn Reporter>> = report::artifact_reporters(&args.out, run_id, shard, redactor.clone(), step_summary)
         .with_context(|| format!("cannot write to {}", args.out.display()))?;
-    reporters.extend(findings_reporter(args, plan, redactor, env));
+    reporters.extend(findings_reporter(args, plan, run_id, redactor, env));
     let verbosity = if args.quiet {
         Verbosity::Quiet
     } else if args.verbose {
@@ -492,7 +492,7 @@ fn reporters(
         reporters.push(Box::new(lines));
     }
     reporters.extend(github_reporters(args, redactor, env));
-    reporters.extend(otel_reporter(args, shard, redactor, env));
+    reporters.extend(otel_reporter(args, plan, shard, redactor, env));
     if let Some(path) = &args.jsonl {
         let stream = if path.as_os_str() == "-" {
             JsonlReporter::new(Box::new(std::io::stdout()), run_id, shard, redactor.clone()).named("stdout (--jsonl -)")
@@ -509,6 +509,7 @@ fn reporters(
 fn findings_reporter(
     args: &RunArgs,
     plan: &plan::Plan,
+    run_id: &str,
     redactor: &Arc<Redactor>,
     env: &BTreeMap<String, String>,
 ) -> Option<Box<dyn Reporter>> {
@@ -522,7 +523,8 @@ fn findings_reporter(
     if bases.is_empty() {
         return None;
     }
-    let reporter = dracode::structured::report::SarifReporter::new(&args.out, bases, Box::new(std::io::stderr()), redactor.clone());
+    let reporter = dracode::structured::report::SarifReporter::new(&args.out, bases, Box::new(std::io::stderr()), redactor.clone())
+        .with_run_id(run_id);
     Some(Box::new(reporter.with_annotations(env.get("GITHUB_ACTIONS").is_some_and(|v| v == "true"))))
 }
 
@@ -549,18 +551,26 @@ fn github_reporters(args: &RunArgs, redactor: &Arc<Redactor>, env: &BTreeMap<Str
 #[cfg(feature = "otel")]
 fn otel_reporter(
     args: &RunArgs,
+    plan: &plan::Plan,
     shard: Option<&str>,
     redactor: &Arc<Redactor>,
     env: &BTreeMap<String, String>,
 ) -> Option<Box<dyn Reporter>> {
     use report::otel::{OtelConfig, OtelReporter};
     let config = OtelConfig::from_env(env, args.otlp_endpoint.as_deref(), shard, args.otel_log_content)?;
-    Some(Box::new(OtelReporter::new(config, redactor.clone())))
+    let providers = plan.tasks.iter().map(|t| (t.provider.name.clone(), t.provider.kind));
+    Some(Box::new(OtelReporter::new(config, redactor.clone()).with_providers(providers)))
 }
 
 /// Built without the `otel` feature: no export.
 #[cfg(not(feature = "otel"))]
-fn otel_reporter(_: &RunArgs, _: Option<&str>, _: &Arc<Redactor>, _: &BTreeMap<String, String>) -> Option<Box<dyn Reporter>> {
+fn otel_reporter(
+    _: &RunArgs,
+    _: &plan::Plan,
+    _: Option<&str>,
+    _: &Arc<Redactor>,
+    _: &BTreeMap<String, String>,
+) -> Option<Box<dyn Reporter>> {
     None
 }
 

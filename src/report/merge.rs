@@ -193,8 +193,10 @@ pub fn merge(inputs: &[PathBuf], out: &Path, redactor: Arc<Redactor>) -> Result<
     check_tasks(&read)?;
     supersede(&mut read, false);
     super::out_dir::prepare(out, &Default::default()).map_err(|source| MergeError::Write { path: out.to_path_buf(), source })?;
-    let summary = write_merged(&read, &missing, out, redactor, warnings)?;
-    crate::structured::report::merge_sarif(inputs, out).map_err(|source| MergeError::Write { path: out.join("findings.sarif"), source })?;
+    let mut summary = write_merged(&read, &missing, out, redactor, warnings)?;
+    let sarif_warnings = crate::structured::report::merge_sarif(inputs, out)
+        .map_err(|source| MergeError::Write { path: out.join("findings.sarif"), source })?;
+    summary.warnings.extend(sarif_warnings);
     Ok(summary)
 }
 

@@ -44,6 +44,8 @@ mod tests {
             file: "a.rs".into(),
             start_line: 3,
             end_line: Some(4),
+            start_column: None,
+            end_column: None,
             severity: Severity::Error,
         };
         let line = warning(&Located { task_id: "t".into(), finding, path: "dir,x/a:b.rs".into() });

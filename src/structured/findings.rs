@@ -41,6 +41,13 @@ pub struct Finding {
     pub start_line: u64,
     /// Last line, 1-based (the start line when absent).
     pub end_line: Option<u64>,
+    /// First column, 1-based, when the model gives it.
+    #[serde(default)]
+    pub start_column: Option<u64>,
+    /// The column after the problem's last character on its last line (SARIF's `endColumn`),
+    /// when the model gives it.
+    #[serde(default)]
+    pub end_column: Option<u64>,
     /// How serious it is.
     pub severity: Severity,
 }
@@ -56,11 +63,13 @@ pub fn schema() -> Value {
                 "items": {
                     "type": "object",
                     "properties": {
-                        "rule_id": {"type": "string", "minLength": 1, "description": "A short stable id of the kind of problem, e.g. unsafe-block"},
-                        "message": {"type": "string", "minLength": 1, "description": "What is wrong here and why"},
+                        "rule_id": {"type": "string", "minLength": 1, "pattern": "\\S", "description": "A short stable id of the kind of problem, e.g. unsafe-block"},
+                        "message": {"type": "string", "minLength": 1, "pattern": "\\S", "description": "What is wrong here and why (not blank)"},
                         "file": {"type": "string", "minLength": 1, "description": "The file's path, relative to the working directory (as the tools take it)"},
                         "start_line": {"type": "integer", "minimum": 1, "description": "First line, 1-based"},
                         "end_line": {"type": "integer", "minimum": 1, "description": "Last line, 1-based"},
+                        "start_column": {"type": "integer", "minimum": 1, "description": "First column, 1-based, when the problem is part of a line"},
+                        "end_column": {"type": "integer", "minimum": 1, "description": "The column just after the problem's last character on its last line"},
                         "severity": {"type": "string", "enum": ["error", "warning", "note"]}
                     },
                     "required": ["rule_id", "message", "file", "start_line", "severity"],
@@ -174,5 +183,7 @@ mod tests {
             &schema(),
             &json!({"findings": [{"rule_id": "r", "message": "m", "file": "a", "start_line": 0, "severity": "bad"}]})
         ));
+        let blank = json!({"findings": [{"rule_id": "r", "message": " \n\t", "file": "a", "start_line": 1, "severity": "note"}]});
+        assert!(!jsonschema::is_valid(&schema(), &blank), "a blank message is refused");
     }
 }

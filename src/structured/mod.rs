@@ -21,6 +21,7 @@
 
 pub mod annotations;
 pub mod findings;
+pub mod gzip;
 pub mod report;
 pub mod sarif;
 

@@ -70,6 +70,7 @@ impl Reporter for OutputsReporter {
 /// [`MAX_ANNOTATIONS`]) is also a `::warning` line.
 pub struct SarifReporter {
     path: PathBuf,
+    run_id: String,
     bases: BTreeMap<String, PathBase>,
     messages: Box<dyn Write + Send>,
     annotate: bool,
@@ -82,7 +83,22 @@ impl SarifReporter {
     /// A reporter writing `out_dir/findings.sarif` for the tasks of `bases` (task id → where
     /// its paths point); warnings and annotations go to `messages`.
     pub fn new(out_dir: &Path, bases: BTreeMap<String, PathBase>, messages: Box<dyn Write + Send>, redactor: Arc<Redactor>) -> Self {
-        SarifReporter { path: out_dir.join("findings.sarif"), bases, messages, annotate: false, redactor, found: Vec::new(), annotated: 0 }
+        SarifReporter {
+            path: out_dir.join("findings.sarif"),
+            run_id: "run".to_string(),
+            bases,
+            messages,
+            annotate: false,
+            redactor,
+            found: Vec::new(),
+            annotated: 0,
+        }
+    }
+
+    /// This reporter, naming the run `run_id` in `automationDetails.id`
+    /// (`dracode/findings/RUN_ID`).
+    pub fn with_run_id(self, run_id: &str) -> Self {
+        SarifReporter { run_id: run_id.to_string(), ..self }
     }
 
     /// This reporter, printing `::warning` annotations (GitHub Actions).
@@ -139,8 +155,15 @@ impl Reporter for SarifReporter {
                 self.found.len() - self.annotated
             )?;
         }
-        let log = sarif::log(&self.found);
-        let text = serde_json::to_string_pretty(&log).map_err(std::io::Error::other)? + "\n";
+        let log = sarif::log(&self.found, &self.run_id);
+        let left_out = sarif::left_out(&log);
+        if left_out > 0 {
+            writeln!(self.messages, "warning: {}", capped(self.found.len() as u64, left_out))?;
+        }
+        let (text, too_large) = sarif::render(&log);
+        if let Some(why) = too_large {
+            writeln!(self.messages, "warning: {why}")?;
+        }
         crate::report::write_atomic(&self.path, text.as_bytes())?;
         self.messages.flush()
     }
@@ -152,10 +175,21 @@ impl Reporter for SarifReporter {
     }
 }
 
+/// The warning when findings.sarif keeps only [`sarif::MAX_RESULTS`] of `total` findings.
+fn capped(total: u64, left_out: u64) -> String {
+    format!(
+        "findings.sarif keeps {} of {total} findings, {left_out} left out: GitHub code scanning refuses a run of more than \
+         {} results. The least severe were left out (notes, then warnings); every finding is in outputs/<task>.json",
+        total - left_out,
+        sarif::MAX_RESULTS
+    )
+}
+
 /// `dracode merge`: the `findings.sarif` of every input that has one, as one log in `out`
-/// (none when no input has one). A log that cannot be read is an error: dropping its findings
-/// silently would hide alerts.
-pub fn merge_sarif(inputs: &[PathBuf], out: &Path) -> std::io::Result<()> {
+/// (none when no input has one), and the warnings about it (findings left out over GitHub's
+/// limit, a file too large to upload). A log that cannot be read is an error: dropping its
+/// findings silently would hide alerts.
+pub fn merge_sarif(inputs: &[PathBuf], out: &Path) -> std::io::Result<Vec<String>> {
     let mut logs = Vec::new();
     for dir in inputs {
         let path = dir.join("findings.sarif");
@@ -167,10 +201,19 @@ pub fn merge_sarif(inputs: &[PathBuf], out: &Path) -> std::io::Result<()> {
         logs.push(log);
     }
     if logs.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
-    let text = serde_json::to_string_pretty(&sarif::merge(&logs)).map_err(std::io::Error::other)? + "\n";
-    crate::report::write_atomic(&out.join("findings.sarif"), text.as_bytes())
+    let merged = sarif::merge(&logs);
+    let mut warnings = Vec::new();
+    let left_out = sarif::left_out(&merged);
+    if left_out > 0 {
+        let kept = merged["runs"][0]["results"].as_array().map_or(0, Vec::len) as u64;
+        warnings.push(capped(kept + left_out, left_out));
+    }
+    let (text, too_large) = sarif::render(&merged);
+    warnings.extend(too_large);
+    crate::report::write_atomic(&out.join("findings.sarif"), text.as_bytes())?;
+    Ok(warnings)
 }
 
 #[cfg(test)]
@@ -264,7 +307,7 @@ mod tests {
         let (one, two, none, out) = (dir.path().join("1"), dir.path().join("2"), dir.path().join("3"), dir.path().join("out"));
         for (d, rule) in [(&one, "x"), (&two, "y")] {
             std::fs::create_dir_all(d).unwrap();
-            std::fs::write(d.join("findings.sarif"), sarif::log(&[located(rule)]).to_string()).unwrap();
+            std::fs::write(d.join("findings.sarif"), sarif::log(&[located(rule)], "r1").to_string()).unwrap();
         }
         std::fs::create_dir_all(&none).unwrap();
         merge_sarif(std::slice::from_ref(&none), &out).unwrap();

@@ -206,7 +206,11 @@ fn install_downloads_the_release_for_the_runner_verifies_it_and_falls_back_to_ca
     let tool_cache = tmp.path().join("tool cache");
     let tc = tool_cache.to_str().unwrap();
 
-    let (code, text, o) = install(tmp.path(), &["resolve"], &[("INPUT_VERSION", "v9.9.9"), ("RUNNER_TOOL_CACHE", tc)]);
+    let (code, text, o) = install(
+        tmp.path(),
+        &["resolve"],
+        &[("INPUT_VERSION", "v9.9.9"), ("RUNNER_TOOL_CACHE", tc), ("DRACODE_ACTION_REPOSITORY", "acme/dracode")],
+    );
     assert_eq!(code, Some(0), "{text}");
     assert_eq!((o["version"].as_str(), o["target"].as_str(), o["method"].as_str()), ("v9.9.9", target, "release"), "{o:?}");
     let dir = o["dir"].clone();
@@ -262,6 +266,161 @@ fn install_downloads_the_release_for_the_runner_verifies_it_and_falls_back_to_ca
     assert_eq!(o["method"], "cargo", "{text}");
 }
 
+/// GitHub as the action sees it, on disk and served over `file://`: `GITHUB_SERVER_URL` with
+/// `acme/dracode/releases/download/<tag>/…` assets, `GITHUB_API_URL` with the
+/// `repos/acme/dracode/releases` list (drafts and prereleases included, as a token would see
+/// them), and the action's checkout at `_actions/acme/dracode/<ref>` with its Cargo.toml.
+struct FakeGithub {
+    root: PathBuf,
+    server_url: String,
+    api_url: String,
+}
+
+impl FakeGithub {
+    /// Releases `tags` (each `(tag, draft, prerelease)`), with assets for the runner's target.
+    fn new(root: &Path, tags: &[(&str, bool, bool)]) -> FakeGithub {
+        let server = root.join("github");
+        let repo = server.join("acme/dracode");
+        std::fs::create_dir_all(&repo).unwrap();
+        let mut list = Vec::new();
+        for (i, (tag, draft, prerelease)) in tags.iter().enumerate() {
+            let staging = root.join(format!("staging-{i}"));
+            std::fs::create_dir_all(&staging).unwrap();
+            let assets = fake_release(&staging, tag, "x86_64-unknown-linux-musl").join("download").join(tag);
+            let into = repo.join("releases/download").join(tag);
+            std::fs::create_dir_all(into.parent().unwrap()).unwrap();
+            std::fs::rename(assets, &into).unwrap();
+            list.push(serde_json::json!({"tag_name": tag, "name": tag, "draft": draft, "prerelease": prerelease, "id": i}));
+        }
+        let api = root.join("api");
+        std::fs::create_dir_all(api.join("repos/acme/dracode")).unwrap();
+        // The API answers minified JSON on one line.
+        std::fs::write(api.join("repos/acme/dracode/releases"), serde_json::to_string(&list).unwrap()).unwrap();
+        FakeGithub {
+            root: root.to_path_buf(),
+            server_url: format!("file://{}", server.display()),
+            api_url: format!("file://{}", api.display()),
+        }
+    }
+
+    /// The action checked out at `git_ref` with `version` in its Cargo.toml.
+    fn checkout(&self, git_ref: &str, version: &str) -> String {
+        let path = self.root.join("_actions/acme/dracode").join(git_ref);
+        std::fs::create_dir_all(&path).unwrap();
+        std::fs::write(path.join("Cargo.toml"), format!("[package]\nname = \"dracode\"\nversion = \"{version}\"\n")).unwrap();
+        path.to_str().unwrap().to_string()
+    }
+
+    /// `install.sh args…` as the action runs it at `git_ref` (version `version` in its
+    /// Cargo.toml), with `more` variables.
+    fn install(
+        &self,
+        args: &[&str],
+        git_ref: &str,
+        version: &str,
+        more: &[(&str, &str)],
+    ) -> (Option<i32>, String, BTreeMap<String, String>) {
+        let path = self.checkout(git_ref, version);
+        let mut env = vec![
+            ("GITHUB_SERVER_URL", self.server_url.as_str()),
+            ("GITHUB_API_URL", self.api_url.as_str()),
+            ("GITHUB_ACTION_PATH", path.as_str()),
+            ("DRACODE_ACTION_REF", git_ref),
+        ];
+        env.extend_from_slice(more);
+        install(&self.root, args, &env)
+    }
+}
+
+/// Lines that say the binary is built from source.
+fn build_notices(text: &str) -> usize {
+    text.lines().filter(|l| l.contains("building from") || l.contains("built from")).count()
+}
+
+/// Pinned to a commit SHA (what security linters demand), the action installs the release of
+/// its own version, checksum-verified, instead of building; a commit whose version has no
+/// release yet is built, said in one line.
+#[test]
+fn install_at_a_commit_pin_downloads_the_release_of_the_actions_own_version() {
+    let tmp = tempfile::tempdir().unwrap();
+    let github = FakeGithub::new(tmp.path(), &[("v0.3.1", false, false), ("v0.2.0", false, false)]);
+    let sha = "0123456789abcdef0123456789abcdef01234567";
+    let (code, text, o) = github.install(&["resolve"], sha, "0.3.1", &[("DRACODE_ACTION_REPOSITORY", "acme/dracode")]);
+    assert_eq!(code, Some(0), "{text}");
+    assert_eq!((o["version"].as_str(), o["method"].as_str()), ("v0.3.1", "release"), "{text}");
+    assert!(text.contains("pinned to commit 0123456789ab") && text.contains("release v0.3.1"), "{text}");
+    let target = o["target"].clone();
+    let (code, text, o) = github.install(&["fetch", "v0.3.1", &target, &o["dir"]], sha, "0.3.1", &[]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(!o.contains_key("method"), "no build: {text}");
+    assert!(text.contains("dracode v0.3.1 (fake"), "the release binary ran: {text}");
+
+    // The repository comes from the checkout path when GitHub leaves it empty.
+    let next = "fedcba9876543210fedcba9876543210fedcba98";
+    let (_, text, o) = github.install(&["resolve"], next, "0.4.0", &[]);
+    assert_eq!((o["version"].as_str(), o["method"].as_str()), ("v0.4.0", "release"), "{text}");
+    let (code, text, o) = github.install(&["fetch", "v0.4.0", &target, &o["dir"]], next, "0.4.0", &[]);
+    assert_eq!(code, Some(0), "{text}");
+    assert_eq!(o["method"], "cargo", "v0.4.0 is not released: built from source");
+    assert_eq!(build_notices(&text), 1, "said in one line: {text}");
+}
+
+/// `@v0` (or `version: v0.2`) is the newest matching release, numerically, skipping drafts
+/// and prereleases; a major version with no release is built from source, said in one line.
+#[test]
+fn install_at_a_major_tag_picks_the_newest_matching_release() {
+    let tmp = tempfile::tempdir().unwrap();
+    let github = FakeGithub::new(
+        tmp.path(),
+        &[
+            ("v1.0.0", false, false),
+            ("v0.12.0", true, false),
+            ("v0.11.0-rc.1", false, true),
+            ("v0.11.0", false, true),
+            ("v0.10.1", false, false),
+            ("v0.9.9", false, false),
+            ("v0.2.3", false, false),
+        ],
+    );
+    for (asked, input, want) in [("v0", "", "v0.10.1"), ("v1", "", "v1.0.0"), ("main", "v0.9", "v0.9.9"), ("main", "v0", "v0.10.1")] {
+        let (code, text, o) = github.install(&["resolve"], asked, "0.10.1", &[("INPUT_VERSION", input)]);
+        assert_eq!(code, Some(0), "{text}");
+        assert_eq!((o["version"].as_str(), o["method"].as_str()), (want, "release"), "{asked} {input}: {text}");
+    }
+    let (_, _, o) = github.install(&["resolve"], "v0", "0.10.1", &[]);
+    let (code, text, _) = github.install(&["fetch", &o["version"], &o["target"], &o["dir"]], "v0", "0.10.1", &[]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("dracode v0.10.1 (fake"), "{text}");
+
+    let (code, text, o) = github.install(&["resolve"], "v7", "7.0.0", &[]);
+    assert_eq!(code, Some(0), "{text}");
+    assert_eq!((o["version"].as_str(), o["method"].as_str()), ("source", "cargo"), "{text}");
+    assert_eq!(build_notices(&text), 1, "said in one line: {text}");
+}
+
+/// A version that is not released is refused, unless the action's own source is that version
+/// (its release not published yet): then it is built, said in one line.
+#[test]
+fn install_of_an_unknown_version_fails_unless_the_source_is_that_version() {
+    let tmp = tempfile::tempdir().unwrap();
+    let github = FakeGithub::new(tmp.path(), &[("v0.3.1", false, false)]);
+    let (_, _, o) = github.install(&["resolve"], "v0.3.1", "0.3.1", &[("INPUT_VERSION", "v0.9.8")]);
+    assert_eq!((o["version"].as_str(), o["method"].as_str()), ("v0.9.8", "release"));
+    let (code, text, o) = github.install(&["fetch", "v0.9.8", &o["target"], &o["dir"]], "v0.3.1", "0.3.1", &[]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("::error title=dracode action::no release v0.9.8 of dracode") && text.contains("the action's source is v0.3.1"),
+        "{text}"
+    );
+    assert!(!o.contains_key("method"), "not built: {text}");
+
+    let (_, _, o) = github.install(&["resolve"], "v0.3.2", "0.3.2", &[]);
+    let (code, text, o) = github.install(&["fetch", "v0.3.2", &o["target"], &o["dir"]], "v0.3.2", "0.3.2", &[]);
+    assert_eq!(code, Some(0), "{text}");
+    assert_eq!(o["method"], "cargo");
+    assert_eq!(build_notices(&text), 1, "said in one line: {text}");
+}
+
 fn yaml(path: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{} is not valid YAML: {e}", path.display()))
@@ -296,7 +455,7 @@ fn workflows_and_the_action_parse_pin_their_actions_and_read_only_by_default() {
         let mut found = Vec::new();
         uses(&doc, &mut found);
         for action in found {
-            if action.starts_with("./") || action == "./" || action.starts_with("your-org/") {
+            if action.starts_with("./") || action == "./" || action.starts_with("OWNER/dracode@") {
                 continue;
             }
             let (_, reference) = action.split_once('@').unwrap_or_else(|| panic!("{file}: {action} has no @ref"));
@@ -305,6 +464,14 @@ fn workflows_and_the_action_parse_pin_their_actions_and_read_only_by_default() {
                 "{file}: {action} is not pinned to a commit SHA"
             );
         }
+    }
+    // No placeholder owner of a made-up organisation: the docs name OWNER and say what it is.
+    for file in ["README.md", "CHANGELOG.md", "action.yml", "examples/workflows/nightly.yml", ".github/action/install.sh"] {
+        let text = std::fs::read_to_string(root.join(file)).unwrap();
+        assert!(!text.contains("your-org") && !text.contains("dracode/dracode"), "{file} names a placeholder repository");
+    }
+    for file in ["LICENSE-MIT", "LICENSE-APACHE", "CHANGELOG.md"] {
+        assert!(root.join(file).is_file(), "{file} is missing (Cargo.toml says MIT OR Apache-2.0)");
     }
     let action = yaml(&root.join("action.yml"));
     let inputs: Vec<&str> = action["inputs"].as_object().unwrap().keys().map(String::as_str).collect();

@@ -31,6 +31,7 @@ mod sandbox_network;
 mod sandbox_processes;
 mod sandbox_reads;
 mod sandbox_sockets;
+mod sarif_ingestion;
 mod streaming;
 mod structured_output;
 mod tool_policy;

@@ -153,3 +153,62 @@ fn content_only_on_request_and_a_dead_receiver_never_fails_the_run() {
     assert!(!tools.is_empty());
     assert!(tools.iter().all(|t| t["attributes"]["gen_ai.tool.call.arguments"]["stringValue"].is_string()), "{tools:?}");
 }
+
+/// `gen_ai.provider.name` names the provider per the GenAI conventions (`openai`,
+/// `azure.ai.openai`), not the alias the config gives it (`mock`, `corp`): on the task spans,
+/// the call spans and the metrics alike.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_provider_name_follows_the_conventions_not_the_config_alias() {
+    use crate::support::openai_server::{OpenAiServer, ScriptedReply, Tokens};
+    let Some(receiver) = Receiver::start() else { return };
+    let openai = OpenAiServer::start_with_key("sk-otel-123456789", vec![ScriptedReply::text("done", Tokens::new(9, 2))]).await;
+    let azure = OpenAiServer::start_azure("azure-otel-123456789", vec![ScriptedReply::text("done", Tokens::new(8, 2))]).await;
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir(tmp.path().join("ws")).unwrap();
+    std::fs::write(
+        tmp.path().join("dracode.toml"),
+        format!(
+            "[providers.mock]\ntype = \"openai\"\nbase_url = \"{}\"\nmodel = \"gpt-4o\"\n\n\
+             [providers.corp]\ntype = \"azure\"\nbase_url = \"{}\"\nmodel = \"my-deployment\"\napi_key = \"azure-otel-123456789\"\n",
+            openai.base_url(),
+            azure.base_url()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        tmp.path().join("tasks.toml"),
+        "[defaults]\nrepo = \"ws\"\nisolation = \"none\"\nrequire_change = false\n\n\
+         [[tasks]]\nid = \"a\"\nprompt = \"Say done.\"\nprovider = \"mock\"\n\n\
+         [[tasks]]\nid = \"b\"\nprompt = \"Say done.\"\nprovider = \"corp\"\n",
+    )
+    .unwrap();
+    let (dir, port) = (tmp.path().to_path_buf(), receiver.port);
+    let out = tokio::task::spawn_blocking(move || {
+        dracode(&dir)
+            .env("OPENAI_API_KEY", "sk-otel-123456789")
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://127.0.0.1:{port}"))
+            .args(["run", "tasks.toml", "--out", "out"])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let records = receiver.spans();
+    let provider = |r: &Value| {
+        let attribute = &r["attributes"]["gen_ai.provider.name"];
+        attribute["stringValue"].as_str().or(attribute.as_str()).unwrap_or_else(|| panic!("no provider in {r}")).to_string()
+    };
+    for (task, expected) in [("a", "openai"), ("b", "azure.ai.openai")] {
+        let spans = named(&records, "invoke_agent dracode");
+        let span = spans.iter().find(|s| s["attributes"]["dracode.task.id"]["stringValue"] == task).unwrap();
+        assert_eq!(provider(span), expected, "task {task}");
+        let chats: Vec<&Value> = named(&records, "chat ").into_iter().filter(|c| c["parent_span_id"] == span["span_id"]).collect();
+        assert_eq!(chats.len(), 1);
+        assert_eq!(provider(chats[0]), expected, "the call of task {task}");
+    }
+    let mut metric_providers: Vec<String> = points(&records, "gen_ai.client.token.usage").iter().map(|p| provider(p)).collect();
+    metric_providers.sort();
+    metric_providers.dedup();
+    assert_eq!(metric_providers, ["azure.ai.openai", "openai"]);
+}

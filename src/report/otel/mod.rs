@@ -21,6 +21,7 @@ mod proto;
 
 use super::clean_text;
 use crate::events::{Event, EventKind, Reporter, TaskOutcome};
+use crate::llm::preset::ProviderType;
 use crate::secrets::Redactor;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasher, Hasher};
@@ -76,6 +77,19 @@ impl OtelConfig {
             resource.push(("dracode.shard".to_string(), shard.to_string()));
         }
         Some(OtelConfig { traces_url, metrics_url, headers, resource, log_content })
+    }
+}
+
+/// `gen_ai.provider.name` of a provider type: the GenAI conventions' well-known value where
+/// there is one (`openai`, `azure.ai.openai`, `anthropic`, `gcp.gemini`), else the type's own
+/// name (`ollama`, `vllm`, `copilot`, …), as the conventions ask for a provider they do not list.
+pub fn provider_name(kind: ProviderType) -> &'static str {
+    match kind {
+        ProviderType::Openai => "openai",
+        ProviderType::Azure => "azure.ai.openai",
+        ProviderType::Anthropic => "anthropic",
+        ProviderType::Gemini => "gcp.gemini",
+        other => other.as_str(),
     }
 }
 
@@ -153,6 +167,8 @@ pub struct OtelReporter {
     runtime: Option<tokio::runtime::Runtime>,
     warned: bool,
     metrics: metrics::Histograms,
+    /// `gen_ai.provider.name` by the provider's config name (its alias).
+    providers: HashMap<String, &'static str>,
 }
 
 impl OtelReporter {
@@ -177,7 +193,20 @@ impl OtelReporter {
             runtime,
             warned: false,
             metrics: metrics::Histograms::default(),
+            providers: HashMap::new(),
         }
+    }
+
+    /// This reporter, naming the provider of each config name (`mock`, type `openai`) as the
+    /// GenAI conventions do ([`provider_name`]); a name it does not know is exported as it is.
+    pub fn with_providers(mut self, providers: impl IntoIterator<Item = (String, ProviderType)>) -> Self {
+        self.providers = providers.into_iter().map(|(alias, kind)| (alias, provider_name(kind))).collect();
+        self
+    }
+
+    /// `gen_ai.provider.name` of the provider the config calls `alias`.
+    fn provider_of(&self, alias: &str) -> String {
+        self.providers.get(alias).copied().unwrap_or(alias).to_string()
     }
 
     fn task(&mut self, task_id: &str, ts: SystemTime) -> &mut TaskState {
@@ -194,10 +223,14 @@ impl OtelReporter {
     fn on_task_event(&mut self, task_id: &str, event: &Event) {
         let log_content = self.config.log_content;
         let redactor = self.redactor.clone();
+        let provider_name = match &event.kind {
+            EventKind::TaskStarted { provider, .. } => self.provider_of(provider),
+            _ => String::new(),
+        };
         let state = self.task(task_id, event.ts);
         match &event.kind {
-            EventKind::TaskStarted { provider, model, .. } => {
-                state.provider.clone_from(provider);
+            EventKind::TaskStarted { model, .. } => {
+                state.provider = provider_name;
                 state.model.clone_from(model);
             }
             EventKind::TurnCompleted { turn, stop_reason, usage, duration } => {
@@ -249,7 +282,7 @@ impl OtelReporter {
         let mut attributes = vec![
             attr("gen_ai.operation.name", "invoke_agent"),
             attr("gen_ai.agent.name", "dracode"),
-            attr("gen_ai.provider.name", &outcome.provider),
+            attr("gen_ai.provider.name", &self.provider_of(&outcome.provider)),
             attr("gen_ai.request.model", &outcome.model),
             attr("dracode.task.id", &outcome.task_id),
             attr("dracode.task.status", outcome.status.as_str()),

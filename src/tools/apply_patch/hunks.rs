@@ -16,11 +16,14 @@ const SHOWN_LINES: usize = 12;
 #[error("{0}")]
 pub(crate) struct NoMatch(pub String);
 
-/// `text` with `hunks` applied. Line endings (LF or CRLF) and the final newline are kept.
+/// `text` with `hunks` applied. Line endings (LF or CRLF) are kept, and so is the final
+/// newline — added when an envelope-format patch updates a file without one, as codex does.
 pub(crate) fn apply(shown: &str, text: &str, hunks: &[Hunk]) -> Result<String, NoMatch> {
     let crlf = text.contains("\r\n");
     let mut lines: Vec<String> = text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l).to_string()).collect();
-    let mut ends_with_newline = text.is_empty() || text.ends_with('\n');
+    // The envelope format has no way to say "no newline at the end": its updated files end
+    // with one, as codex writes them.
+    let mut ends_with_newline = text.is_empty() || text.ends_with('\n') || hunks.iter().any(|h| h.envelope);
     if text.ends_with('\n') || text.is_empty() {
         lines.pop();
     }
@@ -163,8 +166,14 @@ mod tests {
     #[test]
     fn hunks_land_where_they_should() {
         let cases = [
-            // No final newline: none is added.
-            ("a\nb", envelope("@@\n a\n-b\n+c\n"), "a\nc"),
+            // No final newline: the envelope format adds one, as codex does …
+            ("a\nb", envelope("@@\n a\n-b\n+c\n"), "a\nc\n"),
+            // … while a unified diff keeps it missing when it says so.
+            (
+                "a\nb",
+                "--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n a\n-b\n\\ No newline at end of file\n+c\n\\ No newline at end of file\n".to_string(),
+                "a\nc",
+            ),
             // *** End of File picks the occurrence that ends the file.
             ("x\nend\nx\nend\n", envelope("@@\n x\n-end\n+END\n*** End of File\n"), "x\nend\nx\nEND\n"),
             // A trailing blank context line the file lacks is dropped, not added.

@@ -43,6 +43,9 @@ pub(crate) struct Hunk {
     pub new_lacks_newline: bool,
     /// The same marker after the old side's last line.
     pub old_lacks_newline: bool,
+    /// From the `*** Begin Patch` envelope, whose updated files always end with a newline (as
+    /// codex writes them); a unified diff says so itself with `\ No newline at end of file`.
+    pub envelope: bool,
 }
 
 /// A patch that could not be read: the 1-based line of the patch and what is wrong there.
@@ -65,7 +68,7 @@ pub(crate) fn parse(text: &str) -> Result<Vec<FileOp>, ParseError> {
     let body = strip_heredoc(&lines);
     let first = body.lines.iter().position(|l| !l.trim().is_empty());
     match first.map(|i| body.lines[i].trim()) {
-        Some("*** Begin Patch") => Envelope { lines: body.lines, offset: body.offset, pos: 0 }.parse(),
+        Some("*** Begin Patch") => Envelope::new(body).parse(),
         Some(_) if body.lines.iter().any(|l| l.starts_with("--- ") || l.starts_with("diff --git ")) => {
             Unified { lines: body.lines, offset: body.offset, pos: 0 }.parse()
         }
@@ -101,15 +104,28 @@ struct Envelope<'a> {
     lines: &'a [&'a str],
     offset: usize,
     pos: usize,
+    /// Where the patch's last line is `*** End Patch` (whitespace around it allowed, as codex
+    /// allows it): reading stops there, so an indented end marker is never taken for a
+    /// context line.
+    end: Option<usize>,
 }
 
 impl<'a> Envelope<'a> {
+    fn new(body: Body<'a>) -> Self {
+        let last = body.lines.iter().rposition(|l| !l.trim().is_empty());
+        let end = last.filter(|&i| body.lines[i].trim() == "*** End Patch");
+        Envelope { lines: body.lines, offset: body.offset, pos: 0, end }
+    }
+
     /// The 1-based patch line of the current position.
     fn line_no(&self) -> usize {
         self.pos + self.offset + 1
     }
 
     fn peek(&self) -> Option<&'a str> {
+        if self.end.is_some_and(|end| self.pos >= end) {
+            return None;
+        }
         self.lines.get(self.pos).copied()
     }
 
@@ -121,6 +137,9 @@ impl<'a> Envelope<'a> {
         let mut ops = Vec::new();
         loop {
             let Some(line) = self.peek() else {
+                if self.end.is_some() {
+                    break;
+                }
                 return fail(self.line_no(), "the patch ends without `*** End Patch`");
             };
             let header = line.trim();
@@ -167,7 +186,8 @@ impl<'a> Envelope<'a> {
     fn added_lines(&mut self) -> Result<String, ParseError> {
         let mut contents = String::new();
         while let Some(line) = self.peek() {
-            if line.starts_with("***") {
+            // The next header, indented or not (a `+` line is the only content here).
+            if line.trim_start().starts_with("***") {
                 break;
             }
             let Some(text) = line.strip_prefix('+') else {
@@ -200,11 +220,11 @@ impl<'a> Envelope<'a> {
             if let Some(anchor) = line.strip_prefix("@@") {
                 hunks.extend(current.take());
                 let anchor = anchor.trim();
-                current = Some(Hunk { anchor: (!anchor.is_empty()).then(|| anchor.to_string()), ..Hunk::default() });
+                current = Some(Hunk { anchor: (!anchor.is_empty()).then(|| anchor.to_string()), envelope: true, ..Hunk::default() });
                 self.pos += 1;
                 continue;
             }
-            let hunk = current.get_or_insert_with(Hunk::default);
+            let hunk = current.get_or_insert_with(|| Hunk { envelope: true, ..Hunk::default() });
             if !push_hunk_line(hunk, line) {
                 return fail(self.line_no(), format!("a hunk line starts with ' ', '-' or '+', found {line:?}"));
             }

@@ -3,7 +3,7 @@
 //! (exit code 2).
 
 use super::shard::Shard;
-use super::spec::{CheckSpec, RequireChange, RetrySpec, TaskSpec, WorkspaceSpec};
+use super::spec::{CheckSpec, RepeatSpec, RequireChange, RetrySpec, TaskSpec, WorkspaceSpec};
 use crate::agent::{Budget, SYSTEM_PROMPT};
 use crate::cli::RunArgs;
 use crate::config::{Config, ConfigError};
@@ -25,6 +25,10 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 /// Time limit of a check command when nothing says otherwise.
 pub const DEFAULT_CHECK_TIMEOUT: Duration = Duration::from_secs(600);
+/// Repairs after a failed check when nothing says otherwise: none. A repair spends turns and
+/// tokens, and shows the agent the check's output — which may be a hidden test's expectations —
+/// so it is asked for, per task (`check_repairs`).
+pub const DEFAULT_CHECK_REPAIRS: u32 = 0;
 /// Statuses retried when a task sets `retries` but not `retry_on`.
 pub const DEFAULT_RETRY_ON: [Status; 3] = [Status::Error, Status::Timeout, Status::Stalled];
 
@@ -112,7 +116,11 @@ pub fn plan(args: &RunArgs, cwd: &Path, env: &BTreeMap<String, String>) -> Resul
     let selected: Vec<Task> =
         tasks.into_iter().enumerate().filter(|(position, t)| shard.is_none_or(|s| s.selects(&t.id, *position))).map(|(_, t)| t).collect();
     narrowing.step(selected.len(), || shard.map(|s| (format!("shard {s}"), String::new())));
-    let specs = resolve_all(&config, selected.into_iter(), &flag_fields(args), args.provider.as_deref(), cwd, env)?;
+    let mut specs = resolve_all(&config, selected.into_iter(), &flag_fields(args), args.provider.as_deref(), cwd, env)?;
+    let min_pass_rate = min_pass_rate(args.min_pass_rate)?;
+    for spec in &mut specs {
+        spec.repeat.min_pass_rate = min_pass_rate;
+    }
     let prices = PriceTable::with_overrides(&config.prices);
     unpriced_cost_caps(&specs, args.max_cost_usd, &prices)?;
     let also: Vec<PathBuf> = args.jsonl.iter().chain(&args.record).map(|p| cwd.join(p)).collect();
@@ -232,6 +240,15 @@ fn parse_shard(flag: Option<&str>, env: &BTreeMap<String, String>) -> Result<Opt
     }
 }
 
+/// `--min-pass-rate`: a share from 0 to 1 (default 1: every attempt of a repeated task passes).
+fn min_pass_rate(flag: Option<f64>) -> Result<f64, PlanError> {
+    match flag {
+        None => Ok(RepeatSpec::default().min_pass_rate),
+        Some(rate) if (0.0..=1.0).contains(&rate) => Ok(rate),
+        Some(rate) => Err(PlanError::Usage(format!("--min-pass-rate {rate}: a share from 0 to 1, e.g. 0.8"))),
+    }
+}
+
 /// The task fields the command line sets.
 fn flag_fields(args: &RunArgs) -> TaskFields {
     TaskFields {
@@ -239,6 +256,7 @@ fn flag_fields(args: &RunArgs) -> TaskFields {
         model: args.model.clone(),
         max_iterations: args.max_iterations,
         retries: args.retries,
+        repeat: args.repeat,
         timeout: args.timeout.clone(),
         isolation: args.isolation,
         sandbox: args.sandbox,
@@ -305,6 +323,9 @@ fn resolve(
     if f.check.as_deref().is_some_and(|c| c.trim().is_empty()) {
         problems.push("check", "the command is empty");
     }
+    if f.repeat == Some(0) {
+        problems.push("repeat", "must be at least 1 (one attempt)");
+    }
     let output = crate::structured::OutputContract::from_fields(f).map_err(|(field, e)| problems.push(field, e)).ok().flatten();
     let network = crate::egress::Network::from_field(f.network.as_ref()).map_err(|errors| {
         for (path, message) in errors {
@@ -332,6 +353,12 @@ fn resolve(
     if output.is_some() {
         system_prompt = format!("{system_prompt}\n\n{}", crate::structured::SYSTEM_PROMPT_ADDITION);
     }
+    let agent_limits = crate::deadline::Limits {
+        max_iterations: f.max_iterations.unwrap_or(DEFAULT_MAX_ITERATIONS),
+        timeout: Some(timeout),
+        budget: Budget { max_tokens: f.max_tokens, max_cost_usd: f.max_cost_usd },
+    };
+    system_prompt = format!("{system_prompt}\n\n{}", crate::deadline::system_paragraph(&agent_limits));
     let model_window = provider.model.as_ref().and_then(|m| config.models.get(m)).and_then(|m| m.context_window);
     let context_window = config.providers.get(&provider.name).and_then(|p| p.context_window).or(model_window);
     let f = task.fields;
@@ -345,9 +372,15 @@ fn resolve(
         max_iterations: f.max_iterations.unwrap_or(DEFAULT_MAX_ITERATIONS),
         timeout: Some(timeout),
         idle_timeout: Some(idle_timeout),
-        check: f.check.map(|command| CheckSpec { command, before: f.check_before == Some(true), timeout: check_timeout }),
+        check: f.check.map(|command| CheckSpec {
+            command,
+            before: f.check_before == Some(true),
+            timeout: check_timeout,
+            repairs: f.check_repairs.unwrap_or(DEFAULT_CHECK_REPAIRS),
+        }),
         retry: RetrySpec { retries: f.retries.unwrap_or(0), retry_on: f.retry_on.unwrap_or_else(|| DEFAULT_RETRY_ON.to_vec()) },
-        budget: Budget { max_tokens: f.max_tokens, max_cost_usd: f.max_cost_usd },
+        repeat: RepeatSpec { count: f.repeat.unwrap_or(1), ..RepeatSpec::default() },
+        budget: agent_limits.budget,
         context_window,
         max_context_tokens: f.max_context_tokens,
         compact_at: f.compact_at.unwrap_or(crate::context::DEFAULT_COMPACT_AT),
@@ -786,7 +819,7 @@ mod tests {
             check_before = true\ntimeout = \"90s\"\nidle_timeout = \"1m\"\nretries = 2\nretry_on = [\"failed\"]\nmax_tokens = 5\n\
             max_cost_usd = 0.5\nworkdir = \"sub\"\nsystem_prompt = \"Be brief.\"\nsandbox = \"off\"\nnetwork = true\n[tasks.env]\nK = \"v\"\n";
         let spec = specs(manifest, Some("[defaults]\nrequire_change = true\n")).unwrap().remove(0);
-        assert_eq!(spec.check, Some(CheckSpec { command: "true".into(), before: true, timeout: Duration::from_secs(120) }));
+        assert_eq!(spec.check, Some(CheckSpec { command: "true".into(), before: true, timeout: Duration::from_secs(120), repairs: 0 }));
         assert_eq!((spec.timeout, spec.idle_timeout), (Some(Duration::from_secs(90)), Some(Duration::from_secs(60))));
         assert_eq!(spec.retry, RetrySpec { retries: 2, retry_on: vec![Status::Failed] });
         assert_eq!((spec.budget.max_tokens, spec.budget.max_cost_usd), (Some(5), Some(0.5)));

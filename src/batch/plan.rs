@@ -346,19 +346,12 @@ fn resolve(
     provider.replay_path = f.replay.clone();
     provider.max_tokens = f.max_output_tokens.or(provider.max_tokens);
     provider.reasoning = f.reasoning.or(provider.reasoning);
-    let mut system_prompt = SYSTEM_PROMPT.to_string();
-    if let Some(extra) = &f.system_prompt {
-        system_prompt = format!("{system_prompt}\n\n{extra}");
-    }
-    if output.is_some() {
-        system_prompt = format!("{system_prompt}\n\n{}", crate::structured::SYSTEM_PROMPT_ADDITION);
-    }
     let agent_limits = crate::deadline::Limits {
         max_iterations: f.max_iterations.unwrap_or(DEFAULT_MAX_ITERATIONS),
         timeout: Some(timeout),
         budget: Budget { max_tokens: f.max_tokens, max_cost_usd: f.max_cost_usd },
     };
-    system_prompt = format!("{system_prompt}\n\n{}", crate::deadline::system_paragraph(&agent_limits));
+    let system_prompt = system_prompt(&agent_limits, f.system_prompt.as_deref(), output.is_some());
     let model_window = provider.model.as_ref().and_then(|m| config.models.get(m)).and_then(|m| m.context_window);
     let context_window = config.providers.get(&provider.name).and_then(|p| p.context_window).or(model_window);
     let f = task.fields;
@@ -405,6 +398,19 @@ fn resolve(
         manifest: task.manifest,
         prompt: task.prompt,
     })
+}
+
+/// The whole system prompt: dracode's own, the task's limits, the task's own text
+/// (`system_prompt`), and the structured answer's instructions when it has a schema.
+fn system_prompt(limits: &crate::deadline::Limits, extra: Option<&str>, structured: bool) -> String {
+    let mut prompt = format!("{SYSTEM_PROMPT}\n\n{}", crate::deadline::system_paragraph(limits));
+    if let Some(extra) = extra {
+        prompt = format!("{prompt}\n\n{extra}");
+    }
+    if structured {
+        prompt = format!("{prompt}\n\n{}", crate::structured::SYSTEM_PROMPT_ADDITION);
+    }
+    prompt
 }
 
 /// The task's tool policy, compiled; `web_fetch` needs a network (`true` or an allowlist) and
@@ -796,7 +802,12 @@ mod tests {
         let mut tools = crate::tools::DEFAULT_TOOLS.to_vec();
         tools.insert(4, "apply_patch"); // the default provider serves an OpenAI model
         assert_eq!(spec.tools, tools);
-        assert_eq!(spec.system_prompt, SYSTEM_PROMPT);
+        assert_eq!(
+            spec.system_prompt,
+            format!(
+                "{SYSTEM_PROMPT}\n\nLimits of this task: at most 10 model turns (each reply of yours is one), 30m of wall-clock time. When a limit is reached the task ends where it is, and your changes so far are kept and checked. When one is close you will be told what is left: then start nothing new, leave the workspace in a good state and reply with your summary."
+            )
+        );
     }
 
     /// OpenAI's models get `apply_patch` by default, the tool they are trained on; other models

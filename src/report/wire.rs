@@ -727,27 +727,28 @@ pub fn from_wire(task_id: String, w: WireOutcome, diff: Option<String>) -> TaskO
             .collect(),
         pass_rate: w.pass_rate,
         verdict: w.verdict,
-        repeats: w
-            .repeats
-            .into_iter()
-            .map(|r| crate::events::RepeatRecord {
-                repeat: r.repeat,
-                attempt: r.attempt,
-                status: r.status,
-                error: r.error,
-                duration: Duration::from_millis(r.duration_ms),
-                repairs: r.repairs,
-                check_exit_code: r.check_exit_code,
-                reported: r.reported,
-                files_changed: r.files_changed,
-                diff: None,
-                transcript: None,
-            })
-            .collect(),
+        repeats: w.repeats.into_iter().map(repeat_from_wire).collect(),
         provider: w.provider,
         model: w.model,
         transcript: None,
         structured_output: w.structured_output,
+    }
+}
+
+/// The record of a repeat read back from its line (its patch and transcript stay files).
+fn repeat_from_wire(r: WireRepeat) -> crate::events::RepeatRecord {
+    crate::events::RepeatRecord {
+        repeat: r.repeat,
+        attempt: r.attempt,
+        status: r.status,
+        error: r.error,
+        duration: Duration::from_millis(r.duration_ms),
+        repairs: r.repairs,
+        check_exit_code: r.check_exit_code,
+        reported: r.reported,
+        files_changed: r.files_changed,
+        diff: None,
+        transcript: None,
     }
 }
 
@@ -876,6 +877,61 @@ mod tests {
         let back: WireOutcome = serde_json::from_value(v).unwrap();
         let read = from_wire("t".into(), back, None);
         assert_eq!((read.denied_calls, read.error), (o.denied_calls, o.error), "merge reads them back");
+    }
+
+    #[test]
+    fn repairs_and_repeats_are_on_the_line_in_the_schema_and_read_back() {
+        use crate::events::{CheckRound, RepeatRecord, RepeatVerdict};
+        let mut o = outcome("t", Status::Passed);
+        o.repairs = 1;
+        let round = |code, tail: &str| CheckRound { exit_code: Some(code), duration: Duration::from_millis(40), output_tail: tail.into() };
+        o.check_rounds = vec![round(3, "MISMATCH"), round(0, "ok")];
+        o.pass_rate = Some(0.5);
+        o.verdict = Some(RepeatVerdict::Flaky);
+        let repeat = |n: u32, status, reported| RepeatRecord {
+            repeat: n,
+            attempt: n,
+            status,
+            error: None,
+            duration: Duration::from_millis(10),
+            repairs: 0,
+            check_exit_code: Some(Some(0)),
+            reported,
+            files_changed: vec!["a.txt".into()],
+            diff: Some("diff --git a/a.txt b/a.txt\n".into()),
+            transcript: None,
+        };
+        o.repeats = vec![repeat(1, Status::Failed, false), repeat(2, Status::Passed, true)];
+        let v = line(&event(Some(("t", 2)), EventKind::TaskFinished(Box::new(o.clone()))));
+        assert_eq!(v["repairs"], 1);
+        assert_eq!(v["check_rounds"][0], json!({"exit_code": 3, "duration_ms": 40, "output_tail": "MISMATCH"}));
+        assert_eq!((v["pass_rate"].clone(), v["verdict"].clone()), (json!(0.5), json!("flaky")));
+        assert_eq!(v["repeats"][1]["diff_path"], "diffs/t@2.patch");
+        assert_eq!(v["repeats"][1]["transcript_path"], serde_json::Value::Null);
+        assert!(jsonschema::validator_for(&events_schema()).unwrap().is_valid(&v));
+        let back = from_wire("t".into(), serde_json::from_value(v).unwrap(), None);
+        assert_eq!((back.repairs, back.check_rounds, back.pass_rate, back.verdict), (1, o.check_rounds, o.pass_rate, o.verdict));
+        assert_eq!(
+            back.repeats.iter().map(|r| (r.status, r.reported)).collect::<Vec<_>>(),
+            [(Status::Failed, false), (Status::Passed, true)]
+        );
+        // A task without them has none of these keys.
+        let plain = line(&event(Some(("t", 1)), EventKind::TaskFinished(Box::new(outcome("t", Status::Passed)))));
+        for key in ["repairs", "check_rounds", "pass_rate", "verdict", "repeats"] {
+            assert!(plain.get(key).is_none(), "{key}");
+        }
+    }
+
+    #[test]
+    fn a_limit_warning_says_which_limit_and_what_is_left() {
+        let kind =
+            EventKind::LimitWarning { limit: crate::deadline::Limit::MaxCostUsd, remaining: 0.05, allowed: 1.0, message: "close".into() };
+        let v = line(&event(Some(("t", 1)), kind));
+        assert_eq!(
+            v,
+            json!({"type": "limit.warning", "schema_version": 1, "seq": 7, "ts": "2023-11-14T22:13:20.123Z", "run_id": "run-1",
+                "task_id": "t", "attempt": 1, "limit": "max_cost_usd", "remaining": 0.05, "allowed": 1, "message": "close"})
+        );
     }
 
     #[test]

@@ -28,7 +28,7 @@ fn project(server: &OpenAiServer, manifest: &str, files: &[(&str, &str)]) -> tem
 /// server answers on them): exit code, stderr, results.jsonl.
 async fn run(dir: &Path, args: &[&str]) -> (i32, String, Vec<Value>) {
     let dir: PathBuf = dir.to_path_buf();
-    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let args: Vec<String> = args.iter().map(ToString::to_string).collect();
     tokio::task::spawn_blocking(move || {
         let output = dracode(&dir)
             .env("OPENAI_API_KEY", KEY)
@@ -213,4 +213,19 @@ async fn five_repeats_passing_three_are_flaky_and_min_pass_rate_decides_the_exit
     let (code, stderr, all) = run(tmp.path(), &["--repeat", "5", "--min-pass-rate", "0.7"]).await;
     assert_eq!(code, 1, "{stderr}");
     assert_eq!(finished(&all, "answer")["status"], "failed");
+}
+
+#[test]
+fn repeat_zero_and_a_pass_rate_above_one_are_refused_before_anything_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("tasks.toml"), "[[tasks]]\nid = \"t\"\nprompt = \"p\"\nprovider = \"replay\"\nrepeat = 0\n").unwrap();
+    let output = dracode(tmp.path()).args(["validate", "tasks.toml"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("tasks.toml") && stderr.contains("field \"repeat\": must be at least 1"), "{stderr}");
+    std::fs::write(tmp.path().join("tasks.toml"), "[[tasks]]\nid = \"t\"\nprompt = \"p\"\nprovider = \"replay\"\n").unwrap();
+    let output = dracode(tmp.path()).args(["run", "tasks.toml", "--dry-run", "--offline", "--min-pass-rate", "1.5"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--min-pass-rate 1.5: a share from 0 to 1"), "{stderr}");
 }

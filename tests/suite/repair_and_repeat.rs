@@ -229,3 +229,30 @@ fn repeat_zero_and_a_pass_rate_above_one_are_refused_before_anything_runs() {
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--min-pass-rate 1.5: a share from 0 to 1"), "{stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn work_left_at_a_timeout_or_a_budget_is_checked_too() {
+    let slow = ScriptedReply::text("still thinking", Tokens::new(10, 1)).with_delay(std::time::Duration::from_secs(20));
+    let server = OpenAiServer::start_with_key(KEY, vec![write_file("call_1", "calc.txt", "2+2=4\n"), slow]).await;
+    let manifest = "[[tasks]]\nid = \"slow\"\nprompt = \"Fix calc.txt\"\ncheck = \"sh check.sh\"\ntimeout = \"3s\"\n";
+    let tmp = project(&server, manifest, &[("calc.txt", "2+2=5\n"), ("check.sh", CALC_CHECK)]);
+    let (code, stderr, all) = run(tmp.path(), &[]).await;
+    assert_eq!(code, 1, "{stderr}");
+    let task = finished(&all, "slow");
+    assert_eq!((task["status"].clone(), task["check"]["exit_code"].clone()), (json!("timeout"), json!(0)), "{task}");
+    assert_eq!(task["files_changed"], json!(["calc.txt"]));
+
+    let server = OpenAiServer::start_with_key(
+        KEY,
+        vec![write_file("call_1", "calc.txt", "2+2=3\n"), ScriptedReply::tool_call("call_2", "list_files", json!({}), Tokens::new(50, 10))],
+    )
+    .await;
+    let manifest = "[[tasks]]\nid = \"spent\"\nprompt = \"Fix calc.txt\"\ncheck = \"sh check.sh\"\nmax_tokens = 100\n";
+    let tmp = project(&server, manifest, &[("calc.txt", "2+2=5\n"), ("check.sh", CALC_CHECK)]);
+    let (code, stderr, all) = run(tmp.path(), &[]).await;
+    assert_eq!(code, 1, "{stderr}");
+    let task = finished(&all, "spent");
+    assert_eq!((task["status"].clone(), task["check"]["exit_code"].clone()), (json!("budget_exceeded"), json!(3)), "{task}");
+    assert!(task["check"]["output_tail"].as_str().unwrap().contains("calc.txt says 2+2=3"), "the work so far was checked");
+    assert!(tmp.path().join("out/diffs/spent.patch").is_file());
+}

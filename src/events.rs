@@ -352,7 +352,8 @@ pub struct TaskOutcome {
     pub error: Option<TaskError>,
     /// Attempts made.
     pub attempts: u32,
-    /// Passed only after a failed attempt.
+    /// Passed only after a failed attempt; for a repeated task (`repeat`), its verdict is
+    /// `flaky` (some attempts passed, some did not).
     pub flaky: bool,
     /// The attempts before the last, in order (empty when the first attempt was final).
     pub prior_attempts: Vec<AttemptRecord>,

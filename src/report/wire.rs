@@ -283,7 +283,8 @@ pub struct WireOutcome {
     pub error: Option<TaskError>,
     /// Attempts made.
     pub attempts: u32,
-    /// Passed only after a failed attempt.
+    /// Passed only after a failed attempt; for a repeated task (`repeat`), its verdict is
+    /// `flaky` (some attempts passed, some did not).
     pub flaky: bool,
     /// The manifest the task came from, as given on the command line (`--task` for ad-hoc
     /// tasks); one JUnit testsuite per manifest.

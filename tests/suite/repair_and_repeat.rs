@@ -228,6 +228,12 @@ fn repeat_zero_and_a_pass_rate_above_one_are_refused_before_anything_runs() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--min-pass-rate 1.5: a share from 0 to 1"), "{stderr}");
+    // The plan shows them.
+    let tasks = "[[tasks]]\nid = \"t\"\nprompt = \"p\"\nprovider = \"replay\"\nrepeat = 3\ncheck = \"true\"\ncheck_repairs = 2\n";
+    std::fs::write(tmp.path().join("tasks.toml"), tasks).unwrap();
+    let output = dracode(tmp.path()).args(["run", "tasks.toml", "--dry-run", "--offline", "--min-pass-rate", "0.5"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains(" repeat=3 min_pass_rate=0.5 check_repairs=2\t"), "{stdout}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

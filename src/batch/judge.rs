@@ -41,20 +41,21 @@ pub struct Evidence<'a> {
 
 /// The status of an attempt and, unless it passed, why.
 pub fn judge(evidence: &Evidence<'_>) -> (Status, Option<TaskError>) {
+    let agent = |status, message: String| (status, Some(TaskError::new(FailureKind::Agent, message)));
     // An agent stopped by a limit had its work so far checked: the message says how that went.
-    let agent = |status, message: String| (status, Some(TaskError::new(FailureKind::Agent, message + &check_note(evidence.check))));
+    let limit = |status, message: String| agent(status, message + &check_note(evidence.check));
     if let (Some(error), false) = (evidence.resource, *evidence.phase == AgentPhase::Cancelled) {
         return (Status::Error, Some(error.clone()));
     }
     match evidence.phase {
         AgentPhase::Ended(AgentEnd::Finished) => judge_finished(evidence),
         AgentPhase::Ended(AgentEnd::MaxIterations) => {
-            agent(Status::MaxIterations, format!("the agent did not finish within {} iterations", evidence.max_iterations))
+            limit(Status::MaxIterations, format!("the agent did not finish within {} iterations", evidence.max_iterations))
         }
-        AgentPhase::Ended(AgentEnd::BudgetExceeded(message)) => agent(Status::BudgetExceeded, message.clone()),
+        AgentPhase::Ended(AgentEnd::BudgetExceeded(message)) => limit(Status::BudgetExceeded, message.clone()),
         AgentPhase::Ended(AgentEnd::Failed(error)) => (failure_status(error), Some(error.clone())),
-        AgentPhase::TimedOut(limit) => {
-            agent(Status::Timeout, format!("the task ran longer than its timeout of {}", humantime::format_duration(*limit)))
+        AgentPhase::TimedOut(timeout) => {
+            limit(Status::Timeout, format!("the task ran longer than its timeout of {}", humantime::format_duration(*timeout)))
         }
         AgentPhase::Stalled(idle) => agent(
             Status::Stalled,

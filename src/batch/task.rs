@@ -253,7 +253,12 @@ impl AttemptCtx<'_> {
             outcome.protected.sort();
             outcome.protected.dedup();
             workspace = collect_changes(workspace, outcome, self.shared).await?;
-            let Some(check) = self.spec.check.as_ref().filter(|_| checks_work_after(&phase)) else { return Ok((workspace, phase)) };
+            let Some(check) = self.spec.check.as_ref().filter(|_| checks_work_after(&phase)) else {
+                // `check` grades the final state only: a repair that stalled or failed leaves its
+                // work unchecked (the earlier rounds stay in `check_rounds`).
+                outcome.check = None;
+                return Ok((workspace, phase));
+            };
             let started = Instant::now();
             let record = run_check(check, self.workdir, self.kit, self.shared).await;
             let round = CheckRound { exit_code: record.exit_code, duration: started.elapsed(), output_tail: record.output_tail.clone() };
@@ -312,6 +317,8 @@ impl AttemptCtx<'_> {
             ),
             clock: (self.clock, spec.timeout),
         };
+        // The idle clock starts with the agent: a slow check before a repair is not silence.
+        self.emitter.keep_alive();
         let mut cancel = shared.cancel.clone();
         let limit = spec.timeout.unwrap_or(Duration::MAX);
         let left = limit.saturating_sub(self.clock.elapsed());

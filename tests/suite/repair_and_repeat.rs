@@ -262,3 +262,23 @@ async fn work_left_at_a_timeout_or_a_budget_is_checked_too() {
     assert!(task["check"]["output_tail"].as_str().unwrap().contains("calc.txt says 2+2=3"), "the work so far was checked");
     assert!(tmp.path().join("out/diffs/spent.patch").is_file());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_slow_check_does_not_make_the_repair_look_stalled() {
+    let server = OpenAiServer::start_with_key(
+        KEY,
+        vec![
+            ScriptedReply::text("Looks right already.", Tokens::new(100, 5)),
+            write_file("call_1", "calc.txt", "2+2=4\n"),
+            ScriptedReply::text("Fixed calc.txt.", Tokens::new(120, 5)),
+        ],
+    )
+    .await;
+    // The check is silent for longer than idle_timeout: the repair after it must not count that.
+    let manifest =
+        "[[tasks]]\nid = \"calc\"\nprompt = \"Fix calc.txt\"\ncheck = \"sleep 3; sh check.sh\"\ncheck_repairs = 1\nidle_timeout = \"2s\"\n";
+    let tmp = project(&server, manifest, &[("calc.txt", "2+2=5\n"), ("check.sh", CALC_CHECK)]);
+    let (code, stderr, all) = run(tmp.path(), &[]).await;
+    let task = finished(&all, "calc");
+    assert_eq!((code, task["status"].clone(), task["repairs"].clone()), (0, json!("passed"), json!(1)), "{stderr}\n{task}");
+}

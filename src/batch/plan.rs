@@ -323,9 +323,6 @@ fn resolve(
     if f.check.as_deref().is_some_and(|c| c.trim().is_empty()) {
         problems.push("check", "the command is empty");
     }
-    if f.repeat == Some(0) {
-        problems.push("repeat", "must be at least 1 (one attempt)");
-    }
     let output = crate::structured::OutputContract::from_fields(f).map_err(|(field, e)| problems.push(field, e)).ok().flatten();
     let network = crate::egress::Network::from_field(f.network.as_ref()).map_err(|errors| {
         for (path, message) in errors {
@@ -335,6 +332,9 @@ fn resolve(
     let policy = resolve_policy(&mut problems, network.as_ref().is_ok_and(crate::egress::Network::is_on));
     let limits = resolve_limits(&mut problems);
     check_read_paths(&mut problems);
+    if f.repeat == Some(0) {
+        problems.push("repeat", "must be at least 1 (one attempt)");
+    }
     if let Some(globs) = &f.protect
         && let Err(e) = crate::sandbox::Protect::compile(Path::new("/"), globs)
     {
@@ -346,12 +346,7 @@ fn resolve(
     provider.replay_path = f.replay.clone();
     provider.max_tokens = f.max_output_tokens.or(provider.max_tokens);
     provider.reasoning = f.reasoning.or(provider.reasoning);
-    let agent_limits = crate::deadline::Limits {
-        max_iterations: f.max_iterations.unwrap_or(DEFAULT_MAX_ITERATIONS),
-        timeout: Some(timeout),
-        budget: Budget { max_tokens: f.max_tokens, max_cost_usd: f.max_cost_usd },
-    };
-    let system_prompt = system_prompt(&agent_limits, f.system_prompt.as_deref(), output.is_some());
+    let system_prompt = system_prompt(f, timeout, output.is_some());
     let model_window = provider.model.as_ref().and_then(|m| config.models.get(m)).and_then(|m| m.context_window);
     let context_window = config.providers.get(&provider.name).and_then(|p| p.context_window).or(model_window);
     let f = task.fields;
@@ -365,15 +360,10 @@ fn resolve(
         max_iterations: f.max_iterations.unwrap_or(DEFAULT_MAX_ITERATIONS),
         timeout: Some(timeout),
         idle_timeout: Some(idle_timeout),
-        check: f.check.map(|command| CheckSpec {
-            command,
-            before: f.check_before == Some(true),
-            timeout: check_timeout,
-            repairs: f.check_repairs.unwrap_or(DEFAULT_CHECK_REPAIRS),
-        }),
+        check: f.check.map(|command| CheckSpec::new(command, f.check_before, check_timeout, f.check_repairs)),
         retry: RetrySpec { retries: f.retries.unwrap_or(0), retry_on: f.retry_on.unwrap_or_else(|| DEFAULT_RETRY_ON.to_vec()) },
         repeat: RepeatSpec { count: f.repeat.unwrap_or(1), ..RepeatSpec::default() },
-        budget: agent_limits.budget,
+        budget: Budget { max_tokens: f.max_tokens, max_cost_usd: f.max_cost_usd },
         context_window,
         max_context_tokens: f.max_context_tokens,
         compact_at: f.compact_at.unwrap_or(crate::context::DEFAULT_COMPACT_AT),
@@ -402,9 +392,14 @@ fn resolve(
 
 /// The whole system prompt: dracode's own, the task's limits, the task's own text
 /// (`system_prompt`), and the structured answer's instructions when it has a schema.
-fn system_prompt(limits: &crate::deadline::Limits, extra: Option<&str>, structured: bool) -> String {
-    let mut prompt = format!("{SYSTEM_PROMPT}\n\n{}", crate::deadline::system_paragraph(limits));
-    if let Some(extra) = extra {
+fn system_prompt(f: &TaskFields, timeout: Duration, structured: bool) -> String {
+    let limits = crate::deadline::Limits {
+        max_iterations: f.max_iterations.unwrap_or(DEFAULT_MAX_ITERATIONS),
+        timeout: Some(timeout),
+        budget: Budget { max_tokens: f.max_tokens, max_cost_usd: f.max_cost_usd },
+    };
+    let mut prompt = format!("{SYSTEM_PROMPT}\n\n{}", crate::deadline::system_paragraph(&limits));
+    if let Some(extra) = &f.system_prompt {
         prompt = format!("{prompt}\n\n{extra}");
     }
     if structured {

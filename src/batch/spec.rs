@@ -143,6 +143,14 @@ pub struct CheckSpec {
     pub repairs: u32,
 }
 
+impl CheckSpec {
+    /// The check `command` with the task's `check_before`, time limit and `check_repairs`
+    /// (default [`super::plan::DEFAULT_CHECK_REPAIRS`]).
+    pub fn new(command: String, before: Option<bool>, timeout: Duration, repairs: Option<u32>) -> Self {
+        CheckSpec { command, before: before == Some(true), timeout, repairs: repairs.unwrap_or(super::plan::DEFAULT_CHECK_REPAIRS) }
+    }
+}
+
 /// How a task is retried.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RetrySpec {

@@ -57,6 +57,9 @@ pub struct Agent<'a> {
     pub output: Option<&'a OutputContract>,
     /// The context window the conversation must stay in ([`crate::context`]).
     pub context: ContextPolicy,
+    /// When the agent started and the time it has (`timeout`), for the warning when little is
+    /// left ([`crate::deadline`]).
+    pub clock: (Instant, Option<Duration>),
 }
 
 /// The loop's progress, readable after it stops for any reason.
@@ -80,6 +83,11 @@ pub struct AgentState {
     pub compactions: u32,
     /// The tool calls the task's policy denied, in order.
     pub denied: Vec<DeniedCall>,
+    /// Calls counted against `max_iterations` so far (a refused request sent again after
+    /// compaction counts once).
+    pub calls_used: u32,
+    /// The limits the agent was already warned about ([`crate::deadline`]).
+    pub warned: crate::deadline::Warned,
 }
 
 impl AgentState {
@@ -112,17 +120,31 @@ impl From<LlmError> for TaskError {
 impl Agent<'_> {
     /// Runs the task `prompt` to its end, recording progress in `state`.
     pub async fn run(&self, prompt: &str, state: &mut AgentState) -> AgentEnd {
+        state.push(Message::user_text(prompt));
+        self.drive(prompt, state).await
+    }
+
+    /// Continues the conversation in `state` (of an earlier [`Agent::run`] of `prompt` that
+    /// finished) with the user's `message`, e.g. a failed check's output; the calls it makes
+    /// count against the same `max_iterations` and budgets.
+    pub async fn resume(&self, prompt: &str, message: String, state: &mut AgentState) -> AgentEnd {
+        state.push(Message::user_text(message));
+        self.drive(prompt, state).await
+    }
+
+    /// The loop: calls the model on `state`'s conversation until it ends its turn, fails, or
+    /// runs out of iterations or budget.
+    async fn drive(&self, prompt: &str, state: &mut AgentState) -> AgentEnd {
         let mut specs: Vec<ToolSpec> = self.registry.specs();
         specs.extend(self.output.map(OutputContract::tool_spec));
-        state.push(Message::user_text(prompt));
         let mut meter = ContextMeter::default();
         let mut refused_once = false;
-        let mut calls_left = self.max_iterations;
-        while calls_left > 0 {
-            calls_left -= 1;
+        while state.calls_used < self.max_iterations {
+            state.calls_used += 1;
             if let Err(end) = self.fit_context(prompt, &specs, state, &mut meter, false).await {
                 return end;
             }
+            self.warn_if_close(state);
             let estimate = meter.estimate(&self.system, &specs, &state.messages);
             let held = match self.reserve_call(&state.usage, estimate) {
                 Ok(held) => held,
@@ -140,7 +162,7 @@ impl Agent<'_> {
                     if let Err(end) = self.fit_context(prompt, &specs, state, &mut meter, true).await {
                         return end;
                     }
-                    calls_left += 1;
+                    state.calls_used -= 1;
                     continue;
                 }
                 Err(e) if e.kind == ErrorKind::ContextOverflow => return AgentEnd::Failed(still_too_long(e)),
@@ -330,6 +352,37 @@ impl Agent<'_> {
             usage: response.usage,
             duration: started.elapsed(),
         });
+    }
+
+    /// Tells the agent, in the request about to be sent, of the limits that are close (each
+    /// once), and reports each as `limit.warning`.
+    fn warn_if_close(&self, state: &mut AgentState) {
+        let limits = crate::deadline::Limits { max_iterations: self.max_iterations, timeout: self.clock.1, budget: self.budget };
+        let spent = crate::deadline::Spent {
+            calls: state.calls_used,
+            elapsed: self.clock.0.elapsed(),
+            tokens: state.usage.total_tokens,
+            cost_usd: (self.cost)(&state.usage),
+        };
+        let close = crate::deadline::close_limits(&limits, &spent, &mut state.warned);
+        if close.is_empty() {
+            return;
+        }
+        let text = crate::deadline::message(&close);
+        for w in &close {
+            self.emitter.emit(EventKind::LimitWarning {
+                limit: w.limit,
+                remaining: w.remaining,
+                allowed: w.allowed,
+                message: text.clone(),
+            });
+        }
+        for list in [&mut state.messages, &mut state.history] {
+            match list.last_mut() {
+                Some(last) if last.role == Role::User => last.content.push(ContentBlock::text(text.clone())),
+                _ => list.push(Message::user_text(text.clone())),
+            }
+        }
     }
 
     /// Counts and reports one shrink of the conversation.
@@ -537,6 +590,7 @@ mod tests {
             cost: &cost,
             output,
             context: ContextPolicy::unknown(),
+            clock: (Instant::now(), None),
         };
         let mut state = AgentState::default();
         let end = agent.run("do it", &mut state).await;
@@ -686,6 +740,7 @@ mod tests {
             cost: &cost,
             output: None,
             context: policy,
+            clock: (Instant::now(), None),
         };
         let mut state = AgentState::default();
         let end = agent.run("fix it", &mut state).await;
@@ -895,6 +950,7 @@ mod concurrent_tests {
             cost: &cost,
             output: None,
             context: crate::context::ContextPolicy::unknown(),
+            clock: (Instant::now(), None),
         };
         let mut state = AgentState::default();
         assert_eq!(agent.run("go", &mut state).await, AgentEnd::Finished);

@@ -231,6 +231,14 @@ pub struct RunArgs {
     /// Attempts after the first for a task that ends `error`/`timeout`/`stalled` (see `retry_on`).
     #[arg(long)]
     pub retries: Option<u32>,
+    /// Independent attempts of every task (as `repeat`), each in a fresh workspace; each task
+    /// gets a pass rate and a verdict: stable_pass, stable_fail or flaky.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub repeat: Option<u32>,
+    /// The share of a repeated task's attempts that must pass for it to pass (0 to 1; default
+    /// 1: every attempt).
+    #[arg(long, value_name = "RATE")]
+    pub min_pass_rate: Option<f64>,
     /// LLM calls allowed per task.
     #[arg(long)]
     pub max_iterations: Option<u32>,

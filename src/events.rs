@@ -247,6 +247,78 @@ pub struct AttemptRecord {
     pub duration: Duration,
 }
 
+/// One run of a task's check in an attempt that may repair (`check_repairs`): the first after
+/// the agent finished, then one after each repair.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckRound {
+    /// Its exit code; `None` when it was killed or could not start.
+    pub exit_code: Option<i32>,
+    /// Its wall time.
+    pub duration: Duration,
+    /// The last part of its output (what the agent was shown).
+    pub output_tail: String,
+}
+
+/// Whether a repeated task (`repeat`) passes every attempt, none, or some.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RepeatVerdict {
+    /// Every attempt passed.
+    StablePass,
+    /// No attempt passed.
+    StableFail,
+    /// Some passed, some did not.
+    Flaky,
+}
+
+impl RepeatVerdict {
+    /// The verdict of `passed` passes out of `count` attempts.
+    pub fn of(passed: u32, count: u32) -> Self {
+        match passed {
+            0 => RepeatVerdict::StableFail,
+            p if p == count => RepeatVerdict::StablePass,
+            _ => RepeatVerdict::Flaky,
+        }
+    }
+
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RepeatVerdict::StablePass => "stable_pass",
+            RepeatVerdict::StableFail => "stable_fail",
+            RepeatVerdict::Flaky => "flaky",
+        }
+    }
+}
+
+/// One independent attempt of a repeated task (`repeat`), with its own workspace and record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RepeatRecord {
+    /// 1-based, in run order.
+    pub repeat: u32,
+    /// The attempt number of its final attempt (as in its events' `attempt`).
+    pub attempt: u32,
+    /// How it ended.
+    pub status: Status,
+    /// Why.
+    pub error: Option<TaskError>,
+    /// Its wall time.
+    pub duration: Duration,
+    /// Its repairs after a failed check.
+    pub repairs: u32,
+    /// Its check's exit code, when the check ran.
+    pub check_exit_code: Option<Option<i32>>,
+    /// The files it changed.
+    pub files_changed: Vec<String>,
+    /// Whether the task's own fields (status, check, result, `diffs/<id>.patch`, transcript)
+    /// are this attempt's.
+    pub reported: bool,
+    /// Its patch (written to its own file).
+    pub diff: Option<String>,
+    /// Its conversation (written to its own file).
+    pub transcript: Option<Arc<Transcript>>,
+}
+
 /// Everything known about a finished task.
 #[derive(Debug, Clone)]
 pub struct TaskOutcome {
@@ -280,7 +352,8 @@ pub struct TaskOutcome {
     pub error: Option<TaskError>,
     /// Attempts made.
     pub attempts: u32,
-    /// Passed only after a failed attempt.
+    /// Passed only after a failed attempt; for a repeated task (`repeat`), its verdict is
+    /// `flaky` (some attempts passed, some did not).
     pub flaky: bool,
     /// The attempts before the last, in order (empty when the first attempt was final).
     pub prior_attempts: Vec<AttemptRecord>,
@@ -307,6 +380,16 @@ pub struct TaskOutcome {
     /// The `run_id` of the earlier run this result was carried over from, unchanged (a task
     /// that passed there and was not run again by `--rerun-failed` into the same folder).
     pub carried_from: Option<String>,
+    /// Times the agent repaired its work after a failed check (`check_repairs`), last attempt.
+    pub repairs: u32,
+    /// Every check run of the last attempt when it repaired (`check` is the last of them).
+    pub check_rounds: Vec<CheckRound>,
+    /// A repeated task's share of attempts that passed (`None` without `repeat`).
+    pub pass_rate: Option<f64>,
+    /// A repeated task's verdict.
+    pub verdict: Option<RepeatVerdict>,
+    /// A repeated task's attempts, in order (empty without `repeat`).
+    pub repeats: Vec<RepeatRecord>,
 }
 
 /// A tool call the task's policy refused.
@@ -351,6 +434,11 @@ impl TaskOutcome {
             protected: Vec::new(),
             network_denied: crate::egress::Denials::default(),
             carried_from: None,
+            repairs: 0,
+            check_rounds: Vec::new(),
+            pass_rate: None,
+            verdict: None,
+            repeats: Vec::new(),
         }
     }
 }
@@ -490,6 +578,18 @@ pub enum EventKind {
         command: String,
         /// Why, in words, when known.
         reason: Option<String>,
+    },
+    /// A limit of the task is close and the agent was told so, in the request about to be sent
+    /// ([`crate::deadline`]).
+    LimitWarning {
+        /// Which limit.
+        limit: crate::deadline::Limit,
+        /// What is left, in the limit's unit (calls, seconds, tokens, USD).
+        remaining: f64,
+        /// The limit, in the same unit.
+        allowed: f64,
+        /// What the agent was told.
+        message: String,
     },
     /// A task ended (exactly once per task).
     TaskFinished(Box<TaskOutcome>),

@@ -16,6 +16,7 @@ pub mod budget;
 pub mod cli;
 pub mod config;
 pub mod context;
+pub mod deadline;
 pub mod duration;
 pub mod egress;
 pub mod events;

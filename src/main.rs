@@ -436,14 +436,21 @@ async fn watch_signals(cancel: tokio::sync::watch::Sender<bool>, which: Arc<Atom
 }
 
 /// `--dry-run`: each task, its provider, model, isolation, repository, time limits and
-/// effective `require_change`, and whether the provider is configured; then (on stderr) how to
-/// see a task's sandbox.
+/// effective `require_change` (and `repeat`, `check_repairs` when set), and whether the provider
+/// is configured; then (on stderr) how to see a task's sandbox.
 fn print_dry_run(plan: &plan::Plan) {
     for p in &plan.tasks {
         let status = p.provider.not_configured_reason().map_or("ready".to_string(), |w| format!("not configured: {w}"));
         let limit = |d: Option<std::time::Duration>| d.map_or("none".to_string(), |d| humantime::format_duration(d).to_string());
+        let mut extra = String::new();
+        if p.repeat.count > 1 {
+            extra.push_str(&format!(" repeat={} min_pass_rate={}", p.repeat.count, p.repeat.min_pass_rate));
+        }
+        if let Some(check) = p.check.as_ref().filter(|c| c.repairs > 0) {
+            extra.push_str(&format!(" check_repairs={}", check.repairs));
+        }
         println!(
-            "{}\tprovider={} model={} isolation={} repo={} require_change={} timeout={} idle_timeout={}\t{status}",
+            "{}\tprovider={} model={} isolation={} repo={} require_change={} timeout={} idle_timeout={}{extra}\t{status}",
             p.id,
             p.provider.name,
             p.provider.model.as_deref().unwrap_or("-"),

@@ -42,18 +42,20 @@ pub struct Evidence<'a> {
 /// The status of an attempt and, unless it passed, why.
 pub fn judge(evidence: &Evidence<'_>) -> (Status, Option<TaskError>) {
     let agent = |status, message: String| (status, Some(TaskError::new(FailureKind::Agent, message)));
+    // An agent stopped by a limit had its work so far checked: the message says how that went.
+    let limit = |status, message: String| agent(status, message + &check_note(evidence.check));
     if let (Some(error), false) = (evidence.resource, *evidence.phase == AgentPhase::Cancelled) {
         return (Status::Error, Some(error.clone()));
     }
     match evidence.phase {
         AgentPhase::Ended(AgentEnd::Finished) => judge_finished(evidence),
         AgentPhase::Ended(AgentEnd::MaxIterations) => {
-            agent(Status::MaxIterations, format!("the agent did not finish within {} iterations", evidence.max_iterations))
+            limit(Status::MaxIterations, format!("the agent did not finish within {} iterations", evidence.max_iterations))
         }
-        AgentPhase::Ended(AgentEnd::BudgetExceeded(message)) => agent(Status::BudgetExceeded, message.clone()),
+        AgentPhase::Ended(AgentEnd::BudgetExceeded(message)) => limit(Status::BudgetExceeded, message.clone()),
         AgentPhase::Ended(AgentEnd::Failed(error)) => (failure_status(error), Some(error.clone())),
-        AgentPhase::TimedOut(limit) => {
-            agent(Status::Timeout, format!("the task ran longer than its timeout of {}", humantime::format_duration(*limit)))
+        AgentPhase::TimedOut(timeout) => {
+            limit(Status::Timeout, format!("the task ran longer than its timeout of {}", humantime::format_duration(*timeout)))
         }
         AgentPhase::Stalled(idle) => agent(
             Status::Stalled,
@@ -64,6 +66,16 @@ pub fn judge(evidence: &Evidence<'_>) -> (Status, Option<TaskError>) {
             ),
         ),
         AgentPhase::Cancelled => (Status::Cancelled, Some(TaskError::internal("the run was interrupted"))),
+    }
+}
+
+/// ` (its work so far passes the check)` or `… fails the check (exit N)` when the check ran.
+fn check_note(check: Option<&CheckRecord>) -> String {
+    match check.map(|c| c.exit_code) {
+        None => String::new(),
+        Some(Some(0)) => " (its work so far passes the check)".to_string(),
+        Some(Some(code)) => format!(" (its work so far fails the check: exit code {code})"),
+        Some(None) => " (its work so far fails the check: killed)".to_string(),
     }
 }
 
@@ -141,6 +153,8 @@ mod tests {
             ("failed: nothing else grades it", finished.clone(), None, 0, NoOtherEvidence, Status::Failed, Some((FailureKind::Agent, "no check, no structured output and a sandbox that can write, so require_change defaults to true"))),
             ("passed: nothing else grades it, but it changed a file", finished.clone(), None, 1, NoOtherEvidence, Status::Passed, None),
             ("max_iterations", AgentPhase::Ended(AgentEnd::MaxIterations), None, 0, No, Status::MaxIterations, Some((FailureKind::Agent, "within 7 iterations"))),
+            ("max_iterations, work checked", AgentPhase::Ended(AgentEnd::MaxIterations), Some(&green), 1, No, Status::MaxIterations, Some((FailureKind::Agent, "within 7 iterations (its work so far passes the check)"))),
+            ("timeout, work checked", AgentPhase::TimedOut(Duration::from_secs(90)), Some(&red), 1, No, Status::Timeout, Some((FailureKind::Agent, "timeout of 1m 30s (its work so far fails the check: exit code 1)"))),
             ("budget_exceeded", AgentPhase::Ended(AgentEnd::BudgetExceeded("over 100 tokens".into())), None, 0, No, Status::BudgetExceeded, Some((FailureKind::Agent, "over 100 tokens"))),
             ("not_configured", llm(ErrorKind::NotConfigured), None, 0, No, Status::NotConfigured, Some((FailureKind::Llm(ErrorKind::NotConfigured), "boom"))),
             ("error: rate_limit", llm(ErrorKind::RateLimit), None, 0, No, Status::Error, Some((FailureKind::Llm(ErrorKind::RateLimit), "boom"))),

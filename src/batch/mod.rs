@@ -5,6 +5,7 @@ pub mod check;
 pub mod judge;
 pub mod plan;
 pub mod record;
+pub mod repeat;
 pub mod runner;
 pub mod sandbox_view;
 pub mod shard;

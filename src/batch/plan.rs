@@ -3,7 +3,7 @@
 //! (exit code 2).
 
 use super::shard::Shard;
-use super::spec::{CheckSpec, RequireChange, RetrySpec, TaskSpec, WorkspaceSpec};
+use super::spec::{CheckSpec, RepeatSpec, RequireChange, RetrySpec, TaskSpec, WorkspaceSpec};
 use crate::agent::{Budget, SYSTEM_PROMPT};
 use crate::cli::RunArgs;
 use crate::config::{Config, ConfigError};
@@ -25,6 +25,10 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 /// Time limit of a check command when nothing says otherwise.
 pub const DEFAULT_CHECK_TIMEOUT: Duration = Duration::from_secs(600);
+/// Repairs after a failed check when nothing says otherwise: none. A repair spends turns and
+/// tokens, and shows the agent the check's output — which may be a hidden test's expectations —
+/// so it is asked for, per task (`check_repairs`).
+pub const DEFAULT_CHECK_REPAIRS: u32 = 0;
 /// Statuses retried when a task sets `retries` but not `retry_on`.
 pub const DEFAULT_RETRY_ON: [Status; 3] = [Status::Error, Status::Timeout, Status::Stalled];
 
@@ -112,7 +116,11 @@ pub fn plan(args: &RunArgs, cwd: &Path, env: &BTreeMap<String, String>) -> Resul
     let selected: Vec<Task> =
         tasks.into_iter().enumerate().filter(|(position, t)| shard.is_none_or(|s| s.selects(&t.id, *position))).map(|(_, t)| t).collect();
     narrowing.step(selected.len(), || shard.map(|s| (format!("shard {s}"), String::new())));
-    let specs = resolve_all(&config, selected.into_iter(), &flag_fields(args), args.provider.as_deref(), cwd, env)?;
+    let mut specs = resolve_all(&config, selected.into_iter(), &flag_fields(args), args.provider.as_deref(), cwd, env)?;
+    let min_pass_rate = min_pass_rate(args.min_pass_rate)?;
+    for spec in &mut specs {
+        spec.repeat.min_pass_rate = min_pass_rate;
+    }
     let prices = PriceTable::with_overrides(&config.prices);
     unpriced_cost_caps(&specs, args.max_cost_usd, &prices)?;
     let also: Vec<PathBuf> = args.jsonl.iter().chain(&args.record).map(|p| cwd.join(p)).collect();
@@ -232,6 +240,15 @@ fn parse_shard(flag: Option<&str>, env: &BTreeMap<String, String>) -> Result<Opt
     }
 }
 
+/// `--min-pass-rate`: a share from 0 to 1 (default 1: every attempt of a repeated task passes).
+fn min_pass_rate(flag: Option<f64>) -> Result<f64, PlanError> {
+    match flag {
+        None => Ok(RepeatSpec::default().min_pass_rate),
+        Some(rate) if (0.0..=1.0).contains(&rate) => Ok(rate),
+        Some(rate) => Err(PlanError::Usage(format!("--min-pass-rate {rate}: a share from 0 to 1, e.g. 0.8"))),
+    }
+}
+
 /// The task fields the command line sets.
 fn flag_fields(args: &RunArgs) -> TaskFields {
     TaskFields {
@@ -239,6 +256,7 @@ fn flag_fields(args: &RunArgs) -> TaskFields {
         model: args.model.clone(),
         max_iterations: args.max_iterations,
         retries: args.retries,
+        repeat: args.repeat,
         timeout: args.timeout.clone(),
         isolation: args.isolation,
         sandbox: args.sandbox,
@@ -314,6 +332,9 @@ fn resolve(
     let policy = resolve_policy(&mut problems, network.as_ref().is_ok_and(crate::egress::Network::is_on));
     let limits = resolve_limits(&mut problems);
     check_read_paths(&mut problems);
+    if f.repeat == Some(0) {
+        problems.push("repeat", "must be at least 1 (one attempt)");
+    }
     if let Some(globs) = &f.protect
         && let Err(e) = crate::sandbox::Protect::compile(Path::new("/"), globs)
     {
@@ -325,13 +346,7 @@ fn resolve(
     provider.replay_path = f.replay.clone();
     provider.max_tokens = f.max_output_tokens.or(provider.max_tokens);
     provider.reasoning = f.reasoning.or(provider.reasoning);
-    let mut system_prompt = SYSTEM_PROMPT.to_string();
-    if let Some(extra) = &f.system_prompt {
-        system_prompt = format!("{system_prompt}\n\n{extra}");
-    }
-    if output.is_some() {
-        system_prompt = format!("{system_prompt}\n\n{}", crate::structured::SYSTEM_PROMPT_ADDITION);
-    }
+    let system_prompt = system_prompt(f, timeout, output.is_some());
     let model_window = provider.model.as_ref().and_then(|m| config.models.get(m)).and_then(|m| m.context_window);
     let context_window = config.providers.get(&provider.name).and_then(|p| p.context_window).or(model_window);
     let f = task.fields;
@@ -345,8 +360,9 @@ fn resolve(
         max_iterations: f.max_iterations.unwrap_or(DEFAULT_MAX_ITERATIONS),
         timeout: Some(timeout),
         idle_timeout: Some(idle_timeout),
-        check: f.check.map(|command| CheckSpec { command, before: f.check_before == Some(true), timeout: check_timeout }),
+        check: f.check.map(|command| CheckSpec::new(command, f.check_before, check_timeout, f.check_repairs)),
         retry: RetrySpec { retries: f.retries.unwrap_or(0), retry_on: f.retry_on.unwrap_or_else(|| DEFAULT_RETRY_ON.to_vec()) },
+        repeat: RepeatSpec { count: f.repeat.unwrap_or(1), ..RepeatSpec::default() },
         budget: Budget { max_tokens: f.max_tokens, max_cost_usd: f.max_cost_usd },
         context_window,
         max_context_tokens: f.max_context_tokens,
@@ -372,6 +388,24 @@ fn resolve(
         manifest: task.manifest,
         prompt: task.prompt,
     })
+}
+
+/// The whole system prompt: dracode's own, the task's limits, the task's own text
+/// (`system_prompt`), and the structured answer's instructions when it has a schema.
+fn system_prompt(f: &TaskFields, timeout: Duration, structured: bool) -> String {
+    let limits = crate::deadline::Limits {
+        max_iterations: f.max_iterations.unwrap_or(DEFAULT_MAX_ITERATIONS),
+        timeout: Some(timeout),
+        budget: Budget { max_tokens: f.max_tokens, max_cost_usd: f.max_cost_usd },
+    };
+    let mut prompt = format!("{SYSTEM_PROMPT}\n\n{}", crate::deadline::system_paragraph(&limits));
+    if let Some(extra) = &f.system_prompt {
+        prompt = format!("{prompt}\n\n{extra}");
+    }
+    if structured {
+        prompt = format!("{prompt}\n\n{}", crate::structured::SYSTEM_PROMPT_ADDITION);
+    }
+    prompt
 }
 
 /// The task's tool policy, compiled; `web_fetch` needs a network (`true` or an allowlist) and
@@ -763,7 +797,12 @@ mod tests {
         let mut tools = crate::tools::DEFAULT_TOOLS.to_vec();
         tools.insert(4, "apply_patch"); // the default provider serves an OpenAI model
         assert_eq!(spec.tools, tools);
-        assert_eq!(spec.system_prompt, SYSTEM_PROMPT);
+        assert_eq!(
+            spec.system_prompt,
+            format!(
+                "{SYSTEM_PROMPT}\n\nLimits of this task: at most 10 model turns (each reply of yours is one), 30m of wall-clock time. When a limit is reached the task ends where it is, and your changes so far are kept and checked. When one is close you will be told what is left: then start nothing new, leave the workspace in a good state and reply with your summary."
+            )
+        );
     }
 
     /// OpenAI's models get `apply_patch` by default, the tool they are trained on; other models
@@ -786,7 +825,7 @@ mod tests {
             check_before = true\ntimeout = \"90s\"\nidle_timeout = \"1m\"\nretries = 2\nretry_on = [\"failed\"]\nmax_tokens = 5\n\
             max_cost_usd = 0.5\nworkdir = \"sub\"\nsystem_prompt = \"Be brief.\"\nsandbox = \"off\"\nnetwork = true\n[tasks.env]\nK = \"v\"\n";
         let spec = specs(manifest, Some("[defaults]\nrequire_change = true\n")).unwrap().remove(0);
-        assert_eq!(spec.check, Some(CheckSpec { command: "true".into(), before: true, timeout: Duration::from_secs(120) }));
+        assert_eq!(spec.check, Some(CheckSpec { command: "true".into(), before: true, timeout: Duration::from_secs(120), repairs: 0 }));
         assert_eq!((spec.timeout, spec.idle_timeout), (Some(Duration::from_secs(90)), Some(Duration::from_secs(60))));
         assert_eq!(spec.retry, RetrySpec { retries: 2, retry_on: vec![Status::Failed] });
         assert_eq!((spec.budget.max_tokens, spec.budget.max_cost_usd), (Some(5), Some(0.5)));

@@ -101,6 +101,30 @@ impl Record {
         Ok(changed)
     }
 
+    /// Puts the working tree back to the snapshot `tree` (taken earlier by [`Record::snapshot`]):
+    /// every path changed since then gets its content in `tree` again (one `tree` lacks is
+    /// removed); returns those paths, sorted. Files the workspace's `.gitignore` ignores are left
+    /// as they are. Undoes what a check left behind before the agent repairs.
+    pub fn revert_to(&self, tree: Oid) -> Result<Vec<String>, git2::Error> {
+        let now = self.snapshot()?;
+        let (old, new) = (self.repo.find_tree(tree)?, self.repo.find_tree(now)?);
+        let diff = self.repo.diff_tree_to_tree(Some(&old), Some(&new), None)?;
+        let mut changed: Vec<String> = diff
+            .deltas()
+            .flat_map(|d| [d.old_file().path(), d.new_file().path()])
+            .flatten()
+            .map(|p| p.to_string_lossy().replace('\\', "/"))
+            .collect();
+        changed.sort();
+        changed.dedup();
+        let workdir = self.repo.workdir().ok_or_else(|| git2::Error::from_str("the record has no working tree"))?.to_path_buf();
+        for rel in &changed {
+            let entry = old.get_path(Path::new(rel)).ok();
+            put_back(&self.repo, &workdir, rel, entry.as_ref()).map_err(|e| git2::Error::from_str(&format!("reverting {rel}: {e}")))?;
+        }
+        Ok(changed)
+    }
+
     /// What changed from the base to the working tree now; `None` when nothing did.
     pub fn changes(&self) -> Result<Option<Changes>, git2::Error> {
         Ok(self.changes_now()?.1)
@@ -248,5 +272,27 @@ mod tests {
         assert_eq!(record.restore(&protect).unwrap(), ["src/lib.rs"]);
         assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0, "nothing written outside");
         assert_eq!(std::fs::read_to_string(root.join("src/lib.rs")).unwrap(), "fn a() {}\n");
+    }
+
+    #[test]
+    fn what_a_check_left_behind_is_undone_and_the_agents_work_stays() {
+        let (user, dir, private) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let root = &dir.path().join("ws");
+        let record = record_of(user.path(), root, &private.path().join("r"));
+        std::fs::write(root.join("src/lib.rs"), "fn b() {}\n").unwrap();
+        let agents = record.snapshot().unwrap();
+        // The check: a cache file, an edited file, a removed one, and ignored build output.
+        std::fs::create_dir_all(root.join("__pycache__")).unwrap();
+        std::fs::write(root.join("__pycache__/x.pyc"), "bytes").unwrap();
+        std::fs::write(root.join("src/lib.rs"), "fn generated() {}\n").unwrap();
+        std::fs::remove_file(root.join("test.sh")).unwrap();
+        std::fs::create_dir_all(root.join("target")).unwrap();
+        std::fs::write(root.join("target/out.o"), "bin").unwrap();
+        assert_eq!(record.revert_to(agents).unwrap(), ["__pycache__/x.pyc", "src/lib.rs", "test.sh"]);
+        assert_eq!(std::fs::read_to_string(root.join("src/lib.rs")).unwrap(), "fn b() {}\n");
+        assert_eq!(std::fs::read_to_string(root.join("test.sh")).unwrap(), "exit 1\n");
+        assert!(!root.join("__pycache__/x.pyc").exists());
+        assert!(root.join("target/out.o").exists(), "ignored files are left alone");
+        assert_eq!(record.changes().unwrap().unwrap().files, ["src/lib.rs"]);
     }
 }

@@ -41,6 +41,8 @@ pub struct TaskSpec {
     pub check: Option<CheckSpec>,
     /// How often a failed attempt is tried again.
     pub retry: RetrySpec,
+    /// How many independent attempts the task gets, and the share that must pass.
+    pub repeat: RepeatSpec,
     /// Token and cost limits of an attempt.
     pub budget: Budget,
     /// The provider's configured `context_window` (else the built-in table's, looked up when the
@@ -137,6 +139,16 @@ pub struct CheckSpec {
     pub before: bool,
     /// Its time limit.
     pub timeout: Duration,
+    /// Times a failed check's output goes back to the agent to repair (`check_repairs`).
+    pub repairs: u32,
+}
+
+impl CheckSpec {
+    /// The check `command` with the task's `check_before`, time limit and `check_repairs`
+    /// (default [`super::plan::DEFAULT_CHECK_REPAIRS`]).
+    pub fn new(command: String, before: Option<bool>, timeout: Duration, repairs: Option<u32>) -> Self {
+        CheckSpec { command, before: before == Some(true), timeout, repairs: repairs.unwrap_or(super::plan::DEFAULT_CHECK_REPAIRS) }
+    }
 }
 
 /// How a task is retried.
@@ -146,6 +158,22 @@ pub struct RetrySpec {
     pub retries: u32,
     /// The statuses that are tried again.
     pub retry_on: Vec<Status>,
+}
+
+/// How often a task is run independently (`repeat`, `--repeat`) and the share of its attempts
+/// that must pass (`--min-pass-rate`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RepeatSpec {
+    /// Independent attempts, each in a fresh workspace (at least 1).
+    pub count: u32,
+    /// The pass rate at or above which the task is `passed` (default 1.0: every attempt).
+    pub min_pass_rate: f64,
+}
+
+impl Default for RepeatSpec {
+    fn default() -> Self {
+        RepeatSpec { count: 1, min_pass_rate: 1.0 }
+    }
 }
 
 impl TaskSpec {

@@ -8,7 +8,8 @@ use super::workspace::{OwnedDir, Workspace, WorkspaceError};
 use crate::agent::{Agent, AgentEnd, AgentState, RunMeter};
 use crate::egress::{EgressProxy, NetworkLog};
 use crate::events::{
-    Activity, AttemptRecord, CheckRecord, Emitter, EventKind, FailureKind, RetryScope, Status, TaskError, TaskOutcome, Transcript,
+    Activity, AttemptRecord, CheckRecord, CheckRound, Emitter, EventKind, FailureKind, RetryScope, Status, TaskError, TaskOutcome,
+    Transcript,
 };
 use crate::llm::governor::{Gate, Governed, Limits};
 use crate::llm::http::HttpClient;
@@ -66,23 +67,48 @@ impl Shared {
     }
 }
 
-/// Runs `spec` to its end, retrying as its `retry` says, each attempt in a fresh workspace,
-/// and reports it with exactly one `task.finished`.
+/// Runs `spec` to its end — `repeat` independent times, each retried as its `retry` says, each
+/// attempt in a fresh workspace — and reports it with exactly one `task.finished`.
 pub async fn run(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> TaskOutcome {
+    let started = Instant::now();
+    let mut next_attempt = 1;
+    let mut repeats: Vec<(TaskOutcome, u32)> = Vec::new();
+    for _ in 0..spec.repeat.count.max(1) {
+        let (outcome, last_attempt) = run_retried(spec, shared, emitter, next_attempt).await;
+        next_attempt = last_attempt + 1;
+        repeats.push((outcome, last_attempt));
+        if *shared.cancel.borrow() {
+            break;
+        }
+    }
+    let last_emitter = emitter.task(&spec.id, next_attempt - 1);
+    let outcome = if spec.repeat.count > 1 {
+        super::repeat::summarise(repeats, spec.repeat)
+    } else {
+        repeats.pop().map(|(outcome, _)| outcome).unwrap_or_else(|| spec.outcome(Status::Cancelled))
+    };
+    finish(outcome, started, &last_emitter)
+}
+
+/// One independent run of `spec`, its attempts numbered from `first_attempt`, retried as its
+/// `retry` says; returns its outcome (usage summed over its attempts) and its last attempt's
+/// number.
+async fn run_retried(spec: &TaskSpec, shared: &Shared, emitter: &Emitter, first_attempt: u32) -> (TaskOutcome, u32) {
     let started = Instant::now();
     let max_attempts = 1 + spec.retry.retries;
     let mut prior: Vec<TaskOutcome> = Vec::new();
-    let mut attempt = 1;
+    let mut tries = 1;
     loop {
+        let attempt = first_attempt + tries - 1;
         let attempt_emitter = emitter.task(&spec.id, attempt);
         let outcome = run_attempt(spec, shared, &attempt_emitter).await;
         let retryable = spec.retry.retry_on.contains(&outcome.status)
             && !outcome.error.as_ref().is_some_and(|e| NEVER_RETRY.contains(&e.kind))
             && !*shared.cancel.borrow();
-        if attempt >= max_attempts || !retryable {
-            return finish(combine(outcome, prior, attempt), started, &attempt_emitter);
+        if tries >= max_attempts || !retryable {
+            return (stamp(combine(outcome, prior, tries), started), attempt);
         }
-        let delay = TASK_RETRY.backoff(attempt, crate::llm::http::random_unit());
+        let delay = TASK_RETRY.backoff(tries, crate::llm::http::random_unit());
         attempt_emitter.emit(EventKind::Retry {
             scope: RetryScope::Task,
             reason: outcome.error.as_ref().map_or(outcome.status.as_str(), |e| e.kind.as_str()).to_string(),
@@ -95,7 +121,7 @@ pub async fn run(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> TaskOut
             _ = tokio::time::sleep(delay) => {}
             _ = cancel.wait_for(|c| *c) => {}
         }
-        attempt += 1;
+        tries += 1;
     }
 }
 
@@ -131,14 +157,14 @@ fn combine(mut last: TaskOutcome, prior: Vec<TaskOutcome>, attempts: u32) -> Tas
     last
 }
 
-/// One attempt: prepare → agent (→ check) → judge → finalize. Emits everything but
-/// `task.finished`.
+/// One attempt: prepare → agent (→ check, → repair and check again) → judge → finalize. Emits
+/// everything but `task.finished`.
 async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> TaskOutcome {
     let started = Instant::now();
     let activity = Activity::new();
     let emitter = &emitter.with_activity(activity.clone());
     let mut outcome = spec.outcome(Status::Error);
-    let prepared = match prepare(spec, shared, emitter).await {
+    let Prepared { workspace, workdir, kit } = match prepare(spec, shared, emitter).await {
         Ok(prepared) => prepared,
         Err(error) => {
             outcome.status = failure_status(&error);
@@ -147,49 +173,37 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
         }
     };
     let check_before = match &spec.check {
-        Some(check) if check.before => Some(run_check(check, &prepared.workdir, &prepared.kit, shared).await),
+        Some(check) if check.before => Some(run_check(check, &workdir, &kit, shared).await),
         _ => None,
     };
+    let ctx = AttemptCtx { spec, shared, kit: &kit, emitter, activity: &activity, workdir: &workdir, clock: Instant::now() };
     let mut state = AgentState::default();
     // A check before the agent that passed a resource limit ends the attempt: the agent would
     // work for nothing.
-    let phase = match crate::sandbox::report::limit_failure(&prepared.kit.tool_ctx.reports.all()) {
+    let phase = match crate::sandbox::report::limit_failure(&kit.tool_ctx.reports.all()) {
         Some(error) => AgentPhase::Ended(AgentEnd::Failed(error)),
-        None => run_agent(spec, shared, &prepared.kit, emitter, &activity, &mut state).await,
+        None => ctx.run_agent(&mut state, None).await,
     };
-    // However the agent ended, its MCP servers and background processes end with it (before the
-    // check runs and the changes are collected).
-    prepared.kit.mcp.stop().await;
-    prepared.kit.tool_ctx.processes.stop_all().await;
-    // Nothing of the agent runs any more: put protected paths back before the check grades.
-    outcome.protected = match restore_protected(spec, &prepared.workspace) {
-        Ok(paths) => paths,
-        Err(error) => {
-            outcome.error = Some(error);
-            return stamp(outcome, started);
-        }
-    };
+    let graded = ctx.grade(workspace, phase, &mut state, &mut outcome).await;
+    // However the agent ended, its MCP servers end with it.
+    kit.mcp.stop().await;
     // Recorded at once: the usage of every call counts, whatever happens next.
     (outcome.num_turns, outcome.usage, outcome.result) = (state.turns, state.usage, state.final_text.take());
     outcome.structured_output = state.answer.value.take();
     outcome.compactions = state.compactions;
     outcome.denied_calls = std::mem::take(&mut state.denied);
-    // The agent's work is recorded before the check runs: what the check leaves behind (build
-    // output, `__pycache__`) is not the agent's change.
-    let workspace = match collect_changes(prepared.workspace, &mut outcome, shared).await {
-        Ok(workspace) => workspace,
+    let (workspace, phase) = match graded {
+        Ok(graded) => graded,
         Err(error) => {
             outcome.error = Some(error);
             return stamp(outcome, started);
         }
     };
-    if let (AgentPhase::Ended(AgentEnd::Finished), Some(check)) = (&phase, &spec.check) {
-        let mut record = run_check(check, &prepared.workdir, &prepared.kit, shared).await;
+    if let Some(record) = outcome.check.as_mut() {
         record.before = check_before.map(|b| b.exit_code);
-        outcome.check = Some(record);
     }
-    outcome.network_denied = prepared.kit.tool_ctx.network_log.totals();
-    let resource = crate::sandbox::report::limit_failure(&prepared.kit.tool_ctx.reports.all());
+    outcome.network_denied = kit.tool_ctx.network_log.totals();
+    let resource = crate::sandbox::report::limit_failure(&kit.tool_ctx.reports.all());
     let evidence = Evidence {
         resource: resource.as_ref(),
         phase: &phase,
@@ -202,6 +216,147 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
     (outcome.status, outcome.error) = judge(&evidence);
     finalize(spec, shared, &workspace, &mut outcome, state.history);
     stamp(outcome, started)
+}
+
+/// What the phases of one attempt after `prepare` share.
+struct AttemptCtx<'a> {
+    spec: &'a TaskSpec,
+    shared: &'a Shared,
+    kit: &'a AgentKit,
+    emitter: &'a Emitter,
+    activity: &'a Arc<Activity>,
+    /// The working directory (apart from the workspace, whose git handle may not be shared
+    /// across an `.await`).
+    workdir: &'a Path,
+    /// When the agent started: the attempt's `timeout` counts from here, repairs included.
+    clock: Instant,
+}
+
+impl AttemptCtx<'_> {
+    /// After the agent: puts protected paths back, records the changes (before the check: what
+    /// the check leaves behind is not the agent's) and runs the check — also when the agent ran
+    /// out of turns, time or budget, on the work it left. While the check fails and the task
+    /// has repairs left, undoes what the check left behind, gives the agent the check's output
+    /// in the same conversation and grades again. Returns the workspace and how the agent ended.
+    async fn grade(
+        &self,
+        mut workspace: Workspace,
+        mut phase: AgentPhase,
+        state: &mut AgentState,
+        outcome: &mut TaskOutcome,
+    ) -> Result<(Workspace, AgentPhase), TaskError> {
+        loop {
+            // Nothing of the agent runs any more: its background processes end, and protected
+            // paths are put back before the check grades.
+            self.kit.tool_ctx.processes.stop_all().await;
+            outcome.protected.extend(restore_protected(self.spec, &workspace)?);
+            outcome.protected.sort();
+            outcome.protected.dedup();
+            workspace = collect_changes(workspace, outcome, self.shared).await?;
+            let Some(check) = self.spec.check.as_ref().filter(|_| checks_work_after(&phase)) else {
+                // `check` grades the final state only: a repair that stalled or failed leaves its
+                // work unchecked (the earlier rounds stay in `check_rounds`).
+                outcome.check = None;
+                return Ok((workspace, phase));
+            };
+            let started = Instant::now();
+            let record = run_check(check, self.workdir, self.kit, self.shared).await;
+            let round = CheckRound { exit_code: record.exit_code, duration: started.elapsed(), output_tail: record.output_tail.clone() };
+            let passed = record.exit_code == Some(0);
+            let message = repair_message(check, &record, outcome.repairs + 1);
+            outcome.check = Some(record);
+            if check.repairs > 0 {
+                outcome.check_rounds.push(round);
+            }
+            if passed || !self.may_repair(check, &phase, state, outcome) {
+                return Ok((workspace, phase));
+            }
+            workspace.revert_to_recorded().map_err(|e| TaskError::internal(format!("cannot undo what the check left behind: {e}")))?;
+            outcome.repairs += 1;
+            phase = self.run_agent(state, Some(message)).await;
+        }
+    }
+
+    /// Whether the agent gets another round after a failed check: it finished on its own,
+    /// repairs, turns and time are left, it changed no protected path, and the run goes on.
+    fn may_repair(&self, check: &CheckSpec, phase: &AgentPhase, state: &AgentState, outcome: &TaskOutcome) -> bool {
+        let time_left = self.spec.timeout.is_none_or(|t| self.clock.elapsed() < t);
+        *phase == AgentPhase::Ended(AgentEnd::Finished)
+            && outcome.repairs < check.repairs
+            && outcome.protected.is_empty()
+            && state.calls_used < self.spec.max_iterations
+            && time_left
+            && crate::sandbox::report::limit_failure(&self.kit.tool_ctx.reports.all()).is_none()
+            && !*self.shared.cancel.borrow()
+    }
+
+    /// Runs the agent — from the task's prompt, or (`repair`) on from its conversation in
+    /// `state` with that message — until it ends, the attempt's time is up or it stalls, or the
+    /// run is interrupted; what it did is left in `state`.
+    async fn run_agent(&self, state: &mut AgentState, repair: Option<String>) -> AgentPhase {
+        let (spec, shared, kit) = (self.spec, self.shared, self.kit);
+        let model = spec.provider.model.as_deref().unwrap_or_default();
+        let cost = |u: &Usage| shared.prices.cost(model, u);
+        let agent = Agent {
+            provider: kit.provider.as_ref(),
+            registry: &kit.registry,
+            tool_ctx: &kit.tool_ctx,
+            emitter: self.emitter,
+            redactor: &shared.redactor,
+            system: spec.system_prompt.clone(),
+            max_iterations: spec.max_iterations,
+            max_output_tokens: spec.provider.max_tokens,
+            budget: spec.budget,
+            run_meter: Some(&shared.run_meter),
+            cost: &cost,
+            output: spec.output.as_ref(),
+            context: crate::context::ContextPolicy::new(
+                spec.context_window.or_else(|| shared.prices.context_window(model)),
+                spec.max_context_tokens,
+                spec.compact_at,
+            ),
+            clock: (self.clock, spec.timeout),
+        };
+        // The idle clock starts with the agent: a slow check before a repair is not silence.
+        self.emitter.keep_alive();
+        let mut cancel = shared.cancel.clone();
+        let limit = spec.timeout.unwrap_or(Duration::MAX);
+        let left = limit.saturating_sub(self.clock.elapsed());
+        let work = async {
+            match repair {
+                Some(message) => agent.resume(&spec.prompt, message, state).await,
+                None => agent.run(&spec.prompt, state).await,
+            }
+        };
+        tokio::select! {
+            end = tokio::time::timeout(left, work) => match end {
+                Ok(end) => AgentPhase::Ended(end),
+                Err(_) => AgentPhase::TimedOut(limit),
+            },
+            idle = stalled(self.activity, spec.idle_timeout) => AgentPhase::Stalled(idle),
+            _ = cancel.wait_for(|c| *c) => AgentPhase::Cancelled,
+        }
+    }
+}
+
+/// Whether the check grades the work after the agent ended this way: when it finished, and
+/// when it ran out of turns, time or budget (its work so far is checked, though the status
+/// stays the limit's); not after a failure, a stall or an interruption.
+fn checks_work_after(phase: &AgentPhase) -> bool {
+    matches!(phase, AgentPhase::Ended(AgentEnd::Finished | AgentEnd::MaxIterations | AgentEnd::BudgetExceeded(_)) | AgentPhase::TimedOut(_))
+}
+
+/// What the agent is told when the check failed: the command, its exit code and the tail of its
+/// output (redacted, paths relative to the workspace).
+fn repair_message(check: &CheckSpec, record: &CheckRecord, repair: u32) -> String {
+    let code = record.exit_code.map_or("no exit code (killed)".to_string(), |c| format!("exit code {c}"));
+    format!(
+        "[dracode] The check `{}` failed with {code} (repair {repair} of {}). The last part of its output:\n\n{}\n\n\
+         Fix the cause in the workspace, then reply with a short summary; the check runs again when you stop.",
+        check.command,
+        check.repairs,
+        record.output_tail.trim_end()
+    )
 }
 
 /// What an attempt works with, made before the agent starts.
@@ -397,49 +552,6 @@ async fn run_check(check: &CheckSpec, workdir: &Path, kit: &AgentKit, shared: &S
     };
     let _running = kit.tool_ctx.network_log.running(&check.command);
     super::check::run(&check.command, workdir, check.timeout, ctx).await
-}
-
-/// Runs the agent until it ends, the attempt times out or stalls, or the run is interrupted;
-/// what it did is left in `state`.
-async fn run_agent(
-    spec: &TaskSpec,
-    shared: &Shared,
-    kit: &AgentKit,
-    emitter: &Emitter,
-    activity: &Activity,
-    state: &mut AgentState,
-) -> AgentPhase {
-    let model = spec.provider.model.as_deref().unwrap_or_default();
-    let cost = |u: &Usage| shared.prices.cost(model, u);
-    let agent = Agent {
-        provider: kit.provider.as_ref(),
-        registry: &kit.registry,
-        tool_ctx: &kit.tool_ctx,
-        emitter,
-        redactor: &shared.redactor,
-        system: spec.system_prompt.clone(),
-        max_iterations: spec.max_iterations,
-        max_output_tokens: spec.provider.max_tokens,
-        budget: spec.budget,
-        run_meter: Some(&shared.run_meter),
-        cost: &cost,
-        output: spec.output.as_ref(),
-        context: crate::context::ContextPolicy::new(
-            spec.context_window.or_else(|| shared.prices.context_window(model)),
-            spec.max_context_tokens,
-            spec.compact_at,
-        ),
-    };
-    let mut cancel = shared.cancel.clone();
-    let limit = spec.timeout.unwrap_or(Duration::MAX);
-    tokio::select! {
-        end = tokio::time::timeout(limit, agent.run(&spec.prompt, state)) => match end {
-            Ok(end) => AgentPhase::Ended(end),
-            Err(_) => AgentPhase::TimedOut(limit),
-        },
-        idle = stalled(activity, spec.idle_timeout) => AgentPhase::Stalled(idle),
-        _ = cancel.wait_for(|c| *c) => AgentPhase::Cancelled,
-    }
 }
 
 /// Puts back the protected paths the agent changed (by any means) and names them; a failure to

@@ -216,6 +216,16 @@ impl Workspace {
         Ok(changes)
     }
 
+    /// Puts the working tree back to the state of the last [`Workspace::changes`] (what a check
+    /// left behind since is undone); returns the paths put back.
+    pub fn revert_to_recorded(&self) -> Result<Vec<String>, git2::Error> {
+        let recorded = *self.recorded.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match recorded {
+            Some(tree) => self.record.revert_to(tree),
+            None => Ok(Vec::new()),
+        }
+    }
+
     /// The repository the git tools may open: the one pinned when the workspace was made.
     pub fn pinned_git(&self) -> Option<crate::tools::PinnedGit> {
         let (git_dir, workdir) = self.git.as_ref()?;

@@ -76,6 +76,12 @@ pub struct TaskFields {
     pub check_before: Option<bool>,
     /// Time limit of the check command (default 10m).
     pub check_timeout: Option<String>,
+    /// Times a failed check's exit code and output tail are given back to the agent, in the same
+    /// conversation, to repair its work before the check runs again (default 0).
+    pub check_repairs: Option<u32>,
+    /// Independent attempts of the task, each in a fresh workspace (default 1): its
+    /// `task.finished` gets a `pass_rate` and a `verdict` (`stable_pass`, `stable_fail`, `flaky`).
+    pub repeat: Option<u32>,
     /// Give the task's commands their own empty `HOME` (besides their own `TMPDIR`, always).
     pub isolate_home: Option<bool>,
     /// Commit a passed task's changes on a branch `dracode/<run-id>/<task-id>` (worktree
@@ -161,6 +167,8 @@ pub const FIELD_NAMES: &[&str] = &[
     "check",
     "check_before",
     "check_timeout",
+    "check_repairs",
+    "repeat",
     "commit",
     "isolate_home",
     "require_change",
@@ -212,7 +220,7 @@ impl TaskFields {
         let base = self;
         let mut merged = overlay_fields!(base, top; id, prompt, prompt_file, provider, model, max_iterations, timeout,
             idle_timeout, retries, retry_on, isolation, repo, base, workdir, tools, check, check_before,
-            check_timeout, commit, isolate_home, require_change, protect, tags, answers, replay, system_prompt, max_output_tokens,
+            check_timeout, check_repairs, repeat, commit, isolate_home, require_change, protect, tags, answers, replay, system_prompt, max_output_tokens,
             reasoning,
             max_tokens, max_cost_usd, max_context_tokens, compact_at, sandbox, network, env, env_passthrough,
             unix_sockets, read_paths, output_schema, output_schema_file, output_retries, output, policy, mcp_servers, limits);

@@ -28,6 +28,13 @@ impl DiffReporter {
 impl Reporter for DiffReporter {
     fn on_event(&mut self, event: &Event) -> std::io::Result<()> {
         let EventKind::TaskFinished(outcome) = &event.kind else { return Ok(()) };
+        // Each attempt of a repeated task has its own patch too, `diffs/<id>@<repeat>.patch`.
+        for repeat in &outcome.repeats {
+            if let Some(diff) = repeat.diff.as_deref().filter(|d| !d.is_empty()) {
+                let path = self.dir.join(format!("{}@{}.patch", file_stem(&outcome.task_id), repeat.repeat));
+                write_atomic(&path, self.redactor.redact(diff).as_bytes())?;
+            }
+        }
         match outcome.diff.as_deref() {
             Some(diff) if !diff.is_empty() => {
                 // Written byte for byte, so it applies; only a secret is masked (a patch that

@@ -185,6 +185,7 @@ mod tests {
                 "retry",
                 "context.compacted",
                 "network.denied",
+                "limit.warning",
                 "agent.message",
                 "task.finished",
                 "run.finished"

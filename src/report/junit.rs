@@ -109,8 +109,12 @@ impl JunitReporter {
         };
         let mut status = status;
         // Every earlier attempt is kept, as nextest does: `flakyFailure`/`flakyError` under a
-        // pass, `rerunFailure`/`rerunError` under a final failure.
-        for prior in &o.prior_attempts {
+        // pass, `rerunFailure`/`rerunError` under a final failure. The attempts of a repeated
+        // task that did not pass are kept the same way (surefire's flaky test: a pass with
+        // `flakyFailure`s).
+        let repeats = o.repeats.iter().filter(|r| !r.reported && !r.status.is_pass());
+        let repeats = repeats.map(|r| crate::events::AttemptRecord { status: r.status, error: r.error.clone(), duration: r.duration });
+        for prior in o.prior_attempts.iter().cloned().chain(repeats) {
             let kind = if prior.error.as_ref().is_some_and(|e| e.kind.is_infrastructure()) {
                 NonSuccessKind::Error
             } else {
@@ -148,6 +152,13 @@ impl JunitReporter {
         }
         if o.flaky {
             props.push(("flaky", "true".to_string()));
+        }
+        if o.repairs > 0 {
+            props.push(("repairs", o.repairs.to_string()));
+        }
+        if let (Some(rate), Some(verdict)) = (o.pass_rate, o.verdict) {
+            props.push(("pass_rate", rate.to_string()));
+            props.push(("verdict", verdict.as_str().to_string()));
         }
         if let Some(run_id) = &o.carried_from {
             props.push(("carried_from", run_id.clone()));

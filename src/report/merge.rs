@@ -396,21 +396,33 @@ fn type_of(value: &serde_json::Value) -> &str {
 fn rebuild(dir: &Path, task_id: String, w: WireOutcome, warnings: &mut Vec<String>) -> Result<TaskOutcome, MergeError> {
     // The patch is looked up by the task id, not by the line's `diff_path`, so that a crafted
     // file cannot make the merge copy something from outside the folder.
+    let stem = file_stem(&task_id);
     let diff = match w.diff_path {
         None => None,
-        Some(_) => {
-            let path = dir.join("diffs").join(format!("{}.patch", file_stem(&task_id)));
-            match std::fs::read_to_string(&path) {
-                Ok(diff) => Some(diff),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    warnings.push(format!("{} is missing: task {task_id:?} has no patch here", path.display()));
-                    None
-                }
-                Err(source) => return Err(MergeError::Read { path, source }),
-            }
-        }
+        Some(_) => read_patch(dir, &format!("{stem}.patch"), &task_id, warnings)?,
     };
-    Ok(from_wire(task_id, w, diff))
+    // So are the patches of a repeated task's attempts, by their repeat number.
+    let repeat_patches: Vec<Option<u32>> = w.repeats.iter().map(|r| r.diff_path.as_ref().map(|_| r.repeat)).collect();
+    let mut outcome = from_wire(task_id, w, diff);
+    for (record, repeat) in outcome.repeats.iter_mut().zip(repeat_patches) {
+        if let Some(n) = repeat {
+            record.diff = read_patch(dir, &format!("{stem}@{n}.patch"), &outcome.task_id, warnings)?;
+        }
+    }
+    Ok(outcome)
+}
+
+/// `dir/diffs/<name>`; a missing one is a warning (the task has no patch here).
+fn read_patch(dir: &Path, name: &str, task_id: &str, warnings: &mut Vec<String>) -> Result<Option<String>, MergeError> {
+    let path = dir.join("diffs").join(name);
+    match std::fs::read_to_string(&path) {
+        Ok(diff) => Ok(Some(diff)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            warnings.push(format!("{} is missing: task {task_id:?} has no patch here", path.display()));
+            Ok(None)
+        }
+        Err(source) => Err(MergeError::Read { path, source }),
+    }
 }
 
 /// The shards of one split, each once; returns the missing ones (`K/N`).
@@ -603,22 +615,31 @@ fn write_results(inputs: &[Input], run: &MergedRun, run_totals: &RunTotals, out:
     write_atomic(&path, text.as_bytes()).map_err(|source| MergeError::Write { path: path.clone(), source })
 }
 
-/// Copies each merged task's `transcripts/<id>.json`, byte for byte (already redacted).
+/// Copies each merged task's `transcripts/<id>.json` (and a repeated task's
+/// `transcripts/<id>@<repeat>.json`), byte for byte (already redacted).
 fn copy_transcripts(inputs: &[Input], out: &Path) -> Result<(), MergeError> {
     for input in inputs {
         for f in &input.finished {
-            let name = format!("{}.json", file_stem(&f.outcome.task_id));
-            let from = input.dir.join("transcripts").join(&name);
-            let bytes = match std::fs::read(&from) {
-                Ok(bytes) => bytes,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(source) => return Err(MergeError::Read { path: from, source }),
-            };
-            let to = out.join("transcripts").join(&name);
-            write_atomic(&to, &bytes).map_err(|source| MergeError::Write { path: to, source })?;
+            let stem = file_stem(&f.outcome.task_id);
+            let repeats = f.outcome.repeats.iter().map(|r| format!("{stem}@{}.json", r.repeat));
+            for name in std::iter::once(format!("{stem}.json")).chain(repeats) {
+                copy_transcript(input, out, &name)?;
+            }
         }
     }
     Ok(())
+}
+
+/// Copies `transcripts/<name>` of `input` into `out`, when it has one.
+fn copy_transcript(input: &Input, out: &Path, name: &str) -> Result<(), MergeError> {
+    let from = input.dir.join("transcripts").join(name);
+    let bytes = match std::fs::read(&from) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => return Err(MergeError::Read { path: from, source }),
+    };
+    let to = out.join("transcripts").join(name);
+    write_atomic(&to, &bytes).map_err(|source| MergeError::Write { path: to, source })
 }
 
 /// Adds the merge's warnings under the summary, where a reader of the CI page sees them.
@@ -881,6 +902,49 @@ mod tests {
         assert_eq!(finished_by_id(&lines)["task-8"]["structured_output"]["risk"], 2, "structured_output is carried");
         assert_eq!(files(&merged.join("outputs")), files(&single.join("outputs")));
         assert_eq!(files(&merged.join("outputs")).len(), 1);
+    }
+
+    #[test]
+    fn a_repeated_tasks_attempts_patches_and_transcripts_are_merged_with_it() {
+        use crate::events::{RepeatRecord, RepeatVerdict};
+        let mut tasks = passing();
+        let repeat = |n: u32, status| RepeatRecord {
+            repeat: n,
+            attempt: n,
+            status,
+            error: None,
+            duration: Duration::from_millis(10),
+            repairs: 0,
+            check_exit_code: Some(Some(if status == Status::Passed { 0 } else { 1 })),
+            reported: n == 2,
+            files_changed: vec!["a.txt".into()],
+            diff: Some(format!("diff --git a/a.txt b/a.txt\n+attempt {n}\n")),
+            transcript: Some(transcript(&format!("attempt {n}"))),
+        };
+        tasks[0].repeats = vec![repeat(1, Status::Failed), repeat(2, Status::Passed)];
+        (tasks[0].pass_rate, tasks[0].verdict, tasks[0].attempts) = (Some(0.5), Some(RepeatVerdict::Flaky), 2);
+        let root = tempfile::tempdir().unwrap();
+        let single = write_run(&root.path().join("single"), "run-0", None, &tasks);
+        let shards = shard_runs(root.path(), &tasks, 2);
+        let merged = root.path().join("merged");
+        merge(&shards, &merged, redactor()).unwrap();
+        let lines = read_lines(&merged.join("results.jsonl"));
+        assert_eq!(
+            finished_by_id(&lines)["task-0"]["repeats"],
+            finished_by_id(&read_lines(&single.join("results.jsonl")))["task-0"]["repeats"]
+        );
+        for sub in ["diffs", "transcripts"] {
+            let (got, want) = (files(&merged.join(sub)), files(&single.join(sub)));
+            assert_eq!(
+                got.keys().collect::<Vec<_>>(),
+                ["task-0@1", "task-0@2"]
+                    .map(|n| format!("{n}.{}", if sub == "diffs" { "patch" } else { "json" }))
+                    .iter()
+                    .collect::<Vec<_>>(),
+                "{sub}"
+            );
+            assert_eq!(got, want, "{sub}");
+        }
     }
 
     fn passing() -> Vec<TaskOutcome> {

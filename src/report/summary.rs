@@ -12,6 +12,24 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+/// What the status cell adds to the status: a carried-over result, the repairs after a failed
+/// check (`passed (after 1 repair)`), a repeated task's passes and verdict (`3/5 passed,
+/// flaky`).
+fn status_notes(o: &TaskOutcome) -> String {
+    let mut notes = Vec::new();
+    if o.carried_from.is_some() {
+        notes.push("carried".to_string());
+    }
+    if o.repairs > 0 {
+        notes.push(format!("after {} repair{}", o.repairs, if o.repairs == 1 { "" } else { "s" }));
+    }
+    if let Some(verdict) = o.verdict {
+        let passed = o.repeats.iter().filter(|r| r.status.is_pass()).count();
+        notes.push(format!("{passed}/{} passed, {}", o.repeats.len(), verdict.as_str()));
+    }
+    if notes.is_empty() { String::new() } else { format!(" ({})", notes.join("; ")) }
+}
+
 /// How many trailing lines of a check's output the failures table shows.
 const TAIL_LINES: usize = 10;
 /// How many characters of an error message the failures table shows.
@@ -62,7 +80,7 @@ impl SummaryReporter {
                 self.cell(&o.task_id),
                 status_icon(o.status),
                 o.status.as_str(),
-                if o.carried_from.is_some() { " (carried)" } else { "" },
+                status_notes(o),
                 o.num_turns,
                 thousands(o.usage.total_tokens),
                 o.cost_usd.map_or("—".to_string(), human_cost),

@@ -150,8 +150,15 @@ pub fn sample_run() -> Vec<Event> {
                 reason: Some("evil.example:443 is not in the task's network allowlist".into()),
             },
         ),
+        event(Some(("t1", 1)), limit_warning()),
         event(Some(("t1", 1)), EventKind::AgentMessage { text: "Done.".into() }),
         finished(done),
         event(None, EventKind::RunFinished(totals(&[(Status::Passed, 1)]))),
     ]
+}
+
+/// A `limit.warning`: two turns left of ten.
+fn limit_warning() -> EventKind {
+    let message = "[dracode] A limit of this task is close".to_string();
+    EventKind::LimitWarning { limit: crate::deadline::Limit::MaxIterations, remaining: 2.0, allowed: 10.0, message }
 }

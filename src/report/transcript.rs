@@ -38,10 +38,30 @@ impl TranscriptReporter {
 impl Reporter for TranscriptReporter {
     fn on_event(&mut self, event: &Event) -> std::io::Result<()> {
         let EventKind::TaskFinished(outcome) = &event.kind else { return Ok(()) };
+        // Each attempt of a repeated task has its own, `transcripts/<id>@<repeat>.json`.
+        for repeat in &outcome.repeats {
+            if let Some(transcript) = &repeat.transcript {
+                let name = format!("{}@{}", file_stem(&outcome.task_id), repeat.repeat);
+                self.write(&name, &outcome.task_id, repeat.status, transcript)?;
+            }
+        }
         let Some(transcript) = &outcome.transcript else { return Ok(()) };
+        self.write(&file_stem(&outcome.task_id), &outcome.task_id, outcome.status, transcript)
+    }
+}
+
+impl TranscriptReporter {
+    /// Writes `transcripts/<name>.json`, redacted.
+    fn write(
+        &self,
+        name: &str,
+        task_id: &str,
+        status: crate::events::Status,
+        transcript: &crate::events::Transcript,
+    ) -> std::io::Result<()> {
         let file = TranscriptFile {
-            task_id: &outcome.task_id,
-            status: outcome.status,
+            task_id,
+            status,
             provider: &transcript.provider,
             model: &transcript.model,
             system: &transcript.system,
@@ -52,7 +72,7 @@ impl Reporter for TranscriptReporter {
         redact_strings(&mut value, &self.redactor);
         let mut text = serde_json::to_string_pretty(&value)?;
         text.push('\n');
-        let path = self.dir.join(format!("{}.json", file_stem(&outcome.task_id)));
+        let path = self.dir.join(format!("{name}.json"));
         write_atomic(&path, text.as_bytes())
     }
 }

@@ -8,7 +8,7 @@
 //!
 //! Every line is an object whose first key is `type` (dotted: `run.started`, `task.started`,
 //! `turn.completed`, `tool.started`, `tool.completed`, `retry`, `agent.message`,
-//! `context.compacted`, `network.denied`, `task.finished`, `run.finished`), then `schema_version` (1), `seq` (1, 2, … across the file),
+//! `context.compacted`, `network.denied`, `limit.warning`, `task.finished`, `run.finished`), then `schema_version` (1), `seq` (1, 2, … across the file),
 //! `ts` (RFC 3339 UTC with milliseconds) and `run_id`; task events add `task_id` and `attempt`
 //! (1-based), and every event adds `shard` (`K/N`) when the run is sharded. The type's own fields
 //! follow. Durations are `*_ms` integers; a cost is `null` when the model's price is unknown.
@@ -208,6 +208,25 @@ pub enum WireEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
+    /// A limit of the task is close (the last 2 calls of `max_iterations`, the last 10% of
+    /// `timeout` — at least a minute — or of `max_tokens`/`max_cost_usd`), and the agent was told
+    /// so in the request about to be sent; once per limit and attempt.
+    #[serde(rename = "limit.warning")]
+    LimitWarning {
+        /// Common fields.
+        #[serde(flatten)]
+        header: Header,
+        /// `max_iterations`, `timeout`, `max_tokens` or `max_cost_usd`.
+        limit: crate::deadline::Limit,
+        /// What is left: calls (this request included), seconds, tokens or USD.
+        #[serde(serialize_with = "whole_or_fraction")]
+        remaining: f64,
+        /// The limit in the same unit.
+        #[serde(serialize_with = "whole_or_fraction")]
+        allowed: f64,
+        /// What the agent was told.
+        message: String,
+    },
     /// A task ended; exactly one per task.
     #[serde(rename = "task.finished")]
     TaskFinished {
@@ -264,7 +283,8 @@ pub struct WireOutcome {
     pub error: Option<TaskError>,
     /// Attempts made.
     pub attempts: u32,
-    /// Passed only after a failed attempt.
+    /// Passed only after a failed attempt; for a repeated task (`repeat`), its verdict is
+    /// `flaky` (some attempts passed, some did not).
     pub flaky: bool,
     /// The manifest the task came from, as given on the command line (`--task` for ad-hoc
     /// tasks); one JUnit testsuite per manifest.
@@ -318,6 +338,73 @@ pub struct WireOutcome {
     /// attempt and their timestamps from that run): that run's `run_id`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub carried_from: Option<String>,
+    /// Times the agent repaired its work after a failed check (`check_repairs`; last attempt);
+    /// absent when none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub repairs: u32,
+    /// Every run of the check in the last attempt of a task with `check_repairs`, in order:
+    /// the first after the agent finished, then one after each repair (`check` is the last).
+    /// Absent for a task without `check_repairs`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub check_rounds: Vec<WireCheckRound>,
+    /// A repeated task's (`repeat`) share of attempts that passed, 0 to 1; absent without
+    /// `repeat`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pass_rate: Option<f64>,
+    /// A repeated task's verdict: `stable_pass` (every attempt passed), `stable_fail` (none) or
+    /// `flaky`; absent without `repeat`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<crate::events::RepeatVerdict>,
+    /// A repeated task's attempts, in order, each with its own patch and transcript file;
+    /// absent without `repeat`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repeats: Vec<WireRepeat>,
+}
+
+/// One run of a task's check (`check_rounds`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct WireCheckRound {
+    /// Its exit code; `null` when it was killed or could not start.
+    pub exit_code: Option<i32>,
+    /// Its wall time.
+    pub duration_ms: u64,
+    /// The last part of its output: what the agent was shown.
+    pub output_tail: String,
+}
+
+/// One independent attempt of a repeated task (`repeats`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct WireRepeat {
+    /// 1-based.
+    pub repeat: u32,
+    /// The `attempt` of its events (its last attempt, when it was retried).
+    pub attempt: u32,
+    /// How it ended.
+    pub status: Status,
+    /// Why.
+    pub error: Option<TaskError>,
+    /// Its wall time.
+    pub duration_ms: u64,
+    /// Its repairs after a failed check.
+    #[serde(default)]
+    pub repairs: u32,
+    /// Its check's exit code; absent when its check did not run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check_exit_code: Option<Option<i32>>,
+    /// True for the one attempt the task's own fields describe (status, check, result, its
+    /// `diff_path`): the last that passed when the task passed, else the last that did not.
+    #[serde(default)]
+    pub reported: bool,
+    /// The files it changed.
+    pub files_changed: Vec<String>,
+    /// `diffs/<id>@<repeat>.patch`, when it changed anything.
+    pub diff_path: Option<String>,
+    /// `transcripts/<id>@<repeat>.json`, when it had a conversation.
+    pub transcript_path: Option<String>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// An earlier attempt of a task that was tried again.
@@ -408,6 +495,7 @@ impl WireEvent {
             | WireEvent::AgentMessage { header, .. }
             | WireEvent::ContextCompacted { header, .. }
             | WireEvent::NetworkDenied { header, .. }
+            | WireEvent::LimitWarning { header, .. }
             | WireEvent::TaskFinished { header, .. }
             | WireEvent::RunFinished { header, .. } => header,
         }
@@ -423,6 +511,18 @@ pub fn exact_cost(usd: f64) -> f64 {
 /// Where a task's patch is written, relative to the output folder: `diffs/<file_stem>.patch`.
 pub fn diff_path(task_id: &str) -> String {
     format!("diffs/{}.patch", file_stem(task_id))
+}
+
+/// Where the patch of repeat `repeat` of a task is written: `diffs/<file_stem>@<repeat>.patch`
+/// (`@` is never in a task id, so no task's own file is named so).
+pub fn repeat_diff_path(task_id: &str, repeat: u32) -> String {
+    format!("diffs/{}@{repeat}.patch", file_stem(task_id))
+}
+
+/// Where the conversation of repeat `repeat` of a task is written:
+/// `transcripts/<file_stem>@<repeat>.json`.
+pub fn repeat_transcript_path(task_id: &str, repeat: u32) -> String {
+    format!("transcripts/{}@{repeat}.json", file_stem(task_id))
 }
 
 /// The fields every line of `event` starts with.
@@ -501,6 +601,9 @@ pub fn to_wire(event: &Event, seq: u64, run_id: &str, shard: Option<&str>) -> Wi
         EventKind::NetworkDenied { host, port, command, reason } => {
             WireEvent::NetworkDenied { header, host: host.clone(), port: *port, command: command.clone(), reason: reason.clone() }
         }
+        EventKind::LimitWarning { limit, remaining, allowed, message } => {
+            WireEvent::LimitWarning { header, limit: *limit, remaining: *remaining, allowed: *allowed, message: message.clone() }
+        }
         EventKind::TaskFinished(outcome) => {
             // The outcome names its task even when the scheduler emits it run-level (a task
             // skipped before it started has no attempt).
@@ -553,6 +656,31 @@ fn wire_outcome(o: &TaskOutcome) -> WireOutcome {
         network_denied: o.network_denied.count,
         network_denied_hosts: o.network_denied.hosts.clone(),
         carried_from: o.carried_from.clone(),
+        repairs: o.repairs,
+        check_rounds: o
+            .check_rounds
+            .iter()
+            .map(|r| WireCheckRound { exit_code: r.exit_code, duration_ms: millis(r.duration), output_tail: r.output_tail.clone() })
+            .collect(),
+        pass_rate: o.pass_rate,
+        verdict: o.verdict,
+        repeats: o.repeats.iter().map(|r| wire_repeat(&o.task_id, r)).collect(),
+    }
+}
+
+fn wire_repeat(task_id: &str, r: &crate::events::RepeatRecord) -> WireRepeat {
+    WireRepeat {
+        repeat: r.repeat,
+        attempt: r.attempt,
+        status: r.status,
+        error: r.error.clone(),
+        duration_ms: millis(r.duration),
+        repairs: r.repairs,
+        check_exit_code: r.check_exit_code,
+        reported: r.reported,
+        files_changed: r.files_changed.clone(),
+        diff_path: r.diff.as_deref().is_some_and(|d| !d.is_empty()).then(|| repeat_diff_path(task_id, r.repeat)),
+        transcript_path: r.transcript.is_some().then(|| repeat_transcript_path(task_id, r.repeat)),
     }
 }
 
@@ -588,6 +716,19 @@ pub fn from_wire(task_id: String, w: WireOutcome, diff: Option<String>) -> TaskO
         protected: w.protected,
         network_denied: crate::egress::Denials { count: w.network_denied, hosts: w.network_denied_hosts },
         carried_from: w.carried_from,
+        repairs: w.repairs,
+        check_rounds: w
+            .check_rounds
+            .into_iter()
+            .map(|r| crate::events::CheckRound {
+                exit_code: r.exit_code,
+                duration: Duration::from_millis(r.duration_ms),
+                output_tail: r.output_tail,
+            })
+            .collect(),
+        pass_rate: w.pass_rate,
+        verdict: w.verdict,
+        repeats: w.repeats.into_iter().map(repeat_from_wire).collect(),
         provider: w.provider,
         model: w.model,
         transcript: None,
@@ -595,9 +736,31 @@ pub fn from_wire(task_id: String, w: WireOutcome, diff: Option<String>) -> TaskO
     }
 }
 
+/// The record of a repeat read back from its line (its patch and transcript stay files).
+fn repeat_from_wire(r: WireRepeat) -> crate::events::RepeatRecord {
+    crate::events::RepeatRecord {
+        repeat: r.repeat,
+        attempt: r.attempt,
+        status: r.status,
+        error: r.error,
+        duration: Duration::from_millis(r.duration_ms),
+        repairs: r.repairs,
+        check_exit_code: r.check_exit_code,
+        reported: r.reported,
+        files_changed: r.files_changed,
+        diff: None,
+        transcript: None,
+    }
+}
+
 /// The JSON Schema of one line, for `dracode schema events`.
 pub fn events_schema() -> serde_json::Value {
     schemars::schema_for!(WireEvent).to_value()
+}
+
+/// A number written as an integer when it is whole (`2`, not `2.0`).
+fn whole_or_fraction<S: serde::Serializer>(value: &f64, serializer: S) -> Result<S::Ok, S::Error> {
+    if value.fract() == 0.0 && value.abs() < 9.0e15 { serializer.serialize_i64(*value as i64) } else { serializer.serialize_f64(*value) }
 }
 
 fn millis(d: Duration) -> u64 {
@@ -715,6 +878,61 @@ mod tests {
         let back: WireOutcome = serde_json::from_value(v).unwrap();
         let read = from_wire("t".into(), back, None);
         assert_eq!((read.denied_calls, read.error), (o.denied_calls, o.error), "merge reads them back");
+    }
+
+    #[test]
+    fn repairs_and_repeats_are_on_the_line_in_the_schema_and_read_back() {
+        use crate::events::{CheckRound, RepeatRecord, RepeatVerdict};
+        let mut o = outcome("t", Status::Passed);
+        o.repairs = 1;
+        let round = |code, tail: &str| CheckRound { exit_code: Some(code), duration: Duration::from_millis(40), output_tail: tail.into() };
+        o.check_rounds = vec![round(3, "MISMATCH"), round(0, "ok")];
+        o.pass_rate = Some(0.5);
+        o.verdict = Some(RepeatVerdict::Flaky);
+        let repeat = |n: u32, status, reported| RepeatRecord {
+            repeat: n,
+            attempt: n,
+            status,
+            error: None,
+            duration: Duration::from_millis(10),
+            repairs: 0,
+            check_exit_code: Some(Some(0)),
+            reported,
+            files_changed: vec!["a.txt".into()],
+            diff: Some("diff --git a/a.txt b/a.txt\n".into()),
+            transcript: None,
+        };
+        o.repeats = vec![repeat(1, Status::Failed, false), repeat(2, Status::Passed, true)];
+        let v = line(&event(Some(("t", 2)), EventKind::TaskFinished(Box::new(o.clone()))));
+        assert_eq!(v["repairs"], 1);
+        assert_eq!(v["check_rounds"][0], json!({"exit_code": 3, "duration_ms": 40, "output_tail": "MISMATCH"}));
+        assert_eq!((v["pass_rate"].clone(), v["verdict"].clone()), (json!(0.5), json!("flaky")));
+        assert_eq!(v["repeats"][1]["diff_path"], "diffs/t@2.patch");
+        assert_eq!(v["repeats"][1]["transcript_path"], serde_json::Value::Null);
+        assert!(jsonschema::validator_for(&events_schema()).unwrap().is_valid(&v));
+        let back = from_wire("t".into(), serde_json::from_value(v).unwrap(), None);
+        assert_eq!((back.repairs, back.check_rounds, back.pass_rate, back.verdict), (1, o.check_rounds, o.pass_rate, o.verdict));
+        assert_eq!(
+            back.repeats.iter().map(|r| (r.status, r.reported)).collect::<Vec<_>>(),
+            [(Status::Failed, false), (Status::Passed, true)]
+        );
+        // A task without them has none of these keys.
+        let plain = line(&event(Some(("t", 1)), EventKind::TaskFinished(Box::new(outcome("t", Status::Passed)))));
+        for key in ["repairs", "check_rounds", "pass_rate", "verdict", "repeats"] {
+            assert!(plain.get(key).is_none(), "{key}");
+        }
+    }
+
+    #[test]
+    fn a_limit_warning_says_which_limit_and_what_is_left() {
+        let kind =
+            EventKind::LimitWarning { limit: crate::deadline::Limit::MaxCostUsd, remaining: 0.05, allowed: 1.0, message: "close".into() };
+        let v = line(&event(Some(("t", 1)), kind));
+        assert_eq!(
+            v,
+            json!({"type": "limit.warning", "schema_version": 1, "seq": 7, "ts": "2023-11-14T22:13:20.123Z", "run_id": "run-1",
+                "task_id": "t", "attempt": 1, "limit": "max_cost_usd", "remaining": 0.05, "allowed": 1, "message": "close"})
+        );
     }
 
     #[test]

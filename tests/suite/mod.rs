@@ -21,6 +21,7 @@ mod openai_provider;
 mod otel_export;
 mod provider_matrix;
 mod reasoning;
+mod repair_and_repeat;
 mod run_batch;
 mod run_openai;
 mod run_quickstart;

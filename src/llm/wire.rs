@@ -150,6 +150,7 @@ pub(crate) mod snapshot {
             stream: true,
             max_tokens: None,
             reasoning: None,
+            wire_api: None,
             headers: BTreeMap::new(),
             api_version: None,
             limits: Default::default(),

@@ -80,14 +80,19 @@ pub struct ResponsesFormat {
     reasoning: Option<ReasoningEffort>,
 }
 
-/// Whether `model` reasons (the o-series, GPT-5 and Codex models): it gets its reasoning back
-/// encrypted. Other models refuse `include: ["reasoning.encrypted_content"]`.
-pub fn is_reasoning_model(model: &str) -> bool {
+/// Whether a request to `model` asks for its reasoning back encrypted: every model but the
+/// ones known not to reason (`gpt-4*`, `gpt-3*`, `gpt-5-chat*`, `chatgpt*`), which OpenAI
+/// answers 400 "Encrypted content is not supported with this model." (`param: include`). An
+/// Azure deployment's name need not say what it runs; one that refuses gets the request again
+/// without it ([`WireFormat::relax_body`]).
+pub fn asks_encrypted_reasoning(model: &str) -> bool {
     let model = model.to_ascii_lowercase();
     let model = model.rsplit('/').next().unwrap_or_default();
-    let o_series = model.len() > 1 && model.starts_with('o') && model.as_bytes()[1].is_ascii_digit();
-    o_series || model.starts_with("gpt-5") || model.contains("codex")
+    !["gpt-4", "gpt-3", "gpt-5-chat", "chatgpt"].iter().any(|p| model.starts_with(p))
 }
+
+/// The start of OpenAI's refusal of `include: ["reasoning.encrypted_content"]`.
+const NO_ENCRYPTED_REASONING: &str = "Encrypted content is not supported";
 
 impl WireFormat for ResponsesFormat {
     const KEY_HEADER: KeyHeader = KeyHeader::Bearer;
@@ -117,6 +122,16 @@ impl WireFormat for ResponsesFormat {
         let mut response = parse_response(body)?;
         unique_call_ids(&mut response.content, history);
         Ok(response)
+    }
+
+    /// Without `include`, for a model that does not reason.
+    fn relax_body(&self, body: &mut Value) -> bool {
+        body.as_object_mut().is_some_and(|map| map.remove("include").is_some())
+    }
+
+    /// The 400 of a model that cannot return encrypted reasoning.
+    fn may_refuse_form(&self, error: &LlmError) -> bool {
+        error.http_status == Some(400) && error.message.contains(NO_ENCRYPTED_REASONING)
     }
 
     const FRAMING: Framing = Framing::Sse;
@@ -167,7 +182,7 @@ pub fn request_body(model: &str, request: &LlmRequest<'_>, effort: Option<Reason
         body.insert("tool_choice".into(), Value::from("auto"));
     }
     body.insert("store".into(), Value::Bool(false));
-    if effort.is_some() || is_reasoning_model(model) {
+    if effort.is_some() || asks_encrypted_reasoning(model) {
         body.insert("include".into(), json!(["reasoning.encrypted_content"]));
     }
     if let Some(effort) = effort {

@@ -20,6 +20,7 @@ mod openai_provider;
 #[cfg(feature = "otel")]
 mod otel_export;
 mod provider_matrix;
+mod responses_provider;
 mod run_batch;
 mod run_openai;
 mod run_quickstart;

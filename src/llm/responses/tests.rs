@@ -144,15 +144,22 @@ fn request_body_maps_the_conversation() {
 }
 
 #[test]
-fn encrypted_reasoning_is_asked_of_reasoning_models_and_reasoning_settings_only() {
+fn encrypted_reasoning_is_asked_of_all_but_models_known_not_to_reason_and_dropped_when_refused() {
     let messages = [Message::user_text("hi")];
     let request = LlmRequest { system: "", messages: &messages, tools: &[], max_tokens: None };
     let plain = request_body("gpt-4.1", &request, None);
+    let wire = ResponsesFormat::for_provider(&crate::llm::wire::snapshot::settings(ProviderType::Azure, "https://r", "dep"));
+    let mut relaxed = request_body("dep", &request, None);
+    assert!(wire.relax_body(&mut relaxed) && relaxed.get("include").is_none() && !wire.relax_body(&mut relaxed));
+    let mut refusal = LlmError::new(ErrorKind::BadResponse, "HTTP 400: Encrypted content is not supported with this model.");
+    refusal.http_status = Some(400);
+    assert!(wire.may_refuse_form(&refusal));
     assert!(plain.get("include").is_none() && plain.get("reasoning").is_none() && plain.get("instructions").is_none());
     assert!(plain.get("tools").is_none() && plain.get("max_output_tokens").is_none());
     assert_eq!(plain["store"], false);
     assert_eq!(plain["input"], json!([{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}]));
-    for model in ["o3-pro", "gpt-5.1-codex-max", "codex-mini-latest", "gpt-5"] {
+    assert!(request_body("gpt-5-chat-latest", &request, None).get("include").is_none());
+    for model in ["o3-pro", "gpt-5.1-codex-max", "codex-mini-latest", "gpt-5", "my-deployment"] {
         let body = request_body(model, &request, None);
         assert_eq!(body["include"], json!(["reasoning.encrypted_content"]), "{model}");
         assert!(body.get("reasoning").is_none(), "{model}: no effort unless set");

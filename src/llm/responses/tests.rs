@@ -235,3 +235,40 @@ fn apply_patch_is_a_free_form_tool_with_a_grammar_and_others_are_functions() {
     assert_eq!(rendered[1]["format"], json!({"type": "grammar", "syntax": "lark", "definition": APPLY_PATCH_GRAMMAR}));
     assert!(rendered[1].get("parameters").is_none());
 }
+
+#[test]
+fn responses_only_models_have_their_own_prices_and_windows() {
+    let table = crate::llm::prices::PriceTable::with_overrides(&std::collections::BTreeMap::new());
+    let cases = [
+        ("gpt-5-codex", 400_000, 1.25, 10.0),
+        ("gpt-5.1-codex-mini", 400_000, 0.25, 2.0),
+        ("gpt-5-pro-2025-10-06", 400_000, 15.0, 120.0),
+        ("codex-mini-latest", 200_000, 1.5, 6.0),
+        ("o3-pro-2025-06-10", 200_000, 20.0, 80.0),
+        ("o1-pro", 200_000, 150.0, 600.0),
+    ];
+    for (model, window, input, output) in cases {
+        let price = table.price(model).unwrap_or_else(|| panic!("{model} has no price"));
+        assert_eq!((table.context_window(model), price.input, price.output), (Some(window), input, output), "{model}");
+    }
+}
+
+#[test]
+fn models_openai_serves_through_responses_only_are_known() {
+    use crate::llm::preset::needs_responses;
+    for model in [
+        "gpt-5-codex",
+        "gpt-5.1-codex-max",
+        "codex-mini-latest",
+        "o1-pro",
+        "o3-pro-2025-06-10",
+        "gpt-5-pro",
+        "gpt-5.2-pro",
+        "openai/gpt-5-codex",
+    ] {
+        assert!(needs_responses(model), "{model}");
+    }
+    for model in ["gpt-5", "gpt-4o", "o3", "gpt-5-mini", "gpt-5.1", "o4-mini", "qwen3-coder"] {
+        assert!(!needs_responses(model), "{model}");
+    }
+}

@@ -175,6 +175,27 @@ async fn a_deployment_that_does_not_reason_gets_the_request_again_without_encryp
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_failed_response_and_a_server_error_are_retried_like_any_transient_failure() {
+    let server = ResponsesServer::start(
+        KEY,
+        vec![
+            Reply::failed("server_error", "An error occurred while processing your request."),
+            Reply::error(500, "server_error", None, "The server had an error while processing your request."),
+            Reply::text("done", Tokens::new(7, 2)),
+        ],
+    )
+    .await;
+    let settings = format!("type = \"openai\"\nbase_url = \"{}\"\nmodel = \"o3-pro\"\n", server.base_url());
+    let tmp = project(&settings, "Say done.");
+    let (code, stderr, all) = run(tmp.path(), &[("OPENAI_API_KEY", KEY)]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let task = finished(&all, "t");
+    assert_eq!((task["status"].as_str(), task["usage"]["requests"].as_u64()), (Some("passed"), Some(1)), "{task}");
+    assert_eq!(events(&all, "retry").len(), 2, "a `response.failed` event and a 500, each retried once");
+    assert_eq!(server.remaining(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn chat_completions_refused_for_a_responses_only_model_names_the_setting() {
     let message = "This model is only supported in v1/responses and not in v1/chat/completions.";
     let server = OpenAiServer::start(vec![ScriptedReply::error(404, "invalid_request_error", None, message)]).await;

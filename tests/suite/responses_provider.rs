@@ -248,3 +248,57 @@ fn wire_api_on_a_type_without_a_responses_api_is_exit_2_naming_file_and_key() {
         assert!(stderr.contains("dracode.toml") && stderr.contains("`providers.mock.wire_api`") && stderr.contains("`vllm`"), "{stderr}");
     }
 }
+
+/// POSTs `body` to `server`'s Responses URL (with `path` instead when given) and key `key`: the
+/// status and the error body.
+async fn post(server: &ResponsesServer, path: Option<&str>, key: &str, body: &Value) -> (u16, Value) {
+    let url = format!("{}{}", server.base_url(), path.unwrap_or("/responses"));
+    // dracode's own client (it sets up TLS, which a bare `reqwest::Client` here would not).
+    let http = dracode::llm::http::HttpClient::default();
+    let reply = http.get().post(url).bearer_auth(key).json(body).send().await.unwrap();
+    (reply.status().as_u16(), reply.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_local_server_refuses_what_the_api_refuses() {
+    let script = vec![Reply::answer(vec![Out::Reasoning("r".into()), Out::call("call_1", "f", json!({}))], Tokens::new(1, 1))];
+    let server = ResponsesServer::start(KEY, script).await;
+    let user = json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]});
+    let tool = json!({"type": "function", "name": "f", "parameters": {"type": "object"}, "strict": false});
+    let ok = json!({"model": "gpt-5-codex", "input": [user], "tools": [tool], "store": false, "include": ["reasoning.encrypted_content"]});
+    let with = |key: &str, value: Value| {
+        let mut body = ok.clone();
+        body[key] = value;
+        body
+    };
+    let refused = [
+        (with("messages", json!([])), "Unknown parameter: 'messages'."),
+        (with("max_output_tokens", json!(8)), "max_output_tokens"),
+        (with("tools", json!([{"type": "function", "name": "f", "parameters": {}}])), "strict"),
+        (with("input", json!([user, {"type": "function_call_output", "call_id": "call_9", "output": "x"}])), "No tool call found"),
+        (with("input", json!([{"type": "custom_tool_call", "call_id": "c", "name": "apply_patch", "input": "x"}])), "No tool output found"),
+    ];
+    for (body, expected) in refused {
+        let (status, error) = post(&server, None, KEY, &body).await;
+        assert_eq!(status, 400, "{body}");
+        assert_eq!(error["error"]["type"], "invalid_request_error", "{error}");
+        assert!(error["error"]["message"].as_str().unwrap().contains(expected), "{expected}: {error}");
+    }
+    assert_eq!(post(&server, Some("/chat/completions"), KEY, &ok).await.0, 404);
+    assert_eq!(post(&server, None, "sk-wrong", &ok).await.0, 401);
+    // Accepted: the reasoning it hands out must come back whole with the call it was made with.
+    let (status, first) = post(&server, None, KEY, &ok).await;
+    assert_eq!(status, 200, "{first}");
+    let (reasoning, call) = (first["output"][0].clone(), first["output"][1].clone());
+    let output = json!({"type": "function_call_output", "call_id": "call_1", "output": "ok"});
+    let mut tampered = reasoning.clone();
+    tampered["encrypted_content"] = json!("gAAAAB-forged");
+    for (input, expected) in [
+        (json!([user, call, output]), "without its required 'reasoning' item"),
+        (json!([user, tampered, call, output]), "could not be verified"),
+    ] {
+        let (status, error) = post(&server, None, KEY, &with("input", input)).await;
+        assert_eq!(status, 400);
+        assert!(error["error"]["message"].as_str().unwrap().contains(expected), "{expected}: {error}");
+    }
+}

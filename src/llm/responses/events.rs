@@ -29,6 +29,10 @@ pub struct EventDecoder {
 
 impl StreamDecoder for EventDecoder {
     fn feed(&mut self, frame: &Frame) -> Result<(), LlmError> {
+        // Some proxies end every stream with Chat Completions' terminator: nothing to read.
+        if frame.data.trim() == "[DONE]" {
+            return Ok(());
+        }
         let event = frame.json()?;
         let kind = event.get("type").and_then(Value::as_str).or(frame.event.as_deref()).unwrap_or_default().to_string();
         let index = event.get("output_index").and_then(Value::as_u64).unwrap_or(0);

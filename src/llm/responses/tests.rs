@@ -36,6 +36,8 @@ fn a_stream_folds_into_the_unstreamed_answer_with_exact_usage() {
     let u = response.usage;
     assert_eq!((u.input_tokens, u.output_tokens, u.cached_input_tokens, u.reasoning_output_tokens, u.requests), (812, 154, 512, 64, 1));
     assert_eq!(response.model.as_deref(), Some("gpt-5-codex"));
+    let proxied = format!("{STREAM}data: [DONE]\n\n");
+    assert_eq!(decode_stream(&proxied).unwrap().0, body, "a trailing [DONE] changes nothing");
     // Cut before `response.completed`: not whole.
     let cut = &STREAM[..STREAM.find("event: response.completed").unwrap()];
     assert!(!decode_stream(cut).unwrap().1);

@@ -34,7 +34,8 @@
 //! with `response.failed`. [`ResponsesServer::set_context_limit`] turns on a context window
 //! (tokens ≈ body bytes / 4): a request over it is refused with `context_length_exceeded` — a
 //! 400 unstreamed, a `response.failed` event streamed — and accepted ones report their input
-//! tokens counted the same way.
+//! tokens counted the same way. Every event the server sends is checked against
+//! `ResponseStreamEvent` of the same description (a 500 names the first that fails).
 
 use super::openai_server::{ReceivedRequest, Rejection, lock, rewrite_nullable, schema_rejection};
 use super::sse;
@@ -489,7 +490,7 @@ fn base_response(serial: usize, model: &str, status: &str) -> Value {
         "id": format!("resp_mock{serial}"), "object": "response", "created_at": 1_756_315_696, "status": status,
         "error": null, "incomplete_details": null, "instructions": null, "max_output_tokens": null, "model": model,
         "output": [], "parallel_tool_calls": true, "previous_response_id": null, "store": false, "temperature": 1.0,
-        "tool_choice": "auto", "tools": [], "top_p": 1.0, "truncation": "disabled", "usage": null, "metadata": {}
+        "tool_choice": "auto", "tools": [], "top_p": 1.0, "truncation": "disabled", "metadata": {}
     })
 }
 
@@ -522,7 +523,7 @@ fn render(response: &Value, stream: bool) -> ResponseTemplate {
     let mut started = response.clone();
     started["status"] = json!("in_progress");
     started["output"] = json!([]);
-    started["usage"] = Value::Null;
+    started.as_object_mut().map(|m| m.remove("usage"));
     started["incomplete_details"] = Value::Null;
     events.push("response.created", json!({"response": started}));
     events.push("response.in_progress", json!({"response": started}));
@@ -531,7 +532,7 @@ fn render(response: &Value, stream: bool) -> ResponseTemplate {
     }
     let end = if response["status"] == "incomplete" { "response.incomplete" } else { "response.completed" };
     events.push(end, json!({"response": response}));
-    ResponseTemplate::new(200).set_body_raw(events.text, sse::EVENT_STREAM)
+    events.into_template()
 }
 
 /// A failed response: the object with its error, or its stream ending in `response.failed`.
@@ -545,14 +546,18 @@ fn render_failed(serial: usize, model: &str, code: &str, message: &str, stream: 
     let started = base_response(serial, model, "in_progress");
     events.push("response.created", json!({"response": started}));
     events.push("response.failed", json!({"response": failed}));
-    ResponseTemplate::new(200).set_body_raw(events.text, sse::EVENT_STREAM)
+    events.into_template()
 }
 
-/// An event stream being written, numbered as the API numbers it.
+/// An event stream being written, numbered as the API numbers it, each event checked against
+/// `ResponseStreamEvent` (but `response.failed`: the API fails with codes, such as
+/// `context_length_exceeded`, that the description's enum lacks).
 #[derive(Default)]
 struct Events {
     text: String,
     sequence: u64,
+    /// The first event that is not valid, and why.
+    invalid: Option<String>,
 }
 
 impl Events {
@@ -560,7 +565,21 @@ impl Events {
         data["type"] = Value::from(kind);
         data["sequence_number"] = Value::from(self.sequence);
         self.sequence += 1;
+        if kind != "response.failed"
+            && self.invalid.is_none()
+            && let Err(why) = validate_event(kind, &data)
+        {
+            self.invalid = Some(why);
+        }
         self.text.push_str(&sse::event(Some(kind), &data));
+    }
+
+    /// The stream, or a 500 naming the first invalid event (the mock is wrong, not the client).
+    fn into_template(self) -> ResponseTemplate {
+        match self.invalid {
+            Some(why) => ResponseTemplate::new(500).set_body_json(failure(500, &format!("the mock's stream is invalid: {why}")).body()),
+            None => ResponseTemplate::new(200).set_body_raw(self.text, sse::EVENT_STREAM),
+        }
     }
 
     /// One item: added (empty), its deltas and `.done` events, done (whole).
@@ -606,7 +625,11 @@ impl Events {
                 for piece in sse::pieces(whole, 7) {
                     self.push(&format!("response.{event}.delta"), at(json!({"delta": piece})));
                 }
-                self.push(&format!("response.{event}.done"), at(json!({field: whole})));
+                let mut done = at(json!({field: whole}));
+                if kind == "function_call" {
+                    done["name"] = item["name"].clone();
+                }
+                self.push(&format!("response.{event}.done"), done);
             }
         }
         self.push("response.output_item.done", json!({"output_index": index, "item": item}));
@@ -619,6 +642,26 @@ pub fn validate_response(body: &Value) -> Result<(), String> {
     let validator = VALIDATOR.get_or_init(|| compile("Response"));
     match validator.iter_errors(body).next() {
         Some(error) => Err(format!("{}: {error}", error.instance_path().as_str())),
+        None => Ok(()),
+    }
+}
+
+/// Checks one streamed event against the member of `ResponseStreamEvent` whose `type` it has.
+fn validate_event(kind: &str, event: &Value) -> Result<(), String> {
+    static VALIDATORS: OnceLock<BTreeMap<String, jsonschema::Validator>> = OnceLock::new();
+    let validators = VALIDATORS.get_or_init(|| {
+        let schemas = &spec()["components"]["schemas"];
+        let members = schemas["ResponseStreamEvent"]["anyOf"].as_array().cloned().unwrap_or_default();
+        members
+            .iter()
+            .filter_map(|member| member["$ref"].as_str())
+            .map(|target| target.trim_start_matches("#/components/schemas/"))
+            .filter_map(|name| Some((schemas[name]["properties"]["type"]["enum"][0].as_str()?.to_string(), compile(name))))
+            .collect()
+    });
+    let validator = validators.get(kind).ok_or_else(|| format!("{kind} is not an event of the API"))?;
+    match validator.iter_errors(event).next() {
+        Some(error) => Err(format!("{kind} {}: {error}", error.instance_path().as_str())),
         None => Ok(()),
     }
 }

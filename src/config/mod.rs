@@ -104,6 +104,7 @@ impl Config {
             .merge(env_layer);
         let mut config: Config = figment.extract().map_err(|e| ConfigError::Invalid(Box::new(e)))?;
         check_defaults(&figment)?;
+        provider::check_wire_apis(&figment, &config.providers)?;
         config.expand(env);
         config.fold_mcp_servers(&main)?;
         Ok(config)

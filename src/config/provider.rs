@@ -37,6 +37,11 @@ pub struct ProviderSettings {
     /// model's own default applies. A task's or `[defaults]`' `reasoning` overrides it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reasoning: Option<crate::llm::ReasoningEffort>,
+    /// `openai` and `azure` only: `chat` (Chat Completions) or `responses` (the Responses
+    /// API); unset, Responses for the models that need it
+    /// ([`crate::llm::preset::needs_responses`]), Chat Completions otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wire_api: Option<crate::llm::preset::WireChoice>,
     /// Whether answers are streamed (default on); `false` sends the non-streamed body.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stream: Option<bool>,
@@ -113,6 +118,36 @@ impl ProviderSettings {
     }
 }
 
+/// Refuses `wire_api` on a provider whose type does not serve the Responses API (only
+/// `openai` and `azure` do), each error naming the file or variable that set it and the key.
+pub(super) fn check_wire_apis(
+    figment: &figment::Figment,
+    providers: &BTreeMap<String, ProviderSettings>,
+) -> Result<(), crate::manifest::ManifestErrors> {
+    let errors: Vec<crate::manifest::ManifestError> = providers
+        .iter()
+        .filter(|(_, settings)| settings.wire_api.is_some())
+        .filter_map(|(name, settings)| {
+            let kind = settings.kind.or_else(|| ProviderType::from_name(name))?;
+            if kind.preset().speaks_responses {
+                return None;
+            }
+            let key = format!("providers.{name}.wire_api");
+            let file = figment.find_metadata(&key).map_or_else(
+                || super::CONFIG_FILE.to_string(),
+                |m| m.source.as_ref().map_or_else(|| m.name.to_string(), ToString::to_string),
+            );
+            let message = format!(
+                "`{key}`: only `openai` and `azure` providers have a `wire_api`; {name:?} is `{}` (to reach a server's own \
+                 Responses endpoint, configure it as `type = \"openai\"` with its `base_url`)",
+                kind.as_str()
+            );
+            Some(crate::manifest::ManifestError { file: file.into(), position: None, task: None, field: Some(key), message })
+        })
+        .collect();
+    if errors.is_empty() { Ok(()) } else { Err(crate::manifest::ManifestErrors(errors)) }
+}
+
 /// Fills `settings` in from `kind`'s preset and the environment.
 pub(super) fn resolve(
     name: &str,
@@ -140,6 +175,7 @@ pub(super) fn resolve(
         timeout: settings.timeout.as_deref().and_then(|t| parse_timeout(t).ok()).unwrap_or(DEFAULT_TIMEOUT),
         max_tokens: settings.max_tokens,
         reasoning: settings.reasoning,
+        wire_api: settings.wire_api,
         stream: settings.stream.unwrap_or(true),
         headers: with_bearer_from_env(kind, settings, env),
         api_version: settings.api_version.clone(),
@@ -176,6 +212,32 @@ mod tests {
         std::fs::write(dir.path().join(super::super::CONFIG_FILE), format!("[providers.x]\ntype = \"openai\"\ntimeout = {timeout}\n"))
             .unwrap();
         Config::load(dir.path(), None, &BTreeMap::new())
+    }
+
+    #[test]
+    fn wire_api_is_refused_where_no_responses_api_is_and_chosen_where_one_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(super::super::CONFIG_FILE);
+        std::fs::write(&file, "[providers.local]\ntype = \"vllm\"\nwire_api = \"responses\"\n").unwrap();
+        let err = Config::load(dir.path(), None, &BTreeMap::new()).unwrap_err().to_string();
+        assert!(err.contains("dracode.toml") && err.contains("`providers.local.wire_api`") && err.contains("`vllm`"), "{err}");
+        std::fs::write(&file, "[providers.anthropic]\nwire_api = \"chat\"\n").unwrap();
+        assert!(Config::load(dir.path(), None, &BTreeMap::new()).is_err(), "a type named by the table");
+        std::fs::write(
+            &file,
+            "[providers.oa]\ntype = \"openai\"\nwire_api = \"responses\"\n[providers.az]\ntype = \"azure\"\nwire_api = \"chat\"\n",
+        )
+        .unwrap();
+        let config = Config::load(dir.path(), None, &BTreeMap::new()).unwrap();
+        let wire = |name: &str, model: &str| config.resolve_provider(name, Some(model), &BTreeMap::new()).unwrap().wire();
+        use crate::llm::preset::WireApi;
+        assert_eq!(wire("oa", "gpt-4o"), WireApi::Responses);
+        assert_eq!(wire("az", "gpt-5-codex"), WireApi::ChatCompletions, "an explicit `chat` wins over the model");
+        assert_eq!(wire("openai", "gpt-5-codex"), WireApi::Responses, "chosen by the model");
+        assert_eq!(wire("openai", "gpt-4o"), WireApi::ChatCompletions);
+        std::fs::write(&file, "[providers.oa]\ntype = \"openai\"\nwire_api = \"soap\"\n").unwrap();
+        let err = Config::load(dir.path(), None, &BTreeMap::new()).unwrap_err().to_string();
+        assert!(err.contains("wire_api") && err.contains("dracode.toml"), "{err}");
     }
 
     #[test]

@@ -700,6 +700,7 @@ mod tests {
             stream: true,
             max_tokens: None,
             reasoning: None,
+            wire_api: None,
             headers: [("anthropic-beta".to_string(), "context-1m-2025-08-07".to_string())].into(),
             api_version: None,
             limits: Default::default(),

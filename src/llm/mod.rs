@@ -5,6 +5,7 @@
 //! [`http_provider::HttpProvider`], which owns sending, retries and credentials.
 //!
 //! - [`openai`]: Chat Completions (OpenAI, Azure, Copilot, Z.AI, vLLM, SGLang, llama.cpp);
+//! - [`responses`]: OpenAI's Responses API (OpenAI and Azure, by `wire_api` or model);
 //! - [`anthropic`]: Messages; [`gemini`]: generateContent; [`ollama`]: `/api/chat`;
 //! - [`copilot`]: Copilot's preset and token exchange (a [`http_provider::KeySource`]);
 //! - [`replay`] / [`record`]: offline playback and recording; [`governor`]: shared limits;
@@ -35,6 +36,7 @@ pub mod prices;
 pub mod reasoning;
 pub mod record;
 pub mod replay;
+pub mod responses;
 pub mod stream;
 pub mod types;
 pub mod wire;

@@ -89,6 +89,14 @@ impl WireFormat for ChatCompletionsFormat {
         empty_null_contents(body)
     }
 
+    /// OpenAI's 404 for a model served only by the Responses API gets the setting that fixes it.
+    fn refine_error(&self, mut error: LlmError) -> LlmError {
+        if error.http_status == Some(404) && error.message.contains("only supported in v1/responses") {
+            error.message.push_str(" — set `wire_api = \"responses\"` on this provider (README: Providers)");
+        }
+        error
+    }
+
     const FRAMING: Framing = Framing::Sse;
 
     /// `stream: true`, with the usage chunk asked for (`stream_options.include_usage`).
@@ -667,6 +675,7 @@ mod tests {
             stream: true,
             max_tokens: None,
             reasoning: None,
+            wire_api: None,
             headers: Default::default(),
             api_version: None,
             limits: Default::default(),

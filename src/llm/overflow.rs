@@ -6,6 +6,9 @@
 //! The bodies recognised (the error's message carries the provider's text):
 //! - OpenAI (and vLLM, Azure): 400 `code: context_length_exceeded`, "This model's maximum
 //!   context length is 128000 tokens. However, your messages resulted in 130017 tokens. …";
+//! - OpenAI Responses: the same code, "Your input exceeds the context window of this model.
+//!   Please adjust your input and try again.", as a 400 or, once a stream has started, as the
+//!   error of a `response.failed` event (no HTTP status);
 //! - Anthropic: 400 `invalid_request_error`, "prompt is too long: 208310 tokens > 200000
 //!   maximum" (and "input length and `max_tokens` exceed context limit: 196601 + 16000 >
 //!   200000");
@@ -29,12 +32,14 @@ const PHRASES: &[&str] = &[
     "exceeds the available context size",
     "exceeds the context length",
     "context window exceeded",
+    "exceeds the context window",
 ];
 
 /// `error` as a [`ErrorKind::ContextOverflow`] when it is a provider's context-window refusal
-/// (a 4xx, or a local server's 500, whose message says so); any other error unchanged.
+/// (a 4xx, a local server's 500, or an error reported inside a stream, whose message says so);
+/// any other error unchanged.
 pub fn recognise(mut error: LlmError) -> LlmError {
-    let refused = matches!(error.http_status, Some(400 | 413 | 422 | 500)) && error.kind == ErrorKind::BadResponse;
+    let refused = matches!(error.http_status, Some(400 | 413 | 422 | 500) | None) && error.kind == ErrorKind::BadResponse;
     if refused && is_overflow_message(&error.message) {
         error.kind = ErrorKind::ContextOverflow;
         error.retry_after = None;
@@ -106,6 +111,10 @@ mod tests {
             Some(4096),
         ),
         ("the input length exceeds the context length", None),
+        (
+            "Your input exceeds the context window of this model. Please adjust your input and try again. (type invalid_request_error, code context_length_exceeded)",
+            None,
+        ),
     ];
 
     #[test]
@@ -116,6 +125,16 @@ mod tests {
             assert!(!e.is_transient(), "{message}");
             assert_eq!(reported_window(message), *window, "{message}");
         }
+    }
+
+    #[test]
+    fn a_failed_response_event_inside_a_stream_is_an_overflow() {
+        let event = serde_json::json!({"status": "failed", "error": {"code": "context_length_exceeded",
+            "message": "Your input exceeds the context window of this model. Please adjust your input and try again."}});
+        let e = recognise(crate::llm::responses::failure(&event));
+        assert_eq!((e.kind, e.http_status), (ErrorKind::ContextOverflow, None), "{}", e.message);
+        let other = recognise(crate::llm::responses::failure(&serde_json::json!({"error": {"code": "invalid_prompt", "message": "bad"}})));
+        assert_eq!(other.kind, ErrorKind::BadResponse);
     }
 
     #[test]

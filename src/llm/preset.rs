@@ -59,8 +59,33 @@ pub enum WireApi {
     GeminiGenerateContent,
     /// Ollama native chat.
     OllamaChat,
+    /// OpenAI Responses (`POST {base_url}/responses`; Azure: `/openai/v1/responses`).
+    Responses,
     /// Offline playback.
     Replay,
+}
+
+/// The `wire_api` setting of an `openai` or `azure` provider, named as Codex names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum WireChoice {
+    /// Chat Completions (`/chat/completions`).
+    Chat,
+    /// The Responses API (`/responses`).
+    Responses,
+}
+
+/// Whether OpenAI serves `model` through the Responses API only (it answers Chat Completions
+/// with 404 `This model is only supported in v1/responses`): the Codex models (`*-codex*`,
+/// `codex-mini*`), the pro reasoning models (`o1-pro`, `o3-pro`, `gpt-5-pro`, `gpt-5.x-pro`),
+/// deep research and computer use — each documented "available in the Responses API only" on
+/// its model page (developers.openai.com/api/docs/models/…). Dated snapshots match too.
+pub fn needs_responses(model: &str) -> bool {
+    let model = model.to_ascii_lowercase();
+    let model = model.rsplit('/').next().unwrap_or_default();
+    const FAMILIES: [&str; 6] = ["codex-mini", "o1-pro", "o3-pro", "o3-deep-research", "o4-mini-deep-research", "computer-use-preview"];
+    let gpt5_pro = model.starts_with("gpt-5") && (model.ends_with("-pro") || model.contains("-pro-"));
+    model.contains("-codex") || gpt5_pro || FAMILIES.iter().any(|family| model.starts_with(family))
 }
 
 /// The process environment (or what a test passes instead).
@@ -125,6 +150,9 @@ pub struct Preset {
     /// Builds the provider when its credentials need code; `None`: the wire format's
     /// [`super::http_provider::HttpProvider`] with the configured key.
     pub connect: Option<Connect>,
+    /// Chat Completions types whose endpoint also serves the Responses API (OpenAI, Azure):
+    /// the `wire_api` setting may choose it, and models that need it get it on their own.
+    pub speaks_responses: bool,
 }
 
 impl Preset {
@@ -146,6 +174,7 @@ impl Preset {
         prompt_caching: false,
         empty_content_with_calls: false,
         connect: None,
+        speaks_responses: false,
     };
 
     /// A Chat Completions type of a local server at `base_url` with its key in `key_env`.
@@ -212,6 +241,7 @@ impl ProviderType {
             ProviderType::Openai => Preset {
                 base_url_env: Some("OPENAI_BASE_URL"),
                 token_limit_field: OPENAI_STYLE,
+                speaks_responses: true,
                 ..Preset::chat(Some("https://api.openai.com/v1"), "OPENAI_API_KEY", true, Some("gpt-4o"))
             },
             ProviderType::Vllm => Preset::local_chat("http://127.0.0.1:8000/v1", "VLLM_API_KEY"),
@@ -225,6 +255,7 @@ impl ProviderType {
                 token_limit_field: OPENAI_STYLE,
                 deployment_api_version: Some(AZURE_API_VERSION),
                 bearer_env: Some("AZURE_OPENAI_AD_TOKEN"),
+                speaks_responses: true,
                 ..Preset::chat(None, "AZURE_OPENAI_API_KEY", true, None)
             },
             ProviderType::Anthropic => Preset {
@@ -270,6 +301,8 @@ pub struct ResolvedProvider {
     pub max_tokens: Option<u32>,
     /// How hard the model thinks, when set (provider, `[defaults]` or task).
     pub reasoning: Option<super::ReasoningEffort>,
+    /// The configured `wire_api` (OpenAI and Azure); unset: chosen by model ([`Self::wire`]).
+    pub wire_api: Option<WireChoice>,
     /// Extra HTTP headers.
     pub headers: BTreeMap<String, String>,
     /// Azure `api-version`.
@@ -297,6 +330,21 @@ impl std::fmt::Debug for ResolvedProvider {
 }
 
 impl ResolvedProvider {
+    /// The wire API this provider speaks: its type's, except that a type whose endpoint also
+    /// serves the Responses API ([`Preset::speaks_responses`]) speaks the one `wire_api`
+    /// names, or, unset, Responses for the models only it serves ([`needs_responses`]).
+    pub fn wire(&self) -> WireApi {
+        let preset = self.kind.preset();
+        if !preset.speaks_responses {
+            return preset.wire;
+        }
+        let responses = match self.wire_api {
+            Some(choice) => choice == WireChoice::Responses,
+            None => self.model.as_deref().is_some_and(needs_responses),
+        };
+        if responses { WireApi::Responses } else { preset.wire }
+    }
+
     /// Why this provider cannot send a request, or `None` when it can.
     pub fn not_configured_reason(&self) -> Option<String> {
         let preset = self.kind.preset();
@@ -362,7 +410,8 @@ pub fn build(resolved: &ResolvedProvider, task: &TaskBinding, http: &HttpClient,
     if let Some(connect) = preset.connect {
         return connect(resolved, http, env);
     }
-    match preset.wire {
+    match resolved.wire() {
+        WireApi::Responses => connect_with_key::<super::responses::ResponsesFormat>(resolved, http),
         WireApi::ChatCompletions => connect_with_key::<super::openai::ChatCompletionsFormat>(resolved, http),
         WireApi::AnthropicMessages => connect_with_key::<super::anthropic::MessagesFormat>(resolved, http),
         WireApi::GeminiGenerateContent => connect_with_key::<super::gemini::GenerateContentFormat>(resolved, http),

@@ -1,5 +1,6 @@
 //! What a wire API is, as code: the [`WireFormat`] trait. One implementation per API —
-//! [`super::openai`] (Chat Completions), [`super::anthropic`] (Messages), [`super::gemini`]
+//! [`super::openai`] (Chat Completions), [`super::responses`] (OpenAI's Responses API),
+//! [`super::anthropic`] (Messages), [`super::gemini`]
 //! (generateContent), [`super::ollama`] (`/api/chat`) — each a set of pure functions from the
 //! neutral conversation to JSON and back. Sending, retries, credentials and usage live once in
 //! [`super::http_provider::HttpProvider`]; vendor differences (Azure's deployment URL, Copilot's
@@ -150,6 +151,7 @@ pub(crate) mod snapshot {
             stream: true,
             max_tokens: None,
             reasoning: None,
+            wire_api: None,
             headers: BTreeMap::new(),
             api_version: None,
             limits: Default::default(),

@@ -6,6 +6,7 @@ use crate::llm::ToolSpec;
 use crate::llm::anthropic::MessagesFormat;
 use crate::llm::gemini::GenerateContentFormat;
 use crate::llm::openai::ChatCompletionsFormat;
+use crate::llm::responses::ResponsesFormat;
 use crate::llm::wire::WireFormat;
 use serde_json::{Value, json};
 
@@ -14,6 +15,9 @@ use serde_json::{Value, json};
 pub enum ToolFormat {
     /// OpenAI Chat Completions `tools` (also Azure, Copilot, vLLM, …).
     Openai,
+    /// OpenAI Responses API `tools` (`wire_api = "responses"`): `apply_patch` as a free-form
+    /// `custom` tool with its grammar, the others as flat `function` tools.
+    Responses,
     /// Anthropic Messages `tools`.
     Anthropic,
     /// Gemini `tools[].functionDeclarations`.
@@ -31,6 +35,7 @@ pub fn mcp_tool(spec: &ToolSpec) -> Value {
 pub fn render(specs: &[ToolSpec], format: ToolFormat) -> Value {
     match format {
         ToolFormat::Openai => ChatCompletionsFormat::render_tools(specs),
+        ToolFormat::Responses => ResponsesFormat::render_tools(specs),
         ToolFormat::Anthropic => MessagesFormat::render_tools(specs),
         ToolFormat::Gemini => GenerateContentFormat::render_tools(specs),
         ToolFormat::Mcp => json!({ "tools": specs.iter().map(mcp_tool).collect::<Vec<_>>() }),
@@ -46,6 +51,7 @@ mod tests {
     fn each_format_has_its_shape() {
         let specs = [spec()];
         assert_eq!(render(&specs, ToolFormat::Openai)[0]["function"]["name"], "list_files");
+        assert_eq!(render(&specs, ToolFormat::Responses)[0]["name"], "list_files");
         assert!(render(&specs, ToolFormat::Anthropic)[0]["input_schema"].is_object());
         assert!(render(&specs, ToolFormat::Gemini)[0]["functionDeclarations"][0]["parameters"].is_object());
         assert!(render(&specs, ToolFormat::Mcp)["tools"][0]["inputSchema"].is_object());

@@ -62,7 +62,8 @@ async fn an_openai_model_patches_files_and_the_diff_shows_it() {
     std::fs::write(
         tmp.path().join("dracode.toml"),
         format!(
-            "provider = \"mock\"\n[providers.mock]\ntype = \"openai\"\nbase_url = \"{}\"\nmodel = \"gpt-5-codex\"\n",
+            // A Chat Completions server: a Codex model would get the Responses API unless told.
+            "provider = \"mock\"\n[providers.mock]\ntype = \"openai\"\nbase_url = \"{}\"\nmodel = \"gpt-5-codex\"\nwire_api = \"chat\"\n",
             server.base_url()
         ),
     )

@@ -22,6 +22,7 @@ mod otel_export;
 mod provider_matrix;
 mod reasoning;
 mod repair_and_repeat;
+mod responses_provider;
 mod run_batch;
 mod run_openai;
 mod run_quickstart;

@@ -8,6 +8,7 @@ pub mod github_server;
 pub mod ollama_server;
 pub mod openai_server;
 pub mod provider;
+pub mod responses_server;
 pub mod sandbox;
 pub mod sse;
 pub mod trickle_server;

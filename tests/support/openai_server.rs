@@ -376,11 +376,13 @@ pub struct Rejection {
 }
 
 impl Rejection {
-    fn invalid(message: String, param: Option<String>, code: Option<&str>) -> Self {
+    /// A 400 `invalid_request_error`.
+    pub fn invalid(message: String, param: Option<String>, code: Option<&str>) -> Self {
         Rejection { status: 400, message, error_type: "invalid_request_error".into(), param, code: code.map(str::to_string) }
     }
 
-    fn body(&self) -> Value {
+    /// The API's error body.
+    pub fn body(&self) -> Value {
         error_json(&self.message, &self.error_type, self.param.as_deref(), self.code.as_deref())
     }
 }
@@ -490,7 +492,8 @@ pub fn body_tokens(body: &[u8]) -> u64 {
     (body.len() as u64).div_ceil(4)
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+/// The lock, even if a panicking holder poisoned it.
+pub fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
@@ -677,7 +680,7 @@ pub fn validate_request(body: &Value) -> Result<(), Rejection> {
 }
 
 /// The API's answer to a schema violation, naming the innermost failing parameter.
-fn schema_rejection(error: &jsonschema::ValidationError<'_>) -> Rejection {
+pub fn schema_rejection(error: &jsonschema::ValidationError<'_>) -> Rejection {
     use jsonschema::error::ValidationErrorKind as Kind;
     if let Kind::OneOfNotValid { context } | Kind::AnyOf { context } = error.kind()
         && let Some(inner) = matching_branch(context)
@@ -877,7 +880,7 @@ pub fn spec() -> &'static Value {
 }
 
 /// OpenAPI 3.0 `nullable: true` → a JSON Schema that also accepts `null`.
-fn rewrite_nullable(value: &mut Value) {
+pub fn rewrite_nullable(value: &mut Value) {
     match value {
         Value::Array(items) => items.iter_mut().for_each(rewrite_nullable),
         Value::Object(map) => {

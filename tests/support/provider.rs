@@ -16,6 +16,7 @@ pub fn resolved(kind: ProviderType, base_url: &str, model: &str, key: Option<&st
         stream: true,
         max_tokens: None,
         reasoning: None,
+        wire_api: None,
         headers: Default::default(),
         api_version: None,
         limits: Default::default(),

@@ -83,6 +83,8 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             list(&manifests, &filter, shard.as_deref(), format, config.as_deref(), &cwd, &env)
         }
         Command::Merge { inputs, out } => merge(&inputs, &out, &env),
+        Command::Combine(args) => combine(&args, &cwd, &env),
+        Command::Regrade(args) => regrade(&args, &cwd, &env),
         Command::Auth { target: AuthTarget::Copilot } => auth_copilot(&env),
         Command::Tools { task: Some(id), manifests, config, .. } => task_tools(&id, &manifests, config.as_deref(), &cwd, &env),
         Command::Tools { format, .. } => {
@@ -101,6 +103,77 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             println!("{}", serde_json::to_string_pretty(&schema)?);
             Ok(exit_codes::OK)
         }
+    }
+}
+
+/// `dracode combine OUT`: the passed tasks' patches onto one tree ([`dracode::batch::combine`]);
+/// interrupted, its temporary working tree is removed before exiting 130/143.
+fn combine(args: &dracode::cli::CombineArgs, cwd: &Path, env: &BTreeMap<String, String>) -> anyhow::Result<i32> {
+    use dracode::batch::combine::{self, CombineError, CombineOptions};
+    let check_timeout = match humantime::parse_duration(&args.check_timeout) {
+        Ok(d) => d,
+        Err(e) => return usage_error(&format!("--check-timeout {:?}: {e}", args.check_timeout)),
+    };
+    let opts = CombineOptions {
+        out: args.out.clone(),
+        repo: cwd.join(&args.repo),
+        base: args.base.clone(),
+        check: args.check.clone(),
+        check_timeout,
+        branch: args.branch.clone(),
+        force: args.force,
+    };
+    let redactor = Redactor::from_env(env.clone(), Vec::new());
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start the async runtime")?;
+    // Dropping the unfinished combine removes its working tree (and ends its check).
+    let outcome = runtime.block_on(async {
+        tokio::select! {
+            biased;
+            code = interrupted() => Err(code),
+            report = combine::combine(&opts, env, &redactor) => Ok(report),
+        }
+    });
+    let report = match outcome {
+        Err(code) => {
+            eprintln!("dracode: interrupted; the temporary working tree was removed");
+            return Ok(code);
+        }
+        Ok(Ok(report)) => report,
+        Ok(Err(CombineError::Input(e))) => return usage_error(&e),
+        Ok(Err(CombineError::Write(e))) => {
+            eprintln!("error: {e}");
+            return Ok(exit_codes::ARTIFACTS_FAILED);
+        }
+    };
+    let md = combine::markdown(&report);
+    eprint!("{md}");
+    if let Some(path) = env.get("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
+        let appended = std::fs::OpenOptions::new().append(true).create(true).open(path).and_then(|mut f| f.write_all(md.as_bytes()));
+        if let Err(e) = appended {
+            eprintln!("error: cannot append to $GITHUB_STEP_SUMMARY {path}: {e}");
+            return Ok(exit_codes::ARTIFACTS_FAILED);
+        }
+    }
+    if report.applied.is_empty() && report.conflicts.is_empty() {
+        eprintln!("nothing to combine: no passed task of {} changed a file", args.out.display());
+        return Ok(exit_codes::NO_TASKS);
+    }
+    Ok(report.exit_code)
+}
+
+fn regrade(_args: &dracode::cli::RegradeArgs, _cwd: &Path, _env: &BTreeMap<String, String>) -> anyhow::Result<i32> {
+    Ok(2)
+}
+
+/// Resolves with the exit code of the first SIGINT (130) or SIGTERM (143).
+async fn interrupted() -> i32 {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => exit_codes::INTERRUPTED,
+        _ = term.recv() => exit_codes::TERMINATED,
     }
 }
 

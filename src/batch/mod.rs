@@ -2,6 +2,8 @@
 //! [`workspace`], running it ([`task`]) and scheduling the whole run ([`runner`]).
 
 pub mod check;
+pub mod combine;
+pub mod grade;
 pub mod judge;
 pub mod plan;
 pub mod record;

@@ -77,10 +77,24 @@ impl SummaryReporter {
                 let _ = writeln!(md, "| {} | {} | {} |", self.cell(&o.task_id), o.status.as_str(), self.cell(&reason(o)));
             }
         }
+        self.overlap_section(&mut md, &outcomes);
         self.denied_section(&mut md, &outcomes);
         self.network_section(&mut md, &outcomes);
         md.push_str(&crate::structured::report::summary_section(&outcomes, &self.redactor));
         md
+    }
+
+    /// The files more than one passed task's patch changes: where the patches may not combine
+    /// (`dracode combine` tells).
+    fn overlap_section(&self, md: &mut String, outcomes: &[&TaskOutcome]) {
+        let overlaps = super::recorded::overlaps(outcomes.iter().copied().filter(|o| o.status.is_pass()));
+        if overlaps.is_empty() {
+            return;
+        }
+        md.push_str("\n### Patches that touch the same files\n\n| file | tasks |\n|---|---|\n");
+        for (file, ids) in overlaps {
+            let _ = writeln!(md, "| {} | {} |", self.cell(&file), self.cell(&ids.join(", ")));
+        }
     }
 
     /// The tasks whose tool policy denied calls: how many, and the first.

@@ -414,7 +414,9 @@ fn run_batch(args: RunArgs, cwd: &Path, env: BTreeMap<String, String>) -> anyhow
         paths: dracode::batch::task::SharedPaths::new(Some(&args.out), &env),
     });
     let signal = Arc::new(AtomicI32::new(0));
-    let schedule = runner::Schedule { jobs, fail_fast: args.fail_fast, shard: shard.clone(), interrupted_by: signal.clone(), if_no_tasks };
+    let cache = plan.cache.as_deref().map(|dir| Arc::new(dracode::batch::cache::Cache::new(dir, !args.no_cache)));
+    let schedule =
+        runner::Schedule { jobs, fail_fast: args.fail_fast, shard: shard.clone(), interrupted_by: signal.clone(), if_no_tasks, cache };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(jobs.clamp(1, 4))
         .enable_all()

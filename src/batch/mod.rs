@@ -1,6 +1,7 @@
 //! Running a batch: planning tasks from manifests and flags ([`plan`]), preparing each task's
 //! [`workspace`], running it ([`task`]) and scheduling the whole run ([`runner`]).
 
+pub mod cache;
 pub mod check;
 pub mod combine;
 pub mod grade;

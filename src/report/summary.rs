@@ -62,7 +62,13 @@ impl SummaryReporter {
                 self.cell(&o.task_id),
                 status_icon(o.status),
                 o.status.as_str(),
-                if o.carried_from.is_some() { " (carried)" } else { "" },
+                if o.carried_from.is_some() {
+                    " (carried)"
+                } else if o.cached.is_some() {
+                    " (cached)"
+                } else {
+                    ""
+                },
                 o.num_turns,
                 thousands(o.usage.total_tokens),
                 o.cost_usd.map_or("—".to_string(), human_cost),
@@ -77,11 +83,26 @@ impl SummaryReporter {
                 let _ = writeln!(md, "| {} | {} | {} |", self.cell(&o.task_id), o.status.as_str(), self.cell(&reason(o)));
             }
         }
+        self.cached_section(&mut md, &outcomes);
         self.overlap_section(&mut md, &outcomes);
         self.denied_section(&mut md, &outcomes);
         self.network_section(&mut md, &outcomes);
         md.push_str(&crate::structured::report::summary_section(&outcomes, &self.redactor));
         md
+    }
+
+    /// The tasks reused from the cache: the run that recorded each pass, and what it cost then.
+    fn cached_section(&self, md: &mut String, outcomes: &[&TaskOutcome]) {
+        let cached: Vec<(&str, &crate::events::CacheHit)> =
+            outcomes.iter().filter_map(|o| Some((o.task_id.as_str(), o.cached.as_ref()?))).collect();
+        if cached.is_empty() {
+            return;
+        }
+        md.push_str("\n### Reused from the cache\n\nNot run again: their inputs match a recorded pass.\n\n| task | recorded by run | tokens then | cost then |\n|---|---|--:|--:|\n");
+        for (id, hit) in cached {
+            let cost = hit.total_cost_usd.map_or("—".to_string(), human_cost);
+            let _ = writeln!(md, "| {} | {} | {} | {cost} |", self.cell(id), self.cell(&hit.run_id), thousands(hit.usage.total_tokens));
+        }
     }
 
     /// The files more than one passed task's patch changes: where the patches may not combine

@@ -2,7 +2,8 @@
 //! the ones that conflict, `dracode regrade` checks recorded patches again without a model, and
 //! `--cache` skips a task whose inputs match a recorded pass.
 
-use crate::support::cli::{dracode, git, git_repo};
+use crate::support::cli::{dracode, finished, git, git_repo, read_jsonl};
+use crate::support::openai_server::{OpenAiServer, ScriptedReply, Tokens};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 
@@ -136,4 +137,111 @@ fn combine_without_conflicts_and_a_failing_check_on_the_union_is_exit_1_and_make
     let (code, stderr) = project.dracode(&["combine", "no-such-folder", "--repo", "repo"]);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("no-such-folder/results.jsonl"), "{stderr}");
+}
+
+const KEY: &str = "sk-test-0123456789abcdef";
+
+/// `dracode.toml` declaring `mock` (OpenAI wire) on `server`, plus `extra`.
+fn mock_config(project: &Project, server: &OpenAiServer, extra: &str) {
+    let config = format!(
+        "provider = \"mock\"\n[providers.mock]\ntype = \"openai\"\nbase_url = \"{}\"\nmodel = \"gpt-4o\"\n{extra}",
+        server.base_url()
+    );
+    std::fs::write(project.dir.join("dracode.toml"), config).unwrap();
+}
+
+/// `bump` rewrites `a.txt` and passes its check; `red` answers at once and fails its check.
+fn cache_tasks(prompt: &str) -> String {
+    format!(
+        "[defaults]\nrepo = \"repo\"\n[[tasks]]\nid = \"bump\"\nprompt = \"{prompt}\"\ncheck = \"grep -qx two a.txt\"\n\
+         [[tasks]]\nid = \"red\"\nprompt = \"p\"\ncheck = \"false\"\n"
+    )
+}
+
+fn write_a() -> ScriptedReply {
+    ScriptedReply::tool_call("call_1", "write_file", json!({"file_path": "a.txt", "content": "two\n"}), Tokens::new(100, 20))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cached_pass_sends_no_request_and_reports_the_earlier_result_and_a_changed_prompt_misses() {
+    let project = Project::new(&[("a.txt", "one\n")]);
+    let server = OpenAiServer::start_with_key(
+        KEY,
+        vec![
+            // Run 1: bump, then red.
+            write_a(),
+            ScriptedReply::text("Bumped.", Tokens::new(150, 10)),
+            ScriptedReply::text("no", Tokens::new(5, 1)),
+            // Run 2: red only (a failure is never cached).
+            ScriptedReply::text("no", Tokens::new(5, 1)),
+            // Run 3: bump with a new prompt.
+            write_a(),
+            ScriptedReply::text("Bumped again.", Tokens::new(150, 10)),
+        ],
+    )
+    .await;
+    mock_config(&project, &server, "");
+    std::fs::write(project.dir.join("tasks.toml"), cache_tasks("Bump a.txt")).unwrap();
+    let run = |out: &str, extra: &[&str]| {
+        let mut args = vec!["run", "tasks.toml", "--jobs", "1", "--out", out];
+        args.extend_from_slice(extra);
+        let output = dracode(&project.dir).env("OPENAI_API_KEY", KEY).env("TMPDIR", &project.tmpdir).args(&args).output().unwrap();
+        (output.status.code(), String::from_utf8_lossy(&output.stderr).into_owned())
+    };
+    let (code, stderr) = run("out1", &["--cache", "cache"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(server.requests().len(), 3);
+    let first = read_jsonl(&project.dir.join("out1/results.jsonl"));
+    assert_eq!(finished(&first, "bump")["status"], "passed");
+    assert!(finished(&first, "bump").get("cached").is_none());
+
+    // The same inputs, the cache named by the config: bump is not run again.
+    mock_config(&project, &server, "[run]\ncache = \"cache\"\n");
+    let (code, stderr) = run("out2", &[]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(server.requests().len(), 4, "only red's request: bump sent none");
+    let second = read_jsonl(&project.dir.join("out2/results.jsonl"));
+    let bump = finished(&second, "bump");
+    assert_eq!(bump["status"], "passed");
+    assert_eq!(bump["cached"], true);
+    assert_eq!(bump["usage"]["total_tokens"], 0);
+    assert_eq!(bump["total_cost_usd"], 0.0);
+    assert_eq!(bump["cached_from"]["run_id"], first[0]["run_id"]);
+    assert_eq!(bump["cached_from"]["usage"], finished(&first, "bump")["usage"], "the original's figures are kept");
+    assert_eq!(bump["files_changed"], json!(["a.txt"]));
+    assert_eq!(bump["check"]["exit_code"], 0);
+    let patch = std::fs::read_to_string(project.dir.join("out2/diffs/bump.patch")).unwrap();
+    assert_eq!(patch, std::fs::read_to_string(project.dir.join("out1/diffs/bump.patch")).unwrap());
+    assert_eq!(finished(&second, "red")["status"], "failed");
+    assert!(finished(&second, "red").get("cached").is_none(), "a failed task is never cached");
+    let summary = std::fs::read_to_string(project.dir.join("out2/summary.md")).unwrap();
+    assert!(summary.contains("passed (cached)") && summary.contains("### Reused from the cache"), "{summary}");
+
+    // A changed prompt misses the cache.
+    std::fs::write(project.dir.join("tasks.toml"), cache_tasks("Bump a.txt, please")).unwrap();
+    let (code, stderr) = run("out3", &["--filter", "bump"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(server.requests().len(), 6);
+    let third = read_jsonl(&project.dir.join("out3/results.jsonl"));
+    assert!(finished(&third, "bump").get("cached").is_none());
+    // --no-cache runs it even though it is cached now.
+    let (code, _) = run("out4", &["--filter", "bump", "--no-cache"]);
+    assert_eq!(code, Some(5), "the server has no reply left: the task ran and could not be judged");
+    assert!(server.requests().len() > 6, "--no-cache sent requests");
+    let entries: Vec<_> = walk(&project.dir.join("cache"));
+    assert!(entries.iter().all(|p| p.extension().is_some_and(|e| e == "json")), "plain files, no temporaries: {entries:?}");
+    assert_eq!(entries.len(), 2, "one entry per passed input set: {entries:?}");
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        if entry.path().is_dir() {
+            files.extend(walk(&entry.path()));
+        } else {
+            files.push(entry.path());
+        }
+    }
+    files
 }

@@ -161,8 +161,59 @@ fn combine(args: &dracode::cli::CombineArgs, cwd: &Path, env: &BTreeMap<String, 
     Ok(report.exit_code)
 }
 
-fn regrade(_args: &dracode::cli::RegradeArgs, _cwd: &Path, _env: &BTreeMap<String, String>) -> anyhow::Result<i32> {
-    Ok(2)
+/// `dracode regrade OUT`: the recorded patches checked again, no model called
+/// ([`dracode::batch::regrade`]); a new results set in `--out` (default `<OUT>-regraded`).
+fn regrade(args: &dracode::cli::RegradeArgs, cwd: &Path, env: &BTreeMap<String, String>) -> anyhow::Result<i32> {
+    use dracode::batch::regrade::{self, RegradeOptions};
+    let default_out = || {
+        let name = args.results.file_name().map_or("dracode-out".into(), |n| n.to_string_lossy().into_owned());
+        args.results.with_file_name(format!("{name}-regraded"))
+    };
+    let out = args.out.clone().unwrap_or_else(default_out);
+    let opts = RegradeOptions {
+        results: args.results.clone(),
+        out: cwd.join(&out),
+        check: args.check.clone(),
+        filter: args.filter.clone(),
+        config: args.config.clone(),
+    };
+    let job = match regrade::prepare(&opts, cwd, env) {
+        Ok(job) => job,
+        Err(e) => return usage_error(&e),
+    };
+    if job.is_empty() {
+        eprintln!("error: no task selected: none of the run's tasks matches the filter and the manifests");
+        return Ok(exit_codes::NO_TASKS);
+    }
+    if let Err(e) = report::out_dir::check(&opts.out, &[]) {
+        return usage_error(&e);
+    }
+    report::out_dir::prepare(&opts.out, &Default::default()).with_context(|| format!("cannot prepare --out {}", out.display()))?;
+    let redactor = Arc::new(Redactor::from_env(env.clone(), Vec::new()));
+    let run_id = run_id();
+    let step_summary = env.get("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()).map(PathBuf::from);
+    let mut reporters = report::artifact_reporters(&opts.out, &run_id, None, redactor.clone(), step_summary)
+        .with_context(|| format!("cannot write to {}", out.display()))?;
+    reporters
+        .push(Box::new(ProgressReporter::new(Box::new(std::io::stderr()), Verbosity::Normal, job.len()).with_redactor(redactor.clone())));
+    let bus = EventBus::new(reporters);
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start the async runtime")?;
+    let emitter = Emitter::run(bus.clone());
+    let totals = runtime.block_on(async {
+        tokio::select! {
+            biased;
+            code = interrupted() => Err(code),
+            totals = job.run(&opts, env, &redactor, &emitter) => Ok(totals),
+        }
+    });
+    let failures = bus.finish();
+    report_artifact_failures(&failures);
+    let code = match totals {
+        Ok(totals) => totals.exit_code,
+        Err(code) => code,
+    };
+    eprintln!("regraded results: {}", out.display());
+    Ok(exit_codes::after_artifacts(code, failures.len()))
 }
 
 /// Resolves with the exit code of the first SIGINT (130) or SIGTERM (143).

@@ -8,6 +8,7 @@ pub mod grade;
 pub mod judge;
 pub mod plan;
 pub mod record;
+pub mod regrade;
 pub mod runner;
 pub mod sandbox_view;
 pub mod shard;

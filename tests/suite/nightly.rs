@@ -42,6 +42,12 @@ impl Project {
         (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
     }
 
+    /// [`Project::dracode`] with the mock provider's key set.
+    fn dracode_with_key(&self, args: &[&str]) -> (i32, String) {
+        let out = dracode(&self.dir).env("OPENAI_API_KEY", KEY).env("TMPDIR", &self.tmpdir).args(args).output().unwrap();
+        (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+
     /// Folders dracode left in its TMPDIR.
     fn leftovers(&self) -> Vec<String> {
         std::fs::read_dir(&self.tmpdir).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect()
@@ -244,4 +250,42 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
         }
     }
     files
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn regrade_with_a_new_check_fails_a_passed_task_without_calling_the_model() {
+    let project = Project::new(&[("a.txt", "one\n")]);
+    let server = OpenAiServer::start_with_key(KEY, vec![write_a(), ScriptedReply::text("Bumped.", Tokens::new(150, 10))]).await;
+    mock_config(&project, &server, "");
+    let tasks =
+        "[defaults]\nrepo = \"repo\"\n[[tasks]]\nid = \"bump\"\nprompt = \"Bump\"\ncheck = \"grep -qx two a.txt\"\ntags = [\"t\"]\n";
+    std::fs::write(project.dir.join("tasks.toml"), tasks).unwrap();
+    let (code, stderr) = project.dracode_with_key(&["run", "tasks.toml", "--out", "out"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(server.requests().len(), 2);
+    let original = read_jsonl(&project.dir.join("out/results.jsonl"));
+
+    // The task's own check again: still passes.
+    let (code, stderr) = project.dracode_with_key(&["regrade", "out", "--out", "same"]);
+    assert_eq!(code, 0, "{stderr}");
+    let same = read_jsonl(&project.dir.join("same/results.jsonl"));
+    assert_eq!(finished(&same, "bump")["status"], "passed");
+
+    // A stricter check: the passing task now fails, and no request reached the model.
+    let (code, stderr) = project.dracode_with_key(&["regrade", "out", "--check", "grep -qx three a.txt", "--filter", "tag:t"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(server.requests().len(), 2, "regrade calls no model");
+    let regraded = read_jsonl(&project.dir.join("out-regraded/results.jsonl"));
+    let bump = finished(&regraded, "bump");
+    assert_eq!(bump["status"], "failed");
+    assert_eq!(bump["check"]["command"], "grep -qx three a.txt");
+    assert_eq!(bump["check"]["exit_code"], 1);
+    assert_eq!(bump["regraded_from"], json!({"run_id": original[0]["run_id"], "attempt": 1, "status": "passed"}));
+    assert_eq!(bump["usage"]["total_tokens"], 0);
+    assert_eq!(bump["files_changed"], json!(["a.txt"]));
+    assert!(project.dir.join("out-regraded/junit.xml").exists() && project.dir.join("out-regraded/diffs/bump.patch").exists());
+    let summary = std::fs::read_to_string(project.dir.join("out-regraded/summary.md")).unwrap();
+    assert!(summary.contains("grep -qx three a.txt"), "{summary}");
+    assert_eq!(git(&project.repo, &["status", "--porcelain"]), "", "the user's checkout is untouched");
+    assert_eq!(project.leftovers(), Vec::<String>::new());
 }

@@ -7,9 +7,11 @@
 //! still hits), the working directory, the prompt (a `prompt_file`'s contents), the system
 //! prompt, the provider's type, model, reasoning and output limit (and a `replay` recording's
 //! contents), the tools and their policy, the check, protected paths, limits, budgets, sandbox,
-//! network, environment, MCP servers and output schema. Only `worktree` tasks are cached: their
-//! base is exactly a commit's tree (a `copy` or `none` workspace also holds uncommitted files),
-//! and not `commit = true` ones (their branch is a side effect a reused result would not make).
+//! network, environment, MCP servers and output schema. Cached are `worktree` tasks (their base
+//! is exactly a commit's tree) and `copy` tasks whose folder has no uncommitted change (the key
+//! holds the folder's tree at `HEAD`; ignored files, which a copy also takes, are not part of
+//! it); never `none` tasks (a reused result would not change the folder they work in), nor
+//! `commit = true` ones (their branch is a side effect a reused result would not make).
 //! Only passes are recorded; a failed task is never cached.
 //!
 //! The folder fits `actions/cache`: plain files, one per key, `v1/<key[..2]>/<key>.json`, each
@@ -52,11 +54,17 @@ impl Cache {
 
     /// The key of `spec`, or `None` when the task cannot be cached.
     pub fn key(spec: &TaskSpec) -> Option<String> {
-        if spec.workspace.isolation != Isolation::Worktree || spec.commit {
+        if spec.commit {
             return None;
         }
-        let repo = git2::Repository::open(&spec.workspace.repo).ok()?;
-        let tree = repo.revparse_single(&spec.workspace.base).ok()?.peel_to_tree().ok()?.id();
+        let tree = match spec.workspace.isolation {
+            Isolation::Worktree => {
+                let repo = git2::Repository::open(&spec.workspace.repo).ok()?;
+                repo.revparse_single(&spec.workspace.base).ok()?.peel_to_tree().ok()?.id()
+            }
+            Isolation::Copy => clean_folder_tree(&spec.workspace.repo)?,
+            Isolation::None => return None,
+        };
         let inputs = key_inputs(spec, &tree.to_string());
         git2::Oid::hash_object(git2::ObjectType::Blob, inputs.as_bytes()).ok().map(|id| id.to_string())
     }
@@ -110,8 +118,36 @@ impl Cache {
             patch: outcome.diff.clone().filter(|d| !d.is_empty()),
         };
         let text = serde_json::to_string(&entry).map_err(std::io::Error::other)?;
+        let gitignore = self.dir.join(".gitignore");
+        if !gitignore.exists() {
+            // Ignored by git wherever it lies, as the output folder: a cache in the checkout
+            // is not an uncommitted change (which would keep `copy` tasks from being cached).
+            crate::report::write_atomic(&gitignore, b"# Written by dracode: its cache of passed tasks.\n*\n")?;
+        }
         crate::report::write_atomic(&self.path(key), text.as_bytes())
     }
+}
+
+/// The tree a `copy` workspace of `folder` starts from: its `HEAD` tree (at the folder's path
+/// in the repository) when nothing in the folder is uncommitted; else `None` (not cached).
+/// Ignored files, which a copy also takes, are left out of the key.
+fn clean_folder_tree(folder: &Path) -> Option<git2::Oid> {
+    let repo = git2::Repository::discover(folder).ok()?;
+    let root = repo.workdir()?.canonicalize().ok()?;
+    let prefix = folder.canonicalize().ok()?.strip_prefix(&root).ok()?.to_path_buf();
+    let mut opts = git2::StatusOptions::new();
+    opts.include_untracked(true).include_ignored(false);
+    if !prefix.as_os_str().is_empty() {
+        opts.pathspec(&prefix);
+    }
+    if !repo.statuses(Some(&mut opts)).ok()?.is_empty() {
+        return None;
+    }
+    let tree = repo.head().ok()?.peel_to_tree().ok()?;
+    if prefix.as_os_str().is_empty() {
+        return Some(tree.id());
+    }
+    tree.get_path(&prefix).ok().map(|entry| entry.id())
 }
 
 /// Every input of `spec` its result depends on, one `name: value` line each (what is hashed).

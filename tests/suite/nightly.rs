@@ -222,6 +222,9 @@ async fn a_cached_pass_sends_no_request_and_reports_the_earlier_result_and_a_cha
     assert!(finished(&second, "red").get("cached").is_none(), "a failed task is never cached");
     let summary = std::fs::read_to_string(project.dir.join("out2/summary.md")).unwrap();
     assert!(summary.contains("passed (cached)") && summary.contains("### Reused from the cache"), "{summary}");
+    let junit = std::fs::read_to_string(project.dir.join("out2/junit.xml")).unwrap();
+    let run_id = first[0]["run_id"].as_str().unwrap();
+    assert!(junit.contains(&format!("name=\"bump.cached_from\" value=\"{run_id}\"")), "{junit}");
 
     // A changed prompt misses the cache.
     std::fs::write(project.dir.join("tasks.toml"), cache_tasks("Bump a.txt, please")).unwrap();
@@ -289,4 +292,35 @@ async fn regrade_with_a_new_check_fails_a_passed_task_without_calling_the_model(
     assert!(summary.contains("grep -qx three a.txt"), "{summary}");
     assert_eq!(git(&project.repo, &["status", "--porcelain"]), "", "the user's checkout is untouched");
     assert_eq!(project.leftovers(), Vec::<String>::new());
+}
+
+#[test]
+fn an_interrupted_combine_leaves_no_working_tree_and_no_branch() {
+    let project = three_task_run();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_dracode"))
+        .current_dir(&project.dir)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", &project.dir)
+        .env("TMPDIR", &project.tmpdir)
+        .args(["combine", "out", "--repo", "repo", "--check", "sleep 30", "--branch", "late"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The check has started once its TMPDIR exists beside the working tree.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !project.leftovers().iter().any(|n| n.starts_with("dracode-task-")) {
+        assert!(std::time::Instant::now() < deadline, "the check never started: {:?}", project.leftovers());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(project.leftovers().iter().any(|n| n.starts_with("dracode-workspace-")), "{:?}", project.leftovers());
+    let started = std::time::Instant::now();
+    let pid = child.id().to_string();
+    assert!(std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "the check did not hold the exit up");
+    assert_eq!(project.leftovers(), Vec::<String>::new(), "the working tree and the check's TMPDIR are removed");
+    assert!(git(&project.repo, &["branch", "--list", "late"]).is_empty());
+    assert!(!project.dir.join("out/combine.json").exists());
 }

@@ -270,13 +270,21 @@ async fn regrade_with_a_new_check_fails_a_passed_task_without_calling_the_model(
     let original = read_jsonl(&project.dir.join("out/results.jsonl"));
 
     // The task's own check again: still passes.
-    let (code, stderr) = project.dracode_with_key(&["regrade", "out", "--out", "same"]);
+    // No key needed: no model is called.
+    let (code, stderr) = project.dracode(&["regrade", "out", "--out", "same"]);
     assert_eq!(code, 0, "{stderr}");
     let same = read_jsonl(&project.dir.join("same/results.jsonl"));
     assert_eq!(finished(&same, "bump")["status"], "passed");
 
+    // The check is confined like a task's: it cannot write outside its workspace.
+    let escaped = project.dir.join("escaped.txt");
+    let check = format!("echo x > {}; grep -qx two a.txt", escaped.display());
+    let (code, stderr) = project.dracode(&["regrade", "out", "--check", &check, "--out", "confined"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!escaped.exists(), "the regrade's check wrote outside its workspace");
+
     // A stricter check: the passing task now fails, and no request reached the model.
-    let (code, stderr) = project.dracode_with_key(&["regrade", "out", "--check", "grep -qx three a.txt", "--filter", "tag:t"]);
+    let (code, stderr) = project.dracode(&["regrade", "out", "--check", "grep -qx three a.txt", "--filter", "tag:t"]);
     assert_eq!(code, 1, "{stderr}");
     assert_eq!(server.requests().len(), 2, "regrade calls no model");
     let regraded = read_jsonl(&project.dir.join("out-regraded/results.jsonl"));

@@ -137,8 +137,12 @@ fn combine_without_conflicts_and_a_failing_check_on_the_union_is_exit_1_and_make
     // Only the tasks that combine, the check passing: exit 0.
     let (code, stderr) = project.dracode(&["run", "tasks.toml", "--out", "two", "--filter", "first", "--filter", "third"]);
     assert_eq!(code, 0, "{stderr}");
-    let (code, stderr) = project.dracode(&["combine", "two", "--repo", "repo", "--base", "main", "--check", "grep -qx B b.txt"]);
+    // The union's check is confined like a task's: it cannot write outside its working tree.
+    let escaped = project.dir.join("escaped.txt");
+    let check = format!("echo x > {}; grep -qx B b.txt", escaped.display());
+    let (code, stderr) = project.dracode(&["combine", "two", "--repo", "repo", "--base", "main", "--check", &check]);
     assert_eq!(code, 0, "{stderr}");
+    assert!(!escaped.exists(), "the check wrote outside its working tree");
     assert_eq!(read_json(&project.dir.join("two/combine.json"))["applied"], json!(["first", "third"]));
     let (code, stderr) = project.dracode(&["combine", "no-such-folder", "--repo", "repo"]);
     assert_eq!(code, 2, "{stderr}");

@@ -210,6 +210,8 @@ async fn a_cached_pass_sends_no_request_and_reports_the_earlier_result_and_a_cha
     let (code, stderr) = run("out2", &[]);
     assert_eq!(code, Some(1), "{stderr}");
     assert_eq!(server.requests().len(), 4, "only red's request: bump sent none");
+    let run_id = first[0]["run_id"].as_str().unwrap();
+    assert!(stderr.contains(&format!("cached (run {run_id})")), "the progress line says so: {stderr}");
     let second = read_jsonl(&project.dir.join("out2/results.jsonl"));
     let bump = finished(&second, "bump");
     assert_eq!(bump["status"], "passed");
@@ -227,7 +229,6 @@ async fn a_cached_pass_sends_no_request_and_reports_the_earlier_result_and_a_cha
     let summary = std::fs::read_to_string(project.dir.join("out2/summary.md")).unwrap();
     assert!(summary.contains("passed (cached)") && summary.contains("### Reused from the cache"), "{summary}");
     let junit = std::fs::read_to_string(project.dir.join("out2/junit.xml")).unwrap();
-    let run_id = first[0]["run_id"].as_str().unwrap();
     assert!(junit.contains(&format!("name=\"bump.cached_from\" value=\"{run_id}\"")), "{junit}");
 
     // A changed prompt misses the cache.

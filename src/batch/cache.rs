@@ -194,3 +194,63 @@ fn replay_digest(path: &Path) -> String {
     }
     git2::Oid::hash_object(git2::ObjectType::Blob, &bytes).map(|id| id.to_string()).unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    fn git(dir: &Path, args: &[&str]) {
+        let out = Command::new("git").args(["-c", "user.name=t", "-c", "user.email=t@e"]).args(args).current_dir(dir).output().unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// The keys of the tasks of `manifest` in `dir`, planned as `run` plans them.
+    fn keys(dir: &Path, manifest: &str, model: Option<&str>) -> Vec<Option<String>> {
+        std::fs::write(dir.join("tasks.toml"), manifest).unwrap();
+        let args = crate::cli::RunArgs {
+            manifests: vec![dir.join("tasks.toml")],
+            model: model.map(str::to_string),
+            out: dir.join("out"),
+            ..Default::default()
+        };
+        let plan = super::super::plan::plan(&args, dir, &BTreeMap::new()).unwrap();
+        plan.tasks.iter().map(Cache::key).collect()
+    }
+
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn the_key_follows_the_tree_the_prompt_and_the_model_not_the_commit() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        std::fs::create_dir(dir.join("repo")).unwrap();
+        git(&dir.join("repo"), &["init", "-q"]);
+        std::fs::write(dir.join("repo/a.txt"), "one\n").unwrap();
+        git(&dir.join("repo"), &["add", "-A"]);
+        git(&dir.join("repo"), &["commit", "-qm", "base"]);
+        let task = |prompt: &str, extra: &str| {
+            format!("[[tasks]]\nid = \"t\"\nprompt = \"{prompt}\"\nprovider = \"openai\"\nmodel = \"m\"\nrepo = \"repo\"\n{extra}")
+        };
+        let base = keys(dir, &task("p", ""), None);
+        assert!(base[0].is_some());
+        assert_eq!(keys(dir, &task("p", ""), None), base, "the same inputs, the same key");
+        assert_ne!(keys(dir, &task("q", ""), None), base, "the prompt");
+        assert_ne!(keys(dir, &task("p", ""), Some("other")), base, "the model");
+        assert_ne!(keys(dir, &task("p", "reasoning = \"high\"\n"), None), base, "the reasoning setting");
+        assert_ne!(keys(dir, &task("p", "check = \"true\"\n"), None), base, "the check");
+        assert_ne!(keys(dir, &task("p", "protect = [\"a.txt\"]\n"), None), base, "protected paths");
+        assert_eq!(keys(dir, &task("p", "commit = true\n"), None), [None], "commit = true is not cached");
+        assert_eq!(keys(dir, &task("p", "isolation = \"none\"\n"), None), [None], "nor isolation = none");
+        git(&dir.join("repo"), &["commit", "-q", "--allow-empty", "-m", "nothing"]);
+        assert_eq!(keys(dir, &task("p", ""), None), base, "a new commit of the same tree");
+        std::fs::write(dir.join("repo/a.txt"), "two\n").unwrap();
+        git(&dir.join("repo"), &["commit", "-qam", "change"]);
+        assert_ne!(keys(dir, &task("p", ""), None), base, "a changed tree");
+        // A copy of a committed folder is cached by its tree; an uncommitted change stops that.
+        let copy = keys(dir, &task("p", "isolation = \"copy\"\n"), None);
+        assert!(copy[0].is_some());
+        std::fs::write(dir.join("repo/b.txt"), "new\n").unwrap();
+        assert_eq!(keys(dir, &task("p", "isolation = \"copy\"\n"), None), [None]);
+    }
+}

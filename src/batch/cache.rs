@@ -69,6 +69,18 @@ impl Cache {
         git2::Oid::hash_object(git2::ObjectType::Blob, inputs.as_bytes()).ok().map(|id| id.to_string())
     }
 
+    /// The commit `spec`'s workspace starts from (its `base`, or `HEAD` of a `copy` task's
+    /// repository): what a reused result's `task.started.base_commit` names.
+    pub fn base_commit(spec: &TaskSpec) -> Option<String> {
+        let commit = match spec.workspace.isolation {
+            Isolation::Worktree => {
+                git2::Repository::open(&spec.workspace.repo).ok()?.revparse_single(&spec.workspace.base).ok()?.peel_to_commit().ok()?.id()
+            }
+            _ => git2::Repository::discover(&spec.workspace.repo).ok()?.head().ok()?.peel_to_commit().ok()?.id(),
+        };
+        Some(commit.to_string())
+    }
+
     fn path(&self, key: &str) -> PathBuf {
         self.dir.join("v1").join(&key[..2]).join(format!("{key}.json"))
     }

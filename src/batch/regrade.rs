@@ -93,6 +93,14 @@ impl Regrade {
         for spec in &self.specs {
             let Some(task) = self.run.tasks.iter().find(|t| t.outcome.task_id == spec.id) else { continue };
             let outcome = if matches!(task.outcome.status, Status::Passed | Status::Failed) {
+                // The base the patch was graded on, for a reader of these results (combine).
+                emitter.task(&spec.id, 1).emit(EventKind::TaskStarted {
+                    provider: task.outcome.provider.clone(),
+                    model: task.outcome.model.clone(),
+                    isolation: Isolation::Worktree.as_str().to_string(),
+                    workdir: spec.workspace.workdir.clone(),
+                    base_commit: task.base_commit.clone(),
+                });
                 let job = Job { spec, task, run_id: &self.run.run_id, env, redactor, out: &opts.out };
                 regrade_one(&job, opts.check.as_deref()).await
             } else {

@@ -120,7 +120,16 @@ async fn run_or_reuse(spec: Arc<TaskSpec>, shared: Arc<Shared>, emitter: Emitter
     if let (Some(cache), Some(key)) = (&cache, &key)
         && let Some(hit) = cache.lookup(&spec, key)
     {
-        emitter.task(&spec.id, 1).emit(EventKind::TaskFinished(Box::new(hit.clone())));
+        let task_emitter = emitter.task(&spec.id, 1);
+        // No workspace is made; the base the reused patch applies to is named all the same.
+        task_emitter.emit(EventKind::TaskStarted {
+            provider: spec.provider.name.clone(),
+            model: spec.provider.model.clone().unwrap_or_default(),
+            isolation: spec.workspace.isolation.as_str().to_string(),
+            workdir: spec.workspace.workdir.clone(),
+            base_commit: super::cache::Cache::base_commit(&spec),
+        });
+        task_emitter.emit(EventKind::TaskFinished(Box::new(hit.clone())));
         return hit;
     }
     let inner = spec.clone();

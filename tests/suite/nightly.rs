@@ -224,6 +224,8 @@ async fn a_cached_pass_sends_no_request_and_reports_the_earlier_result_and_a_cha
     assert_eq!(bump["check"]["exit_code"], 0);
     let patch = std::fs::read_to_string(project.dir.join("out2/diffs/bump.patch")).unwrap();
     assert_eq!(patch, std::fs::read_to_string(project.dir.join("out1/diffs/bump.patch")).unwrap());
+    let started = second.iter().find(|e| e["type"] == "task.started" && e["task_id"] == "bump").unwrap();
+    assert_eq!(started["base_commit"], git(&project.repo, &["rev-parse", "main"]).trim(), "the base the reused patch applies to");
     assert_eq!(finished(&second, "red")["status"], "failed");
     assert!(finished(&second, "red").get("cached").is_none(), "a failed task is never cached");
     let summary = std::fs::read_to_string(project.dir.join("out2/summary.md")).unwrap();
@@ -303,6 +305,8 @@ async fn regrade_with_a_new_check_fails_a_passed_task_without_calling_the_model(
     assert!(project.dir.join("out-regraded/junit.xml").exists() && project.dir.join("out-regraded/diffs/bump.patch").exists());
     let summary = std::fs::read_to_string(project.dir.join("out-regraded/summary.md")).unwrap();
     assert!(summary.contains("grep -qx three a.txt"), "{summary}");
+    let started = regraded.iter().find(|e| e["type"] == "task.started").unwrap();
+    assert_eq!(started["base_commit"], git(&project.repo, &["rev-parse", "main"]).trim(), "the base the patch was graded on");
     assert_eq!(git(&project.repo, &["status", "--porcelain"]), "", "the user's checkout is untouched");
     assert_eq!(project.leftovers(), Vec::<String>::new());
 }

@@ -39,13 +39,13 @@ pub fn apply(workspace: &Workspace, patch: &str) -> Result<(), String> {
     Err(message.trim().to_string())
 }
 
-/// Where and how a check runs: dracode's environment, the folders to hide (`--out`), and how
+/// Where and how a check runs: dracode's environment, the variables the check may see, and how
 /// to confine it given the workspace's layout and the command's environment (before its TMPDIR
 /// is set).
 pub struct CheckSetup<'a> {
     /// dracode's own environment.
     pub process_env: &'a BTreeMap<String, String>,
-    /// The variables a task's `env_passthrough` lets through, and its own `env`.
+    /// Extra variables of dracode's environment the check may see (a task's `env_passthrough`).
     pub passthrough: &'a [String],
     /// The task's `env`.
     pub task_env: &'a BTreeMap<String, String>,

@@ -181,6 +181,9 @@ fn regrade(args: &dracode::cli::RegradeArgs, cwd: &Path, env: &BTreeMap<String, 
         Ok(job) => job,
         Err(e) => return usage_error(&e),
     };
+    for id in &job.missing {
+        eprintln!("warning: task {id:?} of {} is not in its manifests any more: not regraded", args.results.display());
+    }
     if job.is_empty() {
         eprintln!("error: no task selected: none of the run's tasks matches the filter and the manifests");
         return Ok(exit_codes::NO_TASKS);

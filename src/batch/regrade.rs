@@ -44,6 +44,8 @@ pub struct RegradeOptions {
 pub struct Regrade {
     run: RecordedRun,
     specs: Vec<TaskSpec>,
+    /// Tasks of the run that its manifests no longer hold (without `--filter`): not regraded.
+    pub missing: Vec<String>,
 }
 
 /// Reads the run in `opts.results` and plans its manifests (the error is for the user: exit 2).
@@ -62,8 +64,14 @@ pub fn prepare(opts: &RegradeOptions, cwd: &Path, env: &BTreeMap<String, String>
     };
     let plan = super::plan::plan(&args, cwd, env).map_err(|e| e.to_string())?;
     let recorded: Vec<&str> = run.tasks.iter().map(|t| t.outcome.task_id.as_str()).collect();
+    let planned: Vec<String> = plan.tasks.iter().map(|s| s.id.clone()).collect();
+    let missing = if opts.filter.is_empty() {
+        recorded.iter().filter(|id| !planned.iter().any(|p| p == *id)).map(|id| (*id).to_string()).collect()
+    } else {
+        Vec::new()
+    };
     let specs = plan.tasks.into_iter().filter(|s| recorded.contains(&s.id.as_str())).collect();
-    Ok(Regrade { run, specs })
+    Ok(Regrade { run, specs, missing })
 }
 
 impl Regrade {

@@ -341,3 +341,42 @@ fn an_interrupted_combine_leaves_no_working_tree_and_no_branch() {
     assert!(git(&project.repo, &["branch", "--list", "late"]).is_empty());
     assert!(!project.dir.join("out/combine.json").exists());
 }
+
+/// The shipped nightly workflow's combine step, run as the runner would (bash, `set -e`, the
+/// real dracode and jq on PATH) in a checkout holding a run's output with a conflict: the union
+/// is staged for the pull request and its body names the conflict. The check is replaced by one
+/// that fits this repository.
+#[test]
+fn the_nightly_combine_step_stages_the_union_and_names_the_conflict() {
+    let workflow: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(crate::support::cli::crate_root().join("examples/workflows/nightly.yml")).unwrap())
+            .unwrap();
+    let steps = workflow["jobs"]["merge"]["steps"].as_array().unwrap();
+    let step = steps.iter().find(|s| s["name"] == "Combine the patches of the tasks that passed").unwrap();
+    let script = step["run"].as_str().unwrap();
+    let check = "cargo test --offline --quiet --manifest-path examples/nightly/project/Cargo.toml";
+    assert!(script.contains(check), "{script}");
+    let script = script.replace(check, "grep -qx ONE a.txt");
+
+    let project = three_task_run();
+    std::fs::rename(project.dir.join("out"), project.repo.join("dracode-out")).unwrap();
+    let outputs = project.dir.join("github_output");
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_dracode")).parent().unwrap().to_path_buf();
+    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+    let out = std::process::Command::new("bash")
+        .args(["--noprofile", "--norc", "-eo", "pipefail", "-c", &script])
+        .current_dir(&project.repo)
+        .env_clear()
+        .env("PATH", path)
+        .env("HOME", &project.dir)
+        .env("TMPDIR", &project.tmpdir)
+        .env("GITHUB_OUTPUT", &outputs)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "a conflict is for the pull request to show: {text}");
+    let written = std::fs::read_to_string(&outputs).unwrap();
+    assert!(written.contains("applied=2\n"), "{written}");
+    assert!(written.contains("| `second` | `a.txt` | `first` |"), "the body names the conflict: {written}");
+    assert_eq!(git(&project.repo, &["diff", "--cached", "--name-only"]), "a.txt\nb.txt\n", "the union is staged");
+}

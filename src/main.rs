@@ -188,6 +188,10 @@ fn regrade(args: &dracode::cli::RegradeArgs, cwd: &Path, env: &BTreeMap<String, 
         eprintln!("error: no task selected: none of the run's tasks matches the filter and the manifests");
         return Ok(exit_codes::NO_TASKS);
     }
+    let same = |a: &Path, b: &Path| a.canonicalize().ok().is_some_and(|a| b.canonicalize().ok() == Some(a));
+    if same(&cwd.join(&args.results), &opts.out) {
+        return usage_error(&format!("--out {} is the run being regraded; write the new results to another folder", out.display()));
+    }
     if let Err(e) = report::out_dir::check(&opts.out, &[]) {
         return usage_error(&e);
     }

@@ -283,6 +283,11 @@ async fn regrade_with_a_new_check_fails_a_passed_task_without_calling_the_model(
     let same = read_jsonl(&project.dir.join("same/results.jsonl"));
     assert_eq!(finished(&same, "bump")["status"], "passed");
 
+    let (code, stderr) = project.dracode(&["regrade", "out", "--out", "out"]);
+    assert_eq!(code, 2, "regrading into the run itself would erase it: {stderr}");
+    assert!(stderr.contains("is the run being regraded"), "{stderr}");
+    assert_eq!(read_jsonl(&project.dir.join("out/results.jsonl")), original);
+
     // The check is confined like a task's: it cannot write outside its workspace.
     let escaped = project.dir.join("escaped.txt");
     let check = format!("echo x > {}; grep -qx two a.txt", escaped.display());

@@ -70,6 +70,18 @@ pub enum Command {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Apply the passed tasks' patches of a run, in manifest order, onto one working tree of the
+    /// base; report the patches that conflict; optionally check the union and commit it.
+    #[command(
+        after_help = "Examples:\n  dracode combine dracode-out --check 'make test'\n  dracode combine dracode-out --base origin/main --branch dracode/nightly\n\nWrites OUT/combined.patch, OUT/combine.json and OUT/combine.md (also appended to\n$GITHUB_STEP_SUMMARY). The working tree is a temporary one, removed afterwards; with\n--branch the union is committed onto a new branch of the repository (only when the check,\nif any, passed).\n\nExit codes:\n  0 every passed task's patch combined (and the check passed)\n  1 a patch conflicts with those before it, or the check failed\n  2 bad input: OUT is not a run's output, not in a git repository, a bad --base, an existing\n    --branch without --force\n  3 the report could not be written\n  4 no passed task has a patch: nothing to combine\n  130/143 interrupted"
+    )]
+    Combine(CombineArgs),
+    /// Run the checks again on a run's recorded patches, in fresh sandboxed workspaces of their
+    /// base, without calling a model; write a new results set.
+    #[command(
+        after_help = "Examples:\n  dracode regrade dracode-out --out regraded\n  dracode regrade dracode-out --check 'pytest -q' --filter 'tag:py' --out regraded\n\nRegrades the tasks that ended passed or failed (the others are carried over as they were),\neach patch on the commit its attempt started from, with the task's check from its manifest\n(or --check). Every regraded task.finished names the attempt it grades (`regraded_from`).\nExit codes as `dracode run` (0 all passed, 1 a task did not pass, 2 bad input, 3 results\nnot written, 4 nothing selected)."
+    )]
+    Regrade(RegradeArgs),
     /// Sign in to a provider that needs an interactive login.
     #[command(after_help = "Example:\n  dracode auth copilot   # prints a URL and a code; stores the token (mode 0600)")]
     Auth {
@@ -125,6 +137,50 @@ pub enum Command {
         #[arg(value_enum)]
         which: SchemaKind,
     },
+}
+
+/// `dracode combine` options.
+#[derive(Debug, Clone, Args)]
+pub struct CombineArgs {
+    /// The output folder of the run (`dracode run --out`).
+    pub out: PathBuf,
+    /// The commit-ish to apply the patches to (default: the commit the tasks started from).
+    #[arg(long, value_name = "REV")]
+    pub base: Option<String>,
+    /// A command run (by `sh -c`, sandboxed like a task's check) in the combined tree.
+    #[arg(long, value_name = "CMD")]
+    pub check: Option<String>,
+    /// The check's time limit.
+    #[arg(long, default_value = "10m", value_name = "DURATION")]
+    pub check_timeout: String,
+    /// Commit the union onto this new branch of the repository.
+    #[arg(long, value_name = "NAME")]
+    pub branch: Option<String>,
+    /// With --branch: move the branch when it exists already.
+    #[arg(long, requires = "branch")]
+    pub force: bool,
+    /// A folder in the git repository the tasks ran on (default: the current folder).
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub repo: PathBuf,
+}
+
+/// `dracode regrade` options.
+#[derive(Debug, Clone, Args)]
+pub struct RegradeArgs {
+    /// The output folder of the run to regrade.
+    pub results: PathBuf,
+    /// The command that grades every regraded task instead of its own check.
+    #[arg(long, value_name = "CMD")]
+    pub check: Option<String>,
+    /// Task id glob or `tag:NAME`; repeatable (any match selects).
+    #[arg(long)]
+    pub filter: Vec<String>,
+    /// Where the new results go (default: `<RESULTS>-regraded`).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Config file instead of ./dracode.toml.
+    #[arg(long, env = "DRACODE_CONFIG")]
+    pub config: Option<PathBuf>,
 }
 
 /// `dracode auth` targets.
@@ -271,6 +327,14 @@ pub struct RunArgs {
     /// With --dry-run: skip the provider check (for a machine without the keys).
     #[arg(long, requires = "dry_run")]
     pub offline: bool,
+    /// Reuse the recorded pass of a task whose inputs are unchanged (base tree, prompt,
+    /// provider and model, tools, policy, check, …) from this folder, and record new passes
+    /// there; also `[run] cache` in the config.
+    #[arg(long, value_name = "DIR")]
+    pub cache: Option<PathBuf>,
+    /// Run every task, even with a cache configured (new passes are still recorded).
+    #[arg(long)]
+    pub no_cache: bool,
     /// Save every provider response to DIR/<task-id>.json, replayable with the `replay` provider.
     #[arg(long, value_name = "DIR")]
     pub record: Option<PathBuf>,

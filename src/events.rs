@@ -390,6 +390,39 @@ pub struct TaskOutcome {
     pub verdict: Option<RepeatVerdict>,
     /// A repeated task's attempts, in order (empty without `repeat`).
     pub repeats: Vec<RepeatRecord>,
+    /// Set when the result was reused from the cache (`--cache`): the pass it reuses and that
+    /// pass's own figures; this run's usage and cost are then zero.
+    pub cached: Option<CacheHit>,
+    /// Set by `dracode regrade`: the attempt whose recorded patch this result grades again.
+    pub regraded_from: Option<RegradedFrom>,
+}
+
+/// The recorded pass a cached result reuses, with its figures (what it cost when it ran).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CacheHit {
+    /// The run that recorded the pass.
+    pub run_id: String,
+    /// The cache key (a hash of every input the task's result depends on).
+    pub key: String,
+    /// That run's LLM calls for the task.
+    pub num_turns: u32,
+    /// That run's token usage for the task.
+    pub usage: Usage,
+    /// That run's cost for the task, in USD (`null` when unknown).
+    pub total_cost_usd: Option<f64>,
+    /// That run's wall time for the task.
+    pub duration_ms: u64,
+}
+
+/// The attempt a regraded result grades again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct RegradedFrom {
+    /// The run that made the attempt.
+    pub run_id: String,
+    /// The attempt (1-based).
+    pub attempt: u32,
+    /// The status that run gave it.
+    pub status: Status,
 }
 
 /// A tool call the task's policy refused.
@@ -439,6 +472,8 @@ impl TaskOutcome {
             pass_rate: None,
             verdict: None,
             repeats: Vec::new(),
+            cached: None,
+            regraded_from: None,
         }
     }
 }

@@ -83,6 +83,8 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             list(&manifests, &filter, shard.as_deref(), format, config.as_deref(), &cwd, &env)
         }
         Command::Merge { inputs, out } => merge(&inputs, &out, &env),
+        Command::Combine(args) => combine(&args, &cwd, &env),
+        Command::Regrade(args) => regrade(&args, &cwd, &env),
         Command::Auth { target: AuthTarget::Copilot } => auth_copilot(&env),
         Command::Tools { task: Some(id), manifests, config, .. } => task_tools(&id, &manifests, config.as_deref(), &cwd, &env),
         Command::Tools { format, .. } => {
@@ -101,6 +103,135 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             println!("{}", serde_json::to_string_pretty(&schema)?);
             Ok(exit_codes::OK)
         }
+    }
+}
+
+/// `dracode combine OUT`: the passed tasks' patches onto one tree ([`dracode::batch::combine`]);
+/// interrupted, its temporary working tree is removed before exiting 130/143.
+fn combine(args: &dracode::cli::CombineArgs, cwd: &Path, env: &BTreeMap<String, String>) -> anyhow::Result<i32> {
+    use dracode::batch::combine::{self, CombineError, CombineOptions};
+    let check_timeout = match humantime::parse_duration(&args.check_timeout) {
+        Ok(d) => d,
+        Err(e) => return usage_error(&format!("--check-timeout {:?}: {e}", args.check_timeout)),
+    };
+    let opts = CombineOptions {
+        out: args.out.clone(),
+        repo: cwd.join(&args.repo),
+        base: args.base.clone(),
+        check: args.check.clone(),
+        check_timeout,
+        branch: args.branch.clone(),
+        force: args.force,
+    };
+    let redactor = Redactor::from_env(env.clone(), Vec::new());
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start the async runtime")?;
+    // Dropping the unfinished combine removes its working tree (and ends its check).
+    let outcome = runtime.block_on(async {
+        tokio::select! {
+            biased;
+            code = interrupted() => Err(code),
+            report = combine::combine(&opts, env, &redactor) => Ok(report),
+        }
+    });
+    let report = match outcome {
+        Err(code) => {
+            eprintln!("dracode: interrupted; the temporary working tree was removed");
+            return Ok(code);
+        }
+        Ok(Ok(report)) => report,
+        Ok(Err(CombineError::Input(e))) => return usage_error(&e),
+        Ok(Err(CombineError::Write(e))) => {
+            eprintln!("error: {e}");
+            return Ok(exit_codes::ARTIFACTS_FAILED);
+        }
+    };
+    let md = combine::markdown(&report);
+    eprint!("{md}");
+    if let Some(path) = env.get("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
+        let appended = std::fs::OpenOptions::new().append(true).create(true).open(path).and_then(|mut f| f.write_all(md.as_bytes()));
+        if let Err(e) = appended {
+            eprintln!("error: cannot append to $GITHUB_STEP_SUMMARY {path}: {e}");
+            return Ok(exit_codes::ARTIFACTS_FAILED);
+        }
+    }
+    if report.applied.is_empty() && report.conflicts.is_empty() {
+        eprintln!("nothing to combine: no passed task of {} changed a file", args.out.display());
+        return Ok(exit_codes::NO_TASKS);
+    }
+    Ok(report.exit_code)
+}
+
+/// `dracode regrade OUT`: the recorded patches checked again, no model called
+/// ([`dracode::batch::regrade`]); a new results set in `--out` (default `<OUT>-regraded`).
+fn regrade(args: &dracode::cli::RegradeArgs, cwd: &Path, env: &BTreeMap<String, String>) -> anyhow::Result<i32> {
+    use dracode::batch::regrade::{self, RegradeOptions};
+    let default_out = || {
+        let name = args.results.file_name().map_or("dracode-out".into(), |n| n.to_string_lossy().into_owned());
+        args.results.with_file_name(format!("{name}-regraded"))
+    };
+    let out = args.out.clone().unwrap_or_else(default_out);
+    let opts = RegradeOptions {
+        results: args.results.clone(),
+        out: cwd.join(&out),
+        check: args.check.clone(),
+        filter: args.filter.clone(),
+        config: args.config.clone(),
+    };
+    let job = match regrade::prepare(&opts, cwd, env) {
+        Ok(job) => job,
+        Err(e) => return usage_error(&e),
+    };
+    for id in &job.missing {
+        eprintln!("warning: task {id:?} of {} is not in its manifests any more: not regraded", args.results.display());
+    }
+    if job.is_empty() {
+        eprintln!("error: no task selected: none of the run's tasks matches the filter and the manifests");
+        return Ok(exit_codes::NO_TASKS);
+    }
+    let same = |a: &Path, b: &Path| a.canonicalize().ok().is_some_and(|a| b.canonicalize().ok() == Some(a));
+    if same(&cwd.join(&args.results), &opts.out) {
+        return usage_error(&format!("--out {} is the run being regraded; write the new results to another folder", out.display()));
+    }
+    if let Err(e) = report::out_dir::check(&opts.out, &[]) {
+        return usage_error(&e);
+    }
+    report::out_dir::prepare(&opts.out, &Default::default()).with_context(|| format!("cannot prepare --out {}", out.display()))?;
+    let redactor = Arc::new(Redactor::from_env(env.clone(), Vec::new()));
+    let run_id = run_id();
+    let step_summary = env.get("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()).map(PathBuf::from);
+    let mut reporters = report::artifact_reporters(&opts.out, &run_id, None, redactor.clone(), step_summary)
+        .with_context(|| format!("cannot write to {}", out.display()))?;
+    reporters
+        .push(Box::new(ProgressReporter::new(Box::new(std::io::stderr()), Verbosity::Normal, job.len()).with_redactor(redactor.clone())));
+    let bus = EventBus::new(reporters);
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start the async runtime")?;
+    let emitter = Emitter::run(bus.clone());
+    let totals = runtime.block_on(async {
+        tokio::select! {
+            biased;
+            code = interrupted() => Err(code),
+            totals = job.run(&opts, env, &redactor, &emitter) => Ok(totals),
+        }
+    });
+    let failures = bus.finish();
+    report_artifact_failures(&failures);
+    let code = match totals {
+        Ok(totals) => totals.exit_code,
+        Err(code) => code,
+    };
+    eprintln!("regraded results: {}", out.display());
+    Ok(exit_codes::after_artifacts(code, failures.len()))
+}
+
+/// Resolves with the exit code of the first SIGINT (130) or SIGTERM (143).
+async fn interrupted() -> i32 {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => exit_codes::INTERRUPTED,
+        _ = term.recv() => exit_codes::TERMINATED,
     }
 }
 
@@ -341,7 +472,9 @@ fn run_batch(args: RunArgs, cwd: &Path, env: BTreeMap<String, String>) -> anyhow
         paths: dracode::batch::task::SharedPaths::new(Some(&args.out), &env),
     });
     let signal = Arc::new(AtomicI32::new(0));
-    let schedule = runner::Schedule { jobs, fail_fast: args.fail_fast, shard: shard.clone(), interrupted_by: signal.clone(), if_no_tasks };
+    let cache = plan.cache.as_deref().map(|dir| Arc::new(dracode::batch::cache::Cache::new(dir, !args.no_cache)));
+    let schedule =
+        runner::Schedule { jobs, fail_fast: args.fail_fast, shard: shard.clone(), interrupted_by: signal.clone(), if_no_tasks, cache };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(jobs.clamp(1, 4))
         .enable_all()

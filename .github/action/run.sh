@@ -9,6 +9,7 @@
 #   INPUT_FILTER     one filter per line (`tag:docs`, `fix-*`), taken literally
 #   INPUT_ARGS       more `dracode run` arguments, shell-like quoting, any number of lines
 #   INPUT_OUT        the output folder (default dracode-out)
+#   INPUT_CACHE      the cache folder (`--cache`), optional
 #   INPUT_FAIL_ON    any (default): the step fails unless dracode exits 0;
 #                    error: it fails only when dracode could not do its job or judge the tasks
 #                    (exit codes other than 0 and 1: bad input 2, results not written 3, no task
@@ -47,6 +48,7 @@ append_words "${INPUT_MANIFEST:-}" "manifest"
 [ -n "${INPUT_MODEL:-}" ] && cmd+=(--model "$INPUT_MODEL")
 [ -n "${INPUT_JOBS:-}" ] && cmd+=(--jobs "$INPUT_JOBS")
 [ -n "${INPUT_SHARD:-}" ] && cmd+=(--shard "$INPUT_SHARD")
+[ -n "${INPUT_CACHE:-}" ] && cmd+=(--cache "$INPUT_CACHE")
 while IFS= read -r line || [ -n "$line" ]; do
   line=${line%$'\r'}
   # Trim blanks at both ends; blank lines are skipped.

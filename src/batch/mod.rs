@@ -1,10 +1,14 @@
 //! Running a batch: planning tasks from manifests and flags ([`plan`]), preparing each task's
 //! [`workspace`], running it ([`task`]) and scheduling the whole run ([`runner`]).
 
+pub mod cache;
 pub mod check;
+pub mod combine;
+pub mod grade;
 pub mod judge;
 pub mod plan;
 pub mod record;
+pub mod regrade;
 pub mod repeat;
 pub mod runner;
 pub mod sandbox_view;

@@ -53,6 +53,9 @@ pub struct Plan {
     pub selected_nothing: Option<String>,
     /// The earlier run `--rerun-failed` reads, when given.
     pub rerun: Option<RerunSource>,
+    /// The cache folder: `--cache`, else the config's `[run] cache` (relative to the current
+    /// folder); `None` without either.
+    pub cache: Option<PathBuf>,
 }
 
 /// The earlier run of `--rerun-failed`, as this run needs it.
@@ -132,6 +135,7 @@ pub fn plan(args: &RunArgs, cwd: &Path, env: &BTreeMap<String, String>) -> Resul
     warnings.extend(sandbox_warnings(&specs));
     warnings.extend(allowlist_warnings(&specs));
     Ok(Plan {
+        cache: args.cache.clone().or(config.run.cache.clone()).map(|dir| cwd.join(dir)),
         rerun,
         shard,
         selected_nothing: narrowing.emptied_by,

@@ -29,6 +29,8 @@ pub struct Schedule {
     pub interrupted_by: Arc<std::sync::atomic::AtomicI32>,
     /// The exit code of a run with no task (`--no-tasks`): 4, or 0 under `warn`/`pass`.
     pub if_no_tasks: i32,
+    /// `--cache DIR` (or `[run] cache`): recorded passes reused, new ones recorded.
+    pub cache: Option<Arc<super::cache::Cache>>,
 }
 
 /// Runs every task of `plan` and returns the totals (also emitted as `run.finished`).
@@ -73,19 +75,14 @@ pub async fn run(plan: Plan, shared: Arc<Shared>, emitter: Emitter, schedule: Sc
         }
         let (shared, emitter, stop) = (shared.clone(), emitter.clone(), stop.clone());
         let fail_fast = schedule.fail_fast;
+        let cache = schedule.cache.clone();
         handles.push(tokio::spawn(async move {
             let _permit = permit;
             let _folder = match &folder_lock {
                 Some(lock) => Some(lock.lock().await),
                 None => None,
             };
-            let inner = spec.clone();
-            let (shared2, emitter2) = (shared.clone(), emitter.clone());
-            let result = tokio::spawn(async move { task::run(&inner, &shared2, &emitter2).await }).await;
-            let outcome = match result {
-                Ok(outcome) => outcome,
-                Err(e) => panicked(&spec, e, &emitter),
-            };
+            let outcome = run_or_reuse(spec.clone(), shared, emitter.clone(), cache).await;
             if fail_fast && !outcome.status.is_pass() {
                 stop.store(true, Ordering::SeqCst);
             }
@@ -108,6 +105,46 @@ pub async fn run(plan: Plan, shared: Arc<Shared>, emitter: Emitter, schedule: Sc
     totals.exit_code = crate::exit_codes::after_signal(schedule.interrupted_by.load(std::sync::atomic::Ordering::SeqCst), totals.exit_code);
     emitter.emit(EventKind::RunFinished(totals.clone()));
     totals
+}
+
+/// Runs the task, unless the cache holds a pass of the same inputs (reported as this run's
+/// result, `cached`); a new pass is recorded in the cache.
+async fn run_or_reuse(spec: Arc<TaskSpec>, shared: Arc<Shared>, emitter: Emitter, cache: Option<Arc<super::cache::Cache>>) -> TaskOutcome {
+    let key = match &cache {
+        Some(_) => {
+            let keyed = spec.clone();
+            tokio::task::spawn_blocking(move || super::cache::Cache::key(&keyed)).await.ok().flatten()
+        }
+        None => None,
+    };
+    if let (Some(cache), Some(key)) = (&cache, &key)
+        && let Some(hit) = cache.lookup(&spec, key)
+    {
+        let task_emitter = emitter.task(&spec.id, 1);
+        // No workspace is made; the base the reused patch applies to is named all the same.
+        task_emitter.emit(EventKind::TaskStarted {
+            provider: spec.provider.name.clone(),
+            model: spec.provider.model.clone().unwrap_or_default(),
+            isolation: spec.workspace.isolation.as_str().to_string(),
+            workdir: spec.workspace.workdir.clone(),
+            base_commit: super::cache::Cache::base_commit(&spec),
+        });
+        task_emitter.emit(EventKind::TaskFinished(Box::new(hit.clone())));
+        return hit;
+    }
+    let inner = spec.clone();
+    let (shared2, emitter2) = (shared.clone(), emitter.clone());
+    let result = tokio::spawn(async move { task::run(&inner, &shared2, &emitter2).await }).await;
+    let outcome = match result {
+        Ok(outcome) => outcome,
+        Err(e) => return panicked(&spec, e, &emitter),
+    };
+    if let (Some(cache), Some(key)) = (&cache, &key)
+        && let Err(e) = cache.store(key, &outcome, &shared.run_id)
+    {
+        tracing::warn!("cannot record task {} in the cache: {e}", spec.id);
+    }
+    outcome
 }
 
 /// Starts the `scope = "run"` MCP servers the tasks declare, once each, before the first task.

@@ -196,6 +196,11 @@ impl Workspace {
     /// `worktree` workspaces; dracode makes the commit with libgit2 (no hook runs, nothing is
     /// checked out in the user's repository).
     pub fn commit(&self, branch: &str, message: &str) -> Result<String, git2::Error> {
+        self.commit_onto(branch, message, false)
+    }
+
+    /// [`Workspace::commit`], moving an existing branch `branch` to the new commit when `force`.
+    pub fn commit_onto(&self, branch: &str, message: &str, force: bool) -> Result<String, git2::Error> {
         let (Some(source), Some(base)) = (&self.source, &self.base_commit) else {
             return Err(git2::Error::from_str("no git repository to commit in"));
         };
@@ -204,7 +209,7 @@ impl Workspace {
             Some(tree) => tree,
             None => self.record.snapshot()?,
         };
-        let id = worktree::commit_into(source, self.record.repo(), tree, Oid::from_str(base)?, branch, message)?;
+        let id = worktree::commit_into(source, self.record.repo(), tree, Oid::from_str(base)?, branch, message, force)?;
         Ok(id.to_string())
     }
 

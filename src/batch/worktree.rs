@@ -180,16 +180,25 @@ fn checkout_with_git2(repo: &Repository, commit: Oid) -> Result<(), git2::Error>
 }
 
 /// Makes `tree` of the task repository a commit whose parent is `base` on the new branch
-/// `branch` of the user's repository at `source`; returns the commit id. Only the objects the
-/// user's store lacks are copied, each checked against its id.
-pub fn commit_into(source: &Path, task: &Repository, tree: Oid, base: Oid, branch: &str, message: &str) -> Result<Oid, git2::Error> {
+/// `branch` of the user's repository at `source` (an existing branch of that name is an error,
+/// or is moved to the commit when `force`); returns the commit id. Only the objects the user's
+/// store lacks are copied, each checked against its id.
+pub fn commit_into(
+    source: &Path,
+    task: &Repository,
+    tree: Oid,
+    base: Oid,
+    branch: &str,
+    message: &str,
+    force: bool,
+) -> Result<Oid, git2::Error> {
     let user = Repository::open(source)?;
     copy_missing(task, &user.odb()?, tree)?;
     let tree = user.find_tree(tree)?;
     let parent = user.find_commit(base)?;
     let sig = user.signature().or_else(|_| git2::Signature::now("dracode", "dracode@localhost"))?;
     let id = user.commit(None, &sig, &sig, message, &tree, &[&parent])?;
-    user.branch(branch, &user.find_commit(id)?, false)?;
+    user.branch(branch, &user.find_commit(id)?, force)?;
     Ok(id)
 }
 
@@ -338,7 +347,7 @@ mod tests {
         std::fs::write(root.join("sub/new.txt"), "new\n").unwrap();
         let tree = crate::batch::snapshot::snapshot(&task.repo).unwrap();
         assert!(!user.odb().unwrap().exists(tree), "the snapshot is written to the task's store");
-        let id = commit_into(&src, &task.repo, tree, head, "dracode/r/t", "msg").unwrap();
+        let id = commit_into(&src, &task.repo, tree, head, "dracode/r/t", "msg", false).unwrap();
         assert_eq!(git(&src, &["show", "dracode/r/t:sub/new.txt"]), "new\n");
         assert_eq!(git(&src, &["rev-parse", "dracode/r/t^"]).trim(), head.to_string());
         assert_eq!(git(&src, &["rev-parse", "dracode/r/t"]).trim(), id.to_string());

@@ -24,7 +24,7 @@ pub const CONFIG_FILE: &str = "dracode.toml";
 pub const LOCAL_CONFIG_FILE: &str = "dracode.local.toml";
 /// The top-level keys `DRACODE_*` variables may set; other `DRACODE_*` variables (`LOG`,
 /// `SHARD`, `GITHUB_URL`, …) are settings of their own, not config.
-const CONFIG_ENV_ROOTS: &[&str] = &["provider", "providers", "prices", "models", "defaults", "mcp_servers"];
+const CONFIG_ENV_ROOTS: &[&str] = &["provider", "providers", "prices", "models", "defaults", "mcp_servers", "run"];
 
 /// The process environment as a map (non-UTF-8 variables skipped).
 pub fn process_env() -> BTreeMap<String, String> {
@@ -54,6 +54,24 @@ pub struct Config {
     /// loaded, below its own `mcp_servers`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub mcp_servers: BTreeMap<String, crate::mcp::McpServerConfig>,
+    /// Settings of `dracode run` itself (`[run]`).
+    #[serde(default, skip_serializing_if = "RunSettings::is_empty")]
+    pub run: RunSettings,
+}
+
+/// `[run]`: defaults of `dracode run`'s own options.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunSettings {
+    /// The cache folder (`--cache`), relative to the current folder.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache: Option<PathBuf>,
+}
+
+impl RunSettings {
+    fn is_empty(&self) -> bool {
+        self.cache.is_none()
+    }
 }
 
 /// What config says about one model besides its price.

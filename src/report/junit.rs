@@ -163,6 +163,12 @@ impl JunitReporter {
         if let Some(run_id) = &o.carried_from {
             props.push(("carried_from", run_id.clone()));
         }
+        if let Some(hit) = &o.cached {
+            props.push(("cached_from", hit.run_id.clone()));
+        }
+        if let Some(from) = &o.regraded_from {
+            props.push(("regraded_from", format!("{}#{}", from.run_id, from.attempt)));
+        }
         // Where the task is defined. The schemas have no `file`/`line` on a testcase (Jenkins
         // allows `file` on a testsuite only, the Ant schema nowhere), so these are properties.
         if let Some(line) = o.line {

@@ -18,6 +18,7 @@ pub mod merge;
 pub mod otel;
 pub mod out_dir;
 pub mod progress;
+pub mod recorded;
 pub mod slow;
 pub mod summary;
 pub mod transcript;

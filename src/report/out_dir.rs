@@ -10,14 +10,25 @@ use std::path::Path;
 pub const GITIGNORE: &str = "# Written by dracode: everything here is its output, replaced by each run.\n*\n";
 
 /// The names dracode writes at the top of its output folder.
-const OWN_NAMES: [&str; 8] =
-    [".gitignore", "results.jsonl", "junit.xml", "summary.md", "findings.sarif", "transcripts", "diffs", "outputs"];
+const OWN_NAMES: [&str; 11] = [
+    ".gitignore",
+    "results.jsonl",
+    "junit.xml",
+    "summary.md",
+    "findings.sarif",
+    "transcripts",
+    "diffs",
+    "outputs",
+    "combined.patch",
+    "combine.json",
+    "combine.md",
+];
 
 /// The folders that hold one file per task (`<task file stem>.<extension>`).
 const PER_TASK: [&str; 3] = ["transcripts", "diffs", "outputs"];
 
 /// The files that describe a whole run.
-const PER_RUN: [&str; 4] = ["results.jsonl", "junit.xml", "summary.md", "findings.sarif"];
+const PER_RUN: [&str; 7] = ["results.jsonl", "junit.xml", "summary.md", "findings.sarif", "combined.patch", "combine.json", "combine.md"];
 
 /// Whether dracode may use `out`: it does not exist yet, or holds only what dracode writes
 /// (and the entries named in `also`: a `--jsonl` file or `--record` folder the user put there,

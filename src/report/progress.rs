@@ -163,6 +163,9 @@ impl ProgressReporter {
             }
             text.push_str(&format!("  {}", human_duration(o.duration)));
         }
+        if let Some(hit) = &o.cached {
+            text.push_str(&format!("  cached (run {})", hit.run_id));
+        }
         if !o.status.is_pass() {
             let reason = strip_control(&short_reason(o));
             let reason = reason.lines().next().unwrap_or("");

@@ -19,6 +19,8 @@ fn status_notes(o: &TaskOutcome) -> String {
     let mut notes = Vec::new();
     if o.carried_from.is_some() {
         notes.push("carried".to_string());
+    } else if o.cached.is_some() {
+        notes.push("cached".to_string());
     }
     if o.repairs > 0 {
         notes.push(format!("after {} repair{}", o.repairs, if o.repairs == 1 { "" } else { "s" }));
@@ -95,10 +97,39 @@ impl SummaryReporter {
                 let _ = writeln!(md, "| {} | {} | {} |", self.cell(&o.task_id), o.status.as_str(), self.cell(&reason(o)));
             }
         }
+        self.cached_section(&mut md, &outcomes);
+        self.overlap_section(&mut md, &outcomes);
         self.denied_section(&mut md, &outcomes);
         self.network_section(&mut md, &outcomes);
         md.push_str(&crate::structured::report::summary_section(&outcomes, &self.redactor));
         md
+    }
+
+    /// The tasks reused from the cache: the run that recorded each pass, and what it cost then.
+    fn cached_section(&self, md: &mut String, outcomes: &[&TaskOutcome]) {
+        let cached: Vec<(&str, &crate::events::CacheHit)> =
+            outcomes.iter().filter_map(|o| Some((o.task_id.as_str(), o.cached.as_ref()?))).collect();
+        if cached.is_empty() {
+            return;
+        }
+        md.push_str("\n### Reused from the cache\n\nNot run again: their inputs match a recorded pass.\n\n| task | recorded by run | tokens then | cost then |\n|---|---|--:|--:|\n");
+        for (id, hit) in cached {
+            let cost = hit.total_cost_usd.map_or("—".to_string(), human_cost);
+            let _ = writeln!(md, "| {} | {} | {} | {cost} |", self.cell(id), self.cell(&hit.run_id), thousands(hit.usage.total_tokens));
+        }
+    }
+
+    /// The files more than one passed task's patch changes: where the patches may not combine
+    /// (`dracode combine` tells).
+    fn overlap_section(&self, md: &mut String, outcomes: &[&TaskOutcome]) {
+        let overlaps = super::recorded::overlaps(outcomes.iter().copied().filter(|o| o.status.is_pass()));
+        if overlaps.is_empty() {
+            return;
+        }
+        md.push_str("\n### Patches that touch the same files\n\n| file | tasks |\n|---|---|\n");
+        for (file, ids) in overlaps {
+            let _ = writeln!(md, "| {} | {} |", self.cell(&file), self.cell(&ids.join(", ")));
+        }
     }
 
     /// The tasks whose tool policy denied calls: how many, and the first.

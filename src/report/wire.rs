@@ -338,6 +338,18 @@ pub struct WireOutcome {
     /// attempt and their timestamps from that run): that run's `run_id`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub carried_from: Option<String>,
+    /// `true` when the result was reused from the cache (`--cache`): nothing ran, so usage and
+    /// cost are zero; absent otherwise.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cached: bool,
+    /// With `cached`: the run whose pass is reused, the cache key, and that run's own figures for
+    /// the task (`num_turns`, `usage`, `total_cost_usd`, `duration_ms`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_from: Option<crate::events::CacheHit>,
+    /// Only in the results of `dracode regrade`: the attempt whose recorded patch was checked
+    /// again (`run_id`, `attempt`, and the `status` that run gave it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regraded_from: Option<crate::events::RegradedFrom>,
     /// Times the agent repaired its work after a failed check (`check_repairs`; last attempt);
     /// absent when none.
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -621,7 +633,8 @@ pub fn to_wire(event: &Event, seq: u64, run_id: &str, shard: Option<&str>) -> Wi
     }
 }
 
-fn wire_outcome(o: &TaskOutcome) -> WireOutcome {
+/// The `task.finished` fields of `o` (what [`to_wire`] puts on the line).
+pub fn wire_outcome(o: &TaskOutcome) -> WireOutcome {
     let has_diff = o.diff.as_deref().is_some_and(|d| !d.is_empty());
     WireOutcome {
         status: o.status,
@@ -656,6 +669,9 @@ fn wire_outcome(o: &TaskOutcome) -> WireOutcome {
         network_denied: o.network_denied.count,
         network_denied_hosts: o.network_denied.hosts.clone(),
         carried_from: o.carried_from.clone(),
+        cached: o.cached.is_some(),
+        cached_from: o.cached.clone(),
+        regraded_from: o.regraded_from.clone(),
         repairs: o.repairs,
         check_rounds: o
             .check_rounds
@@ -716,6 +732,8 @@ pub fn from_wire(task_id: String, w: WireOutcome, diff: Option<String>) -> TaskO
         protected: w.protected,
         network_denied: crate::egress::Denials { count: w.network_denied, hosts: w.network_denied_hosts },
         carried_from: w.carried_from,
+        cached: w.cached_from,
+        regraded_from: w.regraded_from,
         repairs: w.repairs,
         check_rounds: w
             .check_rounds

@@ -546,3 +546,23 @@ fn the_nightly_merge_step_fails_the_job_on_a_missing_shard_but_not_on_a_failed_t
     assert!(text.contains("shard 2/2 is missing"), "{text}");
     assert!(summary.contains("shard 2/2 is missing"), "the summary is still published: {summary}");
 }
+
+/// The action's `cache` input: a second step over an unchanged, committed project reuses the
+/// passes of the first (summary `passed (cached)`), and keeps the cache folder out of git.
+#[test]
+fn the_cache_input_reuses_the_passes_of_an_earlier_step() {
+    let tmp = tempfile::tempdir().unwrap();
+    let manifest = quickstart_copy(tmp.path(), "sh test.sh");
+    crate::support::cli::git(tmp.path(), &["init", "-q", "-b", "main"]);
+    crate::support::cli::git(tmp.path(), &["add", "ex"]);
+    crate::support::cli::git(tmp.path(), &["commit", "-qm", "base"]);
+    let inputs = [("INPUT_MANIFEST", manifest.as_str()), ("INPUT_CACHE", ".dracode-cache")];
+    let first = run_step(tmp.path(), &inputs);
+    assert_eq!(first.code, Some(0), "{}", first.stderr);
+    assert!(!first.summary.contains("(cached)"), "{}", first.summary);
+    let second = run_step(tmp.path(), &inputs);
+    assert_eq!(second.code, Some(0), "{}", second.stderr);
+    assert!(second.summary.contains("passed (cached)"), "{}", second.summary);
+    assert_eq!(second.outputs["input-tokens"], "0", "nothing was sent: {:?}", second.outputs);
+    assert!(tmp.path().join(".dracode-cache/.gitignore").is_file());
+}

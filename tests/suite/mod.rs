@@ -15,6 +15,7 @@ mod github_action;
 mod honest_record;
 mod manifest_errors;
 mod mcp_servers;
+mod nightly;
 mod ollama_provider;
 mod openai_provider;
 #[cfg(feature = "otel")]

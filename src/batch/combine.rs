@@ -1,0 +1,268 @@
+//! `dracode combine OUT`: the passed tasks' patches of a run, applied in manifest order onto one
+//! working tree of the base — a fresh `worktree` workspace of the user's repository
+//! ([`super::grade`]), removed afterwards — so a nightly learns before the pull request which
+//! patches do not combine.
+//!
+//! A patch that does not apply on top of those before it is a conflict: it is skipped and
+//! reported with the files it shares with the patches already applied (and those tasks). The
+//! union is written to `OUT/combined.patch`, the report to `OUT/combine.json` and
+//! `OUT/combine.md`; `--check` runs a command on the union (sandboxed like a task's check);
+//! `--branch NAME` commits the union onto a new branch of the user's repository — the one thing
+//! combine writes there, and only when the check (if any) passed.
+
+use super::grade::{self, CheckSetup};
+use super::workspace::Workspace;
+use crate::events::{CheckRecord, Status};
+use crate::manifest::Isolation;
+use crate::report::recorded::{self, RecordedTask};
+use crate::secrets::Redactor;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// What `dracode combine` is asked to do.
+#[derive(Debug, Clone)]
+pub struct CombineOptions {
+    /// The output folder of the run.
+    pub out: PathBuf,
+    /// A folder in the user's repository.
+    pub repo: PathBuf,
+    /// The commit-ish to combine onto (default: the commit the tasks started from).
+    pub base: Option<String>,
+    /// A command run on the union.
+    pub check: Option<String>,
+    /// Its time limit.
+    pub check_timeout: Duration,
+    /// The branch to commit the union onto.
+    pub branch: Option<String>,
+    /// Move `branch` when it exists already.
+    pub force: bool,
+}
+
+/// A patch that did not apply on top of the ones before it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Conflict {
+    /// The task whose patch was skipped.
+    pub task_id: String,
+    /// The files it changes that an applied patch changed too.
+    pub files: Vec<String>,
+    /// The applied tasks that changed those files, in manifest order.
+    pub with: Vec<String>,
+    /// git's reason.
+    pub message: String,
+}
+
+/// The branch the union was committed onto.
+#[derive(Debug, Clone, Serialize)]
+pub struct BranchRecord {
+    /// Its name.
+    pub name: String,
+    /// The commit.
+    pub commit: String,
+}
+
+/// What `combine.json` holds.
+#[derive(Debug, Clone, Serialize)]
+pub struct CombineReport {
+    /// The combined run's `run_id`.
+    pub run_id: String,
+    /// The commit the patches were applied to.
+    pub base_commit: String,
+    /// The tasks whose patches are in the union, in the order applied.
+    pub applied: Vec<String>,
+    /// The tasks whose patches were skipped.
+    pub conflicts: Vec<Conflict>,
+    /// Files more than one passed task changed, with those tasks (whether or not they combine).
+    pub overlaps: BTreeMap<String, Vec<String>>,
+    /// The files the union changes.
+    pub files_changed: Vec<String>,
+    /// `combined.patch` when the union changes anything.
+    pub patch_path: Option<String>,
+    /// The check run on the union.
+    pub check: Option<CheckRecord>,
+    /// The branch made with `--branch`.
+    pub branch: Option<BranchRecord>,
+    /// 0: everything combined (and the check passed); 1: a conflict or a failed check.
+    pub exit_code: i32,
+}
+
+/// Why combine could not run (exit 2) or could not write its report (exit 3).
+#[derive(Debug, thiserror::Error)]
+pub enum CombineError {
+    /// Bad input: the folder, the repository, the base or the branch.
+    #[error("{0}")]
+    Input(String),
+    /// A report file could not be written.
+    #[error("{0}")]
+    Write(String),
+}
+
+/// Combines the run in `opts.out`; `env` is dracode's environment (for the check's).
+pub async fn combine(opts: &CombineOptions, env: &BTreeMap<String, String>, redactor: &Redactor) -> Result<CombineReport, CombineError> {
+    let input = |e: String| CombineError::Input(e);
+    let run = recorded::read(&opts.out).map_err(input)?;
+    let passed: Vec<&RecordedTask> = run
+        .tasks
+        .iter()
+        .filter(|t| t.outcome.status == Status::Passed && t.outcome.diff.as_deref().is_some_and(|d| !d.is_empty()))
+        .collect();
+    let root = repository_root(&opts.repo).map_err(input)?;
+    let base = base_of(opts.base.as_deref(), &passed).map_err(input)?;
+    if let Some(branch) = &opts.branch {
+        refuse_branch(&root, branch, opts.force).map_err(input)?;
+    }
+    let workspace = Workspace::prepare(&root, Isolation::Worktree, &base, None).map_err(|e| input(format!("base {base:?}: {e}")))?;
+    let mut report = CombineReport {
+        run_id: run.run_id.clone(),
+        base_commit: workspace.base_commit.clone().unwrap_or_default(),
+        applied: Vec::new(),
+        conflicts: Vec::new(),
+        overlaps: recorded::overlaps(passed.iter().map(|t| &t.outcome)),
+        files_changed: Vec::new(),
+        patch_path: None,
+        check: None,
+        branch: None,
+        exit_code: 0,
+    };
+    apply_all(&workspace, &passed, &mut report);
+    let changes = workspace.changes().map_err(|e| CombineError::Write(format!("cannot compute the combined changes: {e}")))?;
+    if let Some(changes) = &changes {
+        report.files_changed.clone_from(&changes.files);
+        write(&opts.out.join(PATCH_FILE), &changes.patch)?;
+        report.patch_path = Some(PATCH_FILE.to_string());
+    }
+    if let Some(command) = &opts.check {
+        let confine = |layout: &_, env: &_| grade::default_policy(layout, env, &opts.out);
+        let setup = CheckSetup { process_env: env, passthrough: &[], task_env: &BTreeMap::new(), redactor, confine: &confine };
+        report.check = Some(grade::run_check(&workspace, &workspace.root, command, opts.check_timeout, &setup).await);
+    }
+    let check_passed = report.check.as_ref().is_none_or(|c| c.exit_code == Some(0));
+    report.exit_code = if report.conflicts.is_empty() && check_passed { 0 } else { 1 };
+    if let (Some(name), true, Some(_)) = (&opts.branch, check_passed, &changes) {
+        let message = commit_message(&report);
+        let commit = workspace.commit_onto(name, &message, opts.force).map_err(|e| CombineError::Write(format!("branch {name}: {e}")))?;
+        report.branch = Some(BranchRecord { name: name.clone(), commit });
+    }
+    write_reports(&opts.out, &report, redactor)?;
+    Ok(report)
+}
+
+/// The union's patch, in the output folder.
+pub const PATCH_FILE: &str = "combined.patch";
+
+/// Applies each passed task's patch in turn; one that does not apply is a [`Conflict`].
+fn apply_all(workspace: &Workspace, passed: &[&RecordedTask], report: &mut CombineReport) {
+    let mut touched: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for task in passed {
+        let outcome = &task.outcome;
+        match grade::apply(workspace, outcome.diff.as_deref().unwrap_or_default()) {
+            Ok(()) => {
+                report.applied.push(outcome.task_id.clone());
+                for file in &outcome.files_changed {
+                    touched.entry(file).or_default().push(outcome.task_id.clone());
+                }
+            }
+            Err(message) => {
+                let files: Vec<String> = outcome.files_changed.iter().filter(|f| touched.contains_key(f.as_str())).cloned().collect();
+                let mut with: Vec<String> = Vec::new();
+                for id in files.iter().flat_map(|f| &touched[f.as_str()]) {
+                    if !with.contains(id) {
+                        with.push(id.clone());
+                    }
+                }
+                report.conflicts.push(Conflict { task_id: outcome.task_id.clone(), files, with, message });
+            }
+        }
+    }
+}
+
+/// The root of the git repository holding `dir`.
+fn repository_root(dir: &Path) -> Result<PathBuf, String> {
+    let repo = git2::Repository::discover(dir).map_err(|e| format!("{} is not in a git repository: {}", dir.display(), e.message()))?;
+    repo.workdir().map(Path::to_path_buf).ok_or_else(|| format!("{}: a bare repository has no working tree", dir.display()))
+}
+
+/// `--base`, else the one commit the passed tasks started from, else `HEAD`.
+fn base_of(given: Option<&str>, passed: &[&RecordedTask]) -> Result<String, String> {
+    if let Some(base) = given {
+        return Ok(base.to_string());
+    }
+    let mut bases: Vec<&str> = passed.iter().filter_map(|t| t.base_commit.as_deref()).collect();
+    bases.sort_unstable();
+    bases.dedup();
+    match bases.as_slice() {
+        [] => Ok("HEAD".to_string()),
+        [one] => Ok((*one).to_string()),
+        many => Err(format!("the tasks started from different commits ({}): choose one with --base", many.join(", "))),
+    }
+}
+
+/// An existing branch `name` is refused unless `force`; so is a name git does not allow.
+fn refuse_branch(root: &Path, name: &str, force: bool) -> Result<(), String> {
+    if !git2::Branch::name_is_valid(name).unwrap_or(false) {
+        return Err(format!("--branch {name:?} is not a valid branch name"));
+    }
+    let repo = git2::Repository::open(root).map_err(|e| e.message().to_string())?;
+    if !force && repo.find_branch(name, git2::BranchType::Local).is_ok() {
+        return Err(format!("branch {name:?} exists already in {}: choose another name, or pass --force to move it", root.display()));
+    }
+    Ok(())
+}
+
+fn commit_message(report: &CombineReport) -> String {
+    let mut message = format!("dracode combine: {} task(s) of run {}\n\n", report.applied.len(), report.run_id);
+    for id in &report.applied {
+        let _ = writeln!(message, "- {id}");
+    }
+    for conflict in &report.conflicts {
+        let _ = writeln!(message, "- skipped {} (conflicts on {})", conflict.task_id, conflict.files.join(", "));
+    }
+    message
+}
+
+fn write(path: &Path, text: &str) -> Result<(), CombineError> {
+    crate::report::write_atomic(path, text.as_bytes()).map_err(|e| CombineError::Write(format!("{}: {e}", path.display())))
+}
+
+/// `combine.json` and `combine.md` in the output folder.
+fn write_reports(out: &Path, report: &CombineReport, redactor: &Redactor) -> Result<(), CombineError> {
+    let json = serde_json::to_string_pretty(report).map_err(|e| CombineError::Write(e.to_string()))?;
+    write(&out.join("combine.json"), &redactor.redact(&json))?;
+    write(&out.join("combine.md"), &redactor.redact(&markdown(report)))
+}
+
+/// The report for people: `combine.md`, also appended to `$GITHUB_STEP_SUMMARY`.
+pub fn markdown(report: &CombineReport) -> String {
+    let mut md = String::from("## dracode combine\n\n");
+    let short = &report.base_commit[..report.base_commit.len().min(12)];
+    let _ = writeln!(md, "{} patch(es) combined onto `{short}`: {}.\n", report.applied.len(), ids(&report.applied));
+    if !report.conflicts.is_empty() {
+        md.push_str("### Conflicts (skipped)\n\n| Task | Files | Conflicts with |\n|---|---|---|\n");
+        for c in &report.conflicts {
+            let _ = writeln!(md, "| `{}` | {} | {} |", c.task_id, code_list(&c.files), ids(&c.with));
+        }
+        md.push('\n');
+    }
+    if let Some(check) = &report.check {
+        let verdict = if check.exit_code == Some(0) { "passed" } else { "failed" };
+        let code = check.exit_code.map_or("none".to_string(), |c| c.to_string());
+        let _ = writeln!(md, "Check `{}` on the union: **{verdict}** (exit {code}).\n", check.command);
+        if check.exit_code != Some(0) {
+            let _ = writeln!(md, "```\n{}\n```\n", check.output_tail.trim_end());
+        }
+    }
+    if let Some(branch) = &report.branch {
+        let _ = writeln!(md, "Committed onto branch `{}` ({}).\n", branch.name, &branch.commit[..branch.commit.len().min(12)]);
+    }
+    md
+}
+
+fn ids(list: &[String]) -> String {
+    if list.is_empty() { "none".to_string() } else { list.iter().map(|id| format!("`{id}`")).collect::<Vec<_>>().join(", ") }
+}
+
+fn code_list(files: &[String]) -> String {
+    if files.is_empty() { "(no file in common: the patch does not apply to the base)".to_string() } else { ids(files) }
+}

@@ -91,6 +91,9 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             println!("{}", serde_json::to_string_pretty(&rendered)?);
             Ok(exit_codes::OK)
         }
+        Command::McpProbe { server, name, call, call_each, schemas } => {
+            mcp_probe(&server, &name, &call, call_each.as_deref(), schemas, &cwd)
+        }
         Command::Providers { config } => providers(config.as_deref(), &cwd, &env),
         Command::Sandbox { task, manifests, out, config } => task_sandbox(&task, &manifests, &out, config.as_deref(), &cwd, &env),
         Command::Schema { which } => {
@@ -241,6 +244,25 @@ fn providers(config: Option<&Path>, cwd: &Path, env: &BTreeMap<String, String>) 
         );
     }
     Ok(exit_codes::OK)
+}
+
+/// `dracode mcp-probe` (hidden): see [`dracode::mcp::probe`].
+fn mcp_probe(server: &str, name: &str, calls: &[String], call_each: Option<&str>, schemas: bool, cwd: &Path) -> anyhow::Result<i32> {
+    let config: dracode::mcp::McpServerConfig = serde_json::from_str(server).context("--server")?;
+    if let Some((_, problem)) = config.problems(name).into_iter().next() {
+        anyhow::bail!("{problem}");
+    }
+    let mut plan = dracode::mcp::probe::ProbePlan::parse(calls, call_each).map_err(anyhow::Error::msg)?;
+    plan.schemas = schemas;
+    let http = dracode::llm::http::HttpClient::default();
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    match runtime.block_on(dracode::mcp::probe::run(name, &config, &plan, cwd, http.get().clone())) {
+        Ok(()) => Ok(exit_codes::OK),
+        Err(e) => {
+            eprintln!("error: {e}");
+            Ok(1)
+        }
+    }
 }
 
 /// `dracode auth copilot`: GitHub's device flow; the token is stored with mode 0600.

@@ -48,6 +48,37 @@ pub struct McpServerConfig {
     /// Limit of the start (handshake and tool list), e.g. `30s` (the default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub startup_timeout: Option<String>,
+    /// HTTP headers sent to a `url` server; values may use `${VAR}` (expanded from dracode's
+    /// environment when the server is started, and masked in everything dracode writes).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// The variable holding a bearer token for a `url` server (`Authorization: Bearer …`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bearer_token_env_var: Option<String>,
+    /// OAuth client credentials for a `url` server (a pre-registered client).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<McpOAuth>,
+    /// The protocol version to speak (`2026-07-28`, `2025-11-25`, `2025-06-18`, `2025-03-26`);
+    /// without it dracode negotiates, newest first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol_version: Option<String>,
+}
+
+/// `oauth = { client_id, client_secret, scope, token_url }` of a `url` server: the
+/// client-credentials grant, the token endpoint discovered from the server unless given.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct McpOAuth {
+    /// The client id registered with the authorization server (may use `${VAR}`).
+    pub client_id: String,
+    /// Its secret, normally `${VAR}`.
+    pub client_secret: String,
+    /// The scope to ask for; by default the one the server's challenge or metadata names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    /// The token endpoint; by default discovered (RFC 9728 and RFC 8414).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_url: Option<String>,
 }
 
 impl McpServerConfig {
@@ -85,6 +116,18 @@ impl McpServerConfig {
         if self.url.is_some() && !(self.args.is_empty() && self.env.is_empty()) {
             push("args", "`args` and `env` apply to a `command` server only".into());
         }
+        if self.command.is_some() && (!self.headers.is_empty() || self.bearer_token_env_var.is_some() || self.oauth.is_some()) {
+            push("headers", "`headers`, `bearer_token_env_var` and `oauth` apply to a `url` server only (give a `command` server its credentials in `env`)".into());
+        }
+        for key in self.headers.keys().filter(|k| reqwest::header::HeaderName::try_from(k.as_str()).is_err()) {
+            push("headers", format!("{key:?} is not an HTTP header name"));
+        }
+        if let Some(var) = self.bearer_token_env_var.as_deref().filter(|v| v.is_empty() || v.contains(['=', '\0', '$'])) {
+            push("bearer_token_env_var", format!("{var:?} is not a variable name (write the name, not `${{…}}`)"));
+        }
+        if let Some(version) = self.protocol_version.as_deref().filter(|v| !super::protocol::SUPPORTED.contains(v)) {
+            push("protocol_version", format!("{version:?} is not one of {}", super::protocol::SUPPORTED.join(", ")));
+        }
         for (field, value) in [("timeout", &self.timeout), ("startup_timeout", &self.startup_timeout)] {
             if let Some(Err(e)) = value.as_deref().map(crate::duration::parse_positive) {
                 push(field, e);
@@ -93,6 +136,44 @@ impl McpServerConfig {
         for key in self.env.keys().filter(|k| k.is_empty() || k.contains(['=', '\0'])) {
             push("env", format!("{key:?} is not a variable name"));
         }
+        out
+    }
+}
+
+impl McpServerConfig {
+    /// A `url` server's credentials with `${VAR}` expanded from `env` (dracode's own
+    /// environment); `Err` names what is configured but empty.
+    pub fn credentials(&self, name: &str, env: &BTreeMap<String, String>) -> Result<super::http::Credentials, String> {
+        let expand = |text: &str| crate::config::expand_vars(text, env);
+        let headers = self.headers.iter().map(|(k, v)| (k.clone(), expand(v))).collect();
+        let bearer = match &self.bearer_token_env_var {
+            Some(var) => match env.get(var).filter(|v| !v.trim().is_empty()) {
+                Some(token) => Some(token.trim().to_string()),
+                None => return Err(format!("`mcp_servers.{name}.bearer_token_env_var`: {var} is not set")),
+            },
+            None => None,
+        };
+        let oauth = self.oauth.as_ref().map(|o| super::oauth::ClientCredentials {
+            client_id: expand(&o.client_id),
+            client_secret: expand(&o.client_secret),
+            scope: o.scope.as_deref().map(expand),
+            token_url: o.token_url.as_deref().map(expand),
+        });
+        if let Some(o) = &oauth
+            && (o.client_id.is_empty() || o.client_secret.is_empty())
+        {
+            return Err(format!("`mcp_servers.{name}.oauth`: `client_id` or `client_secret` is empty (an unset ${{VAR}}?)"));
+        }
+        Ok(super::http::Credentials { headers, bearer, oauth })
+    }
+
+    /// The secret values of its credentials (header values, token, client secret), expanded
+    /// from `env`, for masking.
+    pub fn secret_values(&self, env: &BTreeMap<String, String>) -> Vec<String> {
+        let mut out: Vec<String> = self.headers.values().map(|v| crate::config::expand_vars(v, env)).collect();
+        out.extend(self.bearer_token_env_var.as_ref().and_then(|var| env.get(var)).cloned());
+        out.extend(self.oauth.as_ref().map(|o| crate::config::expand_vars(&o.client_secret, env)));
+        out.retain(|v| v.trim().len() >= crate::secrets::MIN_SECRET_LEN);
         out
     }
 }

@@ -171,6 +171,9 @@ impl McpServerConfig {
     /// from `env`, for masking.
     pub fn secret_values(&self, env: &BTreeMap<String, String>) -> Vec<String> {
         let mut out: Vec<String> = self.headers.values().map(|v| crate::config::expand_vars(v, env)).collect();
+        // `Bearer ${TOKEN}`: the token on its own too.
+        let words: Vec<String> = out.iter().flat_map(|v| v.split_whitespace().skip(1).map(str::to_string)).collect();
+        out.extend(words);
         out.extend(self.bearer_token_env_var.as_ref().and_then(|var| env.get(var)).cloned());
         out.extend(self.oauth.as_ref().map(|o| crate::config::expand_vars(&o.client_secret, env)));
         out.retain(|v| v.trim().len() >= crate::secrets::MIN_SECRET_LEN);

@@ -72,7 +72,8 @@ impl Session {
                     }
                 }
                 Err(e) if is_modern_refusal(&e) => return Err(e),
-                Err(e @ (Failure::Broken(_) | Failure::TimedOut)) if matches!(session.transport, Transport::Http(_)) => return Err(e),
+                Err(e @ Failure::Broken(_)) => return Err(e),
+                Err(e @ Failure::TimedOut) if matches!(session.transport, Transport::Http(_)) => return Err(e),
                 Err(e) if wanted.is_some() => {
                     let version = &session.version;
                     return Err(Failure::Broken(format!("the server does not speak {version} (its `protocol_version`): {e}")));

@@ -89,7 +89,8 @@ impl Transport {
     }
 }
 
-type Pending = Arc<Mutex<HashMap<i64, oneshot::Sender<Result<Value, Failure>>>>>;
+/// The requests waiting for an answer; `None` once the server closed its output.
+type Pending = Arc<Mutex<Option<HashMap<i64, oneshot::Sender<Result<Value, Failure>>>>>>;
 
 /// Newline-delimited JSON-RPC on a child's stdin and stdout.
 pub struct StdioLink {
@@ -104,7 +105,7 @@ impl StdioLink {
     /// Starts reading `stdout`; requests go to `stdin`.
     pub fn new(stdin: ChildStdin, stdout: ChildStdout) -> StdioLink {
         let writer = Arc::new(tokio::sync::Mutex::new(Some(stdin)));
-        let pending: Pending = Arc::default();
+        let pending: Pending = Arc::new(Mutex::new(Some(HashMap::new())));
         let notes = Arc::new(Mutex::new(Vec::new()));
         let reader = tokio::spawn(read_loop(stdout, writer.clone(), pending.clone(), notes.clone()));
         StdioLink { writer, pending, next_id: AtomicI64::new(1), notes, reader }
@@ -113,8 +114,9 @@ impl StdioLink {
     async fn request(&self, out: &Outgoing, limit: Duration) -> Result<Value, Failure> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
-        if let Ok(mut pending) = self.pending.lock() {
-            pending.insert(id, tx);
+        match self.pending.lock().as_deref_mut() {
+            Ok(Some(pending)) => _ = pending.insert(id, tx),
+            _ => return Err(Failure::Broken("the server closed its output (it exited?)".into())),
         }
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": out.method, "params": out.params})).await;
         match tokio::time::timeout(limit, rx).await {
@@ -163,13 +165,13 @@ async fn read_loop(
         if let Some(reply) = answer_server_request(&message, &notes) {
             write_line(&writer, &reply).await;
         } else if let Some((id, answer)) = response_of(&message) {
-            let waiter = pending.lock().ok().and_then(|mut p| p.remove(&id));
+            let waiter = pending.lock().ok().and_then(|mut p| p.as_mut()?.remove(&id));
             if let Some(waiter) = waiter {
                 let _ = waiter.send(answer);
             }
         }
     }
-    let waiters: Vec<_> = pending.lock().map(|mut p| p.drain().collect()).unwrap_or_default();
+    let waiters = pending.lock().ok().and_then(|mut p| p.take()).unwrap_or_default();
     for (_, waiter) in waiters {
         let _ = waiter.send(Err(Failure::Broken("the server closed its output (it exited?)".into())));
     }

@@ -55,10 +55,12 @@ fn quiet_on_closed_stdout() {
     }
 }
 
-/// Log lines (`DRACODE_LOG`, warnings by default) on stderr, coloured only on a terminal and
+/// Log lines (`DRACODE_LOG`, dracode's warnings by default) on stderr, coloured only on a terminal and
 /// without `NO_COLOR`: a CI log or a file never gets escape codes.
 fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("DRACODE_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    // By default only dracode's own warnings: no library's log line reaches the terminal.
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_env("DRACODE_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("dracode=warn"));
     let colour = report::progress::colour_wanted(std::io::stderr().is_terminal(), &dracode::config::process_env());
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(colour).without_time().try_init();
 }
@@ -256,7 +258,8 @@ fn mcp_probe(server: &str, name: &str, calls: &[String], call_each: Option<&str>
     plan.schemas = schemas;
     let http = dracode::llm::http::HttpClient::default();
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    match runtime.block_on(dracode::mcp::probe::run(name, &config, &plan, cwd, http.get().clone())) {
+    let mut stdout = std::io::stdout();
+    match runtime.block_on(dracode::mcp::probe::run(name, &config, &plan, cwd, http.get().clone(), &mut stdout)) {
         Ok(()) => Ok(exit_codes::OK),
         Err(e) => {
             eprintln!("error: {e}");

@@ -174,10 +174,7 @@ impl HttpLink {
     async fn read_stream(&self, mut response: reqwest::Response, id: i64) -> Result<Answer, Failure> {
         let mut parser = SseParser::default();
         loop {
-            let chunk = match response.chunk().await {
-                Ok(Some(chunk)) => chunk,
-                Ok(None) | Err(_) => return Ok(Answer::Ended(parser.last_id, parser.retry_ms)),
-            };
+            let Ok(Some(chunk)) = response.chunk().await else { return Ok(Answer::Ended(parser.last_id, parser.retry_ms)) };
             for event in parser.feed(&chunk) {
                 let Ok(message) = serde_json::from_str::<Value>(&event.data) else { continue };
                 if let Some(reply) = answer_server_request(&message, &self.notes) {

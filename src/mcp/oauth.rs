@@ -118,9 +118,20 @@ async fn discover(client: &reqwest::Client, server_url: &str, challenge: &Challe
     };
     let methods = strings(meta.get("token_endpoint_auth_methods_supported"));
     let resource = prm.get("resource").and_then(Value::as_str).unwrap_or(server_url).to_string();
+    if !resource_covers(&resource, &server) {
+        return Err(format!("its resource metadata is for {resource}, not for {server_url}: refusing to ask for a token"));
+    }
     let scopes = strings(prm.get("scopes_supported"));
     let scopes = (!scopes.is_empty()).then(|| scopes.join(" "));
     Ok((token_url.to_string(), methods, resource, scopes))
+}
+
+/// Whether the protected resource `resource` is the server's URL or a parent of it (same
+/// origin, a path prefix at a `/` boundary), as RFC 9728 requires before asking for a token.
+fn resource_covers(resource: &str, server: &Url) -> bool {
+    let Ok(resource) = Url::parse(resource) else { return false };
+    let (theirs, ours) = (resource.path().trim_end_matches('/'), server.path().trim_end_matches('/'));
+    resource.origin() == server.origin() && (ours == theirs || ours.starts_with(&format!("{theirs}/")))
 }
 
 /// `{origin}/.well-known/{name}{path}` and, when the path is not empty, `{origin}/.well-known/{name}`.
@@ -169,5 +180,7 @@ mod tests {
         let url = Url::parse("http://h:1/mcp").unwrap();
         assert_eq!(well_known(&url, "x"), ["http://h:1/.well-known/x/mcp", "http://h:1/.well-known/x"]);
         assert_eq!(encode("a b&c"), "a%20b%26c");
+        assert!(resource_covers("http://h:1/mcp", &url) && resource_covers("http://h:1/", &url));
+        assert!(!resource_covers("http://evil:1/mcp", &url) && !resource_covers("http://h:1/mcp2", &url));
     }
 }

@@ -31,22 +31,33 @@ impl ProbePlan {
     }
 }
 
-/// Starts server `name`, prints `{"protocol_version", "tools"}` and one line per call; `Err`
-/// when the server does not start.
-pub async fn run(name: &str, config: &McpServerConfig, plan: &ProbePlan, cwd: &Path, http: reqwest::Client) -> Result<(), String> {
+/// Starts server `name`, writes `{"protocol_version", "tools"}` and one line per call to
+/// `out`; `Err` when the server does not start.
+pub async fn run(
+    name: &str,
+    config: &McpServerConfig,
+    plan: &ProbePlan,
+    cwd: &Path,
+    http: reqwest::Client,
+    out: &mut dyn std::io::Write,
+) -> Result<(), String> {
     let env = crate::config::process_env();
     let launch = Launch { cwd, env: &env, tmp_dir: None, confine: None, http };
     let (server, tools) = McpServer::start(name, config, &launch).await.map_err(|e| format!("MCP server {name:?} failed to start: {e}"))?;
     let listed: Vec<Value> =
         tools.iter().map(|t| if plan.schemas { json!({"name": t.name, "inputSchema": t.input_schema}) } else { json!(t.name) }).collect();
-    println!("{}", json!({"protocol_version": server.protocol_version(), "tools": listed}));
+    let mut print = |line: Value| {
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+    };
+    print(json!({"protocol_version": server.protocol_version(), "tools": listed}));
     let each = plan.call_each.iter().flat_map(|args| tools.iter().map(move |t| (t.name.clone(), args.clone())));
     for (tool, args) in plan.calls.iter().cloned().chain(each) {
         let line = match server.call(&tool, args, config.call_timeout()).await {
             Ok(out) => json!({"tool": tool, "is_error": out.is_error, "text": out.text}),
             Err(e) => json!({"tool": tool, "error": format!("{e:?}")}),
         };
-        println!("{line}");
+        print(line);
     }
     server.stop().await;
     Ok(())

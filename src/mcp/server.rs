@@ -174,7 +174,7 @@ fn connect(name: &str, config: &McpServerConfig, launch: &Launch<'_>) -> Result<
     if let Some(url) = &config.url {
         let credentials = config.credentials(name, &crate::config::process_env()).map_err(|e| (e, String::new()))?;
         let link = HttpLink::new(launch.http.clone(), url, name, credentials);
-        return Ok((Transport::Http(link), None, stderr, None));
+        return Ok((Transport::Http(Box::new(link)), None, stderr, None));
     }
     let program = config.command.as_deref().unwrap_or_default();
     let mut env = launch.env.clone();

@@ -59,7 +59,7 @@ pub enum Transport {
     /// A child process.
     Stdio(StdioLink),
     /// A streamable-HTTP endpoint.
-    Http(HttpLink),
+    Http(Box<HttpLink>),
 }
 
 impl Transport {

@@ -201,6 +201,42 @@ mod tests {
     }
 
     #[test]
+    fn credentials_belong_to_url_servers_and_versions_are_known_ones() {
+        let stdio = McpServerConfig {
+            command: Some("x".into()),
+            headers: BTreeMap::from([("X-Key".into(), "v".into())]),
+            protocol_version: Some("2024-01-01".into()),
+            ..Default::default()
+        };
+        let fields: Vec<String> = stdio.problems("s").into_iter().map(|(f, _)| f).collect();
+        assert_eq!(fields, ["mcp_servers.s.headers", "mcp_servers.s.protocol_version"]);
+        let web = McpServerConfig {
+            url: Some("http://127.0.0.1:1/mcp".into()),
+            headers: BTreeMap::from([("bad header".into(), "v".into())]),
+            bearer_token_env_var: Some("${TOKEN}".into()),
+            ..Default::default()
+        };
+        let fields: Vec<String> = web.problems("w").into_iter().map(|(f, _)| f).collect();
+        assert_eq!(fields, ["mcp_servers.w.headers", "mcp_servers.w.bearer_token_env_var"]);
+    }
+
+    #[test]
+    fn credentials_are_expanded_from_the_environment_and_listed_for_masking() {
+        let env = BTreeMap::from([("K".to_string(), "value-of-k".to_string()), ("T".to_string(), "the-token".to_string())]);
+        let web = McpServerConfig {
+            url: Some("http://127.0.0.1:1/mcp".into()),
+            headers: BTreeMap::from([("Authorization".into(), "Bearer ${K}".into())]),
+            bearer_token_env_var: Some("T".into()),
+            ..Default::default()
+        };
+        let creds = web.credentials("w", &env).unwrap();
+        assert_eq!((creds.headers[0].1.as_str(), creds.bearer.as_deref()), ("Bearer value-of-k", Some("the-token")));
+        assert_eq!(web.secret_values(&env), ["Bearer value-of-k", "value-of-k", "the-token"]);
+        let missing = web.credentials("w", &BTreeMap::new()).err().unwrap();
+        assert_eq!(missing, "`mcp_servers.w.bearer_token_env_var`: T is not set");
+    }
+
+    #[test]
     fn names_and_timeouts_are_checked_and_the_run_scope_is_accepted() {
         let server =
             McpServerConfig { command: Some("x".into()), timeout: Some("soon".into()), scope: Some(McpScope::Run), ..Default::default() };

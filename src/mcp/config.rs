@@ -71,8 +71,13 @@ pub struct McpServerConfig {
 pub struct McpOAuth {
     /// The client id registered with the authorization server (may use `${VAR}`).
     pub client_id: String,
-    /// Its secret, normally `${VAR}`.
-    pub client_secret: String,
+    /// Its secret, normally `${VAR}` (or set `private_key`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret: Option<String>,
+    /// Instead of a secret: the client's EC P-256 private key (PKCS#8 PEM, normally `${VAR}`),
+    /// signing an ES256 client assertion (`private_key_jwt`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub private_key: Option<String>,
     /// The scope to ask for; by default the one the server's challenge or metadata names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<String>,
@@ -125,6 +130,11 @@ impl McpServerConfig {
         if let Some(var) = self.bearer_token_env_var.as_deref().filter(|v| v.is_empty() || v.contains(['=', '\0', '$'])) {
             push("bearer_token_env_var", format!("{var:?} is not a variable name (write the name, not `${{…}}`)"));
         }
+        if let Some(o) = &self.oauth
+            && o.client_secret.is_some() == o.private_key.is_some()
+        {
+            push("oauth", "set exactly one of `client_secret` and `private_key`".into());
+        }
         if let Some(version) = self.protocol_version.as_deref().filter(|v| !super::protocol::SUPPORTED.contains(v)) {
             push("protocol_version", format!("{version:?} is not one of {}", super::protocol::SUPPORTED.join(", ")));
         }
@@ -155,14 +165,17 @@ impl McpServerConfig {
         };
         let oauth = self.oauth.as_ref().map(|o| super::oauth::ClientCredentials {
             client_id: expand(&o.client_id),
-            client_secret: expand(&o.client_secret),
+            secret: match &o.private_key {
+                Some(key) => super::oauth::ClientSecret::PrivateKey(expand(key)),
+                None => super::oauth::ClientSecret::Secret(expand(o.client_secret.as_deref().unwrap_or_default())),
+            },
             scope: o.scope.as_deref().map(expand),
             token_url: o.token_url.as_deref().map(expand),
         });
         if let Some(o) = &oauth
-            && (o.client_id.is_empty() || o.client_secret.is_empty())
+            && (o.client_id.is_empty() || o.secret.is_empty())
         {
-            return Err(format!("`mcp_servers.{name}.oauth`: `client_id` or `client_secret` is empty (an unset ${{VAR}}?)"));
+            return Err(format!("`mcp_servers.{name}.oauth`: `client_id`, `client_secret` or `private_key` is empty (an unset ${{VAR}}?)"));
         }
         Ok(super::http::Credentials { headers, bearer, oauth })
     }
@@ -175,7 +188,8 @@ impl McpServerConfig {
         let words: Vec<String> = out.iter().flat_map(|v| v.split_whitespace().skip(1).map(str::to_string)).collect();
         out.extend(words);
         out.extend(self.bearer_token_env_var.as_ref().and_then(|var| env.get(var)).cloned());
-        out.extend(self.oauth.as_ref().map(|o| crate::config::expand_vars(&o.client_secret, env)));
+        let oauth = self.oauth.iter().flat_map(|o| o.client_secret.iter().chain(&o.private_key));
+        out.extend(oauth.map(|v| crate::config::expand_vars(v, env)));
         out.retain(|v| v.trim().len() >= crate::secrets::MIN_SECRET_LEN);
         out
     }

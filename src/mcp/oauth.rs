@@ -14,12 +14,30 @@ use serde_json::Value;
 pub struct ClientCredentials {
     /// The pre-registered client id.
     pub client_id: String,
-    /// Its secret.
-    pub client_secret: String,
+    /// How it proves who it is.
+    pub secret: ClientSecret,
     /// The scope to ask for (else the server's challenge or metadata decides).
     pub scope: Option<String>,
     /// The token endpoint, skipping discovery.
     pub token_url: Option<String>,
+}
+
+/// A client's proof of identity.
+#[derive(Clone)]
+pub enum ClientSecret {
+    /// `client_secret_basic` / `client_secret_post`.
+    Secret(String),
+    /// `private_key_jwt`: an EC P-256 key (PKCS#8 PEM) signing an ES256 assertion.
+    PrivateKey(String),
+}
+
+impl ClientSecret {
+    /// Whether it is empty (an unset `${VAR}`).
+    pub fn is_empty(&self) -> bool {
+        match self {
+            ClientSecret::Secret(s) | ClientSecret::PrivateKey(s) => s.trim().is_empty(),
+        }
+    }
 }
 
 /// What a 401/403 answer's `WWW-Authenticate` says.
@@ -61,25 +79,37 @@ pub async fn fetch_token(
     creds: &ClientCredentials,
     challenge: &Challenge,
 ) -> Result<String, String> {
-    let (token_url, methods, resource, scopes) = match &creds.token_url {
-        Some(url) => (url.clone(), Vec::new(), server_url.to_string(), None),
+    let found = match &creds.token_url {
+        Some(url) => {
+            Discovered { token_url: url.clone(), issuer: url.clone(), methods: Vec::new(), resource: server_url.to_string(), scopes: None }
+        }
         None => discover(client, server_url, challenge).await?,
     };
-    let scope = creds.scope.clone().or_else(|| challenge.scope.clone()).or(scopes);
-    let mut form = vec![("grant_type", "client_credentials".to_string()), ("resource", resource)];
+    let token_url = found.token_url.clone();
+    let scope = creds.scope.clone().or_else(|| challenge.scope.clone()).or(found.scopes.clone());
+    let mut form = vec![("grant_type", "client_credentials".to_string()), ("resource", found.resource.clone())];
     if let Some(scope) = scope {
         form.push(("scope", scope));
     }
+    let methods = &found.methods;
     let post_only =
         !methods.is_empty() && !methods.iter().any(|m| m == "client_secret_basic") && methods.iter().any(|m| m == "client_secret_post");
     let mut request =
         client.post(&token_url).header("content-type", "application/x-www-form-urlencoded").header("accept", "application/json");
-    if post_only {
-        form.push(("client_id", creds.client_id.clone()));
-        form.push(("client_secret", creds.client_secret.clone()));
-    } else {
-        let pair = format!("{}:{}", encode(&creds.client_id), encode(&creds.client_secret));
-        request = request.header("authorization", format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(pair)));
+    match &creds.secret {
+        ClientSecret::PrivateKey(pem) => {
+            form.push(("client_id", creds.client_id.clone()));
+            form.push(("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer".into()));
+            form.push(("client_assertion", client_assertion(&creds.client_id, &found.issuer, pem)?));
+        }
+        ClientSecret::Secret(secret) if post_only => {
+            form.push(("client_id", creds.client_id.clone()));
+            form.push(("client_secret", secret.clone()));
+        }
+        ClientSecret::Secret(secret) => {
+            let pair = format!("{}:{}", encode(&creds.client_id), encode(secret));
+            request = request.header("authorization", format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(pair)));
+        }
     }
     let body: Vec<String> = form.iter().map(|(k, v)| format!("{k}={}", encode(v))).collect();
     let response = request.body(body.join("&")).send().await.map_err(|_| format!("cannot reach the token endpoint {token_url}"))?;
@@ -90,14 +120,46 @@ pub async fn fetch_token(
         _ => {
             let why = answer.get("error").and_then(Value::as_str).unwrap_or("no access_token");
             Err(format!(
-                "the token endpoint {token_url} answered HTTP {} ({why}): check `oauth.client_id` and `oauth.client_secret`",
+                "the token endpoint {token_url} answered HTTP {} ({why}): check `oauth.client_id` and its `client_secret` or `private_key`",
                 status.as_u16()
             ))
         }
     }
 }
 
-type Discovered = (String, Vec<String>, String, Option<String>);
+/// What discovery found.
+struct Discovered {
+    token_url: String,
+    /// The authorization server's issuer (the audience of a client assertion).
+    issuer: String,
+    /// `token_endpoint_auth_methods_supported`.
+    methods: Vec<String>,
+    /// The resource to ask a token for.
+    resource: String,
+    /// `scopes_supported`, space-separated.
+    scopes: Option<String>,
+}
+
+/// An ES256 client assertion (RFC 7523) by `client_id` for `audience`, signed with `pem`.
+fn client_assertion(client_id: &str, audience: &str, pem: &str) -> Result<String, String> {
+    use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair};
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let body: String = pem.lines().filter(|l| !l.starts_with("-----")).map(str::trim).collect();
+    let der = base64::engine::general_purpose::STANDARD.decode(body).map_err(|_| "`oauth.private_key` is not a PEM key".to_string())?;
+    let rng = ring::rand::SystemRandom::new();
+    let key = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &der, &rng)
+        .map_err(|_| "`oauth.private_key` is not an EC P-256 key in PKCS#8".to_string())?;
+    let mut nonce = [0u8; 16];
+    ring::rand::SecureRandom::fill(&rng, &mut nonce).map_err(|_| "no randomness".to_string())?;
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let claims = serde_json::json!({
+        "iss": client_id, "sub": client_id, "aud": audience, "iat": now, "exp": now + 300,
+        "jti": nonce.iter().map(|b| format!("{b:02x}")).collect::<String>(),
+    });
+    let signed = format!("{}.{}", b64.encode(r#"{"alg":"ES256","typ":"JWT"}"#), b64.encode(claims.to_string()));
+    let signature = key.sign(&rng, signed.as_bytes()).map_err(|_| "signing the client assertion failed".to_string())?;
+    Ok(format!("{signed}.{}", b64.encode(signature.as_ref())))
+}
 
 /// The token endpoint, its auth methods, the resource to ask for and the supported scopes.
 async fn discover(client: &reqwest::Client, server_url: &str, challenge: &Challenge) -> Result<Discovered, String> {
@@ -123,7 +185,8 @@ async fn discover(client: &reqwest::Client, server_url: &str, challenge: &Challe
     }
     let scopes = strings(prm.get("scopes_supported"));
     let scopes = (!scopes.is_empty()).then(|| scopes.join(" "));
-    Ok((token_url.to_string(), methods, resource, scopes))
+    let issuer = meta.get("issuer").and_then(Value::as_str).unwrap_or(issuer).to_string();
+    Ok(Discovered { token_url: token_url.to_string(), issuer, methods, resource, scopes })
 }
 
 /// Whether the protected resource `resource` is the server's URL or a parent of it (same

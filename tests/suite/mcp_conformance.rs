@@ -26,6 +26,7 @@ const SCENARIOS: &[(&str, Option<&str>)] = &[
     ("json-schema-2020-12-preservation", Some("2026-07-28")),
     ("auth/pre-registration", Some("2026-07-28")),
     ("auth/client-credentials-basic", None),
+    ("auth/client-credentials-jwt", None),
     ("initialize", Some("2025-11-25")),
     ("tools_call", Some("2025-11-25")),
     ("sse-retry", Some("2025-11-25")),

@@ -121,8 +121,13 @@ impl McpServerConfig {
         if self.url.is_some() && !(self.args.is_empty() && self.env.is_empty()) {
             push("args", "`args` and `env` apply to a `command` server only".into());
         }
-        if self.command.is_some() && (!self.headers.is_empty() || self.bearer_token_env_var.is_some() || self.oauth.is_some()) {
-            push("headers", "`headers`, `bearer_token_env_var` and `oauth` apply to a `url` server only (give a `command` server its credentials in `env`)".into());
+        let url_only = [
+            ("headers", !self.headers.is_empty()),
+            ("bearer_token_env_var", self.bearer_token_env_var.is_some()),
+            ("oauth", self.oauth.is_some()),
+        ];
+        if let (Some(_), Some((field, _))) = (&self.command, url_only.iter().find(|(_, set)| *set)) {
+            push(field, "`headers`, `bearer_token_env_var` and `oauth` apply to a `url` server only (give a `command` server its credentials in `env`)".into());
         }
         for key in self.headers.keys().filter(|k| reqwest::header::HeaderName::try_from(k.as_str()).is_err()) {
             push("headers", format!("{key:?} is not an HTTP header name"));

@@ -130,6 +130,26 @@ pub enum Command {
         #[arg(long, env = "DRACODE_CONFIG")]
         config: Option<PathBuf>,
     },
+    /// Connect to one MCP server, list its tools and call some: a probe for testing dracode's
+    /// MCP client (the conformance suite launches it); not a user command.
+    #[command(hide = true)]
+    McpProbe {
+        /// The server's settings as JSON (`[mcp_servers.NAME]`'s fields).
+        #[arg(long)]
+        server: String,
+        /// Its name.
+        #[arg(long, default_value = "probe")]
+        name: String,
+        /// A call to make after listing: `TOOL=ARGUMENTS_JSON`; repeatable.
+        #[arg(long)]
+        call: Vec<String>,
+        /// Call every listed tool with these arguments (JSON).
+        #[arg(long)]
+        call_each: Option<String>,
+        /// List each tool with its input schema, not only its name.
+        #[arg(long)]
+        schemas: bool,
+    },
     /// Print a JSON Schema: of the manifest, or of one results.jsonl event.
     #[command(after_help = "Example:\n  dracode schema manifest > manifest.schema.json")]
     Schema {

@@ -55,10 +55,12 @@ fn quiet_on_closed_stdout() {
     }
 }
 
-/// Log lines (`DRACODE_LOG`, warnings by default) on stderr, coloured only on a terminal and
+/// Log lines (`DRACODE_LOG`, dracode's warnings by default) on stderr, coloured only on a terminal and
 /// without `NO_COLOR`: a CI log or a file never gets escape codes.
 fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("DRACODE_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    // By default only dracode's own warnings: no library's log line reaches the terminal.
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_env("DRACODE_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("dracode=warn"));
     let colour = report::progress::colour_wanted(std::io::stderr().is_terminal(), &dracode::config::process_env());
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(colour).without_time().try_init();
 }
@@ -92,6 +94,9 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             let rendered = dracode::tools::render::render(&specs, format);
             println!("{}", serde_json::to_string_pretty(&rendered)?);
             Ok(exit_codes::OK)
+        }
+        Command::McpProbe { server, name, call, call_each, schemas } => {
+            mcp_probe(&server, &name, &call, call_each.as_deref(), schemas, &cwd)
         }
         Command::Providers { config } => providers(config.as_deref(), &cwd, &env),
         Command::Sandbox { task, manifests, out, config } => task_sandbox(&task, &manifests, &out, config.as_deref(), &cwd, &env),
@@ -372,6 +377,26 @@ fn providers(config: Option<&Path>, cwd: &Path, env: &BTreeMap<String, String>) 
         );
     }
     Ok(exit_codes::OK)
+}
+
+/// `dracode mcp-probe` (hidden): see [`dracode::mcp::probe`].
+fn mcp_probe(server: &str, name: &str, calls: &[String], call_each: Option<&str>, schemas: bool, cwd: &Path) -> anyhow::Result<i32> {
+    let config: dracode::mcp::McpServerConfig = serde_json::from_str(server).context("--server")?;
+    if let Some((_, problem)) = config.problems(name).into_iter().next() {
+        anyhow::bail!("{problem}");
+    }
+    let mut plan = dracode::mcp::probe::ProbePlan::parse(calls, call_each).map_err(anyhow::Error::msg)?;
+    plan.schemas = schemas;
+    let http = dracode::llm::http::HttpClient::default();
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let mut stdout = std::io::stdout();
+    match runtime.block_on(dracode::mcp::probe::run(name, &config, &plan, cwd, http.get().clone(), &mut stdout)) {
+        Ok(()) => Ok(exit_codes::OK),
+        Err(e) => {
+            eprintln!("error: {e}");
+            Ok(1)
+        }
+    }
 }
 
 /// `dracode auth copilot`: GitHub's device flow; the token is stored with mode 0600.

@@ -141,7 +141,11 @@ pub fn plan(args: &RunArgs, cwd: &Path, env: &BTreeMap<String, String>) -> Resul
         selected_nothing: narrowing.emptied_by,
         warnings,
         manifests: args.manifests.clone(),
-        secrets: specs.iter().filter_map(|p| p.provider.api_key.clone()).collect(),
+        secrets: specs
+            .iter()
+            .filter_map(|p| p.provider.api_key.clone())
+            .chain(specs.iter().flat_map(|p| p.mcp_servers.values().flat_map(|m| m.secret_values(env))))
+            .collect(),
         tasks: specs,
         prices,
     })

@@ -5,14 +5,25 @@
 //! tools fails the attempt (kind `tool`). Everything is stopped when the attempt ends.
 //! Servers with `scope = "run"` are started once for the whole run instead ([`run_scope`]).
 //!
-//! Built on the official Rust SDK `rmcp` (client side only).
+//! dracode's own client (no SDK): [`session`] speaks the current, stateless revision
+//! (2026-07-28) and the `initialize` revisions 2025-03-26 to 2025-11-25 over [`transport`]
+//! (stdio) or [`http`] (streamable HTTP, with `headers`, bearer tokens and [`oauth`] client
+//! credentials).
 
 pub mod config;
+pub mod headers;
+pub mod http;
+pub mod oauth;
+pub mod probe;
+pub mod protocol;
 pub mod run_scope;
 pub mod server;
+pub mod session;
+pub mod sse;
 pub mod tool;
+pub mod transport;
 
-pub use config::{McpScope, McpServerConfig};
+pub use config::{McpOAuth, McpScope, McpServerConfig};
 pub use run_scope::{RUN_DIR_PREFIX, RunServers, Wanted};
 pub use server::{Launch, McpServer};
 pub use tool::McpTool;

@@ -1,11 +1,14 @@
-//! One running MCP server: started (a confined child on stdio, or a streamable-HTTP session),
-//! asked for its tools, called, and stopped — nothing of it outlives [`McpServer`].
+//! One running MCP server: started (a confined child on stdio, or a streamable-HTTP endpoint),
+//! its protocol version agreed, asked for its tools, called, and stopped — nothing of it
+//! outlives [`McpServer`].
 
 use super::config::McpServerConfig;
+use super::http::HttpLink;
+use super::protocol::{ToolDef, ToolOutput};
+use super::session::Session;
+use super::transport::{Failure, StdioLink, Transport};
 use crate::process::{self, ProcessGroup};
 use crate::sandbox::Policy;
-use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock, Tool};
-use rmcp::service::{Peer, RoleClient, RunningService, ServiceExt};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -33,10 +36,7 @@ pub struct Launch<'a> {
 pub struct McpServer {
     /// Its name in config (`[mcp_servers.NAME]`).
     pub name: String,
-    /// Sends requests; clones share the session.
-    peer: Peer<RoleClient>,
-    /// The session, until [`McpServer::stop`] closes it (dropping it closes it too).
-    service: tokio::sync::Mutex<Option<RunningService<RoleClient, ()>>>,
+    session: Session,
     /// A stdio server's processes: stopped by [`McpServer::stop`] or when dropped.
     process: Mutex<Option<Process>>,
     stderr: Arc<Mutex<String>>,
@@ -45,53 +45,60 @@ pub struct McpServer {
 }
 
 impl McpServer {
-    /// Starts server `name` and lists its tools, within its startup timeout. `Err` says what
-    /// failed, with the end of a stdio server's stderr.
-    pub async fn start(name: &str, config: &McpServerConfig, launch: &Launch<'_>) -> Result<(McpServer, Vec<Tool>), String> {
+    /// Starts server `name`, agrees on a protocol version and lists its tools, within its
+    /// startup timeout. `Err` says what failed, with the end of a stdio server's stderr.
+    pub async fn start(name: &str, config: &McpServerConfig, launch: &Launch<'_>) -> Result<(McpServer, Vec<ToolDef>), String> {
         let limit = config.startup_timeout();
-        let (service, process, stderr, stderr_reader) = match tokio::time::timeout(limit, connect(config, launch)).await {
-            Ok(Ok(started)) => started,
-            Ok(Err((message, stderr))) => return Err(with_stderr(message, &stderr)),
-            Err(_) => return Err(format!("did not answer the MCP handshake within {}", humantime::format_duration(limit))),
+        let timed_out = || format!("did not answer the MCP handshake within {}", humantime::format_duration(limit));
+        let deadline = tokio::time::Instant::now() + limit;
+        let (transport, process, stderr, stderr_reader) = connect(name, config, launch).map_err(|(m, tail)| with_stderr(m, &tail))?;
+        let mut starting = Starting { process, stderr, stderr_reader };
+        let negotiated = tokio::time::timeout_at(deadline, Session::negotiate(transport, config.protocol_version.as_deref(), limit)).await;
+        let session = match negotiated {
+            Ok(Ok(session)) => session,
+            Ok(Err(e)) => return Err(starting.explain_exit(handshake_failure(config, e)).await),
+            Err(_) => return Err(starting.explain_exit(timed_out()).await),
         };
-        let peer = service.peer().clone();
+        tracing::debug!(server = %name, version = %session.version, "MCP session ready");
         let server = McpServer {
             name: name.to_string(),
-            peer,
-            service: tokio::sync::Mutex::new(Some(service)),
-            process: Mutex::new(process),
-            stderr,
-            stderr_reader,
+            session,
+            process: Mutex::new(starting.process.take()),
+            stderr: starting.stderr.clone(),
+            stderr_reader: starting.stderr_reader.take(),
         };
-        match tokio::time::timeout(limit, server.peer.list_all_tools()).await {
+        match tokio::time::timeout_at(deadline, server.session.list_tools(limit)).await {
             Ok(Ok(tools)) => Ok((server, tools)),
             Ok(Err(e)) => Err(server.explain_exit(format!("listing its tools failed: {e}")).await),
             Err(_) => Err(server.explain(format!("did not list its tools within {}", humantime::format_duration(limit)))),
         }
     }
 
+    /// The protocol version agreed with the server.
+    pub fn protocol_version(&self) -> &str {
+        &self.session.version
+    }
+
     /// Calls tool `tool` (the server's own name) with `arguments`, within `limit`; `Err` is a
     /// transport failure or the time limit, not a tool's own error result.
-    pub async fn call(&self, tool: &str, arguments: serde_json::Value, limit: Duration) -> Result<CallToolResult, CallError> {
-        let mut params = CallToolRequestParams::new(tool.to_string());
-        if let serde_json::Value::Object(map) = arguments {
-            params = params.with_arguments(map);
-        }
-        // Dropping the request on timeout sends the server a cancellation.
-        match tokio::time::timeout(limit, self.peer.call_tool(params)).await {
-            Ok(Ok(result)) => Ok(result),
-            Ok(Err(e)) => Err(CallError::Failed(self.explain(e.to_string()))),
-            Err(_) => Err(CallError::TimedOut(limit)),
+    pub async fn call(&self, tool: &str, arguments: serde_json::Value, limit: Duration) -> Result<ToolOutput, CallError> {
+        match self.session.call_tool(tool, arguments, limit).await {
+            Ok(output) => Ok(output),
+            Err(Failure::TimedOut) => Err(CallError::TimedOut(limit)),
+            Err(e) => Err(CallError::Failed(self.explain(e.to_string()))),
         }
     }
 
     /// Closes the session and stops the server's processes; later calls fail.
     pub async fn stop(&self) {
-        if let Some(mut service) = self.service.lock().await.take() {
-            let _ = service.close_with_timeout(Duration::from_secs(2)).await;
+        match &self.session.transport {
+            Transport::Stdio(link) => link.close().await,
+            Transport::Http(link) => link.close().await,
         }
         let owned = self.process.lock().map(|mut p| p.take()).unwrap_or_default();
         if let Some(Process { group, mut child }) = owned {
+            // Closing stdin asks it to exit; give it a moment before signalling the group.
+            let _ = tokio::time::timeout(Duration::from_millis(500), child.wait()).await;
             drop(group);
             // The group was signalled: wait until it is gone (a supervisor kills what is left
             // after its own grace), so nothing outlives the task.
@@ -114,6 +121,34 @@ impl McpServer {
     }
 }
 
+/// A server's process and stderr while its handshake runs (dropped: the group is stopped).
+struct Starting {
+    process: Option<Process>,
+    stderr: Arc<Mutex<String>>,
+    stderr_reader: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Starting {
+    async fn explain_exit(&mut self, message: String) -> String {
+        if let Some(reader) = self.stderr_reader.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(1), reader).await;
+        }
+        let tail = self.stderr.lock().map(|s| s.clone()).unwrap_or_default();
+        with_stderr(message, &tail)
+    }
+}
+
+/// Why the handshake failed, in one line (an authentication failure says what to configure).
+fn handshake_failure(config: &McpServerConfig, failure: Failure) -> String {
+    match failure {
+        Failure::Auth(message) => message,
+        other => match (&config.url, &config.command) {
+            (Some(url), _) => format!("MCP handshake with {url} failed: {other}"),
+            (None, command) => format!("{} did not complete the MCP handshake: {other}", command.as_deref().unwrap_or_default()),
+        },
+    }
+}
+
 /// Why a call did not return a result.
 #[derive(Debug)]
 pub enum CallError {
@@ -131,17 +166,15 @@ struct Process {
     child: tokio::process::Child,
 }
 
-type Connected = (RunningService<RoleClient, ()>, Option<Process>, Arc<Mutex<String>>, Option<tokio::task::JoinHandle<()>>);
+type Connected = (Transport, Option<Process>, Arc<Mutex<String>>, Option<tokio::task::JoinHandle<()>>);
 
-/// Starts the transport and does the MCP handshake.
-async fn connect(config: &McpServerConfig, launch: &Launch<'_>) -> Result<Connected, (String, String)> {
+/// Opens the transport: an HTTP link with the server's credentials, or the child process.
+fn connect(name: &str, config: &McpServerConfig, launch: &Launch<'_>) -> Result<Connected, (String, String)> {
     let stderr = Arc::new(Mutex::new(String::new()));
     if let Some(url) = &config.url {
-        use rmcp::transport::streamable_http_client::{StreamableHttpClientTransport, StreamableHttpClientTransportConfig};
-        let transport =
-            StreamableHttpClientTransport::with_client(launch.http.clone(), StreamableHttpClientTransportConfig::with_uri(url.as_str()));
-        let service = ().serve(transport).await.map_err(|e| (format!("MCP handshake with {url} failed: {e}"), String::new()))?;
-        return Ok((service, None, stderr, None));
+        let credentials = config.credentials(name, &crate::config::process_env()).map_err(|e| (e, String::new()))?;
+        let link = HttpLink::new(launch.http.clone(), url, name, credentials);
+        return Ok((Transport::Http(Box::new(link)), None, stderr, None));
     }
     let program = config.command.as_deref().unwrap_or_default();
     let mut env = launch.env.clone();
@@ -161,18 +194,7 @@ async fn connect(config: &McpServerConfig, launch: &Launch<'_>) -> Result<Connec
     let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
         return Err((format!("{program}: no pipes to talk to it"), String::new()));
     };
-    match ().serve((stdout, stdin)).await {
-        Ok(service) => Ok((service, Some(Process { group, child }), stderr, reader)),
-        Err(e) => {
-            // Let the tail reader collect why the process died.
-            if let Some(reader) = reader {
-                let _ = tokio::time::timeout(Duration::from_secs(1), reader).await;
-            }
-            let tail = stderr.lock().map(|s| s.clone()).unwrap_or_default();
-            drop(group);
-            Err((format!("{program} did not complete the MCP handshake: {e}"), tail))
-        }
-    }
+    Ok((Transport::Stdio(StdioLink::new(stdin, stdout)), Some(Process { group, child }), stderr, reader))
 }
 
 /// Keeps the last [`STDERR_TAIL`] bytes of a server's stderr in `tail`.
@@ -200,29 +222,4 @@ fn with_stderr(message: String, stderr: &str) -> String {
         "" => message,
         text => format!("{message}; its stderr ends: {text}"),
     }
-}
-
-/// The text of a tool result: text blocks as they are, other blocks summarised, the structured
-/// content when there is no text.
-pub fn result_text(result: &CallToolResult) -> String {
-    let mut parts: Vec<String> = result
-        .content
-        .iter()
-        .map(|block| match block {
-            ContentBlock::Text(t) => t.text.clone(),
-            ContentBlock::Image(i) => format!("[image {} omitted]", i.mime_type),
-            ContentBlock::Resource(r) => match &r.resource {
-                rmcp::model::ResourceContents::TextResourceContents { uri, text, .. } => format!("[resource {uri}]\n{text}"),
-                rmcp::model::ResourceContents::BlobResourceContents { uri, .. } => format!("[binary resource {uri} omitted]"),
-                other => serde_json::to_string(other).unwrap_or_default(),
-            },
-            other => serde_json::to_string(other).unwrap_or_default(),
-        })
-        .collect();
-    if parts.is_empty()
-        && let Some(structured) = &result.structured_content
-    {
-        parts.push(structured.to_string());
-    }
-    parts.join("\n")
 }

@@ -1,7 +1,8 @@
 //! An MCP server's tool as the model sees it: `SERVER__tool`, with the server's description
 //! and input schema, a time limit per call and the task's output cap.
 
-use super::server::{CallError, McpServer, result_text};
+use super::protocol::ToolDef;
+use super::server::{CallError, McpServer};
 use crate::llm::ToolSpec;
 use crate::tools::{ErrorCode, ToolContext, ToolError};
 use std::collections::BTreeSet;
@@ -23,12 +24,7 @@ pub struct McpTool {
 impl McpTool {
     /// The tools `listed` by `server`, named `SERVER__tool` (see [`offered_name`]); a name
     /// already in `taken` gets a numeric suffix.
-    pub fn from_listing(
-        server: Arc<McpServer>,
-        listed: Vec<rmcp::model::Tool>,
-        timeout: Duration,
-        taken: &mut BTreeSet<String>,
-    ) -> Vec<McpTool> {
+    pub fn from_listing(server: Arc<McpServer>, listed: Vec<ToolDef>, timeout: Duration, taken: &mut BTreeSet<String>) -> Vec<McpTool> {
         listed
             .into_iter()
             .map(|tool| {
@@ -38,8 +34,8 @@ impl McpTool {
                     .as_deref()
                     .map(str::to_string)
                     .unwrap_or_else(|| format!("{} (MCP server {})", tool.name, server.name));
-                let parameters = serde_json::Value::Object((*tool.input_schema).clone());
-                McpTool { server: server.clone(), remote: tool.name.to_string(), spec: ToolSpec { name, description, parameters }, timeout }
+                let parameters = serde_json::Value::Object(tool.input_schema);
+                McpTool { server: server.clone(), remote: tool.name, spec: ToolSpec { name, description, parameters }, timeout }
             })
             .collect()
     }
@@ -68,8 +64,8 @@ impl McpTool {
                 format!("{} did not answer within {}; the call was cancelled", self.spec.name, humantime::format_duration(limit)),
             ),
         })?;
-        let text = cap(&result_text(&result), ctx.output_limit);
-        if result.is_error == Some(true) {
+        let text = cap(&result.text, ctx.output_limit);
+        if result.is_error {
             return Err(ToolError::new(ErrorCode::McpToolError, text));
         }
         Ok(text)

@@ -17,7 +17,7 @@ const FS_VERSION: &str = "2026.8.31";
 
 /// A project folder with a git repo `repo` (tasks run in it in place); returns the folder and
 /// the repo's real path.
-fn project() -> (tempfile::TempDir, PathBuf) {
+pub(super) fn project() -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     git_repo(&tmp.path().join("repo"), &[("notes.txt", "the secret word is marmalade\n")]);
     let repo = tmp.path().join("repo").canonicalize().unwrap();
@@ -28,7 +28,7 @@ fn project() -> (tempfile::TempDir, PathBuf) {
 /// Writes `dracode.toml` (the mock provider) and `tasks.toml`; the servers' own files (the
 /// scripted server, the installed filesystem server) are outside every workspace, so the tasks
 /// list them in `read_paths` for their confined servers to read.
-fn configure(dir: &Path, server: &OpenAiServer, manifest: &str) {
+pub(super) fn configure(dir: &Path, server: &OpenAiServer, manifest: &str) {
     let fixtures = crate::support::cli::crate_root().join("tests/fixtures/mcp");
     let installed = Path::new(env!("CARGO_TARGET_TMPDIR"));
     let read_paths = format!("[defaults]\nread_paths = [{:?}, {:?}]\n", fixtures.display().to_string(), installed.display().to_string());
@@ -41,7 +41,7 @@ fn configure(dir: &Path, server: &OpenAiServer, manifest: &str) {
     std::fs::write(dir.join("tasks.toml"), manifest).unwrap();
 }
 
-async fn run(dir: &Path) -> (i32, String, Vec<Value>) {
+pub(super) async fn run(dir: &Path) -> (i32, String, Vec<Value>) {
     let dir = dir.to_path_buf();
     tokio::task::spawn_blocking(move || {
         let output = dracode(&dir).env("OPENAI_API_KEY", "sk-test").args(["run", "tasks.toml", "--out", "out"]).output().unwrap();
@@ -55,12 +55,12 @@ async fn run(dir: &Path) -> (i32, String, Vec<Value>) {
 }
 
 /// The names of the tools offered in a request.
-fn offered(body: &Value) -> Vec<String> {
+pub(super) fn offered(body: &Value) -> Vec<String> {
     body["tools"].as_array().map(|t| t.iter().map(|t| t["function"]["name"].as_str().unwrap().to_string()).collect()).unwrap_or_default()
 }
 
 /// The content of the `tool` message answering `call_id` in a request.
-fn tool_answer(body: &Value, call_id: &str) -> String {
+pub(super) fn tool_answer(body: &Value, call_id: &str) -> String {
     let messages = body["messages"].as_array().unwrap();
     let answer = messages.iter().find(|m| m["role"] == "tool" && m["tool_call_id"] == call_id);
     answer.and_then(|m| m["content"].as_str()).unwrap_or_else(|| panic!("no tool answer to {call_id} in {body}")).to_string()
@@ -141,14 +141,14 @@ async fn a_real_filesystem_mcp_server_reads_and_writes_the_workspace_for_the_mod
 }
 
 /// `[mcp_servers.NAME]` running our scripted server with `extra` arguments.
-fn scripted_server(name: &str, extra: &[&str], settings: &str) -> String {
+pub(super) fn scripted_server(name: &str, extra: &[&str], settings: &str) -> String {
     let script = crate::support::cli::crate_root().join("tests/fixtures/mcp/scripted_server.py");
     let mut args = vec![format!("{:?}", script.display().to_string())];
     args.extend(extra.iter().map(|a| format!("{a:?}")));
     format!("[mcp_servers.{name}]\ncommand = \"python3\"\nargs = [{}]\n{settings}\n", args.join(", "))
 }
 
-const TASK: &str =
+pub(super) const TASK: &str =
     "[defaults]\nrepo = \"repo\"\nisolation = \"none\"\nrequire_change = false\n\n[[tasks]]\nid = \"t\"\nprompt = \"Use the tools.\"\n";
 
 #[tokio::test(flavor = "multi_thread")]
@@ -273,7 +273,7 @@ async fn a_streamable_http_server_is_reached_by_its_url() {
 }
 
 /// A child process killed (and reaped) when the test ends, passed or not.
-struct KillOnDrop(std::process::Child);
+pub(super) struct KillOnDrop(pub(super) std::process::Child);
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {

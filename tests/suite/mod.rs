@@ -14,6 +14,8 @@ mod git_process_tools;
 mod github_action;
 mod honest_record;
 mod manifest_errors;
+mod mcp_conformance;
+mod mcp_protocol;
 mod mcp_servers;
 mod nightly;
 mod ollama_provider;

@@ -328,9 +328,6 @@ fn resolve(
     let idle_timeout = problems.duration("idle_timeout", f.idle_timeout.as_deref()).unwrap_or(DEFAULT_IDLE_TIMEOUT);
     let check_timeout = problems.duration("check_timeout", f.check_timeout.as_deref()).unwrap_or(DEFAULT_CHECK_TIMEOUT);
     let workspace = resolve_workspace(&mut problems, cwd);
-    if f.check.as_deref().is_some_and(|c| c.trim().is_empty()) {
-        problems.push("check", "the command is empty");
-    }
     let output = crate::structured::OutputContract::from_fields(f).map_err(|(field, e)| problems.push(field, e)).ok().flatten();
     let network = crate::egress::Network::from_field(f.network.as_ref()).map_err(|errors| {
         for (path, message) in errors {
@@ -340,14 +337,7 @@ fn resolve(
     let policy = resolve_policy(&mut problems, network.as_ref().is_ok_and(crate::egress::Network::is_on));
     let limits = resolve_limits(&mut problems);
     check_read_paths(&mut problems);
-    if f.repeat == Some(0) {
-        problems.push("repeat", "must be at least 1 (one attempt)");
-    }
-    if let Some(globs) = &f.protect
-        && let Err(e) = crate::sandbox::Protect::compile(Path::new("/"), globs)
-    {
-        problems.push("protect", e);
-    }
+    check_plain_fields(&mut problems);
     let (Some(mut provider), Some(workspace), Ok(network), true) = (provider, workspace, network, problems.errors.is_empty()) else {
         return Err(problems.errors);
     };
@@ -448,6 +438,23 @@ fn resolve_limits(problems: &mut Problems<'_>) -> crate::sandbox::Limits {
         }
         defaults
     })
+}
+
+/// The fields checked on their own: a `check` command that is not blank, a `repeat` of at
+/// least one, `protect` globs that compile.
+fn check_plain_fields(problems: &mut Problems<'_>) {
+    let f = &problems.task.fields;
+    if f.check.as_deref().is_some_and(|c| c.trim().is_empty()) {
+        problems.push("check", "the command is empty");
+    }
+    if f.repeat == Some(0) {
+        problems.push("repeat", "must be at least 1 (one attempt)");
+    }
+    if let Some(globs) = &f.protect
+        && let Err(e) = crate::sandbox::Protect::compile(Path::new("/"), globs)
+    {
+        problems.push("protect", e);
+    }
 }
 
 /// Each of `read_paths` must exist (a path that does not is a typo, not a grant to rely on).

@@ -554,18 +554,7 @@ fn header(event: &Event, seq: u64, run_id: &str, shard: Option<&str>) -> Header 
 pub fn to_wire(event: &Event, seq: u64, run_id: &str, shard: Option<&str>) -> WireEvent {
     let mut header = header(event, seq, run_id, shard);
     match &event.kind {
-        EventKind::RunStarted { version, manifests, task_count, shard: run_shard, jobs, warnings } => {
-            header.shard = header.shard.or_else(|| run_shard.clone());
-            WireEvent::RunStarted {
-                header,
-                version: version.clone(),
-                manifests: manifests.clone(),
-                task_count: *task_count,
-                jobs: *jobs,
-                warnings: warnings.clone(),
-                merged_from: None,
-            }
-        }
+        EventKind::RunStarted { .. } => run_started(header, &event.kind),
         EventKind::TaskStarted { provider, model, isolation, workdir, base_commit } => WireEvent::TaskStarted {
             header,
             provider: provider.clone(),
@@ -630,6 +619,23 @@ pub fn to_wire(event: &Event, seq: u64, run_id: &str, shard: Option<&str>) -> Wi
             duration_ms: millis(totals.duration),
             exit_code: totals.exit_code,
         },
+    }
+}
+
+/// The `run.started` line of a [`EventKind::RunStarted`] event (its shard fills the header's).
+fn run_started(mut header: Header, kind: &EventKind) -> WireEvent {
+    let EventKind::RunStarted { version, manifests, task_count, shard, jobs, warnings } = kind else {
+        unreachable!("run_started is given run.started events only")
+    };
+    header.shard = header.shard.or_else(|| shard.clone());
+    WireEvent::RunStarted {
+        header,
+        version: version.clone(),
+        manifests: manifests.clone(),
+        task_count: *task_count,
+        jobs: *jobs,
+        warnings: warnings.clone(),
+        merged_from: None,
     }
 }
 

@@ -81,24 +81,7 @@ impl Record {
     /// task runs any more; nothing is written outside the working tree (a link on the way to a
     /// protected path is replaced by a folder).
     pub fn restore(&self, protect: &crate::sandbox::Protect) -> Result<Vec<String>, git2::Error> {
-        let now = self.snapshot()?;
-        let (old, new) = (self.repo.find_tree(self.base)?, self.repo.find_tree(now)?);
-        let diff = self.repo.diff_tree_to_tree(Some(&old), Some(&new), None)?;
-        let mut changed: Vec<String> = diff
-            .deltas()
-            .flat_map(|d| [d.old_file().path(), d.new_file().path()])
-            .flatten()
-            .map(|p| p.to_string_lossy().replace('\\', "/"))
-            .filter(|p| protect.matches(p))
-            .collect();
-        changed.sort();
-        changed.dedup();
-        let workdir = self.repo.workdir().ok_or_else(|| git2::Error::from_str("the record has no working tree"))?.to_path_buf();
-        for rel in &changed {
-            let entry = old.get_path(Path::new(rel)).ok();
-            put_back(&self.repo, &workdir, rel, entry.as_ref()).map_err(|e| git2::Error::from_str(&format!("restoring {rel}: {e}")))?;
-        }
-        Ok(changed)
+        self.put_back_since(self.base, |path| protect.matches(path), "restoring")
     }
 
     /// Puts the working tree back to the snapshot `tree` (taken earlier by [`Record::snapshot`]):
@@ -106,6 +89,13 @@ impl Record {
     /// removed); returns those paths, sorted. Files the workspace's `.gitignore` ignores are left
     /// as they are. Undoes what a check left behind before the agent repairs.
     pub fn revert_to(&self, tree: Oid) -> Result<Vec<String>, git2::Error> {
+        self.put_back_since(tree, |_| true, "reverting")
+    }
+
+    /// Gives every path that changed since `tree` and that `wanted` its content in `tree` again
+    /// (removed when `tree` lacks it); returns those paths, sorted. `verb` names the work in an
+    /// error (`restoring a.txt: …`).
+    fn put_back_since(&self, tree: Oid, wanted: impl Fn(&str) -> bool, verb: &str) -> Result<Vec<String>, git2::Error> {
         let now = self.snapshot()?;
         let (old, new) = (self.repo.find_tree(tree)?, self.repo.find_tree(now)?);
         let diff = self.repo.diff_tree_to_tree(Some(&old), Some(&new), None)?;
@@ -114,13 +104,14 @@ impl Record {
             .flat_map(|d| [d.old_file().path(), d.new_file().path()])
             .flatten()
             .map(|p| p.to_string_lossy().replace('\\', "/"))
+            .filter(|p| wanted(p))
             .collect();
         changed.sort();
         changed.dedup();
         let workdir = self.repo.workdir().ok_or_else(|| git2::Error::from_str("the record has no working tree"))?.to_path_buf();
         for rel in &changed {
             let entry = old.get_path(Path::new(rel)).ok();
-            put_back(&self.repo, &workdir, rel, entry.as_ref()).map_err(|e| git2::Error::from_str(&format!("reverting {rel}: {e}")))?;
+            put_back(&self.repo, &workdir, rel, entry.as_ref()).map_err(|e| git2::Error::from_str(&format!("{verb} {rel}: {e}")))?;
         }
         Ok(changed)
     }

@@ -342,7 +342,7 @@ fn message_text(content: Option<&Value>) -> String {
 /// Tool arguments: parsed JSON; `{}` for an empty string (no-argument calls from some local
 /// servers); the raw string when it is not JSON, so the tool reports INVALID_ARGUMENTS to the
 /// model; an object some servers send unencoded is kept as is.
-fn parse_arguments(arguments: Option<&Value>) -> Value {
+pub(crate) fn parse_arguments(arguments: Option<&Value>) -> Value {
     match arguments {
         Some(Value::String(raw)) if raw.trim().is_empty() => json!({}),
         Some(Value::String(raw)) => serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.clone())),

@@ -315,7 +315,7 @@ fn parse_item(item: &Value, content: &mut Vec<ContentBlock>) -> bool {
             }
         }
         Some("function_call") => {
-            content.push(ContentBlock::ToolUse { id: text("call_id"), name: text("name"), input: parse_arguments(item.get("arguments")) });
+            content.push(ContentBlock::ToolUse { id: text("call_id"), name: text("name"), input: super::openai::parse_arguments(item.get("arguments")) });
         }
         Some("custom_tool_call") => {
             content.push(ContentBlock::ToolUse { id: text("call_id"), name: text("name"), input: json!({"input": text("input")}) });
@@ -355,17 +355,6 @@ fn stop_reason(body: &Value, has_calls: bool, refused: bool) -> StopReason {
         (Some("completed") | None, _) => StopReason::EndTurn,
         (Some("incomplete"), Some(other)) => StopReason::Other(other.to_string()),
         (Some(other), _) => StopReason::Other(other.to_string()),
-    }
-}
-
-/// Function arguments: parsed JSON; `{}` for an empty string; the raw string when it is not
-/// JSON, so the tool reports INVALID_ARGUMENTS to the model.
-fn parse_arguments(arguments: Option<&Value>) -> Value {
-    match arguments {
-        Some(Value::String(raw)) if raw.trim().is_empty() => json!({}),
-        Some(Value::String(raw)) => serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.clone())),
-        Some(Value::Null) | None => json!({}),
-        Some(other) => other.clone(),
     }
 }
 

@@ -315,11 +315,7 @@ fn parse_item(item: &Value, content: &mut Vec<ContentBlock>) -> bool {
             }
         }
         Some("function_call") => {
-            content.push(ContentBlock::ToolUse {
-                id: text("call_id"),
-                name: text("name"),
-                input: super::openai::parse_arguments(item.get("arguments")),
-            });
+            content.push(ContentBlock::ToolUse { id: text("call_id"), name: text("name"), input: super::openai::parse_arguments(item.get("arguments")) });
         }
         Some("custom_tool_call") => {
             content.push(ContentBlock::ToolUse { id: text("call_id"), name: text("name"), input: json!({"input": text("input")}) });

@@ -2,7 +2,7 @@
 //!
 //! `cargo bench --bench overhead` prints:
 //! - fixed cost of a one-task run (start, config, workspace, artifacts): wall time and peak RSS
-//!   of `dracode run` on a one-turn replay, against spawning `true`;
+//!   of `dracode run` on a one-turn replay, against spawning `true`, and the binary's size;
 //! - orchestration per LLM turn: a 200-turn replay minus the one-turn run, per turn;
 //! - `worktree` workspace creation (a task repository of its own on the user's objects)
 //!   against `git worktree add`, on a repository of 5,000 files;
@@ -78,6 +78,8 @@ fn run_cost(exe: &Path, root: &Path) {
         rss as f64 / 1024.0
     );
     println!("orchestration per LLM turn (200-turn replay): {:.3} ms", ms(long.saturating_sub(fixed)) / 199.0);
+    let size = std::fs::metadata(exe).map_or(0, |m| m.len());
+    println!("binary size: {:.1} MB ({}; target 15 MB), one-task peak RSS target 10 MiB", size as f64 / 1e6, exe.display());
 }
 
 /// A `worktree` workspace against `git worktree add`, in the same run.

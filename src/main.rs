@@ -473,6 +473,8 @@ fn run_batch(args: RunArgs, cwd: &Path, env: BTreeMap<String, String>) -> anyhow
         return Ok(if ready { exit_codes::OK } else { exit_codes::NOT_JUDGED });
     }
     let jobs = if args.jobs == 0 { std::thread::available_parallelism().map_or(1, std::num::NonZero::get) } else { args.jobs };
+    // No more runtime workers than tasks can use: each idle worker is a thread stack and an arena.
+    let workers = jobs.min(plan.tasks.len()).clamp(1, 4);
     let redactor = Arc::new(Redactor::from_env(env.clone(), plan.secrets.clone()));
     let run_id = run_id();
     let mut plan = plan;
@@ -501,7 +503,7 @@ fn run_batch(args: RunArgs, cwd: &Path, env: BTreeMap<String, String>) -> anyhow
     let schedule =
         runner::Schedule { jobs, fail_fast: args.fail_fast, shard: shard.clone(), interrupted_by: signal.clone(), if_no_tasks, cache };
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(jobs.clamp(1, 4))
+        .worker_threads(workers)
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;

@@ -21,6 +21,7 @@ mod events;
 
 use super::http::KeyHeader;
 use super::http_provider::HttpProvider;
+use super::openai::parse_arguments;
 use super::preset::ResolvedProvider;
 use super::stream::{Framing, StreamDecoder};
 use super::wire::{WireFormat, count_at, has_calls, percent_encode, unique_call_ids};
@@ -315,7 +316,7 @@ fn parse_item(item: &Value, content: &mut Vec<ContentBlock>) -> bool {
             }
         }
         Some("function_call") => {
-            content.push(ContentBlock::ToolUse { id: text("call_id"), name: text("name"), input: super::openai::parse_arguments(item.get("arguments")) });
+            content.push(ContentBlock::ToolUse { id: text("call_id"), name: text("name"), input: parse_arguments(item.get("arguments")) });
         }
         Some("custom_tool_call") => {
             content.push(ContentBlock::ToolUse { id: text("call_id"), name: text("name"), input: json!({"input": text("input")}) });

@@ -528,11 +528,7 @@ impl Respond for Responder {
         lock(&self.0.received).push(ReceivedRequest {
             method: request.method.to_string(),
             path: request.url.path().to_string(),
-            headers: request
-                .headers
-                .iter()
-                .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
-                .collect(),
+            headers: super::openai_server::headers_of(request),
             body,
             status,
         });

@@ -360,6 +360,25 @@ pub struct ReceivedRequest {
     pub status: u16,
 }
 
+impl ReceivedRequest {
+    /// What the server got in `request`, with its JSON `body` and the `status` it answered.
+    pub fn of(request: &Request, body: Option<Value>, status: u16) -> Self {
+        ReceivedRequest {
+            method: request.method.to_string(),
+            path: request.url.path().to_string(),
+            query: request.url.query().map(str::to_string),
+            headers: headers_of(request),
+            body,
+            status,
+        }
+    }
+}
+
+/// A request's headers, names lowercase, values as text.
+pub fn headers_of(request: &Request) -> BTreeMap<String, String> {
+    request.headers.iter().map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned())).collect()
+}
+
 /// A request the real API would refuse: status and OpenAI error fields.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rejection {
@@ -509,18 +528,7 @@ impl Respond for Responder {
                 (rejection.status, template)
             }
         };
-        lock(&self.0.received).push(ReceivedRequest {
-            method: request.method.to_string(),
-            path: request.url.path().to_string(),
-            query: request.url.query().map(str::to_string),
-            headers: request
-                .headers
-                .iter()
-                .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
-                .collect(),
-            body,
-            status,
-        });
+        lock(&self.0.received).push(ReceivedRequest::of(request, body, status));
         template
     }
 }

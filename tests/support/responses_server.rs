@@ -250,18 +250,7 @@ impl Respond for Responder {
             Ok(answered) => answered,
             Err(rejection) => (rejection.status, ResponseTemplate::new(rejection.status).set_body_json(rejection.body())),
         };
-        lock(&self.0.received).push(ReceivedRequest {
-            method: request.method.to_string(),
-            path: request.url.path().to_string(),
-            query: request.url.query().map(str::to_string),
-            headers: request
-                .headers
-                .iter()
-                .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
-                .collect(),
-            body,
-            status,
-        });
+        lock(&self.0.received).push(ReceivedRequest::of(request, body, status));
         template
     }
 }

@@ -325,6 +325,36 @@ mod tests {
         assert!(err.contains("dracode.toml: [defaults] field \"max_iterations\": must be at least 1"), "{err}");
     }
 
+    /// A key set in `dracode.local.toml` is named by that file, not by `dracode.toml`; keys of
+    /// the same table set by each file merge.
+    #[test]
+    fn errors_name_the_local_file_that_set_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(CONFIG_FILE), "[providers.x]\ntype = \"vllm\"\nmodel = \"m\"\n").unwrap();
+        std::fs::write(dir.path().join(LOCAL_CONFIG_FILE), "[providers.x]\nmax_tokens = \"many\"\n").unwrap();
+        let err = Config::load(dir.path(), None, &env(&[])).unwrap_err().to_string();
+        assert!(err.contains(LOCAL_CONFIG_FILE) && err.contains("providers.x.max_tokens"), "{err}");
+        std::fs::write(dir.path().join(LOCAL_CONFIG_FILE), "[providers.x]\nwire_api = \"chat\"\n").unwrap();
+        let err = Config::load(dir.path(), None, &env(&[])).unwrap_err().to_string();
+        assert!(err.contains(&format!("{LOCAL_CONFIG_FILE}: `providers.x.wire_api`")), "{err}");
+        std::fs::write(dir.path().join(LOCAL_CONFIG_FILE), "[providers.x]\nmax_tokens = 5\n").unwrap();
+        let config = Config::load(dir.path(), None, &env(&[])).unwrap();
+        assert_eq!((config.providers["x"].model.as_deref(), config.providers["x"].max_tokens), (Some("m"), Some(5)));
+    }
+
+    /// A file that is not TOML names itself with the line and column of the fault.
+    #[test]
+    fn a_syntax_error_names_the_file_line_and_column() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(CONFIG_FILE), "provider = \"a\"\n[providers.x\n").unwrap();
+        let err = Config::load(dir.path(), None, &env(&[])).unwrap_err().to_string();
+        assert!(err.contains(&format!("{CONFIG_FILE}:2:")), "{err}");
+        std::fs::write(dir.path().join(CONFIG_FILE), "provider = \"a\"\n").unwrap();
+        std::fs::write(dir.path().join(LOCAL_CONFIG_FILE), "\n\nprovider = \n").unwrap();
+        let err = Config::load(dir.path(), None, &env(&[])).unwrap_err().to_string();
+        assert!(err.contains(&format!("{LOCAL_CONFIG_FILE}:3:")), "{err}");
+    }
+
     #[test]
     fn azure_takes_an_entra_token_when_there_is_no_key() {
         let vars = env(&[("AZURE_OPENAI_ENDPOINT", "https://r.openai.azure.com"), ("AZURE_OPENAI_AD_TOKEN", "eyJ-entra")]);

@@ -5,6 +5,7 @@ mod apply_patch;
 mod attacks;
 mod change_record;
 mod ci_native;
+mod config_env;
 mod context_window;
 mod copilot_auth;
 mod first_run;

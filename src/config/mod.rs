@@ -4,6 +4,8 @@
 //! This module owns the first four; [`crate::manifest`] and [`crate::cli`] add the rest.
 
 mod expand;
+mod layers;
+mod literal;
 mod provider;
 
 pub use expand::expand_vars;
@@ -12,8 +14,7 @@ pub use provider::ProviderSettings;
 use crate::llm::preset::{ProviderType, ResolvedProvider};
 use crate::llm::prices::Price;
 use crate::manifest::TaskFields;
-use figment::Figment;
-use figment::providers::{Env, Format, Serialized, Toml};
+use layers::Layers;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -90,9 +91,10 @@ pub enum ConfigError {
     /// `--config FILE` (or `$DRACODE_CONFIG`) does not exist.
     #[error("config file {0} does not exist")]
     Missing(PathBuf),
-    /// A file or variable did not parse or has an unknown key.
+    /// A file or variable did not parse, or has an unknown key or a value of the wrong type;
+    /// names the file or variable, and the key.
     #[error("{0}")]
-    Invalid(#[from] Box<figment::Error>),
+    Invalid(crate::manifest::ManifestError),
     /// A provider name is neither configured nor a type.
     #[error("{0}")]
     UnknownProvider(String),
@@ -110,19 +112,13 @@ impl Config {
             Some(path) => path,
             None => dir.join(CONFIG_FILE),
         };
-        let env_layer = Env::prefixed("DRACODE_")
-            .filter(|key| {
-                let root = key.as_str().split("__").next().unwrap_or_default().to_ascii_lowercase();
-                CONFIG_ENV_ROOTS.contains(&root.as_str())
-            })
-            .split("__");
-        let figment = Figment::from(Serialized::defaults(Config::default()))
-            .merge(Toml::file(&main))
-            .merge(Toml::file(dir.join(LOCAL_CONFIG_FILE)))
-            .merge(env_layer);
-        let mut config: Config = figment.extract().map_err(|e| ConfigError::Invalid(Box::new(e)))?;
-        check_defaults(&figment)?;
-        provider::check_wire_apis(&figment, &config.providers)?;
+        let mut layers = Layers::default();
+        layers.add_file(&main)?;
+        layers.add_file(&dir.join(LOCAL_CONFIG_FILE))?;
+        layers.add_env(env, "DRACODE_", CONFIG_ENV_ROOTS);
+        let mut config: Config = layers.extract()?;
+        check_defaults(&layers)?;
+        provider::check_wire_apis(&layers, &config.providers)?;
         config.expand(env);
         config.fold_mcp_servers(&main)?;
         Ok(config)
@@ -207,19 +203,18 @@ impl Config {
 
 /// Gives config `[defaults]` the checks a manifest's get (typing into [`TaskFields`] alone
 /// ignores unknown keys), each key's errors naming the file or variable that set it.
-fn check_defaults(figment: &Figment) -> Result<(), crate::manifest::ManifestErrors> {
-    let Ok(serde_json::Value::Object(defaults)) = figment.extract_inner::<serde_json::Value>("defaults") else { return Ok(()) };
-    let mut by_source: BTreeMap<String, serde_json::Map<String, serde_json::Value>> = BTreeMap::new();
-    for (key, value) in defaults.into_iter().filter(|(_, v)| !v.is_null()) {
-        let source = figment
-            .find_metadata(&format!("defaults.{key}"))
-            .map_or_else(|| CONFIG_FILE.to_string(), |m| m.source.as_ref().map_or_else(|| m.name.to_string(), ToString::to_string));
-        by_source.entry(source).or_default().insert(key, value);
+fn check_defaults(layers: &Layers) -> Result<(), crate::manifest::ManifestErrors> {
+    let Some(toml::Value::Table(defaults)) = layers.get(&["defaults"]) else { return Ok(()) };
+    let mut by_source: BTreeMap<PathBuf, serde_json::Map<String, serde_json::Value>> = BTreeMap::new();
+    for (key, value) in defaults {
+        let source = layers.source_of(&["defaults".to_string(), key.clone()]).unwrap_or_else(|| PathBuf::from(CONFIG_FILE));
+        let Ok(value) = serde_json::to_value(value) else { continue };
+        by_source.entry(source).or_default().insert(key.clone(), value);
     }
     let mut errors = Vec::new();
     for (source, fields) in by_source {
         if let Err(crate::manifest::ManifestErrors(found)) =
-            crate::manifest::check_config_defaults(Path::new(&source), &serde_json::Value::Object(fields))
+            crate::manifest::check_config_defaults(&source, &serde_json::Value::Object(fields))
         {
             errors.extend(found);
         }

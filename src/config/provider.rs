@@ -121,7 +121,7 @@ impl ProviderSettings {
 /// Refuses `wire_api` on a provider whose type does not serve the Responses API (only
 /// `openai` and `azure` do), each error naming the file or variable that set it and the key.
 pub(super) fn check_wire_apis(
-    figment: &figment::Figment,
+    layers: &super::Layers,
     providers: &BTreeMap<String, ProviderSettings>,
 ) -> Result<(), crate::manifest::ManifestErrors> {
     let errors: Vec<crate::manifest::ManifestError> = providers
@@ -133,16 +133,14 @@ pub(super) fn check_wire_apis(
                 return None;
             }
             let key = format!("providers.{name}.wire_api");
-            let file = figment.find_metadata(&key).map_or_else(
-                || super::CONFIG_FILE.to_string(),
-                |m| m.source.as_ref().map_or_else(|| m.name.to_string(), ToString::to_string),
-            );
+            let path = ["providers".to_string(), name.clone(), "wire_api".to_string()];
+            let file = layers.source_of(&path).unwrap_or_else(|| super::CONFIG_FILE.into());
             let message = format!(
                 "`{key}`: only `openai` and `azure` providers have a `wire_api`; {name:?} is `{}` (to reach a server's own \
                  Responses endpoint, configure it as `type = \"openai\"` with its `base_url`)",
                 kind.as_str()
             );
-            Some(crate::manifest::ManifestError { file: file.into(), position: None, task: None, field: Some(key), message })
+            Some(crate::manifest::ManifestError { file, position: None, task: None, field: Some(key), message })
         })
         .collect();
     if errors.is_empty() { Ok(()) } else { Err(crate::manifest::ManifestErrors(errors)) }

@@ -9,6 +9,7 @@ mod fields;
 mod locate;
 
 pub use fields::{Isolation, SandboxMode, TaskFields};
+pub(crate) use locate::line_col;
 
 use crate::duration;
 use fields::ManifestFile;

@@ -17,8 +17,8 @@ pub(super) type KeyPath = Vec<String>;
 enum Source {
     /// A config file.
     File(PathBuf),
-    /// A variable, with its text as set.
-    Var { name: String, text: String },
+    /// A variable, with its text as set and the key it names.
+    Var { name: String, text: String, key: KeyPath },
 }
 
 impl Source {
@@ -41,18 +41,20 @@ pub(super) struct Layers {
 
 impl Layers {
     /// Merges the TOML file at `path` over what is there; a file that does not exist adds
-    /// nothing. A syntax error names the file, line and column.
-    pub(super) fn add_file(&mut self, path: &Path) -> Result<(), ConfigError> {
+    /// nothing. Errors name the file relative to `dir` (the current folder) when it is in it; a
+    /// syntax error names its line and column too.
+    pub(super) fn add_file(&mut self, path: &Path, dir: &Path) -> Result<(), ConfigError> {
         if !path.is_file() {
             return Ok(());
         }
-        let error = |position, message| ConfigError::Invalid(invalid(path.to_path_buf(), position, None, message));
+        let shown = path.strip_prefix(dir).unwrap_or(path).to_path_buf();
+        let error = |position, message| ConfigError::Invalid(invalid(shown.clone(), position, None, message));
         let text = std::fs::read_to_string(path).map_err(|e| error(None, format!("cannot read: {e}")))?;
         let table: Table = toml::from_str(&text).map_err(|e| {
             let position = e.span().map(|span| crate::manifest::line_col(&text, span.start));
             error(position, e.message().trim_end().to_string())
         })?;
-        self.merge(table, &Source::File(path.to_path_buf()));
+        self.merge(table, &Source::File(shown));
         Ok(())
     }
 
@@ -68,7 +70,7 @@ impl Layers {
                 value = Value::Table(Table::from_iter([(key.clone(), value)]));
             }
             if let Value::Table(table) = value {
-                self.merge(table, &Source::Var { name: name.clone(), text: text.clone() });
+                self.merge(table, &Source::Var { name: name.clone(), text: text.clone(), key: path });
             }
         }
     }
@@ -91,18 +93,18 @@ impl Layers {
     /// The file or variable that set `path` (or, for a table, the first key in it); `None`
     /// when nothing did.
     pub(super) fn source_of(&self, path: &[String]) -> Option<PathBuf> {
-        self.find_source(path).map(|(_, source)| source.name())
+        self.find_source(path).map(Source::name)
     }
 
-    /// The recorded key at or above `path` with its source, else the first one below it.
-    fn find_source(&self, path: &[String]) -> Option<(&KeyPath, &Source)> {
-        let above = (0..=path.len()).rev().find_map(|n| self.sources.get_key_value(&path[..n]));
-        above.or_else(|| self.sources.iter().find(|(key, _)| key.starts_with(path)))
+    /// The source of the recorded key at or above `path`, else of the first one below it.
+    fn find_source(&self, path: &[String]) -> Option<&Source> {
+        let above = (0..=path.len()).rev().find_map(|n| self.sources.get(&path[..n]));
+        above.or_else(|| self.sources.iter().find(|(key, _)| key.starts_with(path)).map(|(_, source)| source))
     }
 
     /// Types the merged tree as `T`. An error names the source and the key path. A number or
     /// boolean a variable set where the field wants text is taken as the text it was written
-    /// as (`DRACODE_PROVIDERS__X__HEADERS__X_ID=123` sets the header to `"123"`).
+    /// as (`DRACODE_PROVIDERS__X__HEADERS__X_ID=0123` sets the header to `"0123"`).
     pub(super) fn extract<T: DeserializeOwned>(&mut self) -> Result<T, ConfigError> {
         loop {
             let error = match serde_path_to_error::deserialize(Value::Table(self.tree.clone())) {
@@ -111,12 +113,12 @@ impl Layers {
             };
             let message = error.inner().message().trim_end().to_string();
             let mut path = key_path(error.path());
-            if let Some(field) = message.strip_prefix("unknown field `").and_then(|m| m.split('`').next()) {
-                if path.last().is_none_or(|last| last != field) {
-                    path.push(field.to_string());
-                }
+            if let Some(field) = message.strip_prefix("unknown field `").and_then(|m| m.split('`').next())
+                && path.last().is_none_or(|last| last != field)
+            {
+                path.push(field.to_string());
             }
-            if self.retype_as_text(&path) {
+            if message.contains("expected a string") && self.retype_as_text(&path) {
                 continue;
             }
             let source = self.source_of(&path).unwrap_or_else(|| PathBuf::from(super::CONFIG_FILE));
@@ -128,8 +130,8 @@ impl Layers {
     /// Replaces the number or boolean at `path` by its text when a variable set it; true when
     /// it did.
     fn retype_as_text(&mut self, path: &[String]) -> bool {
-        let Some((set_at, Source::Var { text, .. })) = self.find_source(path) else { return false };
-        let as_written = (set_at.as_slice() == path).then(|| text.clone());
+        let Some(Source::Var { text, key, .. }) = self.find_source(path) else { return false };
+        let as_written = (key.as_slice() == path).then(|| text.clone());
         let Some(value) = value_mut(&mut self.tree, path) else { return false };
         if !matches!(value, Value::Integer(_) | Value::Float(_) | Value::Boolean(_)) {
             return false;
@@ -233,7 +235,10 @@ mod tests {
     #[test]
     fn tables_merge_and_other_values_replace_remembering_who_set_them() {
         let layers = layers(
-            &[("a.toml", "[providers.x]\nmodel = \"m\"\nheaders = { A = \"1\" }\ntools = [1]\n"), ("b.toml", "[providers.x]\ntools = [2]\n")],
+            &[
+                ("a.toml", "[providers.x]\nmodel = \"m\"\nheaders = { A = \"1\" }\ntools = [1]\n"),
+                ("b.toml", "[providers.x]\ntools = [2]\n"),
+            ],
             &[("DRACODE_PROVIDERS__X__HEADERS", "{B = 2}"), ("dracode_providers__y__model", "n"), ("DRACODE_LOG", "debug")],
         );
         assert_eq!(layers.get(&["providers", "x", "model"]).and_then(Value::as_str), Some("m"));
@@ -247,6 +252,42 @@ mod tests {
         assert_eq!(named("providers.x.headers.B"), "DRACODE_PROVIDERS__X__HEADERS");
         assert_eq!(named("providers.x.tools.0"), "b.toml", "inside an array, the array's source");
         assert_eq!(named("providers.y"), "dracode_providers__y__model", "a table: the first key set in it");
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Root {
+        providers: Small,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Small {
+        name: Option<String>,
+        on: Option<bool>,
+        #[serde(default)]
+        tags: BTreeMap<String, String>,
+    }
+
+    #[test]
+    fn numbers_a_variable_set_where_text_is_wanted_are_text_as_written() {
+        let vars =
+            [("DRACODE_PROVIDERS__NAME", "4.10"), ("DRACODE_PROVIDERS__TAGS", "{a = 1, b = true}"), ("DRACODE_PROVIDERS__ON", "true")];
+        let root: Root = layers(&[], &vars).extract().unwrap();
+        assert_eq!((root.providers.name.as_deref(), root.providers.on), (Some("4.10"), Some(true)));
+        assert_eq!(root.providers.tags, BTreeMap::from([("a".into(), "1".into()), ("b".into(), "true".into())]));
+    }
+
+    #[test]
+    fn extraction_errors_name_the_source_and_the_key_path() {
+        let error = |files: &[(&str, &str)], env: &[(&str, &str)]| layers(files, env).extract::<Root>().unwrap_err().to_string();
+        assert_eq!(
+            error(&[("a.toml", "[providers]\nname = \"n\"\n")], &[("DRACODE_PROVIDERS__ON", "5")]),
+            "DRACODE_PROVIDERS__ON: `providers.on`: invalid type: integer `5`, expected a boolean"
+        );
+        let unknown = error(&[("a.toml", "[providers]\nname = \"n\"\n"), ("b.toml", "[providers]\nnmae = 1\n")], &[]);
+        assert!(unknown.starts_with("b.toml: `providers.nmae`: unknown field `nmae`"), "{unknown}");
+        assert!(error(&[], &[]).starts_with("dracode.toml: missing field `providers`"), "nothing set it: the default file");
     }
 
     #[test]

@@ -130,10 +130,10 @@ impl<'a> Cursor<'a> {
 
 /// A bare word: a float when it has a `.` and reads as one, an integer, or else text.
 fn bare(word: &str) -> Value {
-    if word.contains('.') {
-        if let Ok(float) = word.parse::<f64>() {
-            return Value::Float(float);
-        }
+    if word.contains('.')
+        && let Ok(float) = word.parse::<f64>()
+    {
+        return Value::Float(float);
     }
     match word.parse::<i64>() {
         Ok(integer) => Value::Integer(integer),
@@ -170,7 +170,10 @@ mod tests {
     #[test]
     fn arrays_and_tables_nest() {
         let parsed = parse("[read_file, \"list files\", 3, [true],]");
-        assert_eq!(parsed, Value::Array(vec![text("read_file"), text("list files"), Value::Integer(3), Value::Array(vec![Value::Boolean(true)])]));
+        assert_eq!(
+            parsed,
+            Value::Array(vec![text("read_file"), text("list files"), Value::Integer(3), Value::Array(vec![Value::Boolean(true)])])
+        );
         let parsed = parse("{X-Team = \"a, b\", n = 2, \"k k\" = {x = []}}");
         let table = parsed.as_table().unwrap();
         assert_eq!(table["X-Team"], text("a, b"));

@@ -113,14 +113,14 @@ impl Config {
             None => dir.join(CONFIG_FILE),
         };
         let mut layers = Layers::default();
-        layers.add_file(&main)?;
-        layers.add_file(&dir.join(LOCAL_CONFIG_FILE))?;
+        layers.add_file(&main, dir)?;
+        layers.add_file(&dir.join(LOCAL_CONFIG_FILE), dir)?;
         layers.add_env(env, "DRACODE_", CONFIG_ENV_ROOTS);
         let mut config: Config = layers.extract()?;
         check_defaults(&layers)?;
         provider::check_wire_apis(&layers, &config.providers)?;
         config.expand(env);
-        config.fold_mcp_servers(&main)?;
+        config.fold_mcp_servers(main.strip_prefix(dir).unwrap_or(&main))?;
         Ok(config)
     }
 

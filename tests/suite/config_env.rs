@@ -30,8 +30,11 @@ fn validate(dir: &Path, env: &[(&str, &str)]) -> (i32, String) {
 async fn a_provider_set_only_by_dracode_variables_reaches_the_server() {
     let server = OpenAiServer::start_with_key(KEY, vec![ScriptedReply::text("done", Tokens::new(10, 2))]).await;
     let tmp = tempfile::tempdir().unwrap();
-    std::fs::write(tmp.path().join("tasks.toml"), "[[tasks]]\nid = \"t\"\nprompt = \"p\"\nrepo = \"repo\"\nisolation = \"none\"\nrequire_change = false\n")
-        .unwrap();
+    std::fs::write(
+        tmp.path().join("tasks.toml"),
+        "[[tasks]]\nid = \"t\"\nprompt = \"p\"\nrepo = \"repo\"\nisolation = \"none\"\nrequire_change = false\n",
+    )
+    .unwrap();
     git_repo(&tmp.path().join("repo"), &[("a.txt", "one\n")]);
     let url = server.base_url();
     let dir = tmp.path().to_path_buf();
@@ -77,8 +80,11 @@ fn layers_override_key_by_key_in_order() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     std::fs::write(dir.join("tasks.toml"), "[[tasks]]\nid = \"t\"\nprompt = \"p\"\n").unwrap();
-    std::fs::write(dir.join("dracode.toml"), "[providers.mock]\ntype = \"vllm\"\nmodel = \"from-file\"\nbase_url = \"http://127.0.0.1:9/v1\"\n")
-        .unwrap();
+    std::fs::write(
+        dir.join("dracode.toml"),
+        "[providers.mock]\ntype = \"vllm\"\nmodel = \"from-file\"\nbase_url = \"http://127.0.0.1:9/v1\"\n",
+    )
+    .unwrap();
     let line = providers_line(dir, &[], &[]);
     assert!(line.contains("vllm") && line.contains("from-file") && line.contains("127.0.0.1:9/v1"), "{line}");
     std::fs::write(dir.join("dracode.local.toml"), "[providers.mock]\nmodel = \"from-local\"\n").unwrap();

@@ -15,7 +15,7 @@ use crate::llm::preset::{ProviderType, ResolvedProvider};
 use crate::llm::prices::Price;
 use crate::manifest::TaskFields;
 use layers::Layers;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -33,11 +33,10 @@ pub fn process_env() -> BTreeMap<String, String> {
 }
 
 /// Everything read from config files and the environment.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// The provider used when a task names none.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
     /// Named providers.
     #[serde(default)]
@@ -46,42 +45,34 @@ pub struct Config {
     #[serde(default)]
     pub prices: BTreeMap<String, Price>,
     /// Model settings other than price, by exact model name (`[models."NAME"]`).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default)]
     pub models: BTreeMap<String, ModelSettings>,
     /// Task defaults below the manifest's own `[defaults]`.
     #[serde(default)]
     pub defaults: TaskFields,
     /// MCP servers every task is offered (`[mcp_servers.NAME]`); folded into `defaults` when
     /// loaded, below its own `mcp_servers`.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default)]
     pub mcp_servers: BTreeMap<String, crate::mcp::McpServerConfig>,
     /// Settings of `dracode run` itself (`[run]`).
-    #[serde(default, skip_serializing_if = "RunSettings::is_empty")]
+    #[serde(default)]
     pub run: RunSettings,
 }
 
 /// `[run]`: defaults of `dracode run`'s own options.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunSettings {
     /// The cache folder (`--cache`), relative to the current folder.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub cache: Option<PathBuf>,
 }
 
-impl RunSettings {
-    fn is_empty(&self) -> bool {
-        self.cache.is_none()
-    }
-}
-
 /// What config says about one model besides its price.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelSettings {
     /// The model's context window in tokens; overrides the built-in table (a provider's own
     /// `context_window` wins over this).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub context_window: Option<u64>,
 }
 

@@ -3,7 +3,7 @@
 use super::expand::why_empty;
 use super::expand_vars;
 use crate::llm::preset::{ProviderType, ResolvedProvider};
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Deserializer};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -11,54 +11,43 @@ use std::time::Duration;
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// A provider as written in config. Every field is optional; the type's defaults fill the gaps.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderSettings {
     /// The provider type; defaults to the table's name when that names a type.
-    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "type")]
     pub kind: Option<ProviderType>,
     /// Model (Azure: deployment).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     /// Endpoint; see the provider table in the README for what it includes.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub base_url: Option<String>,
     /// Key; `${VAR}` expands. Defaults to the type's conventional variable.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub api_key: Option<String>,
     /// Per-request timeout, e.g. `120s`; checked when the config loads (a duration above zero),
     /// so a typo is an error naming the file and key rather than the default.
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "checked_timeout")]
+    #[serde(default, deserialize_with = "checked_timeout")]
     pub timeout: Option<String>,
     /// Output token limit per call.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
     /// How hard the model thinks (`low`, `medium`, `high`); unset sends nothing, so the
     /// model's own default applies. A task's or `[defaults]`' `reasoning` overrides it.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub reasoning: Option<crate::llm::ReasoningEffort>,
     /// `openai` and `azure` only: `chat` (Chat Completions) or `responses` (the Responses
     /// API); unset, Responses for the models that need it
     /// ([`crate::llm::preset::needs_responses`]), Chat Completions otherwise.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub wire_api: Option<crate::llm::preset::WireChoice>,
     /// Whether answers are streamed (default on); `false` sends the non-streamed body.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub stream: Option<bool>,
     /// Extra HTTP headers; values expand `${VAR}`.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default)]
     pub headers: BTreeMap<String, String>,
     /// Azure `api-version`.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub api_version: Option<String>,
     /// Requests in flight at once, across every task of the run.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_concurrent_requests: Option<usize>,
     /// Requests started per minute, across every task of the run.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub requests_per_minute: Option<u32>,
     /// The model's context window in tokens; overrides the built-in table (README "Long tasks").
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub context_window: Option<u64>,
     /// The fields a `${VAR}` template left empty, each with why
     /// (`api_key = "${MOCK_KEY}": MOCK_KEY is not set`); filled when expanded, never read.

@@ -34,6 +34,7 @@ impl Source {
 /// Config trees merged in order, each value remembering its source.
 #[derive(Debug, Default)]
 pub(super) struct Layers {
+    /// Every layer merged so far.
     tree: Table,
     /// The source of every value that is not a table, and of every empty table.
     sources: BTreeMap<KeyPath, Source>,

@@ -50,6 +50,7 @@ impl<'a> Cursor<'a> {
         taken
     }
 
+    /// Consumes the ASCII whitespace at the start.
     fn skip_whitespace(&mut self) {
         self.take_while(|c| c.is_ascii_whitespace());
     }

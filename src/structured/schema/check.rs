@@ -80,7 +80,7 @@ impl Checker<'_> {
             }
             "properties" | "$defs" | "definitions" | "dependentSchemas" if !value.is_object() => wrong("an object of schemas"),
             "patternProperties" => self.patterns_keys(value, at),
-            "allOf" | "anyOf" | "oneOf" | "prefixItems" if !value.as_array().is_some_and(|a| !a.is_empty()) => {
+            "allOf" | "anyOf" | "oneOf" | "prefixItems" if value.as_array().is_none_or(Vec::is_empty) => {
                 wrong("a non-empty array of schemas")
             }
             "items" if !(is_schema(value) || value.is_array()) => wrong("a schema or an array of schemas"),

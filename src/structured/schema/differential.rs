@@ -44,9 +44,15 @@ fn collect_paths(value: &Value, path: String, paths: &mut Vec<String>) {
     }
     match value {
         Value::Object(map) => {
-            map.iter().for_each(|(k, v)| collect_paths(v, format!("{path}/{}", k.replace('~', "~0").replace('/', "~1")), paths))
+            for (k, v) in map {
+                collect_paths(v, format!("{path}/{}", k.replace('~', "~0").replace('/', "~1")), paths);
+            }
         }
-        Value::Array(items) => items.iter().enumerate().for_each(|(i, v)| collect_paths(v, format!("{path}/{i}"), paths)),
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                collect_paths(v, format!("{path}/{i}"), paths);
+            }
+        }
         _ => {}
     }
 }

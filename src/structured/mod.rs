@@ -3,7 +3,7 @@
 //! A task with `output_schema`, `output_schema_file` or `output = "findings"` is offered one more
 //! tool, [`ANSWER_TOOL`], whose parameters are the schema — the same on every provider, since
 //! each wire format already renders tool schemas its own way (Gemini's subset included). What
-//! the model passes to it is validated here with the `jsonschema` crate:
+//! the model passes to it is validated here with dracode's own validator ([`schema`]):
 //!
 //! - valid: the value is the task's `structured_output` and the loop ends at once;
 //! - invalid: the tool answers with an error naming every failing path and why, and the model
@@ -24,6 +24,7 @@ pub mod findings;
 pub mod gzip;
 pub mod report;
 pub mod sarif;
+pub mod schema;
 
 use crate::events::{FailureKind, TaskError};
 use crate::llm::{ContentBlock, ToolSpec};
@@ -63,7 +64,7 @@ pub struct OutputContract {
     pub retries: u32,
     /// `output = "findings"`: the answer is a findings report.
     pub findings: bool,
-    validator: Arc<jsonschema::Validator>,
+    validator: Arc<schema::JsonSchema>,
     /// The tool's parameters wrap the schema as `{"value": SCHEMA}`.
     wrapped: bool,
 }
@@ -96,8 +97,7 @@ impl OutputContract {
         if !schema.is_object() {
             return Err(format!("the schema must be a JSON object, not {}", type_name(&schema)));
         }
-        let validator = jsonschema::validator_for(&schema)
-            .map_err(|e| format!("not a valid JSON Schema: {e} (at {} in the schema)", pointer(e.instance_path().as_str())))?;
+        let validator = schema::JsonSchema::compile(&schema).map_err(|e| format!("not a valid JSON Schema: {e}"))?;
         let wrapped = schema.get("type").and_then(Value::as_str) != Some("object");
         Ok(OutputContract { schema, retries, findings, validator: Arc::new(validator), wrapped })
     }
@@ -157,8 +157,7 @@ impl OutputContract {
         } else {
             input.clone()
         };
-        let errors: Vec<String> =
-            self.validator.iter_errors(&value).map(|e| format!("at {}: {e}", pointer(e.instance_path().as_str()))).collect();
+        let errors: Vec<String> = self.validator.errors(&value).iter().map(ToString::to_string).collect();
         if errors.is_empty() {
             return Ok(value);
         }
@@ -275,11 +274,6 @@ fn substitute(value: &Value, lookup: &dyn Fn(&str) -> Option<Value>, depth: usiz
         Value::Array(items) => Some(Value::Array(items.iter().map(|v| substitute(v, lookup, depth)).collect::<Option<_>>()?)),
         other => Some(other.clone()),
     }
-}
-
-/// A JSON pointer as shown to people: `/` for the root.
-fn pointer(path: &str) -> &str {
-    if path.is_empty() { "/" } else { path }
 }
 
 /// The JSON type of `value`, for messages.

@@ -232,20 +232,29 @@ async fn findings_become_sarif_and_annotations() {
     assert_eq!(run["results"][1]["level"], "error");
 }
 
-/// A schema that is not a JSON Schema, and a schema file that does not exist, are input errors
-/// at `validate` naming file, line, task and field.
+/// A schema that is not a JSON Schema (an unknown type, a remote `$ref`), and a schema file
+/// that does not exist, are input errors at `validate` naming file, line, task, field and where
+/// in the schema.
 #[test]
 fn bad_schemas_are_refused_at_validate() {
     let tmp = tempfile::tempdir().unwrap();
     std::fs::create_dir(tmp.path().join("ws")).unwrap();
     std::fs::write(
         tmp.path().join("tasks.toml"),
-        "[defaults]\nrepo = \"ws\"\nisolation = \"copy\"\n\n[[tasks]]\nid = \"typo\"\nprompt = \"p\"\noutput_schema = { type = \"objekt\" }\n\n[[tasks]]\nid = \"missing\"\nprompt = \"p\"\noutput_schema_file = \"schemas/none.json\"\n",
+        "[defaults]\nrepo = \"ws\"\nisolation = \"copy\"\n\n[[tasks]]\nid = \"typo\"\nprompt = \"p\"\noutput_schema = { type = \"objekt\" }\n\n[[tasks]]\nid = \"missing\"\nprompt = \"p\"\noutput_schema_file = \"schemas/none.json\"\n\n[[tasks]]\nid = \"remote\"\nprompt = \"p\"\noutput_schema_file = \"remote.json\"\n",
     )
     .unwrap();
+    let remote = r#"{"type": "object", "properties": {"a": {"$ref": "https://example.com/a.json"}}}"#;
+    std::fs::write(tmp.path().join("remote.json"), remote).unwrap();
     let out = dracode(tmp.path()).args(["validate", "tasks.toml"]).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("tasks.toml:8:1: task \"typo\": field \"output_schema\": not a valid JSON Schema"), "{stderr}");
+    assert!(
+        stderr.contains("tasks.toml:8:1: task \"typo\": field \"output_schema\": not a valid JSON Schema: unknown type \"objekt\""),
+        "{stderr}"
+    );
+    assert!(stderr.contains("(at /type in the schema)"), "{stderr}");
+    let refused = "tasks.toml:18:1: task \"remote\": field \"output_schema_file\": not a valid JSON Schema: not supported: remote $ref \"https://example.com/a.json\"";
+    assert!(stderr.contains(refused) && stderr.contains("(at /properties/a/$ref in the schema)"), "{stderr}");
     assert!(stderr.contains("tasks.toml:13:1: task \"missing\": field \"output_schema_file\": cannot read"), "{stderr}");
 }

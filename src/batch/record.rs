@@ -38,7 +38,7 @@ impl Record {
     /// [`Record::create`] for a working tree that lies at `prefix` (`sub/dir/`) in its git
     /// repository: patches and file names are given from the repository's root.
     pub fn create_at(dir: &Path, workdir: &Path, object_dirs: &[PathBuf], base: Option<Oid>, prefix: &str) -> Result<Record, git2::Error> {
-        let repo = Repository::init_bare(dir)?;
+        let repo = super::fresh_repo::init(dir, true)?;
         if !object_dirs.is_empty() {
             let listed: String = object_dirs.iter().map(|d| format!("{}\n", d.display())).collect();
             let alternates = dir.join("objects/info/alternates");

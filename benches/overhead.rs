@@ -383,6 +383,7 @@ pub struct Measured {
 }
 
 /// Wall time, peak RSS and CPU time of a child run to its end.
+#[allow(clippy::zombie_processes)] // reaped by wait4 in `reap`
 fn spawn_measure(mut cmd: Command) -> Measured {
     let t = Instant::now();
     let child = cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().expect("spawn");

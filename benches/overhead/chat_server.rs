@@ -173,7 +173,7 @@ fn answer(request: &Request) -> Vec<u8> {
     let Some(model) = body.get("model").and_then(serde_json::Value::as_str) else {
         return refusal(400, "Bad Request", "invalid_request_error", "you must provide a model parameter");
     };
-    if !body.get("messages").and_then(serde_json::Value::as_array).is_some_and(|m| !m.is_empty()) {
+    if body.get("messages").and_then(serde_json::Value::as_array).is_none_or(Vec::is_empty) {
         return refusal(400, "Bad Request", "invalid_request_error", "'messages' must be a non-empty array");
     }
     if body.get("stream").and_then(serde_json::Value::as_bool) == Some(true) {

@@ -136,8 +136,9 @@ impl ReadSet {
         // Resolved once, not once per candidate: each is a chain of readlinks, paid per task.
         let private_real: Vec<PathBuf> = private.iter().map(|root| root.canonicalize().unwrap_or_else(|_| root.clone())).collect();
         for path in candidates {
-            let allowed = path.is_absolute() && !opens_private(&path, &private, &private_real) && !in_runner_temp(&path);
-            if allowed && path.exists() && !readable.contains(&path) {
+            // Cheapest test first: most candidates do not exist on a given machine.
+            let allowed = path.is_absolute() && path.exists() && !opens_private(&path, &private, &private_real) && !in_runner_temp(&path);
+            if allowed && !readable.contains(&path) {
                 readable.push(path);
             }
         }

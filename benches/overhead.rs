@@ -7,8 +7,16 @@
 //! - `worktree` workspace creation (a task repository of its own on the user's objects)
 //!   against `git worktree add`, on a repository of 5,000 files;
 //! - `search_code` against `rg` on the same 5,000 files;
-//! - `--jobs N` against the ideal (serial time / N) on a local server with a fixed latency, and
-//!   peak RSS with 64 tasks in flight;
+//! - `--jobs N` (`-- jobs`): 16 one-turn tasks at 1, 4, 8 and 16 jobs and 64 at 64, against
+//!   the ideal `tasks x latency / jobs` (the model's time only; not the serial run / N, which
+//!   would hide dracode's cost per task), on a lean local Chat Completions server
+//!   (`overhead/chat_server.rs`, a child process) answering after 250 ms; peak RSS at 64;
+//! - `scale`: 1,000 one-turn tasks at `--jobs 64` (copy isolation of a 3-file repository)
+//!   against the ideal 1,000 x 250 ms / 64, with the passed count read from results.jsonl,
+//!   dracode's peak RSS and CPU time and the server's CPU time (median of 3 runs;
+//!   `DRACODE_BENCH_SCALE_RUNS` changes it);
+//! - `copy` workspace creation against `cp -r` of the same 2,000-file repository (with a
+//!   `.gitignore`d `junk/` that `copy` leaves out and `cp -r` copies);
 //! - the sandbox's added cost per command: `true` through `process::run` confined (supervisor,
 //!   Landlock, seccomp) against unconfined, interleaved in the same run
 //!   (`cargo bench --bench overhead -- sandbox` prints only this line and the next);
@@ -19,8 +27,16 @@
 //!   local listener through a `CONNECT` of the task proxy (`network = [hosts]`), against a
 //!   direct connection, interleaved in the same process (`-- proxy`).
 //!
-//! Each figure is the median of several runs. Nothing here asserts: it prints figures.
+//! Every comparison is printed as `ratio X.XX against <baseline>`, the baseline run in the same
+//! process. Each figure is the median of several runs. Nothing here asserts: it prints figures.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)] // a bench/test: a panic is the report
+
+#[path = "overhead/chat_server.rs"]
+mod chat_server;
+#[path = "overhead/copy.rs"]
+mod copy;
+#[path = "overhead/scale.rs"]
+mod scale;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -29,7 +45,11 @@ use std::time::{Duration, Instant};
 const RUNS: usize = 15;
 
 fn main() {
-    // `cargo bench --bench overhead -- worktree` runs only the sections whose name contains it.
+    if chat_server::serve_if_asked() {
+        return;
+    }
+    // `cargo bench --bench overhead -- worktree` runs only the sections whose name contains it:
+    // sandbox, proxy, run-cost, jobs, scale, copy, worktree, search_code.
     let only = std::env::args().skip(1).find(|a| !a.starts_with("--"));
     let wants = |section: &str| only.as_deref().is_none_or(|o| section.contains(o));
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_dracode"));
@@ -46,10 +66,18 @@ fn main() {
         run_cost(&exe, root);
     }
     if wants("jobs") {
-        jobs_scaling(&exe, root);
+        scale::jobs_scaling(&exe, root);
+    }
+    if wants("scale") {
+        scale::thousand_tasks(&exe, root);
+    }
+    if wants("copy") {
+        copy::copy_creation(root);
     }
     let repo = root.join("big");
-    make_repo(&repo, 5_000);
+    if wants("worktree") || wants("search_code") {
+        make_repo(&repo, 5_000);
+    }
     if wants("worktree") {
         worktree_creation(root, &repo);
     }
@@ -60,21 +88,21 @@ fn main() {
 
 /// Fixed cost of a one-task run and orchestration per LLM turn.
 fn run_cost(exe: &Path, root: &Path) {
-    let baseline = median(RUNS, || spawn_measure(Command::new("true")).0);
+    let baseline = median(RUNS, || spawn_measure(Command::new("true")).wall);
     let one = replay_manifest(root, "one", 1);
     let many = replay_manifest(root, "many", 200);
     let mut rss = 0;
     let fixed = median(RUNS, || {
-        let (t, r) = spawn_measure(run_cmd(exe, &one, root));
-        rss = rss.max(r);
-        t
+        let run = spawn_measure(run_cmd(exe, &one, root));
+        rss = rss.max(run.rss_kib);
+        run.wall
     });
-    let long = median(5, || spawn_measure(run_cmd(exe, &many, root)).0);
+    let long = median(5, || spawn_measure(run_cmd(exe, &many, root)).wall);
     println!(
-        "fixed cost of a one-task run: {:.1} ms ({:.0}x spawning `true`: {:.2} ms), peak RSS {:.1} MiB",
+        "fixed cost of a one-task run: {:.1} ms vs spawning `true` {:.2} ms ({}), peak RSS {:.1} MiB",
         ms(fixed),
-        fixed.as_secs_f64() / baseline.as_secs_f64(),
         ms(baseline),
+        ratio(fixed, baseline, "`true`"),
         rss as f64 / 1024.0
     );
     println!("orchestration per LLM turn (200-turn replay): {:.3} ms", ms(long.saturating_sub(fixed)) / 199.0);
@@ -110,10 +138,10 @@ fn worktree_creation(root: &Path, repo: &Path) {
     our_times.sort();
     let (git_add, ours) = (git_times[3], our_times[3]);
     println!(
-        "worktree workspace creation, 5,000 files: dracode {:.1} ms vs `git worktree add` {:.1} ms (ratio {:.2})",
+        "worktree workspace creation, 5,000 files: dracode {:.1} ms vs `git worktree add` {:.1} ms ({})",
         ms(ours),
         ms(git_add),
-        ours.as_secs_f64() / git_add.as_secs_f64()
+        ratio(ours, git_add, "`git worktree add`")
     );
 }
 
@@ -153,12 +181,7 @@ fn search_code(repo: &Path) {
                 assert!(out.status.success());
                 t.elapsed()
             });
-            println!(
-                "search_code, 5,000 files: {:.1} ms vs rg {:.1} ms (ratio {:.2})",
-                ms(search),
-                ms(rg),
-                search.as_secs_f64() / rg.as_secs_f64()
-            );
+            println!("search_code, 5,000 files: {:.1} ms vs rg {:.1} ms ({})", ms(search), ms(rg), ratio(search, rg, "`rg`"));
         }
         Err(_) => println!("search_code, 5,000 files: {:.1} ms (rg not installed: no ratio)", ms(search)),
     }
@@ -206,17 +229,18 @@ fn sandbox_overhead(exe: &Path, root: &Path) {
     with_limits.sort();
     let (plain, confined, with_limits) = (plain[20], confined[20], with_limits[20]);
     println!(
-        "sandbox with the default resource limits (p50 of `true`): +{:.2} ms over unconfined ({:.2} ms; limits add {:+.2} ms)",
+        "sandbox with the default resource limits (p50 of `true`): +{:.2} ms over unconfined ({:.2} ms; limits add {:+.2} ms; {})",
         ms(with_limits.saturating_sub(plain)),
         ms(with_limits),
-        ms(with_limits) - ms(confined)
+        ms(with_limits) - ms(confined),
+        ratio(with_limits, plain, "unconfined")
     );
     println!(
-        "sandbox overhead per command (p50 of `true`): +{:.2} ms ({:.2} ms confined vs {:.2} ms unconfined, ratio {:.1})",
+        "sandbox overhead per command (p50 of `true`): +{:.2} ms ({:.2} ms confined vs {:.2} ms unconfined, {})",
         ms(confined.saturating_sub(plain)),
         ms(confined),
         ms(plain),
-        confined.as_secs_f64() / plain.as_secs_f64()
+        ratio(confined, plain, "unconfined")
     );
 }
 
@@ -265,11 +289,11 @@ fn connect_overhead(exe: &Path, root: &Path) {
     let (plain, confined) = (per_connect(None), per_connect(Some(&policy)));
     for (i, what) in ["Unix socket in the workspace", "TCP to the proxy address"].iter().enumerate() {
         println!(
-            "connect broker overhead per connect(), {what} (p50 of 300): +{:.0} µs ({:.0} µs confined vs {:.0} µs unconfined, ratio {:.1})",
+            "connect broker overhead per connect(), {what} (p50 of 300): +{:.0} µs ({:.0} µs confined vs {:.0} µs unconfined, {})",
             confined[i] - plain[i],
             confined[i],
             plain[i],
-            confined[i] / plain[i]
+            ratio(Duration::from_secs_f64(confined[i]), Duration::from_secs_f64(plain[i]), "unconfined")
         );
     }
 }
@@ -324,11 +348,11 @@ fn proxy_overhead() {
         proxied.sort();
         let (direct, proxied) = (direct[200], proxied[200]);
         println!(
-            "egress proxy per connection (p50 of connect + 1 byte each way): +{:.3} ms ({:.3} ms through a CONNECT vs {:.3} ms direct, ratio {:.1})",
+            "egress proxy per connection (p50 of connect + 1 byte each way): +{:.3} ms ({:.3} ms through a CONNECT vs {:.3} ms direct, {})",
             ms(proxied.saturating_sub(direct)),
             ms(proxied),
             ms(direct),
-            proxied.as_secs_f64() / direct.as_secs_f64()
+            ratio(proxied, direct, "a direct connection")
         );
     });
 }
@@ -338,22 +362,49 @@ fn ms(d: Duration) -> f64 {
 }
 
 fn median(n: usize, mut f: impl FnMut() -> Duration) -> Duration {
-    let mut v: Vec<Duration> = (0..n).map(|_| f()).collect();
-    v.sort();
-    v[n / 2]
+    median_of((0..n).map(|_| f()).collect())
 }
 
-/// Wall time and peak RSS (KiB) of a child.
-#[allow(clippy::zombie_processes)] // reaped by wait4 below
-fn spawn_measure(mut cmd: Command) -> (Duration, i64) {
+/// The median of `times`.
+fn median_of(mut times: Vec<Duration>) -> Duration {
+    times.sort();
+    times[times.len() / 2]
+}
+
+/// What a child cost: wall time from spawn to exit, peak RSS and CPU time.
+#[derive(Debug, Clone, Copy)]
+pub struct Measured {
+    /// Spawn to exit.
+    pub wall: Duration,
+    /// Peak resident set size, KiB.
+    pub rss_kib: i64,
+    /// User + system CPU time.
+    pub cpu: Duration,
+}
+
+/// Wall time, peak RSS and CPU time of a child run to its end.
+#[allow(clippy::zombie_processes)] // reaped by wait4 in `reap`
+fn spawn_measure(mut cmd: Command) -> Measured {
     let t = Instant::now();
     let child = cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().expect("spawn");
+    let (cpu, rss_kib) = reap(&child);
+    Measured { wall: t.elapsed(), rss_kib, cpu }
+}
+
+/// Waits for `child` to exit (reaping it: `Child::wait` is not needed after) and returns its
+/// user + system CPU time and peak RSS (KiB), from `wait4`'s rusage.
+fn reap(child: &std::process::Child) -> (Duration, i64) {
     let mut status = 0;
-    // SAFETY: plain wait4 on our own child (reaping it, so `Child::wait` is not needed);
-    // rusage is written by the kernel.
+    // SAFETY: plain wait4 on our own child; rusage is written by the kernel.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
-    (t.elapsed(), usage.ru_maxrss)
+    let time = |t: libc::timeval| Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64);
+    (time(usage.ru_utime) + time(usage.ru_stime), usage.ru_maxrss)
+}
+
+/// `ratio X.XX against BASELINE`: the one way every section compares a figure to its baseline.
+fn ratio(ours: Duration, baseline: Duration, against: &str) -> String {
+    format!("ratio {:.2} against {against}", ours.as_secs_f64() / baseline.as_secs_f64())
 }
 
 fn run_cmd(exe: &Path, manifest: &Path, root: &Path) -> Command {
@@ -395,80 +446,21 @@ fn make_repo(dir: &Path, files: usize) {
         let body: String = (0..40).map(|l| format!("fn f{l}() -> usize {{ {l} + {i} }} // filler text line\n")).collect();
         std::fs::write(sub.join(format!("f{i}.rs")), format!("{body}// needle_{i}\n")).unwrap();
     }
-    let git = |args: &[&str]| {
-        assert!(
-            Command::new("git")
-                .args(args)
-                .current_dir(dir)
-                .env("GIT_AUTHOR_NAME", "b")
-                .env("GIT_AUTHOR_EMAIL", "b@x")
-                .env("GIT_COMMITTER_NAME", "b")
-                .env("GIT_COMMITTER_EMAIL", "b@x")
-                .output()
-                .unwrap()
-                .status
-                .success()
-        );
-    };
-    git(&["init", "-q"]);
-    git(&["add", "-A"]);
-    git(&["commit", "-qm", "base"]);
+    git(dir, &["init", "-q"]);
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-qm", "base"]);
 }
 
-/// Wall time of `tasks` one-turn tasks at several `--jobs` against a server answering each call
-/// after a fixed latency, as a ratio to the ideal `serial / jobs`; and peak RSS at 64 at once.
-fn jobs_scaling(exe: &Path, root: &Path) {
-    let latency = Duration::from_millis(250);
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let server = rt.block_on(async {
-        let server = wiremock::MockServer::start().await;
-        let body = serde_json::json!({
-            "id": "x", "object": "chat.completion", "created": 0, "model": "gpt-4o",
-            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "done"}}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11}
-        });
-        wiremock::Mock::given(wiremock::matchers::any())
-            .respond_with(wiremock::ResponseTemplate::new(200).set_body_json(body).set_delay(latency))
-            .mount(&server)
-            .await;
-        server
-    });
-    let dir = root.join("jobs");
-    std::fs::create_dir_all(dir.join("ws")).unwrap();
-    std::fs::write(
-        dir.join("dracode.toml"),
-        format!("[providers.mock]\ntype = \"vllm\"\nbase_url = \"{}/v1\"\nmodel = \"m\"\n", server.uri()),
-    )
-    .unwrap();
-    let manifest = |n: usize| {
-        let path = dir.join(format!("m{n}.toml"));
-        let mut text = "[defaults]\nprovider = \"mock\"\nrepo = \"ws\"\nisolation = \"copy\"\n".to_string();
-        for i in 0..n {
-            text.push_str(&format!("[[tasks]]\nid = \"t{i}\"\nprompt = \"p\"\n"));
-        }
-        std::fs::write(&path, text).unwrap();
-        path
-    };
-    let run = |m: &Path, jobs: usize| {
-        let mut cmd = Command::new(exe);
-        cmd.arg("run").arg(m).args(["--quiet", "--jobs", &jobs.to_string(), "--out"]).arg(dir.join("out")).current_dir(&dir);
-        spawn_measure(cmd)
-    };
-    let sixteen = manifest(16);
-    let (serial, _) = run(&sixteen, 1);
-    for jobs in [4, 8, 16] {
-        let (t, _) = run(&sixteen, jobs);
-        let ideal = serial.as_secs_f64() / jobs as f64;
-        println!(
-            "--jobs {jobs:>2}, 16 tasks x {} ms latency: {:.0} ms vs ideal {:.0} ms (ratio {:.3}; serial {:.0} ms)",
-            latency.as_millis(),
-            ms(t),
-            ideal * 1000.0,
-            t.as_secs_f64() / ideal,
-            ms(serial)
-        );
-    }
-    let (t, rss) = run(&manifest(64), 64);
-    println!("64 tasks at --jobs 64: {:.0} ms, peak RSS {:.1} MiB", ms(t), rss as f64 / 1024.0);
-    drop(server);
+/// Runs `git args` in `dir` (as a fixed author), asserting it succeeds.
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "b")
+        .env("GIT_AUTHOR_EMAIL", "b@x")
+        .env("GIT_COMMITTER_NAME", "b")
+        .env("GIT_COMMITTER_EMAIL", "b@x")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }

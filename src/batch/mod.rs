@@ -4,6 +4,7 @@
 pub mod cache;
 pub mod check;
 pub mod combine;
+pub mod fresh_repo;
 pub mod grade;
 pub mod judge;
 pub mod plan;

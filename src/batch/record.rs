@@ -38,11 +38,14 @@ impl Record {
     /// [`Record::create`] for a working tree that lies at `prefix` (`sub/dir/`) in its git
     /// repository: patches and file names are given from the repository's root.
     pub fn create_at(dir: &Path, workdir: &Path, object_dirs: &[PathBuf], base: Option<Oid>, prefix: &str) -> Result<Record, git2::Error> {
-        let repo = Repository::init_bare(dir)?;
+        let repo = super::fresh_repo::init(dir, true)?;
         if !object_dirs.is_empty() {
             let listed: String = object_dirs.iter().map(|d| format!("{}\n", d.display())).collect();
             let alternates = dir.join("objects/info/alternates");
-            std::fs::write(&alternates, listed).map_err(|e| git2::Error::from_str(&format!("{}: {e}", alternates.display())))?;
+            let io = |e: std::io::Error| git2::Error::from_str(&format!("{}: {e}", alternates.display()));
+            // A fresh repository has no `objects/info` (`fresh_repo`): made only when needed.
+            std::fs::create_dir_all(dir.join("objects/info")).map_err(io)?;
+            std::fs::write(&alternates, listed).map_err(io)?;
         }
         repo.set_workdir(workdir, false)?;
         let mut record = Record { repo, base: Oid::ZERO_SHA1, tracked_base: base.is_some(), prefix: prefix.to_string() };

@@ -79,7 +79,7 @@ fn diff_of(
 /// Makes `dir` a fresh repository whose single commit holds every file in it: the baseline of
 /// a `copy` workspace.
 pub fn init_baseline(dir: &Path) -> Result<(Repository, Oid), git2::Error> {
-    let repo = Repository::init(dir)?;
+    let repo = super::fresh_repo::init(dir, false)?;
     let tree = snapshot(&repo)?;
     let sig = git2::Signature::now("dracode", "dracode@localhost")?;
     {

@@ -215,7 +215,11 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
     };
     (outcome.status, outcome.error) = judge(&evidence);
     finalize(spec, shared, &workspace, &mut outcome, state.history);
-    stamp(outcome, started)
+    let outcome = stamp(outcome, started);
+    // Removing the task's folders (workspace, record, TMPDIR) blocks on the disk: it runs off
+    // the async workers that serve the other tasks' model calls.
+    let _ = tokio::task::spawn_blocking(move || drop((workspace, kit))).await;
+    outcome
 }
 
 /// What the phases of one attempt after `prepare` share.

@@ -457,6 +457,28 @@ mod tests {
         assert!(!root.exists(), "the copy is removed");
     }
 
+    #[test]
+    fn a_copy_workspace_creates_only_the_git_files_git_needs() {
+        // At 1,000 tasks every file made and removed counts: no sample hooks, description or
+        // info/ in the workspace's repository or in the change record, the first time or later.
+        let src = tempfile::tempdir().unwrap();
+        std::fs::write(src.path().join("a.txt"), "1\n").unwrap();
+        let names = |dir: &Path| -> Vec<String> {
+            let mut names: Vec<String> =
+                std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+            names.sort();
+            names
+        };
+        for _ in 0..2 {
+            let ws = Workspace::prepare(src.path(), Isolation::Copy, "HEAD", None).unwrap();
+            assert_eq!(names(&ws.root.join(".git")), ["HEAD", "config", "logs", "objects", "refs"]);
+            assert_eq!(names(&ws.root.parent().unwrap().join("record.git")), ["HEAD", "config", "objects", "refs"]);
+            assert_eq!(git(&ws.root, &["log", "--format=%s"]), "dracode baseline\n");
+            std::fs::write(ws.root.join("a.txt"), "2\n").unwrap();
+            assert_eq!(ws.changes().unwrap().unwrap().files, ["a.txt"]);
+        }
+    }
+
     fn git(dir: &Path, args: &[&str]) -> String {
         let out = std::process::Command::new("git").args(args).current_dir(dir).output().unwrap();
         assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));

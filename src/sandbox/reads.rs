@@ -133,9 +133,12 @@ impl ReadSet {
         }
         let mut readable: Vec<PathBuf> = Vec::new();
         let in_runner_temp = |p: &Path| runner_temp.is_some_and(|rt| p.starts_with(rt));
+        // Resolved once, not once per candidate: each is a chain of readlinks, paid per task.
+        let private_real: Vec<PathBuf> = private.iter().map(|root| root.canonicalize().unwrap_or_else(|_| root.clone())).collect();
         for path in candidates {
-            let allowed = path.is_absolute() && !opens_private(&path, &private) && !in_runner_temp(&path);
-            if allowed && path.exists() && !readable.contains(&path) {
+            // Cheapest test first: most candidates do not exist on a given machine.
+            let allowed = path.is_absolute() && path.exists() && !opens_private(&path, &private, &private_real) && !in_runner_temp(&path);
+            if allowed && !readable.contains(&path) {
                 readable.push(path);
             }
         }
@@ -171,13 +174,10 @@ fn private_roots(home: Option<&Path>, runner_temp: Option<&Path>) -> Vec<PathBuf
 }
 
 /// Whether granting `path` would open a private root: it is one, or holds one. Compared as
-/// given and with symlinks resolved.
-fn opens_private(path: &Path, private: &[PathBuf]) -> bool {
+/// given and with symlinks resolved (`private_real`: the roots of `private`, resolved).
+fn opens_private(path: &Path, private: &[PathBuf], private_real: &[PathBuf]) -> bool {
     let real = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
-    private.iter().any(|root| {
-        let real_root = root.canonicalize().unwrap_or_else(|_| root.clone());
-        root.starts_with(path) || real_root.starts_with(&real)
-    })
+    private.iter().zip(private_real).any(|(root, real_root)| root.starts_with(path) || real_root.starts_with(&real))
 }
 
 /// The targets of the symlinks directly in `etc` that lead to a file outside the system

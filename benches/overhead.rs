@@ -27,6 +27,9 @@
 //!   local listener through a `CONNECT` of the task proxy (`network = [hosts]`), against a
 //!   direct connection, interleaved in the same process (`-- proxy`).
 //!
+//! `scripts/bench.sh [SECTION]` builds the release binary first and measures that one
+//! (`DRACODE_BENCH_BIN`); plain `cargo bench` measures the bench profile's own build of it.
+//!
 //! Every comparison is printed as `ratio X.XX against <baseline>`, the baseline run in the same
 //! process. Each figure is the median of several runs. Nothing here asserts: it prints figures.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)] // a bench/test: a panic is the report
@@ -52,7 +55,9 @@ fn main() {
     // sandbox, proxy, run-cost, jobs, scale, copy, worktree, search_code.
     let only = std::env::args().skip(1).find(|a| !a.starts_with("--"));
     let wants = |section: &str| only.as_deref().is_none_or(|o| section.contains(o));
-    let exe = PathBuf::from(env!("CARGO_BIN_EXE_dracode"));
+    // scripts/bench.sh passes the binary `cargo build --release` makes (what users install):
+    // the bench's own build of it unifies the dev-dependencies' features, so it differs.
+    let exe = std::env::var_os("DRACODE_BENCH_BIN").map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_dracode")), PathBuf::from);
     let tmp = tempfile::tempdir().expect("temp dir");
     let root = tmp.path();
     if wants("sandbox") {

@@ -14,7 +14,7 @@ trap cleanup EXIT
 
 echo "== release build with a link map"
 DRACODE_LINK_MAP="$work/dracode.map" cargo build --release --locked --quiet
-bin="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/release/dracode"
+bin="${CARGO_TARGET_DIR:-target}/release/dracode"
 
 # Landlock and seccomp are not available under valgrind: the runs profiled here use --sandbox off
 # (the confined path runs in the supervisor, a separate process).

@@ -60,13 +60,8 @@ fn make_template(bare: bool) -> Option<Template> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::process::Command;
 
-    fn git(dir: &Path, args: &[&str]) -> String {
-        let out = Command::new("git").args(args).current_dir(dir).output().unwrap();
-        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
+    use crate::batch::test_git as git;
 
     /// Commits every file of `repo`'s working folder with libgit2.
     fn commit_all(repo: &Repository) {

@@ -19,3 +19,11 @@ pub mod spec;
 pub mod task;
 pub mod workspace;
 pub mod worktree;
+
+/// `git ARGS` in `dir` for this module's tests: its stdout; the test fails when git does.
+#[cfg(test)]
+pub(crate) fn test_git(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git").args(args).current_dir(dir).output().expect("git runs");
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

@@ -92,13 +92,8 @@ pub fn init_baseline(dir: &Path) -> Result<(Repository, Oid), git2::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::process::Command;
 
-    fn git(dir: &Path, args: &[&str]) -> String {
-        let out = Command::new("git").args(args).current_dir(dir).output().unwrap();
-        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
+    use crate::batch::test_git as git;
 
     #[test]
     fn diff_covers_new_modified_deleted_and_binary_and_applies_to_the_base() {

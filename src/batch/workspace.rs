@@ -479,11 +479,7 @@ mod tests {
         }
     }
 
-    fn git(dir: &Path, args: &[&str]) -> String {
-        let out = std::process::Command::new("git").args(args).current_dir(dir).output().unwrap();
-        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
+    use crate::batch::test_git as git;
 
     #[test]
     fn worktree_starts_at_base_leaves_the_checkout_alone_and_cleans_up() {

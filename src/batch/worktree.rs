@@ -272,11 +272,7 @@ pub fn dirty_paths(source: &Path) -> Vec<String> {
 mod tests {
     use super::*;
 
-    fn git(dir: &Path, args: &[&str]) -> String {
-        let out = Command::new("git").args(args).current_dir(dir).output().unwrap();
-        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
+    use crate::batch::test_git as git;
 
     /// A user repository (two files, one commit) in a new temp dir: (dir, repo folder, repo, head).
     fn user_repo() -> (tempfile::TempDir, PathBuf, Repository, Oid) {

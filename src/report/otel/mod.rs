@@ -97,29 +97,9 @@ pub fn provider_name(kind: ProviderType) -> &'static str {
 fn pairs(text: &str) -> Vec<(String, String)> {
     text.split(',')
         .filter_map(|pair| pair.split_once('='))
-        .map(|(k, v)| (percent_decode(k.trim()), percent_decode(v.trim())))
+        .map(|(k, v)| (crate::percent::decode(k.trim()), crate::percent::decode(v.trim())))
         .filter(|(k, _)| !k.is_empty())
         .collect()
-}
-
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok()).and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (bytes[i], hex) {
-            (b'%', Some(byte)) => {
-                out.push(byte);
-                i += 3;
-            }
-            (byte, _) => {
-                out.push(byte);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// An attribute value.

@@ -126,7 +126,7 @@ impl Checker<'_> {
             return Err(SchemaError::at(at, format!("{why} {reference:?} (only refs inside the schema are followed)")));
         };
         let target = if fragment.is_empty() || fragment.starts_with('/') {
-            Some(format!("{resource_pointer}{}", uri::percent_decode(fragment)))
+            Some(format!("{resource_pointer}{}", crate::percent::decode(fragment)))
         } else {
             self.index.anchors.get(&absolute).cloned()
         };

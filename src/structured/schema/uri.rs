@@ -77,27 +77,6 @@ fn remove_dot_segments(path: &str) -> String {
     kept.join("/")
 }
 
-/// `%XX` escapes decoded (a fragment such as `/$defs/a%25b`); invalid UTF-8 is replaced.
-pub(super) fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok()).and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (bytes[i], hex) {
-            (b'%', Some(byte)) => {
-                out.push(byte);
-                i += 3;
-            }
-            (byte, _) => {
-                out.push(byte);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// A key escaped for a JSON pointer (`~` → `~0`, `/` → `~1`).
 pub(super) fn escape(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
@@ -121,6 +100,6 @@ mod tests {
         assert_eq!(resolve("http://x.com", "y.json"), "http://x.com/y.json");
         assert_eq!(resolve("urn:uuid:1234", "#/$defs/a"), "urn:uuid:1234#/$defs/a");
         assert_eq!(resolve("file:///folder/file.json", "other.json"), "file:///folder/other.json");
-        assert_eq!(percent_decode("/a%25b/%22c%22"), "/a%b/\"c\"");
+        assert_eq!(crate::percent::decode("/a%25b/%22c%22"), "/a%b/\"c\"");
     }
 }

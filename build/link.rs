@@ -7,7 +7,7 @@
 //!   run maps ~1.5 MB of code instead of pages scattered over all of it. Symbol names carry
 //!   hashes of the compiler version, `Cargo.lock` and the release profile: with another
 //!   compiler the names do not match and nothing moves (no error).
-//! - Packed relative relocations (DT_RELR) on a glibc 2.36+ build machine: the loader's
+//! - Packed relative relocations (DT_RELR) in a native build on a glibc 2.36+ machine: the loader's
 //!   relocation table shrinks from ~0.5 MB to a few KB. Such a binary needs glibc 2.36 or later
 //!   where it runs; release binaries are static musl builds and are not affected.
 //! - `DRACODE_LINK_MAP=FILE` writes the linker's map (what `scripts/hot-symbols.sh` reads).
@@ -39,7 +39,9 @@ pub fn configure(target: &str) {
         }
     }
     let relr = ["-Wl,-z,pack-relative-relocs".to_string()];
-    if glibc_loads_relr() && probe.links_with(&relr) {
+    // The C library checked is the build machine's: only for a binary built to run on it.
+    let native = std::env::var("HOST").is_ok_and(|host| host == target);
+    if native && glibc_loads_relr() && probe.links_with(&relr) {
         flags.extend(relr);
     }
     if let Some(map) = std::env::var_os("DRACODE_LINK_MAP") {

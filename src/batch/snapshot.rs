@@ -121,8 +121,9 @@ pub fn packed(repo: &Repository, write: impl FnOnce(&Repository) -> Result<Oid, 
     Ok(root)
 }
 
-/// Adds `id` (of type `kind` when known) and every object it reaches to `builder`, leaving out those `on_disk` already
-/// holds (and all they reach: an object is only stored after what it names).
+/// Adds `id` (of type `kind` when known) and every object it reaches to `builder`, leaving out
+/// those `on_disk` already holds (and all they reach: an object is only stored after what it
+/// names).
 fn add_new_objects(
     repo: &Repository,
     on_disk: &git2::Odb<'_>,

@@ -6,7 +6,7 @@
 //! file renamed over the previous `config`, which ext4 forces to disk. Here the first repository
 //! of each kind (bare or not) is made by libgit2 without templates in the temp folder, where
 //! task folders live; every later one gets that repository's `HEAD` and `config` written fresh,
-//! plus the `objects` and `refs` folders: the same repository, five entries instead of forty.
+//! plus the `objects/pack` and `refs` folders: the same repository, five entries instead of forty.
 
 use git2::{Repository, RepositoryInitOptions};
 use std::path::Path;
@@ -29,7 +29,9 @@ pub fn init(dir: &Path, bare: bool) -> Result<Repository, git2::Error> {
     let Some(template) = TEMPLATES[usize::from(bare)].get_or_init(|| make_template(bare)) else { return init_with_libgit2(dir, bare) };
     let git_dir = if bare { dir.to_path_buf() } else { dir.join(".git") };
     let io = |e: std::io::Error| git2::Error::from_str(&format!("{}: {e}", git_dir.display()));
-    std::fs::create_dir_all(git_dir.join("objects")).map_err(io)?;
+    // `objects/pack` must exist before the repository is opened: libgit2 only looks for packs
+    // (those [`super::snapshot::packed`] writes) in a pack folder it saw at open.
+    std::fs::create_dir_all(git_dir.join("objects/pack")).map_err(io)?;
     std::fs::create_dir_all(git_dir.join("refs/heads")).map_err(io)?;
     std::fs::create_dir(git_dir.join("refs/tags")).map_err(io)?;
     std::fs::write(git_dir.join("HEAD"), &template.head).map_err(io)?;

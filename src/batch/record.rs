@@ -68,12 +68,18 @@ impl Record {
 
     /// The tree of the working directory as it is now: the base's files as they are now (gone
     /// ones left out), plus every new file the workspace's `.gitignore` files do not ignore.
+    /// Its new objects are written as one pack ([`snapshot::packed`]).
     pub fn snapshot(&self) -> Result<Oid, git2::Error> {
+        snapshot::packed(&self.repo, |writer| self.snapshot_with(writer))
+    }
+
+    /// [`Record::snapshot`], writing through `writer` (a handle of the record's repository).
+    fn snapshot_with(&self, writer: &Repository) -> Result<Oid, git2::Error> {
         let mut index = Index::new()?;
         if self.tracked_base {
-            index.read_tree(&self.repo.find_tree(self.base)?)?;
+            index.read_tree(&writer.find_tree(self.base)?)?;
         }
-        self.repo.set_index(&mut index)?;
+        writer.set_index(&mut index)?;
         index.update_all(["*"].iter(), None)?;
         index.add_all(["*"].iter(), IndexAddOption::DEFAULT, None)?;
         index.write_tree()

@@ -77,16 +77,77 @@ fn diff_of(
 }
 
 /// Makes `dir` a fresh repository whose single commit holds every file in it: the baseline of
-/// a `copy` workspace.
+/// a `copy` workspace. Its objects are written as one pack ([`packed`]).
 pub fn init_baseline(dir: &Path) -> Result<(Repository, Oid), git2::Error> {
     let repo = super::fresh_repo::init(dir, false)?;
-    let tree = snapshot(&repo)?;
     let sig = git2::Signature::now("dracode", "dracode@localhost")?;
-    {
-        let tree_obj = repo.find_tree(tree)?;
-        repo.commit(Some("HEAD"), &sig, &sig, "dracode baseline", &tree_obj, &[])?;
-    }
+    let mut tree = Oid::ZERO_SHA1;
+    let commit = packed(&repo, |writer| {
+        tree = snapshot(writer)?;
+        writer.commit(None, &sig, &sig, "dracode baseline", &writer.find_tree(tree)?, &[])
+    })?;
+    // The branch is set only now that the pack holding the commit is on disk.
+    let branch = repo.find_reference("HEAD")?.symbolic_target().ok().flatten().map(str::to_string);
+    let branch = branch.ok_or_else(|| git2::Error::from_str("HEAD of a fresh repository is not a branch"))?;
+    repo.reference(&branch, commit, true, "commit (initial): dracode baseline")?;
     Ok((repo, tree))
+}
+
+/// Runs `write` on a second handle of `repo` whose new objects are held in memory, then stores
+/// the new objects reachable from the tree or commit it returns as ONE pack in `repo`'s object
+/// store (files are what cost: a loose object is a file, often a folder too). Objects already
+/// on disk are not packed again; `repo` itself writes loose objects as before. The pack folder
+/// must have existed when `repo` was opened (as [`super::fresh_repo::init`] makes it).
+pub fn packed(repo: &Repository, write: impl FnOnce(&Repository) -> Result<Oid, git2::Error>) -> Result<Oid, git2::Error> {
+    let writer = Repository::open(repo.path())?;
+    if let Some(workdir) = repo.workdir() {
+        writer.set_workdir(workdir, false)?;
+    }
+    let odb = writer.odb()?;
+    let memory = odb.add_new_mempack_backend(1000)?;
+    let root = write(&writer)?;
+    let on_disk = repo.odb()?;
+    on_disk.refresh()?;
+    let mut builder = writer.packbuilder()?;
+    add_new_objects(&writer, &on_disk, &mut builder, root, None)?;
+    if builder.object_count() > 0 {
+        let mut pack = git2::Buf::new();
+        builder.write_buf(&mut pack)?;
+        let mut sink = odb.packwriter()?;
+        std::io::Write::write_all(&mut sink, &pack).map_err(|e| git2::Error::from_str(&format!("writing a pack: {e}")))?;
+        sink.commit()?;
+    }
+    memory.reset()?;
+    Ok(root)
+}
+
+/// Adds `id` (of type `kind` when known) and every object it reaches to `builder`, leaving out
+/// those `on_disk` already holds (and all they reach: an object is only stored after what it
+/// names).
+fn add_new_objects(
+    repo: &Repository,
+    on_disk: &git2::Odb<'_>,
+    builder: &mut git2::PackBuilder<'_>,
+    id: Oid,
+    kind: Option<git2::ObjectType>,
+) -> Result<(), git2::Error> {
+    if on_disk.exists_ext(id, git2::OdbLookupFlags::NO_REFRESH) {
+        return Ok(());
+    }
+    builder.insert_object(id, None)?;
+    if kind == Some(git2::ObjectType::Blob) {
+        return Ok(());
+    }
+    let object = repo.find_object(id, kind)?;
+    if let Some(commit) = object.as_commit() {
+        add_new_objects(repo, on_disk, builder, commit.tree_id(), Some(git2::ObjectType::Tree))?;
+    } else if let Some(tree) = object.as_tree() {
+        // A gitlink (a submodule's commit) names an object of another repository.
+        for entry in tree.iter().filter(|e| e.kind() != Some(git2::ObjectType::Commit)) {
+            add_new_objects(repo, on_disk, builder, entry.id(), entry.kind())?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

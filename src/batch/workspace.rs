@@ -479,6 +479,45 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_copy_workspace_and_its_record_store_objects_as_packs_git_reads() {
+        // A loose object is a file (and often a folder): the baseline and the record's
+        // snapshots are written as one pack each, which the git CLI reads like any other.
+        let src = tempfile::tempdir().unwrap();
+        for i in 0..50 {
+            std::fs::create_dir_all(src.path().join(format!("d{}", i % 7))).unwrap();
+            std::fs::write(src.path().join(format!("d{}/f{i}.txt", i % 7)), format!("file {i}\n")).unwrap();
+        }
+        let ws = Workspace::prepare(src.path(), Isolation::Copy, "HEAD", None).unwrap();
+        std::fs::write(ws.root.join("d3/f3.txt"), "changed\n").unwrap();
+        std::fs::write(ws.root.join("new.txt"), "new\n").unwrap();
+        assert_eq!(ws.changes().unwrap().unwrap().files, ["d3/f3.txt", "new.txt"]);
+        for objects in [ws.root.join(".git/objects"), ws.root.parent().unwrap().join("record.git/objects")] {
+            let loose: Vec<String> = std::fs::read_dir(&objects)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| n.len() == 2)
+                .collect();
+            assert!(loose.is_empty(), "loose objects in {}: {loose:?}", objects.display());
+            let packs = std::fs::read_dir(objects.join("pack"))
+                .unwrap()
+                .filter(|e| e.as_ref().unwrap().path().extension() == Some("pack".as_ref()));
+            assert!(packs.count() >= 1, "no pack in {}", objects.display());
+        }
+        git(&ws.root, &["fsck", "--strict"]);
+        assert_eq!(git(&ws.root, &["log", "--format=%s"]), "dracode baseline\n");
+        assert_eq!(git(&ws.root, &["ls-tree", "-r", "--name-only", "HEAD"]).lines().count(), 50);
+        assert_eq!(git(&ws.root, &["show", "HEAD:d3/f3.txt"]), "file 3\n");
+        git(&ws.root, &["add", "-A"]);
+        git(&ws.root, &["-c", "user.name=t", "-c", "user.email=t@x", "commit", "-qm", "agent"]);
+        let diff = git(&ws.root, &["diff", "HEAD~1", "HEAD"]);
+        assert!(diff.contains("-file 3\n+changed\n") && diff.contains("+new\n"), "{diff}");
+        assert_eq!(git(&ws.root, &["diff", "--stat", "HEAD~1", "HEAD"]).lines().count(), 3);
+        let record = ws.root.parent().unwrap().join("record.git");
+        let record_git = |args: &[&str]| git(&record, &[&["--git-dir=.", "--work-tree"], &[ws.root.to_str().unwrap()][..], args].concat());
+        record_git(&["fsck", "--strict", "--no-dangling"]);
+    }
+
     use crate::batch::test_git as git;
 
     #[test]

@@ -98,7 +98,22 @@ pub fn init_baseline(dir: &Path) -> Result<(Repository, Oid), git2::Error> {
 /// store (files are what cost: a loose object is a file, often a folder too). Objects already
 /// on disk are not packed again; `repo` itself writes loose objects as before. The pack folder
 /// must have existed when `repo` was opened (as [`super::fresh_repo::init`] makes it).
+///
+/// The new objects wait in memory until the pack is written, so a work tree holding more than
+/// [`PACK_IN_MEMORY_LIMIT`] bytes of files (or none) is snapshotted with loose objects instead:
+/// memory stays bounded on a large repository.
 pub fn packed(repo: &Repository, write: impl FnOnce(&Repository) -> Result<Oid, git2::Error>) -> Result<Oid, git2::Error> {
+    packed_within(repo, PACK_IN_MEMORY_LIMIT, write)
+}
+
+/// Bytes of files a work tree may hold for [`packed`] to gather its new objects in memory.
+pub const PACK_IN_MEMORY_LIMIT: u64 = 32 << 20;
+
+/// [`packed`] with the limit given.
+fn packed_within(repo: &Repository, limit: u64, write: impl FnOnce(&Repository) -> Result<Oid, git2::Error>) -> Result<Oid, git2::Error> {
+    if repo.workdir().is_none_or(|dir| files_exceed(dir, limit)) {
+        return write(repo);
+    }
     let writer = Repository::open(repo.path())?;
     if let Some(workdir) = repo.workdir() {
         writer.set_workdir(workdir, false)?;
@@ -119,6 +134,28 @@ pub fn packed(repo: &Repository, write: impl FnOnce(&Repository) -> Result<Oid, 
     }
     memory.reset()?;
     Ok(root)
+}
+
+/// Whether the files under `dir` (`.git` left out, symbolic links not followed) hold more than
+/// `limit` bytes; stops counting as soon as they do. An unreadable folder counts as too much.
+fn files_exceed(dir: &Path, limit: u64) -> bool {
+    let mut total = 0u64;
+    let mut folders = vec![dir.to_path_buf()];
+    while let Some(folder) = folders.pop() {
+        let Ok(entries) = std::fs::read_dir(&folder) else { return true };
+        for entry in entries.flatten() {
+            let Ok(kind) = entry.file_type() else { continue };
+            if kind.is_dir() && entry.file_name() != ".git" {
+                folders.push(entry.path());
+            } else if kind.is_file() {
+                total += entry.metadata().map_or(0, |m| m.len());
+                if total > limit {
+                    return true;
+                }
+            }
+        }
+    }
+    false
 }
 
 /// Adds `id` (of type `kind` when known) and every object it reaches to `builder`, leaving out
@@ -155,6 +192,31 @@ mod tests {
     use super::*;
 
     use crate::batch::test_git as git;
+
+    /// What `objects/` holds: (loose object folders, pack files).
+    fn stored(repo: &Path) -> (usize, usize) {
+        let names = |dir: &Path| -> Vec<String> {
+            std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect()
+        };
+        let objects = repo.join(".git/objects");
+        let loose = names(&objects).iter().filter(|n| n.len() == 2).count();
+        let packs = names(&objects.join("pack")).iter().filter(|n| n.ends_with(".pack")).count();
+        (loose, packs)
+    }
+
+    #[test]
+    fn a_work_tree_over_the_memory_limit_keeps_loose_objects() {
+        for (limit, expected) in [(10_000, (0, 1)), (100, (4, 0))] {
+            let dir = tempfile::tempdir().unwrap();
+            for name in ["a", "b", "c"] {
+                std::fs::write(dir.path().join(name), name.repeat(60)).unwrap();
+            }
+            let repo = crate::batch::fresh_repo::init(dir.path(), false).unwrap();
+            let tree = packed_within(&repo, limit, snapshot).unwrap();
+            assert_eq!(stored(dir.path()), expected, "limit {limit}");
+            assert_eq!(git(dir.path(), &["ls-tree", "--name-only", &tree.to_string()]), "a\nb\nc\n");
+        }
+    }
 
     #[test]
     fn diff_covers_new_modified_deleted_and_binary_and_applies_to_the_base() {

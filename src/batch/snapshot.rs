@@ -90,6 +90,10 @@ pub fn init_baseline(dir: &Path) -> Result<(Repository, Oid), git2::Error> {
     let branch = repo.find_reference("HEAD")?.symbolic_target().ok().flatten().map(str::to_string);
     let branch = branch.ok_or_else(|| git2::Error::from_str("HEAD of a fresh repository is not a branch"))?;
     repo.reference(&branch, commit, true, "commit (initial): dracode baseline")?;
+    // The index matches the baseline, so `git status` in the workspace starts clean.
+    let mut index = repo.index()?;
+    index.read_tree(&repo.find_tree(tree)?)?;
+    index.write()?;
     Ok((repo, tree))
 }
 

@@ -471,12 +471,24 @@ mod tests {
         };
         for _ in 0..2 {
             let ws = Workspace::prepare(src.path(), Isolation::Copy, "HEAD", None).unwrap();
-            assert_eq!(names(&ws.root.join(".git")), ["HEAD", "config", "logs", "objects", "refs"]);
+            assert_eq!(names(&ws.root.join(".git")), ["HEAD", "config", "index", "logs", "objects", "refs"]);
             assert_eq!(names(&ws.root.parent().unwrap().join("record.git")), ["HEAD", "config", "objects", "refs"]);
             assert_eq!(git(&ws.root, &["log", "--format=%s"]), "dracode baseline\n");
             std::fs::write(ws.root.join("a.txt"), "2\n").unwrap();
             assert_eq!(ws.changes().unwrap().unwrap().files, ["a.txt"]);
         }
+    }
+
+    #[test]
+    fn git_status_in_a_fresh_copy_workspace_is_clean_and_then_shows_the_edit() {
+        let src = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(src.path().join("src")).unwrap();
+        std::fs::write(src.path().join("src/a.rs"), "fn a() {}\n").unwrap();
+        std::fs::write(src.path().join("b.txt"), "b\n").unwrap();
+        let ws = Workspace::prepare(src.path(), Isolation::Copy, "HEAD", None).unwrap();
+        assert_eq!(git(&ws.root, &["status", "--porcelain"]), "");
+        std::fs::write(ws.root.join("b.txt"), "changed\n").unwrap();
+        assert_eq!(git(&ws.root, &["status", "--porcelain"]), " M b.txt\n");
     }
 
     #[test]

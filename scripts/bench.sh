@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --locked --quiet
-target=${CARGO_TARGET_DIR:-target}
+target=$(cd "${CARGO_TARGET_DIR:-target}" && pwd)
 mkdir -p "$target/bench-bin"
 cp "$target/release/dracode" "$target/bench-bin/dracode"
 DRACODE_BENCH_BIN="$target/bench-bin/dracode" cargo bench --locked --bench overhead -- "$@"

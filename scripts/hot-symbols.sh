@@ -14,7 +14,7 @@ trap cleanup EXIT
 
 echo "== release build with a link map"
 DRACODE_LINK_MAP="$work/dracode.map" cargo build --release --locked --quiet
-bin="${CARGO_TARGET_DIR:-target}/release/dracode"
+bin="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/release/dracode"
 
 # Landlock and seccomp are not available under valgrind: the runs profiled here use --sandbox off
 # (the confined path runs in the supervisor, a separate process).

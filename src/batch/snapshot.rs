@@ -140,22 +140,23 @@ fn packed_within(repo: &Repository, limit: u64, write: impl FnOnce(&Repository) 
     Ok(root)
 }
 
-/// Whether the files under `dir` (`.git` left out, symbolic links not followed) hold more than
-/// `limit` bytes; stops counting as soon as they do. An unreadable folder counts as too much.
+/// The files and folders under `dir` that git would see: `.gitignore` honoured, no `.git` at
+/// any depth (a nested repository's config may hold a token), hidden files included, links not
+/// followed. What a `copy` workspace copies and what a snapshot may add.
+pub fn unignored(dir: &Path) -> ignore::Walk {
+    ignore::WalkBuilder::new(dir).hidden(false).git_ignore(true).require_git(false).filter_entry(|e| e.file_name() != ".git").build()
+}
+
+/// Whether the files a snapshot of `dir` may add ([`unignored`]) hold more than `limit` bytes;
+/// stops counting as soon as they do. An unreadable entry counts as too much.
 fn files_exceed(dir: &Path, limit: u64) -> bool {
     let mut total = 0u64;
-    let mut folders = vec![dir.to_path_buf()];
-    while let Some(folder) = folders.pop() {
-        let Ok(entries) = std::fs::read_dir(&folder) else { return true };
-        for entry in entries.flatten() {
-            let Ok(kind) = entry.file_type() else { continue };
-            if kind.is_dir() && entry.file_name() != ".git" {
-                folders.push(entry.path());
-            } else if kind.is_file() {
-                total += entry.metadata().map_or(0, |m| m.len());
-                if total > limit {
-                    return true;
-                }
+    for entry in unignored(dir) {
+        let Ok(entry) = entry else { return true };
+        if entry.file_type().is_some_and(|k| k.is_file()) {
+            total += entry.metadata().map_or(0, |m| m.len());
+            if total > limit {
+                return true;
             }
         }
     }

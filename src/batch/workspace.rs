@@ -411,10 +411,7 @@ pub fn sweep_leftovers(tmp: &Path) -> usize {
 
 /// Copies the files of `from` into `to`, honouring .gitignore and leaving `.git` out.
 fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
-    // No `.git` at any depth: a nested repository's config may hold a token too.
-    let walker =
-        ignore::WalkBuilder::new(from).hidden(false).git_ignore(true).require_git(false).filter_entry(|e| e.file_name() != ".git").build();
-    for entry in walker {
+    for entry in snapshot::unignored(from) {
         let entry = entry.map_err(std::io::Error::other)?;
         let rel = entry.path().strip_prefix(from).map_err(std::io::Error::other)?;
         if rel.as_os_str().is_empty() {

@@ -114,6 +114,9 @@ pub enum FailureKind {
     Agent,
     /// The task's check command failed.
     Check,
+    /// The check could not run (its command not found or not executable, a read the sandbox
+    /// refused): nothing is known about the agent's work.
+    CheckUnrunnable,
     /// The machine cannot give the promised confinement.
     Sandbox,
     /// The tool policy denied a call and the task has `on_denied = "fail"`.
@@ -129,10 +132,11 @@ pub enum FailureKind {
 
 impl FailureKind {
     /// The kinds only a task has, with their wire names.
-    const TASK_KINDS: [(FailureKind, &'static str); 8] = [
+    const TASK_KINDS: [(FailureKind, &'static str); 9] = [
         (FailureKind::Tool, "tool"),
         (FailureKind::Agent, "agent"),
         (FailureKind::Check, "check"),
+        (FailureKind::CheckUnrunnable, "check_unrunnable"),
         (FailureKind::Sandbox, "sandbox"),
         (FailureKind::Denied, "denied"),
         (FailureKind::Protected, "protected"),
@@ -144,7 +148,7 @@ impl FailureKind {
     pub fn is_infrastructure(self) -> bool {
         match self {
             FailureKind::Llm(kind) => kind.is_infrastructure(),
-            FailureKind::Sandbox | FailureKind::Resource | FailureKind::Internal => true,
+            FailureKind::Sandbox | FailureKind::Resource | FailureKind::Internal | FailureKind::CheckUnrunnable => true,
             FailureKind::Tool | FailureKind::Agent | FailureKind::Check | FailureKind::Denied | FailureKind::Protected => false,
         }
     }

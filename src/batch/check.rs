@@ -63,6 +63,98 @@ pub async fn run(command: &str, cwd: &Path, timeout: Duration, ctx: CheckContext
     }
 }
 
+/// Why `record` says nothing about the work it checked, if so: the check failed because it could
+/// not run — a read the sandbox refused (`confine`), its command not found (exit 127) or not
+/// executable (exit 126) — rather than because the work fell short. A refused read counts only
+/// for a path its output names that exists, that dracode itself can open, and that `confine`
+/// does not let commands read: printing a "Permission denied" line about a readable path changes
+/// nothing.
+pub fn could_not_run(record: &CheckRecord, confine: Option<&Policy>) -> Option<String> {
+    let code = record.exit_code.filter(|c| *c != 0)?;
+    if let Some(path) = confine.and_then(|policy| refused_read(&record.output_tail, policy)) {
+        return Some(path);
+    }
+    let named = |suffixes: &[&str]| shell_complaint(&record.output_tail, suffixes).map(|name| format!("`{name}`"));
+    match code {
+        127 => {
+            let name = named(&[": not found", ": command not found", ": No such file or directory"]);
+            Some(format!("{} not found (exit 127)", name.unwrap_or_else(|| format!("a command of `{}`", record.command))))
+        }
+        126 => {
+            let name = named(&[": Permission denied", ": cannot execute binary file", ": Is a directory"]);
+            Some(format!("{} is not executable (exit 126)", name.unwrap_or_else(|| format!("a command of `{}`", record.command))))
+        }
+        _ => None,
+    }
+}
+
+/// The program a shell's last complaint ending in one of `suffixes` names: `pytest` of
+/// `sh: 1: pytest: not found` (dash) or `sh: line 1: pytest: command not found` (bash).
+fn shell_complaint(output: &str, suffixes: &[&str]) -> Option<String> {
+    output.lines().rev().find_map(|line| {
+        let head = suffixes.iter().find_map(|s| line.trim_end().strip_suffix(s))?;
+        let name = head.rsplit(": ").next()?.trim();
+        (!name.is_empty()).then(|| name.to_string())
+    })
+}
+
+/// The message for the first absolute path that a "Permission denied" line of `output` names
+/// and that the sandbox really refuses: it exists, dracode (unconfined) can open it, and
+/// `policy` does not let commands read it.
+fn refused_read(output: &str, policy: &Policy) -> Option<String> {
+    if !policy.is_enforced() {
+        return None;
+    }
+    let denied = |line: &str| {
+        let lower = line.to_ascii_lowercase();
+        lower.contains("permission denied") || lower.contains("eacces") || lower.contains("permissionerror")
+    };
+    let path = output.lines().filter(|l| denied(l)).flat_map(absolute_paths).find(|p| {
+        // Devices are not what `read_paths` is for.
+        !p.starts_with("/dev/") && openable(p) && !policy.may_read(p)
+    })?;
+    let folder = if path.is_dir() { path.clone() } else { path.parent().map_or(path.clone(), Path::to_path_buf) };
+    let hidden = policy.hidden.iter().any(|h| path.starts_with(h) || h.canonicalize().is_ok_and(|h| path.starts_with(h)));
+    Some(if hidden {
+        format!("the sandbox refused it a read of `{}`, a path hidden from the task's commands", path.display())
+    } else {
+        format!(
+            "the sandbox refused it a read of `{}`, outside what the task's commands may read (add `{}` to the task's `read_paths`)",
+            path.display(),
+            folder.display()
+        )
+    })
+}
+
+/// The absolute paths in `line`: each `/…` that starts the line or follows a space, a quote or
+/// `(`, up to a space, a quote, `:`, `,` or `)`.
+fn absolute_paths(line: &str) -> Vec<std::path::PathBuf> {
+    let mut paths = Vec::new();
+    let bytes = line.as_bytes();
+    for (i, _) in line.match_indices('/') {
+        if i > 0 && !matches!(bytes[i - 1], b' ' | b'\'' | b'"' | b'`' | b'(' | b'\t') {
+            continue;
+        }
+        let rest = &line[i..];
+        let end = rest.find(|c: char| c.is_whitespace() || matches!(c, '\'' | '"' | '`' | ':' | ',' | ')')).unwrap_or(rest.len());
+        let path = rest[..end].trim_end_matches('.');
+        if path.len() > 1 {
+            paths.push(std::path::PathBuf::from(path));
+        }
+    }
+    paths
+}
+
+/// Whether dracode, unconfined, can open `path` for reading (a regular file or a folder): then
+/// what refused the check was the sandbox, not the file's mode.
+fn openable(path: &Path) -> bool {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => std::fs::read_dir(path).is_ok(),
+        Ok(m) if m.is_file() => std::fs::File::open(path).is_ok(),
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,5 +164,55 @@ mod tests {
         let cwd = Path::new("/tmp/dracode-workspace-1-x/ws");
         let output = "File \"/tmp/dracode-workspace-1-x/ws/tests/test_calc.py\", line 3\nin /tmp/dracode-workspace-1-x/ws\n";
         assert_eq!(relative_paths(output, cwd), "File \"tests/test_calc.py\", line 3\nin .\n");
+    }
+
+    fn record(exit_code: i32, output: &str) -> CheckRecord {
+        CheckRecord { command: "pytest -q".into(), exit_code: Some(exit_code), output_tail: output.into(), before: None }
+    }
+
+    #[test]
+    fn a_command_not_found_or_not_executable_is_named_by_the_shell_line() {
+        let dash = record(127, "sh: 1: pytest: not found\n");
+        assert_eq!(could_not_run(&dash, None).as_deref(), Some("`pytest` not found (exit 127)"));
+        let bash = record(127, "sh: line 1: pytest: command not found\n");
+        assert_eq!(could_not_run(&bash, None).as_deref(), Some("`pytest` not found (exit 127)"));
+        let silent = record(127, "");
+        assert_eq!(could_not_run(&silent, None).as_deref(), Some("a command of `pytest -q` not found (exit 127)"));
+        let script = record(126, "sh: 1: ./run.sh: Permission denied\n");
+        assert_eq!(could_not_run(&script, None).as_deref(), Some("`./run.sh` is not executable (exit 126)"));
+        for ran in [record(1, "sh: 1: pytest: not found\n"), record(0, ""), record(2, "Permission denied: /x")] {
+            assert_eq!(could_not_run(&ran, None), None, "{ran:?}");
+        }
+    }
+
+    #[test]
+    fn a_refused_read_counts_only_for_an_existing_path_the_policy_does_not_grant() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let (ws, outside) = (root.join("ws"), root.join("venv"));
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::create_dir_all(outside.join("lib")).unwrap();
+        std::fs::write(outside.join("lib/site.py"), "").unwrap();
+        let mut policy = Policy::for_workspace(crate::sandbox::SandboxMode::WorkspaceWrite, &ws, None);
+        let site = outside.join("lib/site.py").display().to_string();
+        let python = record(1, &format!("PermissionError: [Errno 13] Permission denied: '{site}'\n"));
+        let why = could_not_run(&python, Some(&policy)).expect("a refused read");
+        assert!(
+            why.contains(&format!("`{site}`"))
+                && why.contains(&format!("add `{}` to the task's `read_paths`", outside.join("lib").display())),
+            "{why}"
+        );
+        let cat = record(1, &format!("cat: {site}: Permission denied\n"));
+        assert!(could_not_run(&cat, Some(&policy)).is_some());
+        for other in ["/usr/bin/env", &outside.join("missing.py").display().to_string()] {
+            let fake = record(1, &format!("PermissionError: [Errno 13] Permission denied: '{other}'\n"));
+            assert_eq!(could_not_run(&fake, Some(&policy)), None, "{other}");
+        }
+        policy.readable.push(outside.clone());
+        assert_eq!(could_not_run(&python, Some(&policy)), None, "granted by read_paths");
+        policy.hidden.push(outside.join("lib"));
+        assert!(could_not_run(&python, Some(&policy)).is_some_and(|w| w.contains("hidden")), "hidden inside a granted tree");
+        policy.mode = crate::sandbox::SandboxMode::Off;
+        assert_eq!(could_not_run(&python, Some(&policy)), None, "nothing is refused without a sandbox");
     }
 }

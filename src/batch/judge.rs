@@ -37,13 +37,15 @@ pub struct Evidence<'a> {
     pub protected: &'a [String],
     /// A resource limit one of the attempt's commands (a tool call or the check) passed.
     pub resource: Option<&'a TaskError>,
+    /// Why `check` could not run, when it could not ([`super::check::could_not_run`]).
+    pub unrunnable: Option<&'a str>,
 }
 
 /// The status of an attempt and, unless it passed, why.
 pub fn judge(evidence: &Evidence<'_>) -> (Status, Option<TaskError>) {
     let agent = |status, message: String| (status, Some(TaskError::new(FailureKind::Agent, message)));
     // An agent stopped by a limit had its work so far checked: the message says how that went.
-    let limit = |status, message: String| agent(status, message + &check_note(evidence.check));
+    let limit = |status, message: String| agent(status, message + &check_note(evidence));
     if let (Some(error), false) = (evidence.resource, *evidence.phase == AgentPhase::Cancelled) {
         return (Status::Error, Some(error.clone()));
     }
@@ -70,8 +72,11 @@ pub fn judge(evidence: &Evidence<'_>) -> (Status, Option<TaskError>) {
 }
 
 /// ` (its work so far passes the check)` or `… fails the check (exit N)` when the check ran.
-fn check_note(check: Option<&CheckRecord>) -> String {
-    match check.map(|c| c.exit_code) {
+fn check_note(evidence: &Evidence<'_>) -> String {
+    if let Some(why) = evidence.unrunnable {
+        return format!(" (its work so far could not be checked: {why})");
+    }
+    match evidence.check.map(|c| c.exit_code) {
         None => String::new(),
         Some(Some(0)) => " (its work so far passes the check)".to_string(),
         Some(Some(code)) => format!(" (its work so far fails the check: exit code {code})"),
@@ -79,13 +84,17 @@ fn check_note(check: Option<&CheckRecord>) -> String {
     }
 }
 
-/// The agent finished: a change to a protected path fails it, then the check decides, then
-/// `require_change`.
+/// The agent finished: a change to a protected path fails it, then a check that could not run
+/// leaves it unjudged, then the check decides, then `require_change`.
 fn judge_finished(evidence: &Evidence<'_>) -> (Status, Option<TaskError>) {
     if !evidence.protected.is_empty() {
         let message =
             format!("the agent changed protected path(s) {} (put back before the check; not in the patch)", evidence.protected.join(", "));
         return (Status::Failed, Some(TaskError::new(FailureKind::Protected, message)));
+    }
+    if let Some(why) = evidence.unrunnable {
+        let message = format!("the check could not run: {why}; the agent's work was not graded");
+        return (Status::Error, Some(TaskError::new(FailureKind::CheckUnrunnable, message)));
     }
     if let Some(check) = evidence.check.filter(|c| c.exit_code != Some(0)) {
         let code = check.exit_code.map_or("no code (killed)".into(), |c| c.to_string());
@@ -172,8 +181,16 @@ mod tests {
             ("cancelled", AgentPhase::Cancelled, None, 3, Set, Status::Cancelled, Some((FailureKind::Internal, "interrupted"))),
         ];
         for (name, phase, check, files_changed, require_change, status, error) in table {
-            let evidence =
-                Evidence { phase: &phase, check, files_changed, require_change, max_iterations: 7, protected: &[], resource: None };
+            let evidence = Evidence {
+                phase: &phase,
+                check,
+                files_changed,
+                require_change,
+                max_iterations: 7,
+                protected: &[],
+                resource: None,
+                unrunnable: None,
+            };
             let (got_status, got_error) = judge(&evidence);
             assert_eq!(got_status, status, "{name}");
             match (got_error, error) {
@@ -200,6 +217,7 @@ mod tests {
             max_iterations: 7,
             protected: &protected,
             resource: None,
+            unrunnable: None,
         };
         let (status, error) = judge(&evidence);
         let error = error.expect("an error");
@@ -223,6 +241,7 @@ mod tests {
                 max_iterations: 7,
                 protected: &[],
                 resource: Some(&limit),
+                unrunnable: None,
             };
             assert_eq!(judge(&evidence), (Status::Error, Some(limit.clone())), "{phase:?}");
         }
@@ -234,8 +253,36 @@ mod tests {
             max_iterations: 7,
             protected: &[],
             resource: Some(&limit),
+            unrunnable: None,
         };
         assert_eq!(judge(&cancelled).0, Status::Cancelled);
         assert_eq!(failure_status(&limit), Status::Error);
+    }
+
+    #[test]
+    fn a_check_that_could_not_run_leaves_a_finished_agent_unjudged_but_keeps_a_limit_or_a_protected_change() {
+        let missing = CheckRecord { exit_code: Some(127), ..check(Some(127)) };
+        let why = "`pytest` not found (exit 127)";
+        let finished = AgentPhase::Ended(AgentEnd::Finished);
+        let evidence = Evidence {
+            phase: &finished,
+            check: Some(&missing),
+            files_changed: 1,
+            require_change: RequireChange::No,
+            max_iterations: 7,
+            protected: &[],
+            resource: None,
+            unrunnable: Some(why),
+        };
+        let (status, error) = judge(&evidence);
+        let error = error.expect("an error");
+        assert_eq!((status, error.kind), (Status::Error, FailureKind::CheckUnrunnable));
+        assert!(error.message.starts_with("the check could not run: `pytest` not found (exit 127)"), "{}", error.message);
+        let timed_out = AgentPhase::TimedOut(Duration::from_secs(1));
+        let (status, error) = judge(&Evidence { phase: &timed_out, ..evidence });
+        assert_eq!(status, Status::Timeout);
+        assert!(error.is_some_and(|e| e.message.ends_with("(its work so far could not be checked: `pytest` not found (exit 127))")));
+        let protected = ["tests/t.py".to_string()];
+        assert_eq!(judge(&Evidence { protected: &protected, ..evidence }).0, Status::Failed, "a protected change is the agent's own");
     }
 }

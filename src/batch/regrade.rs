@@ -151,6 +151,8 @@ async fn regrade_one(job: &Job<'_>, check: Option<&str>) -> TaskOutcome {
     };
     let verdict = match check_again(job, check).await {
         Ok(record) => {
+            // Its command not found or not executable (the sandbox's refusals need its policy).
+            let unrunnable = super::check::could_not_run(&record, None);
             let evidence = Evidence {
                 phase: &AgentPhase::Ended(AgentEnd::Finished),
                 check: Some(&record),
@@ -159,6 +161,7 @@ async fn regrade_one(job: &Job<'_>, check: Option<&str>) -> TaskOutcome {
                 max_iterations: job.spec.max_iterations,
                 protected: &recorded.protected,
                 resource: None,
+                unrunnable: unrunnable.as_deref(),
             };
             let verdict = judge(&evidence);
             outcome.check = Some(record);

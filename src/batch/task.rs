@@ -126,7 +126,8 @@ async fn run_retried(spec: &TaskSpec, shared: &Shared, emitter: &Emitter, first_
 }
 
 /// Failures that another attempt cannot fix (and would only burn budget on).
-const NEVER_RETRY: [FailureKind; 4] = [
+const NEVER_RETRY: [FailureKind; 5] = [
+    FailureKind::CheckUnrunnable,
     FailureKind::Llm(ErrorKind::NotConfigured),
     FailureKind::Llm(ErrorKind::Quota),
     FailureKind::Llm(ErrorKind::Auth),
@@ -178,11 +179,18 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
     };
     let ctx = AttemptCtx { spec, shared, kit: &kit, emitter, activity: &activity, workdir: &workdir, clock: Instant::now() };
     let mut state = AgentState::default();
-    // A check before the agent that passed a resource limit ends the attempt: the agent would
-    // work for nothing.
-    let phase = match crate::sandbox::report::limit_failure(&kit.tool_ctx.reports.all()) {
-        Some(error) => AgentPhase::Ended(AgentEnd::Failed(error)),
-        None => ctx.run_agent(&mut state, None).await,
+    // A check before the agent that passed a resource limit, or could not run at all, ends the
+    // attempt: the agent would work (and spend) for nothing.
+    let phase = match (
+        crate::sandbox::report::limit_failure(&kit.tool_ctx.reports.all()),
+        check_before.as_ref().and_then(|c| kit.could_not_run(c)),
+    ) {
+        (Some(error), _) => AgentPhase::Ended(AgentEnd::Failed(error)),
+        (None, Some(why)) => {
+            let message = format!("the check could not run before the agent: {why}; the agent was not started");
+            AgentPhase::Ended(AgentEnd::Failed(TaskError::new(FailureKind::CheckUnrunnable, message)))
+        }
+        (None, None) => ctx.run_agent(&mut state, None).await,
     };
     let graded = ctx.grade(workspace, phase, &mut state, &mut outcome).await;
     // However the agent ended, its MCP servers end with it.
@@ -204,8 +212,10 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
     }
     outcome.network_denied = kit.tool_ctx.network_log.totals();
     let resource = crate::sandbox::report::limit_failure(&kit.tool_ctx.reports.all());
+    let unrunnable = outcome.check.as_ref().and_then(|c| kit.could_not_run(c));
     let evidence = Evidence {
         resource: resource.as_ref(),
+        unrunnable: unrunnable.as_deref(),
         phase: &phase,
         check: outcome.check.as_ref(),
         files_changed: outcome.files_changed.len(),
@@ -267,12 +277,14 @@ impl AttemptCtx<'_> {
             let record = run_check(check, self.workdir, self.kit, self.shared).await;
             let round = CheckRound { exit_code: record.exit_code, duration: started.elapsed(), output_tail: record.output_tail.clone() };
             let passed = record.exit_code == Some(0);
+            // A check that could not run is not the agent's to repair.
+            let unrunnable = !passed && self.kit.could_not_run(&record).is_some();
             let message = repair_message(check, &record, outcome.repairs + 1);
             outcome.check = Some(record);
             if check.repairs > 0 {
                 outcome.check_rounds.push(round);
             }
-            if passed || !self.may_repair(check, &phase, state, outcome) {
+            if passed || unrunnable || !self.may_repair(check, &phase, state, outcome) {
                 return Ok((workspace, phase));
             }
             workspace.revert_to_recorded().map_err(|e| TaskError::internal(format!("cannot undo what the check left behind: {e}")))?;
@@ -385,6 +397,13 @@ struct AgentKit {
     _proxy: Option<EgressProxy>,
     /// Kept for its folder's lifetime: the attempt's TMPDIR (and HOME).
     _task_temp: TaskTemp,
+}
+
+impl AgentKit {
+    /// Why `check` could not run under the task's confinement, if so.
+    fn could_not_run(&self, check: &CheckRecord) -> Option<String> {
+        super::check::could_not_run(check, Some(&self.confine))
+    }
 }
 
 /// Makes the workspace (then announces `task.started`), the provider, the task's own TMPDIR

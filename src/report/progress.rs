@@ -24,8 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// What the TOTAL line adds when the run exits [`crate::exit_codes::NOT_JUDGED`].
-const NOT_JUDGED_NOTE: &str =
-    "  — NOT JUDGED: a task could not be judged (its provider not configured or failing, a sandbox or dracode error; exit 5)";
+const NOT_JUDGED_NOTE: &str = "  — NOT JUDGED: a task could not be judged (its provider not configured or failing, a check that could not run, a sandbox or dracode error; exit 5)";
 
 /// How a one-line reason is cut, in characters.
 const REASON_CHARS: usize = 160;

@@ -204,8 +204,8 @@ impl SummaryReporter {
         if not_judged > 0 {
             let _ = write!(
                 md,
-                "\n> ⚠️ **{not_judged} task(s) could not be judged**: the provider was not configured or failed, or the sandbox \
-                 or dracode did (status `not_configured`, or `error` of an infrastructure kind). The run exits {}, not 1.\n",
+                "\n> ⚠️ **{not_judged} task(s) could not be judged**: the provider was not configured or failed, the check could \
+                 not run, or the sandbox or dracode failed (status `not_configured`, or `error` of an infrastructure kind). The run exits {}, not 1.\n",
                 crate::exit_codes::NOT_JUDGED
             );
         }

@@ -139,6 +139,19 @@ impl Policy {
         self.tmp_dir.iter().chain(extra).map(PathBuf::as_path).collect()
     }
 
+    /// Whether a confined command may read `path` as the file system is now: it exists and lies
+    /// in a readable or writable tree (or is a readable device) and in no hidden path. Under
+    /// `off`, whatever exists.
+    pub fn may_read(&self, path: &Path) -> bool {
+        let Ok(path) = path.canonicalize() else { return false };
+        if !self.is_enforced() {
+            return true;
+        }
+        let devices = super::READABLE_DEVICES.iter().map(Path::new);
+        let roots: Vec<&Path> = self.readable.iter().map(PathBuf::as_path).chain(self.writable_roots()).chain(devices).collect();
+        super::rules::granted(&path, &roots, &super::rules::Hidden::resolve(&self.hidden))
+    }
+
     /// `Ok` when this machine can enforce the policy; otherwise an error that says what is
     /// missing and how to opt out. Never downgrades silently.
     pub fn check_supported(&self) -> Result<(), SandboxError> {

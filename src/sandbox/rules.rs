@@ -75,6 +75,16 @@ pub(super) fn cover(root: &Path, hidden: &[Hidden], cover: &mut Cover) {
     split(&root, &below, cover, 0);
 }
 
+/// Whether `path` (canonical) lies in one of `roots` and outside every hidden path below that
+/// root: readable under the rules [`cover`] makes, as far as a path that exists now can tell (an
+/// entry made in a split folder after the rules were built is not readable, yet counts here).
+pub(super) fn granted(path: &Path, roots: &[&Path], hidden: &[Hidden]) -> bool {
+    roots
+        .iter()
+        .filter_map(|root| root.canonicalize().ok())
+        .any(|root| path.starts_with(&root) && !hidden.iter().any(|h| !h.covers(&root) && h.covers(path)))
+}
+
 /// The depth past which a folder is not split further (hidden paths are a few levels down).
 const MAX_DEPTH: usize = 32;
 

@@ -192,3 +192,98 @@ fn a_merge_with_a_missing_or_unfinished_shard_is_exit_5_and_says_which() {
     assert_eq!(output.status.code(), Some(5), "{stderr}");
     assert!(stderr.contains("(2/3) did not finish"), "{stderr}");
 }
+
+/// Asserts that `task` ended `error`, kind `check_unrunnable`, its message holding every one of
+/// `needles`; returns the message.
+fn assert_unjudged(task: &serde_json::Value, needles: &[&str]) -> String {
+    assert_eq!(task["status"], "error", "{task}");
+    assert_eq!(task["error"]["kind"], "check_unrunnable", "{task}");
+    let message = task["error"]["message"].as_str().unwrap().to_string();
+    for needle in needles {
+        assert!(message.contains(needle), "{needle:?} not in {message:?}");
+    }
+    message
+}
+
+#[test]
+fn a_check_that_cannot_run_before_the_agent_is_exit_5_and_the_agent_never_starts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (listener, url) = silent_endpoint();
+    let tasks = "[[tasks]]\nid = \"no-pytest\"\nprompt = \"p\"\nprovider = \"mock\"\ntimeout = \"5s\"\n\
+                 check = \"pytest-that-is-not-installed -q\"\ncheck_before = true\n";
+    scene(tmp.path(), &url, tasks);
+    let output = dracode(tmp.path()).env("MOCK_KEY", "k-123456789").args(["run", "tasks.toml", "--out", "out"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(5), "{stderr}");
+    let all = read_jsonl(&tmp.path().join("out/results.jsonl"));
+    assert_eq!(all.last().unwrap()["exit_code"], 5);
+    let task = finished(&all, "no-pytest");
+    assert_unjudged(task, &["could not run before the agent", "`pytest-that-is-not-installed` not found (exit 127)", "not started"]);
+    assert_eq!(task["num_turns"], 0, "{task}");
+    assert_eq!(task["usage"]["requests"], 0, "{task}");
+    assert_eq!(task["usage"]["total_tokens"], 0, "{task}");
+    assert!(events(&all, "agent.message").is_empty(), "the agent never ran");
+    assert!(nobody_connected(&listener), "no model request was sent");
+}
+
+#[test]
+fn a_check_that_cannot_run_after_the_agent_is_exit_5_not_1_and_starts_no_repair() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tasks = "[[tasks]]\nid = \"no-pytest\"\nprompt = \"p\"\ncheck = \"pytest-that-is-not-installed -q\"\ncheck_repairs = 2\n\
+                 [[tasks]]\nid = \"not-executable\"\nprompt = \"p\"\ncheck = \"./app.txt\"\n\
+                 [[tasks]]\nid = \"red\"\nprompt = \"p\"\ncheck = \"echo 2 tests failed; exit 1\"\n";
+    scene(tmp.path(), "http://127.0.0.1:9/v1", tasks);
+    let output = dracode(tmp.path()).args(["run", "tasks.toml", "--out", "out"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(5), "{}", String::from_utf8_lossy(&output.stderr));
+    let all = read_jsonl(&tmp.path().join("out/results.jsonl"));
+    let task = finished(&all, "no-pytest");
+    assert_unjudged(task, &["the check could not run: `pytest-that-is-not-installed` not found (exit 127)"]);
+    assert_eq!(task["repairs"].as_u64().unwrap_or(0), 0, "no repair of a check that cannot run: {task}");
+    assert_eq!(task["check_rounds"].as_array().map_or(0, Vec::len), 1, "{task}");
+    assert_eq!(task["check"]["exit_code"], 127);
+    assert_unjudged(finished(&all, "not-executable"), &["`./app.txt` is not executable (exit 126)"]);
+    // A check that ran and failed stays the agent's failure.
+    assert_eq!(finished(&all, "red")["status"], "failed");
+    assert_eq!(finished(&all, "red")["error"]["kind"], "check");
+
+    let output = dracode(tmp.path()).args(["run", "tasks.toml", "--out", "red", "--filter", "red"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", String::from_utf8_lossy(&output.stderr));
+}
+
+#[test]
+fn sandbox_a_check_refused_a_read_is_exit_5_naming_the_path_and_read_paths_and_a_faked_refusal_is_not() {
+    if !crate::support::sandbox::supported() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().canonicalize().unwrap();
+    // A virtualenv outside every folder the task's commands may read.
+    std::fs::create_dir_all(root.join("venv/lib")).unwrap();
+    std::fs::write(root.join("venv/lib/site.py"), "print('ok')\n").unwrap();
+    let site = root.join("venv/lib/site.py").display().to_string();
+    let fake = |path: &str| format!("echo \\\"PermissionError: [Errno 13] Permission denied: '{path}'\\\"; exit 1");
+    let tasks = format!(
+        "[[tasks]]\nid = \"venv\"\nprompt = \"p\"\ncheck = \"cat {site}\"\n\
+         [[tasks]]\nid = \"venv-granted\"\nprompt = \"p\"\ncheck = \"cat {site}\"\nread_paths = [\"venv\"]\n\
+         [[tasks]]\nid = \"fake-allowed\"\nprompt = \"p\"\ncheck = \"{}\"\n\
+         [[tasks]]\nid = \"fake-missing\"\nprompt = \"p\"\ncheck = \"{}\"\n",
+        fake("/usr/bin/env"),
+        fake(&root.join("venv/no-such-file.py").display().to_string()),
+    );
+    scene(&root, "http://127.0.0.1:9/v1", &tasks);
+    let output = dracode(&root).args(["run", "tasks.toml", "--out", "out"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(5), "{}", String::from_utf8_lossy(&output.stderr));
+    let all = read_jsonl(&root.join("out/results.jsonl"));
+    let venv = finished(&all, "venv");
+    let folder = root.join("venv/lib").display().to_string();
+    assert_unjudged(venv, &["the check could not run", &format!("`{site}`"), "read_paths", &format!("`{folder}`")]);
+    assert_eq!(finished(&all, "venv-granted")["status"], "passed", "the hint works");
+    // A "Permission denied" line about a path commands may read, or one that does not exist,
+    // is the check's own failure: the agent cannot print its way out of a red.
+    for id in ["fake-allowed", "fake-missing"] {
+        assert_eq!(finished(&all, id)["status"], "failed", "{id}");
+        assert_eq!(finished(&all, id)["error"]["kind"], "check", "{id}");
+    }
+    let output = dracode(&root).args(["run", "tasks.toml", "--out", "fakes", "--filter", "fake-*"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", String::from_utf8_lossy(&output.stderr));
+}

@@ -77,7 +77,8 @@ pub fn could_not_run(record: &CheckRecord, confine: Option<&Policy>) -> Option<S
     let named = |suffixes: &[&str]| shell_complaint(&record.output_tail, suffixes).map(|name| format!("`{name}`"));
     match code {
         127 => {
-            let name = named(&[": not found", ": command not found", ": No such file or directory"]);
+            // dash says `Permission denied` when a folder on PATH could not be searched.
+            let name = named(&[": not found", ": command not found", ": No such file or directory", ": Permission denied"]);
             Some(format!("{} not found (exit 127)", name.unwrap_or_else(|| format!("a command of `{}`", record.command))))
         }
         126 => {
@@ -98,9 +99,12 @@ fn shell_complaint(output: &str, suffixes: &[&str]) -> Option<String> {
     })
 }
 
-/// The message for the first absolute path that a "Permission denied" line of `output` names
-/// and that the sandbox really refuses: it exists, dracode (unconfined) can open it, and
-/// `policy` does not let commands read it.
+/// How many of the check's last non-empty output lines are searched for a refused read.
+const REFUSAL_LINES: usize = 20;
+
+/// The message for the first absolute path that a "Permission denied" line among the last
+/// [`REFUSAL_LINES`] of `output` names and that the sandbox really refuses: it exists, dracode
+/// (unconfined) can open it, and `policy` does not let commands read it.
 fn refused_read(output: &str, policy: &Policy) -> Option<String> {
     if !policy.is_enforced() {
         return None;
@@ -109,7 +113,11 @@ fn refused_read(output: &str, policy: &Policy) -> Option<String> {
         let lower = line.to_ascii_lowercase();
         lower.contains("permission denied") || lower.contains("eacces") || lower.contains("permissionerror")
     };
-    let path = output.lines().filter(|l| denied(l)).flat_map(absolute_paths).find(|p| {
+    // Where the error that ended the check is: a refused read warned about earlier (git's
+    // `unable to access '~/.config/git/ignore'`) did not stop the check.
+    let lines: Vec<&str> = output.lines().filter(|l| !l.trim().is_empty()).collect();
+    let last = &lines[lines.len().saturating_sub(REFUSAL_LINES)..];
+    let path = last.iter().filter(|l| denied(l)).flat_map(|l| absolute_paths(l)).find(|p| {
         // Devices are not what `read_paths` is for.
         !p.starts_with("/dev/") && openable(p) && !policy.may_read(p)
     })?;
@@ -176,6 +184,8 @@ mod tests {
         assert_eq!(could_not_run(&dash, None).as_deref(), Some("`pytest` not found (exit 127)"));
         let bash = record(127, "sh: line 1: pytest: command not found\n");
         assert_eq!(could_not_run(&bash, None).as_deref(), Some("`pytest` not found (exit 127)"));
+        let unsearchable = record(127, "/usr/bin/sh: 1: pytest: Permission denied\n");
+        assert_eq!(could_not_run(&unsearchable, None).as_deref(), Some("`pytest` not found (exit 127)"));
         let silent = record(127, "");
         assert_eq!(could_not_run(&silent, None).as_deref(), Some("a command of `pytest -q` not found (exit 127)"));
         let script = record(126, "sh: 1: ./run.sh: Permission denied\n");
@@ -208,6 +218,8 @@ mod tests {
             let fake = record(1, &format!("PermissionError: [Errno 13] Permission denied: '{other}'\n"));
             assert_eq!(could_not_run(&fake, Some(&policy)), None, "{other}");
         }
+        let early = record(1, &format!("cat: {site}: Permission denied\n{}", "FAILED test_x\n".repeat(REFUSAL_LINES)));
+        assert_eq!(could_not_run(&early, Some(&policy)), None, "a refusal long before the end did not stop the check");
         policy.readable.push(outside.clone());
         assert_eq!(could_not_run(&python, Some(&policy)), None, "granted by read_paths");
         policy.hidden.push(outside.join("lib"));

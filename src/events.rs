@@ -123,13 +123,16 @@ pub enum FailureKind {
     /// A command passed one of the task's resource `limits` (memory, processes, CPU time) and
     /// the sandbox killed it.
     Resource,
+    /// A configured secret's value appeared in the task's changes: the patch is withheld rather
+    /// than masked (a masked patch would not apply).
+    Secret,
     /// A bug or I/O failure inside dracode.
     Internal,
 }
 
 impl FailureKind {
     /// The kinds only a task has, with their wire names.
-    const TASK_KINDS: [(FailureKind, &'static str); 8] = [
+    const TASK_KINDS: [(FailureKind, &'static str); 9] = [
         (FailureKind::Tool, "tool"),
         (FailureKind::Agent, "agent"),
         (FailureKind::Check, "check"),
@@ -137,6 +140,7 @@ impl FailureKind {
         (FailureKind::Denied, "denied"),
         (FailureKind::Protected, "protected"),
         (FailureKind::Resource, "resource"),
+        (FailureKind::Secret, "secret"),
         (FailureKind::Internal, "internal"),
     ];
 
@@ -144,7 +148,7 @@ impl FailureKind {
     pub fn is_infrastructure(self) -> bool {
         match self {
             FailureKind::Llm(kind) => kind.is_infrastructure(),
-            FailureKind::Sandbox | FailureKind::Resource | FailureKind::Internal => true,
+            FailureKind::Sandbox | FailureKind::Resource | FailureKind::Secret | FailureKind::Internal => true,
             FailureKind::Tool | FailureKind::Agent | FailureKind::Check | FailureKind::Denied | FailureKind::Protected => false,
         }
     }

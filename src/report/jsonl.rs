@@ -100,10 +100,54 @@ impl JsonlReporter {
         let mut value = serde_json::to_value(wire)?;
         // Redacting string values rather than the serialised line keeps the line valid JSON
         // and also catches secrets containing characters JSON escapes.
-        redact_strings(&mut value, &self.redactor);
+        redact_event(&mut value, &self.redactor);
         let mut line = serde_json::to_string(&value)?;
         line.push('\n');
         Ok(line)
+    }
+}
+
+/// The fields of an event (and of its `check` and `repeats`) that are the user's own words or
+/// name what a task changed — ids, file names, paths, names from the config — and are never
+/// rewritten: `--rerun-failed` must find the task, a path must lead to its file.
+const EXACT_FIELDS: &[&str] = &[
+    "task_id",
+    "run_id",
+    "shard",
+    "manifests",
+    "manifest",
+    "provider",
+    "model",
+    "workdir",
+    "base_commit",
+    "files_changed",
+    "diff_path",
+    "transcript_path",
+    "branch",
+    "protected",
+    "carried_from",
+    "cached_from",
+    "regraded_from",
+    "merged_from",
+];
+
+/// Replaces secrets in every string of an event's JSON `value` but its [`EXACT_FIELDS`] and its
+/// check's `command`: what remains is free text (tool input and output, the agent's answer,
+/// error messages, check output).
+pub(crate) fn redact_event(value: &mut serde_json::Value, redactor: &Redactor) {
+    redact_but(value, redactor, EXACT_FIELDS);
+}
+
+/// [`redact_strings`] on every field of the object `value` but those named in `exact`.
+fn redact_but(value: &mut serde_json::Value, redactor: &Redactor, exact: &[&str]) {
+    let serde_json::Value::Object(map) = value else { return redact_strings(value, redactor) };
+    for (key, field) in map.iter_mut() {
+        match (key.as_str(), field) {
+            (key, _) if exact.contains(&key) => {}
+            ("check", check) => redact_but(check, redactor, &["command"]),
+            ("repeats", serde_json::Value::Array(repeats)) => repeats.iter_mut().for_each(|r| redact_but(r, redactor, EXACT_FIELDS)),
+            (_, other) => redact_strings(other, redactor),
+        }
     }
 }
 

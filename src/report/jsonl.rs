@@ -338,4 +338,31 @@ mod tests {
         assert!(!text.contains("s3cr") && !text.contains("K3Y"), "{text}");
         assert_eq!(output.matches("[REDACTED]").count(), 3, "{output}");
     }
+
+    #[test]
+    fn ids_file_names_and_the_check_command_are_exact_and_free_text_is_masked() {
+        let secret = "fixture-key-2026";
+        let (dir, mut reporter) = masking(secret);
+        let mut o = crate::report::test_support::outcome("rotate-fixture-key-2026", crate::events::Status::Failed);
+        o.files_changed = vec!["keys/fixture-key-2026.txt".into()];
+        o.diff = Some("diff --git a/keys/fixture-key-2026.txt b/keys/fixture-key-2026.txt\n".into());
+        o.result = Some(format!("rotated {secret}"));
+        let check = crate::events::CheckRecord {
+            command: "./check fixture-key-2026".into(),
+            exit_code: Some(1),
+            output_tail: format!("still {secret}"),
+            before: None,
+        };
+        o.check = Some(check);
+        reporter.on_event(&crate::report::test_support::finished(o)).unwrap();
+        let line = &read_lines(&dir.path().join("results.jsonl"))[0];
+        assert_eq!(line["task_id"], "rotate-fixture-key-2026");
+        assert_eq!(line["files_changed"], serde_json::json!(["keys/fixture-key-2026.txt"]));
+        assert_eq!(line["diff_path"], "diffs/rotate-fixture-key-2026.patch");
+        assert_eq!(line["check"]["command"], "./check fixture-key-2026");
+        assert_eq!(
+            (line["result"].as_str(), line["check"]["output_tail"].as_str()),
+            (Some("rotated [REDACTED]"), Some("still [REDACTED]"))
+        );
+    }
 }

@@ -126,6 +126,9 @@ pub enum FailureKind {
     /// A command passed one of the task's resource `limits` (memory, processes, CPU time) and
     /// the sandbox killed it.
     Resource,
+    /// A configured secret's value appeared in the task's changes: the patch is withheld rather
+    /// than masked (a masked patch would not apply).
+    Secret,
     /// A bug or I/O failure inside dracode.
     Internal,
 }
@@ -141,6 +144,7 @@ impl FailureKind {
         (FailureKind::Denied, "denied"),
         (FailureKind::Protected, "protected"),
         (FailureKind::Resource, "resource"),
+        (FailureKind::Secret, "secret"),
         (FailureKind::Internal, "internal"),
     ];
 
@@ -148,7 +152,7 @@ impl FailureKind {
     pub fn is_infrastructure(self) -> bool {
         match self {
             FailureKind::Llm(kind) => kind.is_infrastructure(),
-            FailureKind::Sandbox | FailureKind::Resource | FailureKind::Internal | FailureKind::CheckUnrunnable => true,
+            FailureKind::Sandbox | FailureKind::Resource | FailureKind::Internal | FailureKind::CheckUnrunnable | FailureKind::Secret => true,
             FailureKind::Tool | FailureKind::Agent | FailureKind::Check | FailureKind::Denied | FailureKind::Protected => false,
         }
     }

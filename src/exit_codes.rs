@@ -21,7 +21,7 @@ pub const ARTIFACTS_FAILED: i32 = 3;
 pub const NO_TASKS: i32 = 4;
 /// Some task could not be judged: its provider was not configured (`not_configured`), or it
 /// ended `error` for a reason outside the agent's work (auth, quota, rate_limit, network,
-/// server, bad_response, sandbox, check_unrunnable, internal:
+/// server, bad_response, sandbox, check_unrunnable, secret, internal:
 /// [`crate::events::FailureKind::is_infrastructure`]);
 /// or `dracode merge` lacks a shard, or a shard that never finished. Outranks
 /// [`TASKS_FAILED`]: a failed task beside it does not hide it.

@@ -6,17 +6,61 @@
 //! artifact and every line on stdout/stderr passes through a [`Redactor`] that replaces the
 //! configured keys and every removed value that may be a credential ([`may_be_credential`]) with
 //! `[REDACTED]` — also in base64, URL-encoded and JSON-escaped form, and also when an escape
-//! sequence or control character was put inside it.
+//! sequence or control character was put inside it. Values too short or too common to be
+//! secrets ([`is_maskable`]) are never masked, and what must stay exact (a patch, a task id, a
+//! file name) is never rewritten: a secret found in a task's changes ends the task instead
+//! ([`Redactor::secrets_in`]).
 
 use aho_corasick::{AhoCorasick, MatchKind};
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What replaces a secret in any output.
 pub const MASK: &str = "[REDACTED]";
 
-/// Shortest value masked: shorter ones (`1`, `on`, `dev`) would mangle every artifact.
-pub const MIN_SECRET_LEN: usize = 4;
+/// Shortest value masked: shorter ones (`1`, `dev`, `bytes`, `wrong`) are words, and masking
+/// them would mangle every artifact.
+pub const MIN_SECRET_LEN: usize = 8;
+
+/// Values that stand in for a key where none is needed (local servers: vLLM's `EMPTY`,
+/// Ollama's `ollama`, llama.cpp's `sk-no-key-required`, …) or are too common to be a secret;
+/// never masked (compared without case).
+pub const PLACEHOLDERS: &[&str] = &[
+    "empty",
+    "none",
+    "null",
+    "nil",
+    "ollama",
+    "dummy",
+    "test",
+    "token",
+    "secret",
+    "password",
+    "changeme",
+    "change-me",
+    "placeholder",
+    "anything",
+    "no-key",
+    "nokey",
+    "not-needed",
+    "not-required",
+    "no-key-required",
+    "sk-no-key-required",
+    "sk-dummy",
+    "sk-local",
+    "sk-xxx",
+    "lm-studio",
+    "lmstudio",
+    "llamacpp",
+    "llama.cpp",
+    "your-api-key",
+    "your_api_key",
+    "dummy-key",
+    "dummy_key",
+    "fake-key",
+    "test-key",
+    "local-key",
+];
 
 /// Shortest encoded (base64) form masked: a shorter one matches ordinary words.
 const MIN_ENCODED_LEN: usize = 6;
@@ -163,10 +207,20 @@ pub fn child_env<S: AsRef<str>>(
     env
 }
 
+/// True for a value that may be masked at all: [`MIN_SECRET_LEN`] characters or more (trimmed),
+/// not one of the [`PLACEHOLDERS`] and not one character repeated (`xxxxxxxx`).
+pub fn is_maskable(value: &str) -> bool {
+    let value = value.trim();
+    let lower = value.to_lowercase();
+    let mut chars = value.chars();
+    let first = chars.next();
+    value.chars().count() >= MIN_SECRET_LEN && !PLACEHOLDERS.contains(&lower.as_str()) && !chars.all(|c| Some(c) == first)
+}
+
 /// Whether the value of a variable removed from commands' environment must be masked. The
 /// rule, so that masking does not wreck artifacts (`true`, `1` or `/usr/bin` masked everywhere
 /// would):
-/// - nothing shorter than [`MIN_SECRET_LEN`] characters;
+/// - nothing that is not [`is_maskable`] (shorter than [`MIN_SECRET_LEN`], a placeholder);
 /// - a name that says "credential" outright ([`is_secret_name`] without `DRACODE_*`): always;
 /// - a URL with a password in it (`postgres://u:pw@host`): always;
 /// - a name with a credential word (`KEY`, `PASS`, `AUTH`, `CRED`, …): unless the value is
@@ -177,7 +231,7 @@ pub fn child_env<S: AsRef<str>>(
 ///   base commit in `task.started`).
 pub fn may_be_credential(name: &str, value: &str) -> bool {
     let value = value.trim();
-    if value.chars().count() < MIN_SECRET_LEN {
+    if !is_maskable(value) {
         return false;
     }
     if named_as_secret(name) || url_password(value).is_some() {
@@ -227,67 +281,78 @@ fn url_password(value: &str) -> Option<&str> {
 /// longer encoded text; forms shorter than six characters are left out). Matching sees the
 /// text as a reader does once escape sequences and control characters are stripped (see
 /// [`crate::report`]), so a secret with `ESC[0m` or a BEL put inside it is masked too; the rest
-/// of the text is left byte for byte.
+/// of the text is left byte for byte. Each secret keeps the names it came by (a variable, a
+/// config key), so [`Redactor::secrets_in`] can say which one a text holds without its value.
 #[derive(Debug, Clone, Default)]
 pub struct Redactor {
     patterns: Option<AhoCorasick>,
+    /// Per pattern, the names of the secrets it is a form of.
+    names: Vec<BTreeSet<String>>,
 }
 
 impl Redactor {
-    /// A redactor for the given values (values shorter than [`MIN_SECRET_LEN`] characters are
-    /// ignored: masking `1` would mangle every number).
+    /// A redactor for the given values (values that are not [`is_maskable`] are ignored:
+    /// masking `1` or `EMPTY` would mangle every artifact).
     pub fn new(secrets: impl IntoIterator<Item = String>) -> Self {
-        let mut forms: Vec<String> = secrets
-            .into_iter()
-            .map(|s| s.trim().to_string())
-            .filter(|s| s.chars().count() >= MIN_SECRET_LEN)
-            .flat_map(|s| encoded_forms(&s))
-            .collect();
-        forms.sort();
-        forms.dedup();
+        Self::named(secrets.into_iter().map(|s| ("a configured secret".to_string(), s)))
+    }
+
+    /// A redactor for `(name, value)` pairs; the name (a variable, `providers.x.api_key`) is
+    /// what [`Redactor::secrets_in`] reports, never the value.
+    pub fn named(secrets: impl IntoIterator<Item = (String, String)>) -> Self {
+        let mut forms: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (name, value) in secrets {
+            let value = value.trim();
+            if !is_maskable(value) {
+                continue;
+            }
+            for form in encoded_forms(value) {
+                forms.entry(form).or_default().insert(name.clone());
+            }
+        }
         if forms.is_empty() {
             return Redactor::default();
         }
-        let patterns = AhoCorasick::builder().match_kind(MatchKind::LeftmostLongest).build(&forms);
-        Redactor { patterns: patterns.ok() }
+        let patterns = AhoCorasick::builder().match_kind(MatchKind::LeftmostLongest).build(forms.keys());
+        Redactor { patterns: patterns.ok(), names: forms.into_values().collect() }
     }
 
     /// A redactor for every value of `env` that [`child_env`] removes by default and that may
-    /// be a credential ([`may_be_credential`]; a URL's password also on its own), plus `extra`
-    /// values (configured keys).
-    pub fn from_env(env: impl IntoIterator<Item = (String, String)>, extra: impl IntoIterator<Item = String>) -> Self {
-        let mut secrets: Vec<String> = extra.into_iter().collect();
+    /// be a credential ([`may_be_credential`]; a URL's password also on its own), named by
+    /// its variable, plus `extra` `(name, value)` pairs (configured keys).
+    pub fn from_env(env: impl IntoIterator<Item = (String, String)>, extra: impl IntoIterator<Item = (String, String)>) -> Self {
+        let mut secrets: Vec<(String, String)> = extra.into_iter().collect();
         for (name, value) in env {
             if is_allowed_name(&name) || !may_be_credential(&name, &value) {
                 continue;
             }
             if let Some(password) = url_password(&value) {
-                secrets.push(password.to_string());
+                secrets.push((name.clone(), password.to_string()));
             }
-            secrets.push(value);
+            secrets.push((name, value));
         }
-        Self::new(secrets)
+        Self::named(secrets)
     }
 
     /// `text` with every secret replaced by [`MASK`].
     pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        self.redact_keeping(text, &[])
+    }
+
+    /// `text` with every secret replaced by [`MASK`], but where it lies within an occurrence of
+    /// one of `keep` (the user's own words: a task id): those are never rewritten.
+    pub fn redact_keeping<'a>(&self, text: &'a str, keep: &[&str]) -> Cow<'a, str> {
         let Some(patterns) = &self.patterns else { return Cow::Borrowed(text) };
-        if !text.chars().any(is_stripped) {
-            if !patterns.is_match(text) {
-                return Cow::Borrowed(text);
-            }
-            let mut out = String::with_capacity(text.len());
-            patterns.replace_all_with(text, &mut out, |_, _, out| {
-                out.push_str(MASK);
-                true
-            });
-            return Cow::Owned(out);
+        if !text.chars().any(is_stripped) && !patterns.is_match(text) {
+            return Cow::Borrowed(text);
         }
-        let (view, origin) = visible(text);
+        let kept: Vec<(usize, usize)> =
+            keep.iter().filter(|k| !k.is_empty()).flat_map(|k| text.match_indices(k).map(|(at, m)| (at, at + m.len()))).collect();
+        let spans = self.spans(patterns, text);
+        let masked = spans.into_iter().filter(|(start, end, _)| !kept.iter().any(|(s, e)| s <= start && end <= e));
         let mut out = String::new();
         let mut copied = 0;
-        for m in patterns.find_iter(&view) {
-            let (start, end) = (origin[m.start()], origin[m.end() - 1] + 1);
+        for (start, end, _) in masked {
             out.push_str(&text[copied..start]);
             out.push_str(MASK);
             copied = end;
@@ -297,6 +362,24 @@ impl Redactor {
         }
         out.push_str(&text[copied..]);
         Cow::Owned(out)
+    }
+
+    /// The names of the secrets `text` holds (in any form [`Redactor::redact`] masks), sorted;
+    /// empty when it holds none.
+    pub fn secrets_in(&self, text: &str) -> Vec<String> {
+        let Some(patterns) = &self.patterns else { return Vec::new() };
+        let names: BTreeSet<&String> = self.spans(patterns, text).into_iter().flat_map(|(_, _, pattern)| &self.names[pattern]).collect();
+        names.into_iter().cloned().collect()
+    }
+
+    /// Where the secrets lie in `text` (byte ranges of `text`, and the pattern), as seen once
+    /// escape sequences and control characters are stripped.
+    fn spans(&self, patterns: &AhoCorasick, text: &str) -> Vec<(usize, usize, usize)> {
+        if !text.chars().any(is_stripped) {
+            return patterns.find_iter(text).map(|m| (m.start(), m.end(), m.pattern().as_usize())).collect();
+        }
+        let (view, origin) = visible(text);
+        patterns.find_iter(&view).map(|m| (origin[m.start()], origin[m.end() - 1] + 1, m.pattern().as_usize())).collect()
     }
 }
 
@@ -412,7 +495,7 @@ mod tests {
             ("DATABASE_URL", "postgres://u:hunter22@db/app"),
             ("MY_CRED", "c0ffee-beef-1234"),
             ("NPM_CONFIG_REGISTRY", "https://npm.example"),
-            ("DEPLOY_TOKEN", "tok-42"),
+            ("DEPLOY_TOKEN", "tok-4242-x"),
             ("TERM", "xterm"),
         ]);
         let task_env = BTreeMap::from([("RUST_BACKTRACE".to_string(), "1".to_string()), ("TERM".to_string(), "dumb".to_string())]);
@@ -425,7 +508,7 @@ mod tests {
         // A passed-through secret reaches the command but is still masked in every artifact.
         let r = Redactor::from_env(parent, Vec::new());
         assert_eq!(
-            r.redact("tok-42 hunter22 c0ffee-beef-1234 https://npm.example"),
+            r.redact("tok-4242-x hunter22 c0ffee-beef-1234 https://npm.example"),
             "[REDACTED] [REDACTED] [REDACTED] https://npm.example"
         );
         assert_eq!(r.redact("postgres://u:hunter22@db/app"), "[REDACTED]");
@@ -434,12 +517,17 @@ mod tests {
     #[test]
     fn removed_values_are_masked_only_when_they_may_be_credentials() {
         let cases = [
-            ("OPENAI_API_KEY", "sk-1", true),
+            ("OPENAI_API_KEY", "sk-12345678", true),
+            ("OPENAI_API_KEY", "sk-1", false),
+            ("OPENAI_API_KEY", "EMPTY", false),
+            ("OPENAI_API_KEY", "SK-No-Key-Required", false),
+            ("OPENAI_API_KEY", "xxxxxxxxxx", false),
             ("X_TOKEN", "abc", false),
-            ("DB_PASSWORD", "true", true),
+            ("DB_PASSWORD", "12345678", true),
+            ("DB_PASSWORD", "changeme", false),
             ("SSH_AUTH_SOCK", "/tmp/ssh-x/agent.1", false),
             ("DRACODE_LOG", "debug", false),
-            ("DRACODE_PROVIDERS__OPENAI__API_KEY", "k-12", true),
+            ("DRACODE_PROVIDERS__OPENAI__API_KEY", "k-123456", true),
             ("MY_KEYRING", "a1b2c3d4", true),
             ("SHLVL", "1", false),
             ("GITHUB_RUN_ID", "123456789", false),
@@ -461,8 +549,8 @@ mod tests {
     }
 
     #[test]
-    fn a_five_character_secret_is_masked_in_every_form() {
-        let secret = "k3y:5";
+    fn an_eight_character_secret_is_masked_in_every_form() {
+        let secret = "k3y:5x7z";
         let r = Redactor::new([secret.to_string()]);
         let b64 = |engine: &dyn Fn(&[u8]) -> String, prefix: &str| engine(format!("{prefix}{secret}:tail").as_bytes());
         let std = |d: &[u8]| base64::engine::general_purpose::STANDARD.encode(d);
@@ -473,10 +561,10 @@ mod tests {
                 assert!(out.contains(MASK), "{prefix:?}: {encoded} -> {out}");
             }
         }
-        assert_eq!(r.redact("plain k3y:5."), "plain [REDACTED].");
-        assert_eq!(r.redact("q=k3y%3A5&x"), "q=[REDACTED]&x");
-        assert_eq!(r.redact("q=k3y%3b5"), "q=k3y%3b5");
-        assert_eq!(r.redact("lower k3y%3a5 upper"), "lower [REDACTED] upper");
+        assert_eq!(r.redact("plain k3y:5x7z."), "plain [REDACTED].");
+        assert_eq!(r.redact("q=k3y%3A5x7z&x"), "q=[REDACTED]&x");
+        assert_eq!(r.redact("q=k3y%3b5x7z"), "q=k3y%3b5x7z");
+        assert_eq!(r.redact("lower k3y%3a5x7z upper"), "lower [REDACTED] upper");
     }
 
     #[test]
@@ -500,8 +588,8 @@ mod tests {
 
     #[test]
     fn many_secrets_are_masked_in_one_pass_longest_first() {
-        let r = Redactor::new(["abcd".to_string(), "abcdefgh".to_string(), "zzzz".to_string()]);
-        assert_eq!(r.redact("abcdefgh abcd zzzzabcd"), "[REDACTED] [REDACTED] [REDACTED][REDACTED]");
+        let r = Redactor::new(["abcdefgh".to_string(), "abcdefghijkl".to_string(), "zzzzyyyy".to_string()]);
+        assert_eq!(r.redact("abcdefghijkl abcdefgh zzzzyyyyabcdefgh"), "[REDACTED] [REDACTED] [REDACTED][REDACTED]");
         assert!(matches!(Redactor::default().redact("abcd"), Cow::Borrowed(_)));
     }
 
@@ -509,9 +597,39 @@ mod tests {
     fn redactor_masks_values_and_ignores_short_ones() {
         let r = Redactor::from_env(
             [("OPENAI_API_KEY".to_string(), "sk-test-0123456789".to_string()), ("X_TOKEN".into(), "1".into())],
-            ["another-secret-value".to_string()],
+            [("providers.x.api_key".to_string(), "another-secret-value".to_string())],
         );
         assert_eq!(r.redact("key=sk-test-0123456789 and another-secret-value, 1"), "key=[REDACTED] and [REDACTED], 1");
         assert!(matches!(r.redact("nothing here"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn short_and_placeholder_keys_are_never_masked() {
+        let keys = ["bytes", "wrong", "EMPTY", "ollama", "dummy", "sk-no-key-required", "Password", "********", " changeme "];
+        let r = Redactor::new(keys.map(str::to_string));
+        let text = "def int_to_bytes(n): wrong-key EMPTY ollama dummy sk-no-key-required password ******** changeme";
+        assert!(matches!(r.redact(text), Cow::Borrowed(_)));
+        assert!(r.secrets_in(text).is_empty());
+    }
+
+    #[test]
+    fn secrets_in_names_what_a_text_holds_never_the_value() {
+        let r = Redactor::named([
+            ("providers.hosted.api_key".to_string(), "q8Zr2LwX9vKp".to_string()),
+            ("HOSTED_KEY".to_string(), "q8Zr2LwX9vKp".to_string()),
+            ("DB_PASSWORD".to_string(), "hunter2222".to_string()),
+        ]);
+        assert_eq!(r.secrets_in("+TOKEN = \"q8Zr2LwX9vKp\"\n"), ["HOSTED_KEY", "providers.hosted.api_key"]);
+        let encoded = base64::engine::general_purpose::STANDARD.encode("user:hunter2222");
+        assert_eq!(r.secrets_in(&encoded), ["DB_PASSWORD"]);
+        assert!(r.secrets_in("+def int_to_bytes(n):\n").is_empty());
+    }
+
+    #[test]
+    fn words_to_keep_are_never_rewritten_and_the_rest_is_masked() {
+        let r = Redactor::new(["staging-key-2026".to_string()]);
+        let line = "FAIL rotate-staging-key-2026: leaked staging-key-2026";
+        assert_eq!(r.redact_keeping(line, &["rotate-staging-key-2026"]), "FAIL rotate-staging-key-2026: leaked [REDACTED]");
+        assert_eq!(r.redact(line), "FAIL rotate-[REDACTED]: leaked [REDACTED]");
     }
 }

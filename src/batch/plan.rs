@@ -41,8 +41,8 @@ pub struct Plan {
     pub tasks: Vec<TaskSpec>,
     /// Prices for cost.
     pub prices: PriceTable,
-    /// Every API key in use, for redaction.
-    pub secrets: Vec<String>,
+    /// Every API key in use, for redaction: `(where it is configured, value)`.
+    pub secrets: Vec<(String, String)>,
     /// What the user should know before trusting the results (uncommitted changes left out of
     /// worktrees, commands run unconfined): printed on stderr and in `run.started`/summary.md.
     pub warnings: Vec<String>,
@@ -143,8 +143,10 @@ pub fn plan(args: &RunArgs, cwd: &Path, env: &BTreeMap<String, String>) -> Resul
         manifests: args.manifests.clone(),
         secrets: specs
             .iter()
-            .filter_map(|p| p.provider.api_key.clone())
-            .chain(specs.iter().flat_map(|p| p.mcp_servers.values().flat_map(|m| m.secret_values(env))))
+            .filter_map(|p| Some((format!("providers.{}.api_key", p.provider.name), p.provider.api_key.clone()?)))
+            .chain(specs.iter().flat_map(|p| {
+                p.mcp_servers.iter().flat_map(|(name, m)| m.secret_values(env).into_iter().map(move |v| (format!("mcp_servers.{name}"), v)))
+            }))
             .collect(),
         tasks: specs,
         prices,

@@ -119,6 +119,8 @@ async fn run_or_reuse(spec: Arc<TaskSpec>, shared: Arc<Shared>, emitter: Emitter
     };
     if let (Some(cache), Some(key)) = (&cache, &key)
         && let Some(hit) = cache.lookup(&spec, key)
+        // A recorded patch holding one of this run's secrets is not shown: the task runs afresh.
+        && shared.redactor.secrets_in(hit.diff.as_deref().unwrap_or_default()).is_empty()
     {
         let task_emitter = emitter.task(&spec.id, 1);
         // No workspace is made; the base the reused patch applies to is named all the same.

@@ -587,8 +587,10 @@ fn restore_protected(spec: &TaskSpec, workspace: &Workspace) -> Result<Vec<Strin
     workspace.record().restore(&protect).map_err(|e| TaskError::internal(format!("cannot put protected paths back: {e}")))
 }
 
-/// Records the attempt's changed files and patch in `outcome`; changes that cannot be computed
-/// (or a panic while computing them) are an internal error: the attempt is `error`.
+/// Records the attempt's changed files and patch in `outcome`, byte for byte; changes that
+/// cannot be computed (or a panic while computing them) are an internal error: the attempt is
+/// `error`. A patch holding a configured secret is withheld (never masked: a masked patch does
+/// not apply), with the names of the files that hold no secret: the attempt is `error`/`secret`.
 async fn collect_changes(workspace: Workspace, outcome: &mut TaskOutcome, shared: &Shared) -> Result<Workspace, TaskError> {
     let joined = tokio::task::spawn_blocking(move || {
         let changes = workspace.changes();
@@ -598,14 +600,31 @@ async fn collect_changes(workspace: Workspace, outcome: &mut TaskOutcome, shared
     let (workspace, changes) = joined.map_err(|e| TaskError::internal(format!("computing the diff panicked: {e}")))?;
     match changes {
         Ok(Some(changes)) => {
+            let found = shared.redactor.secrets_in(&changes.patch);
+            if !found.is_empty() {
+                outcome.files_changed = changes.files.into_iter().filter(|f| shared.redactor.secrets_in(f).is_empty()).collect();
+                outcome.diff = None;
+                return Err(secret_in_changes(&found));
+            }
             outcome.files_changed = changes.files;
-            outcome.diff = Some(shared.redactor.redact(&changes.patch).into_owned());
+            outcome.diff = Some(changes.patch);
         }
         Ok(None) => {}
         // Never a pass without a record of what changed.
         Err(e) => return Err(TaskError::internal(format!("cannot compute the task's changes: {e}"))),
     }
     Ok(workspace)
+}
+
+/// The error of an attempt whose changes hold the secrets named `names` (never their values).
+fn secret_in_changes(names: &[String]) -> TaskError {
+    TaskError::new(
+        FailureKind::Secret,
+        format!(
+            "the task's changes hold the value of a configured secret ({}): the patch is withheld, not masked, and nothing is committed",
+            names.join(", ")
+        ),
+    )
 }
 
 /// After the verdict: the commit of a passed task (`commit = true`), the conversation and the

@@ -19,7 +19,7 @@ impl DiffReporter {
         DiffReporter { dir: out_dir.into().join("diffs"), redactor: Arc::default() }
     }
 
-    /// This reporter, masking the secrets `redactor` knows.
+    /// This reporter, withholding a patch that holds a secret `redactor` knows.
     pub fn with_redactor(self, redactor: Arc<Redactor>) -> Self {
         DiffReporter { redactor, ..self }
     }
@@ -32,18 +32,28 @@ impl Reporter for DiffReporter {
         for repeat in &outcome.repeats {
             if let Some(diff) = repeat.diff.as_deref().filter(|d| !d.is_empty()) {
                 let path = self.dir.join(format!("{}@{}.patch", file_stem(&outcome.task_id), repeat.repeat));
-                write_atomic(&path, self.redactor.redact(diff).as_bytes())?;
+                self.write(&path, diff)?;
             }
         }
         match outcome.diff.as_deref() {
             Some(diff) if !diff.is_empty() => {
-                // Written byte for byte, so it applies; only a secret is masked (a patch that
-                // carries a credential must not be written, even if it then does not apply).
                 let path = self.dir.join(format!("{}.patch", file_stem(&outcome.task_id)));
-                write_atomic(&path, self.redactor.redact(diff).as_bytes())
+                self.write(&path, diff)
             }
             _ => Ok(()),
         }
+    }
+}
+
+impl DiffReporter {
+    /// Writes `diff` byte for byte, so it applies — never masked. A task whose changes hold a
+    /// secret ends `error`/`secret` without a patch; one that comes here all the same (a
+    /// regraded or merged record of another run's secrets) is not written at all.
+    fn write(&self, path: &std::path::Path, diff: &str) -> std::io::Result<()> {
+        if !self.redactor.secrets_in(diff).is_empty() {
+            return Ok(());
+        }
+        write_atomic(path, diff.as_bytes())
     }
 }
 
@@ -79,14 +89,18 @@ mod tests {
     }
 
     #[test]
-    fn a_secret_in_a_patch_is_masked() {
+    fn a_patch_is_never_masked_and_one_holding_a_secret_is_not_written() {
         let dir = tempfile::tempdir().unwrap();
         let redactor = Arc::new(Redactor::new(["hunter22".to_string()]));
         let mut reporter = DiffReporter::new(dir.path()).with_redactor(redactor);
         let mut o = outcome("leaky", Status::Passed);
         o.diff = Some("--- a/.env\n+++ b/.env\n@@ -0,0 +1 @@\n+PASSWORD=hunter22\n".into());
         reporter.on_event(&finished(o)).unwrap();
-        let patch = std::fs::read_to_string(dir.path().join("diffs/leaky.patch")).unwrap();
-        assert_eq!(patch, "--- a/.env\n+++ b/.env\n@@ -0,0 +1 @@\n+PASSWORD=[REDACTED]\n");
+        assert!(!dir.path().join("diffs/leaky.patch").exists());
+        let mut o = outcome("bytes", Status::Passed);
+        let exact = "--- a/c.py\n+++ b/c.py\n@@ -0,0 +1 @@\n+def int_to_hunter2(n):\n";
+        o.diff = Some(exact.into());
+        reporter.on_event(&finished(o)).unwrap();
+        assert_eq!(std::fs::read_to_string(dir.path().join("diffs/bytes.patch")).unwrap(), exact);
     }
 }

@@ -11,7 +11,7 @@
 //! `$GITHUB_OUTPUT`-style file once the run is finished; a value with a line break uses the
 //! multi-line-safe `name<<DELIMITER` form.
 
-use super::{clean_text, short_reason};
+use super::{clean_text_keeping, short_reason};
 use crate::events::{Event, EventKind, Reporter, RetryScope, RunTotals, Status, TaskOutcome};
 use crate::secrets::Redactor;
 use std::collections::BTreeSet;
@@ -50,7 +50,15 @@ impl AnnotationReporter {
     }
 
     /// `::LEVEL file=…,line=…,title=…::MESSAGE`; `file`/`line` only for a task from a manifest.
-    fn command(&mut self, level: &str, place: Option<(&Path, Option<usize>)>, title: &str, message: &str) -> std::io::Result<()> {
+    /// Secrets are masked but within `task_id`, the user's own word.
+    fn command(
+        &mut self,
+        level: &str,
+        place: Option<(&Path, Option<usize>)>,
+        task_id: &str,
+        title: &str,
+        message: &str,
+    ) -> std::io::Result<()> {
         let mut properties = Vec::new();
         if let Some((manifest, line)) = place {
             properties.push(format!("file={}", escape_property(&self.repository_path(manifest))));
@@ -58,8 +66,8 @@ impl AnnotationReporter {
                 properties.push(format!("line={line}"));
             }
         }
-        properties.push(format!("title={}", escape_property(&clean_text(&self.redactor, title))));
-        let message = escape_data(&clean_text(&self.redactor, message));
+        properties.push(format!("title={}", escape_property(&clean_text_keeping(&self.redactor, title, &[task_id]))));
+        let message = escape_data(&clean_text_keeping(&self.redactor, message, &[task_id]));
         writeln!(self.out, "::{level} {}::{message}", properties.join(","))
     }
 
@@ -76,12 +84,12 @@ impl AnnotationReporter {
         match o.status {
             Status::Passed if o.flaky => {
                 let title = format!("dracode {}: flaky", o.task_id);
-                self.command("warning", place, &title, &format!("passed after {} attempts", o.attempts))
+                self.command("warning", place, &o.task_id, &title, &format!("passed after {} attempts", o.attempts))
             }
             Status::Passed => Ok(()),
             // A budget cut is the run's limit speaking, not the task failing on its own.
-            Status::BudgetExceeded => self.command("warning", place, &title, non_empty(&reason, o.status.as_str())),
-            _ => self.command("error", place, &title, non_empty(&reason, o.status.as_str())),
+            Status::BudgetExceeded => self.command("warning", place, &o.task_id, &title, non_empty(&reason, o.status.as_str())),
+            _ => self.command("error", place, &o.task_id, &title, non_empty(&reason, o.status.as_str())),
         }
     }
 
@@ -89,12 +97,12 @@ impl AnnotationReporter {
         match scope {
             RetryScope::Task => {
                 let title = format!("dracode {task_id}: retry");
-                self.command("warning", None, &title, &format!("attempt {next_attempt} after: {reason}"))
+                self.command("warning", None, task_id, &title, &format!("attempt {next_attempt} after: {reason}"))
             }
             // HTTP retries can come by the dozen under a rate limit: the first one says so.
             RetryScope::Http if self.http_retried.insert(task_id.to_string()) => {
                 let title = format!("dracode {task_id}: LLM calls retried");
-                self.command("warning", None, &title, &format!("an LLM call was retried after: {reason}"))
+                self.command("warning", None, task_id, &title, &format!("an LLM call was retried after: {reason}"))
             }
             RetryScope::Http => Ok(()),
         }

@@ -100,10 +100,54 @@ impl JsonlReporter {
         let mut value = serde_json::to_value(wire)?;
         // Redacting string values rather than the serialised line keeps the line valid JSON
         // and also catches secrets containing characters JSON escapes.
-        redact_strings(&mut value, &self.redactor);
+        redact_event(&mut value, &self.redactor);
         let mut line = serde_json::to_string(&value)?;
         line.push('\n');
         Ok(line)
+    }
+}
+
+/// The fields of an event (and of its `check` and `repeats`) that are the user's own words or
+/// name what a task changed — ids, file names, paths, names from the config — and are never
+/// rewritten: `--rerun-failed` must find the task, a path must lead to its file.
+const EXACT_FIELDS: &[&str] = &[
+    "task_id",
+    "run_id",
+    "shard",
+    "manifests",
+    "manifest",
+    "provider",
+    "model",
+    "workdir",
+    "base_commit",
+    "files_changed",
+    "diff_path",
+    "transcript_path",
+    "branch",
+    "protected",
+    "carried_from",
+    "cached_from",
+    "regraded_from",
+    "merged_from",
+];
+
+/// Replaces secrets in every string of an event's JSON `value` but its [`EXACT_FIELDS`] and its
+/// check's `command`: what remains is free text (tool input and output, the agent's answer,
+/// error messages, check output).
+pub(crate) fn redact_event(value: &mut serde_json::Value, redactor: &Redactor) {
+    redact_but(value, redactor, EXACT_FIELDS);
+}
+
+/// [`redact_strings`] on every field of the object `value` but those named in `exact`.
+fn redact_but(value: &mut serde_json::Value, redactor: &Redactor, exact: &[&str]) {
+    let serde_json::Value::Object(map) = value else { return redact_strings(value, redactor) };
+    for (key, field) in map.iter_mut() {
+        match (key.as_str(), field) {
+            (key, _) if exact.contains(&key) => {}
+            ("check", check) => redact_but(check, redactor, &["command"]),
+            ("repeats", serde_json::Value::Array(repeats)) => repeats.iter_mut().for_each(|r| redact_but(r, redactor, EXACT_FIELDS)),
+            (_, other) => redact_strings(other, redactor),
+        }
     }
 }
 
@@ -293,5 +337,32 @@ mod tests {
         let output = read_lines(&path)[0]["output"].as_str().unwrap().to_string();
         assert!(!text.contains("s3cr") && !text.contains("K3Y"), "{text}");
         assert_eq!(output.matches("[REDACTED]").count(), 3, "{output}");
+    }
+
+    #[test]
+    fn ids_file_names_and_the_check_command_are_exact_and_free_text_is_masked() {
+        let secret = "fixture-key-2026";
+        let (dir, mut reporter) = masking(secret);
+        let mut o = crate::report::test_support::outcome("rotate-fixture-key-2026", crate::events::Status::Failed);
+        o.files_changed = vec!["keys/fixture-key-2026.txt".into()];
+        o.diff = Some("diff --git a/keys/fixture-key-2026.txt b/keys/fixture-key-2026.txt\n".into());
+        o.result = Some(format!("rotated {secret}"));
+        let check = crate::events::CheckRecord {
+            command: "./check fixture-key-2026".into(),
+            exit_code: Some(1),
+            output_tail: format!("still {secret}"),
+            before: None,
+        };
+        o.check = Some(check);
+        reporter.on_event(&crate::report::test_support::finished(o)).unwrap();
+        let line = &read_lines(&dir.path().join("results.jsonl"))[0];
+        assert_eq!(line["task_id"], "rotate-fixture-key-2026");
+        assert_eq!(line["files_changed"], serde_json::json!(["keys/fixture-key-2026.txt"]));
+        assert_eq!(line["diff_path"], "diffs/rotate-fixture-key-2026.patch");
+        assert_eq!(line["check"]["command"], "./check fixture-key-2026");
+        assert_eq!(
+            (line["result"].as_str(), line["check"]["output_tail"].as_str()),
+            (Some("rotated [REDACTED]"), Some("still [REDACTED]"))
+        );
     }
 }

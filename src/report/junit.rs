@@ -11,7 +11,7 @@
 //! `timestamp` and empty `system-out`/`system-err`, as the Ant schema (windyroad `JUnit.xsd`)
 //! requires; that schema still rejects the `<system-out>` holding each task's final message.
 
-use super::{clean_text, short_reason, strip_control, write_atomic};
+use super::{clean_text_keeping, short_reason, strip_control, write_atomic};
 use crate::events::{Event, EventKind, Reporter, RunEnd, Status, TaskOutcome};
 use crate::secrets::Redactor;
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestRerun, TestSuite};
@@ -92,17 +92,17 @@ impl JunitReporter {
             Status::Passed => TestCaseStatus::success(),
             Status::Skipped => {
                 let mut status = TestCaseStatus::skipped();
-                status.set_message(self.redact(&message(o)));
+                status.set_message(self.redact(&message(o), o));
                 status
             }
             _ => {
                 let mut status = TestCaseStatus::non_success(non_success_kind(o));
                 let kind = o.error.as_ref().map_or(o.status.as_str(), |e| e.kind.as_str());
-                status.set_message(self.redact(&without_type(&message(o), kind)));
+                status.set_message(self.redact(&without_type(&message(o), kind), o));
                 status.set_type(kind);
                 let details = details(o);
                 if !details.is_empty() {
-                    status.set_description(self.redact(&details));
+                    status.set_description(self.redact(&details, o));
                 }
                 status
             }
@@ -123,15 +123,15 @@ impl JunitReporter {
             let mut rerun = TestRerun::new(kind);
             let reason = prior.error.as_ref().map(|e| format!("{}: {}", prior.status.as_str(), e.message));
             let kind = prior.error.as_ref().map_or(prior.status.as_str(), |e| e.kind.as_str());
-            rerun.set_message(self.redact(&without_type(&reason.unwrap_or_else(|| prior.status.as_str().to_string()), kind)));
+            rerun.set_message(self.redact(&without_type(&reason.unwrap_or_else(|| prior.status.as_str().to_string()), kind), o));
             rerun.set_type(kind);
             status.add_rerun(rerun);
         }
-        let mut case = TestCase::new(self.redact(&o.task_id), status);
+        let mut case = TestCase::new(strip_control(&o.task_id), status);
         case.set_classname(class_name(&o.manifest));
         case.set_time(o.duration);
         if let Some(result) = &o.result {
-            case.set_system_out(self.redact(result));
+            case.set_system_out(self.redact(result, o));
         }
         case
     }
@@ -175,12 +175,14 @@ impl JunitReporter {
             props.push(("file", o.manifest.to_string_lossy().into_owned()));
             props.push(("line", line.to_string()));
         }
-        let id = self.redact(&o.task_id);
-        props.into_iter().map(|(name, value)| Property::new(format!("{id}.{name}"), self.redact(&value))).collect()
+        // Ids, names, numbers and paths: never masked.
+        let id = strip_control(&o.task_id);
+        props.into_iter().map(|(name, value)| Property::new(format!("{id}.{name}"), strip_control(&value))).collect()
     }
 
-    fn redact(&self, text: &str) -> String {
-        clean_text(&self.redactor, text)
+    /// Free text about `o`, stripped and masked — but for its task id.
+    fn redact(&self, text: &str, o: &TaskOutcome) -> String {
+        clean_text_keeping(&self.redactor, text, &[&o.task_id])
     }
 }
 

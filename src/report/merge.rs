@@ -25,7 +25,7 @@
 //! fails as the job did — and unlike a failed task — also for a reader that only looks at the
 //! file. The shard count comes from the inputs' `run.started` (`shard` = `K/N`).
 
-use super::jsonl::redact_strings;
+use super::jsonl::redact_event;
 use super::wire::{MergedFrom, WireEvent, WireOutcome, from_wire, to_wire};
 use super::{DiffReporter, JunitReporter, SummaryReporter, file_stem, write_atomic};
 use crate::batch::shard::Shard;
@@ -608,7 +608,7 @@ fn write_results(inputs: &[Input], run: &MergedRun, run_totals: &RunTotals, out:
     let mut text = String::new();
     for mut line in lines {
         // The shards redacted their own secrets; this also masks the ones the merge knows.
-        redact_strings(&mut line, redactor);
+        redact_event(&mut line, redactor);
         text.push_str(&serde_json::to_string(&line).map_err(write_err)?);
         text.push('\n');
     }

@@ -121,8 +121,16 @@ pub(crate) fn strip_control(text: &str) -> String {
 /// stripped first, then secrets masked — in that order, so a secret with an escape sequence
 /// inside cannot come out whole once the escape is gone.
 pub(crate) fn clean_text(redactor: &Redactor, text: &str) -> String {
+    clean_text_keeping(redactor, text, &[])
+}
+
+/// [`clean_text`], but where a secret lies within one of `keep` (a task id: the user's own
+/// words, never rewritten).
+pub(crate) fn clean_text_keeping(redactor: &Redactor, text: &str, keep: &[&str]) -> String {
     let stripped = strip_control(text);
-    redactor.redact(&stripped).into_owned()
+    let keep: Vec<String> = keep.iter().map(|k| strip_control(k)).collect();
+    let keep: Vec<&str> = keep.iter().map(String::as_str).collect();
+    redactor.redact_keeping(&stripped, &keep).into_owned()
 }
 
 /// `n` with `,` between thousands: `1,234,567`.

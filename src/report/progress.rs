@@ -98,10 +98,10 @@ impl ProgressReporter {
 
     /// Writes one line. The display is not a result: a closed or full stderr is not an
     /// artifact failure (exit code 3 is for results that could not be written), so a failed
-    /// write is dropped.
-    fn line(&mut self, text: &str) -> std::io::Result<()> {
+    /// write is dropped. Secrets are masked, but within `task_id` (the user's own word).
+    fn line(&mut self, text: &str, task_id: &str) -> std::io::Result<()> {
         let text = match &self.redactor {
-            Some(r) => super::clean_text(r, text),
+            Some(r) => super::clean_text_keeping(r, text, &[task_id]),
             None => strip_control(text),
         };
         let text = if self.colour { coloured(&text) } else { text };
@@ -241,7 +241,7 @@ impl Reporter for ProgressReporter {
             _ => None,
         };
         match text {
-            Some(text) => self.line(&text),
+            Some(text) => self.line(&text, id),
             None => Ok(()),
         }
     }

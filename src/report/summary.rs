@@ -5,7 +5,7 @@
 //! redacted and then escaped, so output full of `|`, `<`, newlines or colour codes cannot break
 //! the table or turn into HTML.
 
-use super::{clean_text, human_cost, human_duration, os_reason, strip_control, thousands, write_atomic};
+use super::{clean_text, clean_text_keeping, human_cost, human_duration, os_reason, strip_control, thousands, write_atomic};
 use crate::events::{Event, EventKind, Reporter, RunEnd, RunTotals, Status, TaskOutcome};
 use crate::secrets::Redactor;
 use std::fmt::Write as _;
@@ -79,7 +79,7 @@ impl SummaryReporter {
             let _ = writeln!(
                 md,
                 "| {} | {} {}{} | {} | {} | {} | {} | {} |",
-                self.cell(&o.task_id),
+                exact_cell(&o.task_id),
                 status_icon(o.status),
                 o.status.as_str(),
                 status_notes(o),
@@ -94,7 +94,7 @@ impl SummaryReporter {
         if !failures.is_empty() {
             md.push_str("\n### Failures\n\n| task | status | reason |\n|---|---|---|\n");
             for o in failures {
-                let _ = writeln!(md, "| {} | {} | {} |", self.cell(&o.task_id), o.status.as_str(), self.cell(&reason(o)));
+                let _ = writeln!(md, "| {} | {} | {} |", exact_cell(&o.task_id), o.status.as_str(), self.cell_about(&reason(o), o));
             }
         }
         self.cached_section(&mut md, &outcomes);
@@ -115,7 +115,7 @@ impl SummaryReporter {
         md.push_str("\n### Reused from the cache\n\nNot run again: their inputs match a recorded pass.\n\n| task | recorded by run | tokens then | cost then |\n|---|---|--:|--:|\n");
         for (id, hit) in cached {
             let cost = hit.total_cost_usd.map_or("—".to_string(), human_cost);
-            let _ = writeln!(md, "| {} | {} | {} | {cost} |", self.cell(id), self.cell(&hit.run_id), thousands(hit.usage.total_tokens));
+            let _ = writeln!(md, "| {} | {} | {} | {cost} |", exact_cell(id), exact_cell(&hit.run_id), thousands(hit.usage.total_tokens));
         }
     }
 
@@ -128,7 +128,7 @@ impl SummaryReporter {
         }
         md.push_str("\n### Patches that touch the same files\n\n| file | tasks |\n|---|---|\n");
         for (file, ids) in overlaps {
-            let _ = writeln!(md, "| {} | {} |", self.cell(&file), self.cell(&ids.join(", ")));
+            let _ = writeln!(md, "| {} | {} |", exact_cell(&file), exact_cell(&ids.join(", ")));
         }
     }
 
@@ -141,7 +141,7 @@ impl SummaryReporter {
         md.push_str("\n### Denied tool calls\n\n| task | denied | first |\n|---|--:|---|\n");
         for o in denied {
             let first = o.denied_calls.first().map(|d| format!("{}: {}", d.tool, d.message)).unwrap_or_default();
-            let _ = writeln!(md, "| {} | {} | {} |", self.cell(&o.task_id), o.denied_calls.len(), self.cell(&first));
+            let _ = writeln!(md, "| {} | {} | {} |", exact_cell(&o.task_id), o.denied_calls.len(), self.cell_about(&first, o));
         }
     }
 
@@ -155,7 +155,7 @@ impl SummaryReporter {
         md.push_str("\n### Refused connections\n\n| task | refused | hosts |\n|---|--:|---|\n");
         for o in refused {
             let hosts = o.network_denied.hosts.join(", ");
-            let _ = writeln!(md, "| {} | {} | {} |", self.cell(&o.task_id), o.network_denied.count, self.cell(&hosts));
+            let _ = writeln!(md, "| {} | {} | {} |", exact_cell(&o.task_id), o.network_denied.count, self.cell_about(&hosts, o));
         }
     }
 
@@ -211,11 +211,17 @@ impl SummaryReporter {
         }
     }
 
-    /// `text` stripped and redacted, then escaped for a table cell (redacting before escaping:
+    /// `text` about `o` (a reason, a list of hosts), stripped and redacted — but for `o`'s task
+    /// id, the user's own word — then escaped for a table cell (redacting before escaping:
     /// escaping changes the text a secret would be matched in).
-    fn cell(&self, text: &str) -> String {
-        escape_cell(&clean_text(&self.redactor, text))
+    fn cell_about(&self, text: &str, o: &TaskOutcome) -> String {
+        escape_cell(&clean_text_keeping(&self.redactor, text, &[&o.task_id]))
     }
+}
+
+/// A task id, file name or run id for a table cell: stripped and escaped, never masked.
+fn exact_cell(text: &str) -> String {
+    escape_cell(&strip_control(text))
 }
 
 impl Reporter for SummaryReporter {

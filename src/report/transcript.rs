@@ -1,7 +1,7 @@
 //! `transcripts/<id>.json`: each task's whole conversation, tool calls and full tool results
 //! included, redacted, as pretty JSON.
 
-use super::jsonl::redact_strings;
+use super::jsonl::redact_event;
 use super::{file_stem, write_atomic};
 use crate::events::{Event, EventKind, Reporter, Status};
 use crate::llm::Message;
@@ -69,7 +69,7 @@ impl TranscriptReporter {
             messages: &transcript.messages,
         };
         let mut value = serde_json::to_value(file)?;
-        redact_strings(&mut value, &self.redactor);
+        redact_event(&mut value, &self.redactor);
         let mut text = serde_json::to_string_pretty(&value)?;
         text.push('\n');
         let path = self.dir.join(format!("{name}.json"));

@@ -35,7 +35,7 @@ pub fn summary_section(outcomes: &[&crate::events::TaskOutcome], redactor: &Reda
         if shown.len() < text.len() {
             shown.push_str(&format!("\n… (cut; the whole answer is {})", output_path(&o.task_id)));
         }
-        let id = escape(&crate::report::clean_text(redactor, &o.task_id));
+        let id = escape(&crate::report::strip_control(&o.task_id));
         md.push_str(&format!("<details><summary>{id}</summary>\n\n<pre>{}</pre>\n\n</details>\n\n", escape(&shown)));
     }
     md

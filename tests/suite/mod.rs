@@ -15,6 +15,7 @@ mod git_process_tools;
 mod github_action;
 mod honest_record;
 mod manifest_errors;
+mod masking;
 mod mcp_conformance;
 mod mcp_protocol;
 mod mcp_servers;

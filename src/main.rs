@@ -34,6 +34,13 @@ fn main() -> ExitCode {
         quiet_on_closed_stdout();
     }
     init_tracing();
+    // The commands that run confined commands adopt the orphans of a supervisor that died, for
+    // the sweep to find ([`dracode::sandbox::sweep`]).
+    let runs_commands =
+        matches!(&cli.command, Command::Run(args) if !args.dry_run) || matches!(&cli.command, Command::Regrade(_) | Command::Combine(_));
+    if runs_commands {
+        dracode::sandbox::sweep::become_subreaper();
+    }
     let code = match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -41,6 +48,9 @@ fn main() -> ExitCode {
             exit_codes::USAGE
         }
     };
+    if runs_commands {
+        dracode::sandbox::sweep::sweep_all();
+    }
     ExitCode::from(code as u8)
 }
 

@@ -167,29 +167,51 @@ async fn regrade_one(job: &Job<'_>, check: Option<&str>) -> TaskOutcome {
             outcome.check = Some(record);
             verdict
         }
-        Err(message) => (Status::Error, Some(TaskError::internal(message))),
+        Err(error) => (Status::Error, Some(error)),
     };
     (outcome.status, outcome.error) = verdict;
     outcome.duration = started.elapsed();
     outcome
 }
 
-/// Makes the workspace at the recorded base, applies the patch and runs the check.
-async fn check_again(job: &Job<'_>, check: Option<&str>) -> Result<crate::events::CheckRecord, String> {
-    let spec = job.spec;
+/// Makes the workspace at the recorded base, applies the patch and runs the check; a process
+/// of the check that outlived its supervisor ([`crate::sandbox::sweep`]) makes it `error` (kind
+/// `sandbox`).
+async fn check_again(job: &Job<'_>, check: Option<&str>) -> Result<crate::events::CheckRecord, TaskError> {
     let recorded = &job.task.outcome;
     let command = check
         .map(str::to_string)
-        .or_else(|| spec.check.as_ref().map(|c| c.command.clone()))
+        .or_else(|| job.spec.check.as_ref().map(|c| c.command.clone()))
         .or_else(|| recorded.check.as_ref().map(|c| c.command.clone()))
-        .ok_or("the task has no check: give one with --check")?;
-    let base = job.task.base_commit.as_deref().ok_or("no base commit recorded: the task did not run in a git repository")?;
+        .ok_or_else(|| TaskError::internal("the task has no check: give one with --check"))?;
+    let workspace = checked_out(job)?;
+    let sweep = crate::sandbox::sweep::TaskSweep::register(vec![workspace.root.clone()]);
+    let record = run_check_in(job, &command, &workspace).await;
+    let escaped = |e: String| TaskError::new(crate::events::FailureKind::Sandbox, format!("a process escaped its sandbox: {e}"));
+    sweep.sweep().map_err(escaped)?;
+    Ok(record)
+}
+
+/// The workspace at the recorded base with the recorded patch applied.
+fn checked_out(job: &Job<'_>) -> Result<Workspace, TaskError> {
+    let (spec, recorded) = (job.spec, &job.task.outcome);
+    let base = job
+        .task
+        .base_commit
+        .as_deref()
+        .ok_or_else(|| TaskError::internal("no base commit recorded: the task did not run in a git repository"))?;
     let workdir = Some(spec.workspace.workdir.as_path()).filter(|w| !w.as_os_str().is_empty());
-    let workspace =
-        Workspace::prepare(&spec.workspace.repo, Isolation::Worktree, base, workdir).map_err(|e| format!("workspace at {base}: {e}"))?;
+    let workspace = Workspace::prepare(&spec.workspace.repo, Isolation::Worktree, base, workdir)
+        .map_err(|e| TaskError::internal(format!("workspace at {base}: {e}")))?;
     if let Some(patch) = recorded.diff.as_deref().filter(|d| !d.is_empty()) {
-        grade::apply(&workspace, patch).map_err(|e| format!("the recorded patch does not apply to {base}: {e}"))?;
+        grade::apply(&workspace, patch).map_err(|e| TaskError::internal(format!("the recorded patch does not apply to {base}: {e}")))?;
     }
+    Ok(workspace)
+}
+
+/// Runs `command`, confined as the task's check, in `workspace`.
+async fn run_check_in(job: &Job<'_>, command: &str, workspace: &Workspace) -> crate::events::CheckRecord {
+    let spec = job.spec;
     let shared = SharedPaths::new(Some(job.out), job.env);
     let confine = |layout: &_, env: &_| command_policy(spec, layout, env, &shared);
     let setup = CheckSetup {
@@ -200,5 +222,5 @@ async fn check_again(job: &Job<'_>, check: Option<&str>) -> Result<crate::events
         confine: &confine,
     };
     let timeout = spec.check.as_ref().map_or(DEFAULT_CHECK_TIMEOUT, |c| c.timeout);
-    Ok(grade::run_check(&workspace, &workspace.workdir, &command, timeout, &setup).await)
+    grade::run_check(workspace, &workspace.workdir, command, timeout, &setup).await
 }

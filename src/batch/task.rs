@@ -177,7 +177,10 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
         Some(check) if check.before => Some(run_check(check, &workdir, &kit, shared).await),
         _ => None,
     };
-    let ctx = AttemptCtx { spec, shared, kit: &kit, emitter, activity: &activity, workdir: &workdir, clock: Instant::now() };
+    let sweep = crate::sandbox::sweep::TaskSweep::register(
+        [Some(workspace.root.clone()), kit.tool_ctx.tmp_dir.clone()].into_iter().flatten().collect(),
+    );
+    let ctx = AttemptCtx { spec, shared, kit: &kit, emitter, activity: &activity, workdir: &workdir, clock: Instant::now(), sweep: &sweep };
     let mut state = AgentState::default();
     // A check before the agent that passed a resource limit, or could not run at all, ends the
     // attempt: the agent would work (and spend) for nothing.
@@ -193,8 +196,12 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
         (None, None) => ctx.run_agent(&mut state, None).await,
     };
     let graded = ctx.grade(workspace, phase, &mut state, &mut outcome).await;
-    // However the agent ended, its MCP servers end with it.
+    // However the agent ended, its MCP servers end with it; then nothing it started may run on.
     kit.mcp.stop().await;
+    let graded = match (graded, sweep_now(&sweep).await) {
+        (Ok(_), Err(error)) => Err(error),
+        (graded, _) => graded,
+    };
     // Recorded at once: the usage of every call counts, whatever happens next.
     (outcome.num_turns, outcome.usage, outcome.result) = (state.turns, state.usage, state.final_text.take());
     outcome.structured_output = state.answer.value.take();
@@ -244,6 +251,8 @@ struct AttemptCtx<'a> {
     workdir: &'a Path,
     /// When the agent started: the attempt's `timeout` counts from here, repairs included.
     clock: Instant,
+    /// The attempt's registration with the sweep of escaped processes.
+    sweep: &'a crate::sandbox::sweep::TaskSweep,
 }
 
 impl AttemptCtx<'_> {
@@ -263,6 +272,7 @@ impl AttemptCtx<'_> {
             // Nothing of the agent runs any more: its background processes end, and protected
             // paths are put back before the check grades.
             self.kit.tool_ctx.processes.stop_all().await;
+            sweep_now(self.sweep).await?;
             outcome.protected.extend(restore_protected(self.spec, &workspace)?);
             outcome.protected.sort();
             outcome.protected.dedup();
@@ -575,6 +585,12 @@ async fn run_check(check: &CheckSpec, workdir: &Path, kit: &AgentKit, shared: &S
     };
     let _running = kit.tool_ctx.network_log.running(&check.command);
     super::check::run(&check.command, workdir, check.timeout, ctx).await
+}
+
+/// Kills every process that outlived its supervisor ([`crate::sandbox::sweep`]); one of this
+/// attempt's, or one that could not be stopped, ends it `error` (kind `sandbox`).
+async fn sweep_now(sweep: &crate::sandbox::sweep::TaskSweep) -> Result<(), TaskError> {
+    sweep.sweep().map_err(|e| TaskError::new(FailureKind::Sandbox, format!("a process escaped its sandbox: {e}")))
 }
 
 /// Puts back the protected paths the agent changed (by any means) and names them; a failure to

@@ -197,8 +197,8 @@ fn grant(created: RulesetCreated, path: &Path, access: BitFlags<AccessFs>, abi: 
 /// at a `protected` process or its group (so a command cannot kill its supervisor and leave
 /// orphans, nor kill dracode, even where Landlock cannot scope signals), `kill(-1)`, joining a
 /// protected process group, `truncate(2)` when Landlock cannot check it (`no_truncate`),
-/// typing into a terminal (`TIOCSTI`, `TIOCLINUX`), and the socket calls of
-/// [`super::broker::refused_socket_calls`].
+/// typing into a terminal (`TIOCSTI`, `TIOCLINUX`), the calls of [`other_processes`], and the
+/// socket calls of [`super::broker::refused_socket_calls`].
 fn seccomp_program(policy: &Policy, no_truncate: bool, protected: &[libc::pid_t]) -> Result<BpfProgram, seccompiler::BackendError> {
     let pid = |p: libc::pid_t| u64::from(p as u32);
     let arg_is = |index: u8, value: u64| -> Result<SeccompRule, seccompiler::BackendError> {
@@ -226,6 +226,7 @@ fn seccomp_program(policy: &Policy, no_truncate: bool, protected: &[libc::pid_t]
         rules.insert(nr, first_arg_protected()?);
     }
     rules.insert(libc::SYS_setpgid, protected.iter().map(|&p| arg_is(1, pid(p))).collect::<Result<Vec<_>, _>>()?);
+    rules.extend(other_processes()?);
     if no_truncate {
         rules.insert(libc::SYS_truncate, Vec::new());
     }
@@ -240,6 +241,59 @@ fn seccomp_program(policy: &Policy, no_truncate: bool, protected: &[libc::pid_t]
         program.splice(0..0, refuse_x32());
     }
     Ok(program)
+}
+
+/// The calls that act on another process's resource limits, scheduling, memory or files, or on
+/// state that outlives the command (the keyring, SysV IPC): refused, so a command cannot set its
+/// supervisor's (or dracode's) file size limit to zero and have it killed by `SIGXFSZ`, nor
+/// leave a channel to the next task. On itself (pid 0, as `ulimit`, `nice`, `prlimit CMD`,
+/// `taskset CMD`, `ionice CMD` and `setrlimit` call them) a command keeps them all. POSIX shared
+/// memory (`/dev/shm`, which Python's `multiprocessing` needs) is files, not these calls.
+fn other_processes() -> Result<Vec<(i64, Vec<SeccompRule>)>, seccompiler::BackendError> {
+    let arg_ne = |index: u8, value: u64| SeccompCondition::new(index, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, value);
+    let not_self = || -> Result<Vec<SeccompRule>, seccompiler::BackendError> { Ok(vec![SeccompRule::new(vec![arg_ne(0, 0)?])?]) };
+    // setpriority(which, who) and ioprio_set(which, who): only (this process, 0).
+    let only_self = |which: u64| -> Result<Vec<SeccompRule>, seccompiler::BackendError> {
+        Ok(vec![SeccompRule::new(vec![arg_ne(0, which)?])?, SeccompRule::new(vec![arg_ne(1, 0)?])?])
+    };
+    const IOPRIO_WHO_PROCESS: u64 = 1;
+    let mut rules =
+        vec![(libc::SYS_setpriority, only_self(libc::PRIO_PROCESS as u64)?), (libc::SYS_ioprio_set, only_self(IOPRIO_WHO_PROCESS)?)];
+    for nr in [
+        libc::SYS_prlimit64,
+        libc::SYS_sched_setaffinity,
+        libc::SYS_sched_setscheduler,
+        libc::SYS_sched_setparam,
+        libc::SYS_sched_setattr,
+        libc::SYS_migrate_pages,
+        libc::SYS_move_pages,
+    ] {
+        rules.push((nr, not_self()?));
+    }
+    for nr in [
+        libc::SYS_process_madvise,
+        libc::SYS_process_mrelease,
+        libc::SYS_kcmp,
+        libc::SYS_pidfd_getfd,
+        libc::SYS_add_key,
+        libc::SYS_request_key,
+        libc::SYS_keyctl,
+        libc::SYS_shmget,
+        libc::SYS_shmat,
+        libc::SYS_shmdt,
+        libc::SYS_shmctl,
+        libc::SYS_semget,
+        libc::SYS_semop,
+        libc::SYS_semtimedop,
+        libc::SYS_semctl,
+        libc::SYS_msgget,
+        libc::SYS_msgsnd,
+        libc::SYS_msgrcv,
+        libc::SYS_msgctl,
+    ] {
+        rules.push((nr, Vec::new()));
+    }
+    Ok(rules)
 }
 
 /// On x86_64 the x32 ABI reaches the same system calls with bit 30 set in their number, which a

@@ -11,8 +11,9 @@
 //! - **Other processes**: Landlock denies ptrace-mode access to every process outside the
 //!   command's domain, so `/proc/<dracode>/environ` and `/proc/<dracode>/mem` are unreadable even
 //!   for root; with Landlock ABI 6+ it cannot signal them or reach their abstract unix sockets.
-//!   seccomp refuses `ptrace`, `process_vm_readv`/`writev`, `kill(-1)`, and signals aimed at
-//!   the supervisor or at dracode (on every ABI).
+//!   seccomp refuses `ptrace`, `process_vm_readv`/`writev`, `kill(-1)`, signals aimed at
+//!   the supervisor or at dracode (on every ABI), changing another process's limits,
+//!   scheduling or memory (`prlimit` and the like on any pid but 0), the keyring and SysV IPC.
 //! - **Privileges**: `no_new_privs` (setuid binaries such as `sudo` do not elevate) and every
 //!   capability dropped (effective, permitted, inheritable, ambient, bounding set) — root inside
 //!   is an ordinary user of uid 0.
@@ -29,6 +30,7 @@
 //! - **Lifetime**: a supervisor (dracode re-executed, see [`supervisor`]) is the command's
 //!   subreaper; when the command ends, or the supervisor is told to stop, or dracode dies, every
 //!   process it started is killed — including ones that called `setsid` or double-forked.
+//!   Should the supervisor die first, dracode's own [`sweep`] finds and kills what is left.
 //! - **Resources** ([`Limits`]): per-process rlimits ([`limits::Rlimits`]), and a monitor in the
 //!   supervisor that kills the command's tree past its memory, process or CPU time limit and
 //!   reports it ([`report::Report::LimitReached`]).
@@ -60,6 +62,7 @@ pub mod report;
 #[cfg(target_os = "linux")]
 mod rules;
 pub mod supervisor;
+pub mod sweep;
 
 pub use caches::{CACHE_VARS, cache_env, cache_vars};
 pub use gitconfig::{GIT_CONFIG_VAR, SAFE_GIT_KEYS, git_config_env, git_config_path};

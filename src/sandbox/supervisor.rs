@@ -202,6 +202,25 @@ mod linux {
         }
     }
 
+    /// Signals a command could cause the kernel to send the supervisor — `SIGXFSZ` and `SIGXCPU`
+    /// from limits (which seccomp stops it setting on another process, see
+    /// `confine::other_processes`), `SIGIO` from an `F_SETOWN` descriptor (Landlock scopes it only
+    /// from ABI 6) — whose default action would end it before it cleans up: ignored here (a
+    /// write past a limit then fails with `EFBIG`), back to their defaults in the command.
+    const IGNORED: [libc::c_int; 3] = [libc::SIGXFSZ, libc::SIGXCPU, libc::SIGIO];
+
+    /// Ignores (`ignore`) or restores the default action of the [`IGNORED`] signals.
+    ///
+    /// # Safety
+    /// Async-signal-safe (`signal` is `sigaction`).
+    unsafe fn ignore_limit_signals(ignore: bool) {
+        let action = if ignore { libc::SIG_IGN } else { libc::SIG_DFL };
+        for signal in IGNORED {
+            // SAFETY: see the function's contract.
+            unsafe { libc::signal(signal, action) };
+        }
+    }
+
     /// Runs the command confined and cleans up after it; returns the exit code (or re-raises
     /// the command's signal).
     pub(super) fn supervise(invocation: &Invocation, program: &OsString, args: Vec<OsString>) -> Result<i32, (i32, String)> {
@@ -216,6 +235,8 @@ mod linux {
             return Err((EXIT_SETUP_FAILED, "dracode is gone; not starting the command".into()));
         }
         install_handlers();
+        // SAFETY: at start-up, before any thread of the supervisor exists.
+        unsafe { ignore_limit_signals(true) };
         let confinement = Confinement::build(&invocation.policy, &[me, parent]).map_err(|e| (EXIT_SETUP_FAILED, e.to_string()))?;
         let (rlimits, cgroup) = (Rlimits::for_limits(&invocation.policy.limits), CommandCgroup::create(&invocation.policy.limits));
         let joiner = cgroup.as_ref().map(CommandCgroup::joiner);
@@ -229,6 +250,7 @@ mod linux {
         unsafe {
             cmd.pre_exec(move || {
                 crate::sandbox::close_inherited_descriptors();
+                ignore_limit_signals(false);
                 if libc::setsid() < 0 {
                     return Err(std::io::Error::last_os_error());
                 }

@@ -2,6 +2,7 @@
 
 mod anthropic_provider;
 mod apply_patch;
+mod attack_processes;
 mod attacks;
 mod change_record;
 mod ci_native;

@@ -2,7 +2,8 @@
 //! that failed, a missing shard) exits 5, not 1; the pre-flight of `validate` and `--dry-run`
 //! names every task whose provider cannot send a request; a task with nothing to grade it
 //! (no check, no structured output, a sandbox that can write) passes only if it changed
-//! something.
+//! something. Issue 27: a check that could not run (127, 126, a read the sandbox refused) is
+//! exit 5, not the agent's failure, and under `check_before` the agent is never started.
 
 use crate::support::cli::{dracode, events, finished, read_jsonl};
 use serde_json::json;

@@ -135,7 +135,7 @@ pub enum FailureKind {
 
 impl FailureKind {
     /// The kinds only a task has, with their wire names.
-    const TASK_KINDS: [(FailureKind, &'static str); 9] = [
+    const TASK_KINDS: [(FailureKind, &'static str); 10] = [
         (FailureKind::Tool, "tool"),
         (FailureKind::Agent, "agent"),
         (FailureKind::Check, "check"),

@@ -126,8 +126,9 @@ async fn run_retried(spec: &TaskSpec, shared: &Shared, emitter: &Emitter, first_
 }
 
 /// Failures that another attempt cannot fix (and would only burn budget on).
-const NEVER_RETRY: [FailureKind; 5] = [
+const NEVER_RETRY: [FailureKind; 6] = [
     FailureKind::CheckUnrunnable,
+    FailureKind::Secret,
     FailureKind::Llm(ErrorKind::NotConfigured),
     FailureKind::Llm(ErrorKind::Quota),
     FailureKind::Llm(ErrorKind::Auth),

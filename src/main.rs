@@ -40,6 +40,13 @@ fn main() -> ExitCode {
         matches!(&cli.command, Command::Run(args) if !args.dry_run) || matches!(&cli.command, Command::Regrade(_) | Command::Combine(_));
     if runs_commands {
         dracode::sandbox::sweep::become_subreaper();
+        // A command can point a descriptor's SIGIO at dracode (`F_SETOWN`; Landlock scopes
+        // that only from ABI 6), whose default action would end the run. The supervisor
+        // restores the default for the commands it confines.
+        // SAFETY: at start-up, before any thread exists.
+        unsafe {
+            libc::signal(libc::SIGIO, libc::SIG_IGN);
+        }
     }
     let code = match run(cli) {
         Ok(code) => code,

@@ -231,3 +231,30 @@ fn children() -> Vec<i32> {
     pids.dedup();
     pids
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn escaped(tmp_dir: Option<&str>, cwd: Option<&str>) -> Escaped {
+        Escaped { pid: 1, command: "sleep".into(), tmp_dir: tmp_dir.map(PathBuf::from), cwd: cwd.map(PathBuf::from) }
+    }
+
+    #[test]
+    fn an_escaped_process_is_charged_by_its_tmpdir_or_its_working_directory() {
+        let task = Entry { folders: vec![PathBuf::from("/t/ws-a"), PathBuf::from("/t/task-a/tmp")], found: Mutex::new(Vec::new()) };
+        assert!(task.owns(&escaped(Some("/t/task-a/tmp"), None)));
+        assert!(task.owns(&escaped(None, Some("/t/ws-a/src"))));
+        assert!(!task.owns(&escaped(Some("/t/task-b/tmp"), Some("/t/ws-b"))));
+        assert!(!task.owns(&escaped(None, Some("/t/ws-ab"))), "a sibling folder sharing a prefix is not the task's");
+        assert!(!task.owns(&escaped(None, None)));
+    }
+
+    #[test]
+    fn a_sweep_with_nothing_escaped_finds_nothing() {
+        let sweep = TaskSweep::register(vec![PathBuf::from("/nonexistent")]);
+        assert_eq!(sweep.sweep(), Ok(()));
+        drop(sweep);
+        assert!(TASKS.lock().unwrap().iter().all(|t| t.folders != [PathBuf::from("/nonexistent")]));
+    }
+}

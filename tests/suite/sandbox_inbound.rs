@@ -6,11 +6,13 @@
 
 use super::attacks::Scenario;
 use crate::support::cli::events;
-use crate::support::sandbox::supported;
+use crate::support::sandbox::{Scratch, supported};
+use dracode::sandbox::SandboxMode;
+use dracode::sandbox::report::Report;
 use std::io::Read;
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 fn python() -> bool {
     let found = std::process::Command::new("python3").arg("-c").arg("pass").status().is_ok_and(|s| s.success());
@@ -120,4 +122,57 @@ fn sandbox_a_test_server_on_loopback_works_without_network() {
         return;
     }
     listens_only_on_loopback("");
+}
+
+/// A port the command's listener had, taken by another process once the listener closed, is
+/// not the command's any more: the command cannot reach whoever listens there now.
+#[tokio::test]
+async fn attack_a_port_the_command_gave_up_reaches_nobody_else() {
+    if !supported() || !python() {
+        return;
+    }
+    let s = Scratch::new();
+    let ws = s.ws.clone();
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let seen = got.clone();
+    // Takes the port the command names in `port`, then says `go`.
+    std::thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let port: u16 = loop {
+            if let Some(port) = std::fs::read_to_string(ws.join("port")).ok().and_then(|t| t.trim().parse().ok()) {
+                break port;
+            }
+            if Instant::now() > deadline {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let listener = TcpListener::bind(("127.0.0.1", port)).unwrap();
+        std::fs::write(ws.join("go"), "").unwrap();
+        for mut stream in listener.incoming().flatten() {
+            let mut buf = Vec::new();
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(3)));
+            let _ = stream.read_to_end(&mut buf);
+            seen.lock().unwrap().extend(b"<connection>".iter().chain(&buf));
+        }
+    });
+    let script = r#"python3 - <<'EOF'
+import os, socket, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(); p = s.getsockname()[1]; s.close()
+open("port.tmp", "w").write("%d\n" % p); os.rename("port.tmp", "port")
+for _ in range(500):
+    if os.path.exists("go"): break
+    time.sleep(0.02)
+try:
+    socket.create_connection(("127.0.0.1", p), 3).sendall(b"stolen"); print("reused ok")
+except OSError as e:
+    print("reused error", e.errno)
+EOF"#;
+    let f = s.sh(&s.policy(SandboxMode::WorkspaceWrite), script).await;
+    assert!(f.output.contains("reused error 13"), "{}", f.output);
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(got.lock().unwrap().is_empty(), "the new owner of the port got {:?}", String::from_utf8_lossy(&got.lock().unwrap()));
+    let port: u16 = std::fs::read_to_string(s.ws.join("port")).unwrap().trim().parse().unwrap();
+    let reported = |r: &Report| matches!(r, Report::NetworkDenied { host, port: p, .. } if host == "127.0.0.1" && *p == port);
+    assert!(f.reports.iter().any(reported), "{:?}", f.reports);
 }

@@ -1,5 +1,5 @@
 //! The connect broker: every `connect()` a confined command makes is decided, and performed, by
-//! the supervisor.
+//! the supervisor — and without network its `bind()` and `listen()` too (see [`loopback`]).
 //!
 //! The command's seccomp filters send `connect` to the supervisor as a user notification
 //! (`SECCOMP_RET_USER_NOTIF`, [`notify_program`]); the listener is created in the child between
@@ -26,8 +26,8 @@
 //!   symlink swap can change which file is reached (and the 108-byte path limit does not apply).
 //!   Abstract addresses are refused: the broker runs outside the command's Landlock domain, so
 //!   it cannot let Landlock's abstract-socket scope decide, and a command rarely needs them.
-//! - `AF_INET`/`AF_INET6` when [`Policy::network`] is on; with a [`Policy::proxy`], only that
-//!   exact address; otherwise nothing.
+//! - `AF_INET`/`AF_INET6` anywhere when [`Policy::network`] is on; otherwise only the exact
+//!   address of the [`Policy::proxy`], if any, and the command's own loopback listeners.
 //!
 //! A refused connect fails with `EACCES` ("Permission denied": a policy refusal that retry loops
 //! should not spin on, unlike `ECONNREFUSED`) and appends a [`Report::NetworkDenied`] to the
@@ -37,9 +37,10 @@
 //! The rest of the socket rules are plain seccomp refusals ([`refused_socket_calls`]):
 //! `AF_UNIX` datagram sockets (an unconnected one can `sendto` any path, bypassing `connect`),
 //! `MSG_FASTOPEN` sends (TCP fast open connects without `connect`), and without network every
-//! family but `AF_UNIX` (plus `AF_INET`/`AF_INET6` when there is a proxy, TCP only).
+//! family but `AF_UNIX` and `AF_INET`/`AF_INET6` TCP.
 
 use super::Policy;
+use super::loopback;
 use super::report::{self, Report};
 use seccompiler::{BackendError, BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule};
 use std::ffi::{CString, OsStr};
@@ -85,14 +86,15 @@ pub(super) fn refused_socket_calls(policy: &Policy) -> Result<Vec<(i64, Vec<Secc
         || UNIX_DATAGRAM_TYPES.iter().map(|&t| SeccompRule::new(vec![arg_eq(0, unix)?, type_is(t)?])).collect::<Result<Vec<_>, _>>();
     let mut socket = unix_datagram()?;
     if !policy.network {
-        let mut other_family = vec![arg_ne(0, unix)?];
-        if policy.proxy.is_some() {
-            other_family.extend([arg_ne(0, libc::AF_INET as u64)?, arg_ne(0, libc::AF_INET6 as u64)?]);
-            // Only TCP: an SCTP stream socket sets up an association on `sendmsg` or a socket
-            // option, without `connect`.
-            for family in [libc::AF_INET, libc::AF_INET6] {
-                let not_tcp = [arg_ne(2, 0)?, arg_ne(2, libc::IPPROTO_TCP as u64)?];
-                socket.push(SeccompRule::new([vec![arg_eq(0, family as u64)?], not_tcp.to_vec()].concat())?);
+        let other_family = vec![arg_ne(0, unix)?, arg_ne(0, libc::AF_INET as u64)?, arg_ne(0, libc::AF_INET6 as u64)?];
+        // Only TCP: an SCTP stream socket sets up an association on `sendmsg` or a socket
+        // option, without `connect`.
+        for family in [libc::AF_INET, libc::AF_INET6] {
+            let not_tcp = [arg_ne(2, 0)?, arg_ne(2, libc::IPPROTO_TCP as u64)?];
+            socket.push(SeccompRule::new([vec![arg_eq(0, family as u64)?], not_tcp.to_vec()].concat())?);
+            if policy.proxy.is_none() {
+                // With a proxy these go to the broker, which reports them.
+                socket.extend(internet_datagrams(family)?);
             }
         }
         socket.push(SeccompRule::new(other_family)?);
@@ -108,8 +110,16 @@ pub(super) fn refused_socket_calls(policy: &Policy) -> Result<Vec<(i64, Vec<Secc
     Ok(calls)
 }
 
-/// The filter whose matches go to the broker: every `connect`, and with a proxy (and no
-/// network) `socket()` for Internet sockets that are not streams. `guard` is put in front (the
+/// `socket()` rules matching every type of `family` but a stream (datagrams, raw sockets).
+fn internet_datagrams(family: libc::c_int) -> Result<Vec<SeccompRule>, BackendError> {
+    (0..=SOCK_TYPE_MASK as libc::c_int)
+        .filter(|&t| t != libc::SOCK_STREAM)
+        .map(|kind| SeccompRule::new(vec![arg_eq(0, family as u64)?, type_is(kind)?]))
+        .collect()
+}
+
+/// The filter whose matches go to the broker: every `connect`; without network `bind` and
+/// `listen`, and with a proxy `socket()` for Internet sockets that are not streams. `guard` is put in front (the
 /// x32 refusal on x86_64).
 pub(super) fn notify_program(
     policy: &Policy,
@@ -117,14 +127,13 @@ pub(super) fn notify_program(
 ) -> Result<BpfProgram, BackendError> {
     let mut rules = std::collections::BTreeMap::new();
     rules.insert(libc::SYS_connect, Vec::new());
+    if !policy.network {
+        rules.insert(libc::SYS_bind, Vec::new());
+        rules.insert(libc::SYS_listen, Vec::new());
+    }
     if policy.proxy.is_some() && !policy.network {
-        let mut datagrams = Vec::new();
-        for family in [libc::AF_INET, libc::AF_INET6] {
-            for kind in (0..=SOCK_TYPE_MASK as libc::c_int).filter(|&t| t != libc::SOCK_STREAM) {
-                datagrams.push(SeccompRule::new(vec![arg_eq(0, family as u64)?, type_is(kind)?])?);
-            }
-        }
-        rules.insert(libc::SYS_socket, datagrams);
+        let datagrams = [libc::AF_INET, libc::AF_INET6].into_iter().map(internet_datagrams).collect::<Result<Vec<_>, _>>()?;
+        rules.insert(libc::SYS_socket, datagrams.concat());
     }
     let arch = std::env::consts::ARCH.try_into()?;
     let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Trace(NOTIFY_MARK), arch)?;
@@ -218,6 +227,9 @@ pub(super) struct Broker {
     report: Option<PathBuf>,
     /// The command line, for reports.
     command: String,
+    /// The inodes of the sockets the broker made listen (on loopback): the ones the command's
+    /// clients may reach without network.
+    listening: std::sync::Mutex<Vec<u64>>,
 }
 
 impl Broker {
@@ -231,6 +243,7 @@ impl Broker {
             proxy: policy.proxy,
             report,
             command,
+            listening: std::sync::Mutex::new(Vec::new()),
         }
     }
 
@@ -256,10 +269,13 @@ impl Broker {
         Ok(())
     }
 
-    /// The result of the brokered call: its return value, or an errno.
+    /// The result of the brokered call: its return value, or an errno ([`CONTINUE`]: let the
+    /// kernel run it).
     fn answer(&self, listener: &OwnedFd, n: &libc::seccomp_notif) -> Result<i64, i32> {
         match i64::from(n.data.nr) {
             libc::SYS_connect => self.connect(listener, n),
+            libc::SYS_bind => self.bind(listener, n),
+            libc::SYS_listen => self.listen(listener, n),
             libc::SYS_socket => Err(self.refuse("udp".into(), 0)),
             _ => Err(libc::ENOSYS),
         }
@@ -292,9 +308,85 @@ impl Broker {
         }
         match inet_address(address) {
             Some(target) if self.proxy.is_some_and(|proxy| same_address(proxy, target)) => connect_raw(socket, address),
+            Some(target) if target.ip().to_canonical().is_loopback() => self.connect_loopback(socket, address, target),
             Some(target) => Err(self.refuse(target.ip().to_string(), target.port())),
             None => Err(libc::EAFNOSUPPORT),
         }
+    }
+
+    /// A connect to a loopback address: through when one of the command's own listeners is
+    /// there, `ECONNREFUSED` when nothing listens there, refused when another process does.
+    fn connect_loopback(&self, socket: &OwnedFd, address: &[u8], target: SocketAddr) -> Result<i64, i32> {
+        let ip = target.ip().to_canonical();
+        let there = loopback::listeners(target.port());
+        let ours = self.listening.lock().map(|inodes| there.iter().any(|(at, inode)| *at == ip && inodes.contains(inode)));
+        if ours.unwrap_or(false) {
+            return connect_raw(socket, address);
+        }
+        if there.iter().any(|(at, _)| *at == ip || at.is_unspecified()) {
+            return Err(self.refuse(target.ip().to_string(), target.port()));
+        }
+        Err(libc::ECONNREFUSED)
+    }
+
+    /// `bind`: an Internet socket is bound by the broker, on loopback only
+    /// ([`loopback::bind_target`]); any other goes on as the command asked ([`CONTINUE`]:
+    /// Landlock decides about a Unix socket's file, and should another thread swap an
+    /// Internet socket in meanwhile, `listen` still refuses it off loopback).
+    fn bind(&self, listener: &OwnedFd, n: &libc::seccomp_notif) -> Result<i64, i32> {
+        let tid = n.pid as libc::pid_t;
+        let [fd, address, length, ..] = n.data.args;
+        let length = usize::try_from(length as u32 as i32).map_err(|_| libc::EINVAL)?;
+        let socket = socket_of(tid, fd as RawFd)?;
+        let family = socket_option(&socket, SO_DOMAIN)?;
+        if family != libc::AF_INET && family != libc::AF_INET6 {
+            return Err(CONTINUE);
+        }
+        if length > MAX_ADDRESS {
+            return Err(libc::EINVAL);
+        }
+        let address = read_memory(tid, address, length)?;
+        if !still_pending(listener, n.id) {
+            return Err(libc::EINTR);
+        }
+        let requested = inet_address(&address).filter(|a| a.is_ipv4() == (family == libc::AF_INET)).ok_or(libc::EAFNOSUPPORT)?;
+        let Some(target) = loopback::bind_target(requested) else {
+            return Err(self.refuse(requested.ip().to_string(), requested.port()));
+        };
+        if target.port() != 0 && target.port() < loopback::unprivileged_port_start() {
+            return Err(libc::EACCES);
+        }
+        bind_raw(&socket, &loopback::socket_address(target))
+    }
+
+    /// `listen`: by the broker, on its duplicate; an Internet socket only on loopback (bound
+    /// there first when unbound), and remembered as the command's.
+    fn listen(&self, listener: &OwnedFd, n: &libc::seccomp_notif) -> Result<i64, i32> {
+        let [fd, backlog, ..] = n.data.args;
+        let socket = socket_of(n.pid as libc::pid_t, fd as RawFd)?;
+        if !still_pending(listener, n.id) {
+            return Err(libc::EINTR);
+        }
+        let family = socket_option(&socket, SO_DOMAIN)?;
+        if family == libc::AF_INET || family == libc::AF_INET6 {
+            let bound = local_address(&socket)?;
+            if bound.ip().is_unspecified() && bound.port() == 0 {
+                bind_raw(&socket, &loopback::socket_address(loopback::loopback_of(family)))?;
+            } else if !bound.ip().to_canonical().is_loopback() {
+                return Err(self.refuse(bound.ip().to_string(), bound.port()));
+            }
+        }
+        // SAFETY: listen on a descriptor the broker owns.
+        if unsafe { libc::listen(socket.as_raw_fd(), backlog as i32) } < 0 {
+            return Err(errno());
+        }
+        if family == libc::AF_INET || family == libc::AF_INET6 {
+            let inode = inode_of(&socket)?;
+            if let Ok(mut inodes) = self.listening.lock() {
+                inodes.push(inode);
+            }
+        }
+        Ok(0)
     }
 
     fn connect_unix(&self, tid: libc::pid_t, socket: &OwnedFd, address: &[u8]) -> Result<i64, i32> {
@@ -390,13 +482,18 @@ fn next(listener: &OwnedFd) -> Option<libc::seccomp_notif> {
     }
 }
 
-/// Answers notification `id`: the call returns `answer`'s value, or fails with its errno.
+/// The "errno" that tells [`respond`] to let the kernel run the call as the command made it.
+const CONTINUE: i32 = 0;
+
+/// Answers notification `id`: the call returns `answer`'s value, or fails with its errno, or
+/// runs as made ([`CONTINUE`]).
 fn respond(listener: &OwnedFd, id: u64, answer: Result<i64, i32>) {
-    let (val, error) = match answer {
-        Ok(value) => (value, 0),
-        Err(errno) => (0, -errno),
+    let (val, error, flags) = match answer {
+        Ok(value) => (value, 0, 0),
+        Err(CONTINUE) => (0, 0, libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32),
+        Err(errno) => (0, -errno, 0),
     };
-    let response = libc::seccomp_notif_resp { id, val, error, flags: 0 };
+    let response = libc::seccomp_notif_resp { id, val, error, flags };
     // SAFETY: NOTIF_SEND reads one seccomp_notif_resp. ENOENT (the caller is gone) is ignored.
     unsafe { libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_SEND, &response) };
 }
@@ -485,6 +582,36 @@ fn socket_option(socket: &OwnedFd, option: libc::c_int) -> Result<libc::c_int, i
     if ret < 0 { Err(errno()) } else { Ok(value) }
 }
 
+/// Binds the broker's duplicate of the command's socket to `address` (the broker's copy).
+fn bind_raw(socket: &OwnedFd, address: &[u8]) -> Result<i64, i32> {
+    // SAFETY: `address` is `address.len()` readable bytes.
+    let ret = unsafe { libc::bind(socket.as_raw_fd(), address.as_ptr().cast(), address.len() as libc::socklen_t) };
+    if ret < 0 { Err(errno()) } else { Ok(0) }
+}
+
+/// The address `socket` is bound to (port 0 and the wildcard address when unbound).
+fn local_address(socket: &OwnedFd) -> Result<SocketAddr, i32> {
+    let mut bytes = [0u8; MAX_ADDRESS];
+    let mut length = MAX_ADDRESS as libc::socklen_t;
+    // SAFETY: getsockname writes at most `length` bytes into `bytes`.
+    if unsafe { libc::getsockname(socket.as_raw_fd(), bytes.as_mut_ptr().cast(), &mut length) } < 0 {
+        return Err(errno());
+    }
+    inet_address(&bytes[..(length as usize).min(MAX_ADDRESS)]).ok_or(libc::EAFNOSUPPORT)
+}
+
+/// The inode of `socket`, as `/proc/net/tcp` names it.
+fn inode_of(socket: &OwnedFd) -> Result<u64, i32> {
+    // SAFETY: fstat writes one struct stat.
+    unsafe {
+        let mut stat: libc::stat = std::mem::zeroed();
+        if libc::fstat(socket.as_raw_fd(), &mut stat) < 0 {
+            return Err(errno());
+        }
+        Ok(stat.st_ino)
+    }
+}
+
 /// Connects the broker's duplicate of the command's socket to `address` (the broker's copy).
 fn connect_raw(socket: &OwnedFd, address: &[u8]) -> Result<i64, i32> {
     // SAFETY: `address` is `address.len()` readable bytes.
@@ -553,7 +680,8 @@ fn inet_address(bytes: &[u8]) -> Option<SocketAddr> {
             let ip: [u8; 4] = bytes.get(4..8)?.try_into().ok()?;
             Some(SocketAddr::from((ip, port)))
         }
-        libc::AF_INET6 if bytes.len() >= std::mem::size_of::<libc::sockaddr_in6>() => {
+        // The kernel takes a `sockaddr_in6` without its last field (RFC 2133's 24 bytes).
+        libc::AF_INET6 if bytes.len() >= 24 => {
             let ip: [u8; 16] = bytes.get(8..24)?.try_into().ok()?;
             Some(SocketAddr::from((ip, port)))
         }

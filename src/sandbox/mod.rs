@@ -18,12 +18,14 @@
 //!   capability dropped (effective, permitted, inheritable, ambient, bounding set) — root inside
 //!   is an ordinary user of uid 0.
 //! - **Network** (seccomp, unless [`Policy::network`]): `socket()` for anything but `AF_UNIX`
-//!   (and `AF_INET`/`AF_INET6` streams with a [`Policy::proxy`]) fails with `EPERM`; `io_uring`
-//!   is refused in every mode (it can open sockets behind seccomp's back).
+//!   and `AF_INET`/`AF_INET6` TCP fails with `EPERM`; `io_uring` is refused in every mode (it
+//!   can open sockets behind seccomp's back).
 //! - **Connections** (the `broker` module): every `connect()` is decided and performed by the
 //!   supervisor — Unix sockets only inside the writable roots or in [`Policy::unix_sockets`],
-//!   TCP only to the proxy (or anywhere with `network`); refusals are reported. No Unix
-//!   datagram sockets, no TCP fast open without `network`.
+//!   TCP only to the proxy and the command's own loopback listeners (or anywhere with
+//!   `network`); without `network`, `bind`/`listen` too, on loopback only (the `loopback`
+//!   module); refusals are reported. No Unix datagram sockets, no TCP fast open without
+//!   `network`.
 //! - **Descriptors and terminal**: only fds 0–2 survive into the command
 //!   ([`close_inherited_descriptors`]); it runs in a session of its own without a controlling
 //!   terminal, and `TIOCSTI`/`TIOCLINUX` are refused.
@@ -46,12 +48,15 @@
 #[cfg(target_os = "linux")]
 mod broker;
 mod caches;
+pub mod cargo_config;
 #[cfg(target_os = "linux")]
 mod cgroup;
 #[cfg(target_os = "linux")]
 mod confine;
 mod gitconfig;
 pub mod limits;
+#[cfg(target_os = "linux")]
+mod loopback;
 #[cfg(target_os = "linux")]
 mod monitor;
 mod paths;

@@ -74,10 +74,11 @@ pub struct Policy {
     /// can be created directly in the folders on the way (Landlock rights are inherited, so they
     /// cannot be granted there without reaching the hidden path).
     pub hidden: Vec<PathBuf>,
-    /// Whether commands may open network sockets (anything but `AF_UNIX`).
+    /// Whether commands have the whole network. Without it they get TCP on loopback only: their
+    /// own listeners, and the proxy.
     pub network: bool,
     /// Without `network`: the egress proxy dracode runs for this task (`network = [hosts]`),
-    /// the one network address commands may connect to.
+    /// the one address besides their own listeners that commands may connect to.
     #[serde(default)]
     pub proxy: Option<std::net::SocketAddr>,
     /// Unix sockets outside the writable roots that commands may connect to (`unix_sockets`).

@@ -195,7 +195,8 @@ fn etc_link_targets(etc: &Path) -> Vec<PathBuf> {
     targets
 }
 
-/// Credentials kept inside toolchain folders: cargo's registry tokens, Gradle's properties
+/// Credentials kept inside toolchain folders: cargo's registry tokens (and a configuration
+/// that holds one: [`super::cargo_config`]), Gradle's properties
 /// (signing keys, repository passwords) and Maven's settings (server passwords).
 pub fn toolchain_credentials(env: &BTreeMap<String, String>) -> Vec<PathBuf> {
     let var = |name: &str| env.get(name).filter(|v| !v.is_empty()).map(PathBuf::from);
@@ -203,6 +204,7 @@ pub fn toolchain_credentials(env: &BTreeMap<String, String>) -> Vec<PathBuf> {
     if let Some(cargo) = var("CARGO_HOME") {
         hidden.push(cargo.join("credentials*"));
     }
+    hidden.extend(super::cargo_config::hidden_configs(env));
     if let Some(gradle) = var("GRADLE_USER_HOME") {
         hidden.push(gradle.join("gradle.properties"));
     }

@@ -159,7 +159,7 @@ fn usable_python(env: &[(String, String)]) -> Option<String> {
 
 /// The variables cargo needs to find its toolchain when HOME is a scratch folder, if this user
 /// can run cargo at all.
-fn usable_cargo() -> Result<Vec<(String, String)>, String> {
+pub(crate) fn usable_cargo() -> Result<Vec<(String, String)>, String> {
     let home = std::env::var("HOME").unwrap_or_default();
     let var = |name: &str, default: &str| std::env::var(name).unwrap_or_else(|_| format!("{home}/{default}"));
     let env = vec![("CARGO_HOME".to_string(), var("CARGO_HOME", ".cargo")), ("RUSTUP_HOME".to_string(), var("RUSTUP_HOME", ".rustup"))];

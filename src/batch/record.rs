@@ -10,6 +10,7 @@
 //! writes the tree to the private object store. The base objects are borrowed read-only through
 //! `objects/info/alternates` (the user's object stores).
 
+use super::beneath;
 use super::snapshot::{self, Changes};
 use git2::{Index, IndexAddOption, Oid, Repository};
 use std::path::{Path, PathBuf};
@@ -137,38 +138,23 @@ impl Record {
     }
 }
 
-/// Makes `workdir/rel` what `entry` of the base is (removed when `None`): its folders on the
-/// way are made real folders first, so nothing is written through a link.
+/// Makes `workdir/rel` what `entry` of the base is (removed when `None`), relative to a folder
+/// fd and never through a link ([`super::beneath`]): a link or file on the way is replaced by a
+/// folder, so nothing outside the working tree is opened, written or removed, even when a
+/// racing process swaps a folder for a link meanwhile.
 fn put_back(repo: &Repository, workdir: &Path, rel: &str, entry: Option<&git2::TreeEntry<'_>>) -> std::io::Result<()> {
-    let target = workdir.join(rel);
-    let mut dir = workdir.to_path_buf();
-    let parts: Vec<&str> = rel.split('/').collect();
-    for part in &parts[..parts.len() - 1] {
-        dir.push(part);
-        match std::fs::symlink_metadata(&dir) {
-            Ok(meta) if meta.is_dir() => {}
-            Ok(_) => {
-                std::fs::remove_file(&dir)?;
-                std::fs::create_dir(&dir)?;
-            }
-            Err(_) if entry.is_some() => std::fs::create_dir(&dir)?,
-            Err(_) => return Ok(()),
-        }
-    }
-    match std::fs::symlink_metadata(&target) {
-        Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(&target)?,
-        Ok(_) => std::fs::remove_file(&target)?,
-        Err(_) => {}
-    }
+    let parts: Vec<&[u8]> = rel.split('/').map(str::as_bytes).collect();
+    let Some((name, folders)) = parts.split_last() else { return Ok(()) };
+    let root = beneath::open_root(workdir)?;
+    let Some(dir) = beneath::walk_to(&root, folders, entry.is_some())? else { return Ok(()) };
+    beneath::remove_entry(&dir, name)?;
     let Some(entry) = entry else { return Ok(()) };
     let blob = repo.find_blob(entry.id()).map_err(std::io::Error::other)?;
     if entry.filemode() == 0o120000 {
-        let link = <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(blob.content());
-        return std::os::unix::fs::symlink(link, &target);
+        return beneath::link_new(&dir, name, blob.content());
     }
-    std::fs::write(&target, blob.content())?;
     let mode = if entry.filemode() == 0o100755 { 0o755 } else { 0o644 };
-    std::fs::set_permissions(&target, std::os::unix::fs::PermissionsExt::from_mode(mode))
+    beneath::write_new(&dir, name, blob.content(), mode)
 }
 
 #[cfg(test)]

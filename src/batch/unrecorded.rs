@@ -1,0 +1,203 @@
+//! What the change record does not see — gitignored files, paths a `.gitignore` the agent wrote
+//! hides, a nested `.git` — may not change the verdict unseen. Before each check, every path of
+//! the working tree that is neither in the recorded tree nor in the workspace as it was prepared
+//! ([`Inventory`], unchanged since) is removed, except those the task's `keep_ignored` names,
+//! which are reported; a path `protect` names is removed even then. The walk goes through folder
+//! fds and never follows a link ([`super::beneath`]). The workspace's own `.git` (at its root)
+//! is left alone.
+
+use super::beneath;
+use crate::sandbox::Protect;
+use rustix::fs::FileType;
+use std::collections::{HashMap, HashSet};
+use std::os::fd::OwnedFd;
+use std::path::Path;
+
+/// At most this many kept paths are named in `kept_ignored`; a last entry counts the rest.
+pub const KEPT_LISTED: usize = 100;
+
+/// One entry of the working tree as it was prepared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ident {
+    Dir,
+    /// A file, link or other entry: changed when any of these differs (`ctime` cannot be set
+    /// back by a process).
+    Other {
+        ino: u64,
+        size: i64,
+        mode: u32,
+        ctime: (i64, i64),
+    },
+}
+
+impl Ident {
+    fn of(stat: &rustix::fs::Stat) -> Ident {
+        if FileType::from_raw_mode(stat.st_mode) == FileType::Directory {
+            return Ident::Dir;
+        }
+        #[allow(clippy::useless_conversion, clippy::unnecessary_cast)]
+        Ident::Other {
+            ino: stat.st_ino as u64,
+            size: stat.st_size as i64,
+            mode: stat.st_mode as u32,
+            ctime: (stat.st_ctime as i64, stat.st_ctime_nsec as i64),
+        }
+    }
+}
+
+/// Every entry of a working tree (its root `.git` left out) as the workspace was prepared, before
+/// any command ran: what was there is not the agent's.
+#[derive(Debug, Default)]
+pub struct Inventory {
+    entries: HashMap<Vec<u8>, Ident>,
+}
+
+impl Inventory {
+    /// The entries under `workdir` now.
+    pub fn take(workdir: &Path) -> std::io::Result<Inventory> {
+        let mut inventory = Inventory::default();
+        let root = beneath::open_root(workdir)?;
+        inventory.add(&root, &mut Vec::new())?;
+        Ok(inventory)
+    }
+
+    fn add(&mut self, dir: &OwnedFd, rel: &mut Vec<u8>) -> std::io::Result<()> {
+        for name in beneath::entries(dir)? {
+            if rel.is_empty() && name == b".git" {
+                continue;
+            }
+            let Some(stat) = beneath::stat_entry(dir, &name)? else { continue };
+            let path = join(rel, &name);
+            let ident = Ident::of(&stat);
+            self.entries.insert(path.clone(), ident);
+            if ident == Ident::Dir {
+                let sub = beneath::open_dir(dir, &name)?;
+                self.add(&sub, &mut path.clone())?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `rel/name` (or `name` at the root).
+fn join(rel: &[u8], name: &[u8]) -> Vec<u8> {
+    let mut path = rel.to_vec();
+    if !path.is_empty() {
+        path.push(b'/');
+    }
+    path.extend_from_slice(name);
+    path
+}
+
+/// The paths of a recorded tree: its files, links and submodules, and the folders holding them.
+#[derive(Debug, Default)]
+pub struct Recorded {
+    files: HashSet<Vec<u8>>,
+    dirs: HashSet<Vec<u8>>,
+}
+
+impl Recorded {
+    /// The paths of `tree` in `repo`.
+    pub fn of(repo: &git2::Repository, tree: git2::Oid) -> Result<Recorded, git2::Error> {
+        let mut recorded = Recorded::default();
+        repo.find_tree(tree)?.walk(git2::TreeWalkMode::PreOrder, |folder, entry| {
+            let path = [folder.as_bytes(), entry.name_bytes()].concat();
+            if entry.kind() == Some(git2::ObjectType::Tree) {
+                recorded.dirs.insert(path);
+            } else {
+                recorded.files.insert(path);
+            }
+            git2::TreeWalkResult::Ok
+        })?;
+        Ok(recorded)
+    }
+}
+
+/// What a sweep is told.
+pub struct Rules<'a> {
+    /// The tree just recorded.
+    pub recorded: &'a Recorded,
+    /// The working tree as prepared.
+    pub inventory: &'a Inventory,
+    /// `keep_ignored`.
+    pub keep: &'a Protect,
+    /// `protect`.
+    pub protect: &'a Protect,
+    /// Paths (relative) never touched: dracode's own output when it lies in the working tree.
+    pub skip: &'a [Vec<u8>],
+}
+
+/// Removes from the working tree `workdir` what [`Rules`] do not account for (see the module);
+/// returns the kept paths, sorted (a folder that is new and kept whole as `dir/`), at most
+/// [`KEPT_LISTED`] and then `... and N more`.
+pub fn sweep(workdir: &Path, rules: &Rules<'_>) -> std::io::Result<Vec<String>> {
+    let root = beneath::open_root(workdir)?;
+    let mut kept = sweep_dir(&root, &[], rules)?.kept;
+    kept.sort();
+    if kept.len() > KEPT_LISTED {
+        let more = kept.len() - KEPT_LISTED;
+        kept.truncate(KEPT_LISTED);
+        kept.push(format!("... and {more} more"));
+    }
+    Ok(kept)
+}
+
+/// What a folder's sweep left.
+struct Left {
+    /// The kept paths in it.
+    kept: Vec<String>,
+    /// Whether everything in it is new and kept (it is then listed as a whole).
+    all_new_kept: bool,
+    /// Whether anything is left in it.
+    any: bool,
+}
+
+fn sweep_dir(dir: &OwnedFd, rel: &[u8], rules: &Rules<'_>) -> std::io::Result<Left> {
+    let mut left = Left { kept: Vec::new(), all_new_kept: true, any: false };
+    for name in beneath::entries(dir)? {
+        let path = join(rel, &name);
+        if (rel.is_empty() && name == b".git") || rules.skip.contains(&path) {
+            left.any = true;
+            left.all_new_kept = false;
+            continue;
+        }
+        let Some(stat) = beneath::stat_entry(dir, &name)? else { continue };
+        let ident = Ident::of(&stat);
+        let text = String::from_utf8_lossy(&path).into_owned();
+        let was = rules.inventory.entries.get(&path) == Some(&ident);
+        if ident == Ident::Dir {
+            let sub = match beneath::open_dir(dir, &name) {
+                Ok(sub) => sub,
+                // Swapped for a link since the stat: not followed, removed.
+                Err(_) => {
+                    beneath::remove_entry(dir, &name)?;
+                    continue;
+                }
+            };
+            let inner = sweep_dir(&sub, &path, rules)?;
+            let base = was || rules.recorded.dirs.contains(&path);
+            if inner.any || base {
+                left.any = true;
+                left.all_new_kept &= !base && inner.all_new_kept && inner.any;
+                if !base && inner.all_new_kept && inner.any {
+                    left.kept.push(format!("{text}/"));
+                } else {
+                    left.kept.extend(inner.kept);
+                }
+            } else {
+                beneath::remove_entry(dir, &name)?;
+            }
+            continue;
+        }
+        if rules.recorded.files.contains(&path) || was {
+            left.any = true;
+            left.all_new_kept = false;
+        } else if rules.keep.matches(&text) && !rules.protect.matches(&text) {
+            left.any = true;
+            left.kept.push(text);
+        } else {
+            beneath::remove_entry(dir, &name)?;
+        }
+    }
+    Ok(left)
+}

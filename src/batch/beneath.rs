@@ -93,11 +93,13 @@ pub fn remove_entry(dir: impl AsFd, name: &[u8]) -> std::io::Result<()> {
                 Err(e) => return Err(e.into()),
             }
         }
-        match rustix::fs::openat(dir, cname.as_c_str(), dir_flags(), Mode::empty()) {
+        match open_dir_made_readable(dir, name) {
             Ok(sub) => empty_dir(&sub)?,
             // It became a link or a file meanwhile: look again.
-            Err(Errno::LOOP | Errno::NOTDIR | Errno::NOENT) => continue,
-            Err(e) => return Err(e.into()),
+            Err(e) if matches!(e.raw_os_error().map(Errno::from_raw_os_error), Some(Errno::LOOP | Errno::NOTDIR | Errno::NOENT)) => {
+                continue;
+            }
+            Err(e) => return Err(e),
         }
         match rustix::fs::unlinkat(dir, cname.as_c_str(), AtFlags::REMOVEDIR) {
             Ok(()) | Err(Errno::NOENT) => return Ok(()),
@@ -106,6 +108,24 @@ pub fn remove_entry(dir: impl AsFd, name: &[u8]) -> std::io::Result<()> {
         }
     }
     Err(std::io::Error::other(format!("{} kept changing while it was removed", String::from_utf8_lossy(name))))
+}
+
+/// Opens the folder `name` in `dir` like [`open_dir`]; one the agent made unreadable or
+/// unwritable (`chmod 000`) is given `rwx` for its owner first, through an `O_PATH` fd of the
+/// folder itself (never a link), so that what is in it can be removed.
+pub fn open_dir_made_readable(dir: impl AsFd, name: &[u8]) -> std::io::Result<OwnedFd> {
+    let dir = dir.as_fd();
+    match open_dir(dir, name) {
+        Ok(sub) if rustix::fs::fstat(&sub)?.st_mode & 0o700 == 0o700 => return Ok(sub),
+        Ok(_) => {}
+        Err(e) if e.raw_os_error() == Some(Errno::ACCESS.raw_os_error()) => {}
+        Err(e) => return Err(e),
+    }
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let path = rustix::fs::openat(dir, component(name)?.as_c_str(), flags, Mode::empty())?;
+    let magic = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&path));
+    rustix::fs::chmod(magic.as_str(), Mode::from_raw_mode(0o700))?;
+    open_dir(dir, name)
 }
 
 /// Removes everything in the open folder `dir`.

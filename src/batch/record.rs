@@ -281,4 +281,97 @@ mod tests {
         assert!(root.join("target/out.o").exists(), "ignored files are left alone");
         assert_eq!(record.changes().unwrap().unwrap().files, ["src/lib.rs"]);
     }
+    /// Every file under `dir` with its bytes (links by their text).
+    fn tree_of(dir: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
+        let mut all = std::collections::BTreeMap::new();
+        for entry in walkdir_all(dir) {
+            let meta = std::fs::symlink_metadata(&entry).unwrap();
+            let bytes = if meta.is_symlink() {
+                std::fs::read_link(&entry).unwrap().into_os_string().into_encoded_bytes()
+            } else if meta.is_file() {
+                std::fs::read(&entry).unwrap()
+            } else {
+                b"<dir>".to_vec()
+            };
+            all.insert(entry.strip_prefix(dir).unwrap().to_path_buf(), bytes);
+        }
+        all
+    }
+
+    fn walkdir_all(dir: &Path) -> Vec<PathBuf> {
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if std::fs::symlink_metadata(&path).unwrap().is_dir() {
+                found.extend(walkdir_all(&path));
+            }
+            found.push(path);
+        }
+        found
+    }
+
+    #[test]
+    fn a_folder_swapped_for_a_link_during_restore_and_sweep_leads_nowhere_outside() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let (user, dir, private) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let root = dir.path().join("ws");
+        let record = record_of(user.path(), &root, &private.path().join("r"));
+        let inventory = crate::batch::unrecorded::Inventory::take(&root).unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("lib.rs"), "outside\n").unwrap();
+        std::fs::write(outside.path().join("out.o"), "outside\n").unwrap();
+        std::fs::create_dir(outside.path().join("deep")).unwrap();
+        std::fs::write(outside.path().join("deep/x"), "outside\n").unwrap();
+        let before = tree_of(outside.path());
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        // The racer: moves `src` (protected) and `target` (ignored) aside, changes them, puts a
+        // link to the outside folder in their place, and back — in a loop.
+        let racer = {
+            let (root, outside, stop) = (root.clone(), outside.path().to_path_buf(), stop.clone());
+            std::thread::spawn(move || {
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    n += 1;
+                    for (name, file) in [("src", "lib.rs"), ("target", "out.o")] {
+                        let (real, aside) = (root.join(name), root.join(format!(".aside{n}{name}")));
+                        let _ = std::fs::create_dir_all(&real);
+                        if std::fs::rename(&real, &aside).is_err() {
+                            continue;
+                        }
+                        let _ = std::fs::write(aside.join(file), format!("changed {n}\n"));
+                        let _ = std::os::unix::fs::symlink(&outside, &real);
+                        std::thread::yield_now();
+                        match std::fs::symlink_metadata(&real) {
+                            Ok(m) if m.is_symlink() => drop(std::fs::remove_file(&real)),
+                            Ok(_) => drop(std::fs::remove_dir_all(&real)),
+                            Err(_) => {}
+                        }
+                        let _ = std::fs::rename(&aside, &real);
+                    }
+                }
+            })
+        };
+        let protect = crate::sandbox::Protect::compile(&root, &["src/**".to_string()]).unwrap();
+        let keep = crate::sandbox::Protect::compile(&root, &[]).unwrap();
+        let started = std::time::Instant::now();
+        let mut rounds = 0;
+        while started.elapsed() < std::time::Duration::from_secs(3) || rounds < 50 {
+            rounds += 1;
+            let _ = record.restore(&protect);
+            if let Ok(tree) = record.snapshot() {
+                let recorded = crate::batch::unrecorded::Recorded::of(&record.repo, tree).unwrap();
+                let rules = crate::batch::unrecorded::Rules {
+                    recorded: &recorded,
+                    inventory: &inventory,
+                    keep: &keep,
+                    protect: &protect,
+                    skip: &[],
+                };
+                let _ = crate::batch::unrecorded::sweep(&root, &rules);
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        racer.join().unwrap();
+        assert_eq!(tree_of(outside.path()), before, "nothing outside was written or removed ({rounds} rounds)");
+    }
 }

@@ -57,11 +57,11 @@ impl Inventory {
     pub fn take(workdir: &Path) -> std::io::Result<Inventory> {
         let mut inventory = Inventory::default();
         let root = beneath::open_root(workdir)?;
-        inventory.add(&root, &mut Vec::new())?;
+        inventory.add(&root, &[])?;
         Ok(inventory)
     }
 
-    fn add(&mut self, dir: &OwnedFd, rel: &mut Vec<u8>) -> std::io::Result<()> {
+    fn add(&mut self, dir: &OwnedFd, rel: &[u8]) -> std::io::Result<()> {
         for name in beneath::entries(dir)? {
             if rel.is_empty() && name == b".git" {
                 continue;
@@ -70,9 +70,12 @@ impl Inventory {
             let path = join(rel, &name);
             let ident = Ident::of(&stat);
             self.entries.insert(path.clone(), ident);
-            if ident == Ident::Dir {
-                let sub = beneath::open_dir(dir, &name)?;
-                self.add(&sub, &mut path.clone())?;
+            // A folder this process may not read (the user's, with `isolation = "none"`) is
+            // left as it is, here and by the sweep.
+            if ident == Ident::Dir
+                && let Ok(sub) = beneath::open_dir(dir, &name)
+            {
+                self.add(&sub, &path)?;
             }
         }
         Ok(())
@@ -166,13 +169,17 @@ fn sweep_dir(dir: &OwnedFd, rel: &[u8], rules: &Rules<'_>) -> std::io::Result<Le
         let text = String::from_utf8_lossy(&path).into_owned();
         let was = rules.inventory.entries.get(&path) == Some(&ident);
         if ident == Ident::Dir {
-            let sub = match beneath::open_dir(dir, &name) {
-                Ok(sub) => sub,
-                // Swapped for a link since the stat: not followed, removed.
-                Err(_) => {
+            let opened = if was { beneath::open_dir(dir, &name) } else { beneath::open_dir_made_readable(dir, &name) };
+            let Ok(sub) = opened else {
+                if was {
+                    // The user's own folder that this process cannot read: left alone.
+                    left.any = true;
+                    left.all_new_kept = false;
+                } else {
+                    // Swapped for a link since the stat: not followed, removed.
                     beneath::remove_entry(dir, &name)?;
-                    continue;
                 }
+                continue;
             };
             let inner = sweep_dir(&sub, &path, rules)?;
             let base = was || rules.recorded.dirs.contains(&path);
@@ -200,4 +207,77 @@ fn sweep_dir(dir: &OwnedFd, rel: &[u8], rules: &Rules<'_>) -> std::io::Result<Le
         }
     }
     Ok(left)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(root: &Path, rel: &str, text: &str) {
+        let path = root.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    fn globs(root: &Path, patterns: &[&str]) -> Protect {
+        Protect::compile(root, &patterns.iter().map(|p| (*p).to_string()).collect::<Vec<_>>()).unwrap()
+    }
+
+    #[test]
+    fn what_the_record_does_not_hold_goes_unless_kept_and_unprotected() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        write(root, ".gitignore", "*.log\nbuild/\nnode_modules/\n__pycache__/\n");
+        write(root, "tests/test_a.py", "real\n");
+        write(root, "user.log", "the user's\n");
+        write(root, "changed.log", "the user's\n");
+        std::fs::create_dir(root.join("empty")).unwrap();
+        write(root, ".git/HEAD", "ref\n");
+        let (repo, _) = crate::batch::snapshot::init_baseline(root).unwrap();
+        let inventory = Inventory::take(root).unwrap();
+        // The agent's work: a recorded file, then what the record does not hold.
+        write(root, "src/new.py", "recorded\n");
+        write(root, "changed.log", "the agent's\n");
+        write(root, "build/out/a.o", "x");
+        write(root, "node_modules/pkg/index.js", "x");
+        write(root, "node_modules/.bin/tool", "x");
+        write(root, "tests/__pycache__/test_a.pyc", "forged");
+        write(root, "tests/.gitignore", "*\n");
+        write(root, "tests/test_0.py", "planted\n");
+        write(root, "sub/.git/config", "nested\n");
+        write(root, "out/results.jsonl", "dracode's own\n");
+        std::fs::create_dir(root.join("new-empty")).unwrap();
+        let tree = crate::batch::snapshot::snapshot(&repo).unwrap();
+        let recorded = Recorded::of(&repo, tree).unwrap();
+        let (keep, protect) = (globs(root, &["node_modules/**", "tests/**"]), globs(root, &["tests/**"]));
+        let skip = [b"out".to_vec()];
+        let rules = Rules { recorded: &recorded, inventory: &inventory, keep: &keep, protect: &protect, skip: &skip };
+        assert_eq!(sweep(root, &rules).unwrap(), ["node_modules/"]);
+        for gone in ["changed.log", "build", "tests/__pycache__", "tests/.gitignore", "tests/test_0.py", "sub", "new-empty"] {
+            assert!(std::fs::symlink_metadata(root.join(gone)).is_err(), "{gone} is removed");
+        }
+        for stays in ["src/new.py", "user.log", "empty", ".git/HEAD", "tests/test_a.py", "node_modules/pkg/index.js", "out/results.jsonl"] {
+            assert!(std::fs::symlink_metadata(root.join(stays)).is_ok(), "{stays} stays");
+        }
+    }
+
+    #[test]
+    fn kept_paths_are_listed_file_by_file_in_a_folder_that_was_there_and_capped() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        write(root, ".gitignore", "target/\n");
+        write(root, "target/old", "x");
+        let (repo, tree) = crate::batch::snapshot::init_baseline(root).unwrap();
+        let inventory = Inventory::take(root).unwrap();
+        for i in 0..(KEPT_LISTED + 5) {
+            write(root, &format!("target/f{i:03}"), "x");
+        }
+        let recorded = Recorded::of(&repo, tree).unwrap();
+        let (keep, protect) = (globs(root, &["target/**"]), globs(root, &[]));
+        let rules = Rules { recorded: &recorded, inventory: &inventory, keep: &keep, protect: &protect, skip: &[] };
+        let kept = sweep(root, &rules).unwrap();
+        assert_eq!(kept.len(), KEPT_LISTED + 1);
+        assert_eq!((kept[0].as_str(), kept[KEPT_LISTED].as_str()), ("target/f000", "... and 5 more"));
+        assert!(root.join("target/old").exists() && root.join("target/f104").exists());
+    }
 }

@@ -182,7 +182,8 @@ fn sweep_dir(dir: &OwnedFd, rel: &[u8], rules: &Rules<'_>) -> std::io::Result<Le
                 continue;
             };
             let inner = sweep_dir(&sub, &path, rules)?;
-            let base = was || rules.recorded.dirs.contains(&path);
+            // A recorded folder, or a submodule's (a gitlink in the record).
+            let base = was || rules.recorded.dirs.contains(&path) || rules.recorded.files.contains(&path);
             if inner.any || base {
                 left.any = true;
                 left.all_new_kept &= !base && inner.all_new_kept && inner.any;

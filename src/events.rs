@@ -382,6 +382,10 @@ pub struct TaskOutcome {
     pub denied_calls: Vec<DeniedCall>,
     /// Protected paths the last attempt changed (put back before the check), sorted.
     pub protected: Vec<String>,
+    /// Paths the change record does not hold (gitignored) that the last attempt left and that
+    /// stayed for the check because `keep_ignored` names them, sorted (a new folder kept whole
+    /// as `dir/`; at most 100, then `... and N more`).
+    pub kept_ignored: Vec<String>,
     /// The last attempt's connections refused by the egress allowlist or the sandbox: how
     /// many, and the first distinct `host:port`s.
     pub network_denied: crate::egress::Denials,
@@ -473,6 +477,7 @@ impl TaskOutcome {
             compactions: 0,
             denied_calls: Vec::new(),
             protected: Vec::new(),
+            kept_ignored: Vec::new(),
             network_denied: crate::egress::Denials::default(),
             carried_from: None,
             repairs: 0,

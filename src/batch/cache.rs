@@ -112,6 +112,7 @@ impl Cache {
             result: original.result,
             structured_output: original.structured_output,
             protected: original.protected,
+            kept_ignored: original.kept_ignored,
             cost_usd: Some(0.0),
             cached: Some(hit),
             ..fresh
@@ -179,7 +180,7 @@ fn key_inputs(spec: &TaskSpec, tree: &str) -> String {
         ("provider", format!("{:?} {:?} {:?} {:?} {:?} {replay:?}", p.kind, p.wire(), p.model, p.reasoning, p.max_tokens)),
         ("tools", format!("{:?} {:?}", spec.tools, spec.policy)),
         ("check", format!("{check:?}")),
-        ("protect", format!("{:?}", spec.protect)),
+        ("protect", format!("{:?} {:?}", spec.protect, spec.keep_ignored)),
         ("require_change", format!("{:?}", spec.require_change)),
         ("limits", format!("{} {:?} {:?} {:?}", spec.max_iterations, spec.timeout, spec.idle_timeout, spec.budget)),
         ("context", format!("{:?} {:?} {}", spec.context_window, spec.max_context_tokens, spec.compact_at)),

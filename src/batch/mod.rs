@@ -1,6 +1,7 @@
 //! Running a batch: planning tasks from manifests and flags ([`plan`]), preparing each task's
 //! [`workspace`], running it ([`task`]) and scheduling the whole run ([`runner`]).
 
+mod beneath;
 pub mod cache;
 pub mod check;
 pub mod combine;
@@ -17,6 +18,7 @@ pub mod shard;
 pub mod snapshot;
 pub mod spec;
 pub mod task;
+pub mod unrecorded;
 pub mod workspace;
 pub mod worktree;
 

@@ -372,6 +372,7 @@ fn resolve(
         answers: f.answers.unwrap_or_default(),
         require_change,
         protect: f.protect.unwrap_or_default(),
+        keep_ignored: f.keep_ignored.unwrap_or_default(),
         commit: f.commit == Some(true),
         isolate_home: f.isolate_home == Some(true),
         sandbox: f.sandbox.unwrap_or_default(),
@@ -443,7 +444,7 @@ fn resolve_limits(problems: &mut Problems<'_>) -> crate::sandbox::Limits {
 }
 
 /// The fields checked on their own: a `check` command that is not blank, a `repeat` of at
-/// least one, `protect` globs that compile.
+/// least one, `protect` and `keep_ignored` globs that compile.
 fn check_plain_fields(problems: &mut Problems<'_>) {
     let f = &problems.task.fields;
     if f.check.as_deref().is_some_and(|c| c.trim().is_empty()) {
@@ -452,10 +453,12 @@ fn check_plain_fields(problems: &mut Problems<'_>) {
     if f.repeat == Some(0) {
         problems.push("repeat", "must be at least 1 (one attempt)");
     }
-    if let Some(globs) = &f.protect
-        && let Err(e) = crate::sandbox::Protect::compile(Path::new("/"), globs)
-    {
-        problems.push("protect", e);
+    for (field, globs) in [("protect", &f.protect), ("keep_ignored", &f.keep_ignored)] {
+        if let Some(globs) = globs
+            && let Err(e) = crate::sandbox::Protect::compile(Path::new("/"), globs)
+        {
+            problems.push(field, e);
+        }
     }
 }
 

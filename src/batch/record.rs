@@ -10,6 +10,7 @@
 //! writes the tree to the private object store. The base objects are borrowed read-only through
 //! `objects/info/alternates` (the user's object stores).
 
+use super::beneath;
 use super::snapshot::{self, Changes};
 use git2::{Index, IndexAddOption, Oid, Repository};
 use std::path::{Path, PathBuf};
@@ -137,38 +138,23 @@ impl Record {
     }
 }
 
-/// Makes `workdir/rel` what `entry` of the base is (removed when `None`): its folders on the
-/// way are made real folders first, so nothing is written through a link.
+/// Makes `workdir/rel` what `entry` of the base is (removed when `None`), relative to a folder
+/// fd and never through a link ([`super::beneath`]): a link or file on the way is replaced by a
+/// folder, so nothing outside the working tree is opened, written or removed, even when a
+/// racing process swaps a folder for a link meanwhile.
 fn put_back(repo: &Repository, workdir: &Path, rel: &str, entry: Option<&git2::TreeEntry<'_>>) -> std::io::Result<()> {
-    let target = workdir.join(rel);
-    let mut dir = workdir.to_path_buf();
-    let parts: Vec<&str> = rel.split('/').collect();
-    for part in &parts[..parts.len() - 1] {
-        dir.push(part);
-        match std::fs::symlink_metadata(&dir) {
-            Ok(meta) if meta.is_dir() => {}
-            Ok(_) => {
-                std::fs::remove_file(&dir)?;
-                std::fs::create_dir(&dir)?;
-            }
-            Err(_) if entry.is_some() => std::fs::create_dir(&dir)?,
-            Err(_) => return Ok(()),
-        }
-    }
-    match std::fs::symlink_metadata(&target) {
-        Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(&target)?,
-        Ok(_) => std::fs::remove_file(&target)?,
-        Err(_) => {}
-    }
+    let parts: Vec<&[u8]> = rel.split('/').map(str::as_bytes).collect();
+    let Some((name, folders)) = parts.split_last() else { return Ok(()) };
+    let root = beneath::open_root(workdir)?;
+    let Some(dir) = beneath::walk_to(&root, folders, entry.is_some())? else { return Ok(()) };
+    beneath::remove_entry(&dir, name)?;
     let Some(entry) = entry else { return Ok(()) };
     let blob = repo.find_blob(entry.id()).map_err(std::io::Error::other)?;
     if entry.filemode() == 0o120000 {
-        let link = <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(blob.content());
-        return std::os::unix::fs::symlink(link, &target);
+        return beneath::link_new(&dir, name, blob.content());
     }
-    std::fs::write(&target, blob.content())?;
     let mode = if entry.filemode() == 0o100755 { 0o755 } else { 0o644 };
-    std::fs::set_permissions(&target, std::os::unix::fs::PermissionsExt::from_mode(mode))
+    beneath::write_new(&dir, name, blob.content(), mode)
 }
 
 #[cfg(test)]
@@ -294,5 +280,98 @@ mod tests {
         assert!(!root.join("__pycache__/x.pyc").exists());
         assert!(root.join("target/out.o").exists(), "ignored files are left alone");
         assert_eq!(record.changes().unwrap().unwrap().files, ["src/lib.rs"]);
+    }
+    /// Every file under `dir` with its bytes (links by their text).
+    fn tree_of(dir: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
+        let mut all = std::collections::BTreeMap::new();
+        for entry in walkdir_all(dir) {
+            let meta = std::fs::symlink_metadata(&entry).unwrap();
+            let bytes = if meta.is_symlink() {
+                std::fs::read_link(&entry).unwrap().into_os_string().into_encoded_bytes()
+            } else if meta.is_file() {
+                std::fs::read(&entry).unwrap()
+            } else {
+                b"<dir>".to_vec()
+            };
+            all.insert(entry.strip_prefix(dir).unwrap().to_path_buf(), bytes);
+        }
+        all
+    }
+
+    fn walkdir_all(dir: &Path) -> Vec<PathBuf> {
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if std::fs::symlink_metadata(&path).unwrap().is_dir() {
+                found.extend(walkdir_all(&path));
+            }
+            found.push(path);
+        }
+        found
+    }
+
+    #[test]
+    fn a_folder_swapped_for_a_link_during_restore_and_sweep_leads_nowhere_outside() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let (user, dir, private) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let root = dir.path().join("ws");
+        let record = record_of(user.path(), &root, &private.path().join("r"));
+        let inventory = crate::batch::unrecorded::Inventory::take(&root).unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("lib.rs"), "outside\n").unwrap();
+        std::fs::write(outside.path().join("out.o"), "outside\n").unwrap();
+        std::fs::create_dir(outside.path().join("deep")).unwrap();
+        std::fs::write(outside.path().join("deep/x"), "outside\n").unwrap();
+        let before = tree_of(outside.path());
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        // The racer: moves `src` (protected) and `target` (ignored) aside, changes them, puts a
+        // link to the outside folder in their place, and back — in a loop.
+        let racer = {
+            let (root, outside, stop) = (root.clone(), outside.path().to_path_buf(), stop.clone());
+            std::thread::spawn(move || {
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    n += 1;
+                    for (name, file) in [("src", "lib.rs"), ("target", "out.o")] {
+                        let (real, aside) = (root.join(name), root.join(format!(".aside{n}{name}")));
+                        let _ = std::fs::create_dir_all(&real);
+                        if std::fs::rename(&real, &aside).is_err() {
+                            continue;
+                        }
+                        let _ = std::fs::write(aside.join(file), format!("changed {n}\n"));
+                        let _ = std::os::unix::fs::symlink(&outside, &real);
+                        std::thread::yield_now();
+                        match std::fs::symlink_metadata(&real) {
+                            Ok(m) if m.is_symlink() => drop(std::fs::remove_file(&real)),
+                            Ok(_) => drop(std::fs::remove_dir_all(&real)),
+                            Err(_) => {}
+                        }
+                        let _ = std::fs::rename(&aside, &real);
+                    }
+                }
+            })
+        };
+        let protect = crate::sandbox::Protect::compile(&root, &["src/**".to_string()]).unwrap();
+        let keep = crate::sandbox::Protect::compile(&root, &[]).unwrap();
+        let started = std::time::Instant::now();
+        let mut rounds = 0;
+        while started.elapsed() < std::time::Duration::from_secs(3) || rounds < 50 {
+            rounds += 1;
+            let _ = record.restore(&protect);
+            if let Ok(tree) = record.snapshot() {
+                let recorded = crate::batch::unrecorded::Recorded::of(&record.repo, tree).unwrap();
+                let rules = crate::batch::unrecorded::Rules {
+                    recorded: &recorded,
+                    inventory: &inventory,
+                    keep: &keep,
+                    protect: &protect,
+                    skip: &[],
+                };
+                let _ = crate::batch::unrecorded::sweep(&root, &rules);
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        racer.join().unwrap();
+        assert_eq!(tree_of(outside.path()), before, "nothing outside was written or removed ({rounds} rounds)");
     }
 }

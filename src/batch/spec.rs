@@ -62,6 +62,9 @@ pub struct TaskSpec {
     pub require_change: RequireChange,
     /// Globs of paths the agent may not change (`protect`), relative to the workspace root.
     pub protect: Vec<String>,
+    /// Globs of gitignored paths that stay for the check (`keep_ignored`), relative to the
+    /// workspace root.
+    pub keep_ignored: Vec<String>,
     /// A passed task's changes are committed on a branch (worktree isolation only).
     pub commit: bool,
     /// The task's commands get their own empty `HOME`.

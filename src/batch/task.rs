@@ -278,6 +278,7 @@ impl AttemptCtx<'_> {
             outcome.protected.sort();
             outcome.protected.dedup();
             workspace = collect_changes(workspace, outcome, self.shared).await?;
+            (workspace, outcome.kept_ignored) = remove_unrecorded(self.spec, workspace, self.shared).await?;
             let Some(check) = self.spec.check.as_ref().filter(|_| checks_work_after(&phase)) else {
                 // `check` grades the final state only: a repair that stalled or failed leaves its
                 // work unchecked (the earlier rounds stay in `check_rounds`).
@@ -602,6 +603,32 @@ fn restore_protected(spec: &TaskSpec, workspace: &Workspace) -> Result<Vec<Strin
     }
     let protect = crate::sandbox::Protect::compile(&workspace.root, &spec.protect).map_err(TaskError::internal)?;
     workspace.record().restore(&protect).map_err(|e| TaskError::internal(format!("cannot put protected paths back: {e}")))
+}
+
+/// Removes what the change record just taken does not hold and the workspace did not hold when
+/// prepared (gitignored files the agent made), but for the paths `keep_ignored` names and
+/// `protect` does not; returns those kept ([`Workspace::sweep_unrecorded`]). dracode's own
+/// outputs (`--out`, `--record`, `$RUNNER_TEMP`) are never touched, nor anything with
+/// `isolation = "none"`. A failure ends the attempt
+/// `error`: the check must not grade what the patch does not show.
+async fn remove_unrecorded(spec: &TaskSpec, workspace: Workspace, shared: &Shared) -> Result<(Workspace, Vec<String>), TaskError> {
+    if spec.workspace.isolation == crate::manifest::Isolation::None {
+        // The workspace is the user's own folder: their build outputs and virtualenvs, which a
+        // command may have touched, are never deleted (README, "What the check sees").
+        return Ok((workspace, Vec::new()));
+    }
+    let keep = crate::sandbox::Protect::compile(&workspace.root, &spec.keep_ignored).map_err(TaskError::internal)?;
+    let protect = crate::sandbox::Protect::compile(&workspace.root, &spec.protect).map_err(TaskError::internal)?;
+    let own = [shared.paths.out.clone(), shared.record.clone(), shared.paths.runner_temp.clone()];
+    let skip: Vec<PathBuf> = own.into_iter().flatten().map(|p| p.canonicalize().unwrap_or(p)).collect();
+    let joined = tokio::task::spawn_blocking(move || {
+        let kept = workspace.sweep_unrecorded(&keep, &protect, &skip);
+        (workspace, kept)
+    })
+    .await;
+    let (workspace, kept) = joined.map_err(|e| TaskError::internal(format!("removing ignored files panicked: {e}")))?;
+    let kept = kept.map_err(|e| TaskError::internal(format!("cannot remove the files the change record does not hold: {e}")))?;
+    Ok((workspace, kept))
 }
 
 /// Records the attempt's changed files and patch in `outcome`, byte for byte; changes that

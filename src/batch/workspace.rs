@@ -17,6 +17,7 @@
 
 use super::record::Record;
 use super::snapshot::{self, Changes};
+use super::unrecorded::{Inventory, Recorded, Rules};
 use super::worktree::{self, GitDirs};
 use crate::manifest::Isolation;
 use git2::{Oid, Repository};
@@ -45,6 +46,9 @@ pub struct Workspace {
     record: Record,
     /// The tree [`Workspace::changes`] recorded last: what `commit = true` commits.
     recorded: std::sync::Mutex<Option<Oid>>,
+    /// Every entry of the working tree as prepared, before any command ran
+    /// ([`Workspace::sweep_unrecorded`] keeps those unchanged).
+    inventory: Inventory,
     /// The git directory and working directory of the repository the tools work on, fixed
     /// when the workspace was made: the task's own `.git` (`worktree`, `copy`), the user's
     /// (`none` in a repository).
@@ -116,6 +120,7 @@ impl Workspace {
             ws.workdir = ws.root.join(dir);
             std::fs::create_dir_all(&ws.workdir).map_err(io)?;
         }
+        ws.inventory = Inventory::take(&ws.root).map_err(io)?;
         Ok(ws)
     }
 
@@ -139,6 +144,7 @@ impl Workspace {
             base_commit: head.map(|c| c.id().to_string()),
             record,
             recorded: Default::default(),
+            inventory: Default::default(),
             git: user.as_ref().and_then(|r| Some((r.path().to_path_buf(), r.workdir()?.to_path_buf()))),
             source: None,
             source_git: None,
@@ -164,6 +170,7 @@ impl Workspace {
             base_commit,
             record,
             recorded: Default::default(),
+            inventory: Default::default(),
             source: None,
             source_git: user.as_ref().map(GitDirs::of),
             _dir: dir,
@@ -185,6 +192,7 @@ impl Workspace {
             base_commit: Some(task.base.to_string()),
             record,
             recorded: Default::default(),
+            inventory: Default::default(),
             source: Some(source.to_path_buf()),
             source_git: Some(task.source),
             _dir: dir,
@@ -229,6 +237,29 @@ impl Workspace {
             Some(tree) => self.record.revert_to(tree),
             None => Ok(Vec::new()),
         }
+    }
+
+    /// Removes from the working tree every path that is neither in the tree [`Workspace::changes`]
+    /// recorded last nor unchanged since the workspace was prepared, except those `keep` names
+    /// and `protect` does not ([`super::unrecorded`]); `skip` (absolute paths) is never touched.
+    /// Returns the paths kept. Called when no command of the task runs.
+    pub fn sweep_unrecorded(
+        &self,
+        keep: &crate::sandbox::Protect,
+        protect: &crate::sandbox::Protect,
+        skip: &[PathBuf],
+    ) -> Result<Vec<String>, String> {
+        let recorded = *self.recorded.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(tree) = recorded else { return Ok(Vec::new()) };
+        let recorded = Recorded::of(self.record.repo(), tree).map_err(|e| e.to_string())?;
+        let skip: Vec<Vec<u8>> = skip
+            .iter()
+            .filter_map(|p| p.strip_prefix(&self.root).ok())
+            .filter(|rel| !rel.as_os_str().is_empty())
+            .map(|rel| std::os::unix::ffi::OsStrExt::as_bytes(rel.as_os_str()).to_vec())
+            .collect();
+        let rules = Rules { recorded: &recorded, inventory: &self.inventory, keep, protect, skip: &skip };
+        super::unrecorded::sweep(&self.root, &rules).map_err(|e| e.to_string())
     }
 
     /// The repository the git tools may open: the one pinned when the workspace was made.

@@ -92,6 +92,11 @@ pub struct TaskFields {
     /// Globs (relative to the workspace root) of paths the agent may not change: its file tools
     /// refuse them, and they are put back before the check; added to `[defaults].protect`.
     pub protect: Option<Vec<String>>,
+    /// Globs (relative to the workspace root) of gitignored paths the agent made that stay for
+    /// the check (`["node_modules/**", ".venv/**"]`); every other path the change record does
+    /// not hold is removed before each check. Kept paths are listed in `task.finished`
+    /// (`kept_ignored`); a protected path is never kept. Replaces `[defaults].keep_ignored`.
+    pub keep_ignored: Option<Vec<String>>,
     /// Labels for `--filter tag:NAME`; added to `[defaults].tags` (a task cannot drop an
     /// inherited tag: put the tag on the tasks that have it instead of in `[defaults]`).
     pub tags: Option<Vec<String>>,
@@ -173,6 +178,7 @@ pub const FIELD_NAMES: &[&str] = &[
     "isolate_home",
     "require_change",
     "protect",
+    "keep_ignored",
     "tags",
     "answers",
     "replay",
@@ -220,7 +226,7 @@ impl TaskFields {
         let base = self;
         let mut merged = overlay_fields!(base, top; id, prompt, prompt_file, provider, model, max_iterations, timeout,
             idle_timeout, retries, retry_on, isolation, repo, base, workdir, tools, check, check_before,
-            check_timeout, check_repairs, repeat, commit, isolate_home, require_change, protect, tags, answers, replay, system_prompt, max_output_tokens,
+            check_timeout, check_repairs, repeat, commit, isolate_home, require_change, protect, keep_ignored, tags, answers, replay, system_prompt, max_output_tokens,
             reasoning,
             max_tokens, max_cost_usd, max_context_tokens, compact_at, sandbox, network, env, env_passthrough,
             unix_sockets, read_paths, output_schema, output_schema_file, output_retries, output, policy, mcp_servers, limits);

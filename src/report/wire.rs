@@ -326,6 +326,11 @@ pub struct WireOutcome {
     /// are not in its patch. Absent when none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub protected: Vec<String>,
+    /// Gitignored paths the task made that stayed for the check because `keep_ignored` names
+    /// them (every other path outside the patch was removed before it), sorted; a new folder
+    /// kept whole is `dir/`; at most 100, then `... and N more`. Absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kept_ignored: Vec<String>,
     /// How many connections of the task's commands were refused (`network.denied` events;
     /// last attempt); 0 in files of older versions.
     #[serde(default)]
@@ -672,6 +677,7 @@ pub fn wire_outcome(o: &TaskOutcome) -> WireOutcome {
         denied_calls: u32::try_from(o.denied_calls.len()).unwrap_or(u32::MAX),
         denied: o.denied_calls.clone(),
         protected: o.protected.clone(),
+        kept_ignored: o.kept_ignored.clone(),
         network_denied: o.network_denied.count,
         network_denied_hosts: o.network_denied.hosts.clone(),
         carried_from: o.carried_from.clone(),
@@ -736,6 +742,7 @@ pub fn from_wire(task_id: String, w: WireOutcome, diff: Option<String>) -> TaskO
         compactions: w.compactions,
         denied_calls: w.denied,
         protected: w.protected,
+        kept_ignored: w.kept_ignored,
         network_denied: crate::egress::Denials { count: w.network_denied, hosts: w.network_denied_hosts },
         carried_from: w.carried_from,
         cached: w.cached_from,

@@ -22,7 +22,7 @@ impl Protect {
         for pattern in patterns {
             let trimmed = pattern.trim_start_matches("./").trim_end_matches('/');
             if trimmed.is_empty() || trimmed.starts_with('/') || trimmed.split('/').any(|c| c == "..") {
-                return Err(format!("{pattern:?}: a protected path is a glob relative to the workspace root"));
+                return Err(format!("{pattern:?}: must be a glob relative to the workspace root"));
             }
             for glob in [trimmed.to_string(), format!("{trimmed}/**")] {
                 let compiled = GlobBuilder::new(&glob).literal_separator(true).build().map_err(|e| format!("{pattern:?}: {e}"))?;

@@ -172,3 +172,14 @@ fn a_bare_number_is_not_a_duration_in_a_manifest_or_a_flag() {
         "the flag's error names the flag: {stderr}"
     );
 }
+
+#[test]
+fn a_keep_ignored_glob_outside_the_workspace_is_exit_2_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("m.toml"), "[[tasks]]\nid = \"a\"\nprompt = \"p\"\nprovider = \"replay\"\nkeep_ignored = [\"../x\"]\n")
+        .unwrap();
+    let out = dracode(dir.path()).args(["validate", "m.toml"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("field \"keep_ignored\"") && stderr.contains("relative to the workspace root"), "{stderr}");
+}

@@ -15,6 +15,7 @@ mod git_isolation;
 mod git_process_tools;
 mod github_action;
 mod honest_record;
+mod ignored_files;
 mod manifest_errors;
 mod masking;
 mod mcp_conformance;

@@ -338,7 +338,12 @@ mod tests {
                         if std::fs::rename(&real, &aside).is_err() {
                             continue;
                         }
-                        let _ = std::fs::write(aside.join(file), format!("changed {n}\n"));
+                        // A new file renamed over the old one, never truncated in place: libgit2
+                        // maps the files it hashes, and a file cut short under a mapping is SIGBUS.
+                        let fresh = aside.join(format!("{file}.new"));
+                        if std::fs::write(&fresh, format!("changed {n}\n")).is_ok() {
+                            let _ = std::fs::rename(&fresh, aside.join(file));
+                        }
                         let _ = std::os::unix::fs::symlink(&outside, &real);
                         std::thread::yield_now();
                         match std::fs::symlink_metadata(&real) {

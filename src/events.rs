@@ -152,7 +152,9 @@ impl FailureKind {
     pub fn is_infrastructure(self) -> bool {
         match self {
             FailureKind::Llm(kind) => kind.is_infrastructure(),
-            FailureKind::Sandbox | FailureKind::Resource | FailureKind::Internal | FailureKind::CheckUnrunnable | FailureKind::Secret => true,
+            FailureKind::Sandbox | FailureKind::Resource | FailureKind::Internal | FailureKind::CheckUnrunnable | FailureKind::Secret => {
+                true
+            }
             FailureKind::Tool | FailureKind::Agent | FailureKind::Check | FailureKind::Denied | FailureKind::Protected => false,
         }
     }

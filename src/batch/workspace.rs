@@ -120,7 +120,11 @@ impl Workspace {
             ws.workdir = ws.root.join(dir);
             std::fs::create_dir_all(&ws.workdir).map_err(io)?;
         }
-        ws.inventory = Inventory::take(&ws.root).map_err(io)?;
+        // What the sweep before a check keeps; with `isolation = "none"` nothing is swept (the
+        // user's own folder), so its possibly large build folders are not walked.
+        if isolation != Isolation::None {
+            ws.inventory = Inventory::take(&ws.root).map_err(io)?;
+        }
         Ok(ws)
     }
 

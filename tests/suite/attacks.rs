@@ -157,7 +157,7 @@ fn attack_proc_environ_of_dracode_is_unreadable() {
 }
 
 /// A listener on 127.0.0.1 recording every byte it receives (the exfiltration target).
-fn exfiltration_target() -> (u16, Arc<Mutex<Vec<u8>>>) {
+pub(crate) fn exfiltration_target() -> (u16, Arc<Mutex<Vec<u8>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let got = Arc::new(Mutex::new(Vec::new()));

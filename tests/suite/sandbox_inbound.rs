@@ -4,7 +4,7 @@
 //! own clients reach its own listeners — no other local port. Every connection these tests make
 //! is to 127.0.0.0/8 or ::1.
 
-use super::attacks::Scenario;
+use super::attacks::{Scenario, exfiltration_target};
 use crate::support::cli::events;
 use crate::support::sandbox::{Scratch, supported};
 use dracode::sandbox::SandboxMode;
@@ -67,27 +67,10 @@ EOF"#
     )
 }
 
-/// A listener of the test's on 127.0.0.1 recording what it receives.
-fn foreign_listener() -> (u16, Arc<Mutex<Vec<u8>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let got = Arc::new(Mutex::new(Vec::new()));
-    let seen = got.clone();
-    std::thread::spawn(move || {
-        for mut stream in listener.incoming().flatten() {
-            let mut buf = Vec::new();
-            let _ = stream.set_read_timeout(Some(Duration::from_secs(3)));
-            let _ = stream.read_to_end(&mut buf);
-            seen.lock().unwrap().extend(b"<connection>".iter().chain(&buf));
-        }
-    });
-    (port, got)
-}
-
 /// Runs [`server_script`] as one task with `fields`, and checks what holds in both modes.
 fn listens_only_on_loopback(fields: &str) {
     let s = Scenario::new();
-    let (foreign, got) = foreign_listener();
+    let (foreign, got) = exfiltration_target();
     let r = s.run("inbound", &[server_script(foreign)], fields, &[], &[]);
     r.assert_finished("passed");
     let out = r.all_output();

@@ -1,4 +1,4 @@
-//! The agent loop for one task (DraCode's loop, seed 001 §10.1.1): call the model; if it asks
+//! The agent loop for one task: call the model; if it asks
 //! for tools, run every call of the turn in order and answer each; repeat until it ends its
 //! turn, fails, or runs out of iterations or budget. Before each call the conversation is kept
 //! inside the model's context window ([`crate::context`]: trim old tool outputs, then a summary
@@ -415,7 +415,7 @@ impl Agent<'_> {
         Some(TaskError::new(FailureKind::Denied, message))
     }
 
-    /// Runs a turn's calls that only read all at once (seed 004 "Concurrent Execution"); they
+    /// Runs a turn's calls that only read all at once; they
     /// are still started, completed and answered in the model's order. Dropping the turn (a
     /// timeout, a cancel) aborts those still running.
     async fn call_read_only_tools(

@@ -1,4 +1,4 @@
-//! The command line (INTERFACE.md §1). Parsing only: [`crate::batch`] and `main.rs` act on it.
+//! The command line (README, "Commands"). Parsing only: [`crate::batch`] and `main.rs` act on it.
 
 use crate::manifest::Isolation;
 use crate::tools::render::ToolFormat;

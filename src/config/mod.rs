@@ -1,4 +1,4 @@
-//! Configuration layering (INTERFACE.md §3), lowest to highest: built-in defaults →
+//! Configuration layering (README, "Configuration"), lowest to highest: built-in defaults →
 //! `dracode.toml` (or `$DRACODE_CONFIG`, or `--config`) → `dracode.local.toml` → `DRACODE_*`
 //! environment (nested with `__`) → manifest `[defaults]` → task fields → command-line flags.
 //! This module owns the first four; [`crate::manifest`] and [`crate::cli`] add the rest.

@@ -1,6 +1,6 @@
 //! The JSONL wire format of `results.jsonl` and `--jsonl`: one [`WireEvent`] a line.
 //!
-//! These types are the user contract (INTERFACE.md §6), kept apart from the internal
+//! These types are the user contract (README, "Events (`results.jsonl`)"), kept apart from the internal
 //! [`crate::events`] so that an internal change never silently changes the wire. [`to_wire`] is
 //! the one, pure, mapping; [`events_schema`] is what `dracode schema events` prints.
 //!

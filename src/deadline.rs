@@ -9,9 +9,8 @@
 //! [`SHARE_LEFT_WARNING`] of a token or cost budget left.
 
 use crate::agent::Budget;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 use std::time::Duration;
+pub use crate::results::Limit;
 
 /// A warning comes with the request that has this many calls left, itself included.
 pub const TURNS_LEFT_WARNING: u32 = 2;
@@ -19,32 +18,6 @@ pub const TURNS_LEFT_WARNING: u32 = 2;
 pub const SHARE_LEFT_WARNING: f64 = 0.10;
 /// A time warning comes at least this long before the timeout (unless that is over half of it).
 pub const MIN_TIME_LEFT_WARNING: Duration = Duration::from_secs(60);
-
-/// A limit of a task the agent can be warned about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Limit {
-    /// LLM calls (`max_iterations`); counted in calls.
-    MaxIterations,
-    /// Wall-clock time (`timeout`); counted in seconds.
-    Timeout,
-    /// The task's token budget (`max_tokens`); counted in tokens.
-    MaxTokens,
-    /// The task's cost budget (`max_cost_usd`); counted in USD.
-    MaxCostUsd,
-}
-
-impl Limit {
-    /// The manifest field that sets it.
-    pub fn field(self) -> &'static str {
-        match self {
-            Limit::MaxIterations => "max_iterations",
-            Limit::Timeout => "timeout",
-            Limit::MaxTokens => "max_tokens",
-            Limit::MaxCostUsd => "max_cost_usd",
-        }
-    }
-}
 
 /// The limits of a task's agent.
 #[derive(Debug, Clone, Copy)]

@@ -6,8 +6,8 @@
 //! diffs, progress), so no task waits on a disk or a terminal. A new output format is a new
 //! reporter; it touches no other file.
 
-use crate::llm::{ErrorKind, Message, StopReason, Usage};
-use schemars::JsonSchema;
+use crate::llm::{Message, StopReason, Usage};
+use crate::results::exit_codes;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -15,69 +15,7 @@ use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
-
-/// How a task ended. Exactly one per task, always.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    /// The agent finished and the check (if any) passed.
-    Passed,
-    /// The agent finished but the check failed, or the agent itself failed.
-    Failed,
-    /// Infrastructure failure after all retries.
-    Error,
-    /// The provider lacks credentials or an endpoint; no request was sent.
-    NotConfigured,
-    /// The agent used every iteration without finishing.
-    MaxIterations,
-    /// The task's wall-clock limit was reached.
-    Timeout,
-    /// No event for `idle_timeout`.
-    Stalled,
-    /// A token or cost budget was exceeded.
-    BudgetExceeded,
-    /// Interrupted by SIGINT/SIGTERM.
-    Cancelled,
-    /// Not run (fail-fast).
-    Skipped,
-}
-
-impl Status {
-    /// Every status, in report order.
-    pub const ALL: [Status; 10] = [
-        Status::Passed,
-        Status::Failed,
-        Status::Error,
-        Status::NotConfigured,
-        Status::MaxIterations,
-        Status::Timeout,
-        Status::Stalled,
-        Status::BudgetExceeded,
-        Status::Cancelled,
-        Status::Skipped,
-    ];
-
-    /// The snake_case name used in every artifact.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Passed => "passed",
-            Status::Failed => "failed",
-            Status::Error => "error",
-            Status::NotConfigured => "not_configured",
-            Status::MaxIterations => "max_iterations",
-            Status::Timeout => "timeout",
-            Status::Stalled => "stalled",
-            Status::BudgetExceeded => "budget_exceeded",
-            Status::Cancelled => "cancelled",
-            Status::Skipped => "skipped",
-        }
-    }
-
-    /// True for `passed`.
-    pub fn is_pass(self) -> bool {
-        self == Status::Passed
-    }
-}
+pub use crate::results::{CacheHit, CheckRecord, CompactionMethod, DeniedCall, FailureKind, RegradedFrom, RepeatVerdict, RetryScope, Status, TaskError};
 
 /// Which task and attempt an event belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,149 +24,6 @@ pub struct TaskRef {
     pub task_id: Arc<str>,
     /// 1-based attempt number.
     pub attempt: u32,
-}
-
-/// The record of a task's `check` command.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct CheckRecord {
-    /// The command line.
-    pub command: String,
-    /// Its exit code; `None` when it was killed or could not start.
-    pub exit_code: Option<i32>,
-    /// The last part of its combined output.
-    pub output_tail: String,
-    /// The exit code of the same check run before the agent, when `check_before` is set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub before: Option<Option<i32>>,
-}
-
-/// The class of a task's failure: the LLM call's own kinds, carried through, or one that only a
-/// task can have. On the wire it is one snake_case string (`"check"`, `"rate_limit"`, …).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum FailureKind {
-    /// An LLM call failed (infrastructure: rate limit, auth, network, …).
-    Llm(ErrorKind),
-    /// A tool failed in a way that ended the task.
-    Tool,
-    /// The agent itself failed (refusal, truncated output, malformed tool call, limits).
-    Agent,
-    /// The task's check command failed.
-    Check,
-    /// The check could not run (its command not found or not executable, a read the sandbox
-    /// refused): nothing is known about the agent's work.
-    CheckUnrunnable,
-    /// The machine cannot give the promised confinement.
-    Sandbox,
-    /// The tool policy denied a call and the task has `on_denied = "fail"`.
-    Denied,
-    /// The task changed a protected path (`protect`).
-    Protected,
-    /// A command passed one of the task's resource `limits` (memory, processes, CPU time) and
-    /// the sandbox killed it.
-    Resource,
-    /// A configured secret's value appeared in the task's changes: the patch is withheld rather
-    /// than masked (a masked patch would not apply).
-    Secret,
-    /// A bug or I/O failure inside dracode.
-    Internal,
-}
-
-impl FailureKind {
-    /// The kinds only a task has, with their wire names.
-    const TASK_KINDS: [(FailureKind, &'static str); 10] = [
-        (FailureKind::Tool, "tool"),
-        (FailureKind::Agent, "agent"),
-        (FailureKind::Check, "check"),
-        (FailureKind::CheckUnrunnable, "check_unrunnable"),
-        (FailureKind::Sandbox, "sandbox"),
-        (FailureKind::Denied, "denied"),
-        (FailureKind::Protected, "protected"),
-        (FailureKind::Resource, "resource"),
-        (FailureKind::Secret, "secret"),
-        (FailureKind::Internal, "internal"),
-    ];
-
-    /// True for infrastructure failures (reported as JUnit `<error>` rather than `<failure>`).
-    pub fn is_infrastructure(self) -> bool {
-        match self {
-            FailureKind::Llm(kind) => kind.is_infrastructure(),
-            FailureKind::Sandbox | FailureKind::Resource | FailureKind::Internal | FailureKind::CheckUnrunnable | FailureKind::Secret => {
-                true
-            }
-            FailureKind::Tool | FailureKind::Agent | FailureKind::Check | FailureKind::Denied | FailureKind::Protected => false,
-        }
-    }
-
-    /// The snake_case name used in events and JUnit.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FailureKind::Llm(kind) => kind.as_str(),
-            own => Self::TASK_KINDS.iter().find(|(k, _)| *k == own).map_or("internal", |(_, name)| name),
-        }
-    }
-}
-
-impl From<ErrorKind> for FailureKind {
-    /// An LLM kind as a task kind; dracode's own failures inside an LLM call are `Internal` either way.
-    fn from(kind: ErrorKind) -> Self {
-        if kind == ErrorKind::Internal { FailureKind::Internal } else { FailureKind::Llm(kind) }
-    }
-}
-
-impl Serialize for FailureKind {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.as_str())
-    }
-}
-
-impl<'de> Deserialize<'de> for FailureKind {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        use serde::de::IntoDeserializer;
-        let name = String::deserialize(deserializer)?;
-        if let Some((kind, _)) = Self::TASK_KINDS.iter().find(|(_, n)| *n == name) {
-            return Ok(*kind);
-        }
-        let llm: Result<ErrorKind, serde::de::value::Error> = ErrorKind::deserialize(name.as_str().into_deserializer());
-        llm.map(FailureKind::from).map_err(|_| serde::de::Error::custom(format!("unknown error kind {name:?}")))
-    }
-}
-
-impl JsonSchema for FailureKind {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "FailureKind".into()
-    }
-
-    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        let own: Vec<&str> = Self::TASK_KINDS.iter().map(|(_, name)| *name).collect();
-        schemars::json_schema!({
-            "description": "The class of failure: a task kind or an LLM call's kind.",
-            "anyOf": [{"type": "string", "enum": own}, generator.subschema_for::<ErrorKind>()]
-        })
-    }
-}
-
-/// Why a task did not pass.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct TaskError {
-    /// The class of failure.
-    pub kind: FailureKind,
-    /// A human explanation.
-    pub message: String,
-    /// The HTTP status, when the failure came from a response.
-    #[serde(default)]
-    pub http_status: Option<u16>,
-}
-
-impl TaskError {
-    /// A failure of `kind` without an HTTP status.
-    pub fn new(kind: FailureKind, message: impl Into<String>) -> Self {
-        TaskError { kind, message: message.into(), http_status: None }
-    }
-
-    /// A failure inside dracode (I/O, a panic, an interrupted run).
-    pub fn internal(message: impl Into<String>) -> Self {
-        Self::new(FailureKind::Internal, message)
-    }
 }
 
 /// The whole conversation of a task, for `transcripts/<id>.json`.
@@ -267,38 +62,6 @@ pub struct CheckRound {
     pub duration: Duration,
     /// The last part of its output (what the agent was shown).
     pub output_tail: String,
-}
-
-/// Whether a repeated task (`repeat`) passes every attempt, none, or some.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum RepeatVerdict {
-    /// Every attempt passed.
-    StablePass,
-    /// No attempt passed.
-    StableFail,
-    /// Some passed, some did not.
-    Flaky,
-}
-
-impl RepeatVerdict {
-    /// The verdict of `passed` passes out of `count` attempts.
-    pub fn of(passed: u32, count: u32) -> Self {
-        match passed {
-            0 => RepeatVerdict::StableFail,
-            p if p == count => RepeatVerdict::StablePass,
-            _ => RepeatVerdict::Flaky,
-        }
-    }
-
-    /// The snake_case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RepeatVerdict::StablePass => "stable_pass",
-            RepeatVerdict::StableFail => "stable_fail",
-            RepeatVerdict::Flaky => "flaky",
-        }
-    }
 }
 
 /// One independent attempt of a repeated task (`repeat`), with its own workspace and record.
@@ -411,46 +174,12 @@ pub struct TaskOutcome {
     pub regraded_from: Option<RegradedFrom>,
 }
 
-/// The recorded pass a cached result reuses, with its figures (what it cost when it ran).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct CacheHit {
-    /// The run that recorded the pass.
-    pub run_id: String,
-    /// The cache key (a hash of every input the task's result depends on).
-    pub key: String,
-    /// That run's LLM calls for the task.
-    pub num_turns: u32,
-    /// That run's token usage for the task.
-    pub usage: Usage,
-    /// That run's cost for the task, in USD (`null` when unknown).
-    pub total_cost_usd: Option<f64>,
-    /// That run's wall time for the task.
-    pub duration_ms: u64,
-}
-
-/// The attempt a regraded result grades again.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct RegradedFrom {
-    /// The run that made the attempt.
-    pub run_id: String,
-    /// The attempt (1-based).
-    pub attempt: u32,
-    /// The status that run gave it.
-    pub status: Status,
-}
-
-/// A tool call the task's policy refused.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct DeniedCall {
-    /// The call's id (as in `tool.started`).
-    pub call_id: String,
-    /// The tool called.
-    pub tool: String,
-    /// What was refused and the rule that refused it, as the model was told.
-    pub message: String,
-}
-
 impl TaskOutcome {
+    /// How it ended, as [`exit_codes::of_tasks`] weighs it: its status and its error.
+    pub fn ending(&self) -> (Status, Option<&TaskError>) {
+        (self.status, self.error.as_ref())
+    }
+
     /// An outcome with nothing recorded yet: no turns, no usage, no changes, no error.
     pub fn new(task_id: &str, manifest: &std::path::Path, index: usize, status: Status, provider: &str, model: &str) -> Self {
         TaskOutcome {
@@ -523,7 +252,7 @@ impl RunTotals {
             usage: outcomes.iter().map(|o| o.usage).sum(),
             cost_usd,
             duration,
-            exit_code: crate::exit_codes::of_tasks(outcomes),
+            exit_code: exit_codes::of_tasks(outcomes.iter().map(TaskOutcome::ending)),
             artifact_failures: 0,
         }
     }
@@ -645,26 +374,6 @@ pub enum EventKind {
     TaskFinished(Box<TaskOutcome>),
     /// The run ended.
     RunFinished(RunTotals),
-}
-
-/// How a `context.compacted` event shrank the conversation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum CompactionMethod {
-    /// Old tool outputs were cut to their head and tail.
-    TrimToolOutputs,
-    /// The model summarised the work so far; the conversation continues from the summary.
-    Summary,
-}
-
-/// What a `retry` event retries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum RetryScope {
-    /// One HTTP request.
-    Http,
-    /// A whole task attempt.
-    Task,
 }
 
 /// An event with its time and task.
@@ -816,12 +525,12 @@ fn dispatch(receiver: Receiver<Queued>, mut reporters: Vec<Box<dyn Reporter>>) -
 
 /// Hands `run.finished` to the reporters in [`RunEnd`] order. The whole-run files are written
 /// (and their reporters finished) first; before each later group the event's exit code becomes
-/// [`crate::exit_codes::ARTIFACTS_FAILED`] if anything failed so far (an interrupt's code
+/// [`crate::results::exit_codes::ARTIFACTS_FAILED`] if anything failed so far (an interrupt's code
 /// stays), so the record never claims a success its own files do not have.
 fn run_finished(reporters: &mut [Box<dyn Reporter>], finished: &mut [bool], mut event: Event, failures: &mut Vec<String>) {
     for group in [RunEnd::WritesFiles, RunEnd::Shows, RunEnd::Records] {
         if let EventKind::RunFinished(totals) = &mut event.kind {
-            totals.exit_code = crate::exit_codes::after_artifacts(totals.exit_code, failures.len());
+            totals.exit_code = crate::results::exit_codes::after_artifacts(totals.exit_code, failures.len());
             totals.artifact_failures = failures.len();
         }
         for (reporter, done) in reporters.iter_mut().zip(finished.iter_mut()).filter(|(r, _)| r.run_end() == group) {
@@ -1023,11 +732,11 @@ mod tests {
             .collect();
         let bus = EventBus::new(reporters);
         let totals = RunTotals::of(&[], Duration::ZERO);
-        assert_eq!(totals.exit_code, crate::exit_codes::OK);
+        assert_eq!(totals.exit_code, crate::results::exit_codes::OK);
         bus.emit(None, EventKind::RunFinished(totals));
         assert_eq!(bus.finish(), ["cannot write junit.xml: disk full"]);
         let seen: Vec<(RunEnd, i32, usize)> = received.try_iter().collect();
-        let failed = crate::exit_codes::ARTIFACTS_FAILED;
+        let failed = crate::results::exit_codes::ARTIFACTS_FAILED;
         assert_eq!(
             seen,
             [

@@ -8,7 +8,7 @@ use dracode::batch::{plan, runner, task::Shared};
 use dracode::cli::{AuthTarget, Cli, Command, ListFormat, NoTasks, RunArgs, SchemaKind};
 use dracode::config::Config;
 use dracode::events::{Emitter, EventBus, Reporter};
-use dracode::exit_codes;
+use dracode::results::exit_codes;
 use dracode::report::{
     self,
     jsonl::JsonlReporter,
@@ -120,7 +120,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Schema { which } => {
             let schema = match which {
                 SchemaKind::Manifest => dracode::manifest::json_schema(),
-                SchemaKind::Events => report::wire::events_schema(),
+                SchemaKind::Events => dracode::results::records::events_schema(),
             };
             println!("{}", serde_json::to_string_pretty(&schema)?);
             Ok(exit_codes::OK)

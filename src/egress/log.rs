@@ -6,6 +6,7 @@
 
 use crate::events::{Emitter, EventKind};
 use std::sync::Mutex;
+pub use crate::results::Denials;
 
 /// `network.denied` events one attempt emits at most; later refusals are only counted (a
 /// command retrying in a loop must not flood `results.jsonl`).
@@ -26,15 +27,6 @@ struct State {
     /// The commands running now, innermost last (a `check`, a `run_command`).
     running: Vec<(u64, String)>,
     next_id: u64,
-}
-
-/// What a task's refusals add up to.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Denials {
-    /// Connections refused.
-    pub count: u64,
-    /// The first distinct `host:port`s refused (at most [`MAX_HOSTS`]).
-    pub hosts: Vec<String>,
 }
 
 /// Marks a command as running until dropped (see [`NetworkLog::running`]).

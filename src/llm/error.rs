@@ -1,65 +1,7 @@
 //! Why an LLM call failed, as a type: the kind decides retries, task status and JUnit element.
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 use std::time::Duration;
-
-/// The class of an LLM call's failure (a task's own kinds are `events::FailureKind`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorKind {
-    /// The provider lacks credentials or an endpoint; nothing was sent.
-    NotConfigured,
-    /// HTTP 429 or a rate-limit error body.
-    RateLimit,
-    /// The account's quota is exhausted (not transient).
-    Quota,
-    /// 401/403: the key was refused.
-    Auth,
-    /// Connection refused, reset, DNS, TLS or a client-side timeout.
-    Network,
-    /// 5xx from the provider.
-    Server,
-    /// A response that could not be understood (bad JSON, truncated body, 400 from the API).
-    BadResponse,
-    /// A bug or I/O failure inside dracode.
-    Internal,
-    /// The conversation outgrew the model's context window (and compaction could not help).
-    /// The task's own failure, not infrastructure; never retried as it is.
-    ContextOverflow,
-}
-
-impl ErrorKind {
-    /// True for infrastructure failures (reported as JUnit `<error>` rather than `<failure>`).
-    pub fn is_infrastructure(self) -> bool {
-        matches!(
-            self,
-            ErrorKind::NotConfigured
-                | ErrorKind::RateLimit
-                | ErrorKind::Quota
-                | ErrorKind::Auth
-                | ErrorKind::Network
-                | ErrorKind::Server
-                | ErrorKind::BadResponse
-                | ErrorKind::Internal
-        )
-    }
-
-    /// The snake_case name used in events.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorKind::NotConfigured => "not_configured",
-            ErrorKind::RateLimit => "rate_limit",
-            ErrorKind::Quota => "quota",
-            ErrorKind::Auth => "auth",
-            ErrorKind::Network => "network",
-            ErrorKind::Server => "server",
-            ErrorKind::BadResponse => "bad_response",
-            ErrorKind::Internal => "internal",
-            ErrorKind::ContextOverflow => "context_overflow",
-        }
-    }
-}
+pub use crate::results::ErrorKind;
 
 /// A failed LLM call.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

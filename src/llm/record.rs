@@ -18,7 +18,7 @@ impl Recorder {
     pub fn new(inner: Arc<dyn Provider>, dir: &std::path::Path, task_id: &str, provider_name: &str) -> Self {
         Recorder {
             inner,
-            file: dir.join(format!("{}.json", crate::fsname::file_stem(task_id))),
+            file: dir.join(format!("{}.json", crate::results::file_names::file_stem(task_id))),
             provider_name: provider_name.to_string(),
             responses: Mutex::new(Vec::new()),
         }

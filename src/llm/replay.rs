@@ -47,7 +47,7 @@ impl Replay {
             .as_deref()
             .ok_or_else(|| LlmError::not_configured("the replay provider needs `replay` (a recording file or folder)"))?;
         let (file, by_task) = if path.is_dir() {
-            (path.join(format!("{}.json", crate::fsname::file_stem(&task.task_id))), false)
+            (path.join(format!("{}.json", crate::results::file_names::file_stem(&task.task_id))), false)
         } else {
             (path.to_path_buf(), true)
         };

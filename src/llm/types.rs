@@ -3,7 +3,7 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::ops::{Add, AddAssign};
+pub use crate::results::Usage;
 
 /// Who said a message. Tool results travel in `User` messages, as in the Anthropic model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -183,62 +183,6 @@ impl StopReason {
             StopReason::MalformedToolCall => "malformed_tool_call",
             StopReason::Other(s) => s,
         }
-    }
-}
-
-/// Token counts, normalised: `input_tokens` counts every prompt token, cached ones included
-/// (the OpenAI convention); `total_tokens` is input plus output. Sums are exact: `+` adds
-/// field by field, so a task's usage is the sum of its calls.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(default)]
-pub struct Usage {
-    /// Prompt tokens, including cache reads and cache writes.
-    pub input_tokens: u64,
-    /// Prompt tokens served from the provider's cache.
-    pub cached_input_tokens: u64,
-    /// Prompt tokens written to the provider's cache.
-    pub cache_creation_input_tokens: u64,
-    /// Completion tokens, reasoning included.
-    pub output_tokens: u64,
-    /// Completion tokens spent on hidden reasoning.
-    pub reasoning_output_tokens: u64,
-    /// `input_tokens + output_tokens`.
-    pub total_tokens: u64,
-    /// LLM calls that returned a response (HTTP retries of the same call are not counted twice).
-    pub requests: u64,
-}
-
-impl Usage {
-    /// The usage of one call from its input and output token counts.
-    pub fn from_counts(input_tokens: u64, output_tokens: u64) -> Self {
-        Usage { input_tokens, output_tokens, total_tokens: input_tokens + output_tokens, requests: 1, ..Usage::default() }
-    }
-}
-
-impl Add for Usage {
-    type Output = Usage;
-    fn add(self, o: Usage) -> Usage {
-        Usage {
-            input_tokens: self.input_tokens + o.input_tokens,
-            cached_input_tokens: self.cached_input_tokens + o.cached_input_tokens,
-            cache_creation_input_tokens: self.cache_creation_input_tokens + o.cache_creation_input_tokens,
-            output_tokens: self.output_tokens + o.output_tokens,
-            reasoning_output_tokens: self.reasoning_output_tokens + o.reasoning_output_tokens,
-            total_tokens: self.total_tokens + o.total_tokens,
-            requests: self.requests + o.requests,
-        }
-    }
-}
-
-impl AddAssign for Usage {
-    fn add_assign(&mut self, o: Usage) {
-        *self = *self + o;
-    }
-}
-
-impl std::iter::Sum for Usage {
-    fn sum<I: Iterator<Item = Usage>>(iter: I) -> Usage {
-        iter.fold(Usage::default(), Add::add)
     }
 }
 

@@ -303,7 +303,7 @@ fn check_input_paths(fields: &TaskFields, dir: &Path, push: &mut impl FnMut(&str
 /// is not an error here: the task then ends `not_configured`, as documented.
 fn check_replay_recording(fields: &TaskFields, id: &str, push: &mut impl FnMut(&str, String)) {
     let Some(folder) = fields.replay.as_deref().filter(|p| p.is_dir()) else { return };
-    let file = folder.join(format!("{}.json", crate::fsname::file_stem(id)));
+    let file = folder.join(format!("{}.json", crate::results::file_names::file_stem(id)));
     if std::fs::symlink_metadata(&file).is_ok()
         && let Err(e) = read_input(&file)
     {

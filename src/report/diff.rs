@@ -1,7 +1,8 @@
 //! `diffs/<id>.patch`: the unified diff of each task's changes, as `git apply` takes it. A task
 //! that changed nothing has no patch file.
 
-use super::{file_stem, write_atomic};
+use super::write_atomic;
+use crate::results::file_names::file_stem;
 use crate::events::{Event, EventKind, Reporter};
 use crate::secrets::Redactor;
 use std::path::PathBuf;
@@ -62,7 +63,7 @@ mod tests {
     use super::*;
     use crate::events::Status;
     use crate::report::test_support::{finished, outcome};
-    use crate::report::wire::diff_path;
+    use crate::results::file_names::diff_path;
 
     #[test]
     fn a_changed_task_gets_its_patch_where_the_jsonl_says() {

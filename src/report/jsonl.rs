@@ -1,7 +1,7 @@
-//! `results.jsonl` and `--jsonl`: every event as one line of [`super::wire`], written and
+//! `results.jsonl` and `--jsonl`: every event as one line of [`crate::results::records`], written and
 //! flushed as it happens so a tailing reader sees it at once and a crash loses nothing.
 
-use super::wire::to_wire;
+use super::contract::to_wire;
 use crate::events::{Event, EventKind, Reporter, RunEnd};
 use crate::secrets::Redactor;
 use std::borrow::Cow;

@@ -148,7 +148,7 @@ impl JunitReporter {
             ("total_tokens", o.usage.total_tokens.to_string()),
         ];
         if let Some(cost) = o.cost_usd {
-            props.push(("cost_usd", super::wire::exact_cost(cost).to_string()));
+            props.push(("cost_usd", crate::results::records::exact_cost(cost).to_string()));
         }
         if o.flaky {
             props.push(("flaky", "true".to_string()));

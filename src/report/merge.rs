@@ -26,11 +26,13 @@
 //! file. The shard count comes from the inputs' `run.started` (`shard` = `K/N`).
 
 use super::jsonl::redact_event;
-use super::wire::{MergedFrom, WireEvent, WireOutcome, from_wire, to_wire};
-use super::{DiffReporter, JunitReporter, SummaryReporter, file_stem, write_atomic};
+use super::contract::{from_wire, to_wire};
+use crate::results::records::{MergedFrom, WireEvent, WireOutcome};
+use super::{DiffReporter, JunitReporter, SummaryReporter, write_atomic};
+use crate::results::file_names::file_stem;
 use crate::batch::shard::Shard;
 use crate::events::{Event, EventKind, Reporter, RunTotals, TaskOutcome, TaskRef};
-use crate::exit_codes;
+use crate::results::exit_codes;
 use crate::secrets::Redactor;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -241,8 +243,7 @@ fn supersede(read: &mut [Input], any: bool) {
                 // Judged again on the tasks it keeps: a task that could not be judged (5) and
                 // was run again no longer speaks for this input.
                 if matches!(input.exit_code, Some(exit_codes::OK | exit_codes::TASKS_FAILED | exit_codes::NOT_JUDGED)) {
-                    let kept: Vec<_> = input.finished.iter().map(|f| f.outcome.clone()).collect();
-                    input.exit_code = Some(exit_codes::of_tasks(&kept));
+                    input.exit_code = Some(exit_codes::of_tasks(input.finished.iter().map(|f| f.outcome.ending())));
                 }
             }
         }
@@ -662,7 +663,7 @@ mod tests {
     use crate::llm::{ErrorKind, StopReason, Usage};
     use crate::report::artifact_reporters;
     use crate::report::test_support::{fixed_ts, outcome, transcript};
-    use crate::report::wire::events_schema;
+    use crate::results::records::events_schema;
     use serde_json::Value;
 
     const SECRET: &str = "sk-secret-0123456789";

@@ -1,6 +1,6 @@
 //! Artifacts, each an independent [`crate::events::Reporter`] of the event stream.
 //!
-//! One file per output: [`jsonl`] (`results.jsonl`, mapped through the wire types of [`wire`]),
+//! One file per output: [`jsonl`] (`results.jsonl`, mapped to the results records by [`contract`]),
 //! [`junit`] (`junit.xml`), [`summary`] (`summary.md`), [`transcript`] (`transcripts/`),
 //! [`diff`] (`diffs/`) and [`progress`] (human lines for CI logs). [`artifact_reporters`] builds
 //! the set that writes into `--out`; the caller adds progress and a `--jsonl -` stream.
@@ -22,7 +22,7 @@ pub mod recorded;
 pub mod slow;
 pub mod summary;
 pub mod transcript;
-pub mod wire;
+pub mod contract;
 
 use crate::events::Reporter;
 use crate::secrets::Redactor;
@@ -38,7 +38,6 @@ pub use progress::{ProgressReporter, Verbosity};
 pub use summary::SummaryReporter;
 pub use transcript::TranscriptReporter;
 
-pub use crate::fsname::file_stem;
 
 /// The reporters that write into `out_dir` (prepared by [`out_dir::prepare`]): `results.jsonl`, `junit.xml`,
 /// `summary.md` (also appended to `step_summary`, `$GITHUB_STEP_SUMMARY`), `transcripts/`,

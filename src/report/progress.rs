@@ -23,7 +23,7 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// What the TOTAL line adds when the run exits [`crate::exit_codes::NOT_JUDGED`].
+/// What the TOTAL line adds when the run exits [`crate::results::exit_codes::NOT_JUDGED`].
 const NOT_JUDGED_NOTE: &str = "  — NOT JUDGED: a task could not be judged (its provider not configured or failing, a check that could not run, a sandbox or dracode error; exit 5)";
 
 /// How a one-line reason is cut, in characters.
@@ -204,7 +204,7 @@ impl ProgressReporter {
                 "  — RESULTS NOT WRITTEN: {} artifact write(s) failed (see the errors below; exit {})",
                 t.artifact_failures, t.exit_code
             ));
-        } else if t.exit_code == crate::exit_codes::NOT_JUDGED {
+        } else if t.exit_code == crate::results::exit_codes::NOT_JUDGED {
             text.push_str(NOT_JUDGED_NOTE);
         }
         text
@@ -347,7 +347,7 @@ mod tests {
         let p = ProgressReporter::new(Box::new(std::io::sink()), Verbosity::Normal, 2);
         let mut t = totals(&[(Status::Failed, 1), (Status::NotConfigured, 1)]);
         assert!(!p.total_line(&t).contains("NOT JUDGED"));
-        t.exit_code = crate::exit_codes::NOT_JUDGED;
+        t.exit_code = crate::results::exit_codes::NOT_JUDGED;
         let line = p.total_line(&t);
         assert!(line.contains("1 failed, 1 not_configured") && line.ends_with(NOT_JUDGED_NOTE), "{line}");
     }
@@ -358,7 +358,7 @@ mod tests {
         let mut t = totals(&[(Status::Passed, 1)]);
         assert!(!p.total_line(&t).contains("NOT WRITTEN"));
         t.artifact_failures = 2;
-        t.exit_code = crate::exit_codes::ARTIFACTS_FAILED;
+        t.exit_code = crate::results::exit_codes::ARTIFACTS_FAILED;
         let line = p.total_line(&t);
         assert!(
             line.contains("1 passed") && line.ends_with("RESULTS NOT WRITTEN: 2 artifact write(s) failed (see the errors below; exit 3)"),

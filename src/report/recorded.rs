@@ -1,12 +1,13 @@
 //! A finished run read back from its output folder, for the commands that work on recorded
 //! results without running a model: `dracode combine` and `dracode regrade`.
 //!
-//! Each task's last `task.finished` is rebuilt with [`super::wire::from_wire`], its patch read
+//! Each task's last `task.finished` is rebuilt with [`super::contract::from_wire`], its patch read
 //! from `diffs/` (looked up by the task id, never by a path the file names), and paired with the
 //! `base_commit` of that attempt's `task.started`: the commit the patch applies to.
 
-use super::file_stem;
-use super::wire::{WireEvent, from_wire};
+use crate::results::file_names::file_stem;
+use super::contract::from_wire;
+use crate::results::records::WireEvent;
 use crate::events::TaskOutcome;
 use serde::Deserialize;
 use std::collections::BTreeMap;

@@ -200,13 +200,13 @@ impl SummaryReporter {
                 escape_cell(from)
             );
         }
-        let not_judged = outcomes.iter().filter(|o| crate::exit_codes::not_judged(o)).count();
+        let not_judged = outcomes.iter().filter(|o| crate::results::exit_codes::not_judged(o.status, o.error.as_ref())).count();
         if not_judged > 0 {
             let _ = write!(
                 md,
                 "\n> ⚠️ **{not_judged} task(s) could not be judged**: the provider was not configured or failed, the check could \
                  not run, or the sandbox or dracode failed (status `not_configured`, or `error` of an infrastructure kind). The run exits {}, not 1.\n",
-                crate::exit_codes::NOT_JUDGED
+                crate::results::exit_codes::NOT_JUDGED
             );
         }
     }

@@ -2,7 +2,8 @@
 //! included, redacted, as pretty JSON.
 
 use super::jsonl::redact_event;
-use super::{file_stem, write_atomic};
+use super::write_atomic;
+use crate::results::file_names::file_stem;
 use crate::events::{Event, EventKind, Reporter, Status};
 use crate::llm::Message;
 use crate::secrets::Redactor;

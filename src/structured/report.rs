@@ -5,7 +5,7 @@ use super::annotations::{self, MAX_ANNOTATIONS};
 use super::findings::{self, PathBase};
 use super::sarif::{self, Located};
 use crate::events::{Event, EventKind, Reporter};
-use crate::report::file_stem;
+use crate::results::file_names::file_stem;
 use crate::secrets::Redactor;
 use std::collections::BTreeMap;
 use std::io::Write;

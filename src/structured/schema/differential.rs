@@ -108,13 +108,13 @@ fn shipped_schemas() -> Vec<(&'static str, Value, Vec<Value>)> {
     .unwrap();
     let events = crate::report::test_support::sample_run();
     let wire =
-        events.iter().enumerate().map(|(i, e)| serde_json::to_value(crate::report::wire::to_wire(e, i as u64 + 1, "run", None)).unwrap());
+        events.iter().enumerate().map(|(i, e)| serde_json::to_value(crate::report::contract::to_wire(e, i as u64 + 1, "run", None)).unwrap());
     let risk = json!({"type": "object", "required": ["risk", "reasons"], "additionalProperties": false,
         "properties": {"risk": {"type": "integer", "minimum": 1, "maximum": 5}, "reasons": {"type": "array", "items": {"type": "string"}}}});
     vec![
         ("findings", super::super::findings::schema(), vec![findings, json!({"findings": []})]),
         ("sarif-2.1.0", sarif_schema, vec![super::super::sarif::log(&located, "run-1")]),
-        ("events", crate::report::wire::events_schema(), wire.collect()),
+        ("events", crate::results::records::events_schema(), wire.collect()),
         ("risk", risk, vec![json!({"risk": 2, "reasons": ["a", "b"]})]),
     ]
 }

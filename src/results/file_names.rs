@@ -11,6 +11,23 @@ pub fn file_stem(task_id: &str) -> String {
     }
 }
 
+/// Where a task's patch is written, relative to the output folder: `diffs/<file_stem>.patch`.
+pub fn diff_path(task_id: &str) -> String {
+    format!("diffs/{}.patch", file_stem(task_id))
+}
+
+/// Where the patch of repeat `repeat` of a task is written: `diffs/<file_stem>@<repeat>.patch`
+/// (`@` is never in a task id, so no task's own file is named so).
+pub fn repeat_diff_path(task_id: &str, repeat: u32) -> String {
+    format!("diffs/{}@{repeat}.patch", file_stem(task_id))
+}
+
+/// Where the conversation of repeat `repeat` of a task is written:
+/// `transcripts/<file_stem>@<repeat>.json`.
+pub fn repeat_transcript_path(task_id: &str, repeat: u32) -> String {
+    format!("transcripts/{}@{repeat}.json", file_stem(task_id))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,7 @@
 //! [`ARTIFACTS_FAILED`] (3) over [`NOT_JUDGED`] (5) over [`TASKS_FAILED`] (1) over [`OK`].
 //! [`USAGE`] (2) and [`NO_TASKS`] (4) end a run before any task starts, so they meet no other.
 
-use crate::events::{Status, TaskOutcome};
+use crate::results::{Status, TaskError};
 
 /// Every selected task passed.
 pub const OK: i32 = 0;
@@ -22,7 +22,7 @@ pub const NO_TASKS: i32 = 4;
 /// Some task could not be judged: its provider was not configured (`not_configured`), or it
 /// ended `error` for a reason outside the agent's work (auth, quota, rate_limit, network,
 /// server, bad_response, sandbox, check_unrunnable, secret, internal:
-/// [`crate::events::FailureKind::is_infrastructure`]);
+/// [`crate::results::FailureKind::is_infrastructure`]);
 /// or `dracode merge` lacks a shard, or a shard that never finished. Outranks
 /// [`TASKS_FAILED`]: a failed task beside it does not hide it.
 pub const NOT_JUDGED: i32 = 5;
@@ -31,27 +31,32 @@ pub const INTERRUPTED: i32 = 130;
 /// Terminated by SIGTERM.
 pub const TERMINATED: i32 = 143;
 
-/// True when `outcome` says nothing about the agent's work: its provider was not configured,
-/// or it ended `error` for an infrastructure reason. A `context_overflow` is the task's own
-/// (`error`, but exit 1); an interrupted task is the signal's to report.
-pub fn not_judged(outcome: &TaskOutcome) -> bool {
-    match outcome.status {
+/// True when a task that ended with `status` and `error` says nothing about the agent's work:
+/// its provider was not configured, or it ended `error` for an infrastructure reason. A
+/// `context_overflow` is the task's own (`error`, but exit 1); an interrupted task is the
+/// signal's to report.
+pub fn not_judged(status: Status, error: Option<&TaskError>) -> bool {
+    match status {
         Status::NotConfigured => true,
-        Status::Error => outcome.error.as_ref().is_none_or(|e| e.kind.is_infrastructure()),
+        Status::Error => error.is_none_or(|e| e.kind.is_infrastructure()),
         _ => false,
     }
 }
 
-/// The exit code a set of finished tasks gives (a run's, or a merge's): [`NOT_JUDGED`] when
-/// one could not be judged, else [`TASKS_FAILED`] when one did not pass, else [`OK`].
-pub fn of_tasks(outcomes: &[TaskOutcome]) -> i32 {
-    if outcomes.iter().any(not_judged) {
-        NOT_JUDGED
-    } else if outcomes.iter().all(|o| o.status.is_pass()) {
-        OK
-    } else {
-        TASKS_FAILED
+/// The exit code a set of finished tasks gives (a run's, or a merge's), each as its status and
+/// error: [`NOT_JUDGED`] when one could not be judged, else [`TASKS_FAILED`] when one did not
+/// pass, else [`OK`].
+pub fn of_tasks<'a>(tasks: impl IntoIterator<Item = (Status, Option<&'a TaskError>)>) -> i32 {
+    let mut code = OK;
+    for (status, error) in tasks {
+        if not_judged(status, error) {
+            return NOT_JUDGED;
+        }
+        if !status.is_pass() {
+            code = TASKS_FAILED;
+        }
     }
+    code
 }
 
 /// The code that says the most of `a` and `b` (see the module's order); 2 and 4 rank above
@@ -96,11 +101,9 @@ mod tests {
 
     #[test]
     fn a_task_that_could_not_be_judged_outranks_one_that_failed() {
-        use crate::events::{FailureKind, TaskError};
-        use crate::llm::ErrorKind;
-        use crate::report::test_support::outcome;
-        let with = |status, kind| TaskOutcome { error: Some(TaskError::new(kind, "x")), ..outcome("t", status) };
-        let passed = outcome("p", Status::Passed);
+        use crate::results::{ErrorKind, FailureKind};
+        let with = |status, kind| (status, Some(TaskError::new(kind, "x")));
+        let passed = (Status::Passed, None);
         let failed = with(Status::Failed, FailureKind::Check);
         #[rustfmt::skip]
         let table = [
@@ -116,8 +119,8 @@ mod tests {
             (vec![with(Status::Error, FailureKind::Internal)], NOT_JUDGED),
         ];
         for (outcomes, code) in table {
-            let statuses: Vec<_> = outcomes.iter().map(|o| (o.status, o.error.as_ref().map(|e| e.kind))).collect();
-            assert_eq!(of_tasks(&outcomes), code, "{statuses:?}");
+            let tasks = outcomes.iter().map(|(status, error)| (*status, error.as_ref()));
+            assert_eq!(of_tasks(tasks), code, "{outcomes:?}");
         }
     }
 

@@ -1,0 +1,17 @@
+//! The results contract: what `dracode run` writes and a pipeline reads back.
+//!
+//! The JSONL records of `results.jsonl` and `--jsonl` ([`records`]), the values they carry
+//! ([`Status`], [`TaskError`], [`Usage`], …), their JSON Schema, the process exit codes
+//! ([`exit_codes`]) and the file names of per-task artifacts ([`file_names`]). Nothing here
+//! runs a task: everything else depends on this module, and it depends on nothing of dracode's.
+
+pub mod exit_codes;
+mod failure;
+mod fields;
+pub mod file_names;
+pub mod records;
+mod status;
+
+pub use failure::{ErrorKind, FailureKind, TaskError};
+pub use fields::{CacheHit, CheckRecord, CompactionMethod, DeniedCall, Denials, Limit, RegradedFrom, RetryScope, Usage};
+pub use status::{RepeatVerdict, Status};

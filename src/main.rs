@@ -78,13 +78,13 @@ fn init_tracing() {
     // By default only dracode's own warnings: no library's log line reaches the terminal.
     let filter =
         tracing_subscriber::EnvFilter::try_from_env("DRACODE_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("dracode=warn"));
-    let colour = report::progress::colour_wanted(std::io::stderr().is_terminal(), &dracode::config::process_env());
+    let colour = report::progress::colour_wanted(std::io::stderr().is_terminal(), &dracode::input::process_env());
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(colour).without_time().try_init();
 }
 
 fn run(cli: Cli) -> anyhow::Result<i32> {
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
-    let env = dracode::config::process_env();
+    let env = dracode::input::process_env();
     match cli.command {
         Command::Run(args) => run_batch(*args, &cwd, env),
         Command::Validate { manifests, config, offline } => match plan::validate(&manifests, config.as_deref(), &cwd, &env) {

@@ -88,7 +88,7 @@ pub async fn run(spec: &Spec<'_>) -> std::io::Result<Finished> {
 
 /// [`run`], calling `on_output` each time the command prints something: a command that keeps
 /// printing is alive (`run_command` resets the task's `idle_timeout` with it, through
-/// [`crate::events::Emitter::keep_alive`]).
+/// the emitter's `keep_alive`).
 pub async fn run_observed(spec: &Spec<'_>, on_output: &(dyn Fn() + Send + Sync)) -> std::io::Result<Finished> {
     let report = match spec.confine.filter(|p| p.is_enforced()) {
         Some(_) => Some(ReportFile::create()?),
@@ -137,7 +137,7 @@ pub fn spawn_service(spec: &Spec<'_>) -> std::io::Result<(Child, ProcessGroup)> 
 /// The command that runs `spec`: under the sandbox supervisor when its policy is enforced
 /// (then `true`), in a process group of its own, with no stdin, stdout and stderr piped, and
 /// exactly `spec`'s environment (and TMPDIR); the supervisor appends its reports to `report`.
-/// Also used for background processes ([`crate::tools::background`]).
+/// Also used for background processes (the `background` tools).
 pub(crate) fn command(spec: &Spec<'_>, report: Option<&Path>) -> std::io::Result<(Command, bool)> {
     let confined = spec.confine.filter(|p| p.is_enforced());
     let mut cmd = match confined {

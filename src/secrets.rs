@@ -279,8 +279,8 @@ fn url_password(value: &str) -> Option<&str> {
 /// Each secret is looked for as it is, JSON-escaped, URL-encoded (`%XX`, either case) and in
 /// base64 (standard and URL-safe, at each of the three byte alignments it can have inside a
 /// longer encoded text; forms shorter than six characters are left out). Matching sees the
-/// text as a reader does once escape sequences and control characters are stripped (see
-/// [`crate::report`]), so a secret with `ESC[0m` or a BEL put inside it is masked too; the rest
+/// text as a reader does once escape sequences and control characters are stripped (as the
+/// reports strip them), so a secret with `ESC[0m` or a BEL put inside it is masked too; the rest
 /// of the text is left byte for byte. Each secret keeps the names it came by (a variable, a
 /// config key), so [`Redactor::secrets_in`] can say which one a text holds without its value.
 #[derive(Debug, Clone, Default)]
@@ -389,7 +389,7 @@ fn is_stripped(c: char) -> bool {
 }
 
 /// `text` as shown once escape sequences and control characters (but newline and tab) are
-/// stripped — the same parser as [`crate::report`]'s `strip_control` — and, for each byte of
+/// stripped — the same parser the reports' `strip_control` uses — and, for each byte of
 /// that, the index of the byte of `text` it came from.
 fn visible(text: &str) -> (String, Vec<usize>) {
     struct View {
@@ -580,9 +580,9 @@ mod tests {
         let r = Redactor::new(["sk-live-1234".to_string()]);
         let text = "\x1b[31mred\x1b[0m sk-li\x1b[0mve-12\x0734 \x1b]8;;https://x.example\x1b\\link\x1b]8;;\x1b\\ ö\r\n";
         assert_eq!(r.redact(text), "\x1b[31mred\x1b[0m [REDACTED] \x1b]8;;https://x.example\x1b\\link\x1b]8;;\x1b\\ ö\r\n");
-        // The redactor sees the text as strip_control leaves it.
+        // The redactor sees the text as the reports' strip_control leaves it.
         let (view, origin) = visible(text);
-        assert_eq!(view, crate::report::strip_control(text));
+        assert_eq!(view, "red sk-live-1234 link ö\n");
         assert_eq!(origin.len(), view.len());
     }
 

@@ -103,7 +103,7 @@ pub fn plan(args: &RunArgs, cwd: &Path, env: &BTreeMap<String, String>) -> Resul
         config.resolve_provider(name, args.model.as_deref(), env).map_err(|e| PlanError::Usage(format!("--provider {name}: {e}")))?;
     }
     if let Some(timeout) = args.timeout.as_deref() {
-        crate::duration::parse_positive(timeout).map_err(|e| PlanError::Usage(format!("--timeout {timeout}: {e}")))?;
+        crate::input::duration::parse_positive(timeout).map_err(|e| PlanError::Usage(format!("--timeout {timeout}: {e}")))?;
     }
     let filter = Filter::new(&args.filter)?;
     let shard = parse_shard(args.shard.as_deref(), env)?;
@@ -278,7 +278,7 @@ fn flag_fields(args: &RunArgs) -> TaskFields {
 fn adhoc_task(i: usize, text: &str, index: usize, cwd: &Path, base: &TaskFields) -> Result<Task, PlanError> {
     let path = cwd.join(text);
     let prompt = if text.len() < 4096 && path.is_file() {
-        manifest::read_input(&path).map_err(|e| PlanError::Usage(format!("--task: {e}")))?
+        crate::input::read_input(&path).map_err(|e| PlanError::Usage(format!("--task: {e}")))?
     } else {
         text.to_string()
     };
@@ -309,7 +309,7 @@ impl Problems<'_> {
 
     /// The duration in `field`, if set and valid.
     fn duration(&mut self, field: &str, value: Option<&str>) -> Option<Duration> {
-        crate::duration::parse_positive(value?).map_err(|e| self.push(field, e)).ok()
+        crate::input::duration::parse_positive(value?).map_err(|e| self.push(field, e)).ok()
     }
 }
 

@@ -434,7 +434,10 @@ async fn prepare(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Result<
     let task_temp = TaskTemp::new(spec.isolate_home).map_err(|e| TaskError::internal(format!("cannot make the task's TMPDIR: {e}")))?;
     let allowed =
         crate::secrets::child_env(shared.process_env.iter().map(|(k, v)| (k.clone(), v.clone())), &spec.env_passthrough, &spec.env);
-    let network_log = Arc::new(NetworkLog::new(emitter.clone()));
+    let denials = emitter.clone();
+    let network_log = Arc::new(NetworkLog::new(move |d: crate::egress::Denial| {
+        denials.emit(EventKind::NetworkDenied { host: d.host, port: d.port, command: d.command, reason: d.reason });
+    }));
     let proxy = start_proxy(spec, &network_log).await?;
     let mut env = task_temp.env(&allowed, spec).map_err(|e| TaskError::internal(format!("cannot make the task's caches: {e}")))?;
     // Set after the allowlist and the task's own `env`: nothing the task says bypasses the proxy.
@@ -713,7 +716,7 @@ fn finish(mut outcome: TaskOutcome, started: Instant, emitter: &Emitter) -> Task
 /// The task's provider, wrapped in a recorder under `--record`.
 fn build_provider(spec: &TaskSpec, shared: &Shared) -> Result<Arc<dyn Provider>, crate::llm::LlmError> {
     let binding = TaskBinding { task_id: spec.id.clone() };
-    let provider = preset::build(&spec.provider, &binding, &shared.http, &crate::config::process_env())?;
+    let provider = preset::build(&spec.provider, &binding, &shared.http, &crate::input::process_env())?;
     let gate = shared.gate(&spec.provider.name, spec.provider.limits);
     let provider: Arc<dyn Provider> = Arc::new(Governed::new(provider, gate));
     Ok(match &shared.record {

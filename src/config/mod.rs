@@ -3,14 +3,13 @@
 //! environment (nested with `__`) → manifest `[defaults]` → task fields → command-line flags.
 //! This module owns the first four; [`crate::manifest`] and [`crate::cli`] add the rest.
 
-mod expand;
 mod layers;
 mod literal;
 mod provider;
 
-pub use expand::expand_vars;
 pub use provider::ProviderSettings;
 
+use crate::input::expand_vars;
 use crate::llm::preset::{ProviderType, ResolvedProvider};
 use crate::llm::prices::Price;
 use crate::manifest::TaskFields;
@@ -26,11 +25,6 @@ pub const LOCAL_CONFIG_FILE: &str = "dracode.local.toml";
 /// The top-level keys `DRACODE_*` variables may set; other `DRACODE_*` variables (`LOG`,
 /// `SHARD`, `GITHUB_URL`, …) are settings of their own, not config.
 const CONFIG_ENV_ROOTS: &[&str] = &["provider", "providers", "prices", "models", "defaults", "mcp_servers", "run"];
-
-/// The process environment as a map (non-UTF-8 variables skipped).
-pub fn process_env() -> BTreeMap<String, String> {
-    std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))).collect()
-}
 
 /// Everything read from config files and the environment.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -172,7 +166,7 @@ impl Config {
             known.extend(ProviderType::ALL.iter().map(|t| t.as_str()));
             ConfigError::UnknownProvider(format!(
                 "unknown provider {name:?}{}: configure [providers.{name}] with a `type`, or use one of: {}",
-                crate::manifest::did_you_mean(name, &known),
+                crate::input::did_you_mean(name, &known),
                 known.join(", ")
             ))
         })?;

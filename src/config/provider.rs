@@ -1,7 +1,7 @@
 //! One `[providers.NAME]` table and how it resolves against its type's defaults.
 
-use super::expand::why_empty;
-use super::expand_vars;
+use crate::input::why_empty;
+use crate::input::expand_vars;
 use crate::llm::preset::{ProviderType, ResolvedProvider};
 use serde::{Deserialize, Deserializer};
 use std::collections::BTreeMap;
@@ -61,7 +61,7 @@ pub fn parse_timeout(text: &str) -> Result<Duration, String> {
     if text.trim_start().starts_with('-') {
         return Err(not_positive());
     }
-    let timeout = crate::duration::parse(text)?;
+    let timeout = crate::input::duration::parse(text)?;
     if timeout.is_zero() {
         return Err(not_positive());
     }

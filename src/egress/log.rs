@@ -1,10 +1,10 @@
-//! The record of one task attempt's refused connections: each becomes a `network.denied` event
-//! at once (up to [`MAX_DENIAL_EVENTS`]), and their count and hosts go into `task.finished`.
+//! The record of one task attempt's refused connections: each is handed at once (up to
+//! [`MAX_DENIAL_EVENTS`]) to the attempt's listener, which makes it a `network.denied` event, and
+//! their count and hosts go into `task.finished`.
 //! Refusals come from the egress proxy, from `web_fetch`, and from the sandbox supervisor (a
 //! direct connection, a datagram socket), whose reports reach it through the task's
 //! [`crate::sandbox::report::ReportSink`].
 
-use crate::events::{Emitter, EventKind};
 use std::sync::Mutex;
 pub use crate::results::Denials;
 
@@ -14,9 +14,25 @@ pub const MAX_DENIAL_EVENTS: u64 = 1000;
 /// Distinct `host:port`s kept for `task.finished` and summary.md.
 pub const MAX_HOSTS: usize = 10;
 
+/// One refused connection, as the listener of a [`NetworkLog`] gets it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denial {
+    /// The host (or address) that was refused.
+    pub host: String,
+    /// Its port (0 when the refusal names no port).
+    pub port: u16,
+    /// The command that asked for it (`unknown` when none was running).
+    pub command: String,
+    /// Why, when the refusal says.
+    pub reason: Option<String>,
+}
+
+/// What a [`NetworkLog`] calls for each refusal it reports.
+type Listener = Box<dyn Fn(Denial) + Send + Sync>;
+
 /// One attempt's refused connections.
 pub struct NetworkLog {
-    emitter: Emitter,
+    listener: Listener,
     state: Mutex<State>,
 }
 
@@ -42,16 +58,16 @@ impl Drop for Running<'_> {
 }
 
 impl Default for NetworkLog {
-    /// A log whose events go nowhere (tests, tools used outside a task).
+    /// A log whose refusals go nowhere but its totals (tests, tools used outside a task).
     fn default() -> Self {
-        NetworkLog::new(Emitter::discard())
+        NetworkLog::new(|_| {})
     }
 }
 
 impl NetworkLog {
-    /// A log that emits through `emitter` (the attempt's).
-    pub fn new(emitter: Emitter) -> NetworkLog {
-        NetworkLog { emitter, state: Mutex::new(State::default()) }
+    /// A log that hands each reported refusal to `listener` (the attempt's, which emits it).
+    pub fn new(listener: impl Fn(Denial) + Send + Sync + 'static) -> NetworkLog {
+        NetworkLog { listener: Box::new(listener), state: Mutex::new(State::default()) }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -75,7 +91,7 @@ impl NetworkLog {
     }
 
     /// Records one refused connection to `host`:`port` by `command` (`None`: the command
-    /// running now), and emits `network.denied`.
+    /// running now), and hands it to the listener.
     pub fn denied(&self, host: &str, port: u16, command: Option<&str>, reason: Option<&str>) {
         let command = command.map_or_else(|| self.current_command(), str::to_string);
         let emit = {
@@ -88,7 +104,7 @@ impl NetworkLog {
             state.count <= MAX_DENIAL_EVENTS
         };
         if emit {
-            self.emitter.emit(EventKind::NetworkDenied { host: host.to_string(), port, command, reason: reason.map(str::to_string) });
+            (self.listener)(Denial { host: host.to_string(), port, command, reason: reason.map(str::to_string) });
         }
     }
 
@@ -102,22 +118,13 @@ impl NetworkLog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::{Event, EventBus, Reporter};
     use std::sync::Arc;
-
-    struct Collect(Arc<Mutex<Vec<Event>>>);
-    impl Reporter for Collect {
-        fn on_event(&mut self, event: &Event) -> std::io::Result<()> {
-            self.0.lock().unwrap().push(event.clone());
-            Ok(())
-        }
-    }
 
     #[test]
     fn refusals_are_counted_and_named_after_the_running_command() {
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let bus = EventBus::new(vec![Box::new(Collect(seen.clone()))]);
-        let log = NetworkLog::new(Emitter::run(bus.clone()).task("t", 1));
+        let heard = seen.clone();
+        let log = NetworkLog::new(move |denial: Denial| heard.lock().unwrap().push(denial.command));
         log.denied("a.example", 443, None, Some("not listed"));
         {
             let _outer = log.running("npm ci");
@@ -127,16 +134,6 @@ mod tests {
         log.denied("10.0.0.1", 53, Some("dig x"), None);
         log.denied("a.example", 443, Some("again"), None);
         assert_eq!(log.totals(), Denials { count: 4, hosts: vec!["a.example:443".into(), "b.example:80".into(), "10.0.0.1:53".into()] });
-        assert!(bus.flush(std::time::Duration::from_secs(5)));
-        let commands: Vec<String> = seen
-            .lock()
-            .unwrap()
-            .iter()
-            .filter_map(|e| match &e.kind {
-                EventKind::NetworkDenied { command, .. } => Some(command.clone()),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(commands, ["unknown", "curl x", "dig x", "again"]);
+        assert_eq!(*seen.lock().unwrap(), ["unknown", "curl x", "dig x", "again"]);
     }
 }

@@ -70,7 +70,7 @@ impl Replay {
 fn read_recording(file: &Path, task_id: Option<&str>) -> Result<Vec<LlmResponse>, LlmError> {
     // Only a regular file of at most 1 MiB: a FIFO would block the task for ever and
     // `/dev/zero` would grow until memory runs out.
-    let text = crate::manifest::read_input(file).map_err(|e| LlmError::not_configured(format!("replay recording: {e}")))?;
+    let text = crate::input::read_input(file).map_err(|e| LlmError::not_configured(format!("replay recording: {e}")))?;
     let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(format!("replay recording {}: {e}", file.display())))?;
     let value = match (task_id, value.get("tasks")) {
         (Some(id), Some(tasks)) => tasks

@@ -11,7 +11,8 @@ mod locate;
 pub use fields::{Isolation, SandboxMode, TaskFields};
 pub(crate) use locate::line_col;
 
-use crate::duration;
+use crate::input::{did_you_mean, read_input};
+use crate::input::duration;
 use fields::ManifestFile;
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
@@ -78,9 +79,6 @@ impl fmt::Display for ManifestError {
 #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
 pub struct ManifestErrors(pub Vec<ManifestError>);
 
-/// The largest file dracode reads as input (`prompt_file`, `--task FILE`): a prompt, not a
-/// data set; anything bigger is a mistake (or `/dev/zero`).
-pub const MAX_INPUT_BYTES: u64 = 1024 * 1024;
 /// The longest task id: ids become file names (patches, transcripts), which most file systems
 /// cap at 255 bytes, and a suffix such as `.patch` must still fit.
 pub const MAX_ID_BYTES: usize = 200;
@@ -120,26 +118,6 @@ pub fn load_with(path: &Path, base: &TaskFields) -> Result<Manifest, ManifestErr
     let format = Format::of(path).ok_or_else(|| error("unknown manifest format: use a .toml, .yaml, .yml or .json file".to_string()))?;
     let text = read_input(path).map_err(error)?;
     parse(path, &text, format, base)
-}
-
-/// Reads an input file whole, refusing what is not a regular file (a FIFO would block, a
-/// device never end) or is larger than [`MAX_INPUT_BYTES`].
-pub fn read_input(path: &Path) -> Result<String, String> {
-    use std::io::Read;
-    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    if !meta.is_file() {
-        return Err(format!("cannot read {}: not a regular file", path.display()));
-    }
-    let too_big = || format!("cannot read {}: larger than the {} KiB limit", path.display(), MAX_INPUT_BYTES / 1024);
-    if meta.len() > MAX_INPUT_BYTES {
-        return Err(too_big());
-    }
-    let mut text = String::new();
-    // The file may grow between the check and the read: never take more than the limit.
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_INPUT_BYTES + 1).read_to_string(&mut text))
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    if text.len() as u64 > MAX_INPUT_BYTES { Err(too_big()) } else { Ok(text) }
 }
 
 /// Parses manifest `text` (the contents of `path`) in `format`.
@@ -418,17 +396,6 @@ fn check_relative_inside(path: &Path) -> Result<(), String> {
 /// `[A-Za-z0-9._-]+`
 fn valid_id(id: &str) -> bool {
     !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-}
-
-/// ` (did you mean "x"?)` when one of `candidates` is close to `word`, else empty.
-pub fn did_you_mean(word: &str, candidates: &[&str]) -> String {
-    candidates
-        .iter()
-        .map(|c| (strsim::jaro_winkler(word, c), *c))
-        .filter(|(score, _)| *score > 0.8)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, c)| format!(" (did you mean {c:?}?)"))
-        .unwrap_or_default()
 }
 
 /// The JSON Schema of a manifest file.

@@ -89,12 +89,12 @@ pub struct McpOAuth {
 impl McpServerConfig {
     /// The per-call limit.
     pub fn call_timeout(&self) -> Duration {
-        self.timeout.as_deref().and_then(|t| crate::duration::parse_positive(t).ok()).unwrap_or(DEFAULT_CALL_TIMEOUT)
+        self.timeout.as_deref().and_then(|t| crate::input::duration::parse_positive(t).ok()).unwrap_or(DEFAULT_CALL_TIMEOUT)
     }
 
     /// The start limit.
     pub fn startup_timeout(&self) -> Duration {
-        self.startup_timeout.as_deref().and_then(|t| crate::duration::parse_positive(t).ok()).unwrap_or(DEFAULT_STARTUP_TIMEOUT)
+        self.startup_timeout.as_deref().and_then(|t| crate::input::duration::parse_positive(t).ok()).unwrap_or(DEFAULT_STARTUP_TIMEOUT)
     }
 
     /// Every problem of server `name`'s settings, as `(field, message)`, the field under
@@ -144,7 +144,7 @@ impl McpServerConfig {
             push("protocol_version", format!("{version:?} is not one of {}", super::protocol::SUPPORTED.join(", ")));
         }
         for (field, value) in [("timeout", &self.timeout), ("startup_timeout", &self.startup_timeout)] {
-            if let Some(Err(e)) = value.as_deref().map(crate::duration::parse_positive) {
+            if let Some(Err(e)) = value.as_deref().map(crate::input::duration::parse_positive) {
                 push(field, e);
             }
         }
@@ -159,7 +159,7 @@ impl McpServerConfig {
     /// A `url` server's credentials with `${VAR}` expanded from `env` (dracode's own
     /// environment); `Err` names what is configured but empty.
     pub fn credentials(&self, name: &str, env: &BTreeMap<String, String>) -> Result<super::http::Credentials, String> {
-        let expand = |text: &str| crate::config::expand_vars(text, env);
+        let expand = |text: &str| crate::input::expand_vars(text, env);
         let headers = self.headers.iter().map(|(k, v)| (k.clone(), expand(v))).collect();
         let bearer = match &self.bearer_token_env_var {
             Some(var) => match env.get(var).filter(|v| !v.trim().is_empty()) {
@@ -188,13 +188,13 @@ impl McpServerConfig {
     /// The secret values of its credentials (header values, token, client secret), expanded
     /// from `env`, for masking.
     pub fn secret_values(&self, env: &BTreeMap<String, String>) -> Vec<String> {
-        let mut out: Vec<String> = self.headers.values().map(|v| crate::config::expand_vars(v, env)).collect();
+        let mut out: Vec<String> = self.headers.values().map(|v| crate::input::expand_vars(v, env)).collect();
         // `Bearer ${TOKEN}`: the token on its own too.
         let words: Vec<String> = out.iter().flat_map(|v| v.split_whitespace().skip(1).map(str::to_string)).collect();
         out.extend(words);
         out.extend(self.bearer_token_env_var.as_ref().and_then(|var| env.get(var)).cloned());
         let oauth = self.oauth.iter().flat_map(|o| o.client_secret.iter().chain(&o.private_key));
-        out.extend(oauth.map(|v| crate::config::expand_vars(v, env)));
+        out.extend(oauth.map(|v| crate::input::expand_vars(v, env)));
         out.retain(|v| v.trim().len() >= crate::secrets::MIN_SECRET_LEN);
         out
     }

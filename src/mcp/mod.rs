@@ -26,7 +26,7 @@ pub mod transport;
 pub use config::{McpOAuth, McpScope, McpServerConfig};
 pub use run_scope::{RUN_DIR_PREFIX, RunServers, Wanted};
 pub use server::{Launch, McpServer};
-pub use tool::McpTool;
+pub use tool::{McpCallError, McpTool};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

@@ -41,7 +41,7 @@ pub async fn run(
     http: reqwest::Client,
     out: &mut dyn std::io::Write,
 ) -> Result<(), String> {
-    let env = crate::config::process_env();
+    let env = crate::input::process_env();
     let launch = Launch { cwd, env: &env, tmp_dir: None, confine: None, http };
     let (server, tools) = McpServer::start(name, config, &launch).await.map_err(|e| format!("MCP server {name:?} failed to start: {e}"))?;
     let listed: Vec<Value> =

@@ -172,7 +172,7 @@ type Connected = (Transport, Option<Process>, Arc<Mutex<String>>, Option<tokio::
 fn connect(name: &str, config: &McpServerConfig, launch: &Launch<'_>) -> Result<Connected, (String, String)> {
     let stderr = Arc::new(Mutex::new(String::new()));
     if let Some(url) = &config.url {
-        let credentials = config.credentials(name, &crate::config::process_env()).map_err(|e| (e, String::new()))?;
+        let credentials = config.credentials(name, &crate::input::process_env()).map_err(|e| (e, String::new()))?;
         let link = HttpLink::new(launch.http.clone(), url, name, credentials);
         return Ok((Transport::Http(Box::new(link)), None, stderr, None));
     }

@@ -4,13 +4,25 @@
 use super::protocol::ToolDef;
 use super::server::{CallError, McpServer};
 use crate::llm::ToolSpec;
-use crate::tools::{ErrorCode, ToolContext, ToolError};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 /// The longest tool name every wire format accepts.
 pub const MAX_TOOL_NAME: usize = 64;
+
+/// Why a call of an MCP tool gave no result; the tool registry tells the model which it was.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpCallError {
+    /// The arguments were not a JSON object.
+    InvalidArguments(String),
+    /// The server failed (it died, or answered with a protocol error).
+    ServerFailed(String),
+    /// The server did not answer within the call's time limit; the call was cancelled.
+    TimedOut(String),
+    /// The tool answered with an error result (its text, capped).
+    ToolError(String),
+}
 
 /// One tool of a started server.
 pub struct McpTool {
@@ -50,23 +62,23 @@ impl McpTool {
         self.spec.clone()
     }
 
-    /// Calls the tool; its text is capped to the task's output limit (head and tail). A tool's
-    /// own error result is `MCP_TOOL_ERROR`; a dead server `COMMAND_FAILED`; the limit `TIMEOUT`.
-    pub async fn call(&self, ctx: &ToolContext, input: serde_json::Value) -> Result<String, ToolError> {
+    /// Calls the tool; its text is capped to `output_limit` bytes (head and tail).
+    pub async fn call(&self, input: serde_json::Value, output_limit: usize) -> Result<String, McpCallError> {
         let input = if input.is_null() { serde_json::json!({}) } else { input };
         if !input.is_object() {
-            return Err(ToolError::new(ErrorCode::InvalidArguments, "the arguments must be a JSON object"));
+            return Err(McpCallError::InvalidArguments("the arguments must be a JSON object".to_string()));
         }
         let result = self.server.call(&self.remote, input, self.timeout).await.map_err(|e| match e {
-            CallError::Failed(m) => ToolError::new(ErrorCode::CommandFailed, format!("MCP server {}: {m}", self.server.name)),
-            CallError::TimedOut(limit) => ToolError::new(
-                ErrorCode::Timeout,
-                format!("{} did not answer within {}; the call was cancelled", self.spec.name, humantime::format_duration(limit)),
-            ),
+            CallError::Failed(m) => McpCallError::ServerFailed(format!("MCP server {}: {m}", self.server.name)),
+            CallError::TimedOut(limit) => McpCallError::TimedOut(format!(
+                "{} did not answer within {}; the call was cancelled",
+                self.spec.name,
+                humantime::format_duration(limit)
+            )),
         })?;
-        let text = cap(&result.text, ctx.output_limit);
+        let text = cap(&result.text, output_limit);
         if result.is_error {
-            return Err(ToolError::new(ErrorCode::McpToolError, text));
+            return Err(McpCallError::ToolError(text));
         }
         Ok(text)
     }

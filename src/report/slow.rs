@@ -41,7 +41,7 @@ impl SlowPolicy {
     /// The default, or the first line after `DRACODE_SLOW_AFTER` and the next ones every five
     /// times that (as 60 s and 5 min).
     pub fn from_env(env: &BTreeMap<String, String>) -> SlowPolicy {
-        match env.get(SLOW_AFTER_ENV).and_then(|v| crate::duration::parse_positive(v).ok()) {
+        match env.get(SLOW_AFTER_ENV).and_then(|v| crate::input::duration::parse_positive(v).ok()) {
             Some(first) => SlowPolicy { first, every: first * 5 },
             None => SlowPolicy::default(),
         }

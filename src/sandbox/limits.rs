@@ -166,7 +166,7 @@ fn seconds(value: &LimitValue) -> Result<Option<u64>, String> {
         LimitValue::Text(text) if text.trim() == UNLIMITED => return Ok(None),
         LimitValue::Text(text) => text.clone(),
     };
-    let duration = crate::duration::parse_positive(&text)?;
+    let duration = crate::input::duration::parse_positive(&text)?;
     Ok(Some(duration.as_secs_f64().ceil() as u64))
 }
 

@@ -69,10 +69,10 @@ type Listener = dyn Fn(&Report) + Send + Sync;
 
 /// The failure that ends a task when `reports` hold a limit a command reached (the first
 /// one): kind `resource`, naming the limit, its value and the command.
-pub fn limit_failure(reports: &[Report]) -> Option<crate::events::TaskError> {
+pub fn limit_failure(reports: &[Report]) -> Option<crate::results::TaskError> {
     reports.iter().find_map(|report| match report {
-        Report::LimitReached { limit, value, command } => Some(crate::events::TaskError::new(
-            crate::events::FailureKind::Resource,
+        Report::LimitReached { limit, value, command } => Some(crate::results::TaskError::new(
+            crate::results::FailureKind::Resource,
             format!("the command `{command}` passed the task's {limit} limit ({value}, limits.{limit}); the sandbox killed it"),
         )),
         Report::NetworkDenied { .. } => None,
@@ -160,7 +160,7 @@ mod tests {
         assert_eq!(limit_failure(std::slice::from_ref(&denied)), None);
         let limit = Report::LimitReached { limit: "memory".into(), value: "200 MiB".into(), command: "python3 hog.py".into() };
         let error = limit_failure(&[denied, limit]).unwrap();
-        assert_eq!(error.kind, crate::events::FailureKind::Resource);
+        assert_eq!(error.kind, crate::results::FailureKind::Resource);
         assert!(error.kind.is_infrastructure());
         for part in ["memory limit", "200 MiB", "python3 hog.py"] {
             assert!(error.message.contains(part), "{part} in {}", error.message);

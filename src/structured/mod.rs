@@ -214,10 +214,10 @@ impl OutputContract {
     }
 }
 
-/// Reads and parses a schema file (JSON), refusing what [`crate::manifest::read_input`] refuses
+/// Reads and parses a schema file (JSON), refusing what [`crate::input::read_input`] refuses
 /// (not a regular file, larger than its limit).
 fn read_schema_file(path: &std::path::Path) -> Result<Value, String> {
-    let text = crate::manifest::read_input(path)?;
+    let text = crate::input::read_input(path)?;
     serde_json::from_str(&text).map_err(|e| format!("{}:{}:{}: not JSON: {e}", path.display(), e.line(), e.column()))
 }
 

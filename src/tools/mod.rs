@@ -407,10 +407,22 @@ impl Registry {
         match self.mcp.iter().find(|t| t.name() == name) {
             Some(tool) => {
                 ctx.policy.check(name, None)?;
-                tool.call(ctx, input).await
+                tool.call(input, ctx.output_limit).await.map_err(mcp_error)
             }
             None => Err(ToolError::new(ErrorCode::UnknownTool, format!("no tool named {name:?}; available: {}", self.names().join(", ")))),
         }
+    }
+}
+
+/// An MCP call's failure as the model sees it: a tool's own error result is `MCP_TOOL_ERROR`, a
+/// dead server `COMMAND_FAILED`, the time limit `TIMEOUT`.
+fn mcp_error(error: crate::mcp::McpCallError) -> ToolError {
+    use crate::mcp::McpCallError;
+    match error {
+        McpCallError::InvalidArguments(m) => ToolError::new(ErrorCode::InvalidArguments, m),
+        McpCallError::ServerFailed(m) => ToolError::new(ErrorCode::CommandFailed, m),
+        McpCallError::TimedOut(m) => ToolError::new(ErrorCode::Timeout, m),
+        McpCallError::ToolError(m) => ToolError::new(ErrorCode::McpToolError, m),
     }
 }
 

@@ -230,7 +230,7 @@ impl Policy {
         let mut compiled = BTreeMap::new();
         for (name, rule) in &fields.tools {
             let Some(tool) = tools.iter().find(|t| t.name() == name) else {
-                let hint = crate::manifest::did_you_mean(name, &known);
+                let hint = crate::input::did_you_mean(name, &known);
                 errors.push((name.clone(), format!("unknown tool {name:?}{hint}; known: {}", known.join(", "))));
                 continue;
             };

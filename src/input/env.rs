@@ -1,4 +1,4 @@
-//! `${VAR}` expansion in config strings.
+//! The process environment as a map, and `${VAR}` expansion in config strings.
 
 use std::collections::BTreeMap;
 
@@ -69,4 +69,9 @@ mod tests {
         assert_eq!(why_empty("${SET}", &env), None);
         assert_eq!(why_empty("$${ESCAPED} plain", &env), None);
     }
+}
+
+/// The process environment as a map (non-UTF-8 variables skipped).
+pub fn process_env() -> BTreeMap<String, String> {
+    std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))).collect()
 }

@@ -8,7 +8,7 @@
 //! [`MIN_TIME_LEFT_WARNING`], at most half the timeout: one slow model turn can take a minute);
 //! [`SHARE_LEFT_WARNING`] of a token or cost budget left.
 
-use crate::agent::Budget;
+use crate::budget::Budget;
 use std::time::Duration;
 pub use crate::results::Limit;
 

@@ -359,10 +359,10 @@ pub enum EventKind {
         reason: Option<String>,
     },
     /// A limit of the task is close and the agent was told so, in the request about to be sent
-    /// ([`crate::deadline`]).
+    /// (the task's deadline).
     LimitWarning {
         /// Which limit.
-        limit: crate::deadline::Limit,
+        limit: crate::results::Limit,
         /// What is left, in the limit's unit (calls, seconds, tokens, USD).
         remaining: f64,
         /// The limit, in the same unit.

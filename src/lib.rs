@@ -28,6 +28,7 @@ pub mod process;
 pub mod report;
 pub mod results;
 pub mod sandbox;
+pub mod shard;
 pub mod secrets;
 pub mod structured;
 pub mod tools;

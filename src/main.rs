@@ -707,7 +707,7 @@ fn findings_reporter(
     if bases.is_empty() {
         return None;
     }
-    let reporter = dracode::structured::report::SarifReporter::new(&args.out, bases, Box::new(std::io::stderr()), redactor.clone())
+    let reporter = dracode::report::outputs::SarifReporter::new(&args.out, bases, Box::new(std::io::stderr()), redactor.clone())
         .with_run_id(run_id);
     Some(Box::new(reporter.with_annotations(env.get("GITHUB_ACTIONS").is_some_and(|v| v == "true"))))
 }

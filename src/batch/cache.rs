@@ -223,7 +223,7 @@ mod tests {
     /// The keys of the tasks of `manifest` in `dir`, planned as `run` plans them.
     fn keys(dir: &Path, manifest: &str, model: Option<&str>) -> Vec<Option<String>> {
         std::fs::write(dir.join("tasks.toml"), manifest).unwrap();
-        let args = crate::cli::RunArgs {
+        let args = crate::batch::options::RunArgs {
             manifests: vec![dir.join("tasks.toml")],
             model: model.map(str::to_string),
             out: dir.join("out"),

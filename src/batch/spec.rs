@@ -2,7 +2,7 @@
 //! [`super::plan`] builds it; everything after planning (runner, attempt, reporters) reads only
 //! this, never the manifest's optional fields.
 
-use crate::agent::Budget;
+use crate::budget::Budget;
 use crate::events::{Status, TaskOutcome};
 use crate::llm::preset::ResolvedProvider;
 use crate::manifest::{Isolation, SandboxMode};

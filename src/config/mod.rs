@@ -1,7 +1,7 @@
 //! Configuration layering (README, "Configuration"), lowest to highest: built-in defaults →
 //! `dracode.toml` (or `$DRACODE_CONFIG`, or `--config`) → `dracode.local.toml` → `DRACODE_*`
 //! environment (nested with `__`) → manifest `[defaults]` → task fields → command-line flags.
-//! This module owns the first four; [`crate::manifest`] and [`crate::cli`] add the rest.
+//! This module owns the first four; the manifest and the command line add the rest.
 
 mod layers;
 mod literal;

@@ -56,7 +56,7 @@ pub struct TaskFields {
     pub retries: Option<u32>,
     /// Which statuses are retried (default `error`, `timeout`, `stalled`; `failed` may be
     /// added). `not_configured` and quota/auth errors are never retried.
-    pub retry_on: Option<Vec<crate::events::Status>>,
+    pub retry_on: Option<Vec<crate::results::Status>>,
     /// `worktree`, `copy` or `none`.
     pub isolation: Option<Isolation>,
     /// The folder (git repository) the task works on, relative to the manifest.
@@ -280,4 +280,16 @@ pub fn resolve_paths(mut fields: TaskFields, dir: &Path) -> TaskFields {
     let keep_empty = |p: PathBuf| if p.is_absolute() || p.as_os_str().is_empty() { p } else { dir.join(p) };
     fields.read_paths = fields.read_paths.map(|paths| paths.into_iter().map(keep_empty).collect());
     fields
+}
+
+impl TaskFields {
+    /// The fields that make the task's output contract.
+    pub fn output_fields(&self) -> crate::structured::OutputFields {
+        crate::structured::OutputFields {
+            output_schema: self.output_schema.clone(),
+            output_schema_file: self.output_schema_file.clone(),
+            output: self.output,
+            output_retries: self.output_retries,
+        }
+    }
 }

@@ -151,7 +151,7 @@ pub fn parse(path: &Path, text: &str, format: Format, base: &TaskFields) -> Resu
         check_fields(raw, &mut push);
         let merged = defaults.clone().overlay(fields::resolve_paths(raw.clone(), dir));
         check_input_paths(&merged, dir, &mut push);
-        if let Err((field, message)) = crate::structured::OutputContract::from_fields(&merged) {
+        if let Err((field, message)) = crate::structured::OutputContract::from_fields(&merged.output_fields()) {
             push(field, message);
         }
         if let Some(id) = raw.id.as_deref().filter(|_| id_ok) {

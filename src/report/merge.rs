@@ -30,7 +30,7 @@ use super::contract::{from_wire, to_wire};
 use crate::results::records::{MergedFrom, WireEvent, WireOutcome};
 use super::{DiffReporter, JunitReporter, SummaryReporter, write_atomic};
 use crate::results::file_names::file_stem;
-use crate::batch::shard::Shard;
+use crate::shard::Shard;
 use crate::events::{Event, EventKind, Reporter, RunTotals, TaskOutcome, TaskRef};
 use crate::results::exit_codes;
 use crate::secrets::Redactor;
@@ -196,7 +196,7 @@ pub fn merge(inputs: &[PathBuf], out: &Path, redactor: Arc<Redactor>) -> Result<
     supersede(&mut read, false);
     super::out_dir::prepare(out, &Default::default()).map_err(|source| MergeError::Write { path: out.to_path_buf(), source })?;
     let mut summary = write_merged(&read, &missing, out, redactor, warnings)?;
-    let sarif_warnings = crate::structured::report::merge_sarif(inputs, out)
+    let sarif_warnings = super::outputs::merge_sarif(inputs, out)
         .map_err(|source| MergeError::Write { path: out.join("findings.sarif"), source })?;
     summary.warnings.extend(sarif_warnings);
     Ok(summary)
@@ -554,7 +554,7 @@ fn write_reports(
         Box::new(JunitReporter::new(out.join("junit.xml"), redactor.clone())),
         Box::new(SummaryReporter::new(out.join("summary.md"), redactor.clone())),
         Box::new(DiffReporter::new(out).with_redactor(redactor.clone())),
-        Box::new(crate::structured::report::OutputsReporter::new(out, redactor)),
+        Box::new(super::outputs::OutputsReporter::new(out, redactor)),
     ];
     let mut events = vec![Event { ts: run.started, task: None, kind: run.started_kind() }];
     events.extend(outcomes.iter().map(|f| Event {

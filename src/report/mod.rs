@@ -8,6 +8,7 @@
 //! [`merge`] joins the outputs of sharded runs (or a run and its rerun) into one. [`github`] speaks to GitHub Actions:
 //! annotations and step outputs.
 
+pub mod contract;
 pub mod diff;
 pub mod github;
 pub mod jsonl;
@@ -17,12 +18,12 @@ pub mod merge;
 #[cfg(feature = "otel")]
 pub mod otel;
 pub mod out_dir;
+pub mod outputs;
 pub mod progress;
 pub mod recorded;
 pub mod slow;
 pub mod summary;
 pub mod transcript;
-pub mod contract;
 
 use crate::events::Reporter;
 use crate::secrets::Redactor;
@@ -57,7 +58,7 @@ pub fn artifact_reporters(
         Box::new(SummaryReporter::new(out_dir.join("summary.md"), redactor.clone()).with_step_summary(step_summary)),
         Box::new(TranscriptReporter::new(out_dir, redactor.clone())),
         Box::new(DiffReporter::new(out_dir).with_redactor(redactor.clone())),
-        Box::new(crate::structured::report::OutputsReporter::new(out_dir, redactor)),
+        Box::new(outputs::OutputsReporter::new(out_dir, redactor)),
     ])
 }
 

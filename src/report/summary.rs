@@ -101,7 +101,7 @@ impl SummaryReporter {
         self.overlap_section(&mut md, &outcomes);
         self.denied_section(&mut md, &outcomes);
         self.network_section(&mut md, &outcomes);
-        md.push_str(&crate::structured::report::summary_section(&outcomes, &self.redactor));
+        md.push_str(&super::outputs::summary_section(&outcomes, &self.redactor));
         md
     }
 

@@ -160,5 +160,5 @@ pub fn sample_run() -> Vec<Event> {
 /// A `limit.warning`: two turns left of ten.
 fn limit_warning() -> EventKind {
     let message = "[dracode] A limit of this task is close".to_string();
-    EventKind::LimitWarning { limit: crate::deadline::Limit::MaxIterations, remaining: 2.0, allowed: 10.0, message }
+    EventKind::LimitWarning { limit: crate::results::Limit::MaxIterations, remaining: 2.0, allowed: 10.0, message }
 }

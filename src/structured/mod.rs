@@ -22,13 +22,12 @@
 pub mod annotations;
 pub mod findings;
 pub mod gzip;
-pub mod report;
 pub mod sarif;
 pub mod schema;
 
 use crate::events::{FailureKind, TaskError};
 use crate::llm::{ContentBlock, ToolSpec};
-use crate::manifest::TaskFields;
+use std::path::PathBuf;
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -91,6 +90,19 @@ pub enum Step {
     GiveUp(TaskError),
 }
 
+/// A task's fields that make its output contract, as the manifest gives them.
+#[derive(Debug, Clone, Default)]
+pub struct OutputFields {
+    /// `output_schema`: the schema inline.
+    pub output_schema: Option<Value>,
+    /// `output_schema_file`: the schema in a file (an absolute path).
+    pub output_schema_file: Option<PathBuf>,
+    /// `output`: a preset contract (`findings`).
+    pub output: Option<OutputPreset>,
+    /// `output_retries`: how many invalid answers the model may correct.
+    pub output_retries: Option<u32>,
+}
+
 impl OutputContract {
     /// A contract for `schema`; an error says why the schema is not a usable JSON Schema.
     pub fn new(schema: Value, retries: u32, findings: bool) -> Result<Self, String> {
@@ -104,7 +116,7 @@ impl OutputContract {
 
     /// The task's contract from its fields, `None` without one; an error names the field at
     /// fault and what is wrong. Reads `output_schema_file` (already made absolute).
-    pub fn from_fields(fields: &TaskFields) -> Result<Option<Self>, (&'static str, String)> {
+    pub fn from_fields(fields: &OutputFields) -> Result<Option<Self>, (&'static str, String)> {
         let retries = fields.output_retries.unwrap_or(DEFAULT_OUTPUT_RETRIES);
         let schema = match (&fields.output_schema, &fields.output_schema_file, fields.output) {
             (Some(_), Some(_), _) => {

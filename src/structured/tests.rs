@@ -93,13 +93,13 @@ fn fields_pick_the_schema_and_refuse_conflicts() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("s.json");
     std::fs::write(&file, risk().to_string()).unwrap();
-    let fields = |f: fn(&mut TaskFields)| {
-        let mut t = TaskFields::default();
+    let fields = |f: fn(&mut OutputFields)| {
+        let mut t = OutputFields::default();
         f(&mut t);
         t
     };
-    assert!(OutputContract::from_fields(&TaskFields::default()).unwrap().is_none());
-    let mut from_file = TaskFields { output_schema_file: Some(file.clone()), output_retries: Some(4), ..TaskFields::default() };
+    assert!(OutputContract::from_fields(&OutputFields::default()).unwrap().is_none());
+    let mut from_file = OutputFields { output_schema_file: Some(file.clone()), output_retries: Some(4), ..OutputFields::default() };
     let c = OutputContract::from_fields(&from_file).unwrap().unwrap();
     assert_eq!((c.schema.clone(), c.retries, c.findings), (risk(), 4, false));
     from_file.output_schema_file = Some(dir.path().join("missing.json"));

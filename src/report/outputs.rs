@@ -1,9 +1,9 @@
 //! The artifacts of structured answers: `outputs/<id>.json` for every task with one, and
 //! `findings.sarif` (plus GitHub annotations) for `output = "findings"` tasks.
 
-use super::annotations::{self, MAX_ANNOTATIONS};
-use super::findings::{self, PathBase};
-use super::sarif::{self, Located};
+use crate::structured::annotations::{self, MAX_ANNOTATIONS};
+use crate::structured::findings::{self, PathBase};
+use crate::structured::sarif::{self, Located};
 use crate::events::{Event, EventKind, Reporter};
 use crate::results::file_names::file_stem;
 use crate::secrets::Redactor;
@@ -30,12 +30,12 @@ pub fn summary_section(outcomes: &[&crate::events::TaskOutcome], redactor: &Reda
         if md.is_empty() {
             md.push_str("\n### Structured output\n\n");
         }
-        let text = crate::report::clean_text(redactor, &serde_json::to_string_pretty(value).unwrap_or_default());
+        let text = super::clean_text(redactor, &serde_json::to_string_pretty(value).unwrap_or_default());
         let mut shown: String = text.chars().take(SUMMARY_CHARS).collect();
         if shown.len() < text.len() {
             shown.push_str(&format!("\n… (cut; the whole answer is {})", output_path(&o.task_id)));
         }
-        let id = escape(&crate::report::strip_control(&o.task_id));
+        let id = escape(&super::strip_control(&o.task_id));
         md.push_str(&format!("<details><summary>{id}</summary>\n\n<pre>{}</pre>\n\n</details>\n\n", escape(&shown)));
     }
     md
@@ -60,7 +60,7 @@ impl Reporter for OutputsReporter {
         let EventKind::TaskFinished(outcome) = &event.kind else { return Ok(()) };
         let Some(value) = &outcome.structured_output else { return Ok(()) };
         let text = serde_json::to_string_pretty(value).map_err(std::io::Error::other)? + "\n";
-        crate::report::write_atomic(&self.out_dir.join(output_path(&outcome.task_id)), self.redactor.redact(&text).as_bytes())
+        super::write_atomic(&self.out_dir.join(output_path(&outcome.task_id)), self.redactor.redact(&text).as_bytes())
     }
 }
 
@@ -110,7 +110,7 @@ impl SarifReporter {
         let Some(base) = self.bases.get(task_id) else { return Ok(()) };
         for mut finding in findings::parse(answer) {
             let Some(path) = base.repo_path(&finding.file) else {
-                let file = crate::report::clean_text(&self.redactor, &finding.file);
+                let file = super::clean_text(&self.redactor, &finding.file);
                 writeln!(
                     self.messages,
                     "warning: task {task_id:?}: finding {:?} on {file:?} dropped: the file is outside the workspace",
@@ -118,7 +118,7 @@ impl SarifReporter {
                 )?;
                 continue;
             };
-            finding.message = crate::report::clean_text(&self.redactor, &finding.message);
+            finding.message = super::clean_text(&self.redactor, &finding.message);
             let located = Located { task_id: task_id.to_string(), finding, path };
             if self.annotate && self.annotated < MAX_ANNOTATIONS {
                 writeln!(self.messages, "{}", annotations::warning(&located))?;
@@ -164,7 +164,7 @@ impl Reporter for SarifReporter {
         if let Some(why) = too_large {
             writeln!(self.messages, "warning: {why}")?;
         }
-        crate::report::write_atomic(&self.path, text.as_bytes())?;
+        super::write_atomic(&self.path, text.as_bytes())?;
         self.messages.flush()
     }
 
@@ -212,7 +212,7 @@ pub fn merge_sarif(inputs: &[PathBuf], out: &Path) -> std::io::Result<Vec<String
     }
     let (text, too_large) = sarif::render(&merged);
     warnings.extend(too_large);
-    crate::report::write_atomic(&out.join("findings.sarif"), text.as_bytes())?;
+    super::write_atomic(&out.join("findings.sarif"), text.as_bytes())?;
     Ok(warnings)
 }
 

@@ -25,7 +25,6 @@ pub mod fsname;
 pub mod llm;
 pub mod manifest;
 pub mod mcp;
-pub mod percent;
 pub mod process;
 pub mod report;
 pub mod sandbox;

@@ -23,7 +23,6 @@ pub mod input;
 pub mod llm;
 pub mod manifest;
 pub mod mcp;
-pub mod percent;
 pub mod process;
 pub mod report;
 pub mod results;

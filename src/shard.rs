@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::hash::Hasher;
 
 /// How tasks are assigned to shards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,9 +82,12 @@ impl Shard {
     }
 }
 
-/// FNV-1a, 64 bit: tiny, and the same on every platform and version (unlike std's hasher).
+/// FNV-1a, 64 bit (the `fnv` crate's hasher fed the bytes alone): the same on every platform and
+/// version (unlike std's hasher).
 fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
+    let mut hasher = fnv::FnvHasher::default();
+    hasher.write(bytes);
+    hasher.finish()
 }
 
 #[cfg(test)]

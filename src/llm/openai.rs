@@ -14,8 +14,9 @@ use super::http::KeyHeader;
 use super::http_provider::HttpProvider;
 use super::preset::{ProviderType, ResolvedProvider, TokenLimitField};
 use super::stream::{Frame, Framing, StreamDecoder, stream_error};
-use super::wire::{WireFormat, count_at, has_calls, percent_encode, unique_call_ids};
+use super::wire::{UNRESERVED, WireFormat, count_at, has_calls, unique_call_ids};
 use super::{ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, ReasoningEffort, Role, StopReason, ToolSpec, Usage};
+use percent_encoding::utf8_percent_encode;
 use serde_json::{Value, json};
 
 pub use super::preset::AZURE_API_VERSION;
@@ -62,7 +63,11 @@ impl WireFormat for ChatCompletionsFormat {
     fn url(&self, base_url: &str, model: &str) -> String {
         match &self.api_version {
             Some(version) => {
-                format!("{base_url}/openai/deployments/{}/chat/completions?api-version={}", percent_encode(model), percent_encode(version))
+                format!(
+                    "{base_url}/openai/deployments/{}/chat/completions?api-version={}",
+                    utf8_percent_encode(model, UNRESERVED),
+                    utf8_percent_encode(version, UNRESERVED)
+                )
             }
             None => format!("{base_url}/chat/completions"),
         }

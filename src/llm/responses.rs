@@ -24,8 +24,9 @@ use super::http_provider::HttpProvider;
 use super::openai::parse_arguments;
 use super::preset::ResolvedProvider;
 use super::stream::{Framing, StreamDecoder};
-use super::wire::{WireFormat, count_at, has_calls, percent_encode, unique_call_ids};
+use super::wire::{UNRESERVED, WireFormat, count_at, has_calls, unique_call_ids};
 use super::{ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, ReasoningEffort, Role, StopReason, ToolSpec, Usage};
+use percent_encoding::utf8_percent_encode;
 use serde_json::{Value, json};
 
 pub use events::EventDecoder;
@@ -111,7 +112,7 @@ impl WireFormat for ResponsesFormat {
         match &self.route {
             Route::OpenAi => format!("{base_url}/responses"),
             Route::AzureV1 => format!("{base_url}/openai/v1/responses"),
-            Route::AzureDated(version) => format!("{base_url}/openai/responses?api-version={}", percent_encode(version)),
+            Route::AzureDated(version) => format!("{base_url}/openai/responses?api-version={}", utf8_percent_encode(version, UNRESERVED)),
         }
     }
 

@@ -7,7 +7,9 @@
 //! The SSE rules followed are the WHATWG ones that matter here: lines end in `\n`, `\r\n` or
 //! `\r`; `event:` names the event, `data:` lines are joined with `\n`; a line starting with `:`
 //! is a comment (a keep-alive); a blank line dispatches; an event not ended by a blank line
-//! when the body ends is dropped (a cut stream, which the decoder then finds incomplete).
+//! when the body ends is dropped (a cut stream, which the decoder then finds incomplete). The
+//! last `id:` and `retry:` seen are kept for a client that resumes a stream (MCP's Streamable
+//! HTTP reconnects with `Last-Event-ID` after `retry` milliseconds).
 
 use super::{ErrorKind, LlmError};
 use serde_json::Value;
@@ -71,12 +73,26 @@ pub struct Framer {
     /// The SSE event being gathered.
     event: Option<String>,
     data: Option<String>,
+    /// The last SSE `id:` seen.
+    last_id: Option<String>,
+    /// The last SSE `retry:` (milliseconds) seen.
+    retry_ms: Option<u64>,
 }
 
 impl Framer {
     /// A framer for `framing`.
     pub fn new(framing: Framing) -> Self {
-        Framer { framing, pending: Vec::new(), after_cr: false, event: None, data: None }
+        Framer { framing, pending: Vec::new(), after_cr: false, event: None, data: None, last_id: None, retry_ms: None }
+    }
+
+    /// The last SSE event id seen (what a resumed stream sends as `Last-Event-ID`).
+    pub fn last_id(&self) -> Option<&str> {
+        self.last_id.as_deref()
+    }
+
+    /// The last SSE `retry` seen: how many milliseconds to wait before reconnecting.
+    pub fn retry_ms(&self) -> Option<u64> {
+        self.retry_ms
     }
 
     /// The frames completed by `bytes`.
@@ -130,7 +146,9 @@ impl Framer {
                 }
                 None => self.data = Some(value),
             },
-            // Comments (`field` empty), `id`, `retry` and unknown fields.
+            "id" => self.last_id = Some(value),
+            "retry" => self.retry_ms = value.parse().ok().or(self.retry_ms),
+            // Comments (`field` empty) and unknown fields.
             _ => {}
         }
         None
@@ -207,6 +225,17 @@ mod tests {
     #[test]
     fn an_sse_event_cut_before_its_blank_line_is_dropped() {
         assert_eq!(frames(Framing::Sse, &["data: {\"a\":1}\n\ndata: {\"b\""]), vec![frame(None, "{\"a\":1}")]);
+    }
+
+    #[test]
+    fn the_last_sse_id_and_retry_are_kept_and_comments_ignored() {
+        let mut framer = Framer::new(Framing::Sse);
+        assert!(framer.push(b": keep-alive\r\nid: 7\r\nretry: 500\r\ndata: {\"a\"").is_empty());
+        let events = framer.push(b":1}\r\n\r\ndata: x\ndata: y\n\n");
+        assert_eq!(events, [frame(None, "{\"a\":1}"), frame(None, "x\ny")]);
+        assert_eq!((framer.last_id(), framer.retry_ms()), (Some("7"), Some(500)));
+        framer.push(b"retry: soon\n");
+        assert_eq!(framer.retry_ms(), Some(500), "a retry that is not a number is ignored");
     }
 
     #[test]

@@ -84,15 +84,9 @@ pub trait WireFormat: Send + Sync + Sized + 'static {
     fn render_tools(specs: &[ToolSpec]) -> Value;
 }
 
-/// `text` safe in a URL path segment or query value (RFC 3986 unreserved characters kept).
-pub fn percent_encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => char::from(b).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
+/// The bytes percent-encoded in a URL path segment, a query value or a form value: all but
+/// RFC 3986's unreserved characters (`A-Z a-z 0-9 - . _ ~`).
+pub const UNRESERVED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
 
 /// How many tool calls `history` holds: APIs that give calls no id number new ones after them.
 pub fn calls_before(history: &[Message]) -> usize {

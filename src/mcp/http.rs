@@ -5,8 +5,8 @@
 
 use super::oauth::{Challenge, ClientCredentials};
 use super::protocol::RpcError;
-use super::sse::SseParser;
 use super::transport::{Failure, Outgoing, answer_server_request, response_of};
+use crate::llm::stream::{Framer, Framing};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -172,10 +172,12 @@ impl HttpLink {
     }
 
     async fn read_stream(&self, mut response: reqwest::Response, id: i64) -> Result<Answer, Failure> {
-        let mut parser = SseParser::default();
+        let mut framer = Framer::new(Framing::Sse);
         loop {
-            let Ok(Some(chunk)) = response.chunk().await else { return Ok(Answer::Ended(parser.last_id, parser.retry_ms)) };
-            for event in parser.feed(&chunk) {
+            let Ok(Some(chunk)) = response.chunk().await else {
+                return Ok(Answer::Ended(framer.last_id().map(str::to_string), framer.retry_ms()));
+            };
+            for event in framer.push(&chunk) {
                 let Ok(message) = serde_json::from_str::<Value>(&event.data) else { continue };
                 if let Some(reply) = answer_server_request(&message, &self.notes) {
                     self.send_reply(&reply).await;

@@ -19,7 +19,6 @@ pub mod protocol;
 pub mod run_scope;
 pub mod server;
 pub mod session;
-pub mod sse;
 pub mod tool;
 pub mod transport;
 

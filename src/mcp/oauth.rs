@@ -222,12 +222,7 @@ async fn first_json(client: &reqwest::Client, urls: &[String]) -> Option<Value> 
 
 /// `application/x-www-form-urlencoded` of `text` (also what Basic auth of a client wants).
 fn encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+    percent_encoding::utf8_percent_encode(text, crate::llm::wire::UNRESERVED).to_string()
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 
 use super::findings::Finding;
 use serde_json::{Value, json};
+use std::hash::Hasher;
 
 /// The `$schema` a SARIF 2.1.0 log names.
 pub const SCHEMA_URI: &str = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json";
@@ -125,16 +126,13 @@ impl Fingerprints {
     /// `partialFingerprints` of a finding: a hash of its rule, file and region, then how many
     /// findings had that hash before it (`HASH:N`, as GitHub numbers its line hashes).
     fn of(&mut self, rule: &str, path: &str, region: &Value) -> Value {
-        let hash = fnv1a(format!("{rule}\0{path}\0{region}").as_bytes());
+        let mut hasher = fnv::FnvHasher::default();
+        hasher.write(format!("{rule}\0{path}\0{region}").as_bytes());
+        let hash = hasher.finish();
         let seen = self.0.entry(hash).or_insert(0);
         *seen += 1;
         json!({"dracodeFindingHash/v1": format!("{hash:016x}:{seen}")})
     }
-}
-
-/// FNV-1a (64-bit): a hash that stays the same across builds and platforms.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3))
 }
 
 /// One SARIF `result`; a blank rule id or message (a schema without `pattern` lets one
@@ -204,15 +202,9 @@ fn megabytes(bytes: usize) -> String {
 /// `path` as a relative URI reference: bytes other than unreserved characters and `/`
 /// percent-encoded (a space, `#` or `?` would otherwise change what the URI means).
 fn uri_path(path: &str) -> String {
-    let mut out = String::with_capacity(path.len());
-    for byte in path.bytes() {
-        if byte.is_ascii_alphanumeric() || b"-._~/".contains(&byte) {
-            out.push(char::from(byte));
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
+    const ENCODED: &percent_encoding::AsciiSet =
+        &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~').remove(b'/');
+    percent_encoding::utf8_percent_encode(path, ENCODED).to_string()
 }
 
 #[cfg(test)]

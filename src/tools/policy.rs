@@ -26,6 +26,7 @@
 //!   allow rule, whatever its prefix: `cargo test; curl evil` is denied under `allow = ["cargo *"]`.
 //!   Allowing an interpreter (`sh *`, `bash *`, `env *`, `xargs *`, `python *`) allows anything.
 
+use crate::egress::{Host, HostPattern};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -59,7 +60,8 @@ pub struct ToolRuleFields {
     pub allow: Option<AllowField>,
     /// (Tools that run commands) commands denied even when allowed.
     pub deny: Option<Vec<String>>,
-    /// (`web_fetch`) host names it may fetch from; `*.example.com` matches subdomains.
+    /// (`web_fetch`) hosts it may fetch from, as `network` patterns: `docs.rs`, `*.example.com`
+    /// (subdomains), `host:port`, `*`, an IP address.
     pub allowed_hosts: Option<Vec<String>>,
 }
 
@@ -192,8 +194,8 @@ pub struct ToolRule {
     pub allow: Allow,
     /// Commands denied.
     pub deny: Vec<CommandRule>,
-    /// Hosts `web_fetch` may reach.
-    pub allowed_hosts: Vec<String>,
+    /// Hosts `web_fetch` may reach (the host patterns of `network`).
+    pub allowed_hosts: Vec<HostPattern>,
 }
 
 /// A refused call: why, and which rule said so.
@@ -284,8 +286,14 @@ impl Policy {
     }
 
     /// The hosts `tool` may reach (empty: none).
-    pub fn allowed_hosts(&self, tool: &str) -> &[String] {
+    pub fn allowed_hosts(&self, tool: &str) -> &[HostPattern] {
         self.tools.get(tool).map_or(&[], |r| r.allowed_hosts.as_slice())
+    }
+
+    /// Whether `tool` may reach `host` on `port`: one of its allowed hosts matches, as a
+    /// `network` pattern does.
+    pub fn allows_host(&self, tool: &str, host: &Host, port: u16) -> bool {
+        self.allowed_hosts(tool).iter().any(|p| p.matches(host, port))
     }
 
     /// The policy as shown by `dracode tools --task`: per tool `allow` (true, false or rules),
@@ -303,7 +311,7 @@ impl Policy {
             v["deny"] = serde_json::json!(texts(&rule.deny));
         }
         if !rule.allowed_hosts.is_empty() {
-            v["allowed_hosts"] = serde_json::json!(rule.allowed_hosts);
+            v["allowed_hosts"] = serde_json::json!(rule.allowed_hosts.iter().map(ToString::to_string).collect::<Vec<_>>());
         }
         v
     }
@@ -332,39 +340,17 @@ fn compile_tool(name: &str, fields: &ToolRuleFields, runs_commands: bool) -> Res
         Some(AllowField::Rules(list)) => Allow::Rules(rules("allow", list)),
     };
     let deny = fields.deny.as_deref().map(|list| rules("deny", list)).unwrap_or_default();
-    let hosts = fields.allowed_hosts.clone().unwrap_or_default();
     if fields.allowed_hosts.is_some() && name != super::web_fetch::NAME {
         errors.push((format!("{name}.allowed_hosts"), format!("only {} takes allowed_hosts", super::web_fetch::NAME)));
     }
-    for (i, host) in hosts.iter().enumerate() {
-        if let Err(e) = check_host_pattern(host) {
-            errors.push((format!("{name}.allowed_hosts[{i}]"), e));
+    let mut allowed_hosts = Vec::new();
+    for (i, host) in fields.allowed_hosts.iter().flatten().enumerate() {
+        match HostPattern::parse(host) {
+            Ok(pattern) => allowed_hosts.push(pattern),
+            Err(e) => errors.push((format!("{name}.allowed_hosts[{i}]"), e)),
         }
     }
-    let allowed_hosts = hosts.iter().map(|h| h.to_ascii_lowercase()).collect();
     if errors.is_empty() { Ok(ToolRule { allow, deny, allowed_hosts }) } else { Err(errors) }
-}
-
-/// A host pattern is a host name or IP address, optionally `*.` before a name: no scheme, port
-/// or path.
-fn check_host_pattern(pattern: &str) -> Result<(), String> {
-    let name = pattern.strip_prefix("*.").unwrap_or(pattern);
-    let valid = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-'));
-    if valid {
-        Ok(())
-    } else {
-        Err(format!("{pattern:?} is not a host name (write e.g. \"docs.rs\" or \"*.github.com\", no scheme, port or path)"))
-    }
-}
-
-/// True when `host` is matched by one of `patterns` (`*.example.com` matches
-/// `a.example.com`, not `example.com`).
-pub fn host_allowed(host: &str, patterns: &[String]) -> bool {
-    let host = host.trim_end_matches('.').to_ascii_lowercase();
-    patterns.iter().any(|p| match p.strip_prefix("*.") {
-        Some(suffix) => host.len() > suffix.len() + 1 && host.ends_with(&format!(".{suffix}")),
-        None => host == *p,
-    })
 }
 
 /// The words of every piece of `text` cut at shell operators, quotes and backslashes dropped:
@@ -504,13 +490,37 @@ mod tests {
         assert!(errors[2].1.contains("not a valid glob"), "{errors:?}");
     }
 
+    fn fetch_policy(hosts: &[&str]) -> Result<Policy, Vec<(String, String)>> {
+        let rule = ToolRuleFields { allowed_hosts: Some(hosts.iter().map(|h| (*h).to_string()).collect()), ..Default::default() };
+        Policy::compile(&PolicyFields { on_denied: None, tools: [("web_fetch".to_string(), rule)].into() })
+    }
+
     #[test]
     fn hosts_match_exactly_or_by_subdomain() {
-        let patterns = vec!["docs.rs".to_string(), "*.github.com".to_string()];
-        assert!(host_allowed("docs.rs", &patterns) && host_allowed("DOCS.RS.", &patterns));
-        assert!(host_allowed("api.github.com", &patterns));
-        assert!(!host_allowed("github.com", &patterns) && !host_allowed("evildocs.rs", &patterns));
-        assert!(!host_allowed("docs.rs.evil.com", &patterns));
-        assert!(check_host_pattern("https://docs.rs").is_err() && check_host_pattern("docs.rs:443").is_err());
+        let p = fetch_policy(&["docs.rs", "*.github.com"]).unwrap();
+        let allowed = |host: &str| p.allows_host("web_fetch", &Host::parse(host).unwrap(), 443);
+        assert!(allowed("docs.rs") && allowed("DOCS.RS."));
+        assert!(allowed("api.github.com"));
+        assert!(!allowed("github.com") && !allowed("evildocs.rs"));
+        assert!(!allowed("docs.rs.evil.com"));
+        assert_eq!(fetch_policy(&["https://docs.rs"]).unwrap_err()[0].0, "web_fetch.allowed_hosts[0]");
+    }
+
+    #[test]
+    fn allowed_hosts_are_network_patterns_with_the_same_meaning() {
+        // A port narrows the pattern to that port, as in `network`.
+        let p = fetch_policy(&["docs.rs:443", "127.0.0.1", "[::1]:8080"]).unwrap();
+        let allowed = |host: &str, port| p.allows_host("web_fetch", &Host::parse(host).unwrap(), port);
+        assert!(allowed("docs.rs", 443) && !allowed("docs.rs", 80));
+        assert!(allowed("127.0.0.1", 1) && allowed("::ffff:127.0.0.1", 1));
+        assert!(allowed("[::1]", 8080) && !allowed("[::1]", 8081));
+        assert_eq!(p.describe("web_fetch")["allowed_hosts"], serde_json::json!(["docs.rs:443", "127.0.0.1", "[::1]:8080"]));
+        // What `network` refuses, `allowed_hosts` refuses: names that read as addresses, empty labels.
+        let errors = fetch_policy(&["127.1", "a..b", "*.1.2.3.4", "a.*.b", "docs.rs/x", "ok.example"]).unwrap_err();
+        let keys: Vec<String> = errors.into_iter().map(|(k, _)| k).collect();
+        assert_eq!(keys, (0..5).map(|i| format!("web_fetch.allowed_hosts[{i}]")).collect::<Vec<_>>());
+        for text in ["127.1", "a..b", "docs.rs:443", "*", "_srv.example", "::1", "https://x"] {
+            assert_eq!(fetch_policy(&[text]).is_ok(), HostPattern::parse(text).is_ok(), "{text}: the same verdict as in network");
+        }
     }
 }

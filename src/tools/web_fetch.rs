@@ -7,7 +7,7 @@
 //! `network.denied` event, and the request goes to the very addresses that were checked.
 //! Bodies are read up to [`MAX_BODY_BYTES`], within [`FETCH_TIMEOUT`].
 
-use super::policy::{Denial, host_allowed};
+use super::policy::Denial;
 use super::{ErrorCode, Tool, ToolContext, ToolError, parse_args, schema_of};
 use crate::egress::Host;
 use crate::egress::resolve::{Blocked, permitted_addresses};
@@ -67,7 +67,8 @@ fn checked_url(ctx: &ToolContext, text: &str, what: &str) -> Result<Url, ToolErr
         return Err(ToolError::new(ErrorCode::InvalidArguments, format!("{what} {text:?}: only http and https URLs can be fetched")));
     }
     let host = url.host_str().unwrap_or_default();
-    if !host_allowed(host, ctx.policy.allowed_hosts(NAME)) {
+    let port = url.port_or_known_default().unwrap_or(80);
+    if !Host::parse(host).is_some_and(|parsed| ctx.policy.allows_host(NAME, &parsed, port)) {
         let reason = format!("{what} {url} is on host {host:?}, which the task does not allow");
         return Err(Denial { rule: format!("policy.{NAME}.allowed_hosts"), reason }.into());
     }

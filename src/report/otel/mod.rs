@@ -93,11 +93,17 @@ pub fn provider_name(kind: ProviderType) -> &'static str {
     }
 }
 
+/// `text` with its `%XX` escapes decoded; a `%` not followed by two hex digits stays as it is,
+/// and invalid UTF-8 is replaced.
+fn decode(text: &str) -> String {
+    percent_encoding::percent_decode_str(text).decode_utf8_lossy().into_owned()
+}
+
 /// `k=v,k2=v2` with percent-encoded values, as the OTEL_* variables write lists.
 fn pairs(text: &str) -> Vec<(String, String)> {
     text.split(',')
         .filter_map(|pair| pair.split_once('='))
-        .map(|(k, v)| (crate::percent::decode(k.trim()), crate::percent::decode(v.trim())))
+        .map(|(k, v)| (decode(k.trim()), decode(v.trim())))
         .filter(|(k, _)| !k.is_empty())
         .collect()
 }
@@ -513,6 +519,13 @@ mod tests {
         let flag =
             OtelConfig::from_env(&env(&[("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://x/t")]), Some("http://y:1"), None, true).unwrap();
         assert_eq!(flag.traces_url, "http://y:1/v1/traces", "the flag wins");
+    }
+
+    #[test]
+    fn escapes_decode_and_a_bare_percent_stays() {
+        assert_eq!(decode("a%25b%2Fc"), "a%b/c");
+        assert_eq!(decode("100%"), "100%");
+        assert_eq!(decode("%zz"), "%zz");
     }
 
     #[test]

@@ -126,7 +126,7 @@ impl Checker<'_> {
             return Err(SchemaError::at(at, format!("{why} {reference:?} (only refs inside the schema are followed)")));
         };
         let target = if fragment.is_empty() || fragment.starts_with('/') {
-            Some(format!("{resource_pointer}{}", crate::percent::decode(fragment)))
+            Some(format!("{resource_pointer}{}", percent_encoding::percent_decode_str(fragment).decode_utf8_lossy()))
         } else {
             self.index.anchors.get(&absolute).cloned()
         };

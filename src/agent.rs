@@ -111,12 +111,6 @@ pub enum AgentEnd {
     Failed(TaskError),
 }
 
-impl From<LlmError> for TaskError {
-    fn from(e: LlmError) -> Self {
-        TaskError { kind: e.kind.into(), message: e.message, http_status: e.http_status }
-    }
-}
-
 impl Agent<'_> {
     /// Runs the task `prompt` to its end, recording progress in `state`.
     pub async fn run(&self, prompt: &str, state: &mut AgentState) -> AgentEnd {

@@ -17,17 +17,18 @@ pub mod cli;
 pub mod config;
 pub mod context;
 pub mod deadline;
-pub mod egress;
 pub mod events;
-pub mod input;
-pub mod llm;
 pub mod manifest;
-pub mod mcp;
-pub mod process;
 pub mod report;
-pub mod results;
-pub mod sandbox;
 pub mod shard;
-pub mod secrets;
 pub mod structured;
 pub mod tools;
+
+// The leaf crates, under the names the core and its users know them by (README, "Architecture").
+pub use dracode_input as input;
+pub use dracode_llm as llm;
+pub use dracode_mcp as mcp;
+pub use dracode_results as results;
+pub use dracode_sandbox as sandbox;
+pub use dracode_sandbox::{egress, process};
+pub use dracode_secrets as secrets;

@@ -542,6 +542,14 @@ pub(crate) mod race {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_path_refusal_names_its_code_and_the_path_as_given() {
+        let root = tempfile::tempdir().unwrap();
+        let sandbox = crate::sandbox::Sandbox::new(root.path()).unwrap();
+        let err = super::ToolError::from(sandbox.resolve("../x").unwrap_err());
+        assert!(err.to_string().starts_with("Error [PATH_OUTSIDE_WORKSPACE]: \"../x\""), "{err}");
+    }
+
     use super::*;
 
     #[test]

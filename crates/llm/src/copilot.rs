@@ -1,0 +1,370 @@
+//! GitHub Copilot: a GitHub OAuth token (from `dracode auth copilot`'s device flow, or from the
+//! environment in CI) is exchanged for a short-lived Copilot token, which then authenticates
+//! Chat Completions calls. The Copilot token is refreshed five minutes before it expires, and
+//! once more after a 401; the tasks of a run share one token.
+//!
+//! Credentials, in order: `GITHUB_COPILOT_TOKEN`, `GH_COPILOT_TOKEN`, then the token stored by
+//! `dracode auth copilot` in `$XDG_CONFIG_HOME/dracode/copilot.json` (or `~/.config/…`, mode
+//! 0600). `dracode run` never starts the device flow.
+//!
+//! Everything Copilot is lives here: its [`PRESET`] (registered in [`super::preset`]), the
+//! editor headers, and [`CopilotTokens`], the [`KeySource`] that plugs the exchange into the
+//! generic [`HttpProvider`] speaking Chat Completions.
+
+use super::http::{HttpClient, RetryPolicy, send_json};
+use super::http_provider::{HttpProvider, IssuedKey, KeySource};
+use super::openai::ChatCompletionsFormat;
+use super::preset::{Env, Preset, ResolvedProvider, TokenLimitField};
+use super::{BoxFuture, ErrorKind, LlmError, Provider, RetryObserver};
+use dracode_secrets::Redactor;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The OAuth app id that editor Copilot integrations use for the device flow; override with
+/// `DRACODE_COPILOT_CLIENT_ID`.
+pub const CLIENT_ID: &str = "Iv1.b507a08c87ecfe98";
+/// Refresh the Copilot token this long before it expires.
+const REFRESH_MARGIN: Duration = Duration::from_secs(300);
+
+/// The editor identification Copilot expects, on the token exchange and on chat calls (values
+/// as VS Code's Copilot Chat sends them; configured `headers` override them on chat calls).
+const EDITOR_VERSION: (&str, &str) = ("editor-version", "vscode/1.107.0");
+/// The editor plugin's version, beside [`EDITOR_VERSION`].
+const EDITOR_PLUGIN_VERSION: (&str, &str) = ("editor-plugin-version", "copilot-chat/0.35.0");
+/// The headers of every chat call.
+const CHAT_HEADERS: [(&str, &str); 3] = [("copilot-integration-id", "vscode-chat"), EDITOR_VERSION, EDITOR_PLUGIN_VERSION];
+
+/// The `copilot` provider type, as data: Chat Completions with `max_completion_tokens`, the
+/// editor headers, the GitHub token found by [`github_token`], and `connect` to build it.
+pub const PRESET: Preset = Preset {
+    token_limit_field: TokenLimitField::MaxCompletionTokens,
+    headers: &CHAT_HEADERS,
+    find_key: Some(github_token),
+    key_hint: Some("GITHUB_COPILOT_TOKEN (or run `dracode auth copilot`)"),
+    connect: Some(connect),
+    ..Preset::chat(Some("https://api.githubcopilot.com"), "GITHUB_COPILOT_TOKEN", true, Some("gpt-4o"))
+};
+
+/// Builds a task's Copilot provider, with GitHub's endpoints from `env`.
+fn connect(resolved: &ResolvedProvider, http: &HttpClient, env: &Env) -> Result<Arc<dyn Provider>, LlmError> {
+    Ok(Arc::new(Copilot::new(resolved, http.clone(), Endpoints::from_env(env))?))
+}
+
+/// Where GitHub lives (overridable for tests and GitHub Enterprise).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoints {
+    /// `https://github.com` (`DRACODE_GITHUB_URL`).
+    pub github: String,
+    /// `https://api.github.com` (`DRACODE_GITHUB_API_URL`).
+    pub api: String,
+    /// The OAuth client id (`DRACODE_COPILOT_CLIENT_ID`).
+    pub client_id: String,
+}
+
+impl Endpoints {
+    /// The endpoints from `env`, with GitHub's defaults.
+    pub fn from_env(env: &BTreeMap<String, String>) -> Self {
+        let get = |k: &str, d: &str| env.get(k).filter(|v| !v.is_empty()).cloned().unwrap_or_else(|| d.to_string());
+        Endpoints {
+            github: get("DRACODE_GITHUB_URL", "https://github.com").trim_end_matches('/').to_string(),
+            api: get("DRACODE_GITHUB_API_URL", "https://api.github.com").trim_end_matches('/').to_string(),
+            client_id: get("DRACODE_COPILOT_CLIENT_ID", CLIENT_ID),
+        }
+    }
+}
+
+/// The stored credential.
+#[derive(Debug, Serialize, Deserialize)]
+struct Stored {
+    github_token: String,
+}
+
+/// `$XDG_CONFIG_HOME/dracode/copilot.json`, or `$HOME/.config/dracode/copilot.json`.
+pub fn token_path(env: &BTreeMap<String, String>) -> Option<PathBuf> {
+    let base = env
+        .get("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| env.get("HOME").map(|h| Path::new(h).join(".config")))?;
+    Some(base.join("dracode").join("copilot.json"))
+}
+
+/// The GitHub token to use: the environment first, then the stored one.
+pub fn github_token(env: &BTreeMap<String, String>) -> Option<String> {
+    ["GITHUB_COPILOT_TOKEN", "GH_COPILOT_TOKEN"].iter().find_map(|k| env.get(*k).filter(|v| !v.is_empty()).cloned()).or_else(|| {
+        let text = std::fs::read_to_string(token_path(env)?).ok()?;
+        serde_json::from_str::<Stored>(&text).ok().map(|s| s.github_token)
+    })
+}
+
+/// Stores `token` with mode 0600 (its folder 0700); returns the path.
+pub fn store_token(env: &BTreeMap<String, String>, token: &str) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let path = token_path(env).ok_or_else(|| std::io::Error::other("neither XDG_CONFIG_HOME nor HOME is set"))?;
+    if let Some(dir) = path.parent() {
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+    }
+    let text = serde_json::to_string(&Stored { github_token: token.to_string() }).map_err(std::io::Error::other)?;
+    let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&path)?;
+    std::io::Write::write_all(&mut file, text.as_bytes())?;
+    Ok(path)
+}
+
+/// What the user must do to finish the device flow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceCode {
+    /// Where to go.
+    pub verification_uri: String,
+    /// What to type there.
+    pub user_code: String,
+}
+
+/// GitHub's OAuth device flow: asks for a code, shows it through `show`, then polls at the
+/// server's interval (longer after `slow_down`) until the user approves. Returns the token.
+pub async fn device_flow(http: &HttpClient, endpoints: &Endpoints, show: impl FnOnce(&DeviceCode)) -> Result<String, String> {
+    let client = http.get();
+    let start: Value = client
+        .post(format!("{}/login/device/code", endpoints.github))
+        .header("accept", "application/json")
+        .json(&json!({"client_id": endpoints.client_id, "scope": "read:user"}))
+        .send()
+        .await
+        .map_err(|e| format!("cannot reach GitHub: {e}"))?
+        .json()
+        .await
+        .map_err(|e| format!("unexpected answer from GitHub: {e}"))?;
+    let field =
+        |k: &str| start.get(k).and_then(Value::as_str).map(str::to_string).ok_or_else(|| format!("GitHub's answer lacks `{k}`: {start}"));
+    let device_code = field("device_code")?;
+    show(&DeviceCode { verification_uri: field("verification_uri")?, user_code: field("user_code")? });
+    let mut interval = Duration::from_secs(start.get("interval").and_then(Value::as_u64).unwrap_or(5));
+    let deadline = std::time::Instant::now() + Duration::from_secs(start.get("expires_in").and_then(Value::as_u64).unwrap_or(900));
+    loop {
+        tokio::time::sleep(interval).await;
+        if std::time::Instant::now() > deadline {
+            return Err("the code expired before it was approved; run `dracode auth copilot` again".into());
+        }
+        let poll: Value = client
+            .post(format!("{}/login/oauth/access_token", endpoints.github))
+            .header("accept", "application/json")
+            .json(&json!({
+                "client_id": endpoints.client_id,
+                "device_code": device_code,
+                "grant_type": "urn:ietf:params:oauth:grant-type:device_code",
+            }))
+            .send()
+            .await
+            .map_err(|e| format!("cannot reach GitHub: {e}"))?
+            .json()
+            .await
+            .map_err(|e| format!("unexpected answer from GitHub: {e}"))?;
+        if let Some(token) = poll.get("access_token").and_then(Value::as_str) {
+            return Ok(token.to_string());
+        }
+        match poll.get("error").and_then(Value::as_str) {
+            Some("authorization_pending") => {}
+            Some("slow_down") => interval = slowed_down(&poll, interval),
+            Some("expired_token") => return Err("the code expired; run `dracode auth copilot` again".into()),
+            Some("access_denied") => return Err("access was denied on GitHub".into()),
+            other => return Err(format!("GitHub refused: {}", other.unwrap_or("unknown error"))),
+        }
+    }
+}
+
+/// The wait after a `slow_down`: the interval GitHub's answer names, else five seconds more
+/// (RFC 8628 §3.5).
+fn slowed_down(poll: &Value, interval: Duration) -> Duration {
+    poll.get("interval").and_then(Value::as_u64).map_or(interval + Duration::from_secs(5), Duration::from_secs)
+}
+
+/// A Copilot token and the API it is for.
+#[derive(Debug, Clone)]
+struct CopilotToken {
+    token: String,
+    expires_at: u64,
+    api: Option<String>,
+}
+
+impl CopilotToken {
+    /// Still usable for a while: it expires more than [`REFRESH_MARGIN`] from now.
+    fn is_fresh(&self) -> bool {
+        self.expires_at > now() + REFRESH_MARGIN.as_secs()
+    }
+}
+
+/// Exchanges a GitHub token for a Copilot token (`GET {api}/copilot_internal/v2/token`),
+/// retrying transient failures like every provider call.
+async fn exchange(copilot: &CopilotTokens, retry: &RetryPolicy, on_retry: RetryObserver<'_>) -> Result<CopilotToken, LlmError> {
+    let url = format!("{}/copilot_internal/v2/token", copilot.endpoints.api);
+    let timeout = copilot.timeout;
+    let build = |client: &reqwest::Client| {
+        let mut request = client
+            .get(&url)
+            .header("authorization", format!("token {}", copilot.github_token))
+            .header("accept", "application/json")
+            .header("user-agent", concat!("dracode/", env!("CARGO_PKG_VERSION")));
+        for (name, value) in [EDITOR_VERSION, EDITOR_PLUGIN_VERSION] {
+            request = request.header(name, value);
+        }
+        if timeout.is_zero() { request } else { request.timeout(timeout) }
+    };
+    let redactor = Redactor::new([copilot.github_token.clone()]);
+    let reply = send_json(&copilot.http, build, retry, &redactor, on_retry).await.map_err(|mut e| {
+        e.message = match e.http_status {
+            // GitHub answers 404 as well when the account has no Copilot access.
+            Some(401 | 403 | 404) => {
+                e.kind = ErrorKind::Auth;
+                format!(
+                    "GitHub refused the Copilot token exchange ({}): is Copilot enabled for this account? Run `dracode auth copilot` or set GITHUB_COPILOT_TOKEN",
+                    e.message
+                )
+            }
+            _ => format!("Copilot token exchange: {}", e.message),
+        };
+        e
+    })?;
+    let body = &reply.body;
+    let token = body.get("token").and_then(Value::as_str).filter(|t| !t.is_empty()).ok_or_else(|| LlmError {
+        http_status: Some(reply.status),
+        ..LlmError::new(ErrorKind::BadResponse, format!("Copilot token exchange answered HTTP {} without a token", reply.status))
+    })?;
+    Ok(CopilotToken {
+        token: token.to_string(),
+        expires_at: body.get("expires_at").and_then(Value::as_u64).unwrap_or(0),
+        api: body.pointer("/endpoints/api").and_then(Value::as_str).map(str::to_string),
+    })
+}
+
+fn now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// Where a Copilot token is kept between calls.
+type Slot = Arc<tokio::sync::Mutex<Option<CopilotToken>>>;
+
+/// The process's slot for tokens of `github_token` at `api`: every task of a batch builds its
+/// own provider, and they share one Copilot token rather than each exchanging its own.
+fn shared_slot(api: &str, github_token: &str) -> Slot {
+    static SLOTS: OnceLock<Mutex<HashMap<(String, String), Slot>>> = OnceLock::new();
+    // A panic while holding this lock cannot leave the map half-updated (one insert), so a
+    // poisoned lock is still sound to use.
+    let mut slots = SLOTS.get_or_init(Default::default).lock().unwrap_or_else(PoisonError::into_inner);
+    slots.entry((api.to_string(), github_token.to_string())).or_default().clone()
+}
+
+/// Copilot chat: Chat Completions with a Copilot token that is kept fresh.
+pub type Copilot = HttpProvider<ChatCompletionsFormat, CopilotTokens>;
+
+/// Copilot tokens for one GitHub token, exchanged when needed and shared by the run's tasks.
+pub struct CopilotTokens {
+    github_token: String,
+    endpoints: Endpoints,
+    http: HttpClient,
+    timeout: Duration,
+    slot: Slot,
+}
+
+impl Copilot {
+    /// A provider from resolved settings (`api_key` holds the GitHub token) and `endpoints`.
+    /// Nothing is sent until the first call.
+    pub fn new(resolved: &ResolvedProvider, http: HttpClient, endpoints: Endpoints) -> Result<Self, LlmError> {
+        let github_token = resolved.api_key.clone().filter(|k| !k.is_empty()).ok_or_else(|| {
+            LlmError::not_configured("copilot has no GitHub token: set GITHUB_COPILOT_TOKEN (CI) or run `dracode auth copilot`")
+        })?;
+        let tokens = CopilotTokens {
+            slot: shared_slot(&endpoints.api, &github_token),
+            github_token,
+            endpoints,
+            http: http.clone(),
+            timeout: resolved.timeout,
+        };
+        // The GitHub token never goes to the chat API: calls carry the issued Copilot token.
+        let chat = ResolvedProvider { api_key: None, ..resolved.clone() };
+        HttpProvider::with_key_source(&chat, http, tokens)
+    }
+}
+
+impl KeySource for CopilotTokens {
+    /// The shared token while it is fresh and is not `refused` (the one a 401 just refused),
+    /// else a new exchange. Tasks that find the same token stale wait here for one exchange and
+    /// then share its result. Calls go to the API the exchange named.
+    fn issue<'a>(
+        &'a self,
+        refused: Option<&'a str>,
+        retry: &'a RetryPolicy,
+        on_retry: RetryObserver<'a>,
+    ) -> BoxFuture<'a, Result<Option<IssuedKey>, LlmError>> {
+        Box::pin(async move {
+            let mut slot = self.slot.lock().await;
+            let token = match slot.as_ref().filter(|t| t.is_fresh() && Some(t.token.as_str()) != refused) {
+                Some(token) => token.clone(),
+                None => {
+                    let token = exchange(self, retry, on_retry).await?;
+                    *slot = Some(token.clone());
+                    token
+                }
+            };
+            Ok(Some(IssuedKey { key: token.token, base_url: token.api }))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_environment_wins_over_the_stored_token_which_is_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut env = BTreeMap::from([("XDG_CONFIG_HOME".to_string(), dir.path().display().to_string())]);
+        assert_eq!(github_token(&env), None);
+        let path = store_token(&env, "gho_stored").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(std::fs::metadata(path.parent().unwrap()).unwrap().permissions().mode() & 0o777, 0o700);
+        assert_eq!(github_token(&env).as_deref(), Some("gho_stored"));
+        env.insert("GH_COPILOT_TOKEN".into(), "gho_gh".into());
+        assert_eq!(github_token(&env).as_deref(), Some("gho_gh"));
+        env.insert("GITHUB_COPILOT_TOKEN".into(), "gho_env".into());
+        assert_eq!(github_token(&env).as_deref(), Some("gho_env"));
+    }
+
+    #[test]
+    fn the_stored_token_lives_under_the_config_dir() {
+        let home = BTreeMap::from([("HOME".to_string(), "/home/u".to_string())]);
+        assert_eq!(token_path(&home), Some(PathBuf::from("/home/u/.config/dracode/copilot.json")));
+        let xdg = BTreeMap::from([("HOME".to_string(), "/home/u".to_string()), ("XDG_CONFIG_HOME".to_string(), "/cfg".to_string())]);
+        assert_eq!(token_path(&xdg), Some(PathBuf::from("/cfg/dracode/copilot.json")));
+        assert_eq!(token_path(&BTreeMap::new()), None);
+    }
+
+    #[test]
+    fn slow_down_takes_githubs_interval_else_five_seconds_more() {
+        let five = Duration::from_secs(5);
+        assert_eq!(slowed_down(&json!({"error": "slow_down", "interval": 12}), five), Duration::from_secs(12));
+        assert_eq!(slowed_down(&json!({"error": "slow_down"}), five), Duration::from_secs(10));
+    }
+
+    #[test]
+    fn endpoints_default_to_github_and_follow_the_environment() {
+        let defaults = Endpoints::from_env(&BTreeMap::new());
+        assert_eq!(
+            (defaults.github.as_str(), defaults.api.as_str(), defaults.client_id.as_str()),
+            ("https://github.com", "https://api.github.com", CLIENT_ID)
+        );
+        let env = BTreeMap::from([
+            ("DRACODE_GITHUB_URL".to_string(), "http://127.0.0.1:1/".to_string()),
+            ("DRACODE_GITHUB_API_URL".to_string(), "http://127.0.0.1:2".to_string()),
+            ("DRACODE_COPILOT_CLIENT_ID".to_string(), "Iv1.other".to_string()),
+        ]);
+        let custom = Endpoints::from_env(&env);
+        assert_eq!(
+            (custom.github.as_str(), custom.api.as_str(), custom.client_id.as_str()),
+            ("http://127.0.0.1:1", "http://127.0.0.1:2", "Iv1.other")
+        );
+    }
+}

@@ -21,6 +21,7 @@ mod masking;
 mod mcp_conformance;
 mod mcp_protocol;
 mod mcp_servers;
+mod module_graph;
 mod nightly;
 mod ollama_provider;
 mod openai_provider;

@@ -1,0 +1,156 @@
+//! The architecture as the README draws it ("Architecture"), checked: within every crate of the
+//! workspace the top-level modules import one another in one direction only — no cycle, however
+//! long. An import is any `crate::` or `super::` path that names another top-level module (a
+//! `use`, a path in code, a doc link), in every file under the crate's `src/` but an inline
+//! `#[cfg(test)] mod tests` block at a file's end.
+
+use regex::Regex;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// A crate's top-level modules and, for each, the modules it imports with the first file that does.
+type Graph = BTreeMap<String, BTreeMap<String, String>>;
+
+/// The source folders of every crate in the workspace: `src/` and `crates/*/src/`.
+fn crate_sources(root: &Path) -> Vec<PathBuf> {
+    let mut sources = vec![root.join("src")];
+    let mut members: Vec<PathBuf> = std::fs::read_dir(root.join("crates")).unwrap().map(|e| e.unwrap().path().join("src")).collect();
+    members.sort();
+    sources.extend(members.into_iter().filter(|src| src.join("lib.rs").exists() || src.join("main.rs").exists()));
+    sources
+}
+
+/// Every `.rs` file under `dir`, as paths relative to `src`.
+fn rust_files(src: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(src, &path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path.strip_prefix(src).unwrap().to_path_buf());
+        }
+    }
+}
+
+/// The module path of a file: `a/b.rs` is `a::b`, `a/mod.rs` is `a`, `lib.rs` the crate root.
+fn module_path(rel: &Path) -> Vec<String> {
+    let mut parts: Vec<String> = rel.with_extension("").iter().map(|p| p.to_string_lossy().into_owned()).collect();
+    if parts.last().is_some_and(|last| matches!(last.as_str(), "mod" | "lib" | "main")) {
+        parts.pop();
+    }
+    parts
+}
+
+/// The full paths a file's `crate::`/`super::` paths name (a braced group gives one per item).
+fn named_paths(text: &str, me: &[String]) -> Vec<Vec<String>> {
+    let path = Regex::new(r"\b(crate|super)((?:::\s*[A-Za-z_][A-Za-z0-9_]*)*)(::\s*\{([^;]*?)\})?").unwrap();
+    let mut named = Vec::new();
+    for found in path.captures_iter(text) {
+        let mut rest: Vec<String> = found[2].split("::").map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect();
+        let mut start: Vec<String> = Vec::new();
+        if &found[1] == "super" {
+            start = me[..me.len().saturating_sub(1)].to_vec();
+            while rest.first().is_some_and(|r| r == "super") {
+                start.pop();
+                rest.remove(0);
+            }
+        }
+        start.extend(rest);
+        match found.get(4) {
+            None => named.push(start),
+            Some(group) => {
+                for item in group.as_str().split(',') {
+                    let item = item.split(" as ").next().unwrap_or_default();
+                    let mut full = start.clone();
+                    full.extend(item.split("::").map(str::trim).filter(|s| !s.is_empty() && !s.starts_with('{')).map(str::to_string));
+                    named.push(full);
+                }
+            }
+        }
+    }
+    named
+}
+
+/// The import graph of the crate whose sources are in `src`.
+fn graph(src: &Path) -> Graph {
+    let mut files = Vec::new();
+    rust_files(src, src, &mut files);
+    files.sort();
+    let modules: BTreeSet<String> = files.iter().filter_map(|f| module_path(f).first().cloned()).collect();
+    let mut graph: Graph = modules.iter().map(|m| (m.clone(), BTreeMap::new())).collect();
+    for rel in &files {
+        let me = module_path(rel);
+        let Some(top) = me.first() else { continue };
+        let text = std::fs::read_to_string(src.join(rel)).unwrap();
+        let text = text.find("#[cfg(test)]\nmod tests").map_or(text.as_str(), |end| &text[..end]);
+        for path in named_paths(text, &me) {
+            if let Some(target) = path.first().filter(|t| modules.contains(*t) && *t != top) {
+                graph.get_mut(top).unwrap().entry(target.clone()).or_insert_with(|| rel.display().to_string());
+            }
+        }
+    }
+    graph
+}
+
+/// The modules reachable from `from` by one or more imports.
+fn reachable(graph: &Graph, from: &str) -> BTreeSet<String> {
+    let mut seen = BTreeSet::new();
+    let mut queue: Vec<&String> = graph[from].keys().collect();
+    while let Some(next) = queue.pop() {
+        if seen.insert(next.clone()) {
+            queue.extend(graph[next].keys());
+        }
+    }
+    seen
+}
+
+/// The groups of modules that import one another (each of more than one module), with the
+/// imports inside each group and the file that makes it.
+fn cycles(graph: &Graph) -> Vec<String> {
+    let reach: BTreeMap<&String, BTreeSet<String>> = graph.keys().map(|m| (m, reachable(graph, m))).collect();
+    let mut reported = BTreeSet::new();
+    let mut out = Vec::new();
+    for (module, from_it) in &reach {
+        let group: BTreeSet<&String> = graph.keys().filter(|other| from_it.contains(*other) && reach[other].contains(*module)).collect();
+        if group.len() < 2 || !reported.insert(group.clone()) {
+            continue;
+        }
+        let edges: Vec<String> = group
+            .iter()
+            .flat_map(|a| graph[*a].iter().filter(|(b, _)| group.contains(b)).map(move |(b, file)| format!("{a} -> {b} ({file})")))
+            .collect();
+        out.push(format!("cycle of {}: {}", group.len(), edges.join(", ")));
+    }
+    out
+}
+
+#[test]
+fn no_crate_has_a_cycle_among_its_top_level_modules() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let sources = crate_sources(root);
+    assert!(sources.len() >= 7, "the workspace's crates: {sources:?}");
+    let mut found = Vec::new();
+    for src in &sources {
+        let graph = graph(src);
+        assert!(graph.len() >= 2, "{} has modules", src.display());
+        found.extend(cycles(&graph).into_iter().map(|c| format!("{}: {c}", src.strip_prefix(root).unwrap().display())));
+    }
+    assert!(found.is_empty(), "module cycles:\n{}", found.join("\n"));
+}
+
+#[test]
+fn the_check_sees_a_cycle_through_super_braces_and_doc_links() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    std::fs::create_dir_all(src.join("b")).unwrap();
+    std::fs::write(src.join("lib.rs"), "pub mod a; pub mod b; pub mod c;").unwrap();
+    std::fs::write(src.join("a.rs"), "use crate::{c::X, std_only};").unwrap();
+    std::fs::write(src.join("b/mod.rs"), "mod inner;").unwrap();
+    std::fs::write(src.join("b/inner.rs"), "/// See [`super::super::a::Y`].\npub struct Z;").unwrap();
+    std::fs::write(src.join("c.rs"), "pub struct X;\n#[cfg(test)]\nmod tests { use crate::a::Y; }").unwrap();
+    assert_eq!(cycles(&graph(src)), Vec::<String>::new(), "a test block at a file's end is not an import");
+    std::fs::write(src.join("c.rs"), "pub fn f() -> crate::b::Z { crate::b::Z }").unwrap();
+    let found = cycles(&graph(src));
+    assert_eq!(found, ["cycle of 3: a -> c (a.rs), b -> a (b/inner.rs), c -> b (c.rs)"]);
+}
+

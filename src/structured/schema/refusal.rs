@@ -7,6 +7,8 @@ use jsonschema::error::ValidationErrorKind as Kind;
 use jsonschema::{ReferencingError, ValidationError};
 use serde_json::Value;
 
+/// Keywords whose value maps names to schemas (a property may be called `type`).
+const SCHEMA_MAPS: &[&str] = &["properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"];
 /// The names `type` accepts.
 const TYPE_NAMES: &[&str] = &["array", "boolean", "integer", "null", "number", "object", "string"];
 
@@ -50,7 +52,12 @@ pub(super) fn describe(schema: &Value, error: &ValidationError<'_>) -> SchemaErr
 /// Why the part of the schema at `pointer` fails its draft's meta-schema.
 fn meta_schema_reason(schema: &Value, pointer: &str, error: &ValidationError<'_>) -> String {
     let (parent, last) = pointer.rsplit_once('/').unwrap_or_default();
-    let type_pointer = if last == "type" { Some(pointer) } else { parent.ends_with("/type").then_some(parent) };
+    let named = |p: &str| p.rsplit('/').next().is_some_and(|k| SCHEMA_MAPS.contains(&k));
+    let type_pointer = if last == "type" && !named(parent) {
+        Some(pointer)
+    } else {
+        parent.rsplit_once('/').filter(|(grand, key)| *key == "type" && !named(grand)).map(|_| parent)
+    };
     if let Some(names) = type_pointer.and_then(|p| schema.pointer(p)) {
         return type_reason(names);
     }
@@ -59,9 +66,18 @@ fn meta_schema_reason(schema: &Value, pointer: &str, error: &ValidationError<'_>
         _ => &[],
     };
     let details: Vec<String> = branches.iter().filter_map(|branch| branch.first()).map(ToString::to_string).collect();
-    let keyword = pointer.rsplit('/').find(|s| s.parse::<usize>().is_err()).map(unescape).filter(|k| !k.is_empty());
+    let keyword = keyword(pointer).filter(|k| !k.is_empty());
     let prefix = keyword.map(|k| format!("\"{k}\": ")).unwrap_or_default();
     if details.is_empty() { format!("{prefix}{error}") } else { format!("{prefix}{error} ({})", details.join("; or ")) }
+}
+
+/// The keyword of the schema at `pointer` whose value is wrong (`/properties/x/minimum`:
+/// `minimum`; `/allOf/0`: `allOf`; `/properties/type`: `properties`).
+fn keyword(pointer: &str) -> Option<String> {
+    let segments: Vec<&str> = pointer.split('/').skip(1).collect();
+    let last = segments.iter().rposition(|s| s.parse::<usize>().is_err())?;
+    let named = last > 0 && SCHEMA_MAPS.contains(&segments[last - 1]);
+    Some(unescape(segments[if named { last - 1 } else { last }]))
 }
 
 /// Why `names`, the value of a `type` keyword, is wrong.

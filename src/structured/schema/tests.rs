@@ -95,6 +95,11 @@ fn a_schema_that_is_not_valid_is_refused_naming_where_and_why() {
     assert!(refused(json!({"properties": {"x": {"type": "objekt"}}})).starts_with("unknown type \"objekt\" (the types are array, "));
     assert!(refused(json!({"properties": {"x": {"type": "objekt"}}})).ends_with("(at /properties/x/type in the schema)"));
     assert!(refused(json!({"type": ["string", "strin"]})).starts_with("unknown type \"strin\""));
+    let property = refused(json!({"properties": {"type": 5}}));
+    assert!(
+        property.starts_with("\"properties\": 5 is not of types") && property.ends_with("(at /properties/type in the schema)"),
+        "{property}"
+    );
     assert_eq!(refused(json!({"required": "x"})), "\"required\": \"x\" is not of type \"array\" (at /required in the schema)");
     assert_eq!(refused(json!({"minimum": "a"})), "\"minimum\": \"a\" is not of type \"number\" (at /minimum in the schema)");
     assert_eq!(refused(json!({"minLength": -1})), "\"minLength\": -1 is less than the minimum of 0 (at /minLength in the schema)");

@@ -212,10 +212,10 @@ fn shipped_schemas_accept_what_dracode_writes() {
     assert_eq!(sarif_schema.errors(&log), []);
     log["version"] = json!("2.0.0");
     assert!(!sarif_schema.is_valid(&log));
-    let events = JsonSchema::compile(&crate::report::wire::events_schema()).unwrap();
+    let events = JsonSchema::compile(&crate::results::records::events_schema()).unwrap();
     let run = crate::report::test_support::sample_run();
     for (i, event) in run.iter().enumerate() {
-        let mut wire = serde_json::to_value(crate::report::wire::to_wire(event, i as u64 + 1, "run", None)).unwrap();
+        let mut wire = serde_json::to_value(crate::report::contract::to_wire(event, i as u64 + 1, "run", None)).unwrap();
         assert_eq!(events.errors(&wire), [], "{wire}");
         wire["seq"] = json!("one");
         assert!(!events.is_valid(&wire), "{wire}");

@@ -3,7 +3,7 @@
 //! A task with `output_schema`, `output_schema_file` or `output = "findings"` is offered one more
 //! tool, [`ANSWER_TOOL`], whose parameters are the schema — the same on every provider, since
 //! each wire format already renders tool schemas its own way (Gemini's subset included). What
-//! the model passes to it is validated here with dracode's own validator ([`schema`]):
+//! the model passes to it is validated here with the `jsonschema` crate ([`schema`]):
 //!
 //! - valid: the value is the task's `structured_output` and the loop ends at once;
 //! - invalid: the tool answers with an error naming every failing path and why, and the model

@@ -1,43 +1,28 @@
-//! dracode's own JSON Schema validator, for `output_schema` (README "Structured output").
+//! JSON Schema validation for `output_schema` (README "Structured output"), by the `jsonschema`
+//! crate.
 //!
-//! Draft 2020-12 semantics, also reading draft-07 spellings (`definitions`, array-form `items`
-//! with `additionalItems`, `dependencies`, `"$id": "#name"` anchors) and draft-04's boolean
-//! `exclusiveMinimum`/`exclusiveMaximum`. Every assertion and applicator keyword of 2020-12 is
-//! checked, `unevaluatedProperties`/`unevaluatedItems` included; `format`, `content*`, `title` …
-//! are annotations (not asserted, as 2020-12 says by default). `$ref` follows JSON pointers,
-//! `$id` and `$anchor` inside the same document; a remote `$ref` is refused when the schema is
-//! compiled. `$dynamicRef` is resolved like `$ref` (its static target; no dynamic scope).
-//! Regexes: see [`pattern`].
+//! A schema with `$schema` is read as the draft it names (draft-04, -06, -07, 2019-09, 2020-12).
+//! One without is read as draft 2020-12 and, when 2020-12 refuses one of the older spellings
+//! (array-form `items`, `"$id": "#name"` anchors, boolean `exclusiveMinimum`/`exclusiveMaximum`),
+//! as draft-07 and then draft-04. `format` is an annotation in every
+//! draft (never asserted). `$ref` follows JSON pointers, `$id`, `$anchor` and `$dynamicRef`
+//! inside the same document only: the retriever refuses every other URI, so nothing is ever
+//! fetched and a schema whose `$ref` points outside itself is refused when compiled. Regexes run
+//! on `fancy-regex` (ECMA-262 classes; look-around and backreferences, with a backtracking
+//! limit).
 //!
-//! [`JsonSchema::compile`] checks the schema (one pass indexes `$id`s and anchors, a second
-//! checks every keyword's shape and resolves every `$ref`); [`JsonSchema::errors`] walks a value
-//! and lists every failing instance path with its reason.
+//! [`JsonSchema::compile`] checks the schema against its draft's meta-schema and resolves its
+//! refs; [`JsonSchema::errors`] lists every failing instance path with its reason.
 
-mod arrays;
-mod check;
-mod index;
-mod objects;
-pub mod pattern;
-mod uri;
-mod validate;
-mod values;
+mod refusal;
 
-use regex::Regex;
-use serde_json::{Map, Value};
-use std::collections::HashMap;
+use jsonschema::{Draft, ValidationError};
+use serde_json::Value;
 
 /// A compiled JSON Schema.
-///
-/// The document is boxed and never changed: its schema objects are identified by address
-/// (where the compile step resolved each `$ref`), so it is not `Clone` (share it in an `Arc`).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct JsonSchema {
-    root: Box<Value>,
-    /// Address of a schema object with `$ref` → JSON pointer of the target in `root`.
-    refs: HashMap<usize, String>,
-    /// The same for `$dynamicRef`.
-    dynamic_refs: HashMap<usize, String>,
-    regexes: HashMap<String, Regex>,
+    validator: jsonschema::Validator,
 }
 
 /// Why a schema is not a valid JSON Schema, and where.
@@ -58,12 +43,6 @@ pub struct Invalid {
     pub message: String,
 }
 
-impl SchemaError {
-    fn at(pointer: &str, reason: String) -> SchemaError {
-        SchemaError { pointer: pointer.to_string(), reason }
-    }
-}
-
 impl std::fmt::Display for SchemaError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let at = if self.pointer.is_empty() { "/" } else { &self.pointer };
@@ -78,35 +57,92 @@ impl std::fmt::Display for Invalid {
     }
 }
 
+/// Longest message of one [`Invalid`], in characters (a message quotes the failing value).
+const MAX_MESSAGE: usize = 300;
+
 impl JsonSchema {
     /// Compiles `schema` (an object or a boolean); an error says where and why it is not valid.
     pub fn compile(schema: &Value) -> Result<JsonSchema, SchemaError> {
-        let root = Box::new(schema.clone());
-        let compiled = check::compile(&root)?;
-        Ok(JsonSchema { root, refs: compiled.refs, dynamic_refs: compiled.dynamic_refs, regexes: compiled.regexes })
+        let schema = &sorted_constants(schema);
+        let first = match build(schema, None) {
+            Ok(validator) => return Ok(JsonSchema { validator }),
+            Err(error) => refusal::describe(schema, &error),
+        };
+        if schema.get("$schema").is_none() && refusal::older_spelling(&first.pointer) {
+            for draft in [Draft::Draft7, Draft::Draft4] {
+                if let Ok(validator) = build(schema, Some(draft)) {
+                    return Ok(JsonSchema { validator });
+                }
+            }
+        }
+        Err(first)
     }
 
-    /// Every way `instance` fails the schema, in schema order; empty when it is valid.
+    /// Every way `instance` fails the schema; empty when it is valid.
     pub fn errors(&self, instance: &Value) -> Vec<Invalid> {
-        let mut errors = Vec::new();
-        validate::Walk::new(self).check(&self.root, instance, &mut errors);
-        errors
+        let instance = sorted(instance);
+        self.validator
+            .iter_errors(&instance)
+            .map(|error| Invalid { instance_path: error.instance_path().to_string(), message: bounded(error.to_string()) })
+            .collect()
     }
 
     /// Whether `instance` is valid.
     pub fn is_valid(&self, instance: &Value) -> bool {
-        self.errors(instance).is_empty()
+        self.validator.is_valid(&sorted(instance))
     }
 }
 
-/// The identity of a schema object of the (boxed, unchanging) document.
-fn address(map: &Map<String, Value>) -> usize {
-    std::ptr::from_ref(map) as usize
+/// The validator of `schema` as `draft` (`None`: as its `$schema` says, else 2020-12).
+fn build(schema: &Value, draft: Option<Draft>) -> Result<jsonschema::Validator, ValidationError<'static>> {
+    let mut options = jsonschema::options().should_validate_formats(false).with_retriever(refusal::NoRemote);
+    if let Some(draft) = draft {
+        options = options.with_draft(draft);
+    }
+    options.build(schema)
+}
+
+/// `value` with the keys of every object sorted. The crate compares objects (`const`, `enum`,
+/// `uniqueItems`) key by key in order, which with serde_json's `preserve_order` would make
+/// `{"a":1,"b":2}` differ from `{"b":2,"a":1}`; with both sides sorted it does not.
+fn sorted(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut map: serde_json::Map<String, Value> = map.iter().map(|(k, v)| (k.clone(), sorted(v))).collect();
+            map.sort_keys();
+            Value::Object(map)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+        other => other.clone(),
+    }
+}
+
+/// `schema` with the values of its `const` and `enum` keywords [`sorted`] (the rest keeps its
+/// order, which the messages follow).
+fn sorted_constants(schema: &Value) -> Value {
+    match schema {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(key, value)| {
+                    let value = if key == "const" || key == "enum" { sorted(value) } else { sorted_constants(value) };
+                    (key.clone(), value)
+                })
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(sorted_constants).collect()),
+        other => other.clone(),
+    }
+}
+
+/// `message` cut after [`MAX_MESSAGE`] characters.
+fn bounded(message: String) -> String {
+    match message.char_indices().nth(MAX_MESSAGE) {
+        Some((cut, _)) => format!("{}…", &message[..cut]),
+        None => message,
+    }
 }
 
 #[cfg(test)]
 mod conformance;
-#[cfg(test)]
-mod differential;
 #[cfg(test)]
 mod tests;

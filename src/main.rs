@@ -43,10 +43,7 @@ fn main() -> ExitCode {
         // A command can point a descriptor's SIGIO at dracode (`F_SETOWN`; Landlock scopes
         // that only from ABI 6), whose default action would end the run. The supervisor
         // restores the default for the commands it confines.
-        // SAFETY: at start-up, before any thread exists.
-        unsafe {
-            libc::signal(libc::SIGIO, libc::SIG_IGN);
-        }
+        dracode::sandbox::signals::ignore(libc::SIGIO);
     }
     let code = match run(cli) {
         Ok(code) => code,
@@ -66,10 +63,7 @@ fn main() -> ExitCode {
 /// broken pipe. `run` keeps ignoring SIGPIPE: a closed `--jsonl -` is an artifact failure it reports (exit 3) after
 /// finishing its tasks and cleaning up.
 fn quiet_on_closed_stdout() {
-    // SAFETY: restoring a signal's default disposition at start-up, before any thread exists.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
+    dracode::sandbox::signals::restore_default(libc::SIGPIPE);
 }
 
 /// Log lines (`DRACODE_LOG`, dracode's warnings by default) on stderr, coloured only on a terminal and

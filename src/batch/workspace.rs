@@ -23,7 +23,6 @@ use crate::manifest::Isolation;
 use git2::{Oid, Repository};
 use std::fs::File;
 use std::io::Write;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 /// Task folders in the temp dir start with this, then the owner's pid and `-`.
@@ -394,23 +393,17 @@ fn repo_prefix(repo: &Repository, folder: &Path) -> String {
 
 /// Takes `file`'s exclusive lock without waiting; `false` when another process holds it.
 fn try_lock(file: &File) -> std::io::Result<bool> {
-    // SAFETY: flock on a descriptor this File owns; no memory is passed.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-        return Ok(true);
+    match rustix::fs::flock(file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(true),
+        Err(rustix::io::Errno::WOULDBLOCK) => Ok(false),
+        Err(e) => Err(e.into()),
     }
-    let err = std::io::Error::last_os_error();
-    if err.raw_os_error() == Some(libc::EWOULDBLOCK) { Ok(false) } else { Err(err) }
 }
 
 /// Whether a process with this id exists (possibly another user's).
 pub(crate) fn process_alive(pid: u32) -> bool {
     // 0 and negative ids name process groups, not a process.
-    let Ok(pid) = libc::pid_t::try_from(pid) else { return false };
-    if pid <= 0 {
-        return false;
-    }
-    // SAFETY: signal 0 sends nothing; it only checks that the process exists.
-    unsafe { libc::kill(pid, 0) == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM) }
+    libc::pid_t::try_from(pid).is_ok_and(crate::sandbox::signals::process_exists)
 }
 
 /// Removes the task folders in `tmp` whose owner is gone — its pid does not run and nobody

@@ -633,4 +633,18 @@ mod tests {
         }
         assert!(schema.to_string().contains("task.finished"));
     }
+
+    /// `dracode schema events`, compiled by the validator answers are checked with, accepts every
+    /// line of a run and refuses a broken one.
+    #[test]
+    fn the_events_schema_accepts_every_line_of_a_run() {
+        let events = crate::structured::schema::JsonSchema::compile(&events_schema()).unwrap();
+        let run = crate::report::test_support::sample_run();
+        for (i, event) in run.iter().enumerate() {
+            let mut wire = serde_json::to_value(to_wire(event, i as u64 + 1, "run", None)).unwrap();
+            assert_eq!(events.errors(&wire), [], "{wire}");
+            wire["seq"] = json!("one");
+            assert!(!events.is_valid(&wire), "{wire}");
+        }
+    }
 }

@@ -1,23 +1,14 @@
 //! How large a text is once gzipped (GitHub limits SARIF uploads by that size), measured with
-//! the zlib already linked for libgit2.
+//! `flate2` over the zlib already linked for libgit2.
 
-/// Bytes a gzip header and trailer add around the deflate stream (10 + 8), less what zlib's
-/// own wrapper adds (2 + 4).
-const GZIP_OVER_ZLIB: usize = 12;
+use std::io::Write;
 
 /// The size of `bytes` gzipped at zlib's default level (as `gzip` and Node's `zlib.gzipSync`
 /// compress), or `None` when zlib fails.
 pub fn compressed_len(bytes: &[u8]) -> Option<usize> {
-    let source_len = libz_sys::uLong::try_from(bytes.len()).ok()?;
-    // SAFETY: compressBound only computes a number.
-    let bound = unsafe { libz_sys::compressBound(source_len) };
-    let mut out = vec![0u8; usize::try_from(bound).ok()?];
-    let mut out_len = bound;
-    // SAFETY: `out` has `bound` writable bytes, as compress2 requires, and `bytes` is
-    // `source_len` readable bytes; both outlive the call.
-    let status =
-        unsafe { libz_sys::compress2(out.as_mut_ptr(), &mut out_len, bytes.as_ptr(), source_len, libz_sys::Z_DEFAULT_COMPRESSION) };
-    (status == libz_sys::Z_OK).then(|| usize::try_from(out_len).ok()).flatten().map(|len| len + GZIP_OVER_ZLIB)
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    encoder.write_all(bytes).ok()?;
+    encoder.finish().ok().map(|gzipped| gzipped.len())
 }
 
 #[cfg(test)]

@@ -215,16 +215,7 @@ impl Proc {
     }
 
     fn signal(&self, signal: libc::c_int) {
-        // pgid 0 or 1 would mean our own group or init's; a spawned child never has either.
-        if self.pgid > 1 {
-            // SAFETY: killpg only sends a signal; it touches no memory of this process. The
-            // group is the child's own (process_group(0)), never dracode's. As in
-            // `process::ProcessGroup`, the only race is the id's reuse after the whole group
-            // is gone.
-            unsafe {
-                libc::killpg(self.pgid, signal);
-            }
-        }
+        crate::sandbox::signals::signal_group(self.pgid, signal);
     }
 
     fn push(&self, data: &[u8]) {

@@ -66,6 +66,7 @@ mod policy;
 mod protect;
 mod reads;
 pub mod report;
+pub mod signals;
 #[cfg(target_os = "linux")]
 mod rules;
 pub mod supervisor;

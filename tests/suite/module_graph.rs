@@ -129,12 +129,13 @@ fn no_crate_has_a_cycle_among_its_top_level_modules() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let sources = crate_sources(root);
     assert!(sources.len() >= 7, "the workspace's crates: {sources:?}");
-    let mut found = Vec::new();
+    let (mut found, mut modules) = (Vec::new(), 0);
     for src in &sources {
         let graph = graph(src);
-        assert!(graph.len() >= 2, "{} has modules", src.display());
+        modules += graph.len();
         found.extend(cycles(&graph).into_iter().map(|c| format!("{}: {c}", src.strip_prefix(root).unwrap().display())));
     }
+    assert!(modules >= 40, "every crate's modules were read: {modules}");
     assert!(found.is_empty(), "module cycles:\n{}", found.join("\n"));
 }
 

@@ -15,8 +15,6 @@
 use super::http::{HttpClient, RetryPolicy, send_json};
 use super::http_provider::{HttpProvider, IssuedKey, KeySource};
 use super::openai::ChatCompletionsFormat;
-#[cfg(doc)]
-use super::preset::KeyExchange;
 use super::preset::{COPILOT_EDITOR_PLUGIN_VERSION, COPILOT_EDITOR_VERSION, Env, ResolvedProvider};
 use super::{BoxFuture, ErrorKind, LlmError, Provider, RetryObserver};
 use dracode_secrets::Redactor;
@@ -32,7 +30,7 @@ pub const CLIENT_ID: &str = "Iv1.b507a08c87ecfe98";
 const REFRESH_MARGIN: Duration = Duration::from_secs(300);
 
 /// Builds a task's Copilot provider, with GitHub's endpoints from `env` (what the registry
-/// does for a type whose preset names [`KeyExchange::Copilot`]).
+/// does for a type whose preset names [`super::preset::KeyExchange::Copilot`]).
 pub fn connect(resolved: &ResolvedProvider, http: &HttpClient, env: &Env) -> Result<Arc<dyn Provider>, LlmError> {
     Ok(Arc::new(Copilot::new(resolved, http.clone(), Endpoints::from_env(env))?))
 }

@@ -3,12 +3,18 @@
 //! any other gets the [`HttpProvider`] of its wire API with the configured key, or the replay
 //! of its recording.
 
+use super::anthropic::MessagesFormat;
+use super::copilot;
+use super::gemini::GenerateContentFormat;
 use super::http::HttpClient;
 use super::http_provider::HttpProvider;
+use super::ollama::OllamaChatFormat;
+use super::openai::ChatCompletionsFormat;
 use super::preset::{Env, KeyExchange, ResolvedProvider, TaskBinding, WireApi};
+use super::replay::Replay;
+use super::responses::ResponsesFormat;
 use super::wire::WireFormat;
 use super::{ErrorKind, LlmError, Provider};
-use super::{anthropic, copilot, gemini, ollama, openai, replay, responses};
 use std::sync::Arc;
 
 /// Why `task`'s provider would end it `not_configured`, found without sending anything: the
@@ -21,7 +27,7 @@ pub fn preflight(resolved: &ResolvedProvider, task: &TaskBinding) -> Option<Stri
     if resolved.kind.preset().wire != WireApi::Replay {
         return None;
     }
-    match replay::Replay::load(resolved, task) {
+    match Replay::load(resolved, task) {
         Err(e) if e.kind == ErrorKind::NotConfigured => Some(format!("provider {:?} (replay): {}", resolved.name, e.message)),
         _ => None,
     }
@@ -41,12 +47,12 @@ pub fn build(resolved: &ResolvedProvider, task: &TaskBinding, http: &HttpClient,
         return copilot::connect(resolved, http, env);
     }
     match resolved.wire() {
-        WireApi::Responses => connect_with_key::<responses::ResponsesFormat>(resolved, http),
-        WireApi::ChatCompletions => connect_with_key::<openai::ChatCompletionsFormat>(resolved, http),
-        WireApi::AnthropicMessages => connect_with_key::<anthropic::MessagesFormat>(resolved, http),
-        WireApi::GeminiGenerateContent => connect_with_key::<gemini::GenerateContentFormat>(resolved, http),
-        WireApi::OllamaChat => connect_with_key::<ollama::OllamaChatFormat>(resolved, http),
-        WireApi::Replay => Ok(Arc::new(replay::Replay::load(resolved, task)?)),
+        WireApi::Responses => connect_with_key::<ResponsesFormat>(resolved, http),
+        WireApi::ChatCompletions => connect_with_key::<ChatCompletionsFormat>(resolved, http),
+        WireApi::AnthropicMessages => connect_with_key::<MessagesFormat>(resolved, http),
+        WireApi::GeminiGenerateContent => connect_with_key::<GenerateContentFormat>(resolved, http),
+        WireApi::OllamaChat => connect_with_key::<OllamaChatFormat>(resolved, http),
+        WireApi::Replay => Ok(Arc::new(Replay::load(resolved, task)?)),
     }
 }
 

@@ -425,7 +425,7 @@ fn auth_copilot(env: &BTreeMap<String, String>) -> anyhow::Result<i32> {
     }));
     match token {
         Ok(token) => {
-            let path = copilot::store_token(env, &token).context("cannot store the token")?;
+            let path = dracode::llm::github_token::store_token(env, &token).context("cannot store the token")?;
             eprintln!("Stored the GitHub token in {} (mode 0600). In CI, set GITHUB_COPILOT_TOKEN instead.", path.display());
             Ok(exit_codes::OK)
         }

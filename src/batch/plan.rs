@@ -210,7 +210,7 @@ pub fn preflight(tasks: &[TaskSpec]) -> Vec<ManifestError> {
         .iter()
         .filter_map(|task| {
             let binding = crate::llm::preset::TaskBinding { task_id: task.id.clone() };
-            let why = crate::llm::preset::preflight(&task.provider, &binding)?;
+            let why = crate::llm::registry::preflight(&task.provider, &binding)?;
             Some(ManifestError {
                 file: task.manifest.clone(),
                 position: task.line.map(|line| (line, 1)),

@@ -13,9 +13,10 @@ use crate::events::{
 };
 use crate::llm::governor::{Gate, Governed, Limits};
 use crate::llm::http::HttpClient;
-use crate::llm::preset::{self, TaskBinding};
+use crate::llm::preset::TaskBinding;
 use crate::llm::prices::PriceTable;
 use crate::llm::record::Recorder;
+use crate::llm::registry;
 use crate::llm::{ErrorKind, Message, Provider, Usage};
 use crate::mcp::McpScope;
 use crate::sandbox::Policy;
@@ -716,7 +717,7 @@ fn finish(mut outcome: TaskOutcome, started: Instant, emitter: &Emitter) -> Task
 /// The task's provider, wrapped in a recorder under `--record`.
 fn build_provider(spec: &TaskSpec, shared: &Shared) -> Result<Arc<dyn Provider>, crate::llm::LlmError> {
     let binding = TaskBinding { task_id: spec.id.clone() };
-    let provider = preset::build(&spec.provider, &binding, &shared.http, &crate::input::process_env())?;
+    let provider = registry::build(&spec.provider, &binding, &shared.http, &crate::input::process_env())?;
     let gate = shared.gate(&spec.provider.name, spec.provider.limits);
     let provider: Arc<dyn Provider> = Arc::new(Governed::new(provider, gate));
     Ok(match &shared.record {

@@ -45,7 +45,7 @@ pub fn render(specs: &[ToolSpec], format: ToolFormat) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::wire::snapshot::list_files_spec as spec;
+    use crate::llm::snapshot::list_files_spec as spec;
 
     #[test]
     fn each_format_has_its_shape() {

@@ -37,9 +37,9 @@
 //! think by default answer with them even when `reasoning` is unset); no cache mark is ever put
 //! on one.
 
-use super::http::{KeyHeader, snippet};
+use super::http::snippet;
 use super::http_provider::HttpProvider;
-use super::preset::ResolvedProvider;
+use super::preset::{KeyHeader, ResolvedProvider};
 use super::reasoning::{INTERLEAVED_THINKING_BETA, Thinking, apply_anthropic};
 use super::stream::{Frame, Framing, StreamDecoder, stream_error};
 use super::wire::{WireFormat, count_at, has_calls};
@@ -737,7 +737,7 @@ mod tests {
 
     #[test]
     fn snapshot_endpoint() {
-        use crate::wire::snapshot::{endpoint, settings};
+        use crate::snapshot::{endpoint, settings};
         insta::assert_json_snapshot!(endpoint::<MessagesFormat>(&settings(
             ProviderType::Anthropic,
             "https://api.anthropic.com",

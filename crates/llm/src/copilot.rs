@@ -7,20 +7,19 @@
 //! `dracode auth copilot` in `$XDG_CONFIG_HOME/dracode/copilot.json` (or `~/.config/…`, mode
 //! 0600). `dracode run` never starts the device flow.
 //!
-//! Everything Copilot is lives here: its [`PRESET`] (registered in [`super::preset`]), the
-//! editor headers, and [`CopilotTokens`], the [`KeySource`] that plugs the exchange into the
-//! generic [`HttpProvider`] speaking Chat Completions.
+//! Copilot as data — its preset and editor headers — is in [`super::preset`], the GitHub token
+//! lookup in [`super::github_token`]. Here is the code: the device flow, [`connect`], and
+//! [`CopilotTokens`], the [`KeySource`] that plugs the exchange into the generic
+//! [`HttpProvider`] speaking Chat Completions.
 
 use super::http::{HttpClient, RetryPolicy, send_json};
 use super::http_provider::{HttpProvider, IssuedKey, KeySource};
 use super::openai::ChatCompletionsFormat;
-use super::preset::{Env, Preset, ResolvedProvider, TokenLimitField};
+use super::preset::{COPILOT_EDITOR_PLUGIN_VERSION, COPILOT_EDITOR_VERSION, Env, ResolvedProvider};
 use super::{BoxFuture, ErrorKind, LlmError, Provider, RetryObserver};
 use dracode_secrets::Redactor;
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -30,27 +29,9 @@ pub const CLIENT_ID: &str = "Iv1.b507a08c87ecfe98";
 /// Refresh the Copilot token this long before it expires.
 const REFRESH_MARGIN: Duration = Duration::from_secs(300);
 
-/// The editor identification Copilot expects, on the token exchange and on chat calls (values
-/// as VS Code's Copilot Chat sends them; configured `headers` override them on chat calls).
-const EDITOR_VERSION: (&str, &str) = ("editor-version", "vscode/1.107.0");
-/// The editor plugin's version, beside [`EDITOR_VERSION`].
-const EDITOR_PLUGIN_VERSION: (&str, &str) = ("editor-plugin-version", "copilot-chat/0.35.0");
-/// The headers of every chat call.
-const CHAT_HEADERS: [(&str, &str); 3] = [("copilot-integration-id", "vscode-chat"), EDITOR_VERSION, EDITOR_PLUGIN_VERSION];
-
-/// The `copilot` provider type, as data: Chat Completions with `max_completion_tokens`, the
-/// editor headers, the GitHub token found by [`github_token`], and `connect` to build it.
-pub const PRESET: Preset = Preset {
-    token_limit_field: TokenLimitField::MaxCompletionTokens,
-    headers: &CHAT_HEADERS,
-    find_key: Some(github_token),
-    key_hint: Some("GITHUB_COPILOT_TOKEN (or run `dracode auth copilot`)"),
-    connect: Some(connect),
-    ..Preset::chat(Some("https://api.githubcopilot.com"), "GITHUB_COPILOT_TOKEN", true, Some("gpt-4o"))
-};
-
-/// Builds a task's Copilot provider, with GitHub's endpoints from `env`.
-fn connect(resolved: &ResolvedProvider, http: &HttpClient, env: &Env) -> Result<Arc<dyn Provider>, LlmError> {
+/// Builds a task's Copilot provider, with GitHub's endpoints from `env` (what the registry
+/// does for a type whose preset names [`super::preset::KeyExchange::Copilot`]).
+pub fn connect(resolved: &ResolvedProvider, http: &HttpClient, env: &Env) -> Result<Arc<dyn Provider>, LlmError> {
     Ok(Arc::new(Copilot::new(resolved, http.clone(), Endpoints::from_env(env))?))
 }
 
@@ -75,43 +56,6 @@ impl Endpoints {
             client_id: get("DRACODE_COPILOT_CLIENT_ID", CLIENT_ID),
         }
     }
-}
-
-/// The stored credential.
-#[derive(Debug, Serialize, Deserialize)]
-struct Stored {
-    github_token: String,
-}
-
-/// `$XDG_CONFIG_HOME/dracode/copilot.json`, or `$HOME/.config/dracode/copilot.json`.
-pub fn token_path(env: &BTreeMap<String, String>) -> Option<PathBuf> {
-    let base = env
-        .get("XDG_CONFIG_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| env.get("HOME").map(|h| Path::new(h).join(".config")))?;
-    Some(base.join("dracode").join("copilot.json"))
-}
-
-/// The GitHub token to use: the environment first, then the stored one.
-pub fn github_token(env: &BTreeMap<String, String>) -> Option<String> {
-    ["GITHUB_COPILOT_TOKEN", "GH_COPILOT_TOKEN"].iter().find_map(|k| env.get(*k).filter(|v| !v.is_empty()).cloned()).or_else(|| {
-        let text = std::fs::read_to_string(token_path(env)?).ok()?;
-        serde_json::from_str::<Stored>(&text).ok().map(|s| s.github_token)
-    })
-}
-
-/// Stores `token` with mode 0600 (its folder 0700); returns the path.
-pub fn store_token(env: &BTreeMap<String, String>, token: &str) -> std::io::Result<PathBuf> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    let path = token_path(env).ok_or_else(|| std::io::Error::other("neither XDG_CONFIG_HOME nor HOME is set"))?;
-    if let Some(dir) = path.parent() {
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
-    }
-    let text = serde_json::to_string(&Stored { github_token: token.to_string() }).map_err(std::io::Error::other)?;
-    let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&path)?;
-    std::io::Write::write_all(&mut file, text.as_bytes())?;
-    Ok(path)
 }
 
 /// What the user must do to finish the device flow.
@@ -207,7 +151,7 @@ async fn exchange(copilot: &CopilotTokens, retry: &RetryPolicy, on_retry: RetryO
             .header("authorization", format!("token {}", copilot.github_token))
             .header("accept", "application/json")
             .header("user-agent", concat!("dracode/", env!("CARGO_PKG_VERSION")));
-        for (name, value) in [EDITOR_VERSION, EDITOR_PLUGIN_VERSION] {
+        for (name, value) in [COPILOT_EDITOR_VERSION, COPILOT_EDITOR_PLUGIN_VERSION] {
             request = request.header(name, value);
         }
         if timeout.is_zero() { request } else { request.timeout(timeout) }
@@ -316,31 +260,6 @@ impl KeySource for CopilotTokens {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_environment_wins_over_the_stored_token_which_is_private() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut env = BTreeMap::from([("XDG_CONFIG_HOME".to_string(), dir.path().display().to_string())]);
-        assert_eq!(github_token(&env), None);
-        let path = store_token(&env, "gho_stored").unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
-        assert_eq!(std::fs::metadata(path.parent().unwrap()).unwrap().permissions().mode() & 0o777, 0o700);
-        assert_eq!(github_token(&env).as_deref(), Some("gho_stored"));
-        env.insert("GH_COPILOT_TOKEN".into(), "gho_gh".into());
-        assert_eq!(github_token(&env).as_deref(), Some("gho_gh"));
-        env.insert("GITHUB_COPILOT_TOKEN".into(), "gho_env".into());
-        assert_eq!(github_token(&env).as_deref(), Some("gho_env"));
-    }
-
-    #[test]
-    fn the_stored_token_lives_under_the_config_dir() {
-        let home = BTreeMap::from([("HOME".to_string(), "/home/u".to_string())]);
-        assert_eq!(token_path(&home), Some(PathBuf::from("/home/u/.config/dracode/copilot.json")));
-        let xdg = BTreeMap::from([("HOME".to_string(), "/home/u".to_string()), ("XDG_CONFIG_HOME".to_string(), "/cfg".to_string())]);
-        assert_eq!(token_path(&xdg), Some(PathBuf::from("/cfg/dracode/copilot.json")));
-        assert_eq!(token_path(&BTreeMap::new()), None);
-    }
 
     #[test]
     fn slow_down_takes_githubs_interval_else_five_seconds_more() {

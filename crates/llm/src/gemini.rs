@@ -16,9 +16,8 @@
 //! with no text just before the block of that part, and goes back on the same part (Gemini 3
 //! refuses function calls in the history without theirs).
 
-use super::http::KeyHeader;
 use super::http_provider::HttpProvider;
-use super::preset::ResolvedProvider;
+use super::preset::{KeyHeader, ResolvedProvider};
 use super::reasoning::gemini_thinking_config;
 use super::stream::{Frame, Framing, StreamDecoder, stream_error};
 use super::wire::{WireFormat, calls_before, has_calls};
@@ -362,7 +361,7 @@ fn usage(meta: Option<&Value>) -> Usage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::snapshot::list_files_spec;
+    use crate::snapshot::list_files_spec;
 
     #[test]
     fn gemini_drops_unsupported_keywords_and_maps_nullable() {
@@ -524,7 +523,7 @@ mod tests {
     #[test]
     fn snapshot_endpoint() {
         use crate::preset::ProviderType;
-        use crate::wire::snapshot::{endpoint, settings};
+        use crate::snapshot::{endpoint, settings};
         let settings = settings(ProviderType::Gemini, "https://generativelanguage.googleapis.com/", "models/gemini-2.5-flash");
         insta::assert_json_snapshot!(endpoint::<GenerateContentFormat>(&settings));
     }

@@ -18,7 +18,7 @@
 //! more delay on top (`d..2d`, which can overshoot `max_delay`), not full jitter (`0..=d`), and
 //! its `adjust` hook cannot express "give up when the server asks for more than the budget".
 
-use super::preset::ResolvedProvider;
+use super::preset::{KeyHeader, ResolvedProvider};
 use super::stream::{Framer, Framing, StreamDecoder};
 use super::{ErrorKind, LlmError, RetryNotice, RetryObserver};
 use dracode_secrets::{Redactor, is_secret_name};
@@ -126,15 +126,6 @@ pub struct JsonEndpoint {
     pub retry: RetryPolicy,
     /// Masks the key and secret headers in error messages.
     pub redactor: Redactor,
-}
-
-/// How a provider sends its key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KeyHeader {
-    /// `Authorization: Bearer <key>`.
-    Bearer,
-    /// The bare key in the named header (`api-key`, `x-api-key`, `x-goog-api-key`).
-    Named(&'static str),
 }
 
 impl JsonEndpoint {

@@ -7,24 +7,34 @@
 //! - [`openai`]: Chat Completions (OpenAI, Azure, Copilot, Z.AI, vLLM, SGLang, llama.cpp);
 //! - [`responses`]: OpenAI's Responses API (OpenAI and Azure, by `wire_api` or model);
 //! - [`anthropic`]: Messages; [`gemini`]: generateContent; [`ollama`]: `/api/chat`;
-//! - [`copilot`]: Copilot's preset and token exchange (a [`http_provider::KeySource`]);
+//! - [`copilot`]: Copilot's token exchange (a [`http_provider::KeySource`]) and device flow,
+//!   with its GitHub token found by [`github_token`];
 //! - [`replay`] / [`record`]: offline playback and recording; [`governor`]: shared limits;
-//! - [`reasoning`]: the `reasoning` setting as each model-dependent API takes it.
+//! - [`reasoning`]: the `reasoning` setting as each model-dependent API takes it;
+//! - [`registry`]: builds a task's provider from its settings, per wire API.
+//!
+//! The modules form layers, each importing only from those below it: at the bottom the
+//! conversation model and its helpers ([`types`], [`error`], [`stream`], [`overflow`],
+//! [`reasoning`], [`prices`], [`governor`], [`record`], [`github_token`]); then the settings
+//! ([`preset`]); the HTTP client ([`http`]); the [`wire::WireFormat`] trait; the one
+//! [`http_provider::HttpProvider`]; the formats ([`openai`], then [`responses`], [`anthropic`],
+//! [`gemini`], [`ollama`]); [`copilot`] and [`replay`]; and on top the [`registry`].
 //!
 //! # Adding a provider
 //! - A vendor that speaks an existing wire API: a [`preset::ProviderType`] variant (its name
 //!   in `as_str` and `ALL`) and its [`preset::Preset`] — endpoint, key variable, key header,
 //!   vendor headers, token-limit field — in `ProviderType::preset`. Nothing else.
-//! - A vendor whose credentials need code (like Copilot): its own file with its `PRESET` and
-//!   a [`http_provider::KeySource`] (or a `connect` function), and one line in
-//!   `ProviderType::preset` naming that `PRESET`.
+//! - A vendor whose credentials need code (like Copilot): its [`preset::Preset`] naming a
+//!   [`preset::KeyExchange`] variant, its own file with a [`http_provider::KeySource`] and a
+//!   `connect` function, and one line in [`registry::build`] calling it.
 //! - A new wire API: one file with a type implementing [`wire::WireFormat`] (and its
-//!   snapshot tests), a [`preset::WireApi`] variant and one line in [`preset::build`].
+//!   snapshot tests), a [`preset::WireApi`] variant and one line in [`registry::build`].
 
 pub mod anthropic;
 pub mod copilot;
 pub mod error;
 pub mod gemini;
+pub mod github_token;
 pub mod governor;
 pub mod http;
 pub mod http_provider;
@@ -35,8 +45,11 @@ pub mod preset;
 pub mod prices;
 pub mod reasoning;
 pub mod record;
+pub mod registry;
 pub mod replay;
 pub mod responses;
+#[cfg(any(test, feature = "test-support"))]
+pub mod snapshot;
 pub mod stream;
 pub mod types;
 pub mod wire;

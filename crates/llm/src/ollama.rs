@@ -15,10 +15,9 @@
 //! answer's `message.thinking` becomes reasoning, and goes back as the assistant message's
 //! `thinking`.
 
-use super::http::KeyHeader;
 use super::http_provider::HttpProvider;
 use super::openai::ChatCompletionsFormat;
-use super::preset::ResolvedProvider;
+use super::preset::{KeyHeader, ResolvedProvider};
 use super::stream::{Frame, Framing, StreamDecoder, stream_error};
 use super::wire::{WireFormat, calls_before, has_calls};
 use super::{ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, Role, StopReason, ToolSpec, Usage};
@@ -374,7 +373,7 @@ mod tests {
     #[test]
     fn snapshot_endpoint() {
         use crate::preset::ProviderType;
-        use crate::wire::snapshot::{endpoint, settings};
+        use crate::snapshot::{endpoint, settings};
         insta::assert_json_snapshot!(endpoint::<OllamaChatFormat>(&settings(ProviderType::Ollama, "127.0.0.1:11434", "qwen")));
     }
 

@@ -10,9 +10,8 @@
 //! `usage.completion_tokens_details.reasoning_tokens` is counted as reasoning output. The
 //! reasoning itself stays on the server: Chat Completions neither returns nor takes it back.
 
-use super::http::KeyHeader;
 use super::http_provider::HttpProvider;
-use super::preset::{ProviderType, ResolvedProvider, TokenLimitField};
+use super::preset::{KeyHeader, ProviderType, ResolvedProvider, TokenLimitField};
 use super::stream::{Frame, Framing, StreamDecoder, stream_error};
 use super::wire::{UNRESERVED, WireFormat, count_at, has_calls, unique_call_ids};
 use super::{ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, ReasoningEffort, Role, StopReason, ToolSpec, Usage};
@@ -717,7 +716,7 @@ mod tests {
 
     #[test]
     fn snapshot_endpoints_per_vendor() {
-        use crate::wire::snapshot::{endpoint, settings};
+        use crate::snapshot::{endpoint, settings};
         let endpoints: serde_json::Map<String, Value> = [
             (ProviderType::Openai, "https://api.openai.com/v1", "gpt-4o"),
             (ProviderType::Azure, "https://r.openai.azure.com/", "my deployment"),
@@ -746,7 +745,7 @@ mod tests {
         let messages = conversation();
         let request = LlmRequest { system: "", messages: &messages, tools: &[], max_tokens: None };
         let content_of_call_turns = |kind: ProviderType, base_url: &str| {
-            let wire = ChatCompletionsFormat::for_provider(&crate::wire::snapshot::settings(kind, base_url, "m"));
+            let wire = ChatCompletionsFormat::for_provider(&crate::snapshot::settings(kind, base_url, "m"));
             let body = wire.request_body("m", &request);
             body["messages"]
                 .as_array()
@@ -770,7 +769,7 @@ mod tests {
         let call = |id: &str| json!({"id": id, "type": "function", "function": {"name": "f", "arguments": "{}"}});
         let body = json!({"choices": [{"message": {"role": "assistant", "content": null,
             "tool_calls": [call(""), call("call_a"), call("call_a"), call("")]}, "finish_reason": "tool_calls"}]});
-        let wire = ChatCompletionsFormat::for_provider(&crate::wire::snapshot::settings(ProviderType::Llamacpp, "http://h/v1", "m"));
+        let wire = ChatCompletionsFormat::for_provider(&crate::snapshot::settings(ProviderType::Llamacpp, "http://h/v1", "m"));
         let history = conversation();
         let content = wire.parse_response(&body, &history).unwrap().content;
         let ids: Vec<String> = crate::types::tool_use_ids(&content).map(String::from).collect();

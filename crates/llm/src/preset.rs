@@ -1,22 +1,19 @@
 //! Provider types as data: each type's wire format, default endpoint and credential variable,
 //! and every vendor quirk — Azure's deployment URL, `api-version`, `api-key` header and Entra
-//! bearer variable; Copilot's editor headers and token lookup ([`super::copilot::PRESET`]);
+//! bearer variable; Copilot's editor headers and token lookup ([`COPILOT`]);
 //! `max_completion_tokens` or `max_tokens`; Anthropic prompt caching. The wire formats read
 //! these fields and never test a type by name. A provider named after a type (`openai`,
 //! `ollama`, …) works with no config table at all.
 //!
 //! A new vendor on an existing wire API is a [`ProviderType`] variant and its [`Preset`] (the
 //! compiler points at the `as_str` and `preset` arms to fill); see [`super`] for the rest.
+//! Nothing here builds a provider: the `registry` module does, from this data.
 
-use super::http::{HttpClient, KeyHeader};
-use super::http_provider::HttpProvider;
-use super::wire::WireFormat;
-use super::{LlmError, Provider};
+use super::github_token::github_token;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// The kind of endpoint a provider talks to.
@@ -91,8 +88,22 @@ pub fn needs_responses(model: &str) -> bool {
 /// The process environment (or what a test passes instead).
 pub type Env = BTreeMap<String, String>;
 
-/// Builds a provider whose credentials need code (Copilot's token exchange).
-pub type Connect = fn(&ResolvedProvider, &HttpClient, &Env) -> Result<Arc<dyn Provider>, LlmError>;
+/// Credentials that need code rather than a configured key: the registry builds a provider
+/// of such a type with that code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyExchange {
+    /// A GitHub token exchanged for short-lived Copilot tokens (the `copilot` module).
+    Copilot,
+}
+
+/// How a provider sends its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyHeader {
+    /// `Authorization: Bearer <key>`.
+    Bearer,
+    /// The bare key in the named header (`api-key`, `x-api-key`, `x-goog-api-key`).
+    Named(&'static str),
+}
 
 /// Which field carries a Chat Completions call's output limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,9 +158,9 @@ pub struct Preset {
     /// `null` — local servers built on pydantic models and chat templates (llama-cpp-python,
     /// vLLM, SGLang) fail on `null` (llama-cpp-python with a 500).
     pub empty_content_with_calls: bool,
-    /// Builds the provider when its credentials need code; `None`: the wire format's
-    /// [`super::http_provider::HttpProvider`] with the configured key.
-    pub connect: Option<Connect>,
+    /// The code that builds the provider when its credentials need code; `None`: the wire
+    /// format's `HttpProvider` with the configured key.
+    pub key_exchange: Option<KeyExchange>,
     /// Chat Completions types whose endpoint also serves the Responses API (OpenAI, Azure):
     /// the `wire_api` setting may choose it, and models that need it get it on their own.
     pub speaks_responses: bool,
@@ -173,7 +184,7 @@ impl Preset {
         key_hint: None,
         prompt_caching: false,
         empty_content_with_calls: false,
-        connect: None,
+        key_exchange: None,
         speaks_responses: false,
     };
 
@@ -192,6 +203,26 @@ impl Preset {
         Preset { base_url, key_env: Some(key_env), key_required, default_model, ..Preset::DEFAULT }
     }
 }
+
+/// The editor identification Copilot expects, on the token exchange and on chat calls (values
+/// as VS Code's Copilot Chat sends them; configured `headers` override them on chat calls).
+pub const COPILOT_EDITOR_VERSION: (&str, &str) = ("editor-version", "vscode/1.107.0");
+/// The editor plugin's version, beside [`COPILOT_EDITOR_VERSION`].
+pub const COPILOT_EDITOR_PLUGIN_VERSION: (&str, &str) = ("editor-plugin-version", "copilot-chat/0.35.0");
+/// The headers of every Copilot chat call.
+const COPILOT_CHAT_HEADERS: [(&str, &str); 3] =
+    [("copilot-integration-id", "vscode-chat"), COPILOT_EDITOR_VERSION, COPILOT_EDITOR_PLUGIN_VERSION];
+
+/// The `copilot` provider type, as data: Chat Completions with `max_completion_tokens`, the
+/// editor headers, the GitHub token found by [`github_token`], and its token exchange.
+pub const COPILOT: Preset = Preset {
+    token_limit_field: TokenLimitField::MaxCompletionTokens,
+    headers: &COPILOT_CHAT_HEADERS,
+    find_key: Some(github_token),
+    key_hint: Some("GITHUB_COPILOT_TOKEN (or run `dracode auth copilot`)"),
+    key_exchange: Some(KeyExchange::Copilot),
+    ..Preset::chat(Some("https://api.githubcopilot.com"), "GITHUB_COPILOT_TOKEN", true, Some("gpt-4o"))
+};
 
 impl ProviderType {
     /// Every type, in the order `dracode providers` lists them.
@@ -248,7 +279,7 @@ impl ProviderType {
             ProviderType::Sglang => Preset::local_chat("http://127.0.0.1:30000/v1", "SGLANG_API_KEY"),
             ProviderType::Llamacpp => Preset::local_chat("http://127.0.0.1:8080/v1", "LLAMACPP_API_KEY"),
             ProviderType::Zai => Preset::chat(Some("https://api.z.ai/api/paas/v4"), "ZAI_API_KEY", true, Some("glm-4.6")),
-            ProviderType::Copilot => super::copilot::PRESET,
+            ProviderType::Copilot => COPILOT,
             ProviderType::Azure => Preset {
                 base_url_env: Some("AZURE_OPENAI_ENDPOINT"),
                 key_header: Some(KeyHeader::Named("api-key")),
@@ -374,53 +405,9 @@ impl ResolvedProvider {
     }
 }
 
-/// Why `task`'s provider would end it `not_configured`, found without sending anything: the
-/// provider's [`ResolvedProvider::not_configured_reason`], and for `replay` whether the task's
-/// recording can be read (what [`build`] does first). `None` when a run could start it.
-pub fn preflight(resolved: &ResolvedProvider, task: &TaskBinding) -> Option<String> {
-    if let Some(reason) = resolved.not_configured_reason() {
-        return Some(reason);
-    }
-    if resolved.kind.preset().wire != WireApi::Replay {
-        return None;
-    }
-    match super::replay::Replay::load(resolved, task) {
-        Err(e) if e.kind == super::ErrorKind::NotConfigured => Some(format!("provider {:?} (replay): {}", resolved.name, e.message)),
-        _ => None,
-    }
-}
-
 /// What a task's provider instance needs to know about the task.
 #[derive(Debug, Clone)]
 pub struct TaskBinding {
     /// The task's id (replay picks the recording by it).
     pub task_id: String,
-}
-
-/// Builds the provider for one task, or says why it is not configured. Nothing is sent here.
-/// `env` is the process environment, for credential sources that read it.
-///
-/// The registry of wire APIs: a new one is a file implementing [`WireFormat`] and one line
-/// here.
-pub fn build(resolved: &ResolvedProvider, task: &TaskBinding, http: &HttpClient, env: &Env) -> Result<Arc<dyn Provider>, LlmError> {
-    if let Some(reason) = resolved.not_configured_reason() {
-        return Err(LlmError::not_configured(reason));
-    }
-    let preset = resolved.kind.preset();
-    if let Some(connect) = preset.connect {
-        return connect(resolved, http, env);
-    }
-    match resolved.wire() {
-        WireApi::Responses => connect_with_key::<super::responses::ResponsesFormat>(resolved, http),
-        WireApi::ChatCompletions => connect_with_key::<super::openai::ChatCompletionsFormat>(resolved, http),
-        WireApi::AnthropicMessages => connect_with_key::<super::anthropic::MessagesFormat>(resolved, http),
-        WireApi::GeminiGenerateContent => connect_with_key::<super::gemini::GenerateContentFormat>(resolved, http),
-        WireApi::OllamaChat => connect_with_key::<super::ollama::OllamaChatFormat>(resolved, http),
-        WireApi::Replay => Ok(Arc::new(super::replay::Replay::load(resolved, task)?)),
-    }
-}
-
-/// The [`HttpProvider`] of format `W` with the configured key.
-fn connect_with_key<W: WireFormat>(resolved: &ResolvedProvider, http: &HttpClient) -> Result<Arc<dyn Provider>, LlmError> {
-    Ok(Arc::new(HttpProvider::<W>::new(resolved, http.clone())?))
 }

@@ -19,10 +19,9 @@
 
 mod events;
 
-use super::http::KeyHeader;
 use super::http_provider::HttpProvider;
 use super::openai::parse_arguments;
-use super::preset::ResolvedProvider;
+use super::preset::{KeyHeader, ResolvedProvider};
 use super::stream::{Framing, StreamDecoder};
 use super::wire::{UNRESERVED, WireFormat, count_at, has_calls, unique_call_ids};
 use super::{ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, ReasoningEffort, Role, StopReason, ToolSpec, Usage};

@@ -1,10 +1,10 @@
-//! What a wire API is, as code: the [`WireFormat`] trait. One implementation per API —
-//! [`super::openai`] (Chat Completions), [`super::responses`] (OpenAI's Responses API),
-//! [`super::anthropic`] (Messages), [`super::gemini`]
-//! (generateContent), [`super::ollama`] (`/api/chat`) — each a set of pure functions from the
+//! What a wire API is, as code: the [`WireFormat`] trait, and helpers its implementations
+//! share. One implementation per API, each in the module above this one named after it —
+//! `openai` (Chat Completions), `responses` (OpenAI's Responses API), `anthropic` (Messages),
+//! `gemini` (generateContent), `ollama` (`/api/chat`) — each a set of pure functions from the
 //! neutral conversation to JSON and back. Sending, retries, credentials and usage live once in
-//! [`super::http_provider::HttpProvider`]; vendor differences (Azure's deployment URL, Copilot's
-//! editor headers, `max_completion_tokens`, …) are data in [`super::preset`].
+//! the `http_provider` module's `HttpProvider`; vendor differences (Azure's deployment URL,
+//! Copilot's editor headers, `max_completion_tokens`, …) are data in [`super::preset`].
 //!
 //! Streaming is part of the trait too: [`WireFormat::stream_body`] (the same body with the
 //! format's stream switch, e.g. `stream: true` + `stream_options.include_usage`),
@@ -14,8 +14,7 @@
 //! reads both and usage comes from the stream's final counts. The provider reads the body
 //! incrementally in one place ([`super::http::JsonEndpoint::post_stream`]).
 
-use super::http::KeyHeader;
-use super::preset::ResolvedProvider;
+use super::preset::{KeyHeader, ResolvedProvider};
 use super::stream::{Framing, StreamDecoder};
 use super::{LlmError, LlmRequest, LlmResponse, Message, ToolSpec};
 use serde_json::Value;
@@ -121,61 +120,4 @@ pub fn unique_call_ids(content: &mut [super::ContentBlock], history: &[Message])
 /// The value at `path` under `root` as a count; absent or not a number is zero.
 pub fn count_at(root: Option<&Value>, path: &[&str]) -> u64 {
     path.iter().fold(root, |value, key| value.and_then(|v| v.get(key))).and_then(Value::as_u64).unwrap_or(0)
-}
-
-/// Helpers for the snapshot tests of each format.
-#[cfg(any(test, feature = "test-support"))]
-pub mod snapshot {
-    use super::WireFormat;
-    use crate::http::HttpClient;
-    use crate::http_provider::build_endpoint;
-    use crate::preset::{ProviderType, ResolvedProvider};
-    use serde_json::Value;
-    use std::collections::BTreeMap;
-
-    /// Settings of a `kind` provider at `base_url` for `model`, with the key `<key>`.
-    pub fn settings(kind: ProviderType, base_url: &str, model: &str) -> ResolvedProvider {
-        ResolvedProvider {
-            name: kind.as_str().into(),
-            kind,
-            model: Some(model.into()),
-            base_url: Some(base_url.into()),
-            api_key: Some("<key>".into()),
-            timeout: std::time::Duration::from_secs(5),
-            stream: true,
-            max_tokens: None,
-            reasoning: None,
-            wire_api: None,
-            headers: BTreeMap::new(),
-            api_version: None,
-            limits: Default::default(),
-            replay_path: None,
-            emptied: Default::default(),
-        }
-    }
-
-    /// A tool whose schema has what Gemini rejects (`additionalProperties`, `default`, a
-    /// nullable type).
-    pub fn list_files_spec() -> crate::ToolSpec {
-        crate::ToolSpec {
-            name: "list_files".into(),
-            description: "List files".into(),
-            parameters: serde_json::json!({
-                "type": "object",
-                "additionalProperties": false,
-                "properties": {
-                    "directory": {"type": ["string", "null"], "description": "dir"},
-                    "recursive": {"type": "boolean", "default": false}
-                }
-            }),
-        }
-    }
-
-    /// The URL and headers (sorted) a `W` provider with `settings` sends to.
-    pub fn endpoint<W: WireFormat>(settings: &ResolvedProvider) -> Value {
-        let wire = W::for_provider(settings);
-        let endpoint = build_endpoint(&wire, settings, HttpClient::default()).expect("sendable settings");
-        let headers: BTreeMap<&str, &str> = endpoint.headers.iter().map(|(k, v)| (k.as_str(), v.to_str().unwrap_or("<binary>"))).collect();
-        serde_json::json!({"url": endpoint.url, "headers": headers})
-    }
 }

@@ -3,9 +3,9 @@
 //! server's `Mcp-Session-Id`), the configured `headers`, and a bearer token — static or from
 //! OAuth client credentials ([`super::oauth`]) fetched when the server answers 401.
 
+use super::jsonrpc::{Failure, Outgoing, answer_server_request, response_of};
 use super::oauth::{Challenge, ClientCredentials};
 use super::protocol::RpcError;
-use super::transport::{Failure, Outgoing, answer_server_request, response_of};
 use dracode_llm::stream::{Framer, Framing};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};

@@ -13,6 +13,7 @@
 pub mod config;
 pub mod headers;
 pub mod http;
+pub mod jsonrpc;
 pub mod oauth;
 pub mod probe;
 pub mod protocol;

@@ -4,11 +4,12 @@
 
 use super::config::McpServerConfig;
 use super::http::HttpLink;
+use super::jsonrpc::Failure;
 use super::protocol::{ToolDef, ToolOutput};
 use super::session::Session;
-use super::transport::{Failure, StdioLink, Transport};
-use dracode_sandbox::process::{self, ProcessGroup};
+use super::transport::{StdioLink, Transport};
 use dracode_sandbox::Policy;
+use dracode_sandbox::process::{self, ProcessGroup};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};

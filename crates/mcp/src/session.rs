@@ -6,8 +6,9 @@
 //! elicitation is declined, anything else ends the call with a note saying it is not supported.
 
 use super::headers::{ParamHeader, header_value, param_headers, param_values};
+use super::jsonrpc::{Failure, Outgoing};
 use super::protocol::{self, LEGACY, MODERN, ToolDef, ToolOutput, is_modern};
-use super::transport::{Failure, Outgoing, Transport};
+use super::transport::Transport;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -1,7 +1,7 @@
 //! Inbound connections without the network (`network = false` or an egress allowlist): a
 //! command may listen on loopback only, and its clients may reach its own listeners.
 //!
-//! The broker performs `bind` and `listen` of Internet sockets itself (see [`super::broker`]):
+//! The broker performs `bind` and `listen` of Internet sockets itself (see the `broker` module):
 //! - a bind to a loopback address is done as asked; to the wildcard address (`0.0.0.0`, `::`)
 //!   it is done to the loopback address of the same form ([`bind_target`]: a server started
 //!   on "all interfaces" lands on 127.0.0.1 or ::1); to any other address it is refused;

@@ -23,6 +23,8 @@ use tokio::time::Instant;
 
 /// Between SIGTERM and SIGKILL on a timeout.
 pub const TERM_GRACE: Duration = Duration::from_secs(2);
+// The supervisor's own grace ends first, so it is done before dracode escalates.
+const _: () = assert!((supervisor::GRACE_SECS as u64) < TERM_GRACE.as_secs());
 /// How long to keep reading after the command exited, for output still in flight from
 /// processes it left behind.
 const DRAIN_GRACE: Duration = Duration::from_secs(1);

@@ -41,7 +41,7 @@ use std::path::{Path, PathBuf};
 pub const SUBCOMMAND: &str = "__sandbox-exec";
 
 /// Seconds a stopped command gets between `SIGTERM` and `SIGKILL` (less than dracode's own
-/// [`crate::process::TERM_GRACE`], so the supervisor is done before dracode escalates).
+/// `TERM_GRACE` in the `process` module, so the supervisor is done before dracode escalates).
 pub const GRACE_SECS: u32 = 1;
 
 /// Exit code when the supervisor itself failed (bad invocation, confinement refused).

@@ -133,7 +133,7 @@ fn conversation() -> Vec<Message> {
 
 fn tools() -> Vec<ToolSpec> {
     vec![
-        crate::wire::snapshot::list_files_spec(),
+        crate::snapshot::list_files_spec(),
         ToolSpec { name: "apply_patch".into(), description: "Edit files with a patch".into(), parameters: json!({"type": "object"}) },
     ]
 }
@@ -150,7 +150,7 @@ fn encrypted_reasoning_is_asked_of_all_but_models_known_not_to_reason_and_droppe
     let messages = [Message::user_text("hi")];
     let request = LlmRequest { system: "", messages: &messages, tools: &[], max_tokens: None };
     let plain = request_body("gpt-4.1", &request, None);
-    let wire = ResponsesFormat::for_provider(&crate::wire::snapshot::settings(ProviderType::Azure, "https://r", "dep"));
+    let wire = ResponsesFormat::for_provider(&crate::snapshot::settings(ProviderType::Azure, "https://r", "dep"));
     let mut relaxed = request_body("dep", &request, None);
     assert!(wire.relax_body(&mut relaxed) && relaxed.get("include").is_none() && !wire.relax_body(&mut relaxed));
     let mut refusal = LlmError::new(ErrorKind::BadResponse, "HTTP 400: Encrypted content is not supported with this model.");
@@ -173,7 +173,7 @@ fn encrypted_reasoning_is_asked_of_all_but_models_known_not_to_reason_and_droppe
 
 #[test]
 fn urls_follow_the_vendor_and_azure_sends_its_key_header() {
-    use crate::wire::snapshot::{endpoint, settings};
+    use crate::snapshot::{endpoint, settings};
     let openai = endpoint::<ResponsesFormat>(&settings(ProviderType::Openai, "https://api.openai.com/v1", "gpt-5-codex"));
     assert_eq!(openai["url"], "https://api.openai.com/v1/responses");
     assert_eq!(openai["headers"]["authorization"], "Bearer <key>");

@@ -9,8 +9,8 @@
 //! [`SHARE_LEFT_WARNING`] of a token or cost budget left.
 
 use crate::budget::Budget;
-use std::time::Duration;
 pub use crate::results::Limit;
+use std::time::Duration;
 
 /// A warning comes with the request that has this many calls left, itself included.
 pub const TURNS_LEFT_WARNING: u32 = 2;

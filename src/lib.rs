@@ -9,6 +9,7 @@
 //! - [`events`] is the one seam: everything that happens is an [`events::Event`], and every
 //!   artifact in [`report`] is an independent reporter of that stream.
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod agent;
 pub mod batch;

@@ -1,6 +1,7 @@
 //! The `dracode` binary: parse the command line, run, map the result to an exit code.
 // The binary is where dracode talks to the terminal: printing is its job here, not in the library.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
+#![forbid(unsafe_code)]
 
 use anyhow::Context;
 use clap::Parser;
@@ -8,13 +9,13 @@ use dracode::batch::{plan, runner, task::Shared};
 use dracode::cli::{AuthTarget, Cli, Command, ListFormat, NoTasks, RunArgs, SchemaKind};
 use dracode::config::Config;
 use dracode::events::{Emitter, EventBus, Reporter};
-use dracode::results::exit_codes;
 use dracode::report::{
     self,
     jsonl::JsonlReporter,
     live::LiveReporter,
     progress::{ProgressReporter, Verbosity},
 };
+use dracode::results::exit_codes;
 use dracode::secrets::Redactor;
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
@@ -701,8 +702,8 @@ fn findings_reporter(
     if bases.is_empty() {
         return None;
     }
-    let reporter = dracode::report::outputs::SarifReporter::new(&args.out, bases, Box::new(std::io::stderr()), redactor.clone())
-        .with_run_id(run_id);
+    let reporter =
+        dracode::report::outputs::SarifReporter::new(&args.out, bases, Box::new(std::io::stderr()), redactor.clone()).with_run_id(run_id);
     Some(Box::new(reporter.with_annotations(env.get("GITHUB_ACTIONS").is_some_and(|v| v == "true"))))
 }
 

@@ -2,15 +2,15 @@
 //! resolved. Everything that can be wrong with the input is found here, before anything runs
 //! (exit code 2).
 
-use crate::budget::Budget;
-use crate::shard::Shard;
-use super::spec::{CheckSpec, RepeatSpec, RequireChange, RetrySpec, TaskSpec, WorkspaceSpec};
-use crate::agent::{SYSTEM_PROMPT};
 use super::options::RunArgs;
+use super::spec::{CheckSpec, RepeatSpec, RequireChange, RetrySpec, TaskSpec, WorkspaceSpec};
+use crate::agent::SYSTEM_PROMPT;
+use crate::budget::Budget;
 use crate::config::{Config, ConfigError};
 use crate::events::Status;
 use crate::llm::prices::PriceTable;
 use crate::manifest::{self, Isolation, ManifestError, ManifestErrors, Task, TaskFields};
+use crate::shard::Shard;
 use globset::Glob;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -331,7 +331,8 @@ fn resolve(
     let idle_timeout = problems.duration("idle_timeout", f.idle_timeout.as_deref()).unwrap_or(DEFAULT_IDLE_TIMEOUT);
     let check_timeout = problems.duration("check_timeout", f.check_timeout.as_deref()).unwrap_or(DEFAULT_CHECK_TIMEOUT);
     let workspace = resolve_workspace(&mut problems, cwd);
-    let output = crate::structured::OutputContract::from_fields(&f.output_fields()).map_err(|(field, e)| problems.push(field, e)).ok().flatten();
+    let output =
+        crate::structured::OutputContract::from_fields(&f.output_fields()).map_err(|(field, e)| problems.push(field, e)).ok().flatten();
     let network = crate::egress::Network::from_field(f.network.as_ref()).map_err(|errors| {
         for (path, message) in errors {
             problems.push("network", format!("{path}: {message}"));

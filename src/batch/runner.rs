@@ -102,7 +102,8 @@ pub async fn run(plan: Plan, shared: Arc<Shared>, emitter: Emitter, schedule: Sc
     if outcomes.is_empty() {
         totals.exit_code = schedule.if_no_tasks;
     }
-    totals.exit_code = crate::results::exit_codes::after_signal(schedule.interrupted_by.load(std::sync::atomic::Ordering::SeqCst), totals.exit_code);
+    totals.exit_code =
+        crate::results::exit_codes::after_signal(schedule.interrupted_by.load(std::sync::atomic::Ordering::SeqCst), totals.exit_code);
     emitter.emit(EventKind::RunFinished(totals.clone()));
     totals
 }

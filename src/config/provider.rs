@@ -1,7 +1,7 @@
 //! One `[providers.NAME]` table and how it resolves against its type's defaults.
 
-use crate::input::why_empty;
 use crate::input::expand_vars;
+use crate::input::why_empty;
 use crate::llm::preset::{ProviderType, ResolvedProvider};
 use serde::{Deserialize, Deserializer};
 use std::collections::BTreeMap;

@@ -12,7 +12,9 @@
 mod bus;
 mod outcome;
 
-pub use crate::results::{CacheHit, CheckRecord, CompactionMethod, DeniedCall, FailureKind, RegradedFrom, RepeatVerdict, RetryScope, Status, TaskError};
+pub use crate::results::{
+    CacheHit, CheckRecord, CompactionMethod, DeniedCall, FailureKind, RegradedFrom, RepeatVerdict, RetryScope, Status, TaskError,
+};
 pub use bus::{Activity, Emitter, EventBus, QUEUE_BOUND};
 pub use outcome::{AttemptRecord, CheckRound, RepeatRecord, RunTotals, TaskOutcome, Transcript};
 

@@ -229,7 +229,11 @@ impl<'a> Locator<'a> {
     pub fn unknown_field(&self, key: &str) -> ManifestError {
         let segs = segments(key);
         let name = segs.last().copied().unwrap_or(key);
-        let hint = if segs.len() <= 1 { crate::input::did_you_mean(name, &["defaults", "tasks"]) } else { crate::input::did_you_mean(name, FIELD_NAMES) };
+        let hint = if segs.len() <= 1 {
+            crate::input::did_you_mean(name, &["defaults", "tasks"])
+        } else {
+            crate::input::did_you_mean(name, FIELD_NAMES)
+        };
         let mut error = self.at_key(key, format!("unknown field {name:?}{hint}"));
         error.message = format!("unknown field {name:?}{hint}");
         error

@@ -11,8 +11,8 @@ mod locate;
 pub use fields::{Isolation, SandboxMode, TaskFields};
 pub(crate) use locate::line_col;
 
-use crate::input::{did_you_mean, read_input};
 use crate::input::duration;
+use crate::input::{did_you_mean, read_input};
 use fields::ManifestFile;
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;

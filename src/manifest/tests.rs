@@ -28,7 +28,10 @@ fn toml_yaml_and_json_give_the_same_tasks() {
         assert_eq!(m.tasks.len(), 2);
         assert_eq!(m.tasks[0].fields.model.as_deref(), Some("m"), "defaults merge");
         assert_eq!(m.tasks[1].fields.model.as_deref(), Some("other"), "task wins");
-        assert_eq!(m.tasks[0].fields.timeout.as_deref().and_then(|t| crate::input::duration::parse(t).ok()), Some(Duration::from_secs(300)));
+        assert_eq!(
+            m.tasks[0].fields.timeout.as_deref().and_then(|t| crate::input::duration::parse(t).ok()),
+            Some(Duration::from_secs(300))
+        );
         assert_eq!(m.tasks[0].fields.tags.as_deref(), Some(&["x".to_string()][..]));
     }
     assert_eq!(a.tasks[1].fields, b.tasks[1].fields);

@@ -4,7 +4,9 @@
 
 use crate::events::{AttemptRecord, Event, EventKind, TaskOutcome};
 use crate::results::file_names::{diff_path, repeat_diff_path, repeat_transcript_path};
-use crate::results::records::{Header, SCHEMA_VERSION, StatusCounts, TOOL_OUTPUT_LIMIT, WireAttempt, WireCheckRound, WireEvent, WireOutcome, WireRepeat, exact_cost};
+use crate::results::records::{
+    Header, SCHEMA_VERSION, StatusCounts, TOOL_OUTPUT_LIMIT, WireAttempt, WireCheckRound, WireEvent, WireOutcome, WireRepeat, exact_cost,
+};
 use std::time::Duration;
 
 /// The fields every line of `event` starts with.
@@ -283,11 +285,11 @@ fn truncate(text: &str, limit: usize) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::StopReason;
-    use crate::results::records::events_schema;
     use crate::events::RunTotals;
-    use crate::results::{CheckRecord, ErrorKind, FailureKind, RetryScope, Status, TaskError, Usage};
+    use crate::llm::StopReason;
     use crate::report::test_support::{event, outcome};
+    use crate::results::records::events_schema;
+    use crate::results::{CheckRecord, ErrorKind, FailureKind, RetryScope, Status, TaskError, Usage};
     use serde_json::json;
     use std::collections::BTreeMap;
 

@@ -2,8 +2,8 @@
 //! that changed nothing has no patch file.
 
 use super::write_atomic;
-use crate::results::file_names::file_stem;
 use crate::events::{Event, EventKind, Reporter};
+use crate::results::file_names::file_stem;
 use crate::secrets::Redactor;
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -25,15 +25,15 @@
 //! fails as the job did — and unlike a failed task — also for a reader that only looks at the
 //! file. The shard count comes from the inputs' `run.started` (`shard` = `K/N`).
 
-use super::jsonl::redact_event;
 use super::contract::{from_wire, to_wire};
-use crate::results::records::{MergedFrom, WireEvent, WireOutcome};
+use super::jsonl::redact_event;
 use super::{DiffReporter, JunitReporter, SummaryReporter, write_atomic};
-use crate::results::file_names::file_stem;
-use crate::shard::Shard;
 use crate::events::{Event, EventKind, Reporter, RunTotals, TaskOutcome, TaskRef};
 use crate::results::exit_codes;
+use crate::results::file_names::file_stem;
+use crate::results::records::{MergedFrom, WireEvent, WireOutcome};
 use crate::secrets::Redactor;
+use crate::shard::Shard;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -196,8 +196,8 @@ pub fn merge(inputs: &[PathBuf], out: &Path, redactor: Arc<Redactor>) -> Result<
     supersede(&mut read, false);
     super::out_dir::prepare(out, &Default::default()).map_err(|source| MergeError::Write { path: out.to_path_buf(), source })?;
     let mut summary = write_merged(&read, &missing, out, redactor, warnings)?;
-    let sarif_warnings = super::outputs::merge_sarif(inputs, out)
-        .map_err(|source| MergeError::Write { path: out.join("findings.sarif"), source })?;
+    let sarif_warnings =
+        super::outputs::merge_sarif(inputs, out).map_err(|source| MergeError::Write { path: out.join("findings.sarif"), source })?;
     summary.warnings.extend(sarif_warnings);
     Ok(summary)
 }

@@ -39,7 +39,6 @@ pub use progress::{ProgressReporter, Verbosity};
 pub use summary::SummaryReporter;
 pub use transcript::TranscriptReporter;
 
-
 /// The reporters that write into `out_dir` (prepared by [`out_dir::prepare`]): `results.jsonl`, `junit.xml`,
 /// `summary.md` (also appended to `step_summary`, `$GITHUB_STEP_SUMMARY`), `transcripts/`,
 /// `diffs/` and `outputs/`. `results.jsonl` is truncated now, so a reader never mixes two runs.

@@ -1,12 +1,12 @@
 //! The artifacts of structured answers: `outputs/<id>.json` for every task with one, and
 //! `findings.sarif` (plus GitHub annotations) for `output = "findings"` tasks.
 
-use crate::structured::annotations::{self, MAX_ANNOTATIONS};
-use crate::structured::findings::{self, PathBase};
-use crate::structured::sarif::{self, Located};
 use crate::events::{Event, EventKind, Reporter};
 use crate::results::file_names::file_stem;
 use crate::secrets::Redactor;
+use crate::structured::annotations::{self, MAX_ANNOTATIONS};
+use crate::structured::findings::{self, PathBase};
+use crate::structured::sarif::{self, Located};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -3,9 +3,9 @@
 
 use super::jsonl::redact_event;
 use super::write_atomic;
-use crate::results::file_names::file_stem;
 use crate::events::{Event, EventKind, Reporter, Status};
 use crate::llm::Message;
+use crate::results::file_names::file_stem;
 use crate::secrets::Redactor;
 use serde::Serialize;
 use std::path::PathBuf;

@@ -27,8 +27,8 @@ pub mod schema;
 
 use crate::events::{FailureKind, TaskError};
 use crate::llm::{ContentBlock, ToolSpec};
-use std::path::PathBuf;
 use serde_json::{Value, json};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// The name of the tool the model gives its final answer with.

@@ -154,4 +154,3 @@ fn the_check_sees_a_cycle_through_super_braces_and_doc_links() {
     let found = cycles(&graph(src));
     assert_eq!(found, ["cycle of 3: a -> c (a.rs), b -> a (b/inner.rs), c -> b (c.rs)"]);
 }
-

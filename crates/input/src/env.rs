@@ -49,6 +49,11 @@ pub fn why_empty(text: &str, env: &BTreeMap<String, String>) -> Option<String> {
     (!why.is_empty()).then(|| why.join(", "))
 }
 
+/// The process environment as a map (non-UTF-8 variables skipped).
+pub fn process_env() -> BTreeMap<String, String> {
+    std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,9 +74,4 @@ mod tests {
         assert_eq!(why_empty("${SET}", &env), None);
         assert_eq!(why_empty("$${ESCAPED} plain", &env), None);
     }
-}
-
-/// The process environment as a map (non-UTF-8 variables skipped).
-pub fn process_env() -> BTreeMap<String, String> {
-    std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))).collect()
 }

@@ -2,6 +2,7 @@
 //! config strings, input files (bounded, regular files only) and did-you-mean suggestions.
 //! The manifest, the config, the MCP server table, the sandbox's limits and the replay
 //! provider all read through here; it depends on nothing of dracode's.
+#![forbid(unsafe_code)]
 
 pub mod duration;
 mod env;

@@ -1,7 +1,7 @@
 //! Why an LLM call failed, as a type: the kind decides retries, task status and JUnit element.
 
-use std::time::Duration;
 pub use dracode_results::ErrorKind;
+use std::time::Duration;
 
 /// A failed LLM call.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -29,6 +29,7 @@
 //!   `connect` function, and one line in [`registry::build`] calling it.
 //! - A new wire API: one file with a type implementing [`wire::WireFormat`] (and its
 //!   snapshot tests), a [`preset::WireApi`] variant and one line in [`registry::build`].
+#![forbid(unsafe_code)]
 
 pub mod anthropic;
 pub mod copilot;

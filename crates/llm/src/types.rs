@@ -1,9 +1,9 @@
 //! The provider-neutral conversation model: messages made of text, tool-use and tool-result
 //! blocks, a response with a typed stop reason, and token [`Usage`].
 
+pub use dracode_results::Usage;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-pub use dracode_results::Usage;
 
 /// Who said a message. Tool results travel in `User` messages, as in the Anthropic model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -9,6 +9,7 @@
 //! (2026-07-28) and the `initialize` revisions 2025-03-26 to 2025-11-25 over [`transport`]
 //! (stdio) or [`http`] (streamable HTTP, with `headers`, bearer tokens and [`oauth`] client
 //! credentials).
+#![forbid(unsafe_code)]
 
 pub mod config;
 pub mod headers;

@@ -5,6 +5,7 @@
 //! ([`exit_codes`]), the file names of per-task artifacts ([`file_names`]) and a reader of an
 //! output folder ([`output_folder`]). Nothing here
 //! runs a task: everything else depends on this module, and it depends on nothing of dracode's.
+#![forbid(unsafe_code)]
 
 pub mod exit_codes;
 mod failure;
@@ -15,5 +16,5 @@ pub mod records;
 mod status;
 
 pub use failure::{ErrorKind, FailureKind, TaskError};
-pub use fields::{CacheHit, CheckRecord, CompactionMethod, DeniedCall, Denials, Limit, RegradedFrom, RetryScope, Usage};
+pub use fields::{CacheHit, CheckRecord, CompactionMethod, Denials, DeniedCall, Limit, RegradedFrom, RetryScope, Usage};
 pub use status::{RepeatVerdict, Status};

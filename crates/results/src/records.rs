@@ -13,7 +13,9 @@
 //! (1-based), and every event adds `shard` (`K/N`) when the run is sharded. The type's own fields
 //! follow. Durations are `*_ms` integers; a cost is `null` when the model's price is unknown.
 
-use crate::{CacheHit, CheckRecord, CompactionMethod, DeniedCall, Limit, RegradedFrom, RepeatVerdict, RetryScope, Status, TaskError, Usage};
+use crate::{
+    CacheHit, CheckRecord, CompactionMethod, DeniedCall, Limit, RegradedFrom, RepeatVerdict, RetryScope, Status, TaskError, Usage,
+};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

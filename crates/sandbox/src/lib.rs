@@ -45,8 +45,6 @@
 //! to be split around a hidden path after the policy was applied (those are not readable — see
 //! `rules`). On macOS and other systems only `off` is available.
 
-pub mod egress;
-pub mod process;
 #[cfg(target_os = "linux")]
 mod broker;
 mod caches;
@@ -55,6 +53,7 @@ pub mod cargo_config;
 mod cgroup;
 #[cfg(target_os = "linux")]
 mod confine;
+pub mod egress;
 mod gitconfig;
 pub mod limits;
 #[cfg(target_os = "linux")]
@@ -63,12 +62,13 @@ mod loopback;
 mod monitor;
 mod paths;
 mod policy;
+pub mod process;
 mod protect;
 mod reads;
 pub mod report;
-pub mod signals;
 #[cfg(target_os = "linux")]
 mod rules;
+pub mod signals;
 pub mod supervisor;
 pub mod sweep;
 

@@ -10,6 +10,7 @@
 //! secrets ([`is_maskable`]) are never masked, and what must stay exact (a patch, a task id, a
 //! file name) is never rewritten: a secret found in a task's changes ends the task instead
 //! ([`Redactor::secrets_in`]).
+#![forbid(unsafe_code)]
 
 use aho_corasick::{AhoCorasick, MatchKind};
 use std::borrow::Cow;

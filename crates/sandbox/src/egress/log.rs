@@ -5,8 +5,8 @@
 //! direct connection, a datagram socket), whose reports reach it through the task's
 //! [`crate::report::ReportSink`].
 
-use std::sync::Mutex;
 pub use dracode_results::Denials;
+use std::sync::Mutex;
 
 /// `network.denied` events one attempt emits at most; later refusals are only counted (a
 /// command retrying in a loop must not flood `results.jsonl`).

@@ -217,7 +217,7 @@ impl Agent<'_> {
         if let Some(error) = self.denial_ends_task(&state.denied[denied_before..]) {
             return Some(AgentEnd::Failed(error));
         }
-        if let Some(error) = crate::sandbox::report::limit_failure(&self.tool_ctx.reports.all()[reports_before..]) {
+        if let Some(error) = crate::sandbox::incidents::limit_failure(&self.tool_ctx.reports.all()[reports_before..]) {
             return Some(AgentEnd::Failed(error));
         }
         match step {

@@ -24,7 +24,7 @@ pub struct CheckContext<'a> {
     /// Masks secrets in the recorded output.
     pub redactor: &'a Redactor,
     /// Where the sandbox's reports about the check go (the task's sink).
-    pub reports: Option<&'a crate::sandbox::report::ReportSink>,
+    pub reports: Option<&'a crate::sandbox::incidents::ReportSink>,
 }
 
 /// `output` with the temporary folder the check ran in (`/tmp/dracode-workspace-…/ws/`) taken

@@ -14,7 +14,7 @@ use super::grade::{self, CheckSetup};
 use super::workspace::Workspace;
 use crate::events::{CheckRecord, Status};
 use crate::manifest::Isolation;
-use crate::report::recorded::{self, RecordedTask};
+use crate::report::read_back::{self, RecordedTask};
 use crate::secrets::Redactor;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -102,7 +102,7 @@ pub enum CombineError {
 /// Combines the run in `opts.out`; `env` is dracode's environment (for the check's).
 pub async fn combine(opts: &CombineOptions, env: &BTreeMap<String, String>, redactor: &Redactor) -> Result<CombineReport, CombineError> {
     let input = |e: String| CombineError::Input(e);
-    let run = recorded::read(&opts.out).map_err(input)?;
+    let run = read_back::read(&opts.out).map_err(input)?;
     let passed: Vec<&RecordedTask> = run
         .tasks
         .iter()
@@ -119,7 +119,7 @@ pub async fn combine(opts: &CombineOptions, env: &BTreeMap<String, String>, reda
         base_commit: workspace.base_commit.clone().unwrap_or_default(),
         applied: Vec::new(),
         conflicts: Vec::new(),
-        overlaps: recorded::overlaps(passed.iter().map(|t| &t.outcome)),
+        overlaps: read_back::overlaps(passed.iter().map(|t| &t.outcome)),
         files_changed: Vec::new(),
         patch_path: None,
         check: None,

@@ -3,6 +3,7 @@
 
 mod beneath;
 pub mod cache;
+pub mod change_record;
 pub mod check;
 pub mod combine;
 pub mod fresh_repo;
@@ -10,7 +11,6 @@ pub mod grade;
 pub mod judge;
 pub mod options;
 pub mod plan;
-pub mod record;
 pub mod regrade;
 pub mod repeat;
 pub mod runner;

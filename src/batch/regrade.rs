@@ -19,7 +19,7 @@ use crate::agent::AgentEnd;
 use crate::events::{Emitter, EventKind, RegradedFrom, RunTotals, Status, TaskError, TaskOutcome};
 use crate::llm::Usage;
 use crate::manifest::Isolation;
-use crate::report::recorded::{self, RecordedRun, RecordedTask};
+use crate::report::read_back::{self, RecordedRun, RecordedTask};
 use crate::secrets::Redactor;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -50,7 +50,7 @@ pub struct Regrade {
 
 /// Reads the run in `opts.results` and plans its manifests (the error is for the user: exit 2).
 pub fn prepare(opts: &RegradeOptions, cwd: &Path, env: &BTreeMap<String, String>) -> Result<Regrade, String> {
-    let run = recorded::read(&cwd.join(&opts.results))?;
+    let run = read_back::read(&cwd.join(&opts.results))?;
     let manifests: Vec<PathBuf> = run.manifests.iter().filter(|m| m.as_str() != "--task").map(PathBuf::from).collect();
     if manifests.is_empty() {
         return Err(format!("{}: the run names no manifest to read the tasks' checks and repositories from", opts.results.display()));

@@ -15,7 +15,7 @@ use crate::llm::governor::{Gate, Governed, Limits};
 use crate::llm::http::HttpClient;
 use crate::llm::preset::TaskBinding;
 use crate::llm::prices::PriceTable;
-use crate::llm::record::Recorder;
+use crate::llm::recording::Recorder;
 use crate::llm::registry;
 use crate::llm::{ErrorKind, Message, Provider, Usage};
 use crate::mcp::McpScope;
@@ -187,7 +187,7 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
     // A check before the agent that passed a resource limit, or could not run at all, ends the
     // attempt: the agent would work (and spend) for nothing.
     let phase = match (
-        crate::sandbox::report::limit_failure(&kit.tool_ctx.reports.all()),
+        crate::sandbox::incidents::limit_failure(&kit.tool_ctx.reports.all()),
         check_before.as_ref().and_then(|c| kit.could_not_run(c)),
     ) {
         (Some(error), _) => AgentPhase::Ended(AgentEnd::Failed(error)),
@@ -220,7 +220,7 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
         record.before = check_before.map(|b| b.exit_code);
     }
     outcome.network_denied = kit.tool_ctx.network_log.totals();
-    let resource = crate::sandbox::report::limit_failure(&kit.tool_ctx.reports.all());
+    let resource = crate::sandbox::incidents::limit_failure(&kit.tool_ctx.reports.all());
     let unrunnable = outcome.check.as_ref().and_then(|c| kit.could_not_run(c));
     let evidence = Evidence {
         resource: resource.as_ref(),
@@ -315,7 +315,7 @@ impl AttemptCtx<'_> {
             && outcome.protected.is_empty()
             && state.calls_used < self.spec.max_iterations
             && time_left
-            && crate::sandbox::report::limit_failure(&self.kit.tool_ctx.reports.all()).is_none()
+            && crate::sandbox::incidents::limit_failure(&self.kit.tool_ctx.reports.all()).is_none()
             && !*self.shared.cancel.borrow()
     }
 
@@ -813,11 +813,11 @@ fn tool_context(spec: &TaskSpec, ws: &Workspace, commands: Commands, emitter: &E
 
 /// A report sink that turns the sandbox's refused connections into `network.denied` events as
 /// each command ends.
-fn reports_to(log: &Arc<NetworkLog>) -> crate::sandbox::report::ReportSink {
-    let sink = crate::sandbox::report::ReportSink::default();
+fn reports_to(log: &Arc<NetworkLog>) -> crate::sandbox::incidents::ReportSink {
+    let sink = crate::sandbox::incidents::ReportSink::default();
     let log = log.clone();
     sink.listen(move |report| {
-        if let crate::sandbox::report::Report::NetworkDenied { host, port, command } = report {
+        if let crate::sandbox::incidents::Report::NetworkDenied { host, port, command } = report {
             log.denied(host, *port, Some(command), None);
         }
     });

@@ -15,7 +15,7 @@
 //! killed by SIGKILL cannot remove them, so the first workspace of the next run removes those
 //! whose process is gone and whose lock is free ([`sweep_leftovers`]).
 
-use super::record::Record;
+use super::change_record::Record;
 use super::snapshot::{self, Changes};
 use super::unrecorded::{Inventory, Recorded, Rules};
 use super::worktree::{self, GitDirs};

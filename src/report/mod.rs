@@ -20,7 +20,7 @@ pub mod otel;
 pub mod out_dir;
 pub mod outputs;
 pub mod progress;
-pub mod recorded;
+pub mod read_back;
 pub mod slow;
 pub mod summary;
 pub mod transcript;

@@ -122,7 +122,7 @@ impl SummaryReporter {
     /// The files more than one passed task's patch changes: where the patches may not combine
     /// (`dracode combine` tells).
     fn overlap_section(&self, md: &mut String, outcomes: &[&TaskOutcome]) {
-        let overlaps = super::recorded::overlaps(outcomes.iter().copied().filter(|o| o.status.is_pass()));
+        let overlaps = super::read_back::overlaps(outcomes.iter().copied().filter(|o| o.status.is_pass()));
         if overlaps.is_empty() {
             return;
         }

@@ -200,7 +200,7 @@ pub struct ToolContext {
     /// when the agent ends.
     pub processes: Arc<background::Background>,
     /// What the sandbox reported about the task's commands (refused connections, limits).
-    pub reports: Arc<crate::sandbox::report::ReportSink>,
+    pub reports: Arc<crate::sandbox::incidents::ReportSink>,
     /// The repository the git tools work on (`None`: the workspace is not in one).
     pub git: Option<git_repo::PinnedGit>,
     /// The task's network (`web_fetch` obeys its allowlist too).

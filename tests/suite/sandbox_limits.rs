@@ -5,7 +5,7 @@
 
 use crate::support::cli::{dracode, finished, git_repo, read_jsonl};
 use crate::support::sandbox::{Scratch, supported};
-use dracode::sandbox::report::Report;
+use dracode::sandbox::incidents::Report;
 use dracode::sandbox::{Limits, SandboxMode};
 use serde_json::{Value, json};
 use std::path::Path;

@@ -3,7 +3,7 @@
 
 use crate::support::sandbox::{Scratch, supported};
 use dracode::sandbox::SandboxMode;
-use dracode::sandbox::report::Report;
+use dracode::sandbox::incidents::Report;
 use std::net::TcpListener;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -45,7 +45,7 @@ pub mod overflow;
 pub mod preset;
 pub mod prices;
 pub mod reasoning;
-pub mod record;
+pub mod recording;
 pub mod registry;
 pub mod replay;
 pub mod responses;

@@ -1,6 +1,6 @@
 //! Offline playback: answers each call with the next response of a recording, so examples and
 //! tests run with no key and no network. Recordings are what `--record DIR` writes
-//! ([`super::record`]), or written by hand.
+//! ([`super::recording`]), or written by hand.
 //!
 //! Accepted shapes: a folder holding `<task-id>.json` per task; a file holding one task's
 //! recording; or a file `{"tasks": {"<id>": recording, …}}` for a whole manifest. A recording is

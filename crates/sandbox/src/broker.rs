@@ -40,8 +40,8 @@
 //! family but `AF_UNIX` and `AF_INET`/`AF_INET6` TCP.
 
 use super::Policy;
+use super::incidents::{self, Report};
 use super::loopback;
-use super::report::{self, Report};
 use seccompiler::{BackendError, BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule};
 use std::ffi::{CString, OsStr};
 use std::io;
@@ -434,7 +434,7 @@ impl Broker {
     /// Reports a refused connection to `host`:`port`; returns the errno the command gets.
     fn refuse(&self, host: String, port: u16) -> i32 {
         if let Some(path) = &self.report {
-            let _ = report::append(path, &Report::NetworkDenied { host, port, command: self.command.clone() });
+            let _ = incidents::append(path, &Report::NetworkDenied { host, port, command: self.command.clone() });
         }
         libc::EACCES
     }

@@ -35,7 +35,7 @@
 //!   Should the supervisor die first, dracode's own [`sweep`] finds and kills what is left.
 //! - **Resources** ([`Limits`]): per-process rlimits ([`limits::Rlimits`]), and a monitor in the
 //!   supervisor that kills the command's tree past its memory, process or CPU time limit and
-//!   reports it ([`report::Report::LimitReached`]).
+//!   reports it ([`incidents::Report::LimitReached`]).
 //!
 //! # What is not confined
 //! Reading non-hidden files inside the allowlist (a secret in a world-readable file under `/etc`
@@ -55,6 +55,7 @@ mod cgroup;
 mod confine;
 pub mod egress;
 mod gitconfig;
+pub mod incidents;
 pub mod limits;
 #[cfg(target_os = "linux")]
 mod loopback;
@@ -65,7 +66,6 @@ mod policy;
 pub mod process;
 mod protect;
 mod reads;
-pub mod report;
 #[cfg(target_os = "linux")]
 mod rules;
 pub mod signals;

@@ -215,7 +215,7 @@ pub fn format_size(bytes: u64) -> String {
     }
 }
 
-/// A limit's value as [`Report::LimitReached`](super::report::Report::LimitReached) and the task's
+/// A limit's value as [`Report::LimitReached`](super::incidents::Report::LimitReached) and the task's
 /// error show it.
 pub fn format_limit(limit: &str, value: u64) -> String {
     match limit {

@@ -11,8 +11,8 @@
 //! memory are not counted. Threads share their process's memory and count once.
 
 use super::cgroup::Counter;
+use super::incidents::{self, Report};
 use super::limits::{Limits, format_limit};
-use super::report::{self, Report};
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -128,7 +128,7 @@ fn stopped(watched: &Watched, limit: &str) {
     }
     if let Some(path) = &watched.report {
         let report = Report::LimitReached { limit: limit.to_string(), value, command: watched.command.clone() };
-        let _ = report::append(path, &report);
+        let _ = incidents::append(path, &report);
     }
 }
 

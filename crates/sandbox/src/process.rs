@@ -10,7 +10,7 @@
 //! command, forwards the stop request, and kills whatever the command left — including
 //! processes that left its process group with `setsid`.
 
-use crate::report::ReportFile;
+use crate::incidents::ReportFile;
 use crate::{Policy, supervisor};
 use std::collections::{BTreeMap, VecDeque};
 use std::os::unix::process::ExitStatusExt;
@@ -66,7 +66,7 @@ pub struct Finished {
     pub timed_out: bool,
     /// What the sandbox reported about the command (refused connections, limits reached);
     /// empty for an unconfined command.
-    pub reports: Vec<crate::report::Report>,
+    pub reports: Vec<crate::incidents::Report>,
 }
 
 impl Finished {

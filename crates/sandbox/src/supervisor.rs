@@ -53,7 +53,7 @@ struct Invocation {
     policy: Policy,
     /// dracode's pid: if the supervisor's parent is already another process, dracode died.
     parent: u32,
-    /// Where to append [`Report`](super::report::Report)s about the command, if anywhere.
+    /// Where to append [`Report`](super::incidents::Report)s about the command, if anywhere.
     #[serde(default)]
     report: Option<PathBuf>,
 }

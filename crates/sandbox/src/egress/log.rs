@@ -3,7 +3,7 @@
 //! their count and hosts go into `task.finished`.
 //! Refusals come from the egress proxy, from `web_fetch`, and from the sandbox supervisor (a
 //! direct connection, a datagram socket), whose reports reach it through the task's
-//! [`crate::report::ReportSink`].
+//! [`crate::incidents::ReportSink`].
 
 pub use dracode_results::Denials;
 use std::sync::Mutex;

@@ -31,6 +31,7 @@ mod provider_matrix;
 mod reasoning;
 mod repair_and_repeat;
 mod responses_provider;
+mod results_crate;
 mod run_batch;
 mod run_openai;
 mod run_quickstart;

@@ -6,9 +6,6 @@
 
 use std::process::Command;
 
-#[path = "build/link.rs"]
-mod link;
-
 fn main() {
     let target = std::env::var("TARGET").unwrap_or_else(|_| "unknown".to_string());
     let commit = std::env::var("DRACODE_BUILD_COMMIT").ok().filter(|c| !c.trim().is_empty()).or_else(git_commit);
@@ -21,7 +18,6 @@ fn main() {
     for path in watched_git_files() {
         println!("cargo:rerun-if-changed={path}");
     }
-    link::configure(&target);
 }
 
 /// `git rev-parse --short=12 HEAD` in the source folder, when git and a repository are there.

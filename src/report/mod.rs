@@ -203,6 +203,14 @@ pub(crate) mod test_support;
 mod tests {
     use super::*;
 
+    /// The view the secrets crate's `Redactor` masks in (its test asserts the same string):
+    /// escape sequences, OSC 8 links and control characters but newline dropped.
+    #[test]
+    fn strip_control_gives_the_view_the_redactor_masks_in() {
+        let text = "\x1b[31mred\x1b[0m sk-li\x1b[0mve-12\x0734 \x1b]8;;https://x.example\x1b\\link\x1b]8;;\x1b\\ ö\r\n";
+        assert_eq!(strip_control(text), "red sk-live-1234 link ö\n");
+    }
+
     #[test]
     fn strip_control_drops_ansi_and_control_characters() {
         assert_eq!(strip_control("\x1b[1;31merror\x1b[0m: x\x07\r\n\tok"), "error: x\n\tok");

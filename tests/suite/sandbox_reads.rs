@@ -82,9 +82,10 @@ fn sandbox_reads_tasks_at_jobs_2_cannot_read_each_other_or_the_out_folder() {
         std::fs::create_dir_all(d).unwrap();
     }
     let p = probe.display();
-    // A leaves markers in its workspace and TMPDIR, then waits (up to 60 s) until B is done.
+    // A leaves markers in its TMPDIR and then its workspace (the test waits for the last), then
+    // waits (up to 60 s) until B is done.
     let a = [format!(
-        "echo ws-marker-a81f > marker.txt; echo tmp-marker-a81f > $TMPDIR/marker.txt; pwd; \
+        "echo tmp-marker-a81f > $TMPDIR/marker.txt; echo ws-marker-a81f > marker.txt; pwd; \
          i=0; while [ ! -e {p}/done ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; echo waited"
     )];
     // B reads the folders the test found for A (and its own, for control) and --out.

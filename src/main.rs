@@ -507,6 +507,7 @@ fn run_batch(args: RunArgs, cwd: &Path, env: BTreeMap<String, String>) -> anyhow
         run_meter: dracode::agent::RunMeter::new(args.max_tokens, args.max_cost_usd),
         gates: Default::default(),
         run_mcp: Default::default(),
+        setups: Default::default(),
         run_id: run_id.clone(),
         paths: dracode::batch::task::SharedPaths::new(Some(&args.out), &env),
     });

@@ -172,7 +172,7 @@ fn key_inputs(spec: &TaskSpec, tree: &str) -> String {
     let replay = p.replay_path.as_ref().map(|path| replay_digest(path));
     let check = spec.check.as_ref().map(|c| (&c.command, c.before, c.timeout, c.repairs));
     let output = spec.output.as_ref().map(|o| format!("{o:?}"));
-    let lines: Vec<(&str, String)> = vec![
+    let mut lines: Vec<(&str, String)> = vec![
         ("version", env!("CARGO_PKG_VERSION").to_string()),
         ("tree", tree.to_string()),
         ("workdir", spec.workspace.workdir.display().to_string()),
@@ -192,6 +192,10 @@ fn key_inputs(spec: &TaskSpec, tree: &str) -> String {
         ("output", format!("{output:?}")),
         ("repeat", format!("{} {}", spec.repeat.count, spec.repeat.min_pass_rate)),
     ];
+    // What the setup makes is part of every workspace of its tasks: its inputs are the task's.
+    if let Some(setup) = &spec.setup {
+        lines.push(("setup", setup.cache_text()));
+    }
     lines.into_iter().map(|(name, value)| format!("{name}: {value}\n")).collect()
 }
 

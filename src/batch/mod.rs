@@ -3,6 +3,7 @@
 
 mod beneath;
 pub mod cache;
+pub mod carry;
 pub mod change_record;
 pub mod check;
 pub mod combine;
@@ -15,6 +16,7 @@ pub mod regrade;
 pub mod repeat;
 pub mod runner;
 pub mod sandbox_view;
+pub mod setup;
 pub mod snapshot;
 pub mod spec;
 pub mod task;

@@ -288,7 +288,7 @@ fn adhoc_task(i: usize, text: &str, index: usize, cwd: &Path, base: &TaskFields)
     }
     let mut fields = base.clone();
     fields.repo = fields.repo.or_else(|| Some(cwd.to_path_buf()));
-    Ok(Task { id: format!("task-{}", i + 1), index, manifest: PathBuf::from("--task"), line: None, prompt, fields })
+    Ok(Task { id: format!("task-{}", i + 1), index, manifest: PathBuf::from("--task"), line: None, prompt, fields, setup: None })
 }
 
 /// The problems found in one task, each located at the task.
@@ -386,6 +386,7 @@ fn resolve(
         read_paths: f.read_paths.unwrap_or_default().iter().map(|p| absolute(&cwd.join(p))).collect(),
         output,
         mcp_servers: f.mcp_servers.unwrap_or_default(),
+        setup: task.setup.as_deref().map(super::setup::SetupSpec::resolve),
         id: task.id,
         index: task.index,
         manifest: task.manifest,

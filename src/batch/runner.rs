@@ -6,7 +6,7 @@
 use super::plan::Plan;
 use super::spec::TaskSpec;
 use super::task::{self, Shared};
-use crate::events::{Emitter, EventKind, RunTotals, Status, TaskError, TaskOutcome};
+use crate::events::{Emitter, EventKind, FailureKind, RunTotals, Status, TaskError, TaskOutcome};
 use crate::manifest::Isolation;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -44,7 +44,16 @@ pub async fn run(plan: Plan, shared: Arc<Shared>, emitter: Emitter, schedule: Sc
         jobs: schedule.jobs,
         warnings: plan.warnings.clone(),
     });
-    start_run_mcp_servers(&plan.tasks, &shared).await;
+    let setup_failed = match super::setup::run_all(&plan.tasks, &shared, &emitter).await {
+        Ok(setups) => {
+            let _ = shared.setups.set(setups);
+            None
+        }
+        Err(why) => Some(why),
+    };
+    if setup_failed.is_none() {
+        start_run_mcp_servers(&plan.tasks, &shared).await;
+    }
     let slots = Arc::new(Semaphore::new(schedule.jobs.max(1)));
     let stop = Arc::new(AtomicBool::new(false));
     let mut folder_locks: HashMap<PathBuf, Arc<Mutex<()>>> = HashMap::new();
@@ -69,6 +78,12 @@ pub async fn run(plan: Plan, shared: Arc<Shared>, emitter: Emitter, schedule: Sc
         } else {
             None
         };
+        if let Some(why) = &setup_failed {
+            let outcome = TaskOutcome { error: Some(TaskError::new(FailureKind::Setup, why.clone())), ..blank(&spec, Status::Error) };
+            emitter.task(&spec.id, 1).emit(EventKind::TaskFinished(Box::new(outcome.clone())));
+            handles.push(tokio::spawn(std::future::ready(outcome)));
+            continue;
+        }
         if let Some((status, why)) = not_started {
             handles.push(tokio::spawn(std::future::ready(unstarted(&spec, status, &why, &emitter))));
             continue;

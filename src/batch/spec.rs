@@ -87,6 +87,9 @@ pub struct TaskSpec {
     pub output: Option<crate::structured::OutputContract>,
     /// MCP servers whose tools the task is offered, by name.
     pub mcp_servers: BTreeMap<String, crate::mcp::McpServerConfig>,
+    /// Its manifest's `[setup]`, run once for every task of the same manifest, repository and
+    /// base before any of them starts.
+    pub setup: Option<std::sync::Arc<super::setup::SetupSpec>>,
 }
 
 /// Whether a task must change a file to pass (`require_change`), and why.

@@ -4,7 +4,7 @@
 use super::check::CheckContext;
 use super::judge::{AgentPhase, Evidence, failure_status, judge};
 use super::spec::{CheckSpec, TaskSpec};
-use super::workspace::{OwnedDir, Workspace, WorkspaceError};
+use super::workspace::{OwnedDir, SandboxPaths, Workspace, WorkspaceError};
 use crate::agent::{Agent, AgentEnd, AgentState, RunMeter};
 use crate::egress::{EgressProxy, NetworkLog};
 use crate::events::{
@@ -56,6 +56,8 @@ pub struct Shared {
     pub gates: std::sync::Mutex<BTreeMap<String, Arc<Gate>>>,
     /// The run's `scope = "run"` MCP servers, set by the runner before the first task.
     pub run_mcp: std::sync::OnceLock<crate::mcp::RunServers>,
+    /// What the batch's setup steps made, set by the runner before the first task.
+    pub setups: std::sync::OnceLock<super::setup::Setups>,
     /// What every task's commands must not read: `--out`, `$RUNNER_TEMP`.
     pub paths: SharedPaths,
 }
@@ -423,7 +425,7 @@ impl AgentKit {
 /// and the tools.
 async fn prepare(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Result<Prepared, TaskError> {
     ensure_confinable(spec)?;
-    let workspace = prepare_workspace(spec).await?;
+    let workspace = prepare_workspace(spec, shared).await?;
     emitter.emit(EventKind::TaskStarted {
         provider: spec.provider.name.clone(),
         model: spec.provider.model.clone().unwrap_or_default(),
@@ -432,27 +434,8 @@ async fn prepare(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Result<
         base_commit: workspace.base_commit.clone(),
     });
     let provider = build_provider(spec, shared)?;
-    let task_temp = TaskTemp::new(spec.isolate_home).map_err(|e| TaskError::internal(format!("cannot make the task's TMPDIR: {e}")))?;
-    let allowed =
-        crate::secrets::child_env(shared.process_env.iter().map(|(k, v)| (k.clone(), v.clone())), &spec.env_passthrough, &spec.env);
-    let denials = emitter.clone();
-    let network_log = Arc::new(NetworkLog::new(move |d: crate::egress::Denial| {
-        denials.emit(EventKind::NetworkDenied { host: d.host, port: d.port, command: d.command, reason: d.reason });
-    }));
-    let proxy = start_proxy(spec, &network_log).await?;
-    let mut env = task_temp.env(&allowed, spec).map_err(|e| TaskError::internal(format!("cannot make the task's caches: {e}")))?;
-    // Set after the allowlist and the task's own `env`: nothing the task says bypasses the proxy.
-    if let Some(proxy) = &proxy {
-        env.extend(crate::egress::proxy_env(&proxy.url()).into_iter().map(|(k, v)| (k.to_string(), v)));
-    }
-    let layout = CommandLayout {
-        workspace: workspace.root.clone(),
-        tmp_dir: task_temp.tmp(),
-        paths: workspace.sandbox_paths(),
-        proxy: proxy.as_ref().map(EgressProxy::addr),
-    };
-    let confine = Arc::new(command_policy(spec, &layout, &allowed, &shared.paths));
-    let child_env = Arc::new(env);
+    let CommandKit { env: child_env, confine, network_log, proxy, temp: task_temp } =
+        command_kit(spec, &workspace.root, workspace.sandbox_paths(), shared, emitter).await?;
     let commands = Commands { env: child_env.clone(), tmp_dir: task_temp.tmp(), confine: confine.clone(), network_log };
     let tool_ctx = tool_context(spec, &workspace, commands, emitter).map_err(TaskError::internal)?;
     let registry = Registry::with_names(&spec.tools).map_err(|name| TaskError::internal(format!("unknown tool {name:?}")))?;
@@ -461,6 +444,55 @@ async fn prepare(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Result<
     let registry = registry.with_mcp(shared_tools).with_mcp(mcp.tools());
     let kit = AgentKit { provider, child_env, confine, tool_ctx, registry, mcp, _proxy: proxy, _task_temp: task_temp };
     Ok(Prepared { workdir: workspace.workdir.clone(), workspace, kit })
+}
+
+/// What the commands run for a task in `workspace` get — the agent's tools, its MCP servers,
+/// its check, and the batch's setup, which runs like a check: the environment (allowlisted
+/// variables, the task's `env`, its own TMPDIR and caches, the egress proxy's address), the
+/// confinement, and the log of refused connections (each one emitted as `network.denied`).
+pub(crate) struct CommandKit {
+    /// The whole environment of a command.
+    pub env: Arc<BTreeMap<String, String>>,
+    /// The sandbox of every command.
+    pub confine: Arc<Policy>,
+    /// Refused connections.
+    pub network_log: Arc<NetworkLog>,
+    /// The egress proxy of a network allowlist; stopped when dropped.
+    pub proxy: Option<EgressProxy>,
+    /// The TMPDIR (and HOME) folder; removed when dropped.
+    pub temp: TaskTemp,
+}
+
+/// Makes the [`CommandKit`] of `spec` working in the workspace at `root` whose sandbox paths
+/// are `paths` ([`Workspace::sandbox_paths`]).
+pub(crate) async fn command_kit(
+    spec: &TaskSpec,
+    root: &Path,
+    paths: SandboxPaths,
+    shared: &Shared,
+    emitter: &Emitter,
+) -> Result<CommandKit, TaskError> {
+    let temp = TaskTemp::new(spec.isolate_home).map_err(|e| TaskError::internal(format!("cannot make the task's TMPDIR: {e}")))?;
+    let mut allowed =
+        crate::secrets::child_env(shared.process_env.iter().map(|(k, v)| (k.clone(), v.clone())), &spec.env_passthrough, &spec.env);
+    let setup_env = shared.setups.get().and_then(|setups| setups.env_for(spec));
+    allowed.extend(setup_env.iter().flat_map(|env| env.iter().map(|(k, v)| (k.clone(), v.clone()))));
+    let denials = emitter.clone();
+    let network_log = Arc::new(NetworkLog::new(move |d: crate::egress::Denial| {
+        denials.emit(EventKind::NetworkDenied { host: d.host, port: d.port, command: d.command, reason: d.reason });
+    }));
+    let proxy = start_proxy(spec, &network_log).await?;
+    let mut env = temp.env(&allowed, spec).map_err(|e| TaskError::internal(format!("cannot make the task's caches: {e}")))?;
+    // Set after the allowlist and the task's own `env`: nothing the task says bypasses the proxy.
+    if let Some(proxy) = &proxy {
+        env.extend(crate::egress::proxy_env(&proxy.url()).into_iter().map(|(k, v)| (k.to_string(), v)));
+    }
+    let layout = CommandLayout { workspace: root.to_path_buf(), tmp_dir: temp.tmp(), paths, proxy: proxy.as_ref().map(EgressProxy::addr) };
+    let mut confine = command_policy(spec, &layout, &allowed, &shared.paths);
+    if let Some(setups) = shared.setups.get() {
+        confine.readable.extend(setups.readable_for(spec));
+    }
+    Ok(CommandKit { env: Arc::new(env), confine: Arc::new(confine), network_log, proxy, temp })
 }
 
 /// Starts the task's MCP servers in its workspace, confined like its commands; one that fails to
@@ -568,13 +600,14 @@ impl SharedPaths {
     }
 }
 
-/// The attempt's workspace. git and file copying block: they run off the async workers that
-/// serve other tasks' I/O.
-async fn prepare_workspace(spec: &TaskSpec) -> Result<Workspace, TaskError> {
+/// The attempt's workspace, with what the batch's setup made for it copied in. git and file
+/// copying block: they run off the async workers that serve other tasks' I/O.
+async fn prepare_workspace(spec: &TaskSpec, shared: &Shared) -> Result<Workspace, TaskError> {
     let ws = spec.workspace.clone();
+    let carried = shared.setups.get().and_then(|setups| setups.carried_for(spec));
     let prepared = tokio::task::spawn_blocking(move || {
         let workdir = Some(ws.workdir.as_path()).filter(|w| !w.as_os_str().is_empty());
-        Workspace::prepare(&ws.repo, ws.isolation, &ws.base, workdir)
+        Workspace::prepare_carrying(&ws.repo, ws.isolation, &ws.base, workdir, carried.as_deref())
     })
     .await;
     prepared.unwrap_or_else(|e| Err(WorkspaceError::Panicked(e.to_string()))).map_err(|e| TaskError::internal(format!("workspace: {e}")))
@@ -742,7 +775,7 @@ async fn stalled(activity: &Activity, limit: Option<Duration>) -> Duration {
 /// A task's own TMPDIR (and HOME, with `isolate_home`), so parallel tasks never share tool
 /// caches or config files by accident. Removed with the task, or by the next run after a
 /// SIGKILL (an owned folder).
-struct TaskTemp {
+pub(crate) struct TaskTemp {
     dir: OwnedDir,
     isolate_home: bool,
 }
@@ -758,7 +791,8 @@ impl TaskTemp {
         Ok(TaskTemp { dir, isolate_home })
     }
 
-    fn tmp(&self) -> PathBuf {
+    /// The TMPDIR.
+    pub(crate) fn tmp(&self) -> PathBuf {
         self.dir.path().join("tmp")
     }
 

@@ -82,6 +82,49 @@ impl Inventory {
     }
 }
 
+/// What commands made in a working tree since its [`Inventory`] was taken.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Made {
+    /// New entries, sorted: a new folder whole (not what is in it), a new file or link in a
+    /// folder that was there.
+    pub added: Vec<String>,
+    /// Files or links that were there and changed (or were replaced), sorted.
+    pub changed: Vec<String>,
+}
+
+impl Inventory {
+    /// What was made in `workdir` (the tree this inventory was taken of) since (see [`Made`]).
+    pub fn made_since(&self, workdir: &Path) -> std::io::Result<Made> {
+        let mut made = Made::default();
+        self.compare(&beneath::open_root(workdir)?, &[], &mut made)?;
+        made.added.sort();
+        made.changed.sort();
+        Ok(made)
+    }
+
+    fn compare(&self, dir: &OwnedFd, rel: &[u8], made: &mut Made) -> std::io::Result<()> {
+        for name in beneath::entries(dir)? {
+            if rel.is_empty() && name == b".git" {
+                continue;
+            }
+            let Some(stat) = beneath::stat_entry(dir, &name)? else { continue };
+            let path = join(rel, &name);
+            let text = || String::from_utf8_lossy(&path).into_owned();
+            match (self.entries.get(&path), Ident::of(&stat)) {
+                (None, _) => made.added.push(text()),
+                (Some(Ident::Dir), Ident::Dir) => {
+                    if let Ok(sub) = beneath::open_dir(dir, &name) {
+                        self.compare(&sub, &path, made)?;
+                    }
+                }
+                (Some(was), now) if *was != now => made.changed.push(text()),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
 /// `rel/name` (or `name` at the root).
 fn join(rel: &[u8], name: &[u8]) -> Vec<u8> {
     let mut path = rel.to_vec();

@@ -98,9 +98,36 @@ pub enum WorkspaceError {
     Panicked(String),
 }
 
+/// What a batch's setup made, to be found in every workspace of its tasks
+/// ([`Workspace::prepare_carrying`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Carried {
+    /// The root of the workspace the setup ran in, copied from; `None` when it ran in the
+    /// repository itself (`isolation = "none"`), where its outputs already are.
+    pub from: Option<PathBuf>,
+    /// What it made, relative to the root, `/`-separated: new folders whole, new files in
+    /// folders that were there.
+    pub paths: Vec<String>,
+}
+
 impl Workspace {
     /// Prepares `repo` for a task with `isolation`; `workdir` is relative to the root.
     pub fn prepare(repo: &Path, isolation: Isolation, base: &str, workdir: Option<&Path>) -> Result<Workspace, WorkspaceError> {
+        Self::prepare_carrying(repo, isolation, base, workdir, None)
+    }
+
+    /// [`Workspace::prepare`], then what `carried` names copied in from where the setup ran
+    /// ([`super::carry`]) and left out of the change record (and of the task's own `git
+    /// status`): the task's patch never holds it. Copied before the inventory is taken, it is
+    /// part of the workspace as prepared: the sweep before a check removes what a command
+    /// changed in it, as in any prepared file the record does not hold.
+    pub fn prepare_carrying(
+        repo: &Path,
+        isolation: Isolation,
+        base: &str,
+        workdir: Option<&Path>,
+        carried: Option<&Carried>,
+    ) -> Result<Workspace, WorkspaceError> {
         static SWEEP: std::sync::Once = std::sync::Once::new();
         SWEEP.call_once(|| {
             let removed = sweep_leftovers(&std::env::temp_dir());
@@ -115,6 +142,9 @@ impl Workspace {
             Isolation::Copy => Self::prepare_copy(&source)?,
             Isolation::Worktree => Self::prepare_worktree(&source, base)?,
         };
+        if let Some(carried) = carried {
+            ws.carry_in(carried, isolation != Isolation::None).map_err(io)?;
+        }
         if let Some(dir) = workdir {
             ws.workdir = ws.root.join(dir);
             std::fs::create_dir_all(&ws.workdir).map_err(io)?;
@@ -200,6 +230,23 @@ impl Workspace {
             source_git: Some(task.source),
             _dir: dir,
         })
+    }
+
+    /// Copies `carried` in (unless it is here already) and excludes its paths from the record
+    /// and, when the workspace has one (`own_git`: not the user's), from the task's repository.
+    fn carry_in(&self, carried: &Carried, own_git: bool) -> std::io::Result<()> {
+        if let Some(from) = &carried.from {
+            super::carry::copy_outputs(from, &self.root, &carried.paths)?;
+        }
+        let lines = super::carry::exclude_lines(&carried.paths);
+        let own = self.git.as_ref().filter(|_| own_git).map(|(git_dir, _)| git_dir.clone());
+        for git_dir in std::iter::once(self.record.repo().path().to_path_buf()).chain(own) {
+            let info = git_dir.join("info");
+            std::fs::create_dir_all(&info)?;
+            let mut file = std::fs::OpenOptions::new().create(true).append(true).open(info.join("exclude"))?;
+            file.write_all(lines.as_bytes())?;
+        }
+        Ok(())
     }
 
     /// Commits what changed since the workspace was prepared on a new branch `branch` of the

@@ -144,10 +144,42 @@ pub enum EventKind {
         /// What the agent was told.
         message: String,
     },
+    /// The batch's setup command began (run-level: before any task).
+    SetupStarted {
+        /// The command.
+        command: String,
+        /// The repository its workspace was made from.
+        repo: PathBuf,
+        /// The commit its workspace started from, in a git repository.
+        base_commit: Option<String>,
+        /// How many tasks it serves.
+        tasks: usize,
+    },
+    /// The batch's setup command ended.
+    SetupFinished(Box<SetupReport>),
     /// A task ended (exactly once per task).
     TaskFinished(Box<TaskOutcome>),
     /// The run ended.
     RunFinished(RunTotals),
+}
+
+/// How a batch's setup command ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetupReport {
+    /// The command.
+    pub command: String,
+    /// Its exit code; `None` when it was killed, timed out or did not start.
+    pub exit_code: Option<i32>,
+    /// Wall time, making its workspace included.
+    pub duration: Duration,
+    /// The last part of its output, secrets masked.
+    pub output_tail: String,
+    /// What it made, copied into each task's workspace (see [`crate::batch::setup`]).
+    pub outputs: Vec<String>,
+    /// Files of the base it changed: not carried.
+    pub not_carried: Vec<String>,
+    /// Why the setup failed; `None` when it passed.
+    pub error: Option<String>,
 }
 
 /// An event with its time and task.

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// How a task's workspace is made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Isolation {
     /// A fresh git worktree of `repo` at `base`.
@@ -264,9 +264,27 @@ pub struct ManifestFile {
     /// Settings every task inherits.
     #[serde(default)]
     pub defaults: TaskFields,
+    /// Commands run once per batch before any agent (`[setup]`).
+    #[serde(default)]
+    pub setup: Option<SetupFields>,
     /// The tasks, in run order.
     #[serde(default)]
     pub tasks: Vec<TaskFields>,
+}
+
+/// The manifest's `[setup]` table: a command run once, before any agent, on the base every task
+/// of the manifest starts from; what it makes (dependency folders, build caches, virtualenvs)
+/// is copied into each task's workspace.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SetupFields {
+    /// Run by `sh -c` at the root of a workspace made like the tasks' (required).
+    pub command: Option<String>,
+    /// Time limit of the command, e.g. `20m` (default `30m`).
+    pub timeout: Option<String>,
+    /// The command's network, as a task's `network` (default: the tasks' own).
+    pub network: Option<crate::egress::NetworkField>,
+    /// Variables set for the command, over the tasks' `env`.
+    pub env: Option<BTreeMap<String, String>>,
 }
 
 /// Makes the manifest-relative paths of `fields` absolute against `dir`.

@@ -227,10 +227,14 @@ impl<'a> Locator<'a> {
 
     /// An error for an unknown key, with a did-you-mean among the field names.
     pub fn unknown_field(&self, key: &str) -> ManifestError {
+        /// The fields of `[setup]`.
+        const SETUP_FIELDS: &[&str] = &["command", "timeout", "network", "env"];
         let segs = segments(key);
         let name = segs.last().copied().unwrap_or(key);
         let hint = if segs.len() <= 1 {
-            crate::input::did_you_mean(name, &["defaults", "tasks"])
+            crate::input::did_you_mean(name, &["defaults", "tasks", "setup", "mcp_servers"])
+        } else if segs.len() == 2 && segs[0] == "setup" {
+            crate::input::did_you_mean(name, SETUP_FIELDS)
         } else {
             crate::input::did_you_mean(name, FIELD_NAMES)
         };

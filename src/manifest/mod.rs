@@ -8,7 +8,7 @@
 mod fields;
 mod locate;
 
-pub use fields::{Isolation, SandboxMode, TaskFields};
+pub use fields::{Isolation, SandboxMode, SetupFields, TaskFields};
 pub(crate) use locate::line_col;
 
 use crate::input::duration;
@@ -98,6 +98,8 @@ pub struct Task {
     pub prompt: String,
     /// Every other setting, defaults merged, relative paths made absolute.
     pub fields: TaskFields,
+    /// Its manifest's `[setup]`, shared by every task of the manifest.
+    pub setup: Option<std::sync::Arc<SetupFields>>,
 }
 
 /// A loaded manifest.
@@ -142,6 +144,12 @@ pub fn parse(path: &Path, text: &str, format: Format, base: &TaskFields) -> Resu
             message: "no tasks: add at least one [[tasks]] entry with an id and a prompt".into(),
         });
     }
+    let setup = file.setup.clone().map(std::sync::Arc::new);
+    if let Some(setup) = &setup {
+        let mut push =
+            |field: &str, message: String| errors.push(ctx.at_key(&format!("setup.{field}"), format!("[setup] {field}: {message}")));
+        check_setup(setup, &mut push);
+    }
     let mut seen = HashSet::new();
     let mut tasks = Vec::with_capacity(file.tasks.len());
     for (i, raw) in file.tasks.iter().enumerate() {
@@ -159,7 +167,8 @@ pub fn parse(path: &Path, text: &str, format: Format, base: &TaskFields) -> Resu
         }
         let prompt = task_prompt(raw, &merged, &mut push);
         if let (true, Some(prompt), Some(id)) = (id_ok, prompt, raw.id.clone()) {
-            tasks.push(Task { id, index: i, manifest: path.to_path_buf(), line: ctx.task_line(i), prompt, fields: merged });
+            let (manifest, line, setup) = (path.to_path_buf(), ctx.task_line(i), setup.clone());
+            tasks.push(Task { id, index: i, manifest, line, prompt, fields: merged, setup });
         }
     }
     if errors.is_empty() { Ok(Manifest { path: path.to_path_buf(), tasks }) } else { Err(ManifestErrors(errors)) }
@@ -212,6 +221,23 @@ pub fn check_config_defaults(file: &Path, defaults: &serde_json::Value) -> Resul
         }
     }
     if errors.is_empty() { Ok(()) } else { Err(ManifestErrors(errors)) }
+}
+
+/// Checks `[setup]`: a command that is not empty, a duration and a network that parse.
+fn check_setup(setup: &SetupFields, push: &mut impl FnMut(&str, String)) {
+    match setup.command.as_deref() {
+        None => push("command", "missing: the command the setup runs once before the agents".into()),
+        Some(command) if command.trim().is_empty() => push("command", "the setup command is empty".into()),
+        Some(_) => {}
+    }
+    if let Some(Err(e)) = setup.timeout.as_deref().map(duration::parse) {
+        push("timeout", e);
+    }
+    if let Err(problems) = crate::egress::Network::from_field(setup.network.as_ref()) {
+        for (field, message) in problems {
+            push(&field, message);
+        }
+    }
 }
 
 /// Checks a task's id (present, well-formed, short enough, unique); true when it is usable.

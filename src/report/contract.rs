@@ -77,6 +77,23 @@ pub fn to_wire(event: &Event, seq: u64, run_id: &str, shard: Option<&str>) -> Wi
         EventKind::LimitWarning { limit, remaining, allowed, message } => {
             WireEvent::LimitWarning { header, limit: *limit, remaining: *remaining, allowed: *allowed, message: message.clone() }
         }
+        EventKind::SetupStarted { command, repo, base_commit, tasks } => WireEvent::SetupStarted {
+            header,
+            command: command.clone(),
+            repo: repo.to_string_lossy().into_owned(),
+            base_commit: base_commit.clone(),
+            tasks: *tasks,
+        },
+        EventKind::SetupFinished(report) => WireEvent::SetupFinished {
+            header,
+            command: report.command.clone(),
+            exit_code: report.exit_code,
+            duration_ms: millis(report.duration),
+            output_tail: report.output_tail.clone(),
+            outputs: report.outputs.clone(),
+            not_carried: report.not_carried.clone(),
+            error: report.error.clone(),
+        },
         EventKind::TaskFinished(outcome) => {
             // The outcome names its task even when the scheduler emits it run-level (a task
             // skipped before it started has no attempt).

@@ -45,6 +45,7 @@ mod sandbox_processes;
 mod sandbox_reads;
 mod sandbox_sockets;
 mod sarif_ingestion;
+mod setup_step;
 mod streaming;
 mod structured_output;
 mod tool_policy;

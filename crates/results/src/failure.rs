@@ -88,13 +88,15 @@ pub enum FailureKind {
     /// A configured secret's value appeared in the task's changes: the patch is withheld rather
     /// than masked (a masked patch would not apply).
     Secret,
+    /// The batch's setup step (`[setup]`) failed: no agent ran.
+    Setup,
     /// A bug or I/O failure inside dracode.
     Internal,
 }
 
 impl FailureKind {
     /// The kinds only a task has, with their wire names.
-    const TASK_KINDS: [(FailureKind, &'static str); 10] = [
+    const TASK_KINDS: [(FailureKind, &'static str); 11] = [
         (FailureKind::Tool, "tool"),
         (FailureKind::Agent, "agent"),
         (FailureKind::Check, "check"),
@@ -104,6 +106,7 @@ impl FailureKind {
         (FailureKind::Protected, "protected"),
         (FailureKind::Resource, "resource"),
         (FailureKind::Secret, "secret"),
+        (FailureKind::Setup, "setup"),
         (FailureKind::Internal, "internal"),
     ];
 
@@ -111,9 +114,12 @@ impl FailureKind {
     pub fn is_infrastructure(self) -> bool {
         match self {
             FailureKind::Llm(kind) => kind.is_infrastructure(),
-            FailureKind::Sandbox | FailureKind::Resource | FailureKind::Internal | FailureKind::CheckUnrunnable | FailureKind::Secret => {
-                true
-            }
+            FailureKind::Sandbox
+            | FailureKind::Resource
+            | FailureKind::Internal
+            | FailureKind::CheckUnrunnable
+            | FailureKind::Secret
+            | FailureKind::Setup => true,
             FailureKind::Tool | FailureKind::Agent | FailureKind::Check | FailureKind::Denied | FailureKind::Protected => false,
         }
     }

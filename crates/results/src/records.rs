@@ -6,7 +6,7 @@
 //!
 //! # Wire format
 //!
-//! Every line is an object whose first key is `type` (dotted: `run.started`, `task.started`,
+//! Every line is an object whose first key is `type` (dotted: `run.started`, `setup.started`, `setup.finished`, `task.started`,
 //! `turn.completed`, `tool.started`, `tool.completed`, `retry`, `agent.message`,
 //! `context.compacted`, `network.denied`, `limit.warning`, `task.finished`, `run.finished`), then `schema_version` (1), `seq` (1, 2, … across the file),
 //! `ts` (RFC 3339 UTC with milliseconds) and `run_id`; task events add `task_id` and `attempt`
@@ -75,6 +75,45 @@ pub enum WireEvent {
         /// lines follow.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         merged_from: Option<Vec<MergedFrom>>,
+    },
+    /// The batch's setup command began (`[setup]`), before any task.
+    #[serde(rename = "setup.started")]
+    SetupStarted {
+        /// Common fields.
+        #[serde(flatten)]
+        header: Header,
+        /// The command.
+        command: String,
+        /// The repository its workspace was made from.
+        repo: String,
+        /// The commit its workspace started from, in a git repository.
+        base_commit: Option<String>,
+        /// How many tasks it serves.
+        tasks: usize,
+    },
+    /// The batch's setup command ended. Unless `error` is null, no agent ran: every task it
+    /// served ends `error`, kind `setup`.
+    #[serde(rename = "setup.finished")]
+    SetupFinished {
+        /// Common fields.
+        #[serde(flatten)]
+        header: Header,
+        /// The command.
+        command: String,
+        /// Its exit code; null when it was killed, timed out or did not start.
+        exit_code: Option<i32>,
+        /// Wall time, making its workspace included.
+        duration_ms: u64,
+        /// The last part of its output, secrets masked.
+        output_tail: String,
+        /// What it made, copied into each task's workspace: new folders whole, new files in
+        /// folders that were there (at most 100, then `... and N more`).
+        outputs: Vec<String>,
+        /// Files of the base it changed: not carried (each task starts from the base).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        not_carried: Vec<String>,
+        /// Why it failed; null when it passed.
+        error: Option<String>,
     },
     /// A task attempt began.
     #[serde(rename = "task.started")]
@@ -501,6 +540,8 @@ impl WireEvent {
     pub fn header(&self) -> &Header {
         match self {
             WireEvent::RunStarted { header, .. }
+            | WireEvent::SetupStarted { header, .. }
+            | WireEvent::SetupFinished { header, .. }
             | WireEvent::TaskStarted { header, .. }
             | WireEvent::TurnCompleted { header, .. }
             | WireEvent::ToolStarted { header, .. }

@@ -1,0 +1,277 @@
+//! The batch's setup step (`[setup]`): a command run once, before any agent, for every group of
+//! tasks that start from the same place — the same manifest, repository, base and isolation.
+//!
+//! It runs at the root of a workspace made like its tasks' and confined like their checks
+//! (the first task's sandbox, limits, `read_paths` and environment, with the setup's own
+//! `network` and `env`). What it made there — new folders whole, new files in folders that were
+//! there ([`Inventory::made_since`]) — is copied into every task's workspace before the task
+//! starts ([`super::carry`]), left out of the task's patch, and kept from the agent's reach as
+//! any prepared file is (the sweep before a check). Files of the base it changed are not
+//! carried: each task starts from the base. With `isolation = "none"` it runs in the
+//! repository itself, where its outputs stay.
+//!
+//! A setup that fails (or cannot start) ends the batch before any agent: every task ends
+//! `error`, kind `setup` (exit 5). With network, cargo downloads into the setup's own cargo
+//! home; the tasks then read it (read-only) as their `CARGO_HOME`.
+
+use super::spec::TaskSpec;
+use super::task::{self, Shared};
+use super::unrecorded::Inventory;
+use super::workspace::{Carried, Workspace};
+use crate::events::{Emitter, EventKind, SetupReport};
+use crate::manifest::{Isolation, SetupFields};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The time limit of a setup command unless `timeout` says otherwise.
+pub const DEFAULT_SETUP_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+
+/// At most this many paths are named in `setup.finished`'s `outputs` and `not_carried`.
+const LISTED: usize = 100;
+
+/// A manifest's `[setup]`, resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SetupSpec {
+    /// Run by `sh -c`.
+    pub command: String,
+    /// Its time limit.
+    pub timeout: Duration,
+    /// Its network (`None`: the tasks' own).
+    pub network: Option<crate::egress::Network>,
+    /// Variables set for it, over the tasks' `env`.
+    pub env: BTreeMap<String, String>,
+}
+
+impl SetupSpec {
+    /// The setup of `fields` (checked when the manifest was loaded).
+    pub fn resolve(fields: &SetupFields) -> Arc<SetupSpec> {
+        Arc::new(SetupSpec {
+            command: fields.command.clone().unwrap_or_default(),
+            timeout: fields.timeout.as_deref().and_then(|t| crate::input::duration::parse(t).ok()).unwrap_or(DEFAULT_SETUP_TIMEOUT),
+            network: fields.network.as_ref().and_then(|n| crate::egress::Network::from_field(Some(n)).ok()),
+            env: fields.env.clone().unwrap_or_default(),
+        })
+    }
+
+    /// What a `--cache` key includes of the setup: everything that can change what it makes.
+    pub fn cache_text(&self) -> String {
+        format!("setup {:?} network {:?} env {:?}", self.command, self.network.as_ref().map(|n| format!("{n:?}")), self.env)
+    }
+
+    /// The task spec the command runs under: `task`'s, with the setup's network and variables.
+    fn as_task(&self, task: &TaskSpec) -> TaskSpec {
+        let mut spec = task.clone();
+        if let Some(network) = &self.network {
+            spec.network = network.clone();
+        }
+        spec.env.extend(self.env.clone());
+        spec.check = None;
+        spec
+    }
+}
+
+/// Which tasks share one run of a setup.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    manifest: PathBuf,
+    repo: PathBuf,
+    base: String,
+    isolation: Isolation,
+}
+
+impl Key {
+    fn of(spec: &TaskSpec) -> Option<Key> {
+        spec.setup.as_ref()?;
+        let ws = &spec.workspace;
+        let repo = ws.repo.canonicalize().unwrap_or_else(|_| ws.repo.clone());
+        Some(Key { manifest: spec.manifest.clone(), repo, base: ws.base.clone(), isolation: ws.isolation })
+    }
+}
+
+/// What one setup made, for its tasks.
+struct Done {
+    carried: Arc<Carried>,
+    /// Variables the tasks get: `CARGO_HOME` when cargo downloaded into the setup's own.
+    env: BTreeMap<String, String>,
+    /// What the tasks may read besides their own: the setup's cargo home.
+    readable: Vec<PathBuf>,
+    /// The setup's workspace and TMPDIR, removed when the run ends.
+    _kept: Mutex<(Option<Workspace>, task::CommandKit)>,
+}
+
+/// The run's setups, by the tasks they serve; set before the first task starts.
+#[derive(Default)]
+pub struct Setups {
+    done: HashMap<Key, Done>,
+}
+
+impl Setups {
+    /// What `spec`'s setup made, to be copied into its workspace.
+    pub fn carried_for(&self, spec: &TaskSpec) -> Option<Arc<Carried>> {
+        Some(self.done.get(&Key::of(spec)?)?.carried.clone())
+    }
+
+    /// Variables `spec`'s commands get from its setup.
+    pub fn env_for(&self, spec: &TaskSpec) -> Option<&BTreeMap<String, String>> {
+        Some(&self.done.get(&Key::of(spec)?)?.env)
+    }
+
+    /// Folders `spec`'s commands may read because of its setup.
+    pub fn readable_for(&self, spec: &TaskSpec) -> Vec<PathBuf> {
+        Key::of(spec).and_then(|key| self.done.get(&key)).map(|done| done.readable.clone()).unwrap_or_default()
+    }
+}
+
+/// Runs the setup of every group of `tasks` that has one, one after another; the first that
+/// fails ends it: `Err` says why (every task then ends `error`, kind `setup`).
+pub async fn run_all(tasks: &[TaskSpec], shared: &Shared, emitter: &Emitter) -> Result<Setups, String> {
+    let mut setups = Setups::default();
+    let mut groups: Vec<(Key, &TaskSpec, &SetupSpec, usize)> = Vec::new();
+    for spec in tasks {
+        let (Some(key), Some(setup)) = (Key::of(spec), spec.setup.as_deref()) else { continue };
+        match groups.iter_mut().find(|(k, ..)| *k == key) {
+            Some(group) => group.3 += 1,
+            None => groups.push((key, spec, setup, 1)),
+        }
+    }
+    for (key, first, setup, count) in groups {
+        if *shared.cancel.borrow() {
+            return Err("the run was interrupted before its setup ended".into());
+        }
+        let done = run_one(setup, first, count, shared, emitter).await?;
+        setups.done.insert(key, done);
+    }
+    Ok(setups)
+}
+
+/// Runs `setup` for the group of `count` tasks whose first is `first`, and reports it.
+async fn run_one(setup: &SetupSpec, first: &TaskSpec, count: usize, shared: &Shared, emitter: &Emitter) -> Result<Done, String> {
+    let spec = setup.as_task(first);
+    let started = Instant::now();
+    let ws = spec.workspace.clone();
+    let made = tokio::task::spawn_blocking(move || Workspace::prepare(&ws.repo, ws.isolation, &ws.base, None)).await;
+    let workspace = match made {
+        Ok(Ok(workspace)) => workspace,
+        Ok(Err(e)) => return Err(report_unstarted(setup, emitter, format!("cannot make the setup's workspace: {e}"))),
+        Err(e) => return Err(report_unstarted(setup, emitter, format!("making the setup's workspace panicked: {e}"))),
+    };
+    emitter.emit(EventKind::SetupStarted {
+        command: setup.command.clone(),
+        repo: spec.workspace.repo.clone(),
+        base_commit: workspace.base_commit.clone(),
+        tasks: count,
+    });
+    let kit = match task::command_kit(&spec, &workspace.root.clone(), workspace.sandbox_paths(), shared, emitter).await {
+        Ok(kit) => kit,
+        Err(e) => return Err(finish(setup, emitter, started, Ran::default(), Some(e.message))),
+    };
+    let root = workspace.root.clone();
+    let before = inventory(&root).await;
+    let record = run_command(setup, &root, &kit, shared).await;
+    let ran = Ran { exit_code: record.exit_code, output_tail: record.output_tail.clone(), ..Ran::default() };
+    if record.exit_code != Some(0) {
+        let why = super::check::could_not_run(&record, Some(&kit.confine)).unwrap_or_else(|| exit_words(record.exit_code));
+        return Err(finish(setup, emitter, started, ran, Some(why)));
+    }
+    let made = match before {
+        Ok(before) => tokio::task::spawn_blocking(move || before.made_since(&root)).await.map_err(|e| std::io::Error::other(e.to_string())),
+        Err(e) => Err(e),
+    };
+    let made = match made {
+        Ok(Ok(made)) => made,
+        Ok(Err(e)) | Err(e) => return Err(finish(setup, emitter, started, ran, Some(format!("cannot list what it made: {e}")))),
+    };
+    let in_place = spec.workspace.isolation == Isolation::None;
+    let carried = Carried { from: (!in_place).then(|| workspace.root.clone()), paths: made.added.clone() };
+    let ran = Ran { outputs: made.added, not_carried: made.changed, ..ran };
+    finish(setup, emitter, started, ran, None);
+    let (env, readable) = cargo_home_for_tasks(&kit);
+    let kept = (!in_place).then_some(workspace);
+    Ok(Done { carried: Arc::new(carried), env, readable, _kept: Mutex::new((kept, kit)) })
+}
+
+/// The inventory of `root` as the setup found it, taken off the async workers.
+async fn inventory(root: &Path) -> std::io::Result<Inventory> {
+    let root = root.to_path_buf();
+    tokio::task::spawn_blocking(move || Inventory::take(&root)).await.map_err(|e| std::io::Error::other(e.to_string()))?
+}
+
+/// Runs the setup's command in `root`, confined like a check, and sweeps what escaped.
+async fn run_command(setup: &SetupSpec, root: &Path, kit: &task::CommandKit, shared: &Shared) -> crate::events::CheckRecord {
+    let sweep = crate::sandbox::sweep::TaskSweep::register(vec![root.to_path_buf(), kit.temp.tmp()]);
+    let tmp = kit.temp.tmp();
+    let ctx = super::check::CheckContext {
+        env: &kit.env,
+        tmp_dir: Some(&tmp),
+        confine: Some(&kit.confine),
+        redactor: &shared.redactor,
+        reports: None,
+    };
+    let record = {
+        let _running = kit.network_log.running(&setup.command);
+        super::check::run(&setup.command, root, setup.timeout, ctx).await
+    };
+    if let Err(e) = sweep.sweep() {
+        tracing::warn!("after the setup: {e}");
+    }
+    record
+}
+
+/// What a setup's command did, for `setup.finished`.
+#[derive(Default)]
+struct Ran {
+    exit_code: Option<i32>,
+    output_tail: String,
+    outputs: Vec<String>,
+    not_carried: Vec<String>,
+}
+
+/// Emits `setup.finished`; returns the reason the tasks are given when it failed (`error`).
+fn finish(setup: &SetupSpec, emitter: &Emitter, started: Instant, ran: Ran, error: Option<String>) -> String {
+    let reason = match &error {
+        Some(why) => format!("the setup `{}` failed: {why}; no agent ran", setup.command),
+        None => String::new(),
+    };
+    let listed = |mut paths: Vec<String>| {
+        if paths.len() > LISTED {
+            let more = paths.len() - LISTED;
+            paths.truncate(LISTED);
+            paths.push(format!("... and {more} more"));
+        }
+        paths
+    };
+    emitter.emit(EventKind::SetupFinished(Box::new(SetupReport {
+        command: setup.command.clone(),
+        exit_code: ran.exit_code,
+        duration: started.elapsed(),
+        output_tail: ran.output_tail,
+        outputs: listed(ran.outputs),
+        not_carried: listed(ran.not_carried),
+        error,
+    })));
+    reason
+}
+
+/// Emits `setup.finished` for a setup whose workspace could not be made.
+fn report_unstarted(setup: &SetupSpec, emitter: &Emitter, why: String) -> String {
+    finish(setup, emitter, Instant::now(), Ran::default(), Some(why))
+}
+
+/// How a command that did not exit 0 ended, in words.
+fn exit_words(code: Option<i32>) -> String {
+    match code {
+        Some(code) => format!("it exited {code}"),
+        None => "it was killed or timed out".into(),
+    }
+}
+
+/// The setup's own cargo home, when cargo downloaded into it (a setup with network): the
+/// variable that points the tasks' cargo at it, and the folder they may read.
+fn cargo_home_for_tasks(kit: &task::CommandKit) -> (BTreeMap<String, String>, Vec<PathBuf>) {
+    match kit.env.get("CARGO_HOME").map(PathBuf::from).filter(|home| home.starts_with(kit.temp.tmp())) {
+        Some(home) => (BTreeMap::from([("CARGO_HOME".to_string(), home.display().to_string())]), vec![home]),
+        None => (BTreeMap::new(), Vec::new()),
+    }
+}

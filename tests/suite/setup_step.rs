@@ -1,0 +1,238 @@
+//! Issue 29, "a batch setup step": `[setup]` runs once per batch, confined, on the base; what it
+//! makes reaches every task's workspace (at the task's own path) without entering its patch and
+//! without letting one task change what another reads; a failing setup ends the batch with
+//! exit 5 before any agent; `--cache` keys include the setup.
+
+use crate::support::cli::{dracode, events, finished, git, git_repo, read_jsonl, shell_turns};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// A scratch folder with a git repository `repo/` and a HOME of its own.
+struct Batch {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+}
+
+/// What one run left.
+struct Ran {
+    code: i32,
+    stderr: String,
+    events: Vec<Value>,
+    out: PathBuf,
+}
+
+impl Batch {
+    fn new(files: &[(&str, &str)]) -> Batch {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        git_repo(&root.join("repo"), files);
+        Batch { _tmp: tmp, root }
+    }
+
+    /// Writes a manifest of `setup` (a TOML table body) and one task per `(id, commands)`, each
+    /// checked by `check`, and runs it with `args`.
+    fn run(&self, name: &str, setup: &str, check: &str, tasks: &[(&str, &[&str])], args: &[&str]) -> Ran {
+        let mut manifest = format!(
+            "[setup]\n{setup}\n\n[defaults]\nprovider = \"replay\"\nreplay = \"replay-{name}\"\nrepo = \"repo\"\nisolation = \"worktree\"\nrequire_change = false\ncheck = {check:?}\n"
+        );
+        let replay = self.root.join(format!("replay-{name}"));
+        std::fs::create_dir_all(&replay).unwrap();
+        for (id, commands) in tasks {
+            let commands: Vec<String> = commands.iter().map(std::string::ToString::to_string).collect();
+            std::fs::write(replay.join(format!("{id}.json")), shell_turns(&commands, 20, "done").to_string()).unwrap();
+            manifest.push_str(&format!("\n[[tasks]]\nid = \"{id}\"\nprompt = \"work\"\n"));
+        }
+        std::fs::write(self.root.join(format!("{name}.toml")), manifest).unwrap();
+        let out = self.root.join(format!("out-{name}"));
+        let output = dracode(&self.root).arg("run").arg(format!("{name}.toml")).arg("--out").arg(&out).args(args).output().unwrap();
+        let results = out.join("results.jsonl");
+        Ran {
+            code: output.status.code().unwrap_or(-1),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+            events: if results.exists() { read_jsonl(&results) } else { Vec::new() },
+            out,
+        }
+    }
+
+    fn repo(&self) -> PathBuf {
+        self.root.join("repo")
+    }
+}
+
+impl Ran {
+    fn status(&self, id: &str) -> String {
+        finished(&self.events, id)["status"].as_str().unwrap_or("").to_string()
+    }
+
+    fn setup_finished(&self) -> &Value {
+        let all = events(&self.events, "setup.finished");
+        assert_eq!(all.len(), 1, "one setup.finished: {:?}", self.events);
+        all[0]
+    }
+
+    fn patch(&self, id: &str) -> String {
+        std::fs::read_to_string(self.out.join("diffs").join(format!("{id}.patch"))).unwrap_or_default()
+    }
+}
+
+/// The repository's `git status --porcelain`, its ignored files included.
+fn status_of(repo: &Path) -> String {
+    git(repo, &["status", "--porcelain", "--ignored"])
+}
+
+/// A setup that makes an ignored `build/` and an unignored `deps/` holding its own path.
+const MAKES: &str = r#"command = "mkdir -p build deps && echo built > build/out.txt && echo \"$PWD\" > deps/where""#;
+
+/// A check that reads both, and wants `deps/where` to name the task's own workspace.
+const READS: &str = r#"test "$(cat build/out.txt)" = built && test "$(cat deps/where)" = "$PWD""#;
+
+#[test]
+fn a_setup_runs_once_and_every_task_reads_what_it_made_at_its_own_path() {
+    let b = Batch::new(&[("lib.sh", "echo lib\n"), (".gitignore", "/build/\n")]);
+    let tasks: &[(&str, &[&str])] = &[("one", &["echo 1 >> notes.txt"]), ("two", &["echo 2 >> notes.txt"]), ("three", &[])];
+    let r = b.run("ok", MAKES, READS, tasks, &["--jobs", "2"]);
+    assert_eq!(r.code, 0, "{}\n{:?}", r.stderr, r.events);
+    let started = events(&r.events, "setup.started");
+    assert_eq!(started.len(), 1, "the setup runs once for the batch: {started:?}");
+    assert_eq!(started[0]["tasks"], 3);
+    let setup = r.setup_finished();
+    assert_eq!((setup["exit_code"].as_i64(), &setup["error"]), (Some(0), &Value::Null), "{setup}");
+    assert_eq!(setup["outputs"], serde_json::json!(["build", "deps"]), "{setup}");
+    let first_task = r.events.iter().position(|e| e["type"] == "task.started").unwrap();
+    let setup_end = r.events.iter().position(|e| e["type"] == "setup.finished").unwrap();
+    assert!(setup_end < first_task, "no task starts before the setup ends");
+    for id in ["one", "two", "three"] {
+        assert_eq!(r.status(id), "passed", "{}", finished(&r.events, id));
+        let patch = r.patch(id);
+        assert!(!patch.contains("deps/") && !patch.contains("build/"), "the setup's outputs are not the task's change: {patch}");
+    }
+    assert!(r.patch("one").contains("notes.txt"), "the task's own change is: {}", r.patch("one"));
+    assert_eq!(status_of(&b.repo()), "", "nothing is left in the user's repository");
+}
+
+#[test]
+fn a_task_that_changes_what_the_setup_made_changes_no_other_task() {
+    let b = Batch::new(&[("lib.sh", "echo lib\n"), (".gitignore", "/build/\n")]);
+    let tasks: &[(&str, &[&str])] = &[("tamper", &["echo forged > build/out.txt && cat build/out.txt"]), ("after", &["cat build/out.txt"])];
+    let r = b.run("tamper", MAKES, READS, tasks, &["--jobs", "1"]);
+    let outputs: Vec<&str> = events(&r.events, "tool.completed").iter().map(|e| e["output"].as_str().unwrap_or("")).collect();
+    assert!(outputs[0].contains("forged") && outputs[1].contains("built"), "each task reads its own copy: {outputs:?}");
+    // What the tampering task changed is not recorded: it is gone before its check.
+    assert_eq!(r.status("tamper"), "failed", "{}", finished(&r.events, "tamper"));
+    assert_eq!(r.status("after"), "passed", "{}", finished(&r.events, "after"));
+}
+
+#[test]
+fn a_failing_setup_ends_the_batch_with_exit_5_before_any_agent() {
+    let b = Batch::new(&[("lib.sh", "echo lib\n")]);
+    let setup = r#"command = "echo 'npm ERR! cannot reach the registry' >&2; exit 3""#;
+    let r = b.run("fails", setup, "true", &[("one", &["touch ran"]), ("two", &[])], &[]);
+    assert_eq!(r.code, 5, "{}", r.stderr);
+    let setup = r.setup_finished();
+    assert_eq!(setup["exit_code"], 3);
+    assert!(setup["output_tail"].as_str().unwrap().contains("cannot reach the registry"), "{setup}");
+    assert!(events(&r.events, "task.started").is_empty(), "no agent ran: {:?}", r.events);
+    for id in ["one", "two"] {
+        let task = finished(&r.events, id);
+        assert_eq!(task["status"], "error", "{task}");
+        assert_eq!(task["error"]["kind"], "setup", "{task}");
+        let message = task["error"]["message"].as_str().unwrap();
+        assert!(message.contains("exited 3") && message.contains("no agent ran"), "{message}");
+    }
+    let summary = std::fs::read_to_string(r.out.join("summary.md")).unwrap();
+    assert!(summary.contains("setup"), "the summary says why: {summary}");
+}
+
+#[test]
+fn files_of_the_base_the_setup_changed_are_named_and_not_carried() {
+    let b = Batch::new(&[("package-lock.json", "{\"lock\": 1}\n")]);
+    let setup = r#"command = "echo '{\"lock\": 2}' > package-lock.json && mkdir node_modules && touch node_modules/x.js""#;
+    let check = r#"grep -q '"lock": 1' package-lock.json && test -f node_modules/x.js"#;
+    let r = b.run("changed", setup, check, &[("one", &[])], &[]);
+    assert_eq!(r.code, 0, "{}\n{:?}", r.stderr, r.events);
+    let setup = r.setup_finished();
+    assert_eq!(setup["not_carried"], serde_json::json!(["package-lock.json"]), "{setup}");
+    assert_eq!(setup["outputs"], serde_json::json!(["node_modules"]), "{setup}");
+}
+
+#[test]
+fn a_virtualenv_the_setup_made_imports_each_tasks_own_source() {
+    let python = "/usr/bin/python3";
+    if !std::process::Command::new(python).args(["-m", "venv", "--help"]).output().is_ok_and(|o| o.status.success()) {
+        return;
+    }
+    let b = Batch::new(&[("src/proj/__init__.py", "VALUE = 1\n"), (".gitignore", "/.venv/\n")]);
+    // An editable install as pip makes one: a `.pth` file naming the source folder's absolute path.
+    let setup = format!(
+        r#"command = "{python} -m venv --without-pip .venv && echo \"$PWD/src\" > .venv/lib/python3.$({python} -c 'import sys; print(sys.version_info[1])')/site-packages/proj.pth""#
+    );
+    let check = r#".venv/bin/python -c "import os, proj; assert proj.__file__.startswith(os.getcwd()), proj.__file__; assert proj.VALUE == 2, proj.VALUE""#;
+    let fix = "sed -i 's/VALUE = 1/VALUE = 2/' src/proj/__init__.py";
+    let r = b.run("venv", &setup, check, &[("fix", &[fix]), ("nothing", &[])], &[]);
+    let setup = r.setup_finished();
+    assert_eq!(setup["error"], Value::Null, "{setup}");
+    assert_eq!(r.status("fix"), "passed", "the venv imports the task's own fixed source: {}", finished(&r.events, "fix"));
+    assert_eq!(r.status("nothing"), "failed", "and not another's: {}", finished(&r.events, "nothing"));
+}
+
+#[test]
+fn cache_keys_include_the_setup() {
+    let b = Batch::new(&[("lib.sh", "echo lib\n"), (".gitignore", "/build/\n")]);
+    let cache = b.root.join("cache");
+    let cache_arg = cache.to_str().unwrap();
+    let tasks: &[(&str, &[&str])] = &[("one", &[])];
+    let first = b.run("cached", MAKES, READS, tasks, &["--cache", cache_arg]);
+    assert_eq!(first.status("one"), "passed", "{:?}", first.events);
+    let again = b.run("cached", MAKES, READS, tasks, &["--cache", cache_arg]);
+    assert_eq!(finished(&again.events, "one")["cached"], true, "{:?}", finished(&again.events, "one"));
+    let other = MAKES.replace("echo built", "echo built ");
+    let changed = b.run("cached", &other, READS, tasks, &["--cache", cache_arg]);
+    assert_ne!(finished(&changed.events, "one")["cached"], true, "a changed setup runs the task afresh");
+}
+
+#[test]
+fn a_setup_without_a_command_or_with_an_unknown_field_is_exit_2_naming_the_field() {
+    let b = Batch::new(&[("lib.sh", "echo lib\n")]);
+    for (setup, want) in [
+        ("timeout = \"1m\"", "[setup] command: missing"),
+        ("comand = \"true\"", "did you mean"),
+        ("command = \"true\"\ntimeout = \"soon\"", "[setup] timeout:"),
+    ] {
+        let r = b.run("bad", setup, "true", &[("one", &[])], &[]);
+        assert_eq!(r.code, 2, "{setup}: {}", r.stderr);
+        assert!(r.stderr.contains("bad.toml:") && r.stderr.contains(want), "{setup}: {}", r.stderr);
+    }
+}
+
+#[test]
+fn every_isolation_gets_the_setups_outputs_and_none_keeps_them_in_place() {
+    for isolation in ["copy", "none"] {
+        let b = Batch::new(&[("lib.sh", "echo lib\n"), (".gitignore", "/build/\n/deps/\n")]);
+        let tasks: &[(&str, &[&str])] = &[("one", &["echo 1 >> notes.txt"]), ("two", &[])];
+        let r = b.run(isolation, MAKES, READS, tasks, &["--isolation", isolation]);
+        assert_eq!(r.code, 0, "{isolation}: {}\n{:?}", r.stderr, r.events);
+        assert_eq!(r.setup_finished()["outputs"], serde_json::json!(["build", "deps"]), "{isolation}");
+        assert!(!r.patch("one").contains("build/") && r.patch("one").contains("notes.txt"), "{isolation}: {}", r.patch("one"));
+        // With `none` the setup ran in the user's folder, as the tasks do: its outputs stay there.
+        assert_eq!(b.repo().join("build/out.txt").exists(), isolation == "none", "{isolation}");
+    }
+}
+
+#[test]
+fn sandbox_the_setup_is_confined_like_a_check() {
+    if !crate::support::sandbox::supported() {
+        return;
+    }
+    let b = Batch::new(&[("lib.sh", "echo lib\n")]);
+    let outside = b.root.join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::write(outside.join("secret.txt"), "s3cr3t").unwrap();
+    let setup =
+        format!("command = \"cat {0}/secret.txt > stolen.txt; echo planted > {0}/planted.txt; test -s stolen.txt\"", outside.display());
+    let r = b.run("confined", &setup, "true", &[("one", &[])], &[]);
+    assert_eq!(r.code, 5, "{}", r.stderr);
+    assert!(!outside.join("planted.txt").exists(), "the setup cannot write outside its workspace");
+    let setup = r.setup_finished();
+    assert!(setup["error"].as_str().is_some(), "{setup}");
+    assert!(!setup.to_string().contains("s3cr3t"), "nor read outside what a check may: {setup}");
+}

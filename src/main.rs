@@ -622,6 +622,9 @@ fn print_dry_run(plan: &plan::Plan) {
         if let Some(check) = p.check.as_ref().filter(|c| c.repairs > 0) {
             extra.push_str(&format!(" check_repairs={}", check.repairs));
         }
+        if let Some(setup) = &p.setup {
+            extra.push_str(&format!(" setup={:?}", setup.command));
+        }
         println!(
             "{}\tprovider={} model={} isolation={} repo={} require_change={} timeout={} idle_timeout={}{extra}\t{status}",
             p.id,

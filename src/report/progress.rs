@@ -237,6 +237,10 @@ impl Reporter for ProgressReporter {
                 };
                 Some(format!("{:>7}  {id}  {scope} {reason}: attempt {next_attempt} in {}", "RETRY", short_duration(*delay)))
             }
+            EventKind::SetupStarted { command, tasks, .. } if self.verbosity != Verbosity::Quiet => {
+                Some(format!("{:>7}  {command}  (for {tasks} task{})", "SETUP", if *tasks == 1 { "" } else { "s" }))
+            }
+            EventKind::SetupFinished(report) => Some(setup_line(report)),
             EventKind::RunFinished(totals) => Some(self.total_line(totals)),
             _ => None,
         };
@@ -250,6 +254,18 @@ impl Reporter for ProgressReporter {
         self.slow = None;
         let _ = self.writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner).flush();
         Ok(())
+    }
+}
+
+/// The line that says how the batch's setup ended: its outputs, or why it failed.
+fn setup_line(report: &crate::events::SetupReport) -> String {
+    let took = human_duration(report.duration);
+    match &report.error {
+        None => format!("{:>7}  {}  {took}, {} output(s) for every task", "SETUP", report.command, report.outputs.len()),
+        Some(why) => {
+            let last = report.output_tail.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+            format!("{:>7}  {}  {took}: {why}\n         {last}", "SETUP", report.command)
+        }
     }
 }
 

@@ -174,7 +174,7 @@ pub struct SetupReport {
     pub duration: Duration,
     /// The last part of its output, secrets masked.
     pub output_tail: String,
-    /// What it made, copied into each task's workspace (see [`crate::batch::setup`]).
+    /// What it made, copied into each task's workspace (the batch's `setup` module).
     pub outputs: Vec<String>,
     /// Files of the base it changed: not carried.
     pub not_carried: Vec<String>,

@@ -6,7 +6,7 @@
 use super::plan::Plan;
 use super::spec::TaskSpec;
 use super::task::{self, Shared};
-use crate::events::{Emitter, EventKind, RunTotals, Status, TaskError, TaskOutcome};
+use crate::events::{Emitter, EventKind, FailureKind, RunTotals, Status, TaskError, TaskOutcome};
 use crate::manifest::Isolation;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -181,7 +181,8 @@ async fn wait_cancelled(shared: &Shared) {
 
 /// The outcome of a task that never started.
 fn unstarted(spec: &TaskSpec, status: Status, why: &str, emitter: &Emitter) -> TaskOutcome {
-    let outcome = TaskOutcome { error: Some(TaskError::internal(why)), ..blank(spec, status) };
+    let kind = if status == Status::Cancelled { FailureKind::Cancelled } else { FailureKind::Internal };
+    let outcome = TaskOutcome { error: Some(TaskError::new(kind, why)), ..blank(spec, status) };
     emitter.task(&spec.id, 1).emit(EventKind::TaskFinished(Box::new(outcome.clone())));
     outcome
 }

@@ -13,8 +13,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 /// What the status cell adds to the status: a carried-over result, the repairs after a failed
-/// check (`passed (after 1 repair)`), a repeated task's passes and verdict (`3/5 passed,
-/// flaky`).
+/// check (`passed (after 1 repair)`), a pass after the agent's own failure (`flaky: passed on
+/// attempt 2`), a repeated task's passes and verdict (`3/5 passed, flaky`).
 fn status_notes(o: &TaskOutcome) -> String {
     let mut notes = Vec::new();
     if o.carried_from.is_some() {
@@ -24,6 +24,10 @@ fn status_notes(o: &TaskOutcome) -> String {
     }
     if o.repairs > 0 {
         notes.push(format!("after {} repair{}", o.repairs, if o.repairs == 1 { "" } else { "s" }));
+    }
+    if o.flaky && o.verdict.is_none() {
+        // A retry passed after the agent's own failure (results.jsonl's `flaky`).
+        notes.push(format!("flaky: passed on attempt {}", o.attempts));
     }
     if let Some(verdict) = o.verdict {
         let passed = o.repeats.iter().filter(|r| r.status.is_pass()).count();

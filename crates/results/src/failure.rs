@@ -90,11 +90,13 @@ pub enum FailureKind {
     Secret,
     /// A bug or I/O failure inside dracode.
     Internal,
+    /// The run was interrupted (SIGINT/SIGTERM) before the task ended: status `cancelled`.
+    Cancelled,
 }
 
 impl FailureKind {
     /// The kinds only a task has, with their wire names.
-    const TASK_KINDS: [(FailureKind, &'static str); 10] = [
+    const TASK_KINDS: [(FailureKind, &'static str); 11] = [
         (FailureKind::Tool, "tool"),
         (FailureKind::Agent, "agent"),
         (FailureKind::Check, "check"),
@@ -105,15 +107,21 @@ impl FailureKind {
         (FailureKind::Resource, "resource"),
         (FailureKind::Secret, "secret"),
         (FailureKind::Internal, "internal"),
+        (FailureKind::Cancelled, "cancelled"),
     ];
 
     /// True for infrastructure failures (reported as JUnit `<error>` rather than `<failure>`).
     pub fn is_infrastructure(self) -> bool {
         match self {
             FailureKind::Llm(kind) => kind.is_infrastructure(),
-            FailureKind::Sandbox | FailureKind::Resource | FailureKind::Internal | FailureKind::CheckUnrunnable | FailureKind::Secret => {
-                true
-            }
+            // An interrupted task says nothing about the agent (JUnit `<error>`); the signal's exit
+            // code reports it.
+            FailureKind::Sandbox
+            | FailureKind::Resource
+            | FailureKind::Internal
+            | FailureKind::CheckUnrunnable
+            | FailureKind::Secret
+            | FailureKind::Cancelled => true,
             FailureKind::Tool | FailureKind::Agent | FailureKind::Check | FailureKind::Denied | FailureKind::Protected => false,
         }
     }

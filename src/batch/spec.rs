@@ -19,6 +19,8 @@ pub struct TaskSpec {
     pub index: usize,
     /// The manifest it came from (as given on the command line; `--task` for ad-hoc tasks).
     pub manifest: PathBuf,
+    /// The manifest's stable name (`<repository>/<path in it>`), when it is a file.
+    pub manifest_name: Option<String>,
     /// The 1-based line where the task begins in its manifest, when the format gives one.
     pub line: Option<usize>,
     /// What the agent is asked to do.
@@ -186,7 +188,11 @@ impl TaskSpec {
     /// A blank outcome of this task with `status`: nothing run yet.
     pub fn outcome(&self, status: Status) -> TaskOutcome {
         let model = self.provider.model.as_deref().unwrap_or_default();
-        TaskOutcome { line: self.line, ..TaskOutcome::new(&self.id, &self.manifest, self.index, status, &self.provider.name, model) }
+        TaskOutcome {
+            line: self.line,
+            manifest_name: self.manifest_name.clone(),
+            ..TaskOutcome::new(&self.id, &self.manifest, self.index, status, &self.provider.name, model)
+        }
     }
 }
 

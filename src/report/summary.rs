@@ -282,7 +282,7 @@ fn status_icon(status: Status) -> &'static str {
 }
 
 /// Why `o` did not pass, once: its error message (shortened) — unless the check failed, which
-/// its record says better — then its check's output tail.
+/// its record says better — then its check's telling line and output tail.
 fn reason(o: &TaskOutcome) -> String {
     let mut parts = Vec::new();
     let check_says_it = o.check.is_some() && o.error.as_ref().is_some_and(|e| e.kind == crate::events::FailureKind::Check);
@@ -295,8 +295,12 @@ fn reason(o: &TaskOutcome) -> String {
         let code = check.exit_code.map_or("no exit code".to_string(), |c| format!("exit {c}"));
         let tail = strip_control(&check.output_tail);
         let lines: Vec<&str> = tail.lines().filter(|l| !l.trim().is_empty()).collect();
-        let tail = lines[lines.len().saturating_sub(TAIL_LINES)..].join("\n");
-        parts.push(format!("check `{}` ({code})\n{tail}", check.command));
+        let shown = &lines[lines.len().saturating_sub(TAIL_LINES)..];
+        // The telling line first when the last lines lack it (a compiler's error above its
+        // notes, a test runner's failure above npm's closing lines).
+        let telling = super::telling_line(&tail).filter(|t| !shown.iter().any(|l| t.starts_with(l.trim())));
+        let telling = telling.map(|t| format!("\n{t}\n…")).unwrap_or_default();
+        parts.push(format!("check `{}` ({code}){telling}\n{}", check.command, shown.join("\n")));
     }
     if parts.is_empty() && o.status == Status::Skipped {
         parts.push("not run (fail-fast)".to_string());

@@ -3,12 +3,17 @@
 //! ([`super::grade`]), removed afterwards — so a nightly learns before the pull request which
 //! patches do not combine.
 //!
-//! A patch that does not apply on top of those before it is a conflict: it is skipped and
+//! A patch that does not apply on top of those before it is taken hunk by hunk: hunks the union
+//! holds already (another task made the same change) are agreement — the change stays in the
+//! union once and the report names the tasks that agreed —, the rest are applied. A patch with
+//! a hunk that neither applies nor is there already is a conflict: it is skipped and
 //! reported with the files it shares with the patches already applied (and those tasks). The
 //! union is written to `OUT/combined.patch`, the report to `OUT/combine.json` and
 //! `OUT/combine.md`; `--check` runs a command on the union (sandboxed like a task's check);
 //! `--branch NAME` commits the union onto a new branch of the user's repository — the one thing
 //! combine writes there, and only when the check (if any) passed.
+
+mod hunks;
 
 use super::grade::{self, CheckSetup};
 use super::workspace::Workspace;
@@ -54,6 +59,17 @@ pub struct Conflict {
     pub message: String,
 }
 
+/// A patch whose changes the union held already, in part or whole: two tasks made the same fix.
+#[derive(Debug, Clone, Serialize)]
+pub struct Agreement {
+    /// The task whose patch made a change already applied (the rest of its patch is applied).
+    pub task_id: String,
+    /// The files where it made the same change.
+    pub files: Vec<String>,
+    /// The applied tasks that changed those files, in manifest order.
+    pub with: Vec<String>,
+}
+
 /// The branch the union was committed onto.
 #[derive(Debug, Clone, Serialize)]
 pub struct BranchRecord {
@@ -74,6 +90,8 @@ pub struct CombineReport {
     pub applied: Vec<String>,
     /// The tasks whose patches were skipped.
     pub conflicts: Vec<Conflict>,
+    /// The applied tasks that made a change another applied task had made: in the union once.
+    pub agreed: Vec<Agreement>,
     /// Files more than one passed task changed, with those tasks (whether or not they combine).
     pub overlaps: BTreeMap<String, Vec<String>>,
     /// The files the union changes.
@@ -119,6 +137,7 @@ pub async fn combine(opts: &CombineOptions, env: &BTreeMap<String, String>, reda
         base_commit: workspace.base_commit.clone().unwrap_or_default(),
         applied: Vec::new(),
         conflicts: Vec::new(),
+        agreed: Vec::new(),
         overlaps: read_back::overlaps(passed.iter().map(|t| &t.outcome)),
         files_changed: Vec::new(),
         patch_path: None,
@@ -152,30 +171,71 @@ pub async fn combine(opts: &CombineOptions, env: &BTreeMap<String, String>, reda
 /// The union's patch, in the output folder.
 pub const PATCH_FILE: &str = "combined.patch";
 
-/// Applies each passed task's patch in turn; one that does not apply is a [`Conflict`].
+/// Applies each passed task's patch in turn; one that does not apply whole is applied but for
+/// the hunks already there (an [`Agreement`]), else it is a [`Conflict`].
 fn apply_all(workspace: &Workspace, passed: &[&RecordedTask], report: &mut CombineReport) {
-    let mut touched: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    let mut touched: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for task in passed {
         let outcome = &task.outcome;
-        match grade::apply(workspace, outcome.diff.as_deref().unwrap_or_default()) {
-            Ok(()) => {
-                report.applied.push(outcome.task_id.clone());
-                for file in &outcome.files_changed {
-                    touched.entry(file).or_default().push(outcome.task_id.clone());
+        let patch = outcome.diff.as_deref().unwrap_or_default();
+        let id = outcome.task_id.clone();
+        let (changed, same) = match grade::apply(workspace, patch) {
+            Ok(()) => (outcome.files_changed.clone(), Vec::new()),
+            Err(message) => match apply_agreeing(workspace, patch) {
+                Some(split) => split,
+                None => {
+                    let files: Vec<String> = outcome.files_changed.iter().filter(|f| touched.contains_key(f.as_str())).cloned().collect();
+                    let with = tasks_on(&touched, &files);
+                    report.conflicts.push(Conflict { task_id: id, files, with, message });
+                    continue;
                 }
-            }
-            Err(message) => {
-                let files: Vec<String> = outcome.files_changed.iter().filter(|f| touched.contains_key(f.as_str())).cloned().collect();
-                let mut with: Vec<String> = Vec::new();
-                for id in files.iter().flat_map(|f| &touched[f.as_str()]) {
-                    if !with.contains(id) {
-                        with.push(id.clone());
-                    }
-                }
-                report.conflicts.push(Conflict { task_id: outcome.task_id.clone(), files, with, message });
-            }
+            },
+        };
+        if !same.is_empty() {
+            let with = tasks_on(&touched, &same);
+            report.agreed.push(Agreement { task_id: id.clone(), files: same, with });
+        }
+        for file in changed {
+            touched.entry(file).or_default().push(id.clone());
+        }
+        report.applied.push(id);
+    }
+}
+
+/// The tasks in `touched` that changed any of `files`, once each, in the order they were applied.
+fn tasks_on(touched: &BTreeMap<String, Vec<String>>, files: &[String]) -> Vec<String> {
+    let mut with: Vec<String> = Vec::new();
+    for id in files.iter().filter_map(|f| touched.get(f)).flatten() {
+        if !with.contains(id) {
+            with.push(id.clone());
         }
     }
+    with
+}
+
+/// `patch` hunk by hunk: each hunk either applies or is in the working tree already (it reverses
+/// cleanly). When every hunk is one or the other and at least one is there already, applies the
+/// rest and returns (the files it changed, the files where it agreed); else changes nothing.
+fn apply_agreeing(workspace: &Workspace, patch: &str) -> Option<(Vec<String>, Vec<String>)> {
+    let pieces = hunks::split(patch);
+    let (mut rest, mut same) = (Vec::new(), Vec::new());
+    for piece in &pieces {
+        let text = piece.patch();
+        if grade::git_apply(workspace, &text, &["--check"]).is_ok() {
+            rest.push(piece);
+        } else if grade::git_apply(workspace, &text, &["--check", "--reverse"]).is_ok() {
+            same.push(piece.file.clone());
+        } else {
+            return None;
+        }
+    }
+    if same.is_empty() || (!rest.is_empty() && grade::apply(workspace, &hunks::join(&rest)).is_err()) {
+        return None;
+    }
+    let mut changed: Vec<String> = rest.iter().map(|p| p.file.clone()).collect();
+    changed.dedup();
+    same.dedup();
+    Some((changed, same))
 }
 
 /// The root of the git repository holding `dir`.
@@ -216,6 +276,15 @@ fn commit_message(report: &CombineReport) -> String {
     for id in &report.applied {
         let _ = writeln!(message, "- {id}");
     }
+    for agreement in &report.agreed {
+        let _ = writeln!(
+            message,
+            "- {} made the same change as {} to {}",
+            agreement.task_id,
+            agreement.with.join(", "),
+            agreement.files.join(", ")
+        );
+    }
     for conflict in &report.conflicts {
         let _ = writeln!(message, "- skipped {} (conflicts on {})", conflict.task_id, conflict.files.join(", "));
     }
@@ -242,6 +311,14 @@ pub fn markdown(report: &CombineReport) -> String {
         md.push_str("### Conflicts (skipped)\n\n| Task | Files | Conflicts with |\n|---|---|---|\n");
         for c in &report.conflicts {
             let _ = writeln!(md, "| `{}` | {} | {} |", c.task_id, code_list(&c.files), ids(&c.with));
+        }
+        md.push('\n');
+    }
+    if !report.agreed.is_empty() {
+        md.push_str("### Agreements (in the union once)\n\n");
+        for a in &report.agreed {
+            let _ =
+                writeln!(md, "- {} made the same change as {} to {}", ids(std::slice::from_ref(&a.task_id)), ids(&a.with), ids(&a.files));
         }
         md.push('\n');
     }

@@ -24,11 +24,17 @@ pub const DEFAULT_CHECK_TIMEOUT: Duration = Duration::from_secs(10 * 60);
 /// Applies `patch` (a dracode patch, rooted at the repository's root) to the workspace. All or
 /// nothing: a patch that does not apply changes no file. The error is git's message.
 pub fn apply(workspace: &Workspace, patch: &str) -> Result<(), String> {
+    git_apply(workspace, patch, &[])
+}
+
+/// `git apply` of `patch` in the workspace with `extra` options (`--check`, `--reverse`).
+pub fn git_apply(workspace: &Workspace, patch: &str, extra: &[&str]) -> Result<(), String> {
     let dir = OwnedDir::create(TASK_TEMP_PREFIX).map_err(|e| format!("cannot make a temp folder: {e}"))?;
     let file = dir.path().join("change.patch");
     std::fs::write(&file, patch).map_err(|e| format!("{}: {e}", file.display()))?;
     let output = super::worktree::git_command(&workspace.root)
         .args(["apply", "--whitespace=nowarn", "--binary"])
+        .args(extra)
         .arg(&file)
         .output()
         .map_err(|e| format!("cannot run git apply: {e}"))?;

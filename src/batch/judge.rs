@@ -67,7 +67,7 @@ pub fn judge(evidence: &Evidence<'_>) -> (Status, Option<TaskError>) {
                 humantime::format_duration(Duration::from_secs(idle.as_secs()))
             ),
         ),
-        AgentPhase::Cancelled => (Status::Cancelled, Some(TaskError::internal("the run was interrupted"))),
+        AgentPhase::Cancelled => (Status::Cancelled, Some(TaskError::new(FailureKind::Cancelled, "the run was interrupted"))),
     }
 }
 
@@ -85,7 +85,8 @@ fn check_note(evidence: &Evidence<'_>) -> String {
 }
 
 /// The agent finished: a change to a protected path fails it, then a check that could not run
-/// leaves it unjudged, then the check decides, then `require_change`.
+/// leaves it unjudged, then the check decides, then `require_change` (by default, a task that
+/// changed nothing while its check was green before the agent fails: nothing was fixed).
 fn judge_finished(evidence: &Evidence<'_>) -> (Status, Option<TaskError>) {
     if !evidence.protected.is_empty() {
         let message =
@@ -102,8 +103,14 @@ fn judge_finished(evidence: &Evidence<'_>) -> (Status, Option<TaskError>) {
         return (Status::Failed, Some(TaskError::new(FailureKind::Check, message)));
     }
     if evidence.files_changed == 0 {
+        let green_before = evidence.check.is_some_and(|c| c.before == Some(Some(0)));
         let why = match evidence.require_change {
             RequireChange::No => return (Status::Passed, None),
+            RequireChange::Unset if !green_before => return (Status::Passed, None),
+            RequireChange::Unset => {
+                "nothing was fixed: the check passed before the agent ran (check_before) and the agent changed no file \
+                 (set require_change = false for a task that may leave the files as they are)"
+            }
             RequireChange::Set => "the agent changed no file (require_change = true)",
             RequireChange::NoOtherEvidence => {
                 "the agent changed no file, and nothing else shows it did its work: the task has no check, no structured \
@@ -148,8 +155,10 @@ mod tests {
     fn every_status_path() {
         let finished = AgentPhase::Ended(AgentEnd::Finished);
         let (green, red, killed) = (check(Some(0)), check(Some(1)), check(None));
+        let green_before = |before| CheckRecord { before: Some(before), ..check(Some(0)) };
+        let (green_green, red_green) = (green_before(Some(0)), green_before(Some(1)));
         let llm = |k| failed(FailureKind::Llm(k));
-        use RequireChange::{No, NoOtherEvidence, Set};
+        use RequireChange::{No, NoOtherEvidence, Set, Unset};
         #[rustfmt::skip]
         let table: Vec<Row<'_>> = vec![
             ("passed, no check", finished.clone(), None, 0, No, Status::Passed, None),
@@ -160,6 +169,11 @@ mod tests {
             ("check wins over require_change", finished.clone(), Some(&red), 0, Set, Status::Failed, Some((FailureKind::Check, "check"))),
             ("failed by require_change", finished.clone(), Some(&green), 0, Set, Status::Failed, Some((FailureKind::Agent, "changed no file (require_change = true)"))),
             ("failed: nothing else grades it", finished.clone(), None, 0, NoOtherEvidence, Status::Failed, Some((FailureKind::Agent, "no check, no structured output and a sandbox that can write, so require_change defaults to true"))),
+            ("failed: green before, nothing changed", finished.clone(), Some(&green_green), 0, Unset, Status::Failed, Some((FailureKind::Agent, "nothing was fixed: the check passed before the agent ran"))),
+            ("passed: green before, nothing changed, require_change = false", finished.clone(), Some(&green_green), 0, No, Status::Passed, None),
+            ("passed: red before, green after, nothing changed", finished.clone(), Some(&red_green), 0, Unset, Status::Passed, None),
+            ("passed: green before, a change made", finished.clone(), Some(&green_green), 1, Unset, Status::Passed, None),
+            ("passed: no check_before, nothing changed", finished.clone(), Some(&green), 0, Unset, Status::Passed, None),
             ("passed: nothing else grades it, but it changed a file", finished.clone(), None, 1, NoOtherEvidence, Status::Passed, None),
             ("max_iterations", AgentPhase::Ended(AgentEnd::MaxIterations), None, 0, No, Status::MaxIterations, Some((FailureKind::Agent, "within 7 iterations"))),
             ("max_iterations, work checked", AgentPhase::Ended(AgentEnd::MaxIterations), Some(&green), 1, No, Status::MaxIterations, Some((FailureKind::Agent, "within 7 iterations (its work so far passes the check)"))),
@@ -178,7 +192,7 @@ mod tests {
             ("failed by a tool", failed(FailureKind::Tool), None, 0, No, Status::Failed, Some((FailureKind::Tool, "boom"))),
             ("timeout", AgentPhase::TimedOut(Duration::from_secs(90)), None, 0, No, Status::Timeout, Some((FailureKind::Agent, "timeout of 1m 30s"))),
             ("stalled", AgentPhase::Stalled(Duration::from_secs(30)), None, 0, No, Status::Stalled, Some((FailureKind::Agent, "nothing from the model or a command for 30s"))),
-            ("cancelled", AgentPhase::Cancelled, None, 3, Set, Status::Cancelled, Some((FailureKind::Internal, "interrupted"))),
+            ("cancelled", AgentPhase::Cancelled, None, 3, Set, Status::Cancelled, Some((FailureKind::Cancelled, "interrupted"))),
         ];
         for (name, phase, check, files_changed, require_change, status, error) in table {
             let evidence = Evidence {

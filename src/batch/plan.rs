@@ -122,8 +122,10 @@ pub fn plan(args: &RunArgs, cwd: &Path, env: &BTreeMap<String, String>) -> Resul
     narrowing.step(selected.len(), || shard.map(|s| (format!("shard {s}"), String::new())));
     let mut specs = resolve_all(&config, selected.into_iter(), &flag_fields(args), args.provider.as_deref(), cwd, env)?;
     let min_pass_rate = min_pass_rate(args.min_pass_rate)?;
+    let mut names: BTreeMap<PathBuf, Option<String>> = BTreeMap::new();
     for spec in &mut specs {
         spec.repeat.min_pass_rate = min_pass_rate;
+        spec.manifest_name = names.entry(spec.manifest.clone()).or_insert_with(|| manifest_name(&cwd.join(&spec.manifest))).clone();
     }
     let prices = PriceTable::with_overrides(&config.prices);
     unpriced_cost_caps(&specs, args.max_cost_usd, &prices)?;
@@ -390,6 +392,7 @@ fn resolve(
         id: task.id,
         index: task.index,
         manifest: task.manifest,
+        manifest_name: None,
         prompt: task.prompt,
     })
 }
@@ -583,6 +586,34 @@ fn check_out(out: &Path, tasks: &[TaskSpec], also: &[PathBuf]) -> Result<(), Str
 }
 
 /// `path` made absolute and free of symlinks as far as it exists (the rest appended as given).
+/// The manifest's stable name: the name of the git repository holding it (its `origin`'s, else
+/// its folder's) and its path there, `itoa/ci/nightly.toml` — the same from any folder and in
+/// any clone; outside a repository, its folder's name and its file name. `None` when `path`
+/// is not a file (an ad-hoc `--task`).
+fn manifest_name(path: &Path) -> Option<String> {
+    let path = path.canonicalize().ok().filter(|p| p.is_file())?;
+    let parent = path.parent()?;
+    let file = path.file_name()?.to_string_lossy().into_owned();
+    if let Ok(repo) = git2::Repository::discover(parent) {
+        let root = repo.workdir().and_then(|w| w.canonicalize().ok());
+        if let Some((root, inside)) = root.as_ref().and_then(|r| Some((r, path.strip_prefix(r).ok()?))) {
+            let name = origin_name(&repo).or_else(|| Some(root.file_name()?.to_string_lossy().into_owned()))?;
+            let parts: Vec<String> = inside.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+            return Some(format!("{name}/{}", parts.join("/")));
+        }
+    }
+    Some(format!("{}/{file}", parent.file_name()?.to_string_lossy()))
+}
+
+/// The repository's name in its `origin` remote's URL (`…/itoa.git` → `itoa`).
+fn origin_name(repo: &git2::Repository) -> Option<String> {
+    let remote = repo.find_remote("origin").ok()?;
+    let url = remote.url().ok()?.trim_end_matches('/');
+    let last = url.rsplit(['/', ':']).next()?;
+    let name = last.strip_suffix(".git").unwrap_or(last);
+    (!name.is_empty()).then(|| name.to_string())
+}
+
 fn absolute(path: &Path) -> PathBuf {
     let mut rest = Vec::new();
     let mut existing = path;

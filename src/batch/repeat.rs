@@ -8,7 +8,7 @@ use crate::events::{RepeatRecord, RepeatVerdict, Status, TaskError, TaskOutcome}
 /// The outcome of a repeated task from its attempts (each with the number of its last attempt),
 /// in order (at least one). The task passes when its pass rate is at least `spec.min_pass_rate`; its own fields
 /// are then those of the last attempt that passed, else of the last that did not (its error
-/// saying the pass rate). Usage and cost are summed over every attempt.
+/// saying the pass rate). Turns, usage and cost are summed over every attempt.
 pub fn summarise(runs: Vec<(TaskOutcome, u32)>, spec: RepeatSpec) -> TaskOutcome {
     let count = u32::try_from(runs.len()).unwrap_or(u32::MAX).max(1);
     let passed = u32::try_from(runs.iter().filter(|(o, _)| o.status.is_pass()).count()).unwrap_or(0);
@@ -18,6 +18,7 @@ pub fn summarise(runs: Vec<(TaskOutcome, u32)>, spec: RepeatSpec) -> TaskOutcome
     let records: Vec<RepeatRecord> = runs.iter().enumerate().map(|(i, (o, attempt))| record(i, o, *attempt, i == chosen)).collect();
     let last_attempt = runs.last().map_or(1, |(_, attempt)| *attempt);
     let (usage, cost) = totals(&runs);
+    let turns = runs.iter().map(|(o, _)| o.num_turns).fold(0, u32::saturating_add);
     let mut runs = runs;
     let (mut outcome, _) = runs.swap_remove(chosen);
     let verdict = RepeatVerdict::of(passed, count);
@@ -31,6 +32,7 @@ pub fn summarise(runs: Vec<(TaskOutcome, u32)>, spec: RepeatSpec) -> TaskOutcome
         let message = if error.message.is_empty() { why } else { format!("{why}; attempt {}: {}", chosen + 1, error.message) };
         outcome.error = Some(TaskError { message, ..error });
     }
+    outcome.num_turns = turns;
     outcome.usage = usage;
     outcome.cost_usd = cost;
     outcome.attempts = last_attempt;

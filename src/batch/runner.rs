@@ -196,7 +196,8 @@ async fn wait_cancelled(shared: &Shared) {
 
 /// The outcome of a task that never started.
 fn unstarted(spec: &TaskSpec, status: Status, why: &str, emitter: &Emitter) -> TaskOutcome {
-    let outcome = TaskOutcome { error: Some(TaskError::internal(why)), ..blank(spec, status) };
+    let kind = if status == Status::Cancelled { FailureKind::Cancelled } else { FailureKind::Internal };
+    let outcome = TaskOutcome { error: Some(TaskError::new(kind, why)), ..blank(spec, status) };
     emitter.task(&spec.id, 1).emit(EventKind::TaskFinished(Box::new(outcome.clone())));
     outcome
 }

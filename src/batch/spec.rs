@@ -19,6 +19,8 @@ pub struct TaskSpec {
     pub index: usize,
     /// The manifest it came from (as given on the command line; `--task` for ad-hoc tasks).
     pub manifest: PathBuf,
+    /// The manifest's stable name (`<repository>/<path in it>`), when it is a file.
+    pub manifest_name: Option<String>,
     /// The 1-based line where the task begins in its manifest, when the format gives one.
     pub line: Option<usize>,
     /// What the agent is asked to do.
@@ -95,9 +97,12 @@ pub struct TaskSpec {
 /// Whether a task must change a file to pass (`require_change`), and why.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RequireChange {
-    /// It need not: `require_change = false`, or the default for a task that something else
-    /// grades (a check, a structured answer) or that cannot write (`sandbox = "read-only"`).
+    /// It need not: `require_change = false`.
     No,
+    /// The default for a task that something else grades (a check, a structured answer) or that
+    /// cannot write (`sandbox = "read-only"`): it need not — unless its check passed before the
+    /// agent ran too (`check_before`), when the check graded nothing.
+    Unset,
     /// The manifest says `require_change = true`.
     Set,
     /// The default for a task with no check, no structured output and a sandbox that can
@@ -113,13 +118,13 @@ impl RequireChange {
             Some(true) => RequireChange::Set,
             Some(false) => RequireChange::No,
             None if !has_check && !has_output && sandbox != SandboxMode::ReadOnly => RequireChange::NoOtherEvidence,
-            None => RequireChange::No,
+            None => RequireChange::Unset,
         }
     }
 
-    /// True when a task that changed no file fails.
+    /// True when a task that changed no file fails (whatever its check said before the agent).
     pub fn applies(self) -> bool {
-        self != RequireChange::No
+        matches!(self, RequireChange::Set | RequireChange::NoOtherEvidence)
     }
 }
 
@@ -186,7 +191,11 @@ impl TaskSpec {
     /// A blank outcome of this task with `status`: nothing run yet.
     pub fn outcome(&self, status: Status) -> TaskOutcome {
         let model = self.provider.model.as_deref().unwrap_or_default();
-        TaskOutcome { line: self.line, ..TaskOutcome::new(&self.id, &self.manifest, self.index, status, &self.provider.name, model) }
+        TaskOutcome {
+            line: self.line,
+            manifest_name: self.manifest_name.clone(),
+            ..TaskOutcome::new(&self.id, &self.manifest, self.index, status, &self.provider.name, model)
+        }
     }
 }
 
@@ -196,23 +205,23 @@ mod tests {
 
     #[test]
     fn require_change_defaults_to_true_only_when_nothing_else_grades_the_task() {
-        use RequireChange::{No, NoOtherEvidence, Set};
+        use RequireChange::{No, NoOtherEvidence, Set, Unset};
         let (write, read_only, off) = (SandboxMode::WorkspaceWrite, SandboxMode::ReadOnly, SandboxMode::Off);
         #[rustfmt::skip]
         let table = [
             // explicit, check, structured output, sandbox → effective
             (None, false, false, write, NoOtherEvidence),
             (None, false, false, off, NoOtherEvidence),
-            (None, true, false, write, No),
-            (None, false, true, write, No),
-            (None, false, false, read_only, No),
+            (None, true, false, write, Unset),
+            (None, false, true, write, Unset),
+            (None, false, false, read_only, Unset),
             (Some(false), false, false, write, No),
             (Some(true), true, true, read_only, Set),
         ];
         for (explicit, check, output, sandbox, want) in table {
             let got = RequireChange::resolve(explicit, check, output, sandbox);
             assert_eq!(got, want, "{explicit:?} check={check} output={output} {sandbox:?}");
-            assert_eq!(got.applies(), want != No);
+            assert_eq!(got.applies(), want == Set || want == NoOtherEvidence);
         }
     }
 }

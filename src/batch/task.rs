@@ -145,12 +145,13 @@ const TASK_RETRY: crate::llm::http::RetryPolicy = crate::llm::http::RetryPolicy 
     max_total_wait: Duration::MAX,
 };
 
-/// The final outcome of a task: the last attempt, with usage and cost summed over every
+/// The final outcome of a task: the last attempt, with turns, usage and cost summed over every
 /// attempt and the earlier attempts kept for JUnit's flaky/rerun records.
 fn combine(mut last: TaskOutcome, prior: Vec<TaskOutcome>, attempts: u32) -> TaskOutcome {
     last.attempts = attempts;
-    last.flaky = last.status.is_pass() && !prior.is_empty();
+    last.flaky = last.status.is_pass() && prior.iter().any(failed_on_the_agents_work);
     for p in &prior {
+        last.num_turns += p.num_turns;
         last.usage += p.usage;
         last.cost_usd = match (last.cost_usd, p.cost_usd) {
             (Some(a), Some(b)) => Some(a + b),
@@ -160,6 +161,15 @@ fn combine(mut last: TaskOutcome, prior: Vec<TaskOutcome>, attempts: u32) -> Tas
     }
     last.prior_attempts = prior.into_iter().map(|p| AttemptRecord { status: p.status, error: p.error, duration: p.duration }).collect();
     last
+}
+
+/// Whether an earlier attempt failed on the agent's work (a failed check, an agent error, a
+/// limit): a pass after it is flaky. One that failed on the provider, the network or the machine
+/// (or was interrupted) says nothing about the agent: the retry only waited it out.
+fn failed_on_the_agents_work(attempt: &TaskOutcome) -> bool {
+    !attempt.status.is_pass()
+        && attempt.status != Status::Cancelled
+        && !crate::results::exit_codes::not_judged(attempt.status, attempt.error.as_ref())
 }
 
 /// One attempt: prepare → agent (→ check, → repair and check again) → judge → finalize. Emits

@@ -82,6 +82,8 @@ pub struct TaskOutcome {
     pub task_id: String,
     /// The manifest it came from (one JUnit testsuite per manifest).
     pub manifest: PathBuf,
+    /// The manifest's stable name, `<repository>/<path in it>` (the JUnit classname), when known.
+    pub manifest_name: Option<String>,
     /// Its index in manifest order, for ordered reports.
     pub index: usize,
     /// The 1-based line where the task begins in its manifest, when known (annotations, JUnit).
@@ -168,6 +170,7 @@ impl TaskOutcome {
         TaskOutcome {
             task_id: task_id.to_string(),
             manifest: manifest.to_path_buf(),
+            manifest_name: None,
             index,
             line: None,
             status,

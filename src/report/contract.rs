@@ -146,6 +146,7 @@ pub fn wire_outcome(o: &TaskOutcome) -> WireOutcome {
         attempts: o.attempts,
         flaky: o.flaky,
         manifest: o.manifest.to_string_lossy().into_owned(),
+        manifest_name: o.manifest_name.clone(),
         line: o.line,
         index: o.index,
         provider: o.provider.clone(),
@@ -203,6 +204,7 @@ pub fn from_wire(task_id: String, w: WireOutcome, diff: Option<String>) -> TaskO
     TaskOutcome {
         task_id,
         manifest: std::path::PathBuf::from(w.manifest),
+        manifest_name: w.manifest_name,
         index: w.index,
         line: w.line,
         status: w.status,

@@ -116,6 +116,7 @@ const EXACT_FIELDS: &[&str] = &[
     "shard",
     "manifests",
     "manifest",
+    "manifest_name",
     "provider",
     "model",
     "workdir",

@@ -128,7 +128,7 @@ impl JunitReporter {
             status.add_rerun(rerun);
         }
         let mut case = TestCase::new(strip_control(&o.task_id), status);
-        case.set_classname(class_name(&o.manifest));
+        case.set_classname(class_name(o));
         case.set_time(o.duration);
         if let Some(result) = &o.result {
             case.set_system_out(self.redact(result, o));
@@ -261,8 +261,16 @@ fn suite_name(manifest: &Path) -> String {
     if name.trim().is_empty() { AD_HOC_SUITE.to_string() } else { name.into_owned() }
 }
 
-fn class_name(manifest: &Path) -> String {
-    match manifest.file_stem() {
+/// The test class: the manifest's stable name without its extension, dotted
+/// (`itoa/ci/nightly.toml` → `itoa.ci.nightly`), so two repositories' `nightly.toml` differ;
+/// else (a result written before the name existed) the manifest's file stem.
+fn class_name(o: &TaskOutcome) -> String {
+    if let Some(name) = o.manifest_name.as_deref().filter(|n| !n.is_empty()) {
+        let (folders, file) = name.rsplit_once('/').unwrap_or(("", name));
+        let stem = file.rsplit_once('.').map_or(file, |(stem, _)| stem);
+        return if folders.is_empty() { stem.to_string() } else { format!("{folders}.{stem}").replace('/', ".") };
+    }
+    match o.manifest.file_stem() {
         Some(stem) if !stem.is_empty() => stem.to_string_lossy().into_owned(),
         _ => AD_HOC_SUITE.to_string(),
     }
@@ -443,7 +451,9 @@ mod tests {
         let passed = case("passes");
         assert!(["<failure", "<error", "<skipped"].iter().all(|t| !passed.contains(t)), "{passed}");
         let failed = case("check-fails");
-        assert!(failed.contains(r#"<failure message="failed: check failed" type="check">"#), "{failed}");
+        // The one-line reason names the check output's telling line.
+        let message = r#"<failure message="failed: check failed: error: Vec&lt;String&gt; &amp; ]]&gt; mismatch" type="check">"#;
+        assert!(failed.contains(message), "{failed}");
         assert!(failed.contains("exit code: 101"), "{failed}");
         let auth = case("auth-error");
         assert!(auth.contains(r#"<error message="error: 401 Unauthorized: key [REDACTED] refused" type="auth">"#), "{auth}");

@@ -508,6 +508,20 @@ impl MergedRun {
     }
 }
 
+/// The merged run's `jobs`: shards ran side by side, so theirs add up; the runs of one shard
+/// (or unsharded runs: a run and its reruns) ran one after another, so the largest counts.
+fn merged_jobs(inputs: &[Input]) -> usize {
+    let mut by_shard: Vec<(Option<&str>, usize)> = Vec::new();
+    for input in inputs {
+        let shard = input.shard_text.as_deref();
+        match by_shard.iter_mut().find(|(s, _)| *s == shard) {
+            Some((_, jobs)) => *jobs = (*jobs).max(input.jobs),
+            None => by_shard.push((shard, input.jobs)),
+        }
+    }
+    by_shard.iter().map(|(_, jobs)| jobs).sum()
+}
+
 fn merged_run(inputs: &[Input]) -> MergedRun {
     let mut manifests: Vec<String> = Vec::new();
     for m in inputs.iter().flat_map(|i| &i.manifests) {
@@ -528,8 +542,7 @@ fn merged_run(inputs: &[Input]) -> MergedRun {
         run_id: format!("{}-merged", inputs[0].run_id),
         version: inputs[0].version.clone(),
         manifests,
-        // Every job ran its tasks side by side.
-        jobs: inputs.iter().map(|i| i.jobs).sum(),
+        jobs: merged_jobs(inputs),
         task_count: inputs.iter().map(|i| i.finished.len()).sum(),
         started: inputs.iter().map(|i| i.started).min().unwrap_or(SystemTime::UNIX_EPOCH),
         finished: inputs.iter().map(|i| i.last).max().unwrap_or(SystemTime::UNIX_EPOCH),

@@ -173,12 +173,17 @@ fn last_line(text: &str) -> &str {
     text.lines().rev().map(str::trim).find(|l| !l.is_empty()).unwrap_or("")
 }
 
-/// The reason a task did not pass, in one line: the error's message, else the check's exit
-/// code and last output line.
+/// The reason a task did not pass, in one line: the error's message (a failed check's with the
+/// telling line of its output), else the check's exit code and telling (or last) output line.
 fn short_reason(outcome: &crate::events::TaskOutcome) -> String {
+    let check_failed = |e: &crate::events::TaskError| e.kind == crate::events::FailureKind::Check;
     if let Some(error) = &outcome.error {
         let first = error.message.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
-        return first.to_string();
+        let telling = outcome.check.as_ref().filter(|_| check_failed(error)).and_then(|c| telling_line(&strip_control(&c.output_tail)));
+        return match telling {
+            Some(line) => format!("{first}: {line}"),
+            None => first.to_string(),
+        };
     }
     if let Some(check) = &outcome.check {
         let code = match check.exit_code {
@@ -186,7 +191,7 @@ fn short_reason(outcome: &crate::events::TaskOutcome) -> String {
             None => "did not exit".to_string(),
         };
         let tail = strip_control(&check.output_tail);
-        let line = last_line(&tail);
+        let line = telling_line(&tail).unwrap_or_else(|| last_line(&tail).to_string());
         return if line.is_empty() {
             format!("check `{}` {code}", check.command)
         } else {
@@ -194,6 +199,72 @@ fn short_reason(outcome: &crate::events::TaskOutcome) -> String {
         };
     }
     String::new()
+}
+
+/// Lines of a check's output that only say it failed (lowercase prefixes): the tools' closing
+/// lines, which name no test, file or assertion.
+const NOISE: [&str; 18] = [
+    "test result:",
+    "npm err!",
+    "npm error",
+    "error: test failed",
+    "error: could not compile",
+    "error: process didn't exit successfully",
+    "error: aborting due to",
+    "error: recipe for target",
+    "error command failed",
+    "command failed with exit code",
+    "make: ***",
+    "make[",
+    "exit status",
+    "exited with",
+    "note:",
+    "failures:",
+    "warning: build failed",
+    "for more information about this error",
+];
+
+/// How much `line` says about a failure: 0 nothing (blank, a tool's closing line, a ruler), 1 a
+/// mention of errors or failures, 2 a test runner's or compiler's own failure line (`error[E…]`,
+/// `panicked at`, an assertion, `✘`, `not ok`), 3 pytest's short summary (`FAILED test - why`).
+fn failure_weight(line: &str) -> u8 {
+    let trimmed = line.trim();
+    let lower = trimmed.to_lowercase();
+    let ruler = trimmed.chars().take(3).collect::<String>();
+    if trimmed.is_empty() || NOISE.iter().any(|n| lower.starts_with(n)) || ["===", "!!!", "___", "---"].contains(&ruler.as_str()) {
+        return 0;
+    }
+    if trimmed.starts_with("FAILED ") || trimmed.starts_with("ERROR ") {
+        return 3;
+    }
+    const OWN: [&str; 10] = ["error[", "error:", "E   ", "✘", "✖", "×", "not ok ", "panicked at", "assert", "Error:"];
+    if OWN.iter().any(|p| trimmed.starts_with(p))
+        || ["panicked at", "Assertion", "assertion", "Error: "].iter().any(|p| trimmed.contains(p))
+    {
+        return 2;
+    }
+    u8::from(["error", "fail", "exception", "panic"].iter().any(|w| lower.contains(w)))
+}
+
+/// The line of a check's output that says most about why it failed — the first of the highest
+/// [`failure_weight`] —, trimmed; Rust's `panicked at …:` with the message on the next line.
+/// `None` when no line says more than that something failed.
+fn telling_line(text: &str) -> Option<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let (mut best, mut at) = (0, None);
+    for (i, line) in lines.iter().enumerate() {
+        let weight = failure_weight(line);
+        if weight > best {
+            (best, at) = (weight, Some(i));
+        }
+    }
+    let at = at?;
+    let line = lines[at].trim();
+    let next = lines[at + 1..].iter().map(|l| l.trim()).find(|l| !l.is_empty());
+    match next {
+        Some(next) if line.contains("panicked at") && line.ends_with(':') => Some(format!("{line} {next}")),
+        _ => Some(line.to_string()),
+    }
 }
 
 #[cfg(test)]
@@ -209,6 +280,30 @@ mod tests {
     fn strip_control_gives_the_view_the_redactor_masks_in() {
         let text = "\x1b[31mred\x1b[0m sk-li\x1b[0mve-12\x0734 \x1b]8;;https://x.example\x1b\\link\x1b]8;;\x1b\\ ö\r\n";
         assert_eq!(strip_control(text), "red sk-live-1234 link ö\n");
+    }
+
+    #[test]
+    fn the_telling_line_beats_the_tools_closing_lines() {
+        let cases = [
+            (
+                "   Compiling x\nerror[E0425]: cannot find value `y`\n  --> src/lib.rs:1:1\nerror: could not compile `x`\n",
+                Some("error[E0425]: cannot find value `y`"),
+            ),
+            (
+                "thread 't' panicked at src/lib.rs:4:5:\nboom\n\ntest result: FAILED. 0 passed; 1 failed\n",
+                Some("thread 't' panicked at src/lib.rs:4:5: boom"),
+            ),
+            (
+                "E       assert 1 == 2\nFAILED t.py::test_a - assert 1 == 2\n===== 1 failed in 0.1s =====\n",
+                Some("FAILED t.py::test_a - assert 1 == 2"),
+            ),
+            ("  ✘ [fail]: adds\n  1 test failed\nnpm ERR! code ELIFECYCLE\nnpm ERR! Exit status 1\n", Some("✘ [fail]: adds")),
+            ("test result: FAILED\nmake: *** [test] Error 1\n", None),
+            ("", None),
+        ];
+        for (output, want) in cases {
+            assert_eq!(telling_line(output).as_deref(), want, "{output}");
+        }
     }
 
     #[test]

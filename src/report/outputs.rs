@@ -121,7 +121,7 @@ impl SarifReporter {
             finding.message = super::clean_text(&self.redactor, &finding.message);
             let located = Located { task_id: task_id.to_string(), finding, path };
             if self.annotate && self.annotated < MAX_ANNOTATIONS {
-                writeln!(self.messages, "{}", annotations::warning(&located))?;
+                writeln!(self.messages, "{}", annotations::annotation(&located))?;
                 self.annotated += 1;
             }
             self.found.push(located);

@@ -13,8 +13,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 /// What the status cell adds to the status: a carried-over result, the repairs after a failed
-/// check (`passed (after 1 repair)`), a repeated task's passes and verdict (`3/5 passed,
-/// flaky`).
+/// check (`passed (after 1 repair)`), a pass after the agent's own failure (`flaky: passed on
+/// attempt 2`), a repeated task's passes and verdict (`3/5 passed, flaky`).
 fn status_notes(o: &TaskOutcome) -> String {
     let mut notes = Vec::new();
     if o.carried_from.is_some() {
@@ -24,6 +24,10 @@ fn status_notes(o: &TaskOutcome) -> String {
     }
     if o.repairs > 0 {
         notes.push(format!("after {} repair{}", o.repairs, if o.repairs == 1 { "" } else { "s" }));
+    }
+    if o.flaky && o.verdict.is_none() {
+        // A retry passed after the agent's own failure (results.jsonl's `flaky`).
+        notes.push(format!("flaky: passed on attempt {}", o.attempts));
     }
     if let Some(verdict) = o.verdict {
         let passed = o.repeats.iter().filter(|r| r.status.is_pass()).count();
@@ -278,7 +282,7 @@ fn status_icon(status: Status) -> &'static str {
 }
 
 /// Why `o` did not pass, once: its error message (shortened) — unless the check failed, which
-/// its record says better — then its check's output tail.
+/// its record says better — then its check's telling line and output tail.
 fn reason(o: &TaskOutcome) -> String {
     let mut parts = Vec::new();
     let check_says_it = o.check.is_some() && o.error.as_ref().is_some_and(|e| e.kind == crate::events::FailureKind::Check);
@@ -291,8 +295,12 @@ fn reason(o: &TaskOutcome) -> String {
         let code = check.exit_code.map_or("no exit code".to_string(), |c| format!("exit {c}"));
         let tail = strip_control(&check.output_tail);
         let lines: Vec<&str> = tail.lines().filter(|l| !l.trim().is_empty()).collect();
-        let tail = lines[lines.len().saturating_sub(TAIL_LINES)..].join("\n");
-        parts.push(format!("check `{}` ({code})\n{tail}", check.command));
+        let shown = &lines[lines.len().saturating_sub(TAIL_LINES)..];
+        // The telling line first when the last lines lack it (a compiler's error above its
+        // notes, a test runner's failure above npm's closing lines).
+        let telling = super::telling_line(&tail).filter(|t| !shown.iter().any(|l| t.starts_with(l.trim())));
+        let telling = telling.map(|t| format!("\n{t}\n…")).unwrap_or_default();
+        parts.push(format!("check `{}` ({code}){telling}\n{}", check.command, shown.join("\n")));
     }
     if parts.is_empty() && o.status == Status::Skipped {
         parts.push("not run (fail-fast)".to_string());

@@ -27,6 +27,7 @@ mod ollama_provider;
 mod openai_provider;
 #[cfg(feature = "otel")]
 mod otel_export;
+mod outcomes;
 mod provider_matrix;
 mod reasoning;
 mod repair_and_repeat;

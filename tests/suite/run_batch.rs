@@ -323,7 +323,9 @@ async fn sigterm_cancels_running_tasks_and_leaves_valid_artifacts_and_no_worktre
     let all = read_jsonl(&tmp.path().join("out/results.jsonl"));
     assert_eq!(events(&all, "task.finished").len(), 4, "every task is reported");
     for i in 1..=4 {
-        assert_eq!(finished(&all, &format!("t{i}"))["status"], "cancelled");
+        let task = finished(&all, &format!("t{i}"));
+        assert_eq!(task["status"], "cancelled");
+        assert_eq!(task["error"]["kind"], "cancelled", "an interruption is not a dracode bug: {task}");
     }
     assert_eq!(all.last().unwrap()["type"], "run.finished");
     assert_eq!(all.last().unwrap()["exit_code"], 143, "the record says what the process exited with");

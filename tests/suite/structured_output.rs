@@ -206,7 +206,12 @@ async fn findings_become_sarif_and_annotations() {
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let annotation = "::warning file=proj/src/lib.rs,line=2,endLine=3,title=unsafe-block (warning) [dracode task review]::unchecked pointer read,%0Asee line 3";
     assert!(stderr.lines().any(|l| l == annotation), "{stderr}");
-    assert_eq!(stderr.lines().filter(|l| l.starts_with("::warning ")).count(), 3, "{stderr}");
+    // Each finding's severity is its annotation's level: error, warning, notice.
+    assert_eq!(stderr.lines().filter(|l| l.starts_with("::warning ")).count(), 1, "{stderr}");
+    let error = "::error file=proj/src/main.rs,line=7,endLine=7,title=unwrap (error) [dracode task review]::may panic";
+    assert!(stderr.lines().any(|l| l == error), "{stderr}");
+    let notice = "::notice file=proj/src/lib.rs,line=9,endLine=9,title=unsafe-block (note) [dracode task review]::another";
+    assert!(stderr.lines().any(|l| l == notice), "{stderr}");
     assert!(stderr.contains("finding \"escape\" on \"../../etc/passwd\" dropped: the file is outside the workspace"), "{stderr}");
 
     let text = std::fs::read_to_string(tmp.path().join("out/findings.sarif")).unwrap();

@@ -92,11 +92,13 @@ pub enum FailureKind {
     Setup,
     /// A bug or I/O failure inside dracode.
     Internal,
+    /// The run was interrupted (SIGINT/SIGTERM) before the task ended: status `cancelled`.
+    Cancelled,
 }
 
 impl FailureKind {
     /// The kinds only a task has, with their wire names.
-    const TASK_KINDS: [(FailureKind, &'static str); 11] = [
+    const TASK_KINDS: [(FailureKind, &'static str); 12] = [
         (FailureKind::Tool, "tool"),
         (FailureKind::Agent, "agent"),
         (FailureKind::Check, "check"),
@@ -108,18 +110,22 @@ impl FailureKind {
         (FailureKind::Secret, "secret"),
         (FailureKind::Setup, "setup"),
         (FailureKind::Internal, "internal"),
+        (FailureKind::Cancelled, "cancelled"),
     ];
 
     /// True for infrastructure failures (reported as JUnit `<error>` rather than `<failure>`).
     pub fn is_infrastructure(self) -> bool {
         match self {
             FailureKind::Llm(kind) => kind.is_infrastructure(),
+            // An interrupted task says nothing about the agent (JUnit `<error>`); the signal's exit
+            // code reports it.
             FailureKind::Sandbox
             | FailureKind::Resource
             | FailureKind::Internal
             | FailureKind::CheckUnrunnable
             | FailureKind::Secret
-            | FailureKind::Setup => true,
+            | FailureKind::Setup
+            | FailureKind::Cancelled => true,
             FailureKind::Tool | FailureKind::Agent | FailureKind::Check | FailureKind::Denied | FailureKind::Protected => false,
         }
     }

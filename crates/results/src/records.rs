@@ -325,6 +325,11 @@ pub struct WireOutcome {
     /// The manifest the task came from, as given on the command line (`--task` for ad-hoc
     /// tasks); one JUnit testsuite per manifest.
     pub manifest: String,
+    /// The manifest's stable name: the name of the git repository holding it (its `origin`'s,
+    /// else its folder's) and its path there, `itoa/ci/nightly.toml` — the same from any folder
+    /// and in any clone (the JUnit classname, `itoa.ci.nightly`); absent for ad-hoc tasks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest_name: Option<String>,
     /// The 1-based line where the task begins in its manifest; absent when the format gives
     /// none (JSON) or for an ad-hoc `--task`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -43,6 +43,7 @@ pub async fn run(plan: Plan, shared: Arc<Shared>, emitter: Emitter, schedule: Sc
         shard: schedule.shard.clone(),
         jobs: schedule.jobs,
         warnings: plan.warnings.clone(),
+        config_files: Some(plan.config_files.iter().map(|f| f.display().to_string()).collect()),
     });
     start_run_mcp_servers(&plan.tasks, &shared).await;
     let slots = Arc::new(Semaphore::new(schedule.jobs.max(1)));

@@ -217,14 +217,15 @@ impl Config {
 /// The folder whose `dracode.toml` a command started in `start` (an absolute path) uses, as
 /// git and cargo find theirs: `start`, then each folder above it, up to the repository's root
 /// (the first folder holding `.git`, included); outside a repository up to `home` or the
-/// filesystem's root (neither included). `None` when no folder on the way holds one.
+/// filesystem's root (neither included, unless the search starts there; it never goes above
+/// `home`). `None` when no folder on the way holds one.
 pub fn find_config_dir(start: &Path, home: Option<&Path>) -> Option<PathBuf> {
     let mut folder = start;
     loop {
         if folder.join(CONFIG_FILE).is_file() {
             return Some(folder.to_path_buf());
         }
-        if folder.join(".git").exists() {
+        if folder.join(".git").exists() || Some(folder) == home {
             return None;
         }
         let parent = folder.parent()?;

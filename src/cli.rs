@@ -40,7 +40,9 @@ pub enum Command {
         config: Option<PathBuf>,
     },
     /// Print the tasks that would run, one per line.
-    #[command(after_help = "Examples:\n  dracode list tasks.toml --filter 'tag:nightly'\n  dracode list tasks.toml --format json")]
+    #[command(
+        after_help = "Examples:\n  dracode list tasks.toml --filter 'tag:nightly'\n  dracode list tasks.toml --format json\n\nJSON lines carry id, manifest, tags, and the provider and model `run` would use.\nExit codes: 0, 2 (bad manifest, config or flag), 4 no task selected (an empty shard: a\nwarning, exit 0), as `run`."
+    )]
     List {
         /// Manifest files.
         #[arg(required = true)]

@@ -105,6 +105,14 @@ fn run_cost(exe: &Path, root: &Path) {
         rss = rss.max(run.rss_kib);
         run.wall
     });
+    // As every CI job runs it: stdin at /dev/null, no terminal, `CI` set, progress lines on (the
+    // SLOW-line watch running), not --quiet.
+    let ci = median(RUNS, || {
+        let mut cmd = Command::new(exe);
+        cmd.arg("run").arg(&one).arg("--out").arg(root.join("out")).current_dir(root);
+        cmd.env("CI", "true").stdin(std::process::Stdio::null());
+        spawn_measure(cmd).wall
+    });
     let long = median(5, || spawn_measure(run_cmd(exe, &many, root)).wall);
     println!(
         "fixed cost of a one-task run: {:.1} ms vs spawning `true` {:.2} ms ({}), peak RSS {:.1} MiB",
@@ -112,6 +120,12 @@ fn run_cost(exe: &Path, root: &Path) {
         ms(baseline),
         ratio(fixed, baseline, "`true`"),
         rss as f64 / 1024.0
+    );
+    println!(
+        "fixed cost of a one-task run in CI mode (stdin /dev/null, CI=true, progress lines): {:.1} ms ({}, {})",
+        ms(ci),
+        ratio(ci, baseline, "`true`"),
+        ratio(ci, fixed, "the --quiet run")
     );
     println!("orchestration per LLM turn (200-turn replay): {:.3} ms", ms(long.saturating_sub(fixed)) / 199.0);
     let size = std::fs::metadata(exe).map_or(0, |m| m.len());

@@ -35,12 +35,14 @@ pub enum Command {
         /// Skip the provider check (keys and endpoints): only the manifests and config.
         #[arg(long)]
         offline: bool,
-        /// Config file instead of ./dracode.toml.
+        /// Config file instead of the dracode.toml found (see `dracode config --help`).
         #[arg(long, env = "DRACODE_CONFIG")]
         config: Option<PathBuf>,
     },
     /// Print the tasks that would run, one per line.
-    #[command(after_help = "Examples:\n  dracode list tasks.toml --filter 'tag:nightly'\n  dracode list tasks.toml --format json")]
+    #[command(
+        after_help = "Examples:\n  dracode list tasks.toml --filter 'tag:nightly'\n  dracode list tasks.toml --format json\n\nJSON lines carry id, manifest, tags, and the provider and model `run` would use.\nExit codes: 0, 2 (bad manifest, config or flag), 4 no task selected (an empty shard: a\nwarning, exit 0), as `run`."
+    )]
     List {
         /// Manifest files.
         #[arg(required = true)]
@@ -54,7 +56,7 @@ pub enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value_t = ListFormat::Text)]
         format: ListFormat,
-        /// Config file instead of ./dracode.toml.
+        /// Config file instead of the dracode.toml found (see `dracode config --help`).
         #[arg(long, env = "DRACODE_CONFIG")]
         config: Option<PathBuf>,
     },
@@ -101,7 +103,7 @@ pub enum Command {
         /// The manifest(s) holding the task.
         #[arg(requires = "task")]
         manifests: Vec<PathBuf>,
-        /// Config file instead of ./dracode.toml.
+        /// Config file instead of the dracode.toml found (see `dracode config --help`).
         #[arg(long, env = "DRACODE_CONFIG")]
         config: Option<PathBuf>,
     },
@@ -119,14 +121,28 @@ pub enum Command {
         /// The `--out` folder of the run (hidden from every task's commands).
         #[arg(long, default_value = "dracode-out")]
         out: PathBuf,
-        /// Config file instead of ./dracode.toml.
+        /// Config file instead of the dracode.toml found (see `dracode config --help`).
         #[arg(long, env = "DRACODE_CONFIG")]
         config: Option<PathBuf>,
     },
     /// List every provider: type, model, endpoint, and whether it is configured (and why not).
     #[command(after_help = "Example:\n  OPENAI_API_KEY=... dracode providers")]
     Providers {
-        /// Config file instead of ./dracode.toml.
+        /// Config file instead of the dracode.toml found (see `dracode config --help`).
+        #[arg(long, env = "DRACODE_CONFIG")]
+        config: Option<PathBuf>,
+    },
+    /// Print the config files in use and the default provider and model they give.
+    #[command(
+        after_help = "Examples:\n  dracode config\n  dracode config ci/nightly.toml --format json\n\n`dracode.toml` is looked up from the current folder up to the repository's root (the\nfolder holding .git; outside a repository up to, not including, $HOME), else from each\nmanifest's folder up; --config or $DRACODE_CONFIG replaces it. `dracode.local.toml` is read\nbeside the dracode.toml in use."
+    )]
+    Config {
+        /// Manifests whose folders are searched when the current folder's are not.
+        manifests: Vec<PathBuf>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = ConfigFormat::Text)]
+        format: ConfigFormat,
+        /// Config file instead of the one found.
         #[arg(long, env = "DRACODE_CONFIG")]
         config: Option<PathBuf>,
     },
@@ -198,7 +214,10 @@ pub struct RegradeArgs {
     /// Where the new results go (default: `<RESULTS>-regraded`).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// Config file instead of ./dracode.toml.
+    /// Tasks regraded at once; by default (and with 0) the number of CPUs, as for `run`.
+    #[arg(long, default_value_t = 0, hide_default_value = true)]
+    pub jobs: usize,
+    /// Config file instead of the dracode.toml found (see `dracode config --help`).
     #[arg(long, env = "DRACODE_CONFIG")]
     pub config: Option<PathBuf>,
 }
@@ -216,6 +235,15 @@ pub enum ListFormat {
     /// One task id per line.
     Text,
     /// One JSON object per line.
+    Json,
+}
+
+/// `dracode config` output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ConfigFormat {
+    /// One `key: value` line each.
+    Text,
+    /// One JSON object.
     Json,
 }
 

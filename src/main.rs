@@ -6,7 +6,7 @@
 use anyhow::Context;
 use clap::Parser;
 use dracode::batch::{plan, runner, task::Shared};
-use dracode::cli::{AuthTarget, Cli, Command, ListFormat, NoTasks, RunArgs, SchemaKind};
+use dracode::cli::{AuthTarget, Cli, Command, ConfigFormat, ListFormat, NoTasks, RunArgs, SchemaKind};
 use dracode::config::Config;
 use dracode::events::{Emitter, EventBus, Reporter};
 use dracode::report::{
@@ -111,6 +111,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             mcp_probe(&server, &name, &call, call_each.as_deref(), schemas, &cwd)
         }
         Command::Providers { config } => providers(config.as_deref(), &cwd, &env),
+        Command::Config { manifests, format, config } => show_config(&manifests, format, config.as_deref(), &cwd, &env),
         Command::Sandbox { task, manifests, out, config } => task_sandbox(&task, &manifests, &out, config.as_deref(), &cwd, &env),
         Command::Schema { which } => {
             let schema = match which {
@@ -193,6 +194,7 @@ fn regrade(args: &dracode::cli::RegradeArgs, cwd: &Path, env: &BTreeMap<String, 
         check: args.check.clone(),
         filter: args.filter.clone(),
         config: args.config.clone(),
+        jobs: if args.jobs == 0 { std::thread::available_parallelism().map_or(1, std::num::NonZero::get) } else { args.jobs },
     };
     let job = match regrade::prepare(&opts, cwd, env) {
         Ok(job) => job,
@@ -319,12 +321,13 @@ fn list(
     cwd: &Path,
     env: &BTreeMap<String, String>,
 ) -> anyhow::Result<i32> {
-    let tasks = match plan::list(manifests, filter, shard, cwd, config, env) {
+    let listing = match plan::list(manifests, filter, shard, cwd, config, env) {
         Ok(t) => t,
         Err(e) => return usage_error(&e),
     };
     let mut out = std::io::stdout().lock();
-    for task in tasks {
+    for listed in &listing.tasks {
+        let task = &listed.task;
         match format {
             ListFormat::Text => writeln!(out, "{}", task.id)?,
             ListFormat::Json => writeln!(
@@ -333,14 +336,25 @@ fn list(
                 serde_json::json!({
                     "id": task.id,
                     "manifest": task.manifest,
-                    "tags": task.fields.tags.unwrap_or_default(),
-                    "provider": task.fields.provider,
-                    "model": task.fields.model,
+                    "tags": task.fields.tags.clone().unwrap_or_default(),
+                    "provider": listed.provider,
+                    "model": listed.model,
                 })
             )?,
         }
     }
-    Ok(exit_codes::OK)
+    // As `run` without --no-tasks: an empty selection is exit 4, an empty shard a warning.
+    let Some(why) = &listing.selected_nothing else { return Ok(exit_codes::OK) };
+    match NoTasks::resolve(None, listing.sharded) {
+        NoTasks::Fail => {
+            eprintln!("error: no task selected: {why}. Exit code 4");
+            Ok(exit_codes::NO_TASKS)
+        }
+        _ => {
+            eprintln!("warning: no task selected: {why}; nothing to list");
+            Ok(exit_codes::OK)
+        }
+    }
 }
 
 /// `dracode merge`: shard outputs into one.
@@ -389,6 +403,51 @@ fn providers(config: Option<&Path>, cwd: &Path, env: &BTreeMap<String, String>) 
         );
     }
     Ok(exit_codes::OK)
+}
+
+/// `dracode config`: the config files in use (found as [`Config::load_for`] finds them) and
+/// the default provider, its type and model.
+fn show_config(
+    manifests: &[PathBuf],
+    format: ConfigFormat,
+    config: Option<&Path>,
+    cwd: &Path,
+    env: &BTreeMap<String, String>,
+) -> anyhow::Result<i32> {
+    let config = match Config::load_for(cwd, manifests, config, env) {
+        Ok(c) => c,
+        Err(e) => return usage_error(&e),
+    };
+    let name = config.provider_name(None, None);
+    let provider = match config.resolve_provider(name, None, env) {
+        Ok(p) => p,
+        Err(e) => return usage_error(&e),
+    };
+    match format {
+        ConfigFormat::Json => {
+            let shown = serde_json::json!({
+                "files": config.files,
+                "provider": name,
+                "type": provider.kind.as_str(),
+                "model": provider.model,
+            });
+            println!("{shown}");
+        }
+        ConfigFormat::Text => {
+            println!("config:   {}", config_files_line(&config.files));
+            println!("provider: {name} ({})", provider.kind.as_str());
+            println!("model:    {}", provider.model.as_deref().unwrap_or("-"));
+        }
+    }
+    Ok(exit_codes::OK)
+}
+
+/// The config files read, as one line: `none (built-in defaults)` when there is none.
+fn config_files_line(files: &[PathBuf]) -> String {
+    if files.is_empty() {
+        return "none (built-in defaults)".to_string();
+    }
+    files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", ")
 }
 
 /// `dracode mcp-probe` (hidden): see [`dracode::mcp::probe`].
@@ -477,6 +536,7 @@ fn run_batch(args: RunArgs, cwd: &Path, env: BTreeMap<String, String>) -> anyhow
     }
     let if_no_tasks = announce_empty_selection(&args, &plan);
     if args.dry_run {
+        eprintln!("config: {}", config_files_line(&plan.config_files));
         print_dry_run(&plan);
         if plan.tasks.is_empty() {
             return Ok(if_no_tasks);
@@ -631,7 +691,7 @@ fn print_dry_run(plan: &plan::Plan) {
             p.provider.name,
             p.provider.model.as_deref().unwrap_or("-"),
             p.workspace.isolation.as_str(),
-            p.workspace.repo.display(),
+            dracode::input::lexical(&p.workspace.repo).display(),
             p.require_change.applies(),
             limit(p.timeout),
             limit(p.idle_timeout),

@@ -7,7 +7,9 @@
 #                        its .sha256, verifies the checksum, unpacks to <dir>/bin. A release
 #                        without that asset falls back to cargo (method=cargo in the outputs)
 #                        when the action's own source is that version; a checksum that does
-#                        not match fails the step.
+#                        not match fails the step, and so does a download that fails for
+#                        another reason than a missing file (no network, DNS, TLS, a server
+#                        error), naming curl's error or the HTTP status.
 #   install.sh build     method=cargo: cargo install --locked from the action's own checkout.
 #
 # Which release, however the action is pinned (`version` input, else the action's ref):
@@ -190,14 +192,19 @@ fetch() {
   if [ "$version" = latest ]; then url="$base/latest/download"; else url="$base/download/$version"; fi
   local asset="dracode-$target.tar.gz" tmp
   tmp=$(mktemp -d)
-  if ! curl -fsSL --retry 3 -o "$tmp/$asset" "$url/$asset" 2>/dev/null; then
+  local status
+  if ! status=$(download "$url/$asset" "$tmp/$asset"); then
     rm -rf "$tmp"
+    case $status in
+      missing:*) ;;
+      *) die "cannot download $url/$asset: ${status#*:}. A network or server problem, not a missing release: re-run the job, or set DRACODE_RELEASE_URL to a reachable mirror" ;;
+    esac
     own=$(source_version)
     # Building the action's source gives its own version: right only when that is what was asked.
     if [ -n "$own" ] && [ "$version" != "v$own" ]; then
       die "no release $version of dracode (no $asset at $url), and the action's source is v$own: pick a released version (see $base)"
     fi
-    printf '::notice title=dracode action::no release asset %s at %s; building from source with cargo\n' "$asset" "$url"
+    printf '::notice title=dracode action::no release asset %s at %s (%s); building from source with cargo\n' "$asset" "$url" "${status#*:}"
     output method cargo
     return
   fi
@@ -210,6 +217,27 @@ fetch() {
   tar -xzf "$tmp/$asset" -C "$dir/bin" dracode
   rm -rf "$tmp"
   on_path "$dir"
+}
+
+# Downloads $1 to $2. On failure prints `missing:WHY` when the server says there is no such
+# file (HTTP 404 or 410, or no such file:// path), else `network:WHY` (no connection, DNS, TLS,
+# a timeout, another HTTP status), and fails.
+download() {
+  local code rc=0
+  code=$(curl -sSL --retry 3 -o "$2" -w '%{http_code}' "$1" 2>"$2.err") || rc=$?
+  if [ "$rc" = 0 ] && { [ "$code" = 200 ] || [ "$code" = 000 ]; }; then
+    rm -f "$2.err"
+    return 0
+  fi
+  local why
+  why=$(tr '\n' ' ' <"$2.err" | sed 's/^curl: //; s/ *$//')
+  case $rc:$code in
+    0:404 | 0:410) printf 'missing:HTTP %s' "$code" ;;
+    37:*) printf 'missing:%s' "${why:-no such file}" ;;
+    0:*) printf 'network:the server answered HTTP %s' "$code" ;;
+    *) printf 'network:curl exit %s: %s' "$rc" "${why:-no details}" ;;
+  esac
+  return 1
 }
 
 build() {

@@ -60,7 +60,7 @@ pub struct RunArgs {
     /// Model for every task.
     #[arg(long)]
     pub model: Option<String>,
-    /// Config file instead of ./dracode.toml.
+    /// Config file instead of the dracode.toml found (see `dracode config --help`).
     #[arg(long, env = "DRACODE_CONFIG")]
     pub config: Option<PathBuf>,
     /// Output folder for artifacts. Not inside a folder a task edits: refused inside the folder
@@ -154,7 +154,7 @@ pub struct RunArgs {
     #[cfg(feature = "otel")]
     #[arg(long)]
     pub otel_log_content: bool,
-    /// Only failures and the final line.
+    /// No progress lines at all: only errors and warnings (the exit code and --out tell how it went).
     #[arg(long, short, conflicts_with = "verbose")]
     pub quiet: bool,
     /// Also show every tool call and retry.

@@ -57,6 +57,8 @@ pub struct Plan {
     /// The cache folder: `--cache`, else the config's `[run] cache` (relative to the current
     /// folder); `None` without either.
     pub cache: Option<PathBuf>,
+    /// The config files read ([`Config::files`]).
+    pub config_files: Vec<PathBuf>,
 }
 
 /// The earlier run of `--rerun-failed`, as this run needs it.
@@ -94,7 +96,7 @@ pub fn plan(args: &RunArgs, cwd: &Path, env: &BTreeMap<String, String>) -> Resul
     if args.manifests.is_empty() && args.tasks.is_empty() {
         return Err(PlanError::Usage("nothing to run: give a manifest file or --task TEXT".into()));
     }
-    let config = Config::load(cwd, args.config.as_deref(), env)?;
+    let config = Config::load_for(cwd, &args.manifests, args.config.as_deref(), env)?;
     let mut tasks: Vec<Task> = manifest::load_all(&args.manifests, &config.defaults)?.into_iter().flat_map(|m| m.tasks).collect();
     for (i, text) in args.tasks.iter().enumerate() {
         tasks.push(adhoc_task(i, text, tasks.len(), cwd, &config.defaults)?);
@@ -139,6 +141,7 @@ pub fn plan(args: &RunArgs, cwd: &Path, env: &BTreeMap<String, String>) -> Resul
     warnings.extend(allowlist_warnings(&specs));
     Ok(Plan {
         cache: args.cache.clone().or(config.run.cache.clone()).map(|dir| cwd.join(dir)),
+        config_files: config.files.clone(),
         rerun,
         shard,
         selected_nothing: narrowing.emptied_by,
@@ -164,7 +167,7 @@ pub fn validate(
     cwd: &Path,
     env: &BTreeMap<String, String>,
 ) -> Result<Vec<TaskSpec>, PlanError> {
-    let config = Config::load(cwd, config, env)?;
+    let config = Config::load_for(cwd, manifests, config, env)?;
     let tasks = manifest::load_all(manifests, &config.defaults)?.into_iter().flat_map(|m| m.tasks);
     let specs = resolve_all(&config, tasks, &TaskFields::default(), None, cwd, env)?;
     unpriced_cost_caps(&specs, None, &PriceTable::with_overrides(&config.prices))?;
@@ -486,16 +489,17 @@ fn resolve_workspace(problems: &mut Problems<'_>, cwd: &Path) -> Option<Workspac
     let f = &task.fields;
     let manifest_dir = task.manifest.parent().filter(|p| !p.as_os_str().is_empty()).map(Path::to_path_buf);
     let repo = f.repo.clone().or(manifest_dir).unwrap_or_else(|| cwd.to_path_buf());
+    let shown = crate::input::lexical(&repo);
     if !repo.is_dir() {
-        problems.push("repo", format!("{} is not a folder", repo.display()));
+        problems.push("repo", format!("{} is not a folder", shown.display()));
         return None;
     }
     let isolation = f.isolation.unwrap_or_else(|| default_isolation(&repo));
     if isolation == Isolation::Worktree && git2::Repository::open(&repo).is_err() {
-        problems.push("isolation", format!("\"worktree\" needs a git repository, and {} is not one (use \"copy\")", repo.display()));
+        problems.push("isolation", format!("\"worktree\" needs a git repository, and {} is not one (use \"copy\")", shown.display()));
     }
     if f.commit == Some(true) && isolation != Isolation::Worktree {
-        problems.push("commit", format!("needs isolation = \"worktree\" (the branch is made in {})", repo.display()));
+        problems.push("commit", format!("needs isolation = \"worktree\" (the branch is made in {})", shown.display()));
     }
     let base = f.base.clone().unwrap_or_else(|| "HEAD".into());
     Some(WorkspaceSpec { repo, isolation, base, workdir: f.workdir.clone().unwrap_or_default() })
@@ -765,7 +769,30 @@ impl Filter {
     }
 }
 
-/// The tasks `dracode list` shows: manifests loaded, filter applied (providers not resolved).
+/// A task `dracode list` shows, with the provider and model `run` would give it.
+#[derive(Debug)]
+pub struct Listed {
+    /// The task as its manifest (and the defaults) give it.
+    pub task: Task,
+    /// The provider's name.
+    pub provider: String,
+    /// The model: the task's, else its provider's (`None` when neither names one).
+    pub model: Option<String>,
+}
+
+/// What `dracode list` shows.
+#[derive(Debug)]
+pub struct Listing {
+    /// The selected tasks, in order.
+    pub tasks: Vec<Listed>,
+    /// Which step selected no task, as [`Plan::selected_nothing`].
+    pub selected_nothing: Option<String>,
+    /// A shard was asked for (`--shard` or the CI's variables).
+    pub sharded: bool,
+}
+
+/// The tasks `dracode list` shows: manifests loaded, filter and shard applied, each task's
+/// provider and model resolved as `run` resolves them (the rest of its settings are not).
 pub fn list(
     manifests: &[PathBuf],
     filters: &[String],
@@ -773,18 +800,27 @@ pub fn list(
     cwd: &Path,
     config: Option<&Path>,
     env: &BTreeMap<String, String>,
-) -> Result<Vec<Task>, PlanError> {
-    let config = Config::load(cwd, config, env)?;
+) -> Result<Listing, PlanError> {
+    let config = Config::load_for(cwd, manifests, config, env)?;
     let filter = Filter::new(filters)?;
     let shard = parse_shard(shard, env)?;
-    Ok(manifest::load_all(manifests, &config.defaults)?
+    let tasks: Vec<Task> = manifest::load_all(manifests, &config.defaults)?.into_iter().flat_map(|m| m.tasks).collect();
+    let mut narrowing = Narrowing::new(tasks.len());
+    let tasks: Vec<Task> = tasks.into_iter().filter(|t| filter.selects(t)).collect();
+    narrowing.step(tasks.len(), || filter_sentence(filters));
+    let selected: Vec<Task> =
+        tasks.into_iter().enumerate().filter(|(position, t)| shard.is_none_or(|s| s.selects(&t.id, *position))).map(|(_, t)| t).collect();
+    narrowing.step(selected.len(), || shard.map(|s| (format!("shard {s}"), String::new())));
+    let tasks = selected
         .into_iter()
-        .flat_map(|m| m.tasks)
-        .filter(|t| filter.selects(t))
-        .enumerate()
-        .filter(|(position, t)| shard.is_none_or(|s| s.selects(&t.id, *position)))
-        .map(|(_, t)| t)
-        .collect())
+        .map(|task| {
+            let provider = config.provider_name(None, task.fields.provider.as_deref()).to_string();
+            let resolved = config.resolve_provider(&provider, task.fields.model.as_deref(), env).ok();
+            let model = resolved.and_then(|p| p.model).or_else(|| task.fields.model.clone());
+            Listed { task, provider, model }
+        })
+        .collect();
+    Ok(Listing { tasks, selected_nothing: narrowing.emptied_by, sharded: shard.is_some() })
 }
 
 #[cfg(test)]

@@ -38,6 +38,8 @@ pub struct RegradeOptions {
     pub filter: Vec<String>,
     /// `--config`.
     pub config: Option<PathBuf>,
+    /// Tasks regraded at once (`--jobs`, at least 1).
+    pub jobs: usize,
 }
 
 /// The recorded run and the tasks of its manifests that were selected, ready to regrade.
@@ -46,6 +48,8 @@ pub struct Regrade {
     specs: Vec<TaskSpec>,
     /// Tasks of the run that its manifests no longer hold (without `--filter`): not regraded.
     pub missing: Vec<String>,
+    /// The config files read.
+    config_files: Vec<PathBuf>,
 }
 
 /// Reads the run in `opts.results` and plans its manifests (the error is for the user: exit 2).
@@ -71,7 +75,7 @@ pub fn prepare(opts: &RegradeOptions, cwd: &Path, env: &BTreeMap<String, String>
         Vec::new()
     };
     let specs = plan.tasks.into_iter().filter(|s| recorded.contains(&s.id.as_str())).collect();
-    Ok(Regrade { run, specs, missing })
+    Ok(Regrade { run, specs, missing, config_files: plan.config_files })
 }
 
 impl Regrade {
@@ -85,42 +89,85 @@ impl Regrade {
         self.specs.is_empty()
     }
 
-    /// Regrades every selected task in manifest order, emitting the run's events to `emitter`;
-    /// returns the totals (also emitted as `run.finished`).
+    /// Regrades the selected tasks, `opts.jobs` at a time, emitting the run's events to
+    /// `emitter`; returns the totals (also emitted as `run.finished`), the tasks in manifest order.
     pub async fn run(self, opts: &RegradeOptions, env: &BTreeMap<String, String>, redactor: &Redactor, emitter: &Emitter) -> RunTotals {
         let started = Instant::now();
+        let jobs = opts.jobs.max(1);
         emitter.emit(EventKind::RunStarted {
             version: env!("CARGO_PKG_VERSION").to_string(),
             manifests: self.run.manifests.clone(),
             task_count: self.specs.len(),
             shard: None,
-            jobs: 1,
+            jobs,
             warnings: Vec::new(),
+            config_files: Some(self.config_files.iter().map(|f| f.display().to_string()).collect()),
         });
-        let mut outcomes = Vec::with_capacity(self.specs.len());
-        for spec in &self.specs {
-            let Some(task) = self.run.tasks.iter().find(|t| t.outcome.task_id == spec.id) else { continue };
-            let outcome = if matches!(task.outcome.status, Status::Passed | Status::Failed) {
-                // The base the patch was graded on, for a reader of these results (combine).
-                emitter.task(&spec.id, 1).emit(EventKind::TaskStarted {
-                    provider: task.outcome.provider.clone(),
-                    model: task.outcome.model.clone(),
-                    isolation: Isolation::Worktree.as_str().to_string(),
-                    workdir: spec.workspace.workdir.clone(),
-                    base_commit: task.base_commit.clone(),
-                });
-                let job = Job { spec, task, run_id: &self.run.run_id, env, redactor, out: &opts.out };
-                regrade_one(&job, opts.check.as_deref()).await
-            } else {
-                TaskOutcome { carried_from: Some(self.run.run_id.clone()), ..task.outcome.clone() }
-            };
-            emitter.task(&spec.id, 1).emit(EventKind::TaskFinished(Box::new(outcome.clone())));
-            outcomes.push(outcome);
-        }
+        let each = self.specs.iter().filter_map(|spec| {
+            let task = self.run.tasks.iter().find(|t| t.outcome.task_id == spec.id)?;
+            let job = Job { spec, task, run_id: &self.run.run_id, env, redactor, out: &opts.out };
+            let graded: Pending<'_, TaskOutcome> = Box::pin(regrade_or_carry(job, opts.check.as_deref(), emitter));
+            Some(graded)
+        });
+        let outcomes = at_most(jobs, each.collect()).await;
         let totals = RunTotals::of(&outcomes, started.elapsed());
         emitter.emit(EventKind::RunFinished(totals.clone()));
         totals
     }
+}
+
+/// A boxed future of the regrade.
+type Pending<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + 'a>>;
+
+/// Runs `futures`, at most `jobs` at a time, in order of starting; their outputs in that order.
+/// (The futures borrow the regrade's data, so they are not spawned.)
+async fn at_most<T>(jobs: usize, futures: Vec<Pending<'_, T>>) -> Vec<T> {
+    use std::task::Poll;
+    let mut done: Vec<Option<T>> = futures.iter().map(|_| None).collect();
+    let mut waiting = futures.into_iter().enumerate();
+    let mut running: Vec<(usize, Pending<'_, T>)> = Vec::new();
+    std::future::poll_fn(|cx| {
+        loop {
+            running.extend(waiting.by_ref().take(jobs.saturating_sub(running.len())));
+            let before = running.len();
+            running.retain_mut(|(index, future)| match future.as_mut().poll(cx) {
+                Poll::Ready(out) => {
+                    done[*index] = Some(out);
+                    false
+                }
+                Poll::Pending => true,
+            });
+            if running.is_empty() {
+                return Poll::Ready(());
+            }
+            if running.len() == before {
+                return Poll::Pending;
+            }
+        }
+    })
+    .await;
+    done.into_iter().flatten().collect()
+}
+
+/// The task regraded when it ended `passed` or `failed`, else carried over as recorded;
+/// its `task.started` (when regraded) and `task.finished` emitted.
+async fn regrade_or_carry(job: Job<'_>, check: Option<&str>, emitter: &Emitter) -> TaskOutcome {
+    let (spec, task) = (job.spec, job.task);
+    let outcome = if matches!(task.outcome.status, Status::Passed | Status::Failed) {
+        // The base the patch was graded on, for a reader of these results (combine).
+        emitter.task(&spec.id, 1).emit(EventKind::TaskStarted {
+            provider: task.outcome.provider.clone(),
+            model: task.outcome.model.clone(),
+            isolation: Isolation::Worktree.as_str().to_string(),
+            workdir: spec.workspace.workdir.clone(),
+            base_commit: task.base_commit.clone(),
+        });
+        regrade_one(&job, check).await
+    } else {
+        TaskOutcome { carried_from: Some(job.run_id.to_string()), ..task.outcome.clone() }
+    };
+    emitter.task(&spec.id, 1).emit(EventKind::TaskFinished(Box::new(outcome.clone())));
+    outcome
 }
 
 /// One task to regrade, and what it runs with.

@@ -43,6 +43,7 @@ pub async fn run(plan: Plan, shared: Arc<Shared>, emitter: Emitter, schedule: Sc
         shard: schedule.shard.clone(),
         jobs: schedule.jobs,
         warnings: plan.warnings.clone(),
+        config_files: Some(plan.config_files.iter().map(|f| f.display().to_string()).collect()),
     });
     let setup_failed = match super::setup::run_all(&plan.tasks, &shared, &emitter).await {
         Ok(setups) => {

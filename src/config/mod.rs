@@ -2,6 +2,7 @@
 //! `dracode.toml` (or `$DRACODE_CONFIG`, or `--config`) → `dracode.local.toml` → `DRACODE_*`
 //! environment (nested with `__`) → manifest `[defaults]` → task fields → command-line flags.
 //! This module owns the first four; the manifest and the command line add the rest.
+//! `dracode.toml` is found as git and cargo find theirs ([`find_config_dir`]).
 
 mod layers;
 mod literal;
@@ -18,7 +19,7 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// The default config file, looked up in the current directory.
+/// The default config file, looked up from the current directory up ([`find_config_dir`]).
 pub const CONFIG_FILE: &str = "dracode.toml";
 /// The personal, gitignored overlay.
 pub const LOCAL_CONFIG_FILE: &str = "dracode.local.toml";
@@ -51,6 +52,10 @@ pub struct Config {
     /// Settings of `dracode run` itself (`[run]`).
     #[serde(default)]
     pub run: RunSettings,
+    /// The config files read, lowest layer first, as absolute paths; empty when none was
+    /// (built-in defaults and `DRACODE_*` variables only).
+    #[serde(skip)]
+    pub files: Vec<PathBuf>,
 }
 
 /// `[run]`: defaults of `dracode run`'s own options.
@@ -89,23 +94,46 @@ pub enum ConfigError {
 }
 
 impl Config {
-    /// Loads the layers from `dir` (the current directory), with `explicit` (from `--config`)
-    /// replacing `dracode.toml`, and `env` as the process environment.
+    /// [`Config::load_for`] with no manifest: the config found from `dir` up.
     pub fn load(dir: &Path, explicit: Option<&Path>, env: &BTreeMap<String, String>) -> Result<Config, ConfigError> {
-        let main = match explicit.map(Path::to_path_buf).or_else(|| env.get("DRACODE_CONFIG").map(PathBuf::from)) {
-            Some(path) if !path.is_file() => return Err(ConfigError::Missing(path)),
-            Some(path) => path,
-            None => dir.join(CONFIG_FILE),
+        Config::load_for(dir, &[], explicit, env)
+    }
+
+    /// Loads the layers for a command run in `dir` (the current directory) on `manifests`:
+    /// `explicit` (from `--config`, else `$DRACODE_CONFIG`) replaces `dracode.toml`; without
+    /// it, `dracode.toml` is looked up by [`find_config_dir`] from `dir`, else from each
+    /// manifest's folder. `dracode.local.toml` is read beside the `dracode.toml` found (in `dir`
+    /// with `explicit` or when none is found); `env` is the process environment.
+    pub fn load_for(
+        dir: &Path,
+        manifests: &[PathBuf],
+        explicit: Option<&Path>,
+        env: &BTreeMap<String, String>,
+    ) -> Result<Config, ConfigError> {
+        let dir = &dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+        let (main, local_dir) = match explicit.map(Path::to_path_buf).or_else(|| env.get("DRACODE_CONFIG").map(PathBuf::from)) {
+            Some(path) if !dir.join(&path).is_file() => return Err(ConfigError::Missing(path)),
+            Some(path) => (dir.join(&path).canonicalize().unwrap_or_else(|_| dir.join(path)), dir.clone()),
+            None => {
+                let home = env.get("HOME").map(|h| Path::new(h).canonicalize().unwrap_or_else(|_| PathBuf::from(h)));
+                let mut starts =
+                    std::iter::once(dir.clone()).chain(manifests.iter().filter_map(|m| dir.join(m).parent()?.canonicalize().ok()));
+                let found = starts.find_map(|start| find_config_dir(&start, home.as_deref()));
+                let folder = found.unwrap_or_else(|| dir.clone());
+                (folder.join(CONFIG_FILE), folder)
+            }
         };
+        let local = local_dir.join(LOCAL_CONFIG_FILE);
         let mut layers = Layers::default();
         layers.add_file(&main, dir)?;
-        layers.add_file(&dir.join(LOCAL_CONFIG_FILE), dir)?;
+        layers.add_file(&local, dir)?;
         layers.add_env(env, "DRACODE_", CONFIG_ENV_ROOTS);
         let mut config: Config = layers.extract()?;
         check_defaults(&layers)?;
         provider::check_wire_apis(&layers, &config.providers)?;
         config.expand(env);
         config.fold_mcp_servers(main.strip_prefix(dir).unwrap_or(&main))?;
+        config.files = [main, local].into_iter().filter(|f| f.is_file()).collect();
         Ok(config)
     }
 
@@ -183,6 +211,28 @@ impl Config {
             }
         }
         names
+    }
+}
+
+/// The folder whose `dracode.toml` a command started in `start` (an absolute path) uses, as
+/// git and cargo find theirs: `start`, then each folder above it, up to the repository's root
+/// (the first folder holding `.git`, included); outside a repository up to `home` or the
+/// filesystem's root (neither included, unless the search starts there; it never goes above
+/// `home`). `None` when no folder on the way holds one.
+pub fn find_config_dir(start: &Path, home: Option<&Path>) -> Option<PathBuf> {
+    let mut folder = start;
+    loop {
+        if folder.join(CONFIG_FILE).is_file() {
+            return Some(folder.to_path_buf());
+        }
+        if folder.join(".git").exists() || Some(folder) == home {
+            return None;
+        }
+        let parent = folder.parent()?;
+        if Some(parent) == home || parent.parent().is_none() {
+            return None;
+        }
+        folder = parent;
     }
 }
 

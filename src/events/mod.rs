@@ -49,6 +49,9 @@ pub enum EventKind {
         jobs: usize,
         /// The plan's warnings (shown in summary.md).
         warnings: Vec<String>,
+        /// The config files read, lowest layer first (absolute paths); empty when none was,
+        /// `None` for a run put together by `dracode merge`.
+        config_files: Option<Vec<String>>,
     },
     /// A task attempt began.
     TaskStarted {

@@ -113,7 +113,7 @@ pub fn to_wire(event: &Event, seq: u64, run_id: &str, shard: Option<&str>) -> Wi
 
 /// The `run.started` line of a [`EventKind::RunStarted`] event (its shard fills the header's).
 fn run_started(mut header: Header, kind: &EventKind) -> WireEvent {
-    let EventKind::RunStarted { version, manifests, task_count, shard, jobs, warnings } = kind else {
+    let EventKind::RunStarted { version, manifests, task_count, shard, jobs, warnings, config_files } = kind else {
         unreachable!("run_started is given run.started events only")
     };
     header.shard = header.shard.or_else(|| shard.clone());
@@ -124,6 +124,7 @@ fn run_started(mut header: Header, kind: &EventKind) -> WireEvent {
         task_count: *task_count,
         jobs: *jobs,
         warnings: warnings.clone(),
+        config_files: config_files.clone(),
         merged_from: None,
     }
 }
@@ -497,13 +498,15 @@ mod tests {
                 shard: Some("1/2".into()),
                 jobs: 2,
                 warnings: Vec::new(),
+                config_files: Some(vec!["/repo/dracode.toml".into()]),
             },
         ));
         assert_eq!(
             v,
             json!({"type": "run.started", "schema_version": 1, "seq": 7,
                 "ts": "2023-11-14T22:13:20.123Z", "run_id": "run-1", "shard": "1/2",
-                "version": "0.1.0", "manifests": ["tasks.toml"], "task_count": 3, "jobs": 2})
+                "version": "0.1.0", "manifests": ["tasks.toml"], "task_count": 3, "jobs": 2,
+                "config_files": ["/repo/dracode.toml"]})
         );
     }
 
@@ -516,14 +519,16 @@ mod tests {
             shard: None,
             jobs: 1,
             warnings: vec!["w1".into()],
+            config_files: Some(Vec::new()),
         };
         let v = line(&event(None, kind));
         assert_eq!(v["warnings"], json!(["w1"]));
-        // A file of an older version has no `warnings`.
+        assert_eq!(v["config_files"], json!([]), "no config file read: an empty list, not absent");
+        // A file of an older version has no `warnings` (nor `config_files`).
         let old = json!({"type": "run.started", "schema_version": 1, "seq": 1, "ts": "2023-11-14T22:13:20.123Z",
             "run_id": "r", "version": "0.1.0", "manifests": [], "task_count": 1, "jobs": 1});
-        let WireEvent::RunStarted { warnings, .. } = serde_json::from_value(old).unwrap() else { panic!("not run.started") };
-        assert!(warnings.is_empty());
+        let WireEvent::RunStarted { warnings, config_files, .. } = serde_json::from_value(old).unwrap() else { panic!("not run.started") };
+        assert!(warnings.is_empty() && config_files.is_none());
     }
 
     #[test]

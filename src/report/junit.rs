@@ -386,6 +386,7 @@ mod tests {
                     shard: None,
                     jobs: 2,
                     warnings: Vec::new(),
+                    config_files: None,
                 },
             ))
             .unwrap();

@@ -504,6 +504,7 @@ impl MergedRun {
             shard: None,
             jobs: self.jobs,
             warnings: self.warnings.clone(),
+            config_files: None,
         }
     }
 }
@@ -749,6 +750,7 @@ mod tests {
                 shard: shard.map(str::to_string),
                 jobs: 2,
                 warnings: Vec::new(),
+                config_files: Some(Vec::new()),
             },
         }];
         for o in tasks {

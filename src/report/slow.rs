@@ -6,14 +6,16 @@
 //!    SLOW  [3/6] docs-mul  running 1m00s  4 turns  12,345 tok  $0.0123 so far
 //! ```
 //!
-//! Events arrive only when something happens, so a thread of its own looks at the clock.
+//! Events arrive only when something happens, so a thread of its own looks at the clock. It
+//! waits on a condition variable, not in a sleep: stopped at the end of a run, it ends at once
+//! rather than after its tick (a CI run would pay up to a second at exit).
 
 use super::{human_cost, human_duration, thousands};
 use crate::llm::Usage;
 use crate::llm::prices::PriceTable;
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// The environment variable that sets [`SlowPolicy::first`] (a duration, `2s`); for tests.
@@ -64,25 +66,29 @@ struct State {
     stopped: bool,
 }
 
+/// The state and the condition variable that wakes the watch thread when it is stopped.
+type Shared = (Mutex<State>, Condvar);
+
 /// Watches the running tasks and writes their `SLOW` lines.
 pub struct SlowWatch {
     first: Duration,
-    state: Arc<Mutex<State>>,
+    state: Arc<Shared>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl SlowWatch {
     /// Starts watching: lines go to `writer`, costs come from `prices`.
     pub fn start(policy: SlowPolicy, writer: SharedWriter, prices: PriceTable) -> SlowWatch {
-        let state = Arc::new(Mutex::new(State { running: BTreeMap::new(), stopped: false }));
+        let state: Arc<Shared> = Arc::new((Mutex::new(State { running: BTreeMap::new(), stopped: false }), Condvar::new()));
         let shared = state.clone();
         let tick = (policy.first / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
         let thread = std::thread::Builder::new()
             .name("dracode-slow".into())
             .spawn(move || {
+                let (lock, wake) = &*shared;
+                let mut state = lock.lock().unwrap_or_else(PoisonError::into_inner);
                 loop {
-                    std::thread::sleep(tick);
-                    let mut state = shared.lock().unwrap_or_else(PoisonError::into_inner);
+                    state = wake.wait_timeout_while(state, tick, |s| !s.stopped).unwrap_or_else(PoisonError::into_inner).0;
                     if state.stopped {
                         return;
                     }
@@ -99,7 +105,7 @@ impl SlowWatch {
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
-        f(&mut self.state.lock().unwrap_or_else(PoisonError::into_inner))
+        f(&mut self.state.0.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
     /// Task `id` (shown as `label`, `[3/6] docs-mul`) started an attempt with `model`.
@@ -147,6 +153,7 @@ impl Running {
 impl Drop for SlowWatch {
     fn drop(&mut self) {
         self.with(|s| s.stopped = true);
+        self.state.1.notify_all();
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }

@@ -365,8 +365,15 @@ mod tests {
         let mut reporter = SummaryReporter::new(&path, Arc::new(Redactor::new(["sk_live_secret_1234".to_string()])));
         let warnings =
             vec!["commands of 2 task(s) ran unconfined (sandbox = \"off\")".to_string(), "key sk_live_secret_1234 <b>".to_string()];
-        let started =
-            EventKind::RunStarted { version: "0.1.0".into(), manifests: Vec::new(), task_count: 1, shard: None, jobs: 1, warnings };
+        let started = EventKind::RunStarted {
+            version: "0.1.0".into(),
+            manifests: Vec::new(),
+            task_count: 1,
+            shard: None,
+            jobs: 1,
+            warnings,
+            config_files: None,
+        };
         reporter.on_event(&event(None, started)).unwrap();
         reporter.on_event(&finished(outcome("alpha", Status::Passed))).unwrap();
         reporter.finish().unwrap();

@@ -94,6 +94,7 @@ pub fn sample_run() -> Vec<Event> {
                 shard: None,
                 jobs: 1,
                 warnings: Vec::new(),
+                config_files: None,
             },
         ),
         event(

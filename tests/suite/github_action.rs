@@ -421,6 +421,44 @@ fn install_of_an_unknown_version_fails_unless_the_source_is_that_version() {
     assert_eq!(build_notices(&text), 1, "said in one line: {text}");
 }
 
+/// An HTTP server on 127.0.0.1 answering every request with `404 Not Found`, for as long as
+/// the test runs; its base URL.
+fn not_found_server() -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf);
+            let _ = stream.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\nConnection: close\r\n\r\nNot Found");
+        }
+    });
+    url
+}
+
+/// A network failure is not a missing release: it fails the step naming the network (nothing
+/// built); a 404 is a missing asset, built from source as before.
+#[test]
+fn install_tells_a_network_failure_from_a_missing_release_asset() {
+    let tmp = tempfile::tempdir().unwrap();
+    let target = "x86_64-unknown-linux-musl";
+    let dir = tmp.path().join("tool").display().to_string();
+    // A port nothing listens on: bound, then closed.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let unreachable = format!("http://{closed}/releases");
+    let (code, text, o) = install(tmp.path(), &["fetch", "v9.9.9", target, &dir], &[("DRACODE_RELEASE_URL", &unreachable)]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("::error title=dracode action::cannot download"), "{text}");
+    assert!(text.contains("network"), "{text}");
+    assert!(!text.contains("no release asset") && !o.contains_key("method"), "not taken for a missing asset: {text}");
+
+    let (code, text, o) = install(tmp.path(), &["fetch", "v9.9.9", target, &dir], &[("DRACODE_RELEASE_URL", &not_found_server())]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("no release asset") && text.contains("HTTP 404"), "{text}");
+    assert_eq!(o["method"], "cargo", "{text}");
+}
+
 fn yaml(path: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{} is not valid YAML: {e}", path.display()))

@@ -6,6 +6,8 @@ mod attack_processes;
 mod attacks;
 mod change_record;
 mod ci_native;
+mod cli_polish;
+mod config_discovery;
 mod config_env;
 mod context_window;
 mod copilot_auth;

@@ -71,6 +71,12 @@ pub enum WireEvent {
         /// files of older versions).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         warnings: Vec<String>,
+        /// The config files the run read (`dracode.toml` as found or given, then
+        /// `dracode.local.toml`), absolute paths, lowest layer first; `[]` when none was (built-in
+        /// defaults and `DRACODE_*` variables only). Absent in files of older versions and in a
+        /// merged file.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        config_files: Option<Vec<String>>,
         /// Only in a file written by `dracode merge`: the outputs it joins, in the order their
         /// lines follow.
         #[serde(default, skip_serializing_if = "Option::is_none")]

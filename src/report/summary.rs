@@ -48,18 +48,50 @@ pub struct SummaryReporter {
     outcomes: Vec<TaskOutcome>,
     totals: Option<RunTotals>,
     warnings: Vec<String>,
+    /// How each of the batch's setups ended.
+    setups: Vec<crate::events::SetupReport>,
     step_summary: Option<PathBuf>,
 }
 
 impl SummaryReporter {
     /// A reporter that will write `path` (atomically).
     pub fn new(path: impl Into<PathBuf>, redactor: Arc<Redactor>) -> Self {
-        SummaryReporter { path: path.into(), redactor, outcomes: Vec::new(), totals: None, warnings: Vec::new(), step_summary: None }
+        SummaryReporter {
+            path: path.into(),
+            redactor,
+            outcomes: Vec::new(),
+            totals: None,
+            warnings: Vec::new(),
+            setups: Vec::new(),
+            step_summary: None,
+        }
     }
 
     /// This reporter, also appending the summary to `target` (`$GITHUB_STEP_SUMMARY`).
     pub fn with_step_summary(self, target: Option<PathBuf>) -> Self {
         SummaryReporter { step_summary: target, ..self }
+    }
+
+    /// One line per setup of the batch: its command, time and outputs, or why it failed and the
+    /// end of its output.
+    fn setup_section(&self, md: &mut String) {
+        for setup in &self.setups {
+            let command = clean_text(&self.redactor, &setup.command);
+            let took = human_duration(setup.duration);
+            match &setup.error {
+                None => {
+                    let outputs: Vec<String> = setup.outputs.iter().map(|o| format!("`{}`", escape_cell(o))).collect();
+                    let _ = writeln!(md, "\n**Setup** `{}` passed in {took}; every task got {}", escape_cell(&command), outputs.join(", "));
+                }
+                Some(why) => {
+                    let why = clean_text(&self.redactor, why);
+                    let _ = writeln!(md, "\n**Setup** `{}` failed after {took}: {}", escape_cell(&command), escape_cell(&why));
+                    let tail: Vec<&str> = setup.output_tail.lines().rev().take(TAIL_LINES).collect();
+                    let tail: Vec<&str> = tail.into_iter().rev().collect();
+                    let _ = writeln!(md, "\n```\n{}\n```", clean_text(&self.redactor, &tail.join("\n")).replace("```", "'''"));
+                }
+            }
+        }
     }
 
     /// The Markdown text.
@@ -74,6 +106,7 @@ impl SummaryReporter {
                 let _ = writeln!(md, "- {}", escape_cell(&clean_text(&self.redactor, warning)));
             }
         }
+        self.setup_section(&mut md);
         if outcomes.is_empty() {
             return md;
         }
@@ -239,6 +272,7 @@ impl Reporter for SummaryReporter {
             }
             EventKind::RunFinished(totals) => self.totals = Some(totals.clone()),
             EventKind::RunStarted { warnings, .. } => self.warnings.clone_from(warnings),
+            EventKind::SetupFinished(report) => self.setups.push((**report).clone()),
             _ => {}
         }
         Ok(())

@@ -829,7 +829,10 @@ fn reports_to(log: &Arc<NetworkLog>) -> crate::sandbox::incidents::ReportSink {
     let log = log.clone();
     sink.listen(move |report| {
         if let crate::sandbox::incidents::Report::NetworkDenied { host, port, command } = report {
-            log.denied(host, *port, Some(command), None);
+            // The broker reports a refused datagram socket as `udp`: what a name lookup opens.
+            let reason =
+                (host == "udp" && *port == 0).then_some("a UDP socket, as a name lookup (DNS) opens: commands have no direct network");
+            log.denied(host, *port, Some(command), reason);
         }
     });
     sink

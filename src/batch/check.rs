@@ -104,8 +104,9 @@ const REFUSAL_LINES: usize = 20;
 
 /// The message for the first absolute path that a "Permission denied" line among the last
 /// [`REFUSAL_LINES`] of `output` names and that the sandbox really refuses: it exists, dracode
-/// (unconfined) can open it, and `policy` does not let commands read it.
-fn refused_read(output: &str, policy: &Policy) -> Option<String> {
+/// (unconfined) can open it, and `policy` does not let commands read it. Also said of an MCP
+/// server that failed to start (its stderr is in `output`).
+pub fn refused_read(output: &str, policy: &Policy) -> Option<String> {
     if !policy.is_enforced() {
         return None;
     }

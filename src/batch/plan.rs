@@ -139,6 +139,7 @@ pub fn plan(args: &RunArgs, cwd: &Path, env: &BTreeMap<String, String>) -> Resul
     warnings.extend(dirty_warnings(&specs));
     warnings.extend(sandbox_warnings(&specs));
     warnings.extend(allowlist_warnings(&specs));
+    warnings.extend(read_grant_warnings(&specs, env));
     Ok(Plan {
         cache: args.cache.clone().or(config.run.cache.clone()).map(|dir| cwd.join(dir)),
         config_files: config.files.clone(),
@@ -543,6 +544,26 @@ fn dirty_warnings(tasks: &[TaskSpec]) -> Vec<String> {
 fn sandbox_warnings(tasks: &[TaskSpec]) -> Option<String> {
     let off = tasks.iter().filter(|t| t.sandbox == crate::sandbox::SandboxMode::Off).count();
     (off > 0).then(|| format!("commands of {off} task(s) ran unconfined (sandbox = \"off\")"))
+}
+
+/// What the confined tasks' read allowlists make readable through PATH that the user should
+/// know ([`crate::sandbox::ReadSet::warnings`]), each once.
+fn read_grant_warnings(tasks: &[TaskSpec], env: &BTreeMap<String, String>) -> Vec<String> {
+    let runner_temp = env.get("RUNNER_TEMP").filter(|v| !v.is_empty()).map(PathBuf::from);
+    let (mut warnings, mut seen): (Vec<String>, Vec<BTreeMap<String, String>>) = (Vec::new(), Vec::new());
+    for spec in tasks.iter().filter(|t| t.sandbox != crate::sandbox::SandboxMode::Off) {
+        let allowed = crate::secrets::child_env(env.iter().map(|(k, v)| (k.clone(), v.clone())), &spec.env_passthrough, &spec.env);
+        if seen.contains(&allowed) {
+            continue;
+        }
+        seen.push(allowed.clone());
+        for warning in crate::sandbox::ReadSet::resolve(&allowed, runner_temp.as_deref()).warnings {
+            if !warnings.contains(&warning) {
+                warnings.push(warning);
+            }
+        }
+    }
+    warnings
 }
 
 /// A warning when tasks with an egress allowlist run unconfined: their commands get the proxy

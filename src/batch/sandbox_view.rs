@@ -5,7 +5,10 @@
 //! # Output (plain text, stable)
 //! A few `key: value` lines (`task`, `mode`, `network`, `workspace`, `tmpdir`), then one section
 //! per list — `read:`, `write:`, `hidden:`, `unix-sockets:`, `limits:`, `env:` — each followed by
-//! its entries (`env:` holds the cache variables and `GIT_CONFIG_GLOBAL`), one a line, indented by two spaces, sorted. The workspace (except with
+//! its entries (`env:` holds the cache variables and `GIT_CONFIG_GLOBAL`), one a line, indented by two spaces, sorted;
+//! each `read:` entry is followed by two spaces and its reason in parentheses (`/usr  (the
+//! system)`, `/opt/x/lib  (the toolchain layout beside /opt/x/bin on PATH)`). A `warning:` line
+//! before the lists says what a PATH entry opens, as `dracode run` warns. The workspace (except with
 //! `isolation = "none"`) and the TMPDIR are made when the task runs: their names here hold the
 //! placeholder `<pid>-<random>`, and the lines that mention them say so.
 
@@ -29,6 +32,7 @@ pub fn describe(spec: &TaskSpec, env: &BTreeMap<String, String>, out: &Path) -> 
     let root = if made_later { temp.join(format!("{TASK_DIR_PREFIX}{PLACEHOLDER}")).join("ws") } else { spec.workspace.repo.clone() };
     let paths = SandboxPaths::planned(&spec.workspace.repo, spec.workspace.isolation, &root);
     let workspace = paths.writable.first().cloned().unwrap_or(root);
+    let git_data = paths.readable.clone();
     let layout = CommandLayout { workspace: workspace.clone(), tmp_dir: tmp_dir.clone(), paths, proxy: None };
     let allowed = crate::secrets::child_env(env.iter().map(|(k, v)| (k.clone(), v.clone())), &spec.env_passthrough, &spec.env);
     let policy = command_policy(spec, &layout, &allowed, &SharedPaths::new(Some(out), env));
@@ -37,10 +41,29 @@ pub fn describe(spec: &TaskSpec, env: &BTreeMap<String, String>, out: &Path) -> 
         caches = crate::sandbox::cache_vars(&tmp_dir, &allowed, spec.network.is_on());
         caches.insert(crate::sandbox::GIT_CONFIG_VAR.into(), crate::sandbox::git_config_path(&tmp_dir).display().to_string());
     }
-    render(spec, &policy, &workspace, made_later, &caches)
+    let runner_temp = env.get("RUNNER_TEMP").filter(|v| !v.is_empty()).map(PathBuf::from);
+    let reads = crate::sandbox::ReadSet::resolve(&allowed, runner_temp.as_deref());
+    let mut why = reads.reasons;
+    why.extend(git_data.into_iter().map(|p| (p, "the repository's objects the workspace borrows".to_string())));
+    why.extend(spec.read_paths.iter().map(|p| (p.clone(), "read_paths".to_string())));
+    why.insert(workspace.clone(), "the workspace".into());
+    why.insert(tmp_dir, "the task's TMPDIR".into());
+    let view = View { workspace: &workspace, made_later, caches: &caches, why: &why, warnings: &reads.warnings };
+    render(spec, &policy, &view)
 }
 
-fn render(spec: &TaskSpec, policy: &Policy, workspace: &Path, made_later: bool, caches: &BTreeMap<String, String>) -> String {
+/// What [`render`] shows besides the policy.
+struct View<'a> {
+    workspace: &'a Path,
+    made_later: bool,
+    caches: &'a BTreeMap<String, String>,
+    /// The reason of each readable path.
+    why: &'a BTreeMap<PathBuf, String>,
+    warnings: &'a [String],
+}
+
+fn render(spec: &TaskSpec, policy: &Policy, view: &View<'_>) -> String {
+    let (workspace, made_later, caches) = (view.workspace, view.made_later, view.caches);
     let later = " (made when the task runs)";
     let mut text = String::new();
     let _ = writeln!(text, "task: {} ({})", spec.id, spec.manifest.display());
@@ -51,8 +74,12 @@ fn render(spec: &TaskSpec, policy: &Policy, workspace: &Path, made_later: bool, 
     if !policy.is_enforced() {
         let _ = writeln!(text, "note: sandbox = \"off\": commands run unconfined, the lists below are not enforced");
     }
+    for warning in view.warnings {
+        let _ = writeln!(text, "warning: {warning}");
+    }
     let writable: Vec<PathBuf> = policy.writable_roots().into_iter().map(Path::to_path_buf).collect();
-    section(&mut text, "read", policy.readable.iter().chain(&writable).map(|p| p.display().to_string()));
+    let reason = |p: &PathBuf| view.why.get(p).map_or("writable", String::as_str).to_string();
+    section(&mut text, "read", policy.readable.iter().chain(&writable).map(|p| format!("{}  ({})", p.display(), reason(p))));
     section(&mut text, "write", policy.writable_roots().iter().map(|p| p.display().to_string()));
     section(&mut text, "hidden", policy.hidden.iter().map(|p| p.display().to_string()));
     section(&mut text, "unix-sockets", policy.unix_sockets.iter().map(|p| p.display().to_string()));

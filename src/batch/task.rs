@@ -449,7 +449,7 @@ async fn prepare(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Result<
     let commands = Commands { env: child_env.clone(), tmp_dir: task_temp.tmp(), confine: confine.clone(), network_log };
     let tool_ctx = tool_context(spec, &workspace, commands, emitter).map_err(TaskError::internal)?;
     let registry = Registry::with_names(&spec.tools).map_err(|name| TaskError::internal(format!("unknown tool {name:?}")))?;
-    let shared_tools = run_scope_tools(spec, shared)?;
+    let shared_tools = run_scope_tools(spec, shared, Some(confine.as_ref()))?;
     let mcp = start_mcp_servers(spec, shared, &tool_ctx).await?;
     let registry = registry.with_mcp(shared_tools).with_mcp(mcp.tools());
     let kit = AgentKit { provider, child_env, confine, tool_ctx, registry, mcp, _proxy: proxy, _task_temp: task_temp };
@@ -522,19 +522,30 @@ async fn start_mcp_servers(spec: &TaskSpec, shared: &Shared, ctx: &ToolContext) 
     };
     crate::mcp::McpServers::start(&own, &launch, &spec.tools)
         .await
-        .map_err(|e| TaskError::new(FailureKind::Tool, shared.redactor.redact(&e).into_owned()))
+        .map_err(|e| TaskError::new(FailureKind::Tool, shared.redactor.redact(&with_read_hint(e, ctx.confine.as_deref())).into_owned()))
+}
+
+/// `message` of an MCP server that failed, followed by what the sandbox refused it when its
+/// stderr names a path outside what the task's commands may read ([`super::check::refused_read`]).
+fn with_read_hint(message: String, confine: Option<&Policy>) -> String {
+    match confine.and_then(|policy| super::check::refused_read(&message, policy)) {
+        Some(hint) => format!("{message}; {hint}"),
+        None => message,
+    }
 }
 
 /// The tools of the task's `scope = "run"` servers, started by the runner; one that did not
 /// start fails the attempt, kind `tool`, as a task-scope server would.
-fn run_scope_tools(spec: &TaskSpec, shared: &Shared) -> Result<Vec<Arc<crate::mcp::McpTool>>, TaskError> {
+fn run_scope_tools(spec: &TaskSpec, shared: &Shared, confine: Option<&Policy>) -> Result<Vec<Arc<crate::mcp::McpTool>>, TaskError> {
     let mut tools = Vec::new();
     for (name, config) in spec.mcp_servers.iter().filter(|(_, c)| c.scope == Some(McpScope::Run)) {
         let found = match shared.run_mcp.get() {
             Some(servers) => servers.tools(name, config),
             None => Err(format!("MCP server {name:?} (scope \"run\") was not started for this run")),
         };
-        tools.extend(found.map_err(|e| TaskError::new(FailureKind::Tool, shared.redactor.redact(&e).into_owned()))?);
+        tools.extend(
+            found.map_err(|e| TaskError::new(FailureKind::Tool, shared.redactor.redact(&with_read_hint(e, confine)).into_owned()))?,
+        );
     }
     Ok(tools)
 }
@@ -862,7 +873,10 @@ fn reports_to(log: &Arc<NetworkLog>) -> crate::sandbox::incidents::ReportSink {
     let log = log.clone();
     sink.listen(move |report| {
         if let crate::sandbox::incidents::Report::NetworkDenied { host, port, command } = report {
-            log.denied(host, *port, Some(command), None);
+            // The broker reports a refused datagram socket as `udp`: what a name lookup opens.
+            let reason =
+                (host == "udp" && *port == 0).then_some("a UDP socket, as a name lookup (DNS) opens: commands have no direct network");
+            log.denied(host, *port, Some(command), reason);
         }
     });
     sink

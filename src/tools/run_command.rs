@@ -216,7 +216,34 @@ async fn run(ctx: &ToolContext, args: Args) -> Result<String, ToolError> {
         text.push('\n');
     }
     text.push_str(&finished.status_line(limit));
+    text.push_str(&network_note(&finished.reports));
     Ok(text)
+}
+
+/// A line telling the model the sandbox refused the command's network access, naming what (a
+/// UDP socket is how a name lookup starts: with the network off a DNS failure is this), or
+/// nothing.
+fn network_note(reports: &[crate::sandbox::incidents::Report]) -> String {
+    let mut refused: Vec<String> = Vec::new();
+    for report in reports {
+        if let crate::sandbox::incidents::Report::NetworkDenied { host, port, .. } = report {
+            let what = match (host.as_str(), port) {
+                ("udp", 0) => "a UDP socket (a name lookup)".to_string(),
+                (host, 0) => host.to_string(),
+                (host, port) => format!("{host}:{port}"),
+            };
+            if !refused.contains(&what) {
+                refused.push(what);
+            }
+        }
+    }
+    if refused.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\n[dracode: the sandbox refused this command's network access ({}): the task's `network` setting decides what commands may reach, and without network a name lookup (DNS) fails too]",
+        refused.join(", ")
+    )
 }
 
 pub(crate) fn spawn_error(err: &std::io::Error, program: &str, shell: bool) -> ToolError {

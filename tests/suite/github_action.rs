@@ -89,7 +89,7 @@ fn run_step(dir: &Path, inputs: &[(&str, &str)]) -> Step {
 }
 
 /// `$GITHUB_OUTPUT` as the runner reads it: `name=value` and `name<<DELIMITER` blocks.
-fn parse_outputs(text: &str) -> BTreeMap<String, String> {
+pub(super) fn parse_outputs(text: &str) -> BTreeMap<String, String> {
     let mut map = BTreeMap::new();
     let mut lines = text.lines();
     while let Some(line) = lines.next() {
@@ -104,7 +104,7 @@ fn parse_outputs(text: &str) -> BTreeMap<String, String> {
     map
 }
 
-fn quickstart_copy(dir: &Path, check: &str) -> String {
+pub(super) fn quickstart_copy(dir: &Path, check: &str) -> String {
     let ex = dir.join("ex");
     std::fs::create_dir_all(&ex).unwrap();
     assert!(Command::new("cp").arg("-R").arg(crate_root().join("examples/quickstart")).arg(&ex).status().unwrap().success());
@@ -459,7 +459,7 @@ fn install_tells_a_network_failure_from_a_missing_release_asset() {
     assert_eq!(o["method"], "cargo", "{text}");
 }
 
-fn yaml(path: &Path) -> serde_json::Value {
+pub(super) fn yaml(path: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{} is not valid YAML: {e}", path.display()))
 }
@@ -570,6 +570,7 @@ fn the_nightly_merge_step_fails_the_job_on_a_missing_shard_but_not_on_a_failed_t
             .env_clear()
             .env("PATH", path)
             .env("HOME", work.path())
+            .env("RUNNER_TEMP", work.path())
             .env("GITHUB_STEP_SUMMARY", &summary)
             .output()
             .unwrap();

@@ -370,3 +370,38 @@ async fn a_run_scope_server_that_cannot_start_fails_each_task_that_uses_it_as_a_
     assert_ne!(code, 0);
     assert!(server.requests().is_empty());
 }
+
+/// Issue 29: a stdio server whose own files lie outside what the task's commands may read dies
+/// on a refused read; the task's failure names the path and `read_paths`, not just the
+/// server's stack trace.
+#[tokio::test(flavor = "multi_thread")]
+async fn sandbox_an_mcp_server_refused_a_read_of_its_own_files_names_the_path_and_read_paths() {
+    if !crate::support::sandbox::supported() {
+        return;
+    }
+    let (tmp, _repo) = project();
+    let files = tmp.path().canonicalize().unwrap().join("server-files");
+    std::fs::create_dir_all(&files).unwrap();
+    let script = files.join("server.py");
+    std::fs::copy(crate::support::cli::crate_root().join("tests/fixtures/mcp/scripted_server.py"), &script).unwrap();
+    let server = OpenAiServer::start(vec![ScriptedReply::text("never asked", Tokens::new(1, 1))]).await;
+    let servers = format!("[mcp_servers.s]\ncommand = \"python3\"\nargs = [{:?}]\n", script.display().to_string());
+    std::fs::write(
+        tmp.path().join("dracode.toml"),
+        format!("provider = \"mock\"\n[providers.mock]\ntype = \"openai\"\nbase_url = \"{}\"\nmodel = \"gpt-4o\"\n", server.base_url()),
+    )
+    .unwrap();
+    std::fs::write(tmp.path().join("tasks.toml"), format!("{servers}{TASK}")).unwrap();
+    let (_code, stderr, all) = run(tmp.path()).await;
+    let task = finished(&all, "t");
+    assert_eq!(task["error"]["kind"], "tool", "{stderr}");
+    let message = task["error"]["message"].as_str().unwrap();
+    assert!(message.starts_with("MCP server \"s\" failed to start: "), "{message}");
+    let hint = format!(
+        "the sandbox refused it a read of `{}`, outside what the task's commands may read (add `{}` to the task's `read_paths`)",
+        script.display(),
+        files.display()
+    );
+    assert!(message.contains(&hint), "no read_paths hint in: {message}");
+    assert!(server.requests().is_empty(), "the model was called although the task could not start");
+}

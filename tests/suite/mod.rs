@@ -53,3 +53,4 @@ mod streaming;
 mod structured_output;
 mod tool_policy;
 mod verdicts;
+mod workflow_replay;

@@ -56,3 +56,30 @@ async fn sandbox_blocks_the_network_unless_allowed() {
     }
     assert_eq!(accepted.load(Ordering::SeqCst), 1);
 }
+
+/// Issue 29: a name lookup with the network off is reported like a refused connection — a
+/// `network.denied` event naming the command, counted in `task.finished` — and the model is told
+/// why its lookup failed.
+#[test]
+fn sandbox_a_name_lookup_with_the_network_off_is_reported_and_explained() {
+    if !supported() {
+        return;
+    }
+    let s = super::attacks::Scenario::new();
+    let commands = [
+        "getent hosts example.invalid; echo rc=$?".to_string(),
+        "python3 -c \"import socket; socket.getaddrinfo('example.com', 80)\" 2>&1 | tail -n 1".to_string(),
+    ];
+    let r = s.run("lookup", &commands, "", &[], &[]);
+    r.assert_finished("passed");
+    let denied: Vec<&serde_json::Value> = r.events.iter().filter(|e| e["type"] == "network.denied").collect();
+    let getent = denied.iter().find(|e| e["command"].as_str().is_some_and(|c| c.contains("getent hosts example.invalid")));
+    let getent = getent.unwrap_or_else(|| panic!("no network.denied for the lookup: {denied:?}\n{}", r.all_output()));
+    assert!(getent["reason"].as_str().is_some_and(|why| why.contains("name lookup")), "{getent}");
+    let finished = crate::support::cli::finished(&r.events, "attack");
+    assert!(finished["network_denied"].as_u64().is_some_and(|n| n >= 1), "{finished}");
+    let out = r.outputs();
+    for (i, output) in out.iter().enumerate().take(2) {
+        assert!(output.contains("[dracode: the sandbox refused") && output.contains("name lookup"), "command {i}: {output}");
+    }
+}

@@ -46,6 +46,53 @@ fn sandbox_reads_hide_runner_temp_and_home_but_grant_read_paths() {
     r.assert_nowhere(token);
 }
 
+/// Issue 29: dracode installed in `DIR/bin` and on PATH does not open `DIR` (other runs'
+/// transcripts, a secret beside it): commands read the bin folder and the layout beside it
+/// (`lib`), the tool still runs, and the run and `dracode sandbox` say what was left out.
+#[test]
+fn sandbox_a_bin_folder_on_path_opens_only_its_toolchain_layout_and_says_so() {
+    if !supported() {
+        return;
+    }
+    let s = Scenario::new();
+    let dir = s.root.join("install");
+    for sub in ["bin", "lib", "runs/night-1/transcripts"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+    }
+    std::fs::copy(env!("CARGO_BIN_EXE_dracode"), dir.join("bin/dracode")).unwrap();
+    std::fs::write(dir.join("secret"), "install-secret-5e1d\n").unwrap();
+    std::fs::write(dir.join("runs/night-1/transcripts/t.json"), "transcript-marker-90ab\n").unwrap();
+    std::fs::write(dir.join("lib/helper.txt"), "lib-marker-11c2\n").unwrap();
+    let d = dir.display();
+    let commands = [
+        format!("cat {d}/secret 2>&1; echo rc=$?"),
+        format!("cat {d}/runs/night-1/transcripts/t.json 2>&1; echo rc=$?"),
+        format!("cat {d}/lib/helper.txt; dracode --version; echo rc=$?"),
+    ];
+    let path = format!("{d}/bin:{}", std::env::var("PATH").unwrap_or_default());
+    let r = s.run("pathbin", &commands, "", &[("PATH", &path)], &[]);
+    r.assert_finished("passed");
+    let out = r.outputs();
+    for (i, what) in ["the secret beside the bin folder", "another run's transcript"].iter().enumerate() {
+        assert_ne!(value_of(out[i], "rc").as_deref(), Some("0"), "{what} was readable: {}", out[i]);
+        assert!(out[i].contains("Permission denied"), "{what}: {}", out[i]);
+    }
+    r.assert_nowhere("install-secret-5e1d");
+    r.assert_nowhere("transcript-marker-90ab");
+    assert!(out[2].contains("lib-marker-11c2") && value_of(out[2], "rc").as_deref() == Some("0"), "the layout and the tool: {}", out[2]);
+    let warning = format!("PATH entry {d}/bin: {d} holds more than a toolchain (runs, secret), so commands may read only its bin, lib");
+    assert!(r.stderr.contains(&format!("warning: {warning}")) && r.stderr.contains("read_paths"), "{}", r.stderr);
+    let started = r.events.iter().find(|e| e["type"] == "run.started").unwrap();
+    assert!(started["warnings"].as_array().unwrap().iter().any(|w| w.as_str().is_some_and(|w| w.starts_with(&warning))), "{started}");
+
+    let view =
+        dracode(&s.root).env("HOME", &s.home).env("PATH", &path).args(["sandbox", "--task", "attack", "pathbin.toml"]).output().unwrap();
+    let text = String::from_utf8_lossy(&view.stdout);
+    assert!(text.contains(&format!("warning: {warning}")), "{text}");
+    assert!(text.contains(&format!("\n  {d}/lib  (the toolchain layout beside {d}/bin on PATH)\n")), "{text}");
+    assert!(!text.contains(&format!("\n  {d}  (")), "{text}");
+}
+
 /// A scripted model's turns: `commands` by `run_command`, then a final answer.
 fn script(commands: &[String]) -> Value {
     crate::support::cli::shell_turns(commands, 60, "done")
@@ -299,7 +346,8 @@ fn sandbox_command_prints_a_tasks_resolved_lists_and_refuses_an_unknown_task() {
     assert!(output.status.success(), "{text}{}", String::from_utf8_lossy(&output.stderr));
     let section = |name: &str| -> Vec<String> {
         let start = text.find(&format!("\n{name}:\n")).unwrap_or_else(|| panic!("no {name}: in\n{text}")) + name.len() + 3;
-        text[start..].lines().take_while(|l| l.starts_with("  ")).map(|l| l.trim().to_string()).collect()
+        // A `read:` entry ends with its reason: `/usr  (the system)`.
+        text[start..].lines().take_while(|l| l.starts_with("  ")).map(|l| l.trim().split("  (").next().unwrap().to_string()).collect()
     };
     let (read, write, hidden) = (section("read"), section("write"), section("hidden"));
     let show = |p: PathBuf| p.display().to_string();

@@ -31,8 +31,9 @@
 //!
 //! A refused connect fails with `EACCES` ("Permission denied": a policy refusal that retry loops
 //! should not spin on, unlike `ECONNREFUSED`) and appends a [`Report::NetworkDenied`] to the
-//! command's report file. With a proxy, `socket()` for a non-stream Internet socket (DNS over
-//! UDP, QUIC) is also brokered, so that refusal is reported too (host `udp`, port 0).
+//! command's report file. Without network, `socket()` for a non-stream Internet socket (DNS over
+//! UDP, QUIC) is also brokered, so that refusal is reported too (host `udp`, port 0): a name
+//! lookup with the network off is reported like a refused connection.
 //!
 //! The rest of the socket rules are plain seccomp refusals ([`refused_socket_calls`]):
 //! `AF_UNIX` datagram sockets (an unconnected one can `sendto` any path, bypassing `connect`),
@@ -91,11 +92,9 @@ pub(super) fn refused_socket_calls(policy: &Policy) -> Result<Vec<(i64, Vec<Secc
         // option, without `connect`.
         for family in [libc::AF_INET, libc::AF_INET6] {
             let not_tcp = [arg_ne(2, 0)?, arg_ne(2, libc::IPPROTO_TCP as u64)?];
-            socket.push(SeccompRule::new([vec![arg_eq(0, family as u64)?], not_tcp.to_vec()].concat())?);
-            if policy.proxy.is_none() {
-                // With a proxy these go to the broker, which reports them.
-                socket.extend(internet_datagrams(family)?);
-            }
+            socket.push(SeccompRule::new([vec![arg_eq(0, family as u64)?, type_is(libc::SOCK_STREAM)?], not_tcp.to_vec()].concat())?);
+            // Datagram sockets go to the broker, which refuses and reports them (a name lookup
+            // starts with one): not refused here, where ERRNO would win over USER_NOTIF.
         }
         socket.push(SeccompRule::new(other_family)?);
     }
@@ -118,8 +117,8 @@ fn internet_datagrams(family: libc::c_int) -> Result<Vec<SeccompRule>, BackendEr
         .collect()
 }
 
-/// The filter whose matches go to the broker: every `connect`; without network `bind` and
-/// `listen`, and with a proxy `socket()` for Internet sockets that are not streams. `guard` is put in front (the
+/// The filter whose matches go to the broker: every `connect`; without network `bind`,
+/// `listen` and `socket()` for Internet sockets that are not streams. `guard` is put in front (the
 /// x32 refusal on x86_64).
 pub(super) fn notify_program(
     policy: &Policy,
@@ -131,7 +130,7 @@ pub(super) fn notify_program(
         rules.insert(libc::SYS_bind, Vec::new());
         rules.insert(libc::SYS_listen, Vec::new());
     }
-    if policy.proxy.is_some() && !policy.network {
+    if !policy.network {
         let datagrams = [libc::AF_INET, libc::AF_INET6].into_iter().map(internet_datagrams).collect::<Result<Vec<_>, _>>()?;
         rules.insert(libc::SYS_socket, datagrams.concat());
     }

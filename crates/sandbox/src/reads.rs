@@ -6,8 +6,12 @@
 //!   file, not its folder), and a few devices ([`READABLE_DEVICES`]).
 //! - **Toolchains**: the folders named by [`TOOLCHAIN_VARS`] (`CARGO_HOME`, `RUSTUP_HOME`,
 //!   `GOROOT`, `JAVA_HOME`, `PYENV_ROOT`, the runner's tool cache…), the folders on `PATH` — a
-//!   `bin` or `shims` folder with its parent, the toolchain's root (`~/.cargo/bin` gives
-//!   `~/.cargo`, `~/.pyenv/shims` gives `~/.pyenv`; but `~/.local/bin` only itself) —, and the
+//!   `bin` or `shims` folder with its parent when that parent is a toolchain's root (named like
+//!   one of [`HOME_TOOLCHAINS`], as `.cargo`, or holding only a toolchain's layout:
+//!   [`TOOLCHAIN_LAYOUT`], [`TOOLCHAIN_ROOT`], dotfiles aside; a Python venv, a Go or node
+//!   install, a JDK), else with only the parent's [`TOOLCHAIN_LAYOUT`] entries (`DIR/bin`
+//!   with `DIR/runs` beside it gives `DIR/bin`, `DIR/lib`, `DIR/share`, never `DIR/runs`), and
+//!   only itself when the parent is private or `~/.local` ([`ReadSet::warnings`] says so) —, and the
 //!   usual per-user toolchain folders under `$HOME` ([`HOME_TOOLCHAINS`]). A candidate that
 //!   is, or holds, one of the [private roots](ReadSet::private) (`/`, `/home`, `/root`, `$HOME`,
 //!   `/tmp`, `/var/tmp`, `/run`, `$RUNNER_TEMP`) is never granted: `GOPATH=$HOME` does not open
@@ -105,7 +109,69 @@ pub struct ReadSet {
     pub hidden: Vec<PathBuf>,
     /// Folders never granted as a whole (and nothing above them).
     pub private: Vec<PathBuf>,
+    /// Why each entry of `readable` is there (`the system`, `$CARGO_HOME`, `on PATH`, …).
+    pub reasons: BTreeMap<PathBuf, String>,
+    /// What the user should know about the grants: a `bin` folder on PATH whose parent holds
+    /// more than a toolchain (only its layout is readable), a PATH entry readable as a whole
+    /// that holds folders.
+    pub warnings: Vec<String>,
 }
+
+/// The entries of a toolchain's root (`DIR` of a `DIR/bin` on PATH) a command may read even
+/// when `DIR` holds other things: programs, libraries, shared data, headers, a venv's
+/// `pyvenv.cfg`, a version manager's `versions`.
+pub const TOOLCHAIN_LAYOUT: &[&str] = &[
+    "bin",
+    "sbin",
+    "shims",
+    "lib",
+    "lib32",
+    "lib64",
+    "libexec",
+    "share",
+    "include",
+    "etc",
+    "man",
+    "pyvenv.cfg",
+    "versions",
+    "version",
+    "plugins",
+];
+
+/// Other entries of a toolchain's root (a Go install's `src` and `pkg`, a JDK's `conf` and
+/// `jmods`, the license and read-me files): a parent holding only these and
+/// [`TOOLCHAIN_LAYOUT`] (and dotfiles named `.gitignore`) is granted whole. Compared up to the
+/// first `.` (`README.md` is `README`).
+pub const TOOLCHAIN_ROOT: &[&str] = &[
+    "api",
+    "doc",
+    "docs",
+    "misc",
+    "pkg",
+    "src",
+    "test",
+    "conf",
+    "jmods",
+    "legal",
+    "release",
+    "go",
+    "VERSION",
+    "completions",
+    "cache",
+    "LICENSE",
+    "LICENCE",
+    "COPYING",
+    "COPYRIGHT",
+    "NOTICE",
+    "PATENTS",
+    "README",
+    "CHANGELOG",
+    "CONTRIBUTING",
+    "SECURITY",
+    "AUTHORS",
+    "codereview",
+    "THIRD_PARTY_NOTICES",
+];
 
 impl ReadSet {
     /// The read allowlist for a command that runs with `env` (the variables it gets before its
@@ -115,35 +181,42 @@ impl ReadSet {
         let var = |name: &str| env.get(name).filter(|v| !v.is_empty()).map(PathBuf::from);
         let home = var("HOME").filter(|h| h.is_absolute());
         let private = private_roots(home.as_deref(), runner_temp);
-        let mut candidates: Vec<PathBuf> = SYSTEM_READS.iter().map(PathBuf::from).collect();
-        candidates.extend(etc_link_targets(Path::new("/etc")));
-        candidates.push(PathBuf::from(TOOL_CACHE));
+        let mut candidates: Vec<(PathBuf, String)> = SYSTEM_READS.iter().map(|p| (PathBuf::from(p), "the system".into())).collect();
+        candidates.extend(etc_link_targets(Path::new("/etc")).into_iter().map(|p| (p, "a file a link in /etc leads to".into())));
+        candidates.push((PathBuf::from(TOOL_CACHE), "the runner's tool cache".into()));
         for name in TOOLCHAIN_VARS {
-            candidates.extend(env.get(*name).into_iter().flat_map(|v| std::env::split_paths(v).collect::<Vec<_>>()));
+            let dirs = env.get(*name).into_iter().flat_map(|v| std::env::split_paths(v).collect::<Vec<_>>());
+            candidates.extend(dirs.map(|d| (d, format!("${name}"))));
         }
-        let on_path: Vec<PathBuf> = env.get("PATH").map(|v| std::env::split_paths(v).collect()).unwrap_or_default();
-        let local = home.as_ref().map(|h| h.join(".local"));
-        for dir in on_path {
-            let root = dir.parent().filter(|_| dir.file_name().is_some_and(|n| n == "bin" || n == "shims"));
-            candidates.extend(root.filter(|r| Some(*r) != local.as_deref()).map(Path::to_path_buf));
-            candidates.push(dir);
-        }
-        if let Some(home) = &home {
-            candidates.extend(HOME_TOOLCHAINS.iter().map(|rel| home.join(rel)));
-        }
-        let mut readable: Vec<PathBuf> = Vec::new();
-        let in_runner_temp = |p: &Path| runner_temp.is_some_and(|rt| p.starts_with(rt));
         // Resolved once, not once per candidate: each is a chain of readlinks, paid per task.
         let private_real: Vec<PathBuf> = private.iter().map(|root| root.canonicalize().unwrap_or_else(|_| root.clone())).collect();
-        for path in candidates {
+        let is_private = |p: &Path| opens_private(p, &private, &private_real);
+        let on_path: Vec<PathBuf> = env.get("PATH").map(|v| std::env::split_paths(v).collect()).unwrap_or_default();
+        let local = home.as_ref().map(|h| h.join(".local"));
+        let mut narrowed = Vec::new();
+        for dir in on_path.iter().filter(|d| d.is_absolute()) {
+            let entry = path_entry(dir, local.as_deref(), &is_private);
+            candidates.extend(entry.grants);
+            narrowed.extend(entry.left_out);
+        }
+        if let Some(home) = &home {
+            candidates.extend(HOME_TOOLCHAINS.iter().map(|rel| (home.join(rel), "a toolchain folder in $HOME".into())));
+        }
+        let mut readable: Vec<PathBuf> = Vec::new();
+        let mut reasons = BTreeMap::new();
+        let in_runner_temp = |p: &Path| runner_temp.is_some_and(|rt| p.starts_with(rt));
+        for (path, reason) in candidates {
             // Cheapest test first: most candidates do not exist on a given machine.
-            let allowed = path.is_absolute() && path.exists() && !opens_private(&path, &private, &private_real) && !in_runner_temp(&path);
+            let allowed = path.is_absolute() && path.exists() && !is_private(&path) && !in_runner_temp(&path);
             if allowed && !readable.contains(&path) {
+                reasons.insert(path.clone(), reason);
                 readable.push(path);
             }
         }
         let nested: Vec<PathBuf> = readable.iter().filter(|p| readable.iter().any(|q| q != *p && p.starts_with(q))).cloned().collect();
         readable.retain(|p| !nested.contains(p));
+        reasons.retain(|p, _| readable.contains(p));
+        let warnings = path_warnings(&on_path, &narrowed, &readable, &reasons);
         // Only root can read them at all (as their owner, even without capabilities); for
         // anyone else hiding them would only cost rules.
         // SAFETY: geteuid has no preconditions.
@@ -156,10 +229,98 @@ impl ReadSet {
             hidden.extend(["gh", "hub", "gcloud", "dracode"].map(|name| config.join(name)));
         }
         hidden.extend(toolchain_credentials(env));
+        // A cargo home granted by its place (on PATH, under another user's HOME): its tokens.
+        hidden.extend(readable.iter().filter(|p| p.file_name().is_some_and(|n| n == ".cargo")).map(|p| p.join("credentials*")));
         hidden.extend(runner_temp.map(Path::to_path_buf));
         hidden.dedup();
-        ReadSet { readable, hidden, private }
+        ReadSet { readable, hidden, private, reasons, warnings }
     }
+}
+
+/// What one absolute folder on PATH makes readable ([`ReadSet::resolve`]).
+struct PathEntry {
+    /// The folder, and what of its parent it brings, each with its reason.
+    grants: Vec<(PathBuf, String)>,
+    /// When only the parent's layout was granted: what was and what was not.
+    left_out: Option<Narrowed>,
+}
+
+/// A `bin` folder on PATH whose parent holds more than a toolchain.
+struct Narrowed {
+    dir: PathBuf,
+    parent: PathBuf,
+    granted: Vec<String>,
+    left: Vec<String>,
+}
+
+/// `dir` itself; for a `bin` or `shims` folder also its parent when that is a toolchain's root
+/// (only [`TOOLCHAIN_LAYOUT`] and [`TOOLCHAIN_ROOT`] entries), else the parent's
+/// [`TOOLCHAIN_LAYOUT`] entries alone; nothing of a private parent or of `~/.local`.
+fn path_entry(dir: &Path, local: Option<&Path>, is_private: &dyn Fn(&Path) -> bool) -> PathEntry {
+    let mut grants = vec![(dir.to_path_buf(), "on PATH".to_string())];
+    let toolchain_dir = dir.file_name().is_some_and(|n| n == "bin" || n == "shims");
+    let parent = dir.parent().filter(|p| toolchain_dir && local != Some(*p) && !is_private(p));
+    let Some((parent, entries)) = parent.and_then(|p| Some((p, std::fs::read_dir(p).ok()?))) else {
+        return PathEntry { grants, left_out: None };
+    };
+    // Dotfiles (a clone's `.git`, a venv's `.gitignore`) neither make nor unmake a root.
+    let names: Vec<String> =
+        entries.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| !n.starts_with('.')).collect();
+    let layout = |n: &str| TOOLCHAIN_LAYOUT.contains(&n);
+    let root_entry = |n: &str| layout(n) || TOOLCHAIN_ROOT.contains(&n.split('.').next().unwrap_or(n));
+    let known = parent.file_name().is_some_and(|n| HOME_TOOLCHAINS.iter().any(|t| Path::new(t).as_os_str() == n));
+    if known || names.iter().all(|n| root_entry(n)) {
+        grants.push((parent.to_path_buf(), format!("the toolchain root of {} on PATH", dir.display())));
+        return PathEntry { grants, left_out: None };
+    }
+    let (mut granted, mut left): (Vec<String>, Vec<String>) = names.into_iter().partition(|n| layout(n));
+    granted.sort();
+    left.sort();
+    let reason = format!("the toolchain layout beside {} on PATH", dir.display());
+    grants.extend(granted.iter().map(|n| (parent.join(n), reason.clone())));
+    PathEntry { grants, left_out: Some(Narrowed { dir: dir.to_path_buf(), parent: parent.to_path_buf(), granted, left }) }
+}
+
+/// The warnings of [`ReadSet::warnings`]: each `bin` folder whose parent was narrowed to its
+/// layout (unless the parent is readable anyway), and each PATH entry readable as a whole that
+/// holds folders (hidden ones aside).
+fn path_warnings(on_path: &[PathBuf], narrowed: &[Narrowed], readable: &[PathBuf], reasons: &BTreeMap<PathBuf, String>) -> Vec<String> {
+    let shown = |names: &[String]| {
+        let mut text = names.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
+        if names.len() > 5 {
+            text.push_str(", …");
+        }
+        text
+    };
+    let mut warnings = Vec::new();
+    for n in narrowed.iter().filter(|n| !readable.iter().any(|r| n.parent.starts_with(r))) {
+        warnings.push(format!(
+            "PATH entry {}: {} holds more than a toolchain ({}), so commands may read only its {}; add to read_paths what a tool there needs",
+            n.dir.display(),
+            n.parent.display(),
+            shown(&n.left),
+            shown(&n.granted)
+        ));
+    }
+    for dir in on_path.iter().filter(|d| reasons.get(*d).is_some_and(|r| r == "on PATH")) {
+        let Ok(entries) = std::fs::read_dir(dir) else { continue };
+        let mut folders: Vec<String> = entries
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| !n.starts_with('.'))
+            .collect();
+        folders.sort();
+        if !folders.is_empty() {
+            warnings.push(format!(
+                "PATH entry {} is readable as a whole and holds folders ({}): every command may read them; take it off PATH or keep private files out of it",
+                dir.display(),
+                shown(&folders)
+            ));
+        }
+    }
+    warnings.dedup();
+    warnings
 }
 
 /// The folders a command never gets as a whole: `/`, `/home`, `/root`, `$HOME`, `/tmp`,
@@ -272,5 +433,34 @@ mod tests {
         assert!(set.readable.contains(&home.join(".local/bin")) && !set.readable.contains(&home.join(".local")), "{:?}", set.readable);
         assert!(set.readable.contains(&home.join("bin")) && !set.readable.contains(&home), "{:?}", set.readable);
         assert!(!set.readable.iter().any(|p| p == Path::new("/tmp") || p.is_relative()), "{:?}", set.readable);
+    }
+
+    #[test]
+    fn a_bin_folder_gives_a_toolchain_root_whole_but_only_the_layout_of_a_folder_holding_more() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (venv, install, wide) = (tmp.path().join("venv"), tmp.path().join("install"), tmp.path().join("wide"));
+        for dir in
+            [venv.join("bin"), venv.join("lib/python3/site-packages"), install.join("bin"), install.join("lib"), install.join("runs/x")]
+        {
+            fs::create_dir_all(dir).unwrap();
+        }
+        fs::write(venv.join("pyvenv.cfg"), "home = /usr/bin\n").unwrap();
+        fs::write(install.join("secret"), "s").unwrap();
+        fs::create_dir_all(wide.join("project")).unwrap();
+        let path = std::env::join_paths([venv.join("bin"), install.join("bin"), wide.clone()]).unwrap();
+        let vars = BTreeMap::from([("PATH".to_string(), path.to_string_lossy().into_owned())]);
+        let set = ReadSet::resolve(&vars, None);
+        assert!(set.readable.contains(&venv), "a venv is a toolchain root: {:?}", set.readable);
+        assert!(set.readable.contains(&install.join("bin")) && set.readable.contains(&install.join("lib")), "{:?}", set.readable);
+        assert!(!set.readable.iter().any(|p| p == &install || p.starts_with(install.join("runs"))), "{:?}", set.readable);
+        assert_eq!(set.reasons[&install.join("lib")], format!("the toolchain layout beside {} on PATH", install.join("bin").display()));
+        assert_eq!(set.warnings.len(), 2, "{:?}", set.warnings);
+        assert!(
+            set.warnings[0].contains(&format!("{} holds more than a toolchain (runs, secret)", install.display())),
+            "{:?}",
+            set.warnings
+        );
+        assert!(set.warnings[0].contains("read_paths"), "{:?}", set.warnings);
+        assert!(set.warnings[1].contains(&format!("PATH entry {} is readable as a whole and holds folders (project)", wide.display())));
     }
 }

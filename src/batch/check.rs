@@ -55,6 +55,11 @@ pub async fn run(command: &str, cwd: &Path, timeout: Duration, ctx: CheckContext
             if finished.timed_out || finished.exit_code.is_none() {
                 tail.push_str(&format!("\n[{}]", finished.status_line(timeout)));
             }
+            if finished.exit_code != Some(0) {
+                // A check that failed where the sandbox refused it the network says so, as a
+                // command of the agent's does (a name lookup included).
+                tail.push_str(&crate::tools::run_command::network_note(&finished.reports));
+            }
             CheckRecord { command: command.to_string(), exit_code: finished.exit_code, output_tail: tail, before: None }
         }
         Err(e) => {

@@ -223,7 +223,7 @@ async fn run(ctx: &ToolContext, args: Args) -> Result<String, ToolError> {
 /// A line telling the model the sandbox refused the command's network access, naming what (a
 /// UDP socket is how a name lookup starts: with the network off a DNS failure is this), or
 /// nothing.
-fn network_note(reports: &[crate::sandbox::incidents::Report]) -> String {
+pub(crate) fn network_note(reports: &[crate::sandbox::incidents::Report]) -> String {
     let mut refused: Vec<String> = Vec::new();
     for report in reports {
         if let crate::sandbox::incidents::Report::NetworkDenied { host, port, .. } = report {

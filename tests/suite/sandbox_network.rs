@@ -83,3 +83,18 @@ fn sandbox_a_name_lookup_with_the_network_off_is_reported_and_explained() {
         assert!(output.contains("[dracode: the sandbox refused") && output.contains("name lookup"), "command {i}: {output}");
     }
 }
+
+/// A check that fails on a name lookup with the network off says why in its output (what the
+/// summary, the FAIL line and a repair round show), as a command of the agent's does.
+#[test]
+fn sandbox_a_check_that_fails_on_a_name_lookup_says_the_network_was_refused() {
+    if !supported() {
+        return;
+    }
+    let s = super::attacks::Scenario::new();
+    let r = s.run("checklookup", &[], "check = \"getent hosts example.invalid\"", &[], &[]);
+    r.assert_finished("failed");
+    let finished = crate::support::cli::finished(&r.events, "attack");
+    let tail = finished["check"]["output_tail"].as_str().unwrap_or("");
+    assert!(tail.contains("[dracode: the sandbox refused") && tail.contains("name lookup"), "{finished}");
+}

@@ -80,20 +80,25 @@ fn regrade_jobs_runs_the_checks_side_by_side() {
     }
 }
 
+/// A scratch folder with an empty `ws/`, the recording `t.json` ([`ANSWER`]) and `tasks.toml`
+/// holding `manifest`.
+fn replay_project(manifest: &str) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir(tmp.path().join("ws")).unwrap();
+    std::fs::write(tmp.path().join("t.json"), ANSWER).unwrap();
+    std::fs::write(tmp.path().join("tasks.toml"), manifest).unwrap();
+    tmp
+}
+
 /// A CI job's stdin is /dev/null and it has no terminal: the `SLOW` watch (ticking every
 /// second) must not hold the exit. Before the fix every such run took at least one tick; the
 /// fastest of three quick runs must now end well inside one.
 #[test]
 fn a_quick_run_in_ci_mode_does_not_wait_for_the_slow_tick() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path();
-    std::fs::create_dir(dir.join("ws")).unwrap();
-    std::fs::write(dir.join("t.json"), ANSWER).unwrap();
-    std::fs::write(
-        dir.join("tasks.toml"),
+    let tmp = replay_project(
         "[[tasks]]\nid = \"t\"\nprompt = \"p\"\nprovider = \"replay\"\nreplay = \"t.json\"\nrepo = \"ws\"\nisolation = \"none\"\nrequire_change = false\n",
-    )
-    .unwrap();
+    );
+    let dir = tmp.path();
     let mut fastest = Duration::MAX;
     for i in 0..3 {
         let out = format!("out{i}");
@@ -121,16 +126,11 @@ fn a_quick_run_in_ci_mode_does_not_wait_for_the_slow_tick() {
 /// the exit code and `--out` say how the run went.
 #[test]
 fn quiet_prints_no_progress_lines_not_even_fail_and_total() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path();
-    std::fs::create_dir(dir.join("ws")).unwrap();
-    std::fs::write(dir.join("t.json"), ANSWER).unwrap();
-    std::fs::write(
-        dir.join("tasks.toml"),
+    let tmp = replay_project(
         "[defaults]\nprovider = \"replay\"\nreplay = \"t.json\"\nrepo = \"ws\"\nisolation = \"copy\"\nrequire_change = false\n\
          [[tasks]]\nid = \"good\"\nprompt = \"p\"\n[[tasks]]\nid = \"bad\"\nprompt = \"p\"\ncheck = \"false\"\n",
-    )
-    .unwrap();
+    );
+    let dir = tmp.path();
     let (code, stdout, stderr) = run(dir, &["run", "tasks.toml", "--out", "out", "-q"]);
     assert_eq!(code, 1, "{stderr}");
     assert_eq!(stdout, "");

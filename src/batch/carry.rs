@@ -10,8 +10,9 @@
 //! Each task gets a copy of its own: a task cannot change what another reads. `std::fs::copy`
 //! uses `copy_file_range`, which shares the blocks on file systems that can (Btrfs, XFS).
 
-use std::fs::{self, File};
-use std::io;
+use std::fs;
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::ffi::OsStringExt;
 use std::path::Path;
 
@@ -80,39 +81,51 @@ fn copy_entry(src: &Path, dst: &Path, roots: &Roots<'_>, copied: &mut Copied) ->
         copied.files -= 1;
         return Ok(());
     }
-    if meta.len() <= REWRITE_LIMIT && copy_rewritten(src, dst, roots)? {
-        copied.rewritten += 1;
+    if meta.len() <= REWRITE_LIMIT {
+        if copy_small(src, dst, &meta, roots)? {
+            copied.rewritten += 1;
+        }
     } else {
         fs::copy(src, dst)?;
     }
     keep_times(dst, &meta)
 }
 
-/// Writes `src` to `dst` with `from` replaced by `to` when it is text that names `from`; false
-/// (and nothing written) otherwise.
-fn copy_rewritten(src: &Path, dst: &Path, roots: &Roots<'_>) -> io::Result<bool> {
+/// Copies a small file by reading it whole, with the setup's root replaced by the task's when it
+/// is text that names it; true when it did.
+fn copy_small(src: &Path, dst: &Path, meta: &fs::Metadata, roots: &Roots<'_>) -> io::Result<bool> {
     let text = fs::read(src)?;
-    if memchr::memchr(0, &text).is_some() || memchr::memmem::find(&text, roots.from).is_none() {
-        return Ok(false);
-    }
+    let names_root = memchr::memchr(0, &text).is_none() && memchr::memmem::find(&text, roots.from).is_some();
+    let bytes = if names_root { rewrite(&text, roots) } else { text };
+    let mode = std::os::unix::fs::PermissionsExt::mode(&meta.permissions());
+    let mut file = fs::OpenOptions::new().write(true).create_new(true).mode(mode).open(dst)?;
+    file.write_all(&bytes)?;
+    // The mode again: the umask may have taken bits away at creation.
+    file.set_permissions(meta.permissions())?;
+    Ok(names_root)
+}
+
+/// `text` with every `from` replaced by `to`.
+fn rewrite(text: &[u8], roots: &Roots<'_>) -> Vec<u8> {
     let finder = memchr::memmem::Finder::new(roots.from);
     let mut out = Vec::with_capacity(text.len());
     let mut last = 0;
-    for at in finder.find_iter(&text) {
+    for at in finder.find_iter(text) {
         out.extend_from_slice(&text[last..at]);
         out.extend_from_slice(roots.to);
         last = at + roots.from.len();
     }
     out.extend_from_slice(&text[last..]);
-    fs::write(dst, out)?;
-    fs::set_permissions(dst, fs::metadata(src)?.permissions())?;
-    Ok(true)
+    out
 }
 
-/// Gives `dst` the modification and access times of `meta`.
+/// Gives `dst` the modification and access times of `meta`, by path (no file is opened).
 fn keep_times(dst: &Path, meta: &fs::Metadata) -> io::Result<()> {
-    let times = fs::FileTimes::new().set_modified(meta.modified()?).set_accessed(meta.accessed()?);
-    File::options().write(true).open(dst).or_else(|_| File::open(dst))?.set_times(times)
+    use std::os::unix::fs::MetadataExt;
+    let at = |sec: i64, nsec: i64| rustix::fs::Timespec { tv_sec: sec, tv_nsec: nsec as _ };
+    let times = rustix::fs::Timestamps { last_access: at(meta.atime(), meta.atime_nsec()), last_modification: at(meta.mtime(), meta.mtime_nsec()) };
+    rustix::fs::utimensat(rustix::fs::CWD, dst, &times, rustix::fs::AtFlags::empty())?;
+    Ok(())
 }
 
 /// `info/exclude` lines that ignore exactly `paths` (anchored at the root, glob characters
@@ -151,7 +164,7 @@ mod tests {
         std::os::unix::fs::symlink(from.join(".venv/bin/tool"), from.join(".venv/bin/link")).unwrap();
         std::os::unix::fs::symlink("/usr/bin/python3", from.join(".venv/bin/python")).unwrap();
         let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
-        File::options().write(true).open(from.join(".venv/lib.so")).unwrap().set_modified(old).unwrap();
+        fs::File::options().write(true).open(from.join(".venv/lib.so")).unwrap().set_modified(old).unwrap();
 
         let copied = copy_outputs(&from, &to, &[".venv".to_string()]).unwrap();
         assert_eq!((copied.files, copied.rewritten), (4, 1), "{copied:?}");

@@ -12,8 +12,8 @@
 
 use std::fs;
 use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::ffi::OsStringExt;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// Files up to this size are read and searched for the setup's root; larger ones are copied
@@ -123,7 +123,8 @@ fn rewrite(text: &[u8], roots: &Roots<'_>) -> Vec<u8> {
 fn keep_times(dst: &Path, meta: &fs::Metadata) -> io::Result<()> {
     use std::os::unix::fs::MetadataExt;
     let at = |sec: i64, nsec: i64| rustix::fs::Timespec { tv_sec: sec, tv_nsec: nsec as _ };
-    let times = rustix::fs::Timestamps { last_access: at(meta.atime(), meta.atime_nsec()), last_modification: at(meta.mtime(), meta.mtime_nsec()) };
+    let times =
+        rustix::fs::Timestamps { last_access: at(meta.atime(), meta.atime_nsec()), last_modification: at(meta.mtime(), meta.mtime_nsec()) };
     rustix::fs::utimensat(rustix::fs::CWD, dst, &times, rustix::fs::AtFlags::empty())?;
     Ok(())
 }

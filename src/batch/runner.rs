@@ -79,7 +79,7 @@ pub async fn run(plan: Plan, shared: Arc<Shared>, emitter: Emitter, schedule: Sc
         } else {
             None
         };
-        if let Some(why) = &setup_failed {
+        if let Some(why) = setup_failed.as_ref().filter(|_| !*shared.cancel.borrow()) {
             let outcome = TaskOutcome { error: Some(TaskError::new(FailureKind::Setup, why.clone())), ..blank(&spec, Status::Error) };
             emitter.task(&spec.id, 1).emit(EventKind::TaskFinished(Box::new(outcome.clone())));
             handles.push(tokio::spawn(std::future::ready(outcome)));

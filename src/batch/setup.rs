@@ -172,7 +172,12 @@ async fn run_one(setup: &SetupSpec, first: &TaskSpec, count: usize, shared: &Sha
     let record = run_command(setup, &root, &kit, shared).await;
     let ran = Ran { exit_code: record.exit_code, output_tail: record.output_tail.clone(), ..Ran::default() };
     if record.exit_code != Some(0) {
-        let why = super::check::could_not_run(&record, Some(&kit.confine)).unwrap_or_else(|| exit_words(record.exit_code));
+        let interrupted = *shared.cancel.borrow();
+        let why = match super::check::could_not_run(&record, Some(&kit.confine)) {
+            _ if interrupted => "the run was interrupted".to_string(),
+            Some(why) => why,
+            None => exit_words(record.exit_code),
+        };
         return Err(finish(setup, emitter, started, ran, Some(why)));
     }
     let made = match before {
@@ -209,9 +214,19 @@ async fn run_command(setup: &SetupSpec, root: &Path, kit: &task::CommandKit, sha
         redactor: &shared.redactor,
         reports: None,
     };
+    let mut cancel = shared.cancel.clone();
     let record = {
         let _running = kit.network_log.running(&setup.command);
-        super::check::run(&setup.command, root, setup.timeout, ctx).await
+        // An interrupt ends the setup at once: dropping the run kills its process group.
+        tokio::select! {
+            record = super::check::run(&setup.command, root, setup.timeout, ctx) => record,
+            _ = cancel.wait_for(|c| *c) => crate::events::CheckRecord {
+                command: setup.command.clone(),
+                exit_code: None,
+                output_tail: "[interrupted: the run was cancelled]".into(),
+                before: None,
+            },
+        }
     };
     if let Err(e) = sweep.sweep() {
         tracing::warn!("after the setup: {e}");

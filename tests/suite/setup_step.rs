@@ -236,3 +236,39 @@ fn sandbox_the_setup_is_confined_like_a_check() {
     assert!(setup["error"].as_str().is_some(), "{setup}");
     assert!(!setup.to_string().contains("s3cr3t"), "nor read outside what a check may: {setup}");
 }
+
+#[test]
+fn an_interrupt_during_the_setup_ends_it_at_once_and_every_task_is_cancelled() {
+    let b = Batch::new(&[("lib.sh", "echo lib\n")]);
+    // The manifest and recordings, written by a run that fails fast on a bad flag.
+    let _ = b.run("slow", "command = \"touch started && sleep 60\"", "true", &[("one", &[]), ("two", &[])], &["--no-such-flag"]);
+    let out = b.root.join("out-slow");
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("dracode"))
+        .current_dir(&b.root)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", &b.root)
+        .args(["run", "slow.toml", "--out"])
+        .arg(&out)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let started = || std::fs::read_to_string(out.join("results.jsonl")).is_ok_and(|t| t.contains("setup.started"));
+    while !started() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(started(), "the setup started");
+    // SAFETY: sending a signal to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let at = std::time::Instant::now();
+    let status = child.wait().unwrap();
+    assert!(at.elapsed() < std::time::Duration::from_secs(15), "the interrupt took {:?}", at.elapsed());
+    assert_eq!(status.code(), Some(130));
+    let all = read_jsonl(&out.join("results.jsonl"));
+    assert_eq!(events(&all, "setup.finished").len(), 1, "{all:?}");
+    for id in ["one", "two"] {
+        assert_eq!(finished(&all, id)["status"], "cancelled", "{}", finished(&all, id));
+    }
+    assert_eq!(all.last().unwrap()["exit_code"], 130);
+}

@@ -45,16 +45,7 @@ pub async fn run(plan: Plan, shared: Arc<Shared>, emitter: Emitter, schedule: Sc
         warnings: plan.warnings.clone(),
         config_files: Some(plan.config_files.iter().map(|f| f.display().to_string()).collect()),
     });
-    let setup_failed = match super::setup::run_all(&plan.tasks, &shared, &emitter).await {
-        Ok(setups) => {
-            let _ = shared.setups.set(setups);
-            None
-        }
-        Err(why) => Some(why),
-    };
-    if setup_failed.is_none() {
-        start_run_mcp_servers(&plan.tasks, &shared).await;
-    }
+    let setup_failed = before_tasks(&plan.tasks, &shared, &emitter).await;
     let slots = Arc::new(Semaphore::new(schedule.jobs.max(1)));
     let stop = Arc::new(AtomicBool::new(false));
     let mut folder_locks: HashMap<PathBuf, Arc<Mutex<()>>> = HashMap::new();
@@ -69,24 +60,8 @@ pub async fn run(plan: Plan, shared: Arc<Shared>, emitter: Emitter, schedule: Sc
             permit = slots.clone().acquire_owned() => permit.ok(),
             _ = wait_cancelled(&shared) => None,
         };
-        let over_budget = shared.run_meter.exceeded();
-        let not_started = if *shared.cancel.borrow() || permit.is_none() {
-            Some((Status::Cancelled, "not started: the run was interrupted".to_string()))
-        } else if let Some(reason) = over_budget {
-            Some((Status::BudgetExceeded, format!("not started: {reason}")))
-        } else if stop.load(Ordering::SeqCst) {
-            Some((Status::Skipped, "not started: an earlier task did not pass (--fail-fast)".to_string()))
-        } else {
-            None
-        };
-        if let Some(why) = setup_failed.as_ref().filter(|_| !*shared.cancel.borrow()) {
-            let outcome = TaskOutcome { error: Some(TaskError::new(FailureKind::Setup, why.clone())), ..blank(&spec, Status::Error) };
-            emitter.task(&spec.id, 1).emit(EventKind::TaskFinished(Box::new(outcome.clone())));
-            handles.push(tokio::spawn(std::future::ready(outcome)));
-            continue;
-        }
-        if let Some((status, why)) = not_started {
-            handles.push(tokio::spawn(std::future::ready(unstarted(&spec, status, &why, &emitter))));
+        if let Some((status, kind, why)) = why_not_started(&shared, permit.is_some(), &stop, setup_failed.as_ref()) {
+            handles.push(tokio::spawn(std::future::ready(unstarted(&spec, (status, kind), &why, &emitter))));
             continue;
         }
         let (shared, emitter, stop) = (shared.clone(), emitter.clone(), stop.clone());
@@ -122,6 +97,41 @@ pub async fn run(plan: Plan, shared: Arc<Shared>, emitter: Emitter, schedule: Sc
         crate::results::exit_codes::after_signal(schedule.interrupted_by.load(std::sync::atomic::Ordering::SeqCst), totals.exit_code);
     emitter.emit(EventKind::RunFinished(totals.clone()));
     totals
+}
+
+/// Runs the batch's setups, then (when they passed) starts the run's MCP servers; `Some` says
+/// why a setup failed: no task starts then.
+async fn before_tasks(tasks: &[TaskSpec], shared: &Shared, emitter: &Emitter) -> Option<String> {
+    match super::setup::run_all(tasks, shared, emitter).await {
+        Ok(setups) => {
+            let _ = shared.setups.set(setups);
+            start_run_mcp_servers(tasks, shared).await;
+            None
+        }
+        Err(why) => Some(why),
+    }
+}
+
+/// Why the next task is not started, if so: its status, error kind and message. An interrupt
+/// (or no slot, which only an interrupt causes) first, then a failed setup, the run's budget,
+/// `--fail-fast`.
+fn why_not_started(
+    shared: &Shared,
+    permitted: bool,
+    stop: &AtomicBool,
+    setup_failed: Option<&String>,
+) -> Option<(Status, FailureKind, String)> {
+    if *shared.cancel.borrow() || !permitted {
+        Some((Status::Cancelled, FailureKind::Cancelled, "not started: the run was interrupted".to_string()))
+    } else if let Some(why) = setup_failed {
+        Some((Status::Error, FailureKind::Setup, why.clone()))
+    } else if let Some(reason) = shared.run_meter.exceeded() {
+        Some((Status::BudgetExceeded, FailureKind::Internal, format!("not started: {reason}")))
+    } else if stop.load(Ordering::SeqCst) {
+        Some((Status::Skipped, FailureKind::Internal, "not started: an earlier task did not pass (--fail-fast)".to_string()))
+    } else {
+        None
+    }
 }
 
 /// Runs the task, unless the cache holds a pass of the same inputs (reported as this run's
@@ -195,9 +205,8 @@ async fn wait_cancelled(shared: &Shared) {
     let _ = cancel.wait_for(|c| *c).await;
 }
 
-/// The outcome of a task that never started.
-fn unstarted(spec: &TaskSpec, status: Status, why: &str, emitter: &Emitter) -> TaskOutcome {
-    let kind = if status == Status::Cancelled { FailureKind::Cancelled } else { FailureKind::Internal };
+/// The outcome of a task that never started, with its status and error kind.
+fn unstarted(spec: &TaskSpec, (status, kind): (Status, FailureKind), why: &str, emitter: &Emitter) -> TaskOutcome {
     let outcome = TaskOutcome { error: Some(TaskError::new(kind, why)), ..blank(spec, status) };
     emitter.task(&spec.id, 1).emit(EventKind::TaskFinished(Box::new(outcome.clone())));
     outcome

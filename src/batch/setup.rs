@@ -113,14 +113,10 @@ impl Setups {
         Some(self.done.get(&Key::of(spec)?)?.carried.clone())
     }
 
-    /// Variables `spec`'s commands get from its setup.
-    pub fn env_for(&self, spec: &TaskSpec) -> Option<&BTreeMap<String, String>> {
-        Some(&self.done.get(&Key::of(spec)?)?.env)
-    }
-
-    /// Folders `spec`'s commands may read because of its setup.
-    pub fn readable_for(&self, spec: &TaskSpec) -> Vec<PathBuf> {
-        Key::of(spec).and_then(|key| self.done.get(&key)).map(|done| done.readable.clone()).unwrap_or_default()
+    /// What `spec`'s commands get from its setup: variables, and folders they may read.
+    pub fn command_env_for(&self, spec: &TaskSpec) -> Option<(&BTreeMap<String, String>, &[PathBuf])> {
+        let done = self.done.get(&Key::of(spec)?)?;
+        Some((&done.env, &done.readable))
     }
 }
 
@@ -151,11 +147,10 @@ async fn run_one(setup: &SetupSpec, first: &TaskSpec, count: usize, shared: &Sha
     let spec = setup.as_task(first);
     let started = Instant::now();
     let ws = spec.workspace.clone();
-    let made = tokio::task::spawn_blocking(move || Workspace::prepare(&ws.repo, ws.isolation, &ws.base, None)).await;
+    let made = blocking(move || Workspace::prepare(&ws.repo, ws.isolation, &ws.base, None).map_err(std::io::Error::other)).await;
     let workspace = match made {
-        Ok(Ok(workspace)) => workspace,
-        Ok(Err(e)) => return Err(report_unstarted(setup, emitter, format!("cannot make the setup's workspace: {e}"))),
-        Err(e) => return Err(report_unstarted(setup, emitter, format!("making the setup's workspace panicked: {e}"))),
+        Ok(workspace) => workspace,
+        Err(e) => return Err(finish(setup, emitter, started, Ran::default(), Some(format!("cannot make the setup's workspace: {e}")))),
     };
     emitter.emit(EventKind::SetupStarted {
         command: setup.command.clone(),
@@ -181,12 +176,12 @@ async fn run_one(setup: &SetupSpec, first: &TaskSpec, count: usize, shared: &Sha
         return Err(finish(setup, emitter, started, ran, Some(why)));
     }
     let made = match before {
-        Ok(before) => tokio::task::spawn_blocking(move || before.made_since(&root)).await.map_err(|e| std::io::Error::other(e.to_string())),
+        Ok(before) => blocking(move || before.made_since(&root)).await,
         Err(e) => Err(e),
     };
     let made = match made {
-        Ok(Ok(made)) => made,
-        Ok(Err(e)) | Err(e) => return Err(finish(setup, emitter, started, ran, Some(format!("cannot list what it made: {e}")))),
+        Ok(made) => made,
+        Err(e) => return Err(finish(setup, emitter, started, ran, Some(format!("cannot list what it made: {e}")))),
     };
     let in_place = spec.workspace.isolation == Isolation::None;
     let carried = Carried { from: (!in_place).then(|| workspace.root.clone()), paths: made.added.clone() };
@@ -200,7 +195,12 @@ async fn run_one(setup: &SetupSpec, first: &TaskSpec, count: usize, shared: &Sha
 /// The inventory of `root` as the setup found it, taken off the async workers.
 async fn inventory(root: &Path) -> std::io::Result<Inventory> {
     let root = root.to_path_buf();
-    tokio::task::spawn_blocking(move || Inventory::take(&root)).await.map_err(|e| std::io::Error::other(e.to_string()))?
+    blocking(move || Inventory::take(&root)).await
+}
+
+/// Runs `work` (file-system work that blocks) off the async workers; a panic is an error.
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> std::io::Result<T> + Send + 'static) -> std::io::Result<T> {
+    tokio::task::spawn_blocking(work).await.map_err(|e| std::io::Error::other(format!("panicked: {e}")))?
 }
 
 /// Runs the setup's command in `root`, confined like a check, and sweeps what escaped.
@@ -267,11 +267,6 @@ fn finish(setup: &SetupSpec, emitter: &Emitter, started: Instant, ran: Ran, erro
         error,
     })));
     reason
-}
-
-/// Emits `setup.finished` for a setup whose workspace could not be made.
-fn report_unstarted(setup: &SetupSpec, emitter: &Emitter, why: String) -> String {
-    finish(setup, emitter, Instant::now(), Ran::default(), Some(why))
 }
 
 /// How a command that did not exit 0 ended, in words.

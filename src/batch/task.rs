@@ -485,8 +485,10 @@ pub(crate) async fn command_kit(
     let temp = TaskTemp::new(spec.isolate_home).map_err(|e| TaskError::internal(format!("cannot make the task's TMPDIR: {e}")))?;
     let mut allowed =
         crate::secrets::child_env(shared.process_env.iter().map(|(k, v)| (k.clone(), v.clone())), &spec.env_passthrough, &spec.env);
-    let setup_env = shared.setups.get().and_then(|setups| setups.env_for(spec));
-    allowed.extend(setup_env.iter().flat_map(|env| env.iter().map(|(k, v)| (k.clone(), v.clone()))));
+    let from_setup = shared.setups.get().and_then(|setups| setups.command_env_for(spec));
+    if let Some((env, _)) = from_setup {
+        allowed.extend(env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
     let denials = emitter.clone();
     let network_log = Arc::new(NetworkLog::new(move |d: crate::egress::Denial| {
         denials.emit(EventKind::NetworkDenied { host: d.host, port: d.port, command: d.command, reason: d.reason });
@@ -499,8 +501,8 @@ pub(crate) async fn command_kit(
     }
     let layout = CommandLayout { workspace: root.to_path_buf(), tmp_dir: temp.tmp(), paths, proxy: proxy.as_ref().map(EgressProxy::addr) };
     let mut confine = command_policy(spec, &layout, &allowed, &shared.paths);
-    if let Some(setups) = shared.setups.get() {
-        confine.readable.extend(setups.readable_for(spec));
+    if let Some((_, readable)) = from_setup {
+        confine.readable.extend(readable.iter().cloned());
     }
     Ok(CommandKit { env: Arc::new(env), confine: Arc::new(confine), network_log, proxy, temp })
 }

@@ -77,6 +77,27 @@ pub fn to_wire(event: &Event, seq: u64, run_id: &str, shard: Option<&str>) -> Wi
         EventKind::LimitWarning { limit, remaining, allowed, message } => {
             WireEvent::LimitWarning { header, limit: *limit, remaining: *remaining, allowed: *allowed, message: message.clone() }
         }
+        EventKind::SetupStarted { .. } | EventKind::SetupFinished(_) => setup_event(header, &event.kind),
+        EventKind::TaskFinished(outcome) => {
+            // The outcome names its task even when the scheduler emits it run-level (a task
+            // skipped before it started has no attempt).
+            header.task_id = Some(outcome.task_id.clone());
+            WireEvent::TaskFinished { header, outcome: Box::new(wire_outcome(outcome)) }
+        }
+        EventKind::RunFinished(totals) => WireEvent::RunFinished {
+            header,
+            counts: StatusCounts::from_counts(&totals.counts),
+            usage: totals.usage,
+            total_cost_usd: totals.cost_usd.map(exact_cost),
+            duration_ms: millis(totals.duration),
+            exit_code: totals.exit_code,
+        },
+    }
+}
+
+/// The `setup.started` or `setup.finished` line of a setup event.
+fn setup_event(header: Header, kind: &EventKind) -> WireEvent {
+    match kind {
         EventKind::SetupStarted { command, repo, base_commit, tasks } => WireEvent::SetupStarted {
             header,
             command: command.clone(),
@@ -94,20 +115,7 @@ pub fn to_wire(event: &Event, seq: u64, run_id: &str, shard: Option<&str>) -> Wi
             not_carried: report.not_carried.clone(),
             error: report.error.clone(),
         },
-        EventKind::TaskFinished(outcome) => {
-            // The outcome names its task even when the scheduler emits it run-level (a task
-            // skipped before it started has no attempt).
-            header.task_id = Some(outcome.task_id.clone());
-            WireEvent::TaskFinished { header, outcome: Box::new(wire_outcome(outcome)) }
-        }
-        EventKind::RunFinished(totals) => WireEvent::RunFinished {
-            header,
-            counts: StatusCounts::from_counts(&totals.counts),
-            usage: totals.usage,
-            total_cost_usd: totals.cost_usd.map(exact_cost),
-            duration_ms: millis(totals.duration),
-            exit_code: totals.exit_code,
-        },
+        other => unreachable!("not a setup event: {other:?}"),
     }
 }
 

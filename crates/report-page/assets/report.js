@@ -1,0 +1,1 @@
+// report.js: filled in by the front end

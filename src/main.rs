@@ -97,6 +97,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             list(&manifests, &filter, shard.as_deref(), format, config.as_deref(), &cwd, &env)
         }
         Command::Merge { inputs, out } => merge(&inputs, &out, &env),
+        Command::Report { out, history } => write_report(&out, &history),
         Command::Combine(args) => combine(&args, &cwd, &env),
         Command::Regrade(args) => regrade(&args, &cwd, &env),
         Command::Auth { target: AuthTarget::Copilot } => auth_copilot(&env),
@@ -165,6 +166,10 @@ fn combine(args: &dracode::cli::CombineArgs, cwd: &Path, env: &BTreeMap<String, 
     };
     let md = combine::markdown(&report);
     eprint!("{md}");
+    if let Err(e) = report::page::write(&args.out, &[], None) {
+        eprintln!("error: {e}");
+        return Ok(exit_codes::ARTIFACTS_FAILED);
+    }
     if let Some(path) = env.get("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
         let appended = std::fs::OpenOptions::new().append(true).create(true).open(path).and_then(|mut f| f.write_all(md.as_bytes()));
         if let Err(e) = appended {
@@ -232,7 +237,8 @@ fn regrade(args: &dracode::cli::RegradeArgs, cwd: &Path, env: &BTreeMap<String, 
             totals = job.run(&opts, env, &redactor, &emitter) => Ok(totals),
         }
     });
-    let failures = bus.finish();
+    let mut failures = bus.finish();
+    add_report_page(&opts.out, None, &mut failures);
     report_artifact_failures(&failures);
     let code = match totals {
         Ok(totals) => totals.exit_code,
@@ -357,6 +363,32 @@ fn list(
     }
 }
 
+/// `dracode report OUT`: `OUT/report.html` written again.
+fn write_report(out: &Path, history: &[PathBuf]) -> anyhow::Result<i32> {
+    if !out.join("results.jsonl").is_file() {
+        return usage_error(&format!("{}: not the output folder of a dracode run (no results.jsonl)", out.display()));
+    }
+    match report::page::write(out, history, None) {
+        Ok(path) => {
+            eprintln!("wrote {}", path.display());
+            Ok(exit_codes::OK)
+        }
+        Err(e) if e.starts_with("cannot write") => {
+            eprintln!("error: {e}");
+            Ok(exit_codes::ARTIFACTS_FAILED)
+        }
+        Err(e) => usage_error(&e),
+    }
+}
+
+/// Writes `out/report.html` after a command wrote the folder's other artifacts; a failure is one
+/// more artifact failure.
+fn add_report_page(out: &Path, cache: Option<&Path>, failures: &mut Vec<String>) {
+    if let Err(e) = report::page::write(out, &[], cache) {
+        failures.push(e);
+    }
+}
+
 /// `dracode merge`: shard outputs into one.
 fn merge(inputs: &[PathBuf], out: &Path, env: &BTreeMap<String, String>) -> anyhow::Result<i32> {
     let redactor = Arc::new(Redactor::from_env(env.clone(), Vec::new()));
@@ -364,6 +396,10 @@ fn merge(inputs: &[PathBuf], out: &Path, env: &BTreeMap<String, String>) -> anyh
         Ok(summary) => {
             for warning in &summary.warnings {
                 eprintln!("warning: {warning}");
+            }
+            if let Err(e) = report::page::write(out, &[], None) {
+                eprintln!("error: {e}");
+                return Ok(exit_codes::ARTIFACTS_FAILED);
             }
             eprintln!("merged {} task(s) from {} folder(s) into {}", summary.tasks, summary.shards, out.display());
             Ok(summary.exit_code)
@@ -572,7 +608,8 @@ fn run_batch(args: RunArgs, cwd: &Path, env: BTreeMap<String, String>) -> anyhow
         paths: dracode::batch::task::SharedPaths::new(Some(&args.out), &env),
     });
     let signal = Arc::new(AtomicI32::new(0));
-    let cache = plan.cache.as_deref().map(|dir| Arc::new(dracode::batch::cache::Cache::new(dir, !args.no_cache)));
+    let cache_dir = plan.cache.clone();
+    let cache = cache_dir.as_deref().map(|dir| Arc::new(dracode::batch::cache::Cache::new(dir, !args.no_cache)));
     let schedule =
         runner::Schedule { jobs, fail_fast: args.fail_fast, shard: shard.clone(), interrupted_by: signal.clone(), if_no_tasks, cache };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -590,6 +627,7 @@ fn run_batch(args: RunArgs, cwd: &Path, env: BTreeMap<String, String>) -> anyhow
     if let Some(rerun) = plan_rerun.filter(|r| r.in_place) {
         add_up_rerun(&rerun, &args.out, &redactor, &mut failures);
     }
+    add_report_page(&args.out, cache_dir.as_deref(), &mut failures);
     report_artifact_failures(&failures);
     let tasks = exit_codes::after_signal(signal.load(Ordering::SeqCst), totals.exit_code);
     Ok(exit_codes::after_artifacts(tasks, failures.len()))

@@ -60,11 +60,21 @@ pub async fn run(command: &str, cwd: &Path, timeout: Duration, ctx: CheckContext
                 // command of the agent's does (a name lookup included).
                 tail.push_str(&crate::tools::run_command::network_note(&finished.reports));
             }
-            CheckRecord { command: command.to_string(), exit_code: finished.exit_code, output_tail: tail, before: None }
+            CheckRecord {
+                command: command.to_string(),
+                exit_code: finished.exit_code,
+                output_tail: tail,
+                before: None,
+                ..Default::default()
+            }
         }
-        Err(e) => {
-            CheckRecord { command: command.to_string(), exit_code: None, output_tail: format!("could not start `sh`: {e}"), before: None }
-        }
+        Err(e) => CheckRecord {
+            command: command.to_string(),
+            exit_code: None,
+            output_tail: format!("could not start `sh`: {e}"),
+            before: None,
+            ..Default::default()
+        },
     }
 }
 
@@ -181,7 +191,13 @@ mod tests {
     }
 
     fn record(exit_code: i32, output: &str) -> CheckRecord {
-        CheckRecord { command: "pytest -q".into(), exit_code: Some(exit_code), output_tail: output.into(), before: None }
+        CheckRecord {
+            command: "pytest -q".into(),
+            exit_code: Some(exit_code),
+            output_tail: output.into(),
+            before: None,
+            ..Default::default()
+        }
     }
 
     #[test]

@@ -104,5 +104,5 @@ pub fn default_policy(layout: &CommandLayout, env: &BTreeMap<String, String>, ou
 }
 
 fn not_started(command: &str, why: &str) -> CheckRecord {
-    CheckRecord { command: command.to_string(), exit_code: None, output_tail: why.to_string(), before: None }
+    CheckRecord { command: command.to_string(), exit_code: None, output_tail: why.to_string(), before: None, ..Default::default() }
 }

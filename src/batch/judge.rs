@@ -140,7 +140,7 @@ mod tests {
     use super::*;
 
     fn check(exit_code: Option<i32>) -> CheckRecord {
-        CheckRecord { command: "make test".into(), exit_code, output_tail: String::new(), before: None }
+        CheckRecord { command: "make test".into(), exit_code, output_tail: String::new(), before: None, ..Default::default() }
     }
 
     /// Name, agent phase, check, files changed, require_change → status, error kind and a

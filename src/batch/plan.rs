@@ -397,6 +397,7 @@ fn resolve(
         index: task.index,
         manifest: task.manifest,
         manifest_name: None,
+        tags: f.tags.unwrap_or_default(),
         prompt: task.prompt,
     })
 }

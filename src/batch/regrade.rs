@@ -161,6 +161,7 @@ async fn regrade_or_carry(job: Job<'_>, check: Option<&str>, emitter: &Emitter) 
             isolation: Isolation::Worktree.as_str().to_string(),
             workdir: spec.workspace.workdir.clone(),
             base_commit: task.base_commit.clone(),
+            workspace_ms: None,
         });
         regrade_one(&job, check).await
     } else {

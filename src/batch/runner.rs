@@ -157,6 +157,7 @@ async fn run_or_reuse(spec: Arc<TaskSpec>, shared: Arc<Shared>, emitter: Emitter
             isolation: spec.workspace.isolation.as_str().to_string(),
             workdir: spec.workspace.workdir.clone(),
             base_commit: super::cache::Cache::base_commit(&spec),
+            workspace_ms: None,
         });
         task_emitter.emit(EventKind::TaskFinished(Box::new(hit.clone())));
         return hit;

@@ -224,7 +224,7 @@ async fn run_command(setup: &SetupSpec, root: &Path, kit: &task::CommandKit, sha
                 command: setup.command.clone(),
                 exit_code: None,
                 output_tail: "[interrupted: the run was cancelled]".into(),
-                before: None,
+                ..Default::default()
             },
         }
     };

@@ -21,6 +21,8 @@ pub struct TaskSpec {
     pub manifest: PathBuf,
     /// The manifest's stable name (`<repository>/<path in it>`), when it is a file.
     pub manifest_name: Option<String>,
+    /// Its `tags`.
+    pub tags: Vec<String>,
     /// The 1-based line where the task begins in its manifest, when the format gives one.
     pub line: Option<usize>,
     /// What the agent is asked to do.
@@ -194,6 +196,7 @@ impl TaskSpec {
         TaskOutcome {
             line: self.line,
             manifest_name: self.manifest_name.clone(),
+            tags: self.tags.clone(),
             ..TaskOutcome::new(&self.id, &self.manifest, self.index, status, &self.provider.name, model)
         }
     }

@@ -179,7 +179,7 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
     let activity = Activity::new();
     let emitter = &emitter.with_activity(activity.clone());
     let mut outcome = spec.outcome(Status::Error);
-    let Prepared { workspace, workdir, kit } = match prepare(spec, shared, emitter).await {
+    let Prepared { workspace, workdir, kit, announced } = match prepare(spec, shared, emitter).await {
         Ok(prepared) => prepared,
         Err(error) => {
             outcome.status = failure_status(&error);
@@ -194,7 +194,17 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
     let sweep = crate::sandbox::sweep::TaskSweep::register(
         [Some(workspace.root.clone()), kit.tool_ctx.tmp_dir.clone()].into_iter().flatten().collect(),
     );
-    let ctx = AttemptCtx { spec, shared, kit: &kit, emitter, activity: &activity, workdir: &workdir, clock: Instant::now(), sweep: &sweep };
+    let ctx = AttemptCtx {
+        spec,
+        shared,
+        kit: &kit,
+        emitter,
+        activity: &activity,
+        workdir: &workdir,
+        began: announced,
+        clock: Instant::now(),
+        sweep: &sweep,
+    };
     let mut state = AgentState::default();
     // A check before the agent that passed a resource limit, or could not run at all, ends the
     // attempt: the agent would work (and spend) for nothing.
@@ -229,7 +239,8 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
         }
     };
     if let Some(record) = outcome.check.as_mut() {
-        record.before = check_before.map(|b| b.exit_code);
+        record.before = check_before.as_ref().map(|b| b.exit_code);
+        record.before_output_tail = check_before.map(|b| b.output_tail);
     }
     outcome.network_denied = kit.tool_ctx.network_log.totals();
     let resource = crate::sandbox::incidents::limit_failure(&kit.tool_ctx.reports.all());
@@ -263,6 +274,8 @@ struct AttemptCtx<'a> {
     /// The working directory (apart from the workspace, whose git handle may not be shared
     /// across an `.await`).
     workdir: &'a Path,
+    /// When the attempt began (its `task.started`): check runs are timed from here.
+    began: Instant,
     /// When the agent started: the attempt's `timeout` counts from here, repairs included.
     clock: Instant,
     /// The attempt's registration with the sweep of escaped processes.
@@ -299,8 +312,15 @@ impl AttemptCtx<'_> {
                 return Ok((workspace, phase));
             };
             let started = Instant::now();
-            let record = run_check(check, self.workdir, self.kit, self.shared).await;
-            let round = CheckRound { exit_code: record.exit_code, duration: started.elapsed(), output_tail: record.output_tail.clone() };
+            let mut record = run_check(check, self.workdir, self.kit, self.shared).await;
+            let round = CheckRound {
+                exit_code: record.exit_code,
+                duration: started.elapsed(),
+                output_tail: record.output_tail.clone(),
+                started: started.duration_since(self.began),
+            };
+            record.started_ms = Some(u64::try_from(round.started.as_millis()).unwrap_or(u64::MAX));
+            record.duration_ms = Some(u64::try_from(round.duration.as_millis()).unwrap_or(u64::MAX));
             let passed = record.exit_code == Some(0);
             // A check that could not run is not the agent's to repair.
             let unrunnable = !passed && self.kit.could_not_run(&record).is_some();
@@ -407,6 +427,8 @@ struct Prepared {
     /// across an `.await`.
     workdir: PathBuf,
     kit: AgentKit,
+    /// When `task.started` was announced: the check's times count from here.
+    announced: Instant,
 }
 
 /// What the agent runs with.
@@ -435,8 +457,11 @@ impl AgentKit {
 /// and the tools.
 async fn prepare(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Result<Prepared, TaskError> {
     ensure_confinable(spec)?;
+    let making = Instant::now();
     let workspace = prepare_workspace(spec, shared).await?;
+    let announced = Instant::now();
     emitter.emit(EventKind::TaskStarted {
+        workspace_ms: Some(u64::try_from(announced.duration_since(making).as_millis()).unwrap_or(u64::MAX)),
         provider: spec.provider.name.clone(),
         model: spec.provider.model.clone().unwrap_or_default(),
         isolation: spec.workspace.isolation.as_str().to_string(),
@@ -453,7 +478,7 @@ async fn prepare(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Result<
     let mcp = start_mcp_servers(spec, shared, &tool_ctx).await?;
     let registry = registry.with_mcp(shared_tools).with_mcp(mcp.tools());
     let kit = AgentKit { provider, child_env, confine, tool_ctx, registry, mcp, _proxy: proxy, _task_temp: task_temp };
-    Ok(Prepared { workdir: workspace.workdir.clone(), workspace, kit })
+    Ok(Prepared { workdir: workspace.workdir.clone(), workspace, kit, announced })
 }
 
 /// What the commands run for a task in `workspace` get — the agent's tools, its MCP servers,

@@ -65,6 +65,8 @@ pub enum EventKind {
         workdir: PathBuf,
         /// The commit its workspace started from, in a git repository.
         base_commit: Option<String>,
+        /// How long making the workspace took (just before this event).
+        workspace_ms: Option<u64>,
     },
     /// An LLM call returned.
     TurnCompleted {

@@ -45,6 +45,8 @@ pub struct CheckRound {
     pub duration: Duration,
     /// The last part of its output (what the agent was shown).
     pub output_tail: String,
+    /// When it began, after the attempt began.
+    pub started: Duration,
 }
 
 /// One independent attempt of a repeated task (`repeat`), with its own workspace and record.
@@ -84,6 +86,8 @@ pub struct TaskOutcome {
     pub manifest: PathBuf,
     /// The manifest's stable name, `<repository>/<path in it>` (the JUnit classname), when known.
     pub manifest_name: Option<String>,
+    /// The task's `tags`.
+    pub tags: Vec<String>,
     /// Its index in manifest order, for ordered reports.
     pub index: usize,
     /// The 1-based line where the task begins in its manifest, when known (annotations, JUnit).
@@ -171,6 +175,7 @@ impl TaskOutcome {
             task_id: task_id.to_string(),
             manifest: manifest.to_path_buf(),
             manifest_name: None,
+            tags: Vec::new(),
             index,
             line: None,
             status,

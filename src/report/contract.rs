@@ -27,7 +27,8 @@ pub fn to_wire(event: &Event, seq: u64, run_id: &str, shard: Option<&str>) -> Wi
     let mut header = header(event, seq, run_id, shard);
     match &event.kind {
         EventKind::RunStarted { .. } => run_started(header, &event.kind),
-        EventKind::TaskStarted { provider, model, isolation, workdir, base_commit } => WireEvent::TaskStarted {
+        EventKind::TaskStarted { provider, model, isolation, workdir, base_commit, workspace_ms } => WireEvent::TaskStarted {
+            workspace_ms: *workspace_ms,
             header,
             provider: provider.clone(),
             model: model.clone(),
@@ -156,6 +157,7 @@ pub fn wire_outcome(o: &TaskOutcome) -> WireOutcome {
         flaky: o.flaky,
         manifest: o.manifest.to_string_lossy().into_owned(),
         manifest_name: o.manifest_name.clone(),
+        tags: o.tags.clone(),
         line: o.line,
         index: o.index,
         provider: o.provider.clone(),
@@ -182,7 +184,12 @@ pub fn wire_outcome(o: &TaskOutcome) -> WireOutcome {
         check_rounds: o
             .check_rounds
             .iter()
-            .map(|r| WireCheckRound { exit_code: r.exit_code, duration_ms: millis(r.duration), output_tail: r.output_tail.clone() })
+            .map(|r| WireCheckRound {
+                exit_code: r.exit_code,
+                duration_ms: millis(r.duration),
+                output_tail: r.output_tail.clone(),
+                started_ms: Some(millis(r.started)),
+            })
             .collect(),
         pass_rate: o.pass_rate,
         verdict: o.verdict,
@@ -214,6 +221,7 @@ pub fn from_wire(task_id: String, w: WireOutcome, diff: Option<String>) -> TaskO
         task_id,
         manifest: std::path::PathBuf::from(w.manifest),
         manifest_name: w.manifest_name,
+        tags: w.tags,
         index: w.index,
         line: w.line,
         status: w.status,
@@ -250,6 +258,7 @@ pub fn from_wire(task_id: String, w: WireOutcome, diff: Option<String>) -> TaskO
                 exit_code: r.exit_code,
                 duration: Duration::from_millis(r.duration_ms),
                 output_tail: r.output_tail,
+                started: Duration::from_millis(r.started_ms.unwrap_or_default()),
             })
             .collect(),
         pass_rate: w.pass_rate,
@@ -330,8 +339,13 @@ mod tests {
         let mut o = outcome("fix/clippy", Status::Failed);
         o.diff = Some("diff --git a/x b/x\n".into());
         o.files_changed = vec!["src/lib.rs".into()];
-        o.check =
-            Some(CheckRecord { command: "cargo clippy".into(), exit_code: Some(101), output_tail: "warning: x".into(), before: None });
+        o.check = Some(CheckRecord {
+            command: "cargo clippy".into(),
+            exit_code: Some(101),
+            output_tail: "warning: x".into(),
+            before: None,
+            ..Default::default()
+        });
         o.error = Some(TaskError { kind: FailureKind::Check, message: "check failed".into(), http_status: None });
         o.manifest = "ci/tasks.toml".into();
         o.index = 3;
@@ -403,7 +417,12 @@ mod tests {
         use crate::events::{CheckRound, RepeatRecord, RepeatVerdict};
         let mut o = outcome("t", Status::Passed);
         o.repairs = 1;
-        let round = |code, tail: &str| CheckRound { exit_code: Some(code), duration: Duration::from_millis(40), output_tail: tail.into() };
+        let round = |code, tail: &str| CheckRound {
+            started: Duration::from_millis(900),
+            exit_code: Some(code),
+            duration: Duration::from_millis(40),
+            output_tail: tail.into(),
+        };
         o.check_rounds = vec![round(3, "MISMATCH"), round(0, "ok")];
         o.pass_rate = Some(0.5);
         o.verdict = Some(RepeatVerdict::Flaky);
@@ -423,7 +442,7 @@ mod tests {
         o.repeats = vec![repeat(1, Status::Failed, false), repeat(2, Status::Passed, true)];
         let v = line(&event(Some(("t", 2)), EventKind::TaskFinished(Box::new(o.clone()))));
         assert_eq!(v["repairs"], 1);
-        assert_eq!(v["check_rounds"][0], json!({"exit_code": 3, "duration_ms": 40, "output_tail": "MISMATCH"}));
+        assert_eq!(v["check_rounds"][0], json!({"exit_code": 3, "duration_ms": 40, "output_tail": "MISMATCH", "started_ms": 900}));
         assert_eq!((v["pass_rate"].clone(), v["verdict"].clone()), (json!(0.5), json!("flaky")));
         assert_eq!(v["repeats"][1]["diff_path"], "diffs/t@2.patch");
         assert_eq!(v["repeats"][1]["transcript_path"], serde_json::Value::Null);

@@ -349,6 +349,9 @@ mod tests {
         o.diff = Some("diff --git a/keys/fixture-key-2026.txt b/keys/fixture-key-2026.txt\n".into());
         o.result = Some(format!("rotated {secret}"));
         let check = crate::events::CheckRecord {
+            before_output_tail: None,
+            started_ms: None,
+            duration_ms: None,
             command: "./check fixture-key-2026".into(),
             exit_code: Some(1),
             output_tail: format!("still {secret}"),

@@ -335,6 +335,9 @@ mod tests {
         check_failed.index = 1;
         check_failed.line = Some(7);
         check_failed.check = Some(CheckRecord {
+            before_output_tail: None,
+            started_ms: None,
+            duration_ms: None,
             command: "cargo test".into(),
             exit_code: Some(101),
             output_tail: "\x1b[31merror\x1b[0m: Vec<String> & ]]> mismatch\x07\nline two".into(),

@@ -704,6 +704,9 @@ mod tests {
         tasks[1].status = Status::Failed;
         tasks[1].error = Some(TaskError { kind: FailureKind::Check, message: "check failed".into(), http_status: None });
         tasks[1].check = Some(CheckRecord {
+            before_output_tail: None,
+            started_ms: None,
+            duration_ms: None,
             command: "cargo test".into(),
             exit_code: Some(101),
             output_tail: "test x ... FAILED".into(),

@@ -19,6 +19,7 @@ pub mod merge;
 pub mod otel;
 pub mod out_dir;
 pub mod outputs;
+pub mod page;
 pub mod progress;
 pub mod read_back;
 pub mod slow;

@@ -10,9 +10,10 @@ use std::path::Path;
 pub const GITIGNORE: &str = "# Written by dracode: everything here is its output, replaced by each run.\n*\n";
 
 /// The names dracode writes at the top of its output folder.
-const OWN_NAMES: [&str; 11] = [
+const OWN_NAMES: [&str; 12] = [
     ".gitignore",
     "results.jsonl",
+    "report.html",
     "junit.xml",
     "summary.md",
     "findings.sarif",
@@ -28,7 +29,8 @@ const OWN_NAMES: [&str; 11] = [
 const PER_TASK: [&str; 3] = ["transcripts", "diffs", "outputs"];
 
 /// The files that describe a whole run.
-const PER_RUN: [&str; 7] = ["results.jsonl", "junit.xml", "summary.md", "findings.sarif", "combined.patch", "combine.json", "combine.md"];
+const PER_RUN: [&str; 8] =
+    ["results.jsonl", "junit.xml", "summary.md", "findings.sarif", "combined.patch", "combine.json", "combine.md", "report.html"];
 
 /// Whether dracode may use `out`: it does not exist yet, or holds only what dracode writes
 /// (and the entries named in `also`: a `--jsonl` file or `--record` folder the user put there,

@@ -252,6 +252,7 @@ mod tests {
             .on_event(&event(
                 Some(("review", 1)),
                 EventKind::TaskStarted {
+                    workspace_ms: None,
                     provider: "p".into(),
                     model: "m".into(),
                     isolation: "copy".into(),

@@ -307,6 +307,7 @@ mod tests {
             event(
                 Some((id, attempt)),
                 EventKind::TaskStarted {
+                    workspace_ms: None,
                     provider: "openai".into(),
                     model: "m".into(),
                     isolation: "none".into(),
@@ -338,6 +339,9 @@ mod tests {
         let mut b = outcome("b", Status::Failed);
         b.cost_usd = None;
         b.check = Some(CheckRecord {
+            before_output_tail: None,
+            started_ms: None,
+            duration_ms: None,
             command: "cargo test".into(),
             exit_code: Some(101),
             output_tail: "\x1b[31mtest result: FAILED\x1b[0m\n".into(),
@@ -414,6 +418,7 @@ mod tests {
         let mut p = ProgressReporter::new(Box::new(out.clone()), Verbosity::Normal, 2);
         for id in ["a", "b"] {
             let kind = EventKind::TaskStarted {
+                workspace_ms: None,
                 provider: "p".into(),
                 model: "m".into(),
                 isolation: "copy".into(),

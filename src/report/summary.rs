@@ -450,6 +450,9 @@ mod tests {
         bad.index = 1;
         bad.error = Some(TaskError { kind: FailureKind::Check, message: "check failed".into(), http_status: None });
         bad.check = Some(CheckRecord {
+            before_output_tail: None,
+            started_ms: None,
+            duration_ms: None,
             command: "cargo test | tee log".into(),
             exit_code: Some(101),
             output_tail: "\x1b[31merror\x1b[0m[E0308]: expected Vec<String>\n  | a && b\nkey sk_live_secret_1234\n".into(),

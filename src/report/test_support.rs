@@ -100,6 +100,7 @@ pub fn sample_run() -> Vec<Event> {
         event(
             Some(("t1", 1)),
             EventKind::TaskStarted {
+                workspace_ms: None,
                 provider: "openai".into(),
                 model: "gpt-4o".into(),
                 isolation: "worktree".into(),

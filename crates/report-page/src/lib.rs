@@ -1,10 +1,69 @@
 //! `report.html`: a dracode output folder (and earlier ones, for history) drawn as one
 //! self-contained page that a person opens from a downloaded artifact — no server, no network.
 //!
-//! [`data`] is what the page is given (the contract between this crate and
-//! `assets/report.js`); [`page`] writes the file around it.
+//! [`data`] is what the page is given (the contract between this crate and `assets/report.js`):
+//! [`events`] reads `results.jsonl`, [`timeline`] cuts each attempt into phases, [`detail`] reads a
+//! task's patch and conversation, [`history`] reads (and keeps) earlier runs, [`build`] puts them
+//! together; [`page`] writes the file around them.
 
 #![forbid(unsafe_code)]
 
+pub mod build;
 pub mod data;
+pub mod detail;
+pub mod events;
+pub mod history;
 pub mod page;
+pub mod timeline;
+
+use dracode_results::records::WireOutcome;
+use std::path::{Path, PathBuf};
+
+/// The name of the page in an output folder.
+pub const FILE_NAME: &str = "report.html";
+
+/// How a report is made.
+pub struct Options<'a> {
+    /// dracode's version, for the page's footer.
+    pub version: &'a str,
+    /// Earlier output folders or cache folders (`--history`).
+    pub history: Vec<PathBuf>,
+    /// Why a task did not pass, in one line (as `summary.md` words it).
+    pub reason: &'a dyn Fn(&WireOutcome) -> Option<String>,
+}
+
+impl Default for Options<'_> {
+    fn default() -> Self {
+        Options { version: "", history: Vec::new(), reason: &|_| None }
+    }
+}
+
+/// Writes `out/report.html` from the folder's artifacts (through a temporary file and a rename:
+/// a reader never sees half a page) and returns the page's path and the run it draws. The error
+/// names the file that could not be read or written.
+pub fn write(out: &Path, options: &Options<'_>) -> Result<(PathBuf, data::Report), String> {
+    let (mut report, run) = build::report(out, options)?;
+    let past = history::read(&options.history, &report.run.run_id)?;
+    history::attach(&mut report, &past);
+    let details = build::details(out, &report, &run);
+    let details: Vec<String> = details.iter().map(json).collect();
+    let title = format!("dracode {} — {} passed of {}", report.run.run_id, report.counts.passed, report.counts.total);
+    let html = page::html(&title, &json(&report), &details);
+    let path = out.join(FILE_NAME);
+    write_atomic(&path, html.as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok((path, report))
+}
+
+/// `contents` into `path` by a temporary file beside it and a rename, readable by all (0644).
+fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let tmp = path.with_file_name(format!(".{FILE_NAME}.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, contents)?;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644))?;
+    std::fs::rename(&tmp, path)
+}
+
+/// `value` as JSON text.
+fn json<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+}

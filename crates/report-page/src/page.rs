@@ -25,7 +25,9 @@ pub fn html(title: &str, report: &str, details: &[String]) -> String {
     out.push_str("<meta name=\"color-scheme\" content=\"light dark\">\n");
     out.push_str(&format!("<title>{}</title>\n", escape_text(title)));
     out.push_str(&format!("<style>{STYLE}</style>\n</head>\n<body>\n"));
-    out.push_str("<noscript>This report draws itself with JavaScript; the same results are in summary.md and results.jsonl beside it.</noscript>\n");
+    out.push_str(
+        "<noscript>This report draws itself with JavaScript; the same results are in summary.md and results.jsonl beside it.</noscript>\n",
+    );
     push_data(&mut out, "report-data", report);
     for (n, detail) in details.iter().enumerate() {
         push_data(&mut out, &format!("detail-{n}"), detail);

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use std::ops::{Add, AddAssign};
 
 /// The record of a task's `check` command.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CheckRecord {
     /// The command line.
     pub command: String,
@@ -18,6 +18,16 @@ pub struct CheckRecord {
     /// The exit code of the same check run before the agent, when `check_before` is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub before: Option<Option<i32>>,
+    /// The last part of the output of the run before the agent, when `check_before` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before_output_tail: Option<String>,
+    /// When this run began, in milliseconds after the attempt's `task.started` (absent in files
+    /// of older versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_ms: Option<u64>,
+    /// Its wall time (absent in files of older versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
 }
 
 /// A tool call the task's policy refused.

@@ -137,6 +137,10 @@ pub enum WireEvent {
         workdir: String,
         /// The commit the workspace started from, in a git repository.
         base_commit: Option<String>,
+        /// How long making the workspace took, just before this line (absent in files of older
+        /// versions and where no workspace was made).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        workspace_ms: Option<u64>,
     },
     /// An LLM call returned.
     #[serde(rename = "turn.completed")]
@@ -336,6 +340,9 @@ pub struct WireOutcome {
     /// and in any clone (the JUnit classname, `itoa.ci.nightly`); absent for ad-hoc tasks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub manifest_name: Option<String>,
+    /// The task's `tags`, as the manifest gives them (absent when it has none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
     /// The 1-based line where the task begins in its manifest; absent when the format gives
     /// none (JSON) or for an ad-hoc `--task`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -434,6 +441,10 @@ pub struct WireCheckRound {
     pub duration_ms: u64,
     /// The last part of its output: what the agent was shown.
     pub output_tail: String,
+    /// When it began, in milliseconds after the attempt's `task.started` (absent in files of
+    /// older versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_ms: Option<u64>,
 }
 
 /// One independent attempt of a repeated task (`repeats`).

@@ -1,0 +1,170 @@
+//! An output folder read into the page's [`Report`] and its tasks' [`TaskDetail`]s.
+
+use crate::Options;
+use crate::data::{Counts, FORMAT, Report, Run, Setup, Shard, TaskDetail, TaskRow, Usage};
+use crate::events::{self, RunEvents, ms_between};
+use dracode_results::Status;
+use dracode_results::exit_codes::not_judged;
+use dracode_results::records::WireOutcome;
+use std::path::Path;
+
+/// The overview of the folder `dir`, and its events (for [`details`]).
+pub fn report(dir: &Path, options: &Options<'_>) -> Result<(Report, RunEvents), String> {
+    let run_events = events::read(dir)?;
+    let tasks: Vec<TaskRow> = run_events.finished.iter().enumerate().map(|(n, (id, o))| row(&run_events, n, id, o, options)).collect();
+    let combine_path = dir.join("combine.json");
+    let combine = match std::fs::read_to_string(&combine_path) {
+        Ok(text) => Some(serde_json::from_str(&text).map_err(|e| format!("{}: {e}", combine_path.display()))?),
+        Err(_) => None,
+    };
+    let report = Report {
+        format: FORMAT,
+        generated_by: format!("dracode {}", options.version),
+        kind: if run_events.merged_from.is_empty() { "run" } else { "merged" }.to_string(),
+        run: run(&run_events),
+        counts: counts(&run_events.finished),
+        setups: setups(&run_events),
+        tasks,
+        combine,
+        history: Vec::new(),
+    };
+    Ok((report, run_events))
+}
+
+/// Each task's view, in the order of `report.tasks`.
+pub fn details(dir: &Path, report: &Report, run: &RunEvents) -> Vec<TaskDetail> {
+    run.finished.iter().zip(&report.tasks).map(|((id, o), _)| crate::detail::build(dir, id, o, run.notes.get(id))).collect()
+}
+
+/// The run as a whole.
+fn run(e: &RunEvents) -> Run {
+    let summed = e.finished.iter().fold(Usage::default(), |sum, (_, o)| add(sum, usage(&o.usage)));
+    let cost = e.finished.iter().try_fold(0.0, |sum, (_, o)| o.total_cost_usd.map(|c| sum + c));
+    Run {
+        run_id: e.run_id.clone(),
+        started_at: e.started_at.clone(),
+        finished_at: e.end.as_ref().map(|end| end.at.clone()),
+        duration_ms: ms_between(e.started, e.end.as_ref().and_then(|end| events::time(&end.at)).or(e.last)),
+        jobs: e.jobs,
+        version: e.version.clone(),
+        manifests: e.manifests.clone(),
+        exit_code: e.end.as_ref().map(|end| end.exit_code),
+        warnings: e.warnings.clone(),
+        shards: e
+            .merged_from
+            .iter()
+            .map(|m| Shard { dir: m.dir.clone(), run_id: m.run_id.clone(), shard: m.shard.clone(), task_count: m.task_count })
+            .collect(),
+        usage: e.end.as_ref().map_or(summed, |end| usage(&end.usage)),
+        total_cost_usd: e.end.as_ref().map_or(cost, |end| end.total_cost_usd),
+    }
+}
+
+/// `passed`, `failed` or `not_judged`.
+pub fn group(o: &WireOutcome) -> &'static str {
+    if o.status.is_pass() {
+        "passed"
+    } else if not_judged(o.status, o.error.as_ref()) {
+        "not_judged"
+    } else {
+        "failed"
+    }
+}
+
+/// The table row of the `n`-th task.
+fn row(run: &RunEvents, n: usize, id: &str, o: &WireOutcome, options: &Options<'_>) -> TaskRow {
+    let reason = if o.status.is_pass() { None } else { (options.reason)(o).filter(|r| !r.is_empty()) };
+    TaskRow {
+        id: id.to_string(),
+        index: o.index,
+        status: o.status.as_str().to_string(),
+        group: group(o).to_string(),
+        kind: o.error.as_ref().map(|e| e.kind.as_str().to_string()),
+        reason,
+        tags: o.tags.clone(),
+        provider: o.provider.clone(),
+        model: o.model.clone(),
+        manifest: o.line.map_or_else(|| o.manifest.clone(), |line| format!("{}:{line}", o.manifest)),
+        duration_ms: o.duration_ms,
+        cost_usd: o.total_cost_usd,
+        usage: usage(&o.usage),
+        turns: o.num_turns,
+        attempts: o.attempts,
+        flaky: o.flaky,
+        cached: o.cached,
+        carried_from: o.carried_from.clone(),
+        repairs: o.repairs,
+        files_changed: o.files_changed.len(),
+        pass_rate: o.pass_rate,
+        verdict: o.verdict.map(|v| v.as_str().to_string()),
+        protected: o.protected.len(),
+        denied_calls: o.denied_calls,
+        network_denied: o.network_denied,
+        timeline: crate::timeline::bars(run, id, o),
+        history: Vec::new(),
+        detail: n,
+    }
+}
+
+/// Counts by group and status.
+fn counts(finished: &[(String, WireOutcome)]) -> Counts {
+    let mut counts = Counts { total: finished.len(), ..Counts::default() };
+    for (_, o) in finished {
+        match group(o) {
+            "passed" => counts.passed += 1,
+            "failed" => counts.failed += 1,
+            _ => counts.not_judged += 1,
+        }
+        counts.cached += usize::from(o.cached);
+        counts.carried += usize::from(o.carried_from.is_some());
+        counts.flaky += usize::from(o.flaky);
+    }
+    counts.by_status = Status::ALL
+        .iter()
+        .map(|s| (s.as_str().to_string(), finished.iter().filter(|(_, o)| o.status == *s).count()))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    counts
+}
+
+/// The setups.
+fn setups(e: &RunEvents) -> Vec<Setup> {
+    e.setups
+        .iter()
+        .map(|s| {
+            let end = s.finished.clone().unwrap_or_default();
+            Setup {
+                command: s.command.clone(),
+                repo: s.repo.clone(),
+                start_ms: ms_between(e.started, s.started),
+                duration_ms: s.finished.as_ref().map(|f| f.duration_ms),
+                exit_code: end.exit_code,
+                error: end.error,
+                outputs: end.outputs,
+                output_tail: end.output_tail,
+            }
+        })
+        .collect()
+}
+
+/// The page's token counts.
+fn usage(u: &dracode_results::Usage) -> Usage {
+    Usage {
+        input_tokens: u.input_tokens,
+        cached_input_tokens: u.cached_input_tokens,
+        output_tokens: u.output_tokens,
+        reasoning_output_tokens: u.reasoning_output_tokens,
+        requests: u.requests,
+    }
+}
+
+/// `a + b`.
+fn add(a: Usage, b: Usage) -> Usage {
+    Usage {
+        input_tokens: a.input_tokens + b.input_tokens,
+        cached_input_tokens: a.cached_input_tokens + b.cached_input_tokens,
+        output_tokens: a.output_tokens + b.output_tokens,
+        reasoning_output_tokens: a.reasoning_output_tokens + b.reasoning_output_tokens,
+        requests: a.requests + b.requests,
+    }
+}

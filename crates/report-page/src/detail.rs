@@ -1,0 +1,155 @@
+//! A task's own view ([`TaskDetail`]): its outcome, its patch and conversation read from the
+//! output folder (`diffs/`, `transcripts/`), and what `results.jsonl` says besides.
+
+use crate::data::{
+    Check, CheckRound, DIFF_LIMIT, Denied, ErrorText, NetworkDenied, PriorAttempt, Repeat, Retry, TOOL_RESULT_LIMIT, TaskDetail, Transcript,
+};
+use crate::events::TaskNotes;
+use dracode_results::TaskError;
+use dracode_results::file_names::{diff_path, file_stem};
+use dracode_results::records::WireOutcome;
+use std::path::Path;
+
+/// The view of task `id` of the folder `dir`.
+pub fn build(dir: &Path, id: &str, outcome: &WireOutcome, notes: Option<&TaskNotes>) -> TaskDetail {
+    let (diff, diff_cut) = match &outcome.diff_path {
+        Some(_) => read_cut(&dir.join(diff_path(id)), DIFF_LIMIT),
+        None => (None, false),
+    };
+    let transcript_file = format!("transcripts/{}.json", file_stem(id));
+    let transcript = read_transcript(&dir.join(&transcript_file));
+    let mut files: Vec<String> = outcome.diff_path.iter().cloned().collect();
+    if transcript.is_some() {
+        files.push(transcript_file);
+    }
+    let none = TaskNotes::default();
+    let notes = notes.unwrap_or(&none);
+    TaskDetail {
+        id: id.to_string(),
+        error: outcome.error.as_ref().map(error_text),
+        result: outcome.result.clone(),
+        structured_output: outcome.structured_output.clone(),
+        check: outcome.check.as_ref().map(|c| Check {
+            command: c.command.clone(),
+            exit_code: c.exit_code,
+            output_tail: c.output_tail.clone(),
+            ran_before: c.before.is_some(),
+            before_exit_code: c.before.flatten(),
+            before_output_tail: c.before_output_tail.clone(),
+        }),
+        check_rounds: outcome
+            .check_rounds
+            .iter()
+            .map(|r| CheckRound { exit_code: r.exit_code, duration_ms: r.duration_ms, output_tail: r.output_tail.clone() })
+            .collect(),
+        diff,
+        diff_cut,
+        files_changed: outcome.files_changed.clone(),
+        protected: outcome.protected.clone(),
+        kept_ignored: outcome.kept_ignored.clone(),
+        transcript,
+        denied: outcome
+            .denied
+            .iter()
+            .map(|d| Denied { call_id: d.call_id.clone(), tool: d.tool.clone(), message: d.message.clone() })
+            .collect(),
+        network_denied: notes
+            .network
+            .iter()
+            .map(|(host, port, command, reason)| NetworkDenied {
+                host: host.clone(),
+                port: *port,
+                command: command.clone(),
+                reason: reason.clone(),
+            })
+            .collect(),
+        prior_attempts: outcome
+            .prior_attempts
+            .iter()
+            .map(|a| PriorAttempt {
+                status: a.status.as_str().to_string(),
+                error: a.error.as_ref().map(error_text),
+                duration_ms: a.duration_ms,
+            })
+            .collect(),
+        repeats: outcome.repeats.iter().map(|r| repeat(dir, r)).collect(),
+        retries: notes
+            .retries
+            .iter()
+            .map(|(scope, reason, delay_ms)| Retry { scope: scope.clone(), reason: reason.clone(), delay_ms: *delay_ms })
+            .collect(),
+        limit_warnings: notes.limit_warnings.clone(),
+        files,
+    }
+}
+
+/// A failure in words.
+pub fn error_text(error: &TaskError) -> ErrorText {
+    ErrorText { kind: error.kind.as_str().to_string(), message: error.message.clone() }
+}
+
+/// One repeat, with the files of it that exist.
+fn repeat(dir: &Path, r: &dracode_results::records::WireRepeat) -> Repeat {
+    let files = [r.diff_path.clone(), r.transcript_path.clone()].into_iter().flatten().filter(|f| dir.join(f).is_file()).collect();
+    Repeat {
+        repeat: r.repeat,
+        status: r.status.as_str().to_string(),
+        error: r.error.as_ref().map(error_text),
+        duration_ms: r.duration_ms,
+        repairs: r.repairs,
+        reported: r.reported,
+        files_changed: r.files_changed.clone(),
+        files,
+    }
+}
+
+/// The text of `path` cut at `limit` bytes (on a character boundary), and whether it was cut;
+/// `None` when it cannot be read.
+fn read_cut(path: &Path, limit: usize) -> (Option<String>, bool) {
+    match std::fs::read(path) {
+        Ok(bytes) => {
+            let text = String::from_utf8_lossy(&bytes);
+            let cut = text.len() > limit;
+            (Some(cut_at(&text, limit).to_string()), cut)
+        }
+        Err(_) => (None, false),
+    }
+}
+
+/// `text` cut at `limit` bytes, on a character boundary.
+fn cut_at(text: &str, limit: usize) -> &str {
+    if text.len() <= limit {
+        return text;
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// The conversation of `path`, each tool result cut at [`TOOL_RESULT_LIMIT`].
+fn read_transcript(path: &Path) -> Option<Transcript> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let mut messages = value.get("messages")?.as_array()?.clone();
+    for block in messages.iter_mut().filter_map(|m| m.get_mut("content")).filter_map(serde_json::Value::as_array_mut).flatten() {
+        if block.get("type").and_then(serde_json::Value::as_str) != Some("tool_result") {
+            continue;
+        }
+        if let Some(serde_json::Value::String(content)) = block.get_mut("content")
+            && content.len() > TOOL_RESULT_LIMIT
+        {
+            let left = content.len() - cut_at(content, TOOL_RESULT_LIMIT).len();
+            *content = format!("{}\n[… {left} more bytes in the transcript file]", cut_at(content, TOOL_RESULT_LIMIT));
+        }
+    }
+    let strings = |key: &str| {
+        value.get(key).and_then(serde_json::Value::as_array).map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect())
+    };
+    Some(Transcript {
+        system: value.get("system").and_then(serde_json::Value::as_str).unwrap_or_default().to_string(),
+        tools: strings("tools").unwrap_or_default(),
+        messages,
+    })
+}

@@ -1,0 +1,206 @@
+//! `results.jsonl` read for the page: every line, not only each task's last `task.finished`
+//! (the timeline needs when each attempt began and ended, the task view its retries, refused
+//! connections and limit warnings).
+
+use dracode_results::Usage;
+use dracode_results::records::{MergedFrom, StatusCounts, WireEvent, WireOutcome};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::SystemTime;
+
+/// A run's events, grouped as the page reads them.
+#[derive(Debug, Default)]
+pub struct RunEvents {
+    /// `run.started`: `run_id`, `ts`, `version`, manifests, jobs, warnings, shards.
+    pub run_id: String,
+    /// When the run began.
+    pub started: Option<SystemTime>,
+    /// `run.started.ts` as written.
+    pub started_at: String,
+    /// dracode's version.
+    pub version: String,
+    /// The manifests, as given.
+    pub manifests: Vec<String>,
+    /// `--jobs`.
+    pub jobs: usize,
+    /// `run.started.warnings`.
+    pub warnings: Vec<String>,
+    /// `run.started.merged_from`.
+    pub merged_from: Vec<MergedFrom>,
+    /// The setups, in the order they started.
+    pub setups: Vec<SetupEvents>,
+    /// Each task attempt's events, by task id and attempt.
+    pub attempts: BTreeMap<(String, u32), AttemptEvents>,
+    /// Each task's last `task.finished`, in file order of their first appearance.
+    pub finished: Vec<(String, WireOutcome)>,
+    /// Per task: retries, refused connections, limit warnings.
+    pub notes: BTreeMap<String, TaskNotes>,
+    /// `run.finished`: counts, usage, cost, exit code, and when.
+    pub end: Option<RunEnd>,
+    /// When the last line was written.
+    pub last: Option<SystemTime>,
+}
+
+/// `run.finished`.
+#[derive(Debug)]
+pub struct RunEnd {
+    /// Its `ts`.
+    pub at: String,
+    /// Counts by status.
+    pub counts: StatusCounts,
+    /// Every call's tokens.
+    pub usage: Usage,
+    /// Summed cost.
+    pub total_cost_usd: Option<f64>,
+    /// The exit code.
+    pub exit_code: i32,
+}
+
+/// One `[setup]` run.
+#[derive(Debug, Default)]
+pub struct SetupEvents {
+    /// When it began.
+    pub started: Option<SystemTime>,
+    /// The command.
+    pub command: String,
+    /// Its repository.
+    pub repo: String,
+    /// `setup.finished`.
+    pub finished: Option<SetupEnd>,
+}
+
+/// `setup.finished`.
+#[derive(Debug, Default, Clone)]
+pub struct SetupEnd {
+    /// Its exit code.
+    pub exit_code: Option<i32>,
+    /// Its wall time.
+    pub duration_ms: u64,
+    /// The last part of its output.
+    pub output_tail: String,
+    /// What it made.
+    pub outputs: Vec<String>,
+    /// Why it failed.
+    pub error: Option<String>,
+}
+
+/// The times of one attempt.
+#[derive(Debug, Default)]
+pub struct AttemptEvents {
+    /// `task.started`.
+    pub started: Option<SystemTime>,
+    /// How long making its workspace took, before `task.started`.
+    pub workspace_ms: u64,
+    /// Its last event.
+    pub last: Option<SystemTime>,
+    /// When its first model call began (`turn.completed` minus the call's time).
+    pub first_call: Option<SystemTime>,
+    /// Its `task.finished`, when this attempt was the reported one.
+    pub finished: Option<SystemTime>,
+}
+
+/// What the task view lists besides the outcome.
+#[derive(Debug, Default)]
+pub struct TaskNotes {
+    /// `retry` lines: scope, reason, delay.
+    pub retries: Vec<(String, String, u64)>,
+    /// `network.denied` lines: host, port, command, reason.
+    pub network: Vec<(String, u16, String, Option<String>)>,
+    /// `limit.warning` messages.
+    pub limit_warnings: Vec<String>,
+}
+
+/// Parses an RFC 3339 `ts`.
+pub fn time(ts: &str) -> Option<SystemTime> {
+    humantime::parse_rfc3339_weak(ts.trim_end_matches('Z')).ok()
+}
+
+/// Milliseconds from `from` to `to`, 0 when `to` is earlier or either is unknown.
+pub fn ms_between(from: Option<SystemTime>, to: Option<SystemTime>) -> u64 {
+    match (from, to) {
+        (Some(from), Some(to)) => to.duration_since(from).map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)).unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// Reads `dir/results.jsonl`. The error names the file and, for a bad line, its number.
+pub fn read(dir: &Path) -> Result<RunEvents, String> {
+    let path = dir.join("results.jsonl");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut run = RunEvents::default();
+    let mut seen_start = false;
+    for (n, raw) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let invalid = |e: String| format!("{}:{}: {e}", path.display(), n + 1);
+        let value: serde_json::Value = serde_json::from_str(raw).map_err(|e| invalid(format!("not a JSON line: {e}")))?;
+        let event = WireEvent::deserialize(&value).map_err(|e| invalid(format!("not a dracode event: {e}")))?;
+        seen_start |= matches!(event, WireEvent::RunStarted { .. });
+        run.take(event);
+    }
+    if !seen_start {
+        return Err(format!("{}: no run.started line: not the results of a dracode run", path.display()));
+    }
+    run.finished.sort_by_key(|(_, o)| o.index);
+    Ok(run)
+}
+
+impl RunEvents {
+    /// Files one event.
+    fn take(&mut self, event: WireEvent) {
+        let header = event.header().clone();
+        let at = time(&header.ts);
+        self.last = at.or(self.last);
+        let task = header.task_id.clone().unwrap_or_default();
+        let attempt = (task.clone(), header.attempt.unwrap_or(1));
+        match event {
+            WireEvent::RunStarted { header, version, manifests, jobs, warnings, merged_from, .. } => {
+                (self.run_id, self.started, self.started_at) = (header.run_id, at, header.ts);
+                (self.version, self.manifests, self.jobs, self.warnings) = (version, manifests, jobs, warnings);
+                self.merged_from = merged_from.unwrap_or_default();
+            }
+            WireEvent::SetupStarted { command, repo, .. } => {
+                self.setups.push(SetupEvents { started: at, command, repo, finished: None });
+            }
+            WireEvent::SetupFinished { command, exit_code, duration_ms, output_tail, outputs, error, .. } => {
+                let finished = Some(SetupEnd { exit_code, duration_ms, output_tail, outputs, error });
+                match self.setups.iter_mut().find(|s| s.command == command && s.finished.is_none()) {
+                    Some(setup) => setup.finished = finished,
+                    None => self.setups.push(SetupEvents { started: None, command, repo: String::new(), finished }),
+                }
+            }
+            WireEvent::TaskStarted { workspace_ms, .. } => {
+                let entry = self.attempts.entry(attempt).or_default();
+                (entry.started, entry.workspace_ms) = (at, workspace_ms.unwrap_or(0));
+            }
+            WireEvent::TurnCompleted { duration_ms, .. } => {
+                let entry = self.attempts.entry(attempt).or_default();
+                let began = at.and_then(|t| t.checked_sub(std::time::Duration::from_millis(duration_ms)));
+                entry.first_call = entry.first_call.or(began);
+                entry.last = at;
+            }
+            WireEvent::Retry { scope, reason, delay_ms, .. } => {
+                let scope = serde_json::to_value(scope).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+                self.notes.entry(task).or_default().retries.push((scope, reason, delay_ms));
+            }
+            WireEvent::NetworkDenied { host, port, command, reason, .. } => {
+                self.notes.entry(task).or_default().network.push((host, port, command, reason));
+            }
+            WireEvent::LimitWarning { message, .. } => self.notes.entry(task).or_default().limit_warnings.push(message),
+            WireEvent::TaskFinished { outcome, .. } => {
+                let entry = self.attempts.entry(attempt).or_default();
+                (entry.finished, entry.last) = (at, at);
+                match self.finished.iter_mut().find(|(id, _)| *id == task) {
+                    Some(slot) => slot.1 = *outcome,
+                    None => self.finished.push((task, *outcome)),
+                }
+            }
+            WireEvent::RunFinished { header, counts, usage, total_cost_usd, exit_code, .. } => {
+                self.end = Some(RunEnd { at: header.ts, counts, usage, total_cost_usd, exit_code });
+            }
+            WireEvent::ToolStarted { .. } | WireEvent::ToolCompleted { .. } | WireEvent::AgentMessage { .. } => {
+                self.attempts.entry(attempt).or_default().last = at;
+            }
+            WireEvent::ContextCompacted { .. } => {}
+        }
+    }
+}

@@ -13,33 +13,42 @@
 // Trusted Types policy makes innerHTML and its kin throw anyway). The only href taken from the
 // data is a task's artifact path, and only when safeHref() finds it relative.
 //
-// Hooks for tests (stable):
+// Hooks for tests (stable). The overview stays in the DOM (hidden) while a task is open: scope
+// task queries to #task-view.
 //   html[data-ready="1"]            set once the first render is done; html[data-render-ms] its time
-//   #fatal                          a visible error (bad format, a script error)
-//   #overview, #run-header          the overview and its header ([data-field=run-id|exit|...])
+//   #fatal                          a visible error (another format, unreadable data, a script error)
+//   #overview, #run-header          the overview and its header ([data-field=run-id|exit|cost|...])
+//   #jump button[data-target=ID]    buttons that scroll to the overview's sections
 //   #counts [data-count=K]          K in total passed failed not_judged cached carried flaky,
 //                                   status:<status>; the number is in .count-value
 //   #shards li[data-shard]          the shards of a merged run
-//   #combine                        the combine report (#combine [data-field=...])
-//   #timeline svg.timeline[data-mode=attempts|packed]  the timeline (#timeline-mode-attempts,
-//                                   #timeline-mode-packed switch); g.lane[data-task-id][data-attempt][data-group];
-//                                   rect.ph[data-phase]; g.lane.setup; #timeline-show-all
-//   #pass-rate [data-group=K]       the stacked pass-rate bar segments
+//   #combine                        the combine report ([data-field=applied|conflicts|...])
+//   #timeline svg.timeline[data-mode=attempts|packed]   the timeline; #timeline-mode-attempts,
+//                                   #timeline-mode-packed switch it (aria-pressed); #timeline-show-all;
+//                                   g.lane[data-task-id][data-attempt][data-group] one attempt's bar,
+//                                   its rect.ph[data-phase]; g.lane.setup[data-setup] a setup's bar
+//   #setups [data-setup=N]          the setup commands (.setup-output)
+//   #pass-rate [data-group=K]       the stacked pass-rate bar's segments and their legend
 //   #cost-chart, #turns-chart       g.bar-row[data-task-id]; g.bar-rest (the rest summarised)
-//   #history-trend                  the trend charts (svg[data-metric=pass-rate|cost])
-//   #task-table                     the table; th button[data-sort=KEY]; tbody tr[data-task-id]
-//                                   [data-status][data-group]; td.col-KEY; .hist-dot[data-group];
+//   #history-trend                  the trend charts (svg.trend[data-metric=pass-rate|cost])
+//   #task-table                     th button[data-sort=id|status|reason|tags|model|turns|cost|duration]
+//                                   (th[aria-sort]); tbody tr[data-task-id][data-status][data-group];
+//                                   td.col-KEY; .hist-dot[data-group] (.now = this run);
 //                                   .flip[data-flip=flipped|newly-failing]
-//   #filter-group #filter-status #filter-tag #filter-provider #filter-text   the filters
-//   #table-summary                  "N of M tasks"; #table-more the "show more" button
-//   #task-view[data-task-id]        the task's own view; #task-back the link back
-//   .status-badge[data-status]      a status word; .task-reason the one-line reason
-//   .check-output[data-phase=before|after|round-N]   check outputs (pre)
-//   .diff-file[data-file] .diff-add .diff-del .diff-hunk .diff-meta   the diff's lines
+//   #filter-group (values '', g:passed, g:failed, g:not_judged, f:cached, f:carried, f:flaky,
+//                 f:repaired, f:changed, f:newly-failing) #filter-status #filter-tag
+//                 #filter-provider #filter-text (input event)
+//   #table-summary                  "N matching tasks"; #table-more the "show more" button
+//   #task-view[data-task-id]        the task's own view ([data-missing] for an unknown id);
+//                                   #task-back the link back; h1 .task-id; .task-reason; .task-error
+//   .status-badge[data-status]      a status word
+//   .check-output[data-phase=before|round-N|after|combine]   check outputs (pre)
+//   .diff-file[data-file] .diff-add .diff-del .diff-hunk .diff-meta .diff-ctx   the diff
 //   #diff-cut                       the note that the diff was cut
 //   .msg.msg-user .msg.msg-assistant .msg-system .msg-text .reasoning   the transcript
 //   .tool-call[data-call-id][data-tool] (.refused, .net-refused) .tool-args .tool-result (.is-error)
-//   #network-denied li, #protected li, #kept-ignored li, #repeats tr[data-repeat], #files a
+//   #network-denied li[data-host], #protected li, #kept-ignored li, #repeats tr[data-repeat],
+//   #files a (unsafe paths: .unsafe-path, not links), #answer, #attempts
 'use strict';
 
 /* ---------- 1. Helpers ---------- */
@@ -259,21 +268,34 @@ function tokenLine(usage) {
     usage.requests + ' requests';
 }
 
+// Each count is a button that shows those tasks in the table.
 function countsCard(report) {
   const c = report.counts;
-  const item = (key, label, value, cls) => el('li', { 'data-count': key, cls: 'count ' + (cls || '') },
-    el('span', { cls: 'count-value', text: String(value) }), el('span', { cls: 'count-label', text: label }));
+  const item = (key, label, value, cls, filter) => el('li', { 'data-count': key, cls: 'count ' + (cls || '') },
+    el('button', { type: 'button', title: 'show these tasks in the table', onclick: () => filterTo(filter) },
+      el('span', { cls: 'count-value', text: String(value) }), el('span', { cls: 'count-label', text: label })));
   const main = el('ul', { cls: 'counts' },
-    item('total', 'tasks', c.total),
-    item('passed', 'passed', c.passed, 'g-passed'),
-    item('failed', 'failed', c.failed, 'g-failed'),
-    item('not_judged', 'not judged', c.not_judged, 'g-not_judged'),
-    item('cached', 'cached', c.cached),
-    item('carried', 'carried', c.carried),
-    item('flaky', 'flaky', c.flaky));
+    item('total', 'tasks', c.total, '', {}),
+    ...GROUPS.map((g) => item(g, GROUP_LABEL[g], c[g], 'g-' + g, { group: 'g:' + g })),
+    item('cached', 'cached', c.cached, '', { group: 'f:cached' }),
+    item('carried', 'carried', c.carried, '', { group: 'f:carried' }),
+    item('flaky', 'flaky', c.flaky, '', { group: 'f:flaky' }));
   const byStatus = el('ul', { cls: 'counts small', 'aria-label': 'by status' },
-    ...c.by_status.map(([status, n]) => item('status:' + status, status.replace(/_/g, ' '), n, 'g-' + statusGroup(status))));
+    ...c.by_status.map(([status, n]) => item('status:' + status, status.replace(/_/g, ' '), n, 'g-' + statusGroup(status), { status })));
   return el('section', { id: 'counts', cls: 'card', 'aria-label': 'counts' }, main, byStatus);
+}
+
+// Sets the table's filters to `f` (the others cleared) and scrolls to the table.
+function filterTo(f) {
+  const t = state.table;
+  const set = (id, value) => { t.filters.querySelector('#' + id).value = value || ''; };
+  set('filter-group', f.group);
+  set('filter-status', f.status);
+  set('filter-tag', '');
+  set('filter-provider', '');
+  set('filter-text', '');
+  applyTable(t);
+  document.getElementById('tasks').scrollIntoView({ block: 'start' });
 }
 
 function shardsCard(shards) {
@@ -822,6 +844,7 @@ function taskHeader(row, d) {
     ['tokens', tokenLine(u), 'tokens'],
     ['turns', String(row.turns), 'turns'],
     ['duration', fmtDuration(row.duration_ms), 'duration'],
+    ['time spent', phaseLine(row), 'phases'],
     ['attempts', String(row.attempts) + (row.flaky ? ' (flaky: passed after a failed attempt)' : ''), 'attempts'],
     ['repairs', row.repairs ? String(row.repairs) : null, 'repairs'],
     ['repeats', row.verdict ? row.verdict + (row.pass_rate === null ? '' : ', ' + fmtPct(row.pass_rate, 1) + ' of repeats passed') : null, 'verdict'],
@@ -830,6 +853,13 @@ function taskHeader(row, d) {
     ['history', row.history.length ? el('span', {}, ...historyDots(row)) : null, 'history'],
   ]));
   return card;
+}
+
+// "prepare 3.0 s · agent 1 m 02 s · check 12 s" over all attempts.
+function phaseLine(row) {
+  const sums = new Map();
+  for (const bar of row.timeline) for (const p of bar.phases) sums.set(p.kind, (sums.get(p.kind) || 0) + p.duration_ms);
+  return sums.size ? [...sums].map(([k, ms]) => k + ' ' + fmtDuration(ms)).join(' · ') : null;
 }
 
 function answerCard(d) {
@@ -872,7 +902,7 @@ function checkCard(d) {
   const card = section('check', 'Check');
   const c = d.check;
   if (c) card.append(el('p', {}, el('code', { cls: 'check-command', text: c.command })));
-  if (c && c.ran_before) {
+  if (c && (c.ran_before || (c.before_output_tail !== null && c.before_output_tail !== undefined))) {
     card.append(el('h3', {}, 'Before the agent ', exitText(c.before_exit_code)),
       c.before_output_tail !== null && c.before_output_tail !== undefined
         ? pre(c.before_output_tail, { cls: 'check-output', 'data-phase': 'before' })

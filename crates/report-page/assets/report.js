@@ -1071,7 +1071,7 @@ function blockEl(b, ctx) {
   if (!b || typeof b !== 'object') return el('pre', { cls: 'msg-other' }, JSON.stringify(b));
   switch (b.type) {
     case 'text':
-      return el('div', { cls: 'msg-text' }, String(b.text || ''));
+      return collapsible(String(b.text || ''), 'msg-text', 'div', 60, 8000);
     case 'reasoning':
       return el('details', { cls: 'reasoning' },
         el('summary', { text: b.text ? 'reasoning (' + String(b.text).length + ' characters)' : 'reasoning (hidden by the provider)' }),
@@ -1119,12 +1119,14 @@ function resultEl(b, label) {
     collapsible(text, 'result-text'));
 }
 
-// Text in a <pre>; when long, its first lines visible and the whole behind a <details>.
-function collapsible(text, cls) {
+// Text in a <pre> (or a `tag` element); when long, its first lines visible and the whole behind
+// a <details>.
+function collapsible(text, cls, tag = 'pre', maxLines = 16, maxChars = 2400) {
   const lines = text.split('\n');
-  if (lines.length <= 16 && text.length <= 2400) return pre(text, { cls });
-  const preview = pre(lines.slice(0, 8).join('\n').slice(0, 1200) + '\n…', { cls: cls + ' preview', 'aria-hidden': 'true' });
-  const full = el('details', { cls: 'long' }, el('summary', { text: 'show all ' + lines.length + ' lines (' + fmtTokens(text.length) + ' characters)' }), pre(text, { cls }));
+  if (lines.length <= maxLines && text.length <= maxChars) return el(tag, { cls }, text);
+  const head = lines.slice(0, Math.ceil(maxLines / 2)).join('\n').slice(0, maxChars / 2);
+  const preview = el(tag, { cls: cls + ' preview', 'aria-hidden': 'true' }, head + '\n…');
+  const full = el('details', { cls: 'long' }, el('summary', { text: 'show all ' + lines.length + ' lines (' + fmtTokens(text.length) + ' characters)' }), el(tag, { cls }, text));
   full.addEventListener('toggle', () => { preview.hidden = full.open; });
   return el('div', { cls: 'collapsible' }, preview, full);
 }
@@ -1145,11 +1147,14 @@ function route() {
 
 function showOverview() {
   if (state.taskView) {
+    const id = state.taskView.getAttribute('data-task-id');
     state.taskView.remove();
     state.taskView = null;
     state.overview.hidden = false;
     document.title = state.title;
     window.scrollTo(0, state.scrollY);
+    const tr = state.table.rowEls.get(state.byId.get(id));
+    if (tr && tr.isConnected) tr.querySelector('a').focus({ preventScroll: true });
   }
 }
 

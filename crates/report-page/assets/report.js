@@ -92,11 +92,11 @@ function pad2(n) {
 // 850 ms, 4.2 s, 42 s, 1 m 05 s, 1 h 02 m.
 function fmtDuration(ms) {
   if (ms === null || ms === undefined) return '—';
-  if (ms < 1000) return Math.round(ms) + ' ms';
+  if (ms < 999.5) return Math.round(ms) + ' ms';
   const s = ms / 1000;
-  if (s < 10) return s.toFixed(1) + ' s';
-  if (s < 60) return Math.round(s) + ' s';
+  if (s < 9.95) return s.toFixed(1) + ' s';
   const total = Math.round(s);
+  if (total < 60) return total + ' s';
   if (total < 3600) return Math.floor(total / 60) + ' m ' + pad2(total % 60) + ' s';
   return Math.floor(total / 3600) + ' h ' + pad2(Math.floor((total % 3600) / 60)) + ' m';
 }
@@ -104,13 +104,14 @@ function fmtDuration(ms) {
 function fmtCost(usd) {
   if (usd === null || usd === undefined) return '—';
   if (usd === 0) return '$0';
+  if (Math.abs(usd) < 0.0001) return '$' + usd.toPrecision(2);
   return '$' + (Math.abs(usd) >= 1 ? usd.toFixed(2) : usd.toFixed(4));
 }
 
 function fmtTokens(n) {
   if (n === null || n === undefined) return '—';
   if (n < 1000) return String(n);
-  if (n < 1e6) return (n / 1000).toFixed(n < 1e4 ? 2 : 1).replace(/\.?0+$/, '') + 'k';
+  if (n < 999950) return (n / 1000).toFixed(n < 9995 ? 2 : 1).replace(/\.?0+$/, '') + 'k';
   return (n / 1e6).toFixed(2).replace(/\.?0+$/, '') + 'M';
 }
 
@@ -999,7 +1000,7 @@ function repeatsCard(repeats) {
     el('td', { text: r.reported ? 'reported' : '' }), el('td', { cls: 'num', text: String(r.repairs) }),
     el('td', { cls: 'num', text: fmtDuration(r.duration_ms) }),
     el('td', { cls: 'col-reason', text: r.error ? r.error.kind + ': ' + r.error.message : '' }),
-    el('td', {}, ...(r.files || []).flatMap((f) => [fileLink(f), ' ']))));
+    el('td', { cls: 'col-files' }, ...(r.files || []).map(fileLink))));
   return section('repeats-card', 'Repeats', el('div', { cls: 'table-wrap' }, el('table', { id: 'repeats' }, el('thead', {}, head), el('tbody', {}, ...rows))));
 }
 

@@ -1023,7 +1023,7 @@ function textOf(content) {
 
 function transcriptContext(d) {
   const ctx = { results: new Map(), calls: new Set(), denied: new Map(), net: new Map() };
-  for (const m of d.transcript.messages) {
+  for (const m of d.transcript.messages || []) {
     for (const b of blocksOf(m)) {
       if (b && b.type === 'tool_result') ctx.results.set(b.tool_use_id, b);
       if (b && b.type === 'tool_use') ctx.calls.add(b.id);
@@ -1046,9 +1046,9 @@ function transcriptCard(d) {
   }
   const ctx = transcriptContext(d);
   card.append(el('details', { cls: 'msg msg-system' },
-    el('summary', { text: 'System prompt (' + t.system.split('\n').length + ' lines) · tools: ' + (t.tools.join(', ') || 'none') }),
-    el('div', { cls: 'msg-text' }, t.system)));
-  for (const m of t.messages) {
+    el('summary', { text: 'System prompt (' + String(t.system || '').split('\n').length + ' lines) · tools: ' + ((t.tools || []).join(', ') || 'none') }),
+    el('div', { cls: 'msg-text' }, String(t.system || ''))));
+  for (const m of t.messages || []) {
     const node = messageEl(m, ctx);
     if (node) card.append(node);
   }
@@ -1061,6 +1061,7 @@ function transcriptCard(d) {
 }
 
 function messageEl(m, ctx) {
+  if (!m || typeof m !== 'object') return el('pre', { cls: 'msg-other' }, JSON.stringify(m));
   const role = typeof m.role === 'string' ? m.role : 'unknown';
   const parts = blocksOf(m).map((b) => blockEl(b, ctx)).filter(Boolean);
   if (!parts.length) return null;

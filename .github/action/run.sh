@@ -17,6 +17,8 @@
 #                    interrupted 130/143); failed tasks (1) are reported but leave the step
 #                    green; never: it never fails
 #   INPUT_ARTIFACT_NAME  the artifact's name (default dracode-out, plus -shard-K-of-N)
+#   INPUT_UPLOAD_ARTIFACTS  true (default) when the next step uploads the output folder: the step
+#                    summary then names the artifact that holds report.html
 # Also read: DRACODE_BIN (default: dracode on PATH), RUNNER_TEMP, GITHUB_OUTPUT.
 set -u
 
@@ -83,6 +85,15 @@ if [ -n "${GITHUB_OUTPUT:-}" ]; then
     fi
     printf 'artifact-name=%s\n' "$name"
   } >>"$GITHUB_OUTPUT"
+  # The step summary names the page: where a person finds each task's output, diff and
+  # conversation (the artifact is uploaded by the next step unless upload-artifacts is off).
+  if [ -n "${GITHUB_STEP_SUMMARY:-}" ] && [ -f "$out/report.html" ]; then
+    if [ "${INPUT_UPLOAD_ARTIFACTS:-true}" = true ]; then
+      printf '\n**Report:** download the artifact `%s` of this run and open `report.html` in it.\n' "$name" >>"$GITHUB_STEP_SUMMARY"
+    else
+      printf '\n**Report:** `%s/report.html`.\n' "$out" >>"$GITHUB_STEP_SUMMARY"
+    fi
+  fi
 fi
 rm -f "$outputs"
 

@@ -184,6 +184,7 @@ pub fn render_outputs(totals: &RunTotals, out_dir: &Path) -> String {
         ("results", path("results.jsonl")),
         ("junit", path("junit.xml")),
         ("summary", path("summary.md")),
+        ("report", path("report.html")),
         ("out", out_dir.to_string_lossy().into_owned()),
     ];
     pairs.iter().map(|(name, value)| output_line(name, value)).collect()
@@ -284,7 +285,7 @@ mod tests {
             text.starts_with("exit-code=1\ntotal=4\npassed=2\nfailed=2\ncost-usd=0.012500\ninput-tokens=1200\noutput-tokens=34\n"),
             "{text}"
         );
-        assert!(text.contains("\nresults=/w/out dir/results.jsonl\njunit=/w/out dir/junit.xml\nsummary=/w/out dir/summary.md\n"), "{text}");
+        assert!(text.contains("\nresults=/w/out dir/results.jsonl\njunit=/w/out dir/junit.xml\nsummary=/w/out dir/summary.md\nreport=/w/out dir/report.html\n"), "{text}");
         let d = format!("ghadelimiter_dracode_{}", std::process::id());
         let text = render_outputs(&t, Path::new("/w/two\nlines"));
         assert!(text.contains(&format!("results<<{d}\n/w/two\nlines/results.jsonl\n{d}\n")), "{text}");

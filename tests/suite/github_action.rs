@@ -605,3 +605,21 @@ fn the_cache_input_reuses_the_passes_of_an_earlier_step() {
     assert_eq!(second.outputs["input-tokens"], "0", "nothing was sent: {:?}", second.outputs);
     assert!(tmp.path().join(".dracode-cache/.gitignore").is_file());
 }
+
+#[test]
+fn the_step_summary_names_the_artifact_that_holds_report_html() {
+    let tmp = tempfile::tempdir().unwrap();
+    let manifest = quickstart_copy(tmp.path(), "sh test.sh");
+    let step = run_step(tmp.path(), &[("INPUT_MANIFEST", &manifest), ("INPUT_SHARD", "1/2")]);
+    assert_eq!(step.code, Some(0), "{}", step.stderr);
+    assert!(Path::new(&step.outputs["report"]).is_file(), "{:?}", step.outputs);
+    assert!(
+        step.summary.contains("download the artifact `dracode-out-shard-1-of-2` of this run and open `report.html` in it"),
+        "the step summary:\n{}",
+        step.summary
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let manifest = quickstart_copy(tmp.path(), "sh test.sh");
+    let step = run_step(tmp.path(), &[("INPUT_MANIFEST", &manifest), ("INPUT_UPLOAD_ARTIFACTS", "false")]);
+    assert!(step.summary.contains("**Report:** `dracode-out/report.html`"), "the step summary:\n{}", step.summary);
+}

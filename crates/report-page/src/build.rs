@@ -1,10 +1,10 @@
 //! An output folder read into the page's [`Report`] and its tasks' [`TaskDetail`]s.
 
 use crate::Options;
+use crate::data::group;
 use crate::data::{Counts, FORMAT, Report, Run, Setup, Shard, TaskDetail, TaskRow, Usage};
 use crate::events::{self, RunEvents, ms_between};
 use dracode_results::Status;
-use dracode_results::exit_codes::not_judged;
 use dracode_results::records::WireOutcome;
 use std::path::Path;
 
@@ -60,17 +60,6 @@ fn run(e: &RunEvents) -> Run {
     }
 }
 
-/// `passed`, `failed` or `not_judged`.
-pub fn group(o: &WireOutcome) -> &'static str {
-    if o.status.is_pass() {
-        "passed"
-    } else if not_judged(o.status, o.error.as_ref()) {
-        "not_judged"
-    } else {
-        "failed"
-    }
-}
-
 /// The table row of the `n`-th task.
 fn row(run: &RunEvents, n: usize, id: &str, o: &WireOutcome, options: &Options<'_>) -> TaskRow {
     let reason = if o.status.is_pass() { None } else { (options.reason)(o).filter(|r| !r.is_empty()) };
@@ -78,7 +67,7 @@ fn row(run: &RunEvents, n: usize, id: &str, o: &WireOutcome, options: &Options<'
         id: id.to_string(),
         index: o.index,
         status: o.status.as_str().to_string(),
-        group: group(o).to_string(),
+        group: group(o.status, o.error.as_ref()).to_string(),
         kind: o.error.as_ref().map(|e| e.kind.as_str().to_string()),
         reason,
         tags: o.tags.clone(),
@@ -110,7 +99,7 @@ fn row(run: &RunEvents, n: usize, id: &str, o: &WireOutcome, options: &Options<'
 fn counts(finished: &[(String, WireOutcome)]) -> Counts {
     let mut counts = Counts { total: finished.len(), ..Counts::default() };
     for (_, o) in finished {
-        match group(o) {
+        match group(o.status, o.error.as_ref()) {
             "passed" => counts.passed += 1,
             "failed" => counts.failed += 1,
             _ => counts.not_judged += 1,

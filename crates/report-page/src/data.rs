@@ -8,7 +8,20 @@
 //! `start_ms` offsets count from [`Run::started_at`]. Secrets are masked already: the report is
 //! made from the output folder's artifacts, which are.
 
+use dracode_results::exit_codes::not_judged;
+use dracode_results::{Status, TaskError};
 use serde::Serialize;
+
+/// `passed`, `failed` or `not_judged`: how a task that ended `status` (for `error`) is counted.
+pub fn group(status: Status, error: Option<&TaskError>) -> &'static str {
+    if status.is_pass() {
+        "passed"
+    } else if not_judged(status, error) {
+        "not_judged"
+    } else {
+        "failed"
+    }
+}
 
 /// The version of this shape; the page refuses data of another.
 pub const FORMAT: u32 = 1;
@@ -209,6 +222,8 @@ pub struct AttemptBar {
     pub duration_ms: u64,
     /// How it ended.
     pub status: String,
+    /// `passed`, `failed` or `not_judged`, as [`TaskRow::group`].
+    pub group: String,
     /// What it spent the time on, in order, inside `[start_ms, start_ms + duration_ms]`.
     pub phases: Vec<Phase>,
 }

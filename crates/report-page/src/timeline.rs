@@ -4,9 +4,11 @@
 //! `agent`, `check` (each run, placed by the check's own `started_ms`) and `repair` (the agent
 //! again after a failed check).
 
+use crate::data::group;
 use crate::data::{AttemptBar, Phase};
 use crate::events::{AttemptEvents, RunEvents, ms_between};
 use dracode_results::records::WireOutcome;
+use dracode_results::{Status, TaskError};
 
 /// The bars of task `id`, whose reported outcome is `outcome`, on the run's clock.
 pub fn bars(run: &RunEvents, id: &str, outcome: &WireOutcome) -> Vec<AttemptBar> {
@@ -20,28 +22,29 @@ pub fn bars(run: &RunEvents, id: &str, outcome: &WireOutcome) -> Vec<AttemptBar>
             let start_ms = announced_ms.saturating_sub(events.workspace_ms);
             let duration_ms = ms_between(events.started, events.last) + (announced_ms - start_ms);
             let reported = events.finished.is_some() && attempt == attempts.iter().map(|(a, _)| **a).max().unwrap_or(attempt);
-            let status = status_of(outcome, attempt, reported);
+            let (status, group) = status_of(outcome, attempt, reported);
             let phases = if reported {
                 phases(start_ms, announced_ms, duration_ms, run, events, outcome)
             } else {
                 plain(start_ms, duration_ms, run, events)
             };
-            AttemptBar { attempt, start_ms, duration_ms, status, phases }
+            AttemptBar { attempt, start_ms, duration_ms, status, group, phases }
         })
         .collect()
 }
 
-/// How attempt `attempt` ended: the outcome's status for the reported one, else its repeat's or
-/// its earlier attempt's.
-fn status_of(outcome: &WireOutcome, attempt: u32, reported: bool) -> String {
+/// How attempt `attempt` ended, and its group: the outcome's for the reported one, else its
+/// repeat's or its earlier attempt's.
+fn status_of(outcome: &WireOutcome, attempt: u32, reported: bool) -> (String, String) {
+    let of = |status: Status, error: Option<&TaskError>| (status.as_str().to_string(), group(status, error).to_string());
     if let Some(repeat) = outcome.repeats.iter().find(|r| r.attempt == attempt) {
-        return repeat.status.as_str().to_string();
-    }
-    if reported {
-        return outcome.status.as_str().to_string();
+        return of(repeat.status, repeat.error.as_ref());
     }
     let prior = usize::try_from(attempt.saturating_sub(1)).ok().and_then(|i| outcome.prior_attempts.get(i));
-    prior.map_or_else(|| outcome.status.as_str().to_string(), |p| p.status.as_str().to_string())
+    match prior {
+        Some(p) if !reported => of(p.status, p.error.as_ref()),
+        _ => of(outcome.status, outcome.error.as_ref()),
+    }
 }
 
 /// An attempt whose check is not known: `prepare` then `agent`.

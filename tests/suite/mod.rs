@@ -4,6 +4,7 @@ mod anthropic_provider;
 mod apply_patch;
 mod attack_processes;
 mod attacks;
+mod browser_harness;
 mod change_record;
 mod ci_native;
 mod cli_polish;

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod anthropic_server;
+pub mod browser;
 pub mod cli;
 pub mod gemini_server;
 pub mod github_server;

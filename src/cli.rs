@@ -75,7 +75,7 @@ pub enum Command {
     /// Write OUT/report.html again: the run drawn as one self-contained page (every run, merge
     /// and combine writes it already).
     #[command(
-        after_help = "Examples:\n  dracode report dracode-out\n  dracode report dracode-out --history last-night/dracode-out --history .dracode-cache\n\nEach --history DIR is an earlier output folder or a --cache folder (where every run with\n--cache keeps its results in history/): the page then shows each task's last results and\nthe cost over the nights.\n\nExit codes: 0 written, 2 OUT is not a run's output or a --history folder cannot be read,\n3 the page could not be written."
+        after_help = "Examples:\n  dracode report dracode-out\n  dracode report dracode-out --history last-night/dracode-out --history .dracode-cache\n\nEach --history DIR is an earlier output folder or a --cache folder (where every run with\n--cache keeps its results in history/): the page then shows each task's last results and\nthe cost over the nights. --save-history DIR keeps this run's record in DIR/history/ too\n(after reading the history: a folder can be both).\n\nExit codes: 0 written, 2 OUT is not a run's output or a --history folder cannot be read,\n3 the page could not be written."
     )]
     Report {
         /// The output folder of a run (or of `dracode merge`).
@@ -83,6 +83,10 @@ pub enum Command {
         /// An earlier output folder, or a `--cache` folder; repeat for more.
         #[arg(long, value_name = "DIR")]
         history: Vec<PathBuf>,
+        /// Also keep this run's record in DIR/history/ (read by a later `--history DIR`): for a
+        /// merged nightly whose shards each keep their own cache.
+        #[arg(long, value_name = "DIR")]
+        save_history: Option<PathBuf>,
     },
     /// Apply the passed tasks' patches of a run, in manifest order, onto one working tree of the
     /// base; report the patches that conflict; optionally check the union and commit it.

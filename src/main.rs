@@ -97,7 +97,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             list(&manifests, &filter, shard.as_deref(), format, config.as_deref(), &cwd, &env)
         }
         Command::Merge { inputs, out } => merge(&inputs, &out, &env),
-        Command::Report { out, history } => write_report(&out, &history),
+        Command::Report { out, history, save_history } => write_report(&out, &history, save_history.as_deref()),
         Command::Combine(args) => combine(&args, &cwd, &env),
         Command::Regrade(args) => regrade(&args, &cwd, &env),
         Command::Auth { target: AuthTarget::Copilot } => auth_copilot(&env),
@@ -363,12 +363,12 @@ fn list(
     }
 }
 
-/// `dracode report OUT`: `OUT/report.html` written again.
-fn write_report(out: &Path, history: &[PathBuf]) -> anyhow::Result<i32> {
+/// `dracode report OUT`: `OUT/report.html` written again (and its record kept in `save`).
+fn write_report(out: &Path, history: &[PathBuf], save: Option<&Path>) -> anyhow::Result<i32> {
     if !out.join("results.jsonl").is_file() {
         return usage_error(&format!("{}: not the output folder of a dracode run (no results.jsonl)", out.display()));
     }
-    match report::page::write(out, history, None) {
+    match report::page::write(out, history, save) {
         Ok(path) => {
             eprintln!("wrote {}", path.display());
             Ok(exit_codes::OK)

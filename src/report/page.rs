@@ -8,8 +8,8 @@ use crate::results::records::WireOutcome;
 use std::path::{Path, PathBuf};
 
 /// Writes `out/report.html`, with the runs of `history` (earlier output folders or cache folders)
-/// and of `cache` beside this one; then, with a `cache`, leaves this run in it. Returns the
-/// page's path; the error names the file.
+/// and of `cache` beside this one; then, with a `cache`, leaves this run's record in it (under
+/// `history/`). Returns the page's path; the error names the file.
 pub fn write(out: &Path, history: &[PathBuf], cache: Option<&Path>) -> Result<PathBuf, String> {
     let reason = |w: &WireOutcome| Some(strip_control(&short_reason(&from_wire(String::new(), w.clone(), None))));
     let mut sources = history.to_vec();

@@ -517,8 +517,20 @@ fn workflows_and_the_action_parse_pin_their_actions_and_read_only_by_default() {
         assert!(inputs.contains(&name), "input {name} missing: {inputs:?}");
     }
     let outputs: Vec<&str> = action["outputs"].as_object().unwrap().keys().map(String::as_str).collect();
-    let expected =
-        ["exit-code", "total", "passed", "failed", "cost-usd", "input-tokens", "output-tokens", "results", "junit", "summary", "out"];
+    let expected = [
+        "exit-code",
+        "total",
+        "passed",
+        "failed",
+        "cost-usd",
+        "input-tokens",
+        "output-tokens",
+        "results",
+        "junit",
+        "summary",
+        "report",
+        "out",
+    ];
     let mut sorted = outputs.clone();
     sorted.sort_unstable();
     let mut want = expected.to_vec();

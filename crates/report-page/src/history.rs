@@ -64,23 +64,26 @@ pub fn remember(cache: &Path, report: &Report) -> Result<(), String> {
     write().map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
-/// The runs in `dirs` (output folders or cache folders), oldest first, without `current` and
-/// without repeats of one `run_id`, the newest [`KEEP`]. The error names the folder.
-pub fn read(dirs: &[PathBuf], current: &str) -> Result<Vec<(PathBuf, RunRecord)>, String> {
+/// The runs in `dirs` (output folders or cache folders), oldest first, without the runs in
+/// `current` (this run, and the shards a merged run joins) and without repeats of one `run_id`,
+/// the newest [`KEEP`]. The error names the folder.
+pub fn read(dirs: &[PathBuf], current: &[String]) -> Result<Vec<(PathBuf, RunRecord)>, String> {
     let mut runs: Vec<(PathBuf, RunRecord)> = Vec::new();
     for dir in dirs {
         if dir.join("results.jsonl").is_file() {
             runs.push((dir.clone(), from_output_folder(dir)?));
         } else if dir.join("history").is_dir() {
             runs.extend(from_cache(dir)?.into_iter().map(|r| (dir.clone(), r)));
+        } else if std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none()) {
+            // An empty folder: a history kept from tonight on (the first night of a CI cache).
         } else {
             return Err(format!(
-                "--history {}: neither an output folder (no results.jsonl) nor a cache folder (no history/)",
+                "--history {}: neither an output folder (no results.jsonl) nor a cache folder (no history/), nor an empty folder",
                 dir.display()
             ));
         }
     }
-    runs.retain(|(_, r)| r.run_id != current);
+    runs.retain(|(_, r)| !current.contains(&r.run_id));
     runs.sort_by(|a, b| a.1.started_at.cmp(&b.1.started_at).then_with(|| a.1.run_id.cmp(&b.1.run_id)));
     runs.dedup_by(|a, b| a.1.run_id == b.1.run_id);
     let skip = runs.len().saturating_sub(KEEP);

@@ -43,7 +43,8 @@ impl Default for Options<'_> {
 /// names the file that could not be read or written.
 pub fn write(out: &Path, options: &Options<'_>) -> Result<(PathBuf, data::Report), String> {
     let (mut report, run) = build::report(out, options)?;
-    let past = history::read(&options.history, &report.run.run_id)?;
+    let current: Vec<String> = std::iter::once(&report.run.run_id).chain(report.run.shards.iter().map(|s| &s.run_id)).cloned().collect();
+    let past = history::read(&options.history, &current)?;
     history::attach(&mut report, &past);
     let details = build::details(out, &report, &run);
     let details: Vec<String> = details.iter().map(json).collect();

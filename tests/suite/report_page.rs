@@ -19,6 +19,9 @@ use std::time::Duration;
 /// What the model writes, to be shown and never run: each would set `window.__pwned`.
 const HOSTILE: &str = "<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\">";
 
+/// A key in dracode's environment that the model repeats: masked in the page as everywhere.
+const SECRET: &str = "sk-ant-report-page-0123456789abcdef";
+
 /// The check of the `calc` project: `add 2 3` must print 5.
 const TEST_SH: &str = "out=$(sh calc.sh 2 3)\nif [ \"$out\" = 5 ]; then echo ok; else echo \"<b>FAIL</b> <script>window.__pwned = 4</script> got $out\"; exit 1; fi\n";
 
@@ -72,7 +75,7 @@ fn mixed_batch(dir: &Path, unlisted: u16) -> PathBuf {
             ("h3", "write_file", json!({"file_path": "notes.md", "content": HOSTILE})),
         ],
         HOSTILE,
-        &format!("All done. {HOSTILE}"),
+        &format!("All done. {HOSTILE} key={SECRET}"),
     );
     let docs = recording(
         &[("d1", "write_file", json!({"file_path": "README.md", "content": "# calc\n\nAdds two numbers.\n"}))],
@@ -83,7 +86,8 @@ fn mixed_batch(dir: &Path, unlisted: u16) -> PathBuf {
         std::fs::write(replay.join(format!("{id}.json")), rec.to_string()).unwrap();
     }
     let manifest = format!(
-        "[defaults]\nprovider = \"replay\"\nreplay = \"replay\"\nrepo = \"calc\"\nisolation = \"worktree\"\n\
+        "[setup]\ncommand = \"mkdir -p .deps && echo ready > .deps/ok\"\n\n\
+         [defaults]\nprovider = \"replay\"\nreplay = \"replay\"\nrepo = \"calc\"\nisolation = \"worktree\"\n\
          network = [\"127.0.0.1:{}\"]\n\n\
          [[tasks]]\nid = \"fix-add\"\nprompt = \"calc.sh 2 3 must print 5\"\ncheck = \"sh test.sh\"\ntags = [\"bugfix\"]\n\n\
          [[tasks]]\nid = \"hostile\"\nprompt = \"fix calc\"\ncheck = \"sh test.sh\"\ntags = [\"bugfix\", \"untrusted\"]\n\
@@ -94,7 +98,8 @@ fn mixed_batch(dir: &Path, unlisted: u16) -> PathBuf {
     );
     std::fs::write(dir.join("nightly.toml"), manifest).unwrap();
     let out = dir.join("out");
-    let run = dracode(dir).args(["run", "nightly.toml", "--jobs", "2", "--out"]).arg(&out).output().unwrap();
+    let run =
+        dracode(dir).env("ANTHROPIC_API_KEY", SECRET).args(["run", "nightly.toml", "--jobs", "2", "--out"]).arg(&out).output().unwrap();
     let all = read_jsonl(&out.join("results.jsonl"));
     let statuses: Vec<&str> = ["fix-add", "hostile", "docs"].iter().map(|id| finished(&all, id)["status"].as_str().unwrap_or("")).collect();
     assert_eq!(statuses, ["passed", "failed", "passed"], "{}", String::from_utf8_lossy(&run.stderr));
@@ -172,6 +177,7 @@ fn report_page_shows_every_task_a_failed_check_a_diff_and_a_transcript_and_runs_
         page.eval("document.querySelectorAll('#timeline g.lane[data-task-id=hostile] rect.ph[data-phase=check]').length").as_u64()
             >= Some(1)
     );
+    assert_eq!(page.eval("document.querySelectorAll('#timeline g.lane.setup').length"), json!(1), "the setup's bar");
     shot(&page, "report-overview.png");
 
     page.click("#task-table tr[data-task-id=hostile] a");
@@ -183,7 +189,9 @@ fn report_page_shows_every_task_a_failed_check_a_diff_and_a_transcript_and_runs_
         shown(&page, ".check-output")
     );
     let transcript = shown(&page, ".msg-assistant");
-    assert!(transcript.contains(&format!("All done. {HOSTILE}")), "the answer as text: {transcript}");
+    assert!(transcript.contains(&format!("All done. {HOSTILE} key=[REDACTED]")), "the answer as text, masked: {transcript}");
+    let html = std::fs::read_to_string(&report).unwrap();
+    assert!(!html.contains(SECRET) && !html.contains("sk-ant-report-page"), "the key reached report.html");
     assert!(shown(&page, ".reasoning").contains(HOSTILE), "{}", shown(&page, ".reasoning"));
     assert!(shown(&page, ".tool-call[data-call-id=h2].refused").contains("delete_file"), "the refused call is marked");
     assert!(shown(&page, ".tool-result").contains(HOSTILE), "the tool's output as text");
@@ -213,6 +221,14 @@ fn report_page_links_straight_to_a_task_and_shows_its_diff() {
     let answer = shown(&page, ".msg-assistant");
     assert!(answer.contains("Fixed `calc.sh`: it subtracted."), "{answer}");
     assert_inert(&page, &report);
+
+    // `dracode combine` writes its report into the folder and the page again, with it.
+    let dir = report.parent().unwrap().parent().unwrap();
+    let combine = dracode(dir).args(["combine", "out", "--repo", "calc"]).output().unwrap();
+    assert_eq!(combine.status.code(), Some(0), "{}", String::from_utf8_lossy(&combine.stderr));
+    let page = open(browser, &report, "");
+    let combined = page.text("#combine");
+    assert!(combined.contains("fix-add") && combined.contains("docs"), "the combine report names the applied tasks: {combined}");
 }
 
 #[test]
@@ -337,4 +353,50 @@ fn report_page_history_shows_the_task_that_flipped_over_three_nights() {
 /// The history squares of task `id`'s row: each earlier night's group, then tonight's.
 fn dots(page: &Page<'_>, id: &str) -> Value {
     page.eval(&format!("[...document.querySelectorAll('#task-table tr[data-task-id=\"{id}\"] .hist-dot')].map(d => d.dataset.group)"))
+}
+
+#[test]
+fn report_page_shows_a_repeated_tasks_attempts_and_the_protected_paths_put_back() {
+    let Some(browser) = Browser::shared() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    git_repo(&dir.join("calc"), &[("calc.sh", "echo $(($1 - $2))\n"), ("test.sh", TEST_SH)]);
+    let replay = dir.join("replay");
+    std::fs::create_dir_all(&replay).unwrap();
+    let fix = recording(&[("w1", "write_file", json!({"file_path": "calc.sh", "content": "echo $(($1 + $2))\n"}))], "", "Fixed.");
+    std::fs::write(replay.join("twice.json"), fix.to_string()).unwrap();
+    let line = "echo ok > test.sh";
+    let tamper =
+        recording(&[("t1", "run_command", json!({"command": line, "shell": true, "timeout_seconds": 20}))], "", "Made the test pass.");
+    std::fs::write(replay.join("tamper.json"), tamper.to_string()).unwrap();
+    let manifest = "[defaults]\nprovider = \"replay\"\nreplay = \"replay\"\nrepo = \"calc\"\nisolation = \"worktree\"\ncheck = \"sh test.sh\"\n\n\
+        [[tasks]]\nid = \"twice\"\nprompt = \"fix calc\"\nrepeat = 2\n\n\
+        [[tasks]]\nid = \"tamper\"\nprompt = \"fix calc\"\nprotect = [\"test.sh\"]\n";
+    std::fs::write(dir.join("tasks.toml"), manifest).unwrap();
+    let run = dracode(dir).args(["run", "tasks.toml", "--out", "out"]).output().unwrap();
+    let all = read_jsonl(&dir.join("out/results.jsonl"));
+    assert_eq!(finished(&all, "twice")["verdict"], "stable_pass", "{}", String::from_utf8_lossy(&run.stderr));
+    assert_eq!(finished(&all, "tamper")["protected"], json!(["test.sh"]));
+    let report = dir.join("out/report.html");
+
+    let page = open(browser, &report, "#twice");
+    page.wait_for("document.querySelector('#task-view')?.dataset.taskId === 'twice'", WAIT);
+    assert_eq!(
+        page.eval("document.querySelectorAll('#task-view #repeats tr[data-repeat]').length"),
+        json!(2),
+        "{}",
+        page.text("#task-view")
+    );
+    assert!(page.text("#task-view").contains("stable_pass"), "the verdict: {}", page.text("#task-view"));
+    page.press_key("Escape");
+    page.wait_for(OVERVIEW_SHOWN, WAIT);
+    page.click("#task-table tr[data-task-id=tamper] a");
+    page.wait_for("document.querySelector('#task-view')?.dataset.taskId === 'tamper'", WAIT);
+    assert_eq!(shown(&page, "#protected li"), "test.sh");
+    assert!(
+        shown(&page, ".task-reason").contains("protected") || shown(&page, ".task-error").contains("test.sh"),
+        "{}",
+        page.text("#task-view")
+    );
+    assert_inert(&page, &report);
 }

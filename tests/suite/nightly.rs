@@ -247,7 +247,9 @@ async fn a_cached_pass_sends_no_request_and_reports_the_earlier_result_and_a_cha
     let entries: Vec<_> = walk(&project.dir.join("cache")).into_iter().filter(|p| !p.ends_with(".gitignore")).collect();
     assert!(project.dir.join("cache/.gitignore").exists(), "git ignores the cache wherever it lies");
     assert!(entries.iter().all(|p| p.extension().is_some_and(|e| e == "json")), "plain files, no temporaries: {entries:?}");
-    assert_eq!(entries.len(), 2, "one entry per passed input set: {entries:?}");
+    let (runs, passes): (Vec<_>, Vec<_>) = entries.iter().partition(|p| p.parent().is_some_and(|d| d.ends_with("history")));
+    assert_eq!(passes.len(), 2, "one entry per passed input set: {entries:?}");
+    assert_eq!(runs.len(), 4, "and the record of each run, for report.html's history: {entries:?}");
 }
 
 /// Every file under `dir`.

@@ -35,6 +35,7 @@ mod provider_matrix;
 mod reasoning;
 mod repair_and_repeat;
 mod report_page;
+mod report_scale;
 mod responses_provider;
 mod results_crate;
 mod run_batch;

@@ -57,7 +57,9 @@ const SVG_NS = 'http://www.w3.org/2000/svg';
 const GROUPS = ['passed', 'failed', 'not_judged'];
 const GROUP_LABEL = { passed: 'passed', failed: 'failed', not_judged: 'not judged' };
 const PHASES = ['prepare', 'agent', 'check', 'repair'];
-const PAGE_ROWS = 200;
+// Table rows drawn at a time (then "show more"): laying the table out is the largest cost of a
+// 1,000-task page's first paint, and 100 rows take half as long as 200.
+const PAGE_ROWS = 100;
 const TIMELINE_LANES = 150;
 
 // One element: attrs holds attributes, except `text` (textContent), `cls` (class) and `on*`

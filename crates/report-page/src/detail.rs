@@ -210,7 +210,9 @@ mod tests {
         let cut = t.messages[1]["content"][0]["content"].as_str().unwrap();
         let kept = TOOL_RESULT_LIMIT - 1;
         let left = long.len() - kept;
-        assert_eq!(cut, format!("{}\n[… {left} more bytes in the transcript file]", &long[..kept]));
+        let note = format!("\n[… {left} more bytes in the transcript file]");
+        assert!(cut.ends_with(&note), "ends {:?}, not {note:?}", &cut[cut.len().saturating_sub(60)..]);
+        assert!(cut.strip_suffix(&note).is_some_and(|head| head == &long[..kept]), "the first {kept} bytes kept");
         assert_eq!(t.messages[2]["content"][0]["content"], "short");
         assert_eq!(t.messages[0]["content"][0]["input"]["command"], "cat big");
         assert_eq!(detail.files, ["transcripts/t.json"]);

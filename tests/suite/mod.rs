@@ -34,6 +34,7 @@ mod outcomes;
 mod provider_matrix;
 mod reasoning;
 mod repair_and_repeat;
+mod report_cli;
 mod responses_provider;
 mod results_crate;
 mod run_batch;

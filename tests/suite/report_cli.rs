@@ -64,7 +64,10 @@ fn a_run_writes_report_html_and_dracode_report_writes_it_again() {
     assert_eq!(code, Some(0), "{stderr}");
     assert!(stderr.contains(&format!("wrote {}", Path::new("out").join("report.html").display())), "{stderr}");
     assert_eq!(report_data(&page)["run"]["run_id"], run_id(&out).as_str());
-    assert!(std::fs::read_dir(&out).unwrap().flatten().all(|e| !e.file_name().to_string_lossy().ends_with(".tmp")), "no temporary file left");
+    assert!(
+        std::fs::read_dir(&out).unwrap().flatten().all(|e| !e.file_name().to_string_lossy().ends_with(".tmp")),
+        "no temporary file left"
+    );
 }
 
 #[test]
@@ -126,7 +129,8 @@ fn merge_writes_one_report_of_both_shards() {
     let repo = tmp.path().join("repo");
     repository(&repo, &["a", "b", "c", "d"], "");
     for k in 1..=2 {
-        let output = dracode(&repo).args(["run", "tasks.toml", "--shard", &format!("slice:{k}/2"), "--out", &format!("out-{k}")]).output().unwrap();
+        let output =
+            dracode(&repo).args(["run", "tasks.toml", "--shard", &format!("slice:{k}/2"), "--out", &format!("out-{k}")]).output().unwrap();
         assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
         assert_eq!(report_data(&repo.join(format!("out-{k}/report.html")))["tasks"].as_array().unwrap().len(), 2);
     }

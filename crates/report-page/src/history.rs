@@ -142,7 +142,9 @@ mod tests {
     fn record(id: &str, ms: u64, tasks: &[(&str, &str, &str)]) -> RunRecord {
         let tasks = tasks
             .iter()
-            .map(|(t, status, group)| (t.to_string(), TaskRecord { status: status.to_string(), group: group.to_string(), cost_usd: Some(0.5) }))
+            .map(|(t, status, group)| {
+                (t.to_string(), TaskRecord { status: status.to_string(), group: group.to_string(), cost_usd: Some(0.5) })
+            })
             .collect();
         RunRecord { run_id: id.to_string(), started_at: ts(ms), total_cost_usd: Some(1.0), tasks }
     }
@@ -211,7 +213,8 @@ mod tests {
         assert_eq!(ids(&runs), ["night-1"]);
         let run = &runs[0].1;
         assert_eq!(run.started_at, ts(0));
-        let statuses: Vec<(&str, &str, &str)> = run.tasks.iter().map(|(id, t)| (id.as_str(), t.status.as_str(), t.group.as_str())).collect();
+        let statuses: Vec<(&str, &str, &str)> =
+            run.tasks.iter().map(|(id, t)| (id.as_str(), t.status.as_str(), t.group.as_str())).collect();
         assert_eq!(statuses, [("a", "passed", "passed"), ("b", "failed", "failed")]);
         assert_eq!(run.tasks["a"].cost_usd, Some(0.25));
     }
@@ -231,7 +234,8 @@ mod tests {
         let runs: Vec<(&str, &str, usize, usize)> =
             report.history.iter().map(|r| (r.run_id.as_str(), r.dir.as_str(), r.passed, r.total)).collect();
         assert_eq!(runs, [("r1", "night-1", 1, 2), ("r2", "night-2", 2, 2)]);
-        let of = |n: usize| -> Vec<Option<&str>> { report.tasks[n].history.iter().map(|p| p.as_ref().map(|p| p.status.as_str())).collect() };
+        let of =
+            |n: usize| -> Vec<Option<&str>> { report.tasks[n].history.iter().map(|p| p.as_ref().map(|p| p.status.as_str())).collect() };
         assert_eq!(of(0), [Some("failed"), Some("passed")]);
         assert_eq!(of(1), [Some("passed"), None]);
         assert_eq!(json!(report.tasks[1].history), json!([{"status": "passed", "group": "passed", "cost_usd": 0.5}, null]));

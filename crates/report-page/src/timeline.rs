@@ -23,11 +23,8 @@ pub fn bars(run: &RunEvents, id: &str, outcome: &WireOutcome) -> Vec<AttemptBar>
             let duration_ms = ms_between(run.started, events.last).max(announced_ms) - start_ms;
             let reported = events.finished.is_some() && attempt == attempts.iter().map(|(a, _)| **a).max().unwrap_or(attempt);
             let (status, group) = status_of(outcome, attempt, reported);
-            let phases = if reported {
-                phases(start_ms, duration_ms, run, events, outcome)
-            } else {
-                plain(start_ms, duration_ms, run, events)
-            };
+            let phases =
+                if reported { phases(start_ms, duration_ms, run, events, outcome) } else { plain(start_ms, duration_ms, run, events) };
             AttemptBar { attempt, start_ms, duration_ms, status, group, phases }
         })
         .collect()

@@ -14,20 +14,40 @@ use dracode_results::{Status, TaskError};
 pub fn bars(run: &RunEvents, id: &str, outcome: &WireOutcome) -> Vec<AttemptBar> {
     let attempts: Vec<(&u32, &AttemptEvents)> =
         run.attempts.range((id.to_string(), 0)..=(id.to_string(), u32::MAX)).map(|((_, a), e)| (a, e)).collect();
+    let last = attempts.iter().filter(|(_, e)| e.finished.is_some()).map(|(a, _)| **a).max();
+    // A repeated task's own fields (its check) describe its reported repeat, else its last attempt.
+    let reported = outcome.repeats.iter().find(|r| r.reported).map(|r| r.attempt).or(last);
     attempts
         .iter()
         .filter(|(_, events)| events.started.is_some())
-        .map(|&(&attempt, events)| {
-            let announced_ms = ms_between(run.started, events.started);
-            let start_ms = announced_ms.saturating_sub(events.workspace_ms);
-            let duration_ms = ms_between(run.started, events.last).max(announced_ms) - start_ms;
-            let reported = events.finished.is_some() && attempt == attempts.iter().map(|(a, _)| **a).max().unwrap_or(attempt);
-            let (status, group) = status_of(outcome, attempt, reported);
-            let phases =
-                if reported { phases(start_ms, duration_ms, run, events, outcome) } else { plain(start_ms, duration_ms, run, events) };
-            AttemptBar { attempt, start_ms, duration_ms, status, group, phases }
-        })
+        .map(|&(&attempt, events)| bar(run, attempt, events, outcome, Some(attempt) == reported))
         .collect()
+}
+
+/// The bar of one attempt; the `reported` one is cut by its check runs, and lasts at least
+/// until its last check ended.
+fn bar(run: &RunEvents, attempt: u32, events: &AttemptEvents, outcome: &WireOutcome, reported: bool) -> AttemptBar {
+    let announced_ms = ms_between(run.started, events.started);
+    let start_ms = announced_ms.saturating_sub(events.workspace_ms);
+    let checks = if reported { check_runs(run, events, outcome) } else { Vec::new() };
+    let checked_ms = checks.iter().map(|(from, took)| from + took).max().unwrap_or(0);
+    let duration_ms = ms_between(run.started, events.last).max(announced_ms).max(checked_ms) - start_ms;
+    let (status, group) = status_of(outcome, attempt, reported);
+    let phases = if reported { phases(start_ms, duration_ms, run, events, &checks) } else { plain(start_ms, duration_ms, run, events) };
+    AttemptBar { attempt, start_ms, duration_ms, status, group, phases }
+}
+
+/// Each check run of the reported attempt: when it began on the run's clock, and how long it took.
+fn check_runs(run: &RunEvents, events: &AttemptEvents, outcome: &WireOutcome) -> Vec<(u64, u64)> {
+    let mut checks: Vec<(u64, u64)> = outcome.check_rounds.iter().filter_map(|r| Some((r.started_ms?, r.duration_ms))).collect();
+    if checks.is_empty()
+        && let Some(check) = &outcome.check
+        && let (Some(at), Some(took)) = (check.started_ms, check.duration_ms)
+    {
+        checks.push((at, took));
+    }
+    let on_clock = |at: u64| ms_between(run.started, events.started.and_then(|s| s.checked_add(std::time::Duration::from_millis(at))));
+    checks.into_iter().map(|(at, took)| (on_clock(at), took)).collect()
 }
 
 /// How attempt `attempt` ended, and its group: the outcome's for the reported one, else its
@@ -54,23 +74,16 @@ fn plain(start_ms: u64, duration_ms: u64, run: &RunEvents, events: &AttemptEvent
     phases
 }
 
-/// The reported attempt: `prepare`, `agent`, then each check run and the repair between two.
-fn phases(start_ms: u64, duration_ms: u64, run: &RunEvents, events: &AttemptEvents, outcome: &WireOutcome) -> Vec<Phase> {
+/// The reported attempt: `prepare`, `agent`, then each check run (`checks`, on the run's clock)
+/// and the repair between two.
+fn phases(start_ms: u64, duration_ms: u64, run: &RunEvents, events: &AttemptEvents, checks: &[(u64, u64)]) -> Vec<Phase> {
     let end = start_ms + duration_ms;
-    let mut checks: Vec<(u64, u64)> = outcome.check_rounds.iter().filter_map(|r| Some((r.started_ms?, r.duration_ms))).collect();
-    if checks.is_empty()
-        && let Some(check) = &outcome.check
-        && let (Some(at), Some(took)) = (check.started_ms, check.duration_ms)
-    {
-        checks.push((at, took));
-    }
     let mut phases = Vec::new();
     let agent_from = ms_between(run.started, events.first_call).clamp(start_ms, end);
     push(&mut phases, "prepare", start_ms, agent_from);
     let mut cursor = agent_from;
-    for (n, (at, took)) in checks.into_iter().enumerate() {
-        let at = events.started.and_then(|s| s.checked_add(std::time::Duration::from_millis(at)));
-        let from = ms_between(run.started, at).clamp(cursor, end);
+    for (n, &(at, took)) in checks.iter().enumerate() {
+        let from = at.clamp(cursor, end);
         push(&mut phases, if n == 0 { "agent" } else { "repair" }, cursor, from);
         let to = (from + took).min(end);
         push(&mut phases, "check", from, to);
@@ -175,6 +188,29 @@ mod tests {
         assert!(first.start_ms + first.duration_ms <= second.start_ms);
         assert_inside(first);
         assert_inside(second);
+    }
+
+    #[test]
+    fn a_repeated_tasks_check_is_drawn_on_the_reported_repeat() {
+        let mut log = Log::new("r1", 0);
+        log.started(1000, "a", 1, Some(100)).turn(2000, "a", 1, 500);
+        log.started(5000, "a", 2, Some(100)).turn(6000, "a", 2, 500);
+        let repeat = |n: u32, status: &str, reported: bool| {
+            json!({"repeat": n, "attempt": n, "status": status, "error": null, "duration_ms": 1000, "reported": reported,
+                "files_changed": [], "diff_path": null, "transcript_path": null})
+        };
+        let mut o = outcome(0, "passed");
+        (o["repeats"], o["pass_rate"], o["verdict"]) =
+            (json!([repeat(1, "passed", true), repeat(2, "failed", false)]), json!(0.5), json!("flaky"));
+        o["check"] = json!({"command": "make test", "exit_code": 0, "output_tail": "", "started_ms": 1500, "duration_ms": 400});
+        log.finished(7000, "a", 2, o);
+        let bars = bars_of(&log);
+        assert_eq!(bars.len(), 2);
+        assert_eq!((bars[0].status.as_str(), bars[1].status.as_str()), ("passed", "failed"));
+        assert_eq!(spans(&bars[0]), [("prepare", 900, 1500), ("agent", 1500, 2500), ("check", 2500, 2900)], "{bars:?}");
+        assert!(bars[1].phases.iter().all(|p| p.kind != "check"), "the other repeat's check is not this one's: {:?}", spans(&bars[1]));
+        assert_inside(&bars[0]);
+        assert_inside(&bars[1]);
     }
 
     #[test]

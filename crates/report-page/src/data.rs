@@ -308,7 +308,8 @@ pub struct TaskDetail {
     pub retries: Vec<Retry>,
     /// Limit warnings the agent was given.
     pub limit_warnings: Vec<String>,
-    /// The artifacts of the task, relative to the report (links work in the downloaded folder).
+    /// The artifacts of the task that exist, relative to the report (links work in the downloaded
+    /// folder).
     pub files: Vec<String>,
 }
 

@@ -18,7 +18,7 @@ pub fn build(dir: &Path, id: &str, outcome: &WireOutcome, notes: Option<&TaskNot
     };
     let transcript_file = format!("transcripts/{}.json", file_stem(id));
     let transcript = read_transcript(&dir.join(&transcript_file));
-    let mut files: Vec<String> = outcome.diff_path.iter().cloned().collect();
+    let mut files: Vec<String> = outcome.diff_path.iter().filter(|_| diff.is_some()).cloned().collect();
     if transcript.is_some() {
         files.push(transcript_file);
     }
@@ -227,6 +227,9 @@ mod tests {
         assert_eq!(detail.files, ["diffs/t.patch"]);
         put(dir.path(), "transcripts/t.json", "{not json");
         assert!(build(dir.path(), "t", &wire(json!({})), None).transcript.is_none());
+        std::fs::remove_file(dir.path().join("diffs/t.patch")).unwrap();
+        let detail = build(dir.path(), "t", &wire(json!({"diff_path": "diffs/t.patch"})), None);
+        assert_eq!((detail.diff, detail.files.len()), (None, 0), "no link to a patch that is not there: {:?}", detail.files);
     }
 
     #[test]

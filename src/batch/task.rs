@@ -313,6 +313,11 @@ impl AttemptCtx<'_> {
             };
             let started = Instant::now();
             let mut record = run_check(check, self.workdir, self.kit, self.shared).await;
+            if *self.shared.cancel.borrow() {
+                // Interrupted while the check ran: the check was stopped, and grades nothing.
+                outcome.check = Some(record);
+                return Ok((workspace, AgentPhase::Cancelled));
+            }
             let round = CheckRound {
                 exit_code: record.exit_code,
                 duration: started.elapsed(),
@@ -661,7 +666,8 @@ async fn prepare_workspace(spec: &TaskSpec, shared: &Shared) -> Result<Workspace
     prepared.unwrap_or_else(|e| Err(WorkspaceError::Panicked(e.to_string()))).map_err(|e| TaskError::internal(format!("workspace: {e}")))
 }
 
-/// Runs `check` in the attempt's working directory.
+/// Runs `check` in the attempt's working directory; an interrupt of the run ends it at once
+/// (dropping the run kills its process group), with no exit code.
 async fn run_check(check: &CheckSpec, workdir: &Path, kit: &AgentKit, shared: &Shared) -> CheckRecord {
     let ctx = CheckContext {
         env: &kit.child_env,
@@ -671,7 +677,16 @@ async fn run_check(check: &CheckSpec, workdir: &Path, kit: &AgentKit, shared: &S
         reports: Some(&kit.tool_ctx.reports),
     };
     let _running = kit.tool_ctx.network_log.running(&check.command);
-    super::check::run(&check.command, workdir, check.timeout, ctx).await
+    let mut cancel = shared.cancel.clone();
+    tokio::select! {
+        record = super::check::run(&check.command, workdir, check.timeout, ctx) => record,
+        _ = cancel.wait_for(|c| *c) => CheckRecord {
+            command: check.command.clone(),
+            exit_code: None,
+            output_tail: "[interrupted: the run was cancelled]".into(),
+            ..Default::default()
+        },
+    }
 }
 
 /// Kills every process that outlived its supervisor ([`crate::sandbox::sweep`]); one of this

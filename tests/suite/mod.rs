@@ -34,6 +34,7 @@ mod outcomes;
 mod provider_matrix;
 mod reasoning;
 mod repair_and_repeat;
+mod report_cli;
 mod report_page;
 mod report_scale;
 mod responses_provider;

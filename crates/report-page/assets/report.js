@@ -144,9 +144,11 @@ function taskHref(id) {
   return '#' + encodeURIComponent(id);
 }
 
+// The colour of a status word where no group is given (a badge, a count by status): an error
+// may be the agent's (its row's group says), a cancel or a skip never is.
 function statusGroup(status) {
   if (status === 'passed') return 'passed';
-  if (status === 'error' || status === 'not_configured') return 'not_judged';
+  if (['error', 'not_configured', 'cancelled', 'skipped'].includes(status)) return 'not_judged';
   return 'failed';
 }
 
@@ -365,7 +367,7 @@ function timelineLanes(report) {
   const lanes = [];
   for (const row of report.tasks) {
     const last = row.timeline.length - 1;
-    row.timeline.forEach((bar, i) => lanes.push({ row, bar, group: i === last ? row.group : statusGroup(bar.status) }));
+    row.timeline.forEach((bar, i) => lanes.push({ row, bar, group: bar.group || (i === last ? row.group : statusGroup(bar.status)) }));
   }
   lanes.sort((a, b) => a.bar.start_ms - b.bar.start_ms || a.row.index - b.row.index || a.bar.attempt - b.bar.attempt);
   return lanes;

@@ -157,3 +157,55 @@ fn add(a: Usage, b: Usage) -> Usage {
         requests: a.requests + b.requests,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::{Log, outcome, with_error};
+    use serde_json::json;
+
+    #[test]
+    fn counts_go_by_group() {
+        let mut log = Log::new("r1", 0);
+        log.finished(10, "pass", 1, outcome(0, "passed"));
+        log.finished(20, "check", 1, with_error(outcome(1, "failed"), "check", "exit 1"));
+        log.finished(30, "provider", 1, with_error(outcome(2, "error"), "rate_limit", "429"));
+        log.finished(40, "agent", 1, with_error(outcome(3, "error"), "agent", "malformed tool call"));
+        let mut cached = outcome(4, "passed");
+        cached["cached"] = json!(true);
+        log.finished(50, "cached", 1, cached);
+        let mut carried = outcome(5, "passed");
+        carried["carried_from"] = json!("r0");
+        log.finished(60, "carried", 1, carried);
+        let mut flaky = outcome(6, "passed");
+        (flaky["flaky"], flaky["attempts"]) = (json!(true), json!(2));
+        log.finished(70, "flaky", 1, flaky);
+        let folder = log.folder();
+        let (report, _) = super::report(folder.path(), &Options::default()).unwrap();
+        let c = &report.counts;
+        assert_eq!((c.total, c.passed, c.failed, c.not_judged), (7, 4, 2, 1));
+        assert_eq!((c.cached, c.carried, c.flaky), (1, 1, 1));
+        let by_status: Vec<(&str, usize)> = c.by_status.iter().map(|(s, n)| (s.as_str(), *n)).collect();
+        assert_eq!(by_status, [("passed", 4), ("failed", 1), ("error", 2)]);
+        let groups: Vec<(&str, &str)> = report.tasks.iter().map(|t| (t.id.as_str(), t.group.as_str())).collect();
+        assert_eq!(groups[1..4], [("check", "failed"), ("provider", "not_judged"), ("agent", "failed")]);
+        assert_eq!(report.kind, "run");
+    }
+
+    #[test]
+    fn a_run_without_run_finished_lasts_to_its_last_line() {
+        let mut log = Log::new("r1", 1000);
+        log.started(1500, "a", 1, None).turn(4000, "a", 1, 100);
+        let folder = log.folder();
+        let (report, _) = super::report(folder.path(), &Options::default()).unwrap();
+        assert_eq!((report.run.duration_ms, report.run.finished_at.as_deref(), report.run.exit_code), (3000, None, None));
+        assert!(report.tasks.is_empty());
+
+        log.finished(5000, "a", 1, outcome(0, "passed")).run_finished(6000);
+        log.write(folder.path());
+        let (report, _) = super::report(folder.path(), &Options::default()).unwrap();
+        assert_eq!(report.run.duration_ms, 5000);
+        assert_eq!(report.run.finished_at, Some(crate::test_support::ts(6000)));
+        assert_eq!((report.run.exit_code, report.run.total_cost_usd), (Some(1), Some(0.5)));
+    }
+}

@@ -13,10 +13,12 @@ use dracode_results::{Status, TaskError};
 use serde::Serialize;
 
 /// `passed`, `failed` or `not_judged`: how a task that ended `status` (for `error`) is counted.
+/// Not judged: what the exit code counts so (a provider, the machine, the setup), and a task
+/// cancelled by an interrupt or skipped after `--fail-fast` — nothing says its work failed.
 pub fn group(status: Status, error: Option<&TaskError>) -> &'static str {
     if status.is_pass() {
         "passed"
-    } else if not_judged(status, error) {
+    } else if not_judged(status, error) || matches!(status, Status::Cancelled | Status::Skipped) {
         "not_judged"
     } else {
         "failed"
@@ -115,7 +117,7 @@ pub struct Counts {
     pub passed: usize,
     /// Group `failed`: judged and failed (the agent's work).
     pub failed: usize,
-    /// Group `not_judged`: the provider, the machine, the setup, a cancel — not the agent.
+    /// Group `not_judged`: the provider, the machine, the setup, a cancel, a skip — not the agent.
     pub not_judged: usize,
     /// Taken from `--cache`.
     pub cached: usize,
@@ -308,7 +310,8 @@ pub struct TaskDetail {
     pub retries: Vec<Retry>,
     /// Limit warnings the agent was given.
     pub limit_warnings: Vec<String>,
-    /// The artifacts of the task, relative to the report (links work in the downloaded folder).
+    /// The artifacts of the task that exist, relative to the report (links work in the downloaded
+    /// folder).
     pub files: Vec<String>,
 }
 

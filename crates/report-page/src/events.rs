@@ -204,3 +204,82 @@ impl RunEvents {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::{Log, outcome, ts};
+    use serde_json::json;
+
+    #[test]
+    fn a_bad_line_is_refused_naming_the_file_and_its_line() {
+        let log = Log::new("r1", 0);
+        let dir = log.folder();
+        let text = format!("{}\n{{\"type\": \"run.started\"\n", log.text());
+        std::fs::write(dir.path().join("results.jsonl"), text).unwrap();
+        let err = read(dir.path()).unwrap_err();
+        let file = dir.path().join("results.jsonl").display().to_string();
+        assert!(err.starts_with(&format!("{file}:3: not a JSON line")), "{err}");
+
+        let text = format!("{}{}\n", log.text(), json!({"type": "task.exploded", "ts": ts(1)}));
+        std::fs::write(dir.path().join("results.jsonl"), text).unwrap();
+        let err = read(dir.path()).unwrap_err();
+        assert!(err.starts_with(&format!("{file}:2: not a dracode event")), "{err}");
+    }
+
+    #[test]
+    fn a_file_without_run_started_is_refused() {
+        let mut log = Log::new("r1", 0);
+        log.lines.remove(0);
+        log.finished(10, "a", 1, outcome(0, "passed"));
+        let dir = log.folder();
+        let err = read(dir.path()).unwrap_err();
+        assert!(err.contains("results.jsonl: no run.started line"), "{err}");
+        let missing = read(&dir.path().join("nowhere")).unwrap_err();
+        assert!(missing.contains("nowhere/results.jsonl"), "{missing}");
+    }
+
+    #[test]
+    fn tasks_come_in_manifest_order_and_the_last_finish_of_a_task_wins() {
+        let mut log = Log::new("r1", 0);
+        log.finished(10, "c", 1, outcome(2, "passed"));
+        log.finished(20, "a", 1, outcome(0, "failed"));
+        log.finished(30, "b", 1, outcome(1, "passed"));
+        let mut again = outcome(0, "passed");
+        again["attempts"] = json!(2);
+        log.finished(40, "a", 2, again);
+        let run = read(log.folder().path()).unwrap();
+        let ids: Vec<&str> = run.finished.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(ids, ["a", "b", "c"]);
+        assert_eq!(run.finished[0].1.status, dracode_results::Status::Passed);
+        assert_eq!(run.finished[0].1.attempts, 2);
+        assert_eq!(run.run_id, "r1");
+        assert_eq!(run.jobs, 2);
+        assert_eq!(run.last, time(&ts(40)));
+        assert!(run.end.is_none());
+    }
+
+    #[test]
+    fn setup_started_and_finished_are_paired_by_command() {
+        let mut log = Log::new("r1", 0);
+        log.event(5, "setup.started", None, json!({"command": "make", "repo": "/r", "base_commit": null, "tasks": 2}));
+        log.event(6, "setup.started", None, json!({"command": "npm ci", "repo": "/s", "base_commit": null, "tasks": 1}));
+        let end = |code: i32, ms: u64| json!({"command": "", "exit_code": code, "duration_ms": ms, "output_tail": "t", "outputs": ["node_modules/"], "error": null});
+        let mut npm = end(0, 70);
+        npm["command"] = json!("npm ci");
+        log.event(76, "setup.finished", None, npm);
+        let mut make = end(2, 90);
+        make["command"] = json!("make");
+        make["error"] = json!("exit 2");
+        log.event(95, "setup.finished", None, make);
+        let run = read(log.folder().path()).unwrap();
+        assert_eq!(run.setups.len(), 2);
+        let (first, second) = (&run.setups[0], &run.setups[1]);
+        assert_eq!((first.command.as_str(), first.repo.as_str()), ("make", "/r"));
+        let made = first.finished.as_ref().unwrap();
+        assert_eq!((made.exit_code, made.duration_ms, made.error.as_deref()), (Some(2), 90, Some("exit 2")));
+        assert_eq!(second.command, "npm ci");
+        assert_eq!(second.finished.as_ref().unwrap().exit_code, Some(0));
+        assert_eq!(ms_between(run.started, second.started), 6);
+    }
+}

@@ -134,3 +134,116 @@ pub fn attach(report: &mut Report, runs: &[(PathBuf, RunRecord)]) {
             .collect();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::{Log, outcome, ts};
+    use serde_json::json;
+
+    /// A record of run `id` started at `ms` whose tasks ended as given (id, status, group).
+    fn record(id: &str, ms: u64, tasks: &[(&str, &str, &str)]) -> RunRecord {
+        let tasks = tasks
+            .iter()
+            .map(|(t, status, group)| {
+                (t.to_string(), TaskRecord { status: status.to_string(), group: group.to_string(), cost_usd: Some(0.5) })
+            })
+            .collect();
+        RunRecord { run_id: id.to_string(), started_at: ts(ms), total_cost_usd: Some(1.0), tasks }
+    }
+
+    /// Writes `records` as `cache/history/<run_id>.json`.
+    fn cache_with(cache: &Path, records: &[RunRecord]) {
+        std::fs::create_dir_all(cache.join("history")).unwrap();
+        for r in records {
+            std::fs::write(cache.join("history").join(format!("{}.json", r.run_id)), serde_json::to_string(r).unwrap()).unwrap();
+        }
+    }
+
+    /// The run ids of `runs`.
+    fn ids(runs: &[(PathBuf, RunRecord)]) -> Vec<&str> {
+        runs.iter().map(|(_, r)| r.run_id.as_str()).collect()
+    }
+
+    #[test]
+    fn runs_come_oldest_first_without_the_current_one_or_repeats() {
+        let cache = tempfile::tempdir().unwrap();
+        cache_with(cache.path(), &[record("r3", 3000, &[]), record("r1", 1000, &[]), record("now", 4000, &[]), record("r2", 2000, &[])]);
+        std::fs::write(cache.path().join("history/.123.tmp"), "half a file").unwrap();
+        let mut log = Log::new("r2", 2000);
+        log.finished(2500, "a", 1, outcome(0, "passed"));
+        let folder = log.folder();
+        let dirs = [cache.path().to_path_buf(), folder.path().to_path_buf()];
+        let runs = read(&dirs, &["now".to_string()]).unwrap();
+        assert_eq!(ids(&runs), ["r1", "r2", "r3"]);
+        assert!(read(&[], &["now".to_string()]).unwrap().is_empty());
+    }
+
+    #[test]
+    fn only_the_newest_runs_are_kept() {
+        let cache = tempfile::tempdir().unwrap();
+        let records: Vec<RunRecord> = (0..KEEP + 3).map(|n| record(&format!("r{n:02}"), 1000 * n as u64, &[])).collect();
+        cache_with(cache.path(), &records);
+        let runs = read(&[cache.path().to_path_buf()], &["other".to_string()]).unwrap();
+        let want: Vec<String> = (3..KEEP + 3).map(|n| format!("r{n:02}")).collect();
+        assert_eq!(ids(&runs), want);
+    }
+
+    #[test]
+    fn a_folder_that_is_neither_is_refused_by_name() {
+        let empty = tempfile::tempdir().unwrap();
+        let none = read(&[empty.path().to_path_buf()], &["now".to_string()]).unwrap();
+        assert!(none.is_empty(), "an empty folder is a history that starts tonight");
+        std::fs::write(empty.path().join("notes.txt"), "mine").unwrap();
+        let err = read(&[empty.path().to_path_buf()], &["now".to_string()]).unwrap_err();
+        assert!(err.contains(&empty.path().display().to_string()), "{err}");
+        assert!(err.contains("neither an output folder") && err.contains("results.jsonl") && err.contains("history/"), "{err}");
+
+        cache_with(empty.path(), &[]);
+        std::fs::write(empty.path().join("history/bad.json"), "{}").unwrap();
+        let err = read(&[empty.path().to_path_buf()], &["now".to_string()]).unwrap_err();
+        assert!(err.contains("history/bad.json: not a dracode history record"), "{err}");
+    }
+
+    #[test]
+    fn a_remembered_run_is_read_back_from_the_cache() {
+        let mut log = Log::new("night-1", 0);
+        log.finished(100, "a", 1, outcome(0, "passed"));
+        log.finished(200, "b", 1, crate::test_support::with_error(outcome(1, "failed"), "check", "exit 1"));
+        let folder = log.folder();
+        let report = crate::build::report(folder.path(), &crate::Options::default()).unwrap().0;
+        let cache = tempfile::tempdir().unwrap();
+        remember(cache.path(), &report).unwrap();
+        assert!(cache.path().join("history/night-1.json").is_file());
+        let runs = read(&[cache.path().to_path_buf()], &["night-2".to_string()]).unwrap();
+        assert_eq!(ids(&runs), ["night-1"]);
+        let run = &runs[0].1;
+        assert_eq!(run.started_at, ts(0));
+        let statuses: Vec<(&str, &str, &str)> =
+            run.tasks.iter().map(|(id, t)| (id.as_str(), t.status.as_str(), t.group.as_str())).collect();
+        assert_eq!(statuses, [("a", "passed", "passed"), ("b", "failed", "failed")]);
+        assert_eq!(run.tasks["a"].cost_usd, Some(0.25));
+    }
+
+    #[test]
+    fn attach_gives_each_task_one_entry_per_past_run() {
+        let mut log = Log::new("now", 9000);
+        log.finished(9100, "a", 1, outcome(0, "passed"));
+        log.finished(9200, "b", 1, outcome(1, "failed"));
+        let folder = log.folder();
+        let mut report = crate::build::report(folder.path(), &crate::Options::default()).unwrap().0;
+        let past = [
+            (PathBuf::from("night-1"), record("r1", 1000, &[("a", "failed", "failed"), ("b", "passed", "passed")])),
+            (PathBuf::from("night-2"), record("r2", 2000, &[("a", "passed", "passed"), ("gone", "passed", "passed")])),
+        ];
+        attach(&mut report, &past);
+        let runs: Vec<(&str, &str, usize, usize)> =
+            report.history.iter().map(|r| (r.run_id.as_str(), r.dir.as_str(), r.passed, r.total)).collect();
+        assert_eq!(runs, [("r1", "night-1", 1, 2), ("r2", "night-2", 2, 2)]);
+        let of =
+            |n: usize| -> Vec<Option<&str>> { report.tasks[n].history.iter().map(|p| p.as_ref().map(|p| p.status.as_str())).collect() };
+        assert_eq!(of(0), [Some("failed"), Some("passed")]);
+        assert_eq!(of(1), [Some("passed"), None]);
+        assert_eq!(json!(report.tasks[1].history), json!([{"status": "passed", "group": "passed", "cost_usd": 0.5}, null]));
+    }
+}

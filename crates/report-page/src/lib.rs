@@ -16,6 +16,9 @@ pub mod history;
 pub mod page;
 pub mod timeline;
 
+#[cfg(test)]
+mod test_support;
+
 use dracode_results::records::WireOutcome;
 use std::path::{Path, PathBuf};
 

@@ -89,6 +89,7 @@ fn dracode_report_refuses_a_folder_that_is_not_an_output_folder() {
     assert!(stderr.contains(&format!("{}:2: not a dracode event", Path::new("out").join("results.jsonl").display())), "{stderr}");
 
     std::fs::write(out.join("results.jsonl"), format!("{started}\n")).unwrap();
+    std::fs::write(tmp.path().join("empty/notes.txt"), "mine").unwrap();
     let (code, stderr) = report(tmp.path(), &["out", "--history", "empty"]);
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("--history empty: neither an output folder"), "{stderr}");

@@ -134,10 +134,11 @@ fn shown(page: &Page<'_>, selector: &str) -> String {
     page.eval(&js).as_str().unwrap_or_default().to_string()
 }
 
-/// Saves a screenshot for the README when `DRACODE_REPORT_SHOTS` names a folder.
-fn shot(page: &Page<'_>, name: &str) {
+/// Saves a screenshot (of the viewport, or of one element) for the README when
+/// `DRACODE_REPORT_SHOTS` names a folder.
+fn shot(page: &Page<'_>, name: &str, what: Shot<'_>) {
     if let Some(dir) = std::env::var_os("DRACODE_REPORT_SHOTS") {
-        page.screenshot(&Path::new(&dir).join(name), Shot::Viewport);
+        page.screenshot(&Path::new(&dir).join(name), what);
     }
 }
 
@@ -178,7 +179,7 @@ fn report_page_shows_every_task_a_failed_check_a_diff_and_a_transcript_and_runs_
             >= Some(1)
     );
     assert_eq!(page.eval("document.querySelectorAll('#timeline g.lane.setup').length"), json!(1), "the setup's bar");
-    shot(&page, "report-overview.png");
+    shot(&page, "report-overview.png", Shot::Viewport);
 
     page.click("#task-table tr[data-task-id=hostile] a");
     page.wait_for("document.querySelector('#task-view')?.dataset.taskId === 'hostile'", WAIT);
@@ -197,7 +198,7 @@ fn report_page_shows_every_task_a_failed_check_a_diff_and_a_transcript_and_runs_
     assert!(shown(&page, ".tool-result").contains(HOSTILE), "the tool's output as text");
     assert!(shown(&page, "#network-denied").contains(&format!("127.0.0.1:{unlisted}")), "{}", shown(&page, "#network-denied"));
     assert!(shown(&page, ".diff-add").contains(HOSTILE), "the diff's added line, as text");
-    shot(&page, "report-failed-task.png");
+    shot(&page, "report-failed-task.png", Shot::Viewport);
     assert_inert(&page, &report);
 
     page.press_key("Escape");
@@ -339,7 +340,7 @@ fn report_page_history_shows_the_task_that_flipped_over_three_nights() {
         json!(["flaky-calc"])
     );
     assert!(page.eval("document.querySelectorAll('#history-trend svg.trend').length").as_u64() >= Some(1), "the trend is drawn");
-    shot(&page, "report-history.png");
+    shot(&page, "report-history.png", Shot::Element("#task-table"));
     assert_inert(&page, &report);
 
     // The same history from the earlier output folders, given by hand.

@@ -55,7 +55,7 @@ pub fn to_wire(event: &Event, seq: u64, run_id: &str, shard: Option<&str>) -> Wi
             call_id: call_id.clone(),
             name: name.clone(),
             ok: *ok,
-            output: truncate(output, TOOL_OUTPUT_LIMIT).to_string(),
+            output: crate::results::records::cut_at(output, TOOL_OUTPUT_LIMIT).to_string(),
             output_bytes: output.len(),
             duration_ms: millis(*duration),
         },
@@ -298,25 +298,13 @@ fn cap_strings(value: &serde_json::Value, limit: usize) -> serde_json::Value {
     use serde_json::Value;
     match value {
         Value::String(text) if text.len() > limit => {
-            let kept = truncate(text, limit);
+            let kept = crate::results::records::cut_at(text, limit);
             Value::String(format!("{kept}[... {} bytes cut]", text.len() - kept.len()))
         }
         Value::Array(items) => Value::Array(items.iter().map(|v| cap_strings(v, limit)).collect()),
         Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), cap_strings(v, limit))).collect()),
         other => other.clone(),
     }
-}
-
-/// The longest prefix of `text` of at most `limit` bytes that ends on a character boundary.
-fn truncate(text: &str, limit: usize) -> &str {
-    if text.len() <= limit {
-        return text;
-    }
-    let mut end = limit;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
 }
 
 #[cfg(test)]

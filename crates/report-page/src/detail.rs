@@ -7,7 +7,7 @@ use crate::data::{
 use crate::events::TaskNotes;
 use dracode_results::TaskError;
 use dracode_results::file_names::{diff_path, file_stem};
-use dracode_results::records::WireOutcome;
+use dracode_results::records::{WireOutcome, cut_at};
 use std::path::Path;
 
 /// The view of task `id` of the folder `dir`.
@@ -114,18 +114,6 @@ fn read_cut(path: &Path, limit: usize) -> (Option<String>, bool) {
         }
         Err(_) => (None, false),
     }
-}
-
-/// `text` cut at `limit` bytes, on a character boundary.
-fn cut_at(text: &str, limit: usize) -> &str {
-    if text.len() <= limit {
-        return text;
-    }
-    let mut end = limit;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
 }
 
 /// The conversation of `path`, each tool result cut at [`TOOL_RESULT_LIMIT`].

@@ -25,6 +25,19 @@ pub const SCHEMA_VERSION: u32 = 1;
 /// How much of a tool's output `tool.completed` carries, in bytes.
 pub const TOOL_OUTPUT_LIMIT: usize = 2048;
 
+/// The longest prefix of `text` of at most `limit` bytes that ends on a character boundary:
+/// how every cut text of the results (a tool's output, a report's patch) is cut.
+pub fn cut_at(text: &str, limit: usize) -> &str {
+    if text.len() <= limit {
+        return text;
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
 /// The fields every line carries.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Header {

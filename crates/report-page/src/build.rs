@@ -38,7 +38,7 @@ pub fn details(dir: &Path, report: &Report, run: &RunEvents) -> Vec<TaskDetail> 
 
 /// The run as a whole.
 fn run(e: &RunEvents) -> Run {
-    let summed = e.finished.iter().fold(Usage::default(), |sum, (_, o)| add(sum, usage(&o.usage)));
+    let summed = e.finished.iter().fold(Usage::default(), |sum, (_, o)| sum + o.usage);
     let cost = e.finished.iter().try_fold(0.0, |sum, (_, o)| o.total_cost_usd.map(|c| sum + c));
     Run {
         run_id: e.run_id.clone(),
@@ -55,7 +55,7 @@ fn run(e: &RunEvents) -> Run {
             .iter()
             .map(|m| Shard { dir: m.dir.clone(), run_id: m.run_id.clone(), shard: m.shard.clone(), task_count: m.task_count })
             .collect(),
-        usage: e.end.as_ref().map_or(summed, |end| usage(&end.usage)),
+        usage: e.end.as_ref().map_or(summed, |end| end.usage),
         total_cost_usd: e.end.as_ref().map_or(cost, |end| end.total_cost_usd),
     }
 }
@@ -76,7 +76,7 @@ fn row(run: &RunEvents, n: usize, id: &str, o: &WireOutcome, options: &Options<'
         manifest: o.line.map_or_else(|| o.manifest.clone(), |line| format!("{}:{line}", o.manifest)),
         duration_ms: o.duration_ms,
         cost_usd: o.total_cost_usd,
-        usage: usage(&o.usage),
+        usage: o.usage,
         turns: o.num_turns,
         attempts: o.attempts,
         flaky: o.flaky,
@@ -134,28 +134,6 @@ fn setups(e: &RunEvents) -> Vec<Setup> {
             }
         })
         .collect()
-}
-
-/// The page's token counts.
-fn usage(u: &dracode_results::Usage) -> Usage {
-    Usage {
-        input_tokens: u.input_tokens,
-        cached_input_tokens: u.cached_input_tokens,
-        output_tokens: u.output_tokens,
-        reasoning_output_tokens: u.reasoning_output_tokens,
-        requests: u.requests,
-    }
-}
-
-/// `a + b`.
-fn add(a: Usage, b: Usage) -> Usage {
-    Usage {
-        input_tokens: a.input_tokens + b.input_tokens,
-        cached_input_tokens: a.cached_input_tokens + b.cached_input_tokens,
-        output_tokens: a.output_tokens + b.output_tokens,
-        reasoning_output_tokens: a.reasoning_output_tokens + b.reasoning_output_tokens,
-        requests: a.requests + b.requests,
-    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 //! `start_ms` offsets count from [`Run::started_at`]. Secrets are masked already: the report is
 //! made from the output folder's artifacts, which are.
 
+pub use dracode_results::Usage;
 use dracode_results::exit_codes::not_judged;
 use dracode_results::{Status, TaskError};
 use serde::Serialize;
@@ -91,21 +92,6 @@ pub struct Shard {
     pub shard: Option<String>,
     /// Its tasks.
     pub task_count: usize,
-}
-
-/// Token counts (as `results.jsonl`'s `usage`).
-#[derive(Debug, Clone, Copy, Default, Serialize)]
-pub struct Usage {
-    /// Input tokens, cached included.
-    pub input_tokens: u64,
-    /// Of them, read from the provider's cache.
-    pub cached_input_tokens: u64,
-    /// Output tokens, reasoning included.
-    pub output_tokens: u64,
-    /// Of them, reasoning.
-    pub reasoning_output_tokens: u64,
-    /// LLM requests.
-    pub requests: u64,
 }
 
 /// The numbers at the top of the page.

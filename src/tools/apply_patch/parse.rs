@@ -3,7 +3,8 @@
 //! - the envelope OpenAI's coding models emit (`*** Begin Patch` … `*** End Patch`, with
 //!   `*** Add File:`, `*** Update File:` + optional `*** Move to:`, `*** Delete File:`, `@@`
 //!   hunks and `*** End of File`), read leniently the way codex does (a heredoc wrapper around
-//!   it is dropped; the first hunk of a file may omit its `@@`);
+//!   it is dropped; the first hunk of a file may omit its `@@`; blank lines between hunks are
+//!   skipped; a hunk with no lines is an error);
 //! - a unified diff (`diff --git`, `---`/`+++`, `@@ -a,b +c,d @@`), as `git diff` prints it,
 //!   with `/dev/null` for added and deleted files and `rename from`/`rename to`. Hunk line counts
 //!   are not trusted (models miscount): a hunk runs until the next `@@`, file header or the end.

@@ -144,3 +144,43 @@ fn create_directory_base64_files_and_recursive_delete_work_in_a_task() {
     assert_eq!(done["status"], "passed", "{done}");
     assert_eq!(done["files_changed"], json!(["assets/icons/dot.bin", "old/a.txt", "old/deep/b.txt"]));
 }
+
+/// Codex's leniency and strictness, through a replayed model: ASCII context finds typographic
+/// dashes, quotes and spaces in the file; a blank line after `*** End of File` is not a new
+/// hunk; an empty hunk (`@@` then `*** End of File`) is an error and changes no file.
+#[test]
+fn apply_patch_is_as_lenient_and_as_strict_as_codex() {
+    let tmp = tempfile::tempdir().unwrap();
+    let typographic = "fn greet() {\n    // Hello \u{2013} it\u{2019}s \u{201C}here\u{201D}\u{a0}now\n    old();\n}\n";
+    git_repo(&tmp.path().join("repo"), &[("typo.rs", typographic), ("eof.txt", "a\nb\n"), ("empty.txt", "x\ny\n")]);
+    let call = |id: &str, patch: &str| json!({"content": [{"type": "tool_use", "id": id, "name": "apply_patch", "input": {"input": patch}}], "stop_reason": "tool_use"});
+    let replay = json!([
+        // Plain ASCII for the en dash, the curly quotes and the no-break space.
+        call("c1", "*** Begin Patch\n*** Update File: typo.rs\n@@ fn greet() {\n     // Hello - it's \"here\" now\n-    old();\n+    new();\n*** End Patch\n"),
+        call("c2", "*** Begin Patch\n*** Update File: eof.txt\n@@\n a\n-b\n+B\n*** End of File\n\n*** End Patch\n"),
+        call("c3", "*** Begin Patch\n*** Update File: empty.txt\n@@\n-x\n+X\n@@\n*** End of File\n*** End Patch\n"),
+        {"content": [{"type": "text", "text": "done"}], "stop_reason": "end_turn"}
+    ]);
+    std::fs::write(tmp.path().join("rec.json"), replay.to_string()).unwrap();
+    std::fs::write(
+        tmp.path().join("tasks.toml"),
+        "[[tasks]]\nid = \"codex\"\nprompt = \"p\"\nprovider = \"replay\"\nreplay = \"rec.json\"\nrepo = \"repo\"\ntools = [\"apply_patch\"]\n",
+    )
+    .unwrap();
+    let out = dracode(tmp.path()).args(["run", "tasks.toml", "--out", "out"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let all = read_jsonl(&tmp.path().join("out/results.jsonl"));
+    let outputs: Vec<String> = events(&all, "tool.completed").iter().map(|e| e["output"].as_str().unwrap().to_string()).collect();
+    assert_eq!(outputs[0], "OK: applied 1 operation\nM typo.rs", "the typographic file was found");
+    assert_eq!(outputs[1], "OK: applied 1 operation\nM eof.txt", "the blank line after *** End of File is no hunk");
+    assert!(outputs[2].starts_with("Error [INVALID_ARGUMENTS]: patch line 6:"), "{}", outputs[2]);
+    assert!(outputs[2].contains("does not contain any lines") && outputs[2].contains("nothing was changed"), "{}", outputs[2]);
+
+    let done = finished(&all, "codex");
+    assert_eq!(done["status"], "passed", "{done}");
+    assert_eq!(done["files_changed"], json!(["eof.txt", "typo.rs"]), "the empty hunk's patch changed nothing");
+    let diff = std::fs::read_to_string(tmp.path().join("out").join(done["diff_path"].as_str().unwrap())).unwrap();
+    // The kept context line keeps its typographic characters; only the changed line differs.
+    assert!(diff.contains("-    old();\n+    new();") && diff.contains("-b\n+B"), "{diff}");
+    assert!(!diff.contains("Hello - it's") && !diff.contains("+X"), "{diff}");
+}

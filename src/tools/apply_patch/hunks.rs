@@ -1,7 +1,8 @@
 //! Applies one file's hunks to its text, in memory.
 //!
 //! Each hunk's old lines are looked for after the previous hunk, first exactly, then ignoring
-//! trailing whitespace, then ignoring all leading and trailing whitespace; the first pass that
+//! trailing whitespace, then ignoring all leading and trailing whitespace, then also taking
+//! typographic dashes, quotes and spaces for their ASCII forms (as codex does); the first pass that
 //! finds them wins (within it, the match nearest a unified diff's line number, else the first).
 //! A hunk that is not found is an error naming the hunk and showing the file's lines that come
 //! closest, so the model can correct its context.
@@ -90,7 +91,8 @@ fn place(lines: &[String], hunk: &Hunk, mut cursor: usize) -> Result<(usize, usi
 }
 
 /// The first start at or after `from` where `pattern` matches `lines`, trying exact,
-/// trailing-whitespace-insensitive, then whitespace-insensitive comparison; with `at_eof`, only
+/// trailing-whitespace-insensitive, whitespace-insensitive, then also typographic-punctuation-
+/// insensitive comparison (see [`ascii_punctuation`]); with `at_eof`, only
 /// a match that ends the file; with `hint`, the match nearest to it.
 fn seek(lines: &[String], pattern: &[String], from: usize, hint: Option<usize>, at_eof: bool) -> Option<usize> {
     if pattern.len() > lines.len() {
@@ -100,7 +102,12 @@ fn seek(lines: &[String], pattern: &[String], from: usize, hint: Option<usize>, 
     if from > last {
         return None;
     }
-    let passes: [fn(&str, &str) -> bool; 3] = [|a, b| a == b, |a, b| a.trim_end() == b.trim_end(), |a, b| a.trim() == b.trim()];
+    let passes: [fn(&str, &str) -> bool; 4] = [
+        |a, b| a == b,
+        |a, b| a.trim_end() == b.trim_end(),
+        |a, b| a.trim() == b.trim(),
+        |a, b| a.trim().chars().map(ascii_punctuation).eq(b.trim().chars().map(ascii_punctuation)),
+    ];
     for same in passes {
         let fits = |start: usize| pattern.iter().zip(&lines[start..]).all(|(p, l)| same(l, p));
         let found = match (at_eof, hint) {
@@ -113,6 +120,18 @@ fn seek(lines: &[String], pattern: &[String], from: usize, hint: Option<usize>, 
         }
     }
     None
+}
+
+/// `c` as ASCII when it is a typographic dash, quote or space (the set codex folds): models
+/// write `-`, `'`, `"` and ` ` where files have EN DASH, curly quotes or NO-BREAK SPACE.
+fn ascii_punctuation(c: char) -> char {
+    match c {
+        '\u{2010}'..='\u{2015}' | '\u{2212}' => '-',
+        '\u{2018}'..='\u{201B}' => '\'',
+        '\u{201C}'..='\u{201F}' => '"',
+        '\u{a0}' | '\u{2002}'..='\u{200A}' | '\u{202F}' | '\u{205F}' | '\u{3000}' => ' ',
+        other => other,
+    }
 }
 
 /// The error for hunk `number` of `shown`: what was expected and the nearest lines found.
@@ -190,6 +209,29 @@ mod tests {
         for (text, patch, want) in cases {
             assert_eq!(patched(text, &patch).unwrap(), want, "{patch}");
         }
+    }
+
+    #[test]
+    fn ascii_punctuation_finds_typographic_punctuation_as_codex_does() {
+        // Dashes (hyphen, non-breaking hyphen, figure dash, en and em dash, bar, minus), curly
+        // and low quotes, and odd spaces (no-break, en to hair, narrow, math, ideographic).
+        let dashes = ["\u{2010}", "\u{2011}", "\u{2012}", "\u{2013}", "\u{2014}", "\u{2015}", "\u{2212}"];
+        let singles = ["\u{2018}", "\u{2019}", "\u{201A}", "\u{201B}"];
+        let doubles = ["\u{201C}", "\u{201D}", "\u{201E}", "\u{201F}"];
+        let spaces = ["\u{a0}", "\u{2002}", "\u{2005}", "\u{2009}", "\u{200A}", "\u{202F}", "\u{205F}", "\u{3000}"];
+        let groups = [(&dashes[..], "-"), (&singles[..], "'"), (&doubles[..], "\""), (&spaces[..], " ")];
+        for (chars, ascii) in groups {
+            for c in chars {
+                let text = format!("keep {c} this\nold {c} line\n");
+                let got = patched(&text, &envelope(&format!("@@\n keep {ascii} this\n-old {ascii} line\n+new\n")));
+                // The context line keeps the file's own character.
+                assert_eq!(got.unwrap(), format!("keep {c} this\nnew\n"), "{c:?}");
+            }
+        }
+        // An exact match still comes first, even after a typographic one.
+        assert_eq!(patched("a\u{2013}b\na-b\n", &envelope("@@\n-a-b\n+c\n")).unwrap(), "a\u{2013}b\nc\n");
+        // Other characters are not folded: an ellipsis is not three dots.
+        assert!(patched("wait\u{2026}\n", &envelope("@@\n-wait...\n+go\n")).is_err());
     }
 
     #[test]

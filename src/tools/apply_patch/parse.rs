@@ -3,7 +3,8 @@
 //! - the envelope OpenAI's coding models emit (`*** Begin Patch` … `*** End Patch`, with
 //!   `*** Add File:`, `*** Update File:` + optional `*** Move to:`, `*** Delete File:`, `@@`
 //!   hunks and `*** End of File`), read leniently the way codex does (a heredoc wrapper around
-//!   it is dropped; the first hunk of a file may omit its `@@`);
+//!   it is dropped; the first hunk of a file may omit its `@@`; blank lines between hunks are
+//!   skipped; a hunk with no lines is an error);
 //! - a unified diff (`diff --git`, `---`/`+++`, `@@ -a,b +c,d @@`), as `git diff` prints it,
 //!   with `/dev/null` for added and deleted files and `rename from`/`rename to`. Hunk line counts
 //!   are not trusted (models miscount): a hunk runs until the next `@@`, file header or the end.
@@ -200,39 +201,60 @@ impl<'a> Envelope<'a> {
         Ok(contents)
     }
 
-    /// The hunks of an updated file, up to the next `***` header.
+    /// The hunks of an updated file, up to the next `***` header. As in codex, blank lines
+    /// where a hunk would start (before the first, after `*** End of File`) are skipped, and a
+    /// hunk without lines is an error.
     fn hunks(&mut self) -> Result<Vec<Hunk>, ParseError> {
         let mut hunks: Vec<Hunk> = Vec::new();
-        let mut current: Option<Hunk> = None;
+        // The hunk being read and the patch line it starts on.
+        let mut current: Option<(Hunk, usize)> = None;
         while let Some(line) = self.peek() {
             if line.trim() == "*** End of File" {
-                let Some(mut hunk) = current.take() else {
+                let Some((mut hunk, at)) = current.take() else {
                     return fail(self.line_no(), "`*** End of File` outside a hunk");
                 };
                 hunk.at_eof = true;
-                hunks.push(hunk);
+                hunks.push(non_empty(hunk, at)?);
                 self.pos += 1;
                 continue;
             }
             if line.starts_with("***") {
                 break;
             }
-            if let Some(anchor) = line.strip_prefix("@@") {
-                hunks.extend(current.take());
-                let anchor = anchor.trim();
-                current = Some(Hunk { anchor: (!anchor.is_empty()).then(|| anchor.to_string()), envelope: true, ..Hunk::default() });
+            if current.is_none() && line.trim().is_empty() {
                 self.pos += 1;
                 continue;
             }
-            let hunk = current.get_or_insert_with(|| Hunk { envelope: true, ..Hunk::default() });
+            if let Some(anchor) = line.strip_prefix("@@") {
+                if let Some((hunk, at)) = current.take() {
+                    hunks.push(non_empty(hunk, at)?);
+                }
+                let anchor = anchor.trim();
+                let hunk = Hunk { anchor: (!anchor.is_empty()).then(|| anchor.to_string()), envelope: true, ..Hunk::default() };
+                current = Some((hunk, self.line_no()));
+                self.pos += 1;
+                continue;
+            }
+            let at = self.line_no();
+            let (hunk, _) = current.get_or_insert_with(|| (Hunk { envelope: true, ..Hunk::default() }, at));
             if !push_hunk_line(hunk, line) {
-                return fail(self.line_no(), format!("a hunk line starts with ' ', '-' or '+', found {line:?}"));
+                return fail(at, format!("a hunk line starts with ' ', '-' or '+', found {line:?}"));
             }
             self.pos += 1;
         }
-        hunks.extend(current);
+        if let Some((hunk, at)) = current {
+            hunks.push(non_empty(hunk, at)?);
+        }
         Ok(hunks)
     }
+}
+
+/// `hunk` (starting on patch line `at`), or the error codex also gives for a hunk with no lines.
+fn non_empty(hunk: Hunk, at: usize) -> Result<Hunk, ParseError> {
+    if hunk.old.is_empty() && hunk.new.is_empty() {
+        return fail(at, "update hunk does not contain any lines: a `@@` line is followed by ' ', '-' or '+' lines");
+    }
+    Ok(hunk)
 }
 
 /// Adds one ` `/`-`/`+` line (an empty line counts as empty context) to `hunk`; false for any
@@ -462,6 +484,12 @@ mod tests {
             ("*** Begin Patch\n*** Add File: a\nno plus\n*** End Patch", 3, "starts with `+`"),
             ("*** Begin Patch\n*** Update File: a\n*** End Patch", 2, "has no hunks"),
             ("*** Begin Patch\n*** Add File:   \n*** End Patch", 2, "names no path"),
+            // An empty hunk is an error, as in codex: before `*** End of File`, another hunk,
+            // the next file or the end.
+            ("*** Begin Patch\n*** Update File: a\n@@\n*** End of File\n*** End Patch", 3, "does not contain any lines"),
+            ("*** Begin Patch\n*** Update File: a\n@@ fn f()\n@@\n-a\n+b\n*** End Patch", 3, "does not contain any lines"),
+            ("*** Begin Patch\n*** Update File: a\n-a\n+b\n@@\n*** Delete File: b\n*** End Patch", 5, "does not contain any lines"),
+            ("*** Begin Patch\n*** Update File: a\n@@\n-a\n+b\n@@\n*** End Patch", 6, "does not contain any lines"),
             ("*** Begin Patch\n*** End Patch", 0, "changes no file"),
             ("@@ -1 +1 @@\n-a\n+b\n--- a/x\n+++ b/x\n", 1, "before any"),
             ("diff --git a/i.png b/i.png\n--- a/i.png\n+++ b/i.png\nBinary files a/i.png and b/i.png differ\n", 4, "binary patches"),
@@ -472,6 +500,19 @@ mod tests {
             assert_eq!(err.line, line, "{text:?}: {err}");
             assert!(err.message.contains(piece), "{text:?}: {err}");
         }
+    }
+
+    #[test]
+    fn blank_lines_between_hunks_are_skipped() {
+        // After `*** End of File` (which ends a hunk) and before the first hunk, as codex does;
+        // inside a hunk a blank line stays an empty context line.
+        let text = "*** Begin Patch\n*** Update File: a\n\n@@\n-x\n+y\n*** End of File\n\n\n*** Update File: b\n@@\n-p\n\n+q\n*** End of File\n \n*** End Patch\n";
+        let ops = parse(text).unwrap();
+        let (FileOp::Update { hunks: a, .. }, FileOp::Update { hunks: b, .. }) = (&ops[0], &ops[1]) else { panic!("{ops:?}") };
+        assert_eq!((a.len(), b.len()), (1, 1), "{ops:?}");
+        assert_eq!((a[0].old.clone(), a[0].new.clone()), hunk(&["x"], &["y"]));
+        assert_eq!((b[0].old.clone(), b[0].new.clone()), hunk(&["p", ""], &["", "q"]));
+        assert!(a[0].at_eof && b[0].at_eof);
     }
 
     #[test]

@@ -106,8 +106,15 @@ pub struct OutputFields {
 impl OutputContract {
     /// A contract for `schema`; an error says why the schema is not a usable JSON Schema.
     pub fn new(schema: Value, retries: u32, findings: bool) -> Result<Self, String> {
+        // The boolean schemas: `true` accepts anything (the same as `{}`, which every provider
+        // takes in a tool); `false` accepts nothing, so a task with it could never pass.
+        let schema = match schema {
+            Value::Bool(true) => json!({}),
+            Value::Bool(false) => return Err("the schema `false` accepts no answer: the task could never pass".into()),
+            other => other,
+        };
         if !schema.is_object() {
-            return Err(format!("the schema must be a JSON object, not {}", type_name(&schema)));
+            return Err(format!("the schema must be a JSON object or a boolean, not {}", type_name(&schema)));
         }
         let validator = schema::JsonSchema::compile(&schema).map_err(|e| format!("not a valid JSON Schema: {e}"))?;
         let wrapped = schema.get("type").and_then(Value::as_str) != Some("object");

@@ -104,7 +104,7 @@ fn most_severe<T>(mut items: Vec<T>, level: impl Fn(&T) -> &str) -> Vec<T> {
 fn rule(id: &str) -> Value {
     json!({
         "id": id,
-        "name": id,
+        "name": rule_name(id),
         "shortDescription": {"text": id},
         "fullDescription": {"text": format!(
             "Findings a dracode review task (output = \"findings\") reported under the id \"{id}\". \
@@ -116,6 +116,27 @@ fn rule(id: &str) -> Value {
                      transcripts/ folder.",
         },
     })
+}
+
+/// The rule's `name`: SARIF wants a readable, PascalCase identifier distinct from the id (the
+/// multitool's SARIF1001 warns when they are equal, ignoring case): `unsafe-block` is
+/// `UnsafeBlock`, and an id that already is its own name (`unwrap`) gets `Finding` after it.
+fn rule_name(id: &str) -> String {
+    let mut name = String::new();
+    for word in id.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()) {
+        let mut chars = word.chars();
+        if let Some(first) = chars.next() {
+            name.push(first.to_ascii_uppercase());
+            name.extend(chars);
+        }
+    }
+    if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
+        name.insert_str(0, "Rule");
+    }
+    if name.eq_ignore_ascii_case(id) {
+        name.push_str("Finding");
+    }
+    name
 }
 
 /// Fingerprints given so far, to tell apart findings at the same place.

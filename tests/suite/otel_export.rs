@@ -212,3 +212,39 @@ async fn the_provider_name_follows_the_conventions_not_the_config_alias() {
     metric_providers.dedup();
     assert_eq!(metric_providers, ["azure.ai.openai", "openai"]);
 }
+
+/// Every span whose status is ERROR says why in `error.type` (the OpenTelemetry conventions): a
+/// task whose check fails, and the run it makes exit 1.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_error_span_carries_error_type() {
+    use crate::support::openai_server::{OpenAiServer, ScriptedReply, Tokens};
+    let Some(receiver) = Receiver::start() else { return };
+    let openai = OpenAiServer::start_with_key("sk-otel-123456789", vec![ScriptedReply::text("done", Tokens::new(9, 2))]).await;
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir(tmp.path().join("ws")).unwrap();
+    std::fs::write(tmp.path().join("dracode.toml"), format!("[providers.openai]\nbase_url = \"{}\"\n", openai.base_url())).unwrap();
+    std::fs::write(
+        tmp.path().join("tasks.toml"),
+        "[[tasks]]\nid = \"a\"\nprompt = \"Say done.\"\nrepo = \"ws\"\nisolation = \"none\"\nrequire_change = false\ncheck = \"exit 3\"\n",
+    )
+    .unwrap();
+    let (dir, port) = (tmp.path().to_path_buf(), receiver.port);
+    let out = tokio::task::spawn_blocking(move || {
+        dracode(&dir)
+            .env("OPENAI_API_KEY", "sk-otel-123456789")
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://127.0.0.1:{port}"))
+            .args(["run", "tasks.toml", "--out", "out", "--provider", "openai"])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let records = receiver.spans();
+    let errors: Vec<&Value> = records.iter().filter(|r| r["status"]["code"] == "STATUS_CODE_ERROR").collect();
+    assert_eq!(errors.len(), 2, "the task and the run: {records:?}");
+    for span in errors {
+        let kind = span["attributes"]["error.type"]["stringValue"].as_str();
+        assert!(kind.is_some_and(|k| !k.is_empty()), "no error.type on {}: {span}", span["name"]);
+    }
+}

@@ -70,6 +70,23 @@ fn gh_problems(launcher: &Path, log: &Path) -> Vec<String> {
     problems
 }
 
+/// The warnings of the multitool's general SARIF rules that `log` must not have: SARIF1001 (a
+/// rule's `name` equal to its `id`), as `RULE: arguments` lines.
+fn naming_warnings(launcher: &Path, log: &Path) -> Vec<String> {
+    let report = log.with_extension("naming.sarif");
+    let out = std::process::Command::new(launcher)
+        // The launcher hands its arguments to a shell: the `;` list needs its own quotes.
+        .args(["validate", "--rule-kind", "\"Gh;Sarif\"", "--max-file-size-in-kb", "102400", "--log", "ForceOverwrite", "--output"])
+        .arg(&report)
+        .arg(log)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "the multitool failed: {}", String::from_utf8_lossy(&out.stdout));
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let results = report["runs"][0]["results"].as_array().cloned().unwrap_or_default();
+    results.iter().filter(|r| r["ruleId"] == "SARIF1001").map(|r| format!("{}: {}", r["ruleId"], r["message"]["arguments"])).collect()
+}
+
 /// A git repository with a project and a config pointing `openai` at `server` (unstreamed);
 /// returns its root.
 fn project(server: &OpenAiServer, files: &[(&str, &str)]) -> tempfile::TempDir {
@@ -133,6 +150,7 @@ async fn findings_sarif_passes_githubs_ingestion_rules() {
     assert!(repair.contains("/findings/0/message"), "the model is told which field is blank: {repair}");
 
     assert_eq!(gh_problems(&launcher, &tmp.path().join("out/findings.sarif")), Vec::<String>::new());
+    assert_eq!(naming_warnings(&launcher, &tmp.path().join("out/findings.sarif")), Vec::<String>::new());
     let log = read_log(tmp.path());
     let run = &log["runs"][0];
     assert!(run["automationDetails"]["id"].as_str().unwrap().starts_with("dracode/findings/"), "{}", run["automationDetails"]);

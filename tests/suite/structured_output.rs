@@ -263,3 +263,55 @@ fn bad_schemas_are_refused_at_validate() {
     assert!(stderr.contains(refused) && stderr.contains("(at /properties/a/$ref in the schema)"), "{stderr}");
     assert!(stderr.contains("tasks.toml:13:1: task \"missing\": field \"output_schema_file\": cannot read"), "{stderr}");
 }
+
+/// `output_schema = true` is the JSON Schema that accepts anything: the task runs and whatever
+/// the model answers (here a bare string) is its structured output.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_true_schema_accepts_any_answer() {
+    let replies =
+        vec![openai::ScriptedReply::tool_call("call_1", "final_answer", json!({"value": "free text"}), openai::Tokens::new(20, 5))];
+    let server = openai::OpenAiServer::start_with_key("sk-boolean-123456789", replies).await;
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir(tmp.path().join("ws")).unwrap();
+    std::fs::write(tmp.path().join("dracode.toml"), format!("[providers.openai]\nbase_url = \"{}\"\n", server.base_url())).unwrap();
+    std::fs::write(
+        tmp.path().join("tasks.toml"),
+        "[[tasks]]\nid = \"anything\"\nprompt = \"Say something.\"\nrepo = \"ws\"\nisolation = \"copy\"\noutput_schema = true\n",
+    )
+    .unwrap();
+    let dir = tmp.path().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || {
+        dracode(&dir)
+            .env("OPENAI_API_KEY", "sk-boolean-123456789")
+            .args(["run", "tasks.toml", "--out", "out", "--provider", "openai"])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let all = read_jsonl(&tmp.path().join("out/results.jsonl"));
+    let task = finished(&all, "anything");
+    assert_eq!(task["status"], "passed", "{task}");
+    assert_eq!(task["structured_output"], json!("free text"));
+}
+
+/// `output_schema = false` is a schema no answer can match: the task could never pass, so
+/// `validate` refuses it (exit 2) naming file, line, task and field.
+#[test]
+fn a_false_schema_is_refused_at_validate() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir(tmp.path().join("ws")).unwrap();
+    std::fs::write(
+        tmp.path().join("tasks.toml"),
+        "[defaults]\nrepo = \"ws\"\nisolation = \"copy\"\n\n[[tasks]]\nid = \"never\"\nprompt = \"p\"\noutput_schema = false\n",
+    )
+    .unwrap();
+    let out = dracode(tmp.path()).args(["validate", "tasks.toml"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let refused =
+        "tasks.toml:8:1: task \"never\": field \"output_schema\": the schema `false` accepts no answer: the task could never pass";
+    assert!(stderr.contains(refused), "{stderr}");
+}

@@ -347,6 +347,9 @@ impl Reporter for OtelReporter {
                 self.run_attributes.push(int("gen_ai.usage.input_tokens", totals.usage.input_tokens));
                 self.run_attributes.push(int("gen_ai.usage.output_tokens", totals.usage.output_tokens));
                 self.run_attributes.push(int("dracode.run.exit_code", u64::try_from(totals.exit_code).unwrap_or(0)));
+                if totals.exit_code != 0 {
+                    self.run_attributes.push(attr("error.type", exit_error_type(totals.exit_code)));
+                }
                 let root = Span {
                     id: self.root,
                     parent: None,
@@ -370,6 +373,22 @@ impl Reporter for OtelReporter {
             _ => {}
         }
         Ok(())
+    }
+}
+
+/// The root span's `error.type` (OpenTelemetry: set on every span with status ERROR, a
+/// low-cardinality reason): the name of the run's exit code (README "Exit codes").
+fn exit_error_type(code: i32) -> &'static str {
+    use crate::results::exit_codes as codes;
+    match code {
+        codes::TASKS_FAILED => "tasks_failed",
+        codes::USAGE => "usage",
+        codes::ARTIFACTS_FAILED => "artifacts_failed",
+        codes::NO_TASKS => "no_tasks",
+        codes::NOT_JUDGED => "not_judged",
+        codes::INTERRUPTED => "interrupted",
+        codes::TERMINATED => "terminated",
+        _ => "_OTHER",
     }
 }
 

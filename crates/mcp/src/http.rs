@@ -237,6 +237,7 @@ impl HttpLink {
                 return;
             }
             insert(&mut headers, "content-type", "application/json");
+            insert(&mut headers, "accept", "application/json, text/event-stream");
             let mut framer = Framer::new(Framing::Sse);
             while let Ok(Some(chunk)) = response.chunk().await {
                 for event in framer.push(&chunk) {

@@ -30,6 +30,7 @@ const SCENARIOS: &[(&str, Option<&str>)] = &[
     ("initialize", Some("2025-11-25")),
     ("tools_call", Some("2025-11-25")),
     ("sse-retry", Some("2025-11-25")),
+    ("elicitation-sep1034-client-defaults", Some("2025-11-25")),
     ("json-schema-2020-12-preservation", Some("2025-11-25")),
     ("auth/pre-registration", Some("2025-11-25")),
 ];

@@ -235,34 +235,105 @@ async fn an_authentication_failure_is_one_line_naming_the_server_and_what_to_con
     }
 }
 
+/// `[mcp_servers.NAME]` of the scripted server on HTTP at `url`, with `settings`.
+fn http_entry(name: &str, url: &str, settings: &str) -> String {
+    format!("[mcp_servers.{name}]\nurl = \"{url}\"\ntimeout = \"20s\"\n{settings}\n")
+}
+
+const DECLINED: &str = "[dracode: the MCP server asked for user input (\"Which branch?\"); dracode runs unattended and declined]";
+
 #[tokio::test(flavor = "multi_thread")]
-async fn elicitation_is_answered_as_not_supported_and_images_are_named_in_the_transcript() {
+async fn elicitation_in_the_middle_of_a_call_is_declined_at_once_on_every_transport_and_the_model_is_told() {
     let (tmp, _repo) = project();
     let dir = tmp.path().canonicalize().unwrap();
+    let log = dir.join("lhttp.log");
     let (_s, modern) = http_server(&dir, "modern", &["--era", "modern"]);
+    let (_l, legacy) = http_server(&dir, "lhttp", &["--era", "legacy", "--log", &log_arg(&log)]);
     let calls = vec![
         ToolCall::new("c1", "legacy__ask", json!({})),
         ToolCall::new("c2", "modern__ask", json!({})),
         ToolCall::new("c3", "modern__picture", json!({})),
+        ToolCall::new("c4", "lhttp__ask", json!({})),
     ];
     let llm =
         OpenAiServer::start(vec![ScriptedReply::tool_calls(calls, Tokens::new(10, 1)), ScriptedReply::text("done", Tokens::new(10, 1))])
             .await;
-    let servers = format!("[mcp_servers.modern]\nurl = \"{modern}\"\n{}", scripted_server("legacy", &[], ""));
+    let servers =
+        format!("{}{}{}", http_entry("modern", &modern, ""), http_entry("lhttp", &legacy, ""), scripted_server("legacy", &[], ""));
+    configure(&dir, &llm, &format!("{servers}{TASK}"));
+    let started = std::time::Instant::now();
+    let (code, printed, _all) = run_with(&dir, &[]).await;
+    assert_eq!(code, 0, "{printed}");
+    let answers = &llm.requests()[1];
+    // 2025-11-25 over stdio: the server waited for the answer to its request and got a decline.
+    assert_eq!(tool_answer(answers, "c1"), format!("client answered: {{\"action\": \"decline\"}}\n{DECLINED}"));
+    // The current revision: the call is retried with the elicitation declined and the state kept.
+    assert_eq!(tool_answer(answers, "c2"), format!("client answered: {{\"action\": \"decline\"}} (state asked-once)\n{DECLINED}"));
+    assert_eq!(tool_answer(answers, "c3"), "a red dot:\n[image content (image/png) not shown: dracode passes only text to the model]");
+    assert!(offered(&llm.requests()[0]).contains(&"modern__picture".to_string()));
+    // 2025-11-25 over HTTP: the question came on the server's own (GET) stream; the answer was
+    // posted back with the session and version, and the call finished.
+    assert_eq!(tool_answer(answers, "c4"), format!("client answered: {{\"action\": \"decline\"}}\n{DECLINED}"));
+    let log = logged(&log);
+    let init = log.iter().find(|m| m["method"] == "initialize").unwrap();
+    assert_eq!(init["params"]["capabilities"], json!({"elicitation": {"form": {}}}));
+    let answer = log.iter().find(|m| m.get("result").is_some()).expect("the client answered the server's request");
+    assert_eq!(answer["result"], json!({"action": "decline"}));
+    assert_eq!(
+        (answer["headers"]["mcp-session-id"].as_str(), answer["headers"]["mcp-protocol-version"].as_str()),
+        (Some("scripted-session"), Some("2025-11-25"))
+    );
+    // A hang detector only: the HTTP call would otherwise end at its 20 s limit.
+    assert!(started.elapsed() < std::time::Duration::from_secs(15), "{:?}", started.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn elicitation_accept_defaults_accepts_with_the_schema_defaults_or_declines_when_a_required_field_has_none() {
+    let (tmp, _repo) = project();
+    let dir = tmp.path().canonicalize().unwrap();
+    let (_s, modern) = http_server(&dir, "modern", &["--era", "modern"]);
+    let (_l, legacy) = http_server(&dir, "lhttp", &["--era", "legacy"]);
+    let calls = vec![
+        ToolCall::new("c1", "legacy__ask", json!({"form": "defaults"})),
+        ToolCall::new("c2", "legacy__ask", json!({"form": "required"})),
+        ToolCall::new("c3", "modern__ask", json!({"form": "defaults"})),
+        ToolCall::new("c4", "lhttp__ask", json!({"form": "defaults"})),
+        ToolCall::new("c5", "lhttp__ask", json!({"form": "required"})),
+    ];
+    let llm =
+        OpenAiServer::start(vec![ScriptedReply::tool_calls(calls, Tokens::new(10, 1)), ScriptedReply::text("done", Tokens::new(10, 1))])
+            .await;
+    let accept = "elicitation = \"accept_defaults\"";
+    let servers = format!(
+        "{}{}{}",
+        http_entry("modern", &modern, accept),
+        http_entry("lhttp", &legacy, accept),
+        scripted_server("legacy", &[], accept)
+    );
     configure(&dir, &llm, &format!("{servers}{TASK}"));
     let (code, printed, _all) = run_with(&dir, &[]).await;
     assert_eq!(code, 0, "{printed}");
     let answers = &llm.requests()[1];
-    // 2025-11-25 over stdio: the server's elicitation request got a JSON-RPC error saying why.
-    let legacy = tool_answer(answers, "c1");
-    assert!(legacy.contains("elicitation/create is not supported: dracode runs unattended"), "{legacy}");
-    assert!(legacy.ends_with("[dracode: the MCP server asked for user input (\"Which branch?\"); dracode runs unattended and answered that it is not supported]"), "{legacy}");
-    // The current revision: the call is retried with the elicitation declined and the state kept.
-    let modern = tool_answer(answers, "c2");
-    assert_eq!(
-        modern,
-        "client answered: {\"action\": \"decline\"} (state asked-once)\n[dracode: the MCP server asked for user input (\"Which branch?\"); dracode runs unattended and declined]"
-    );
-    assert_eq!(tool_answer(answers, "c3"), "a red dot:\n[image content (image/png) not shown: dracode passes only text to the model]");
-    assert!(offered(&llm.requests()[0]).contains(&"modern__picture".to_string()));
+    let accepted = "{\"action\": \"accept\", \"content\": {\"branch\": \"main\", \"depth\": 3, \"force\": false}}";
+    let said = "[dracode: the MCP server asked for user input (\"Which branch?\"); dracode runs unattended and";
+    let accepted_note = format!("{said} accepted with the schema's defaults: {{\"branch\":\"main\",\"depth\":3,\"force\":false}}]");
+    let declined_note = format!("{said} declined (the required field \"token\" has no default)]");
+    for (call, sent) in [("c1", ""), ("c3", " (state asked-once)"), ("c4", "")] {
+        assert_eq!(tool_answer(answers, call), format!("client answered: {accepted}{sent}\n{accepted_note}"), "{call}");
+    }
+    for call in ["c2", "c5"] {
+        assert_eq!(tool_answer(answers, call), format!("client answered: {{\"action\": \"decline\"}}\n{declined_note}"), "{call}");
+    }
+}
+
+#[test]
+fn an_unknown_elicitation_setting_is_refused_before_anything_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let manifest = "[mcp_servers.s]\ncommand = \"x\"\nelicitation = \"ask_the_user\"\n\n[[tasks]]\nid = \"t\"\nprompt = \"p\"\n";
+    std::fs::write(tmp.path().join("tasks.toml"), manifest).unwrap();
+    let output = dracode(tmp.path()).args(["run", "tasks.toml", "--out", "out"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("tasks.toml:"), "{stderr}");
+    assert!(stderr.contains("`elicitation` must be \"decline\" or \"accept_defaults\", not \"ask_the_user\""), "{stderr}");
 }

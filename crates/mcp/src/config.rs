@@ -1,5 +1,6 @@
 //! `[mcp_servers.NAME]`: how one MCP server is reached, as written in config or a manifest.
 
+pub use super::elicit::McpElicitation;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -62,6 +63,9 @@ pub struct McpServerConfig {
     /// without it dracode negotiates, newest first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol_version: Option<String>,
+    /// How a request for user input is answered: `decline` (the default) or `accept_defaults`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elicitation: Option<McpElicitation>,
 }
 
 /// `oauth = { client_id, client_secret, scope, token_url }` of a `url` server: the

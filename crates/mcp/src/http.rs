@@ -3,7 +3,7 @@
 //! server's `Mcp-Session-Id`), the configured `headers`, and a bearer token — static or from
 //! OAuth client credentials ([`super::oauth`]) fetched when the server answers 401.
 
-use super::jsonrpc::{Failure, Outgoing, answer_server_request, response_of};
+use super::jsonrpc::{Asked, Failure, Outgoing, answer_server_request, response_of};
 use super::oauth::{Challenge, ClientCredentials};
 use super::protocol::RpcError;
 use dracode_llm::stream::{Framer, Framing};
@@ -34,8 +34,12 @@ pub struct HttpLink {
     token: tokio::sync::Mutex<Option<String>>,
     session: Mutex<Option<String>>,
     next_id: AtomicI64,
-    /// What the server asked that dracode could not give.
-    pub notes: Arc<Mutex<Vec<String>>>,
+    /// What the server asked of dracode, and how to answer it.
+    pub asked: Arc<Asked>,
+    /// The protocol version in use, once chosen (sent with answers to the server's requests).
+    version: Mutex<Option<String>>,
+    /// Reads the server's own stream (GET) of a legacy session, see [`HttpLink::listen`].
+    listener: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 enum Answer {
@@ -45,8 +49,8 @@ enum Answer {
 }
 
 impl HttpLink {
-    /// A link to `url` for server `name`.
-    pub fn new(client: reqwest::Client, url: &str, name: &str, credentials: Credentials) -> HttpLink {
+    /// A link to `url` for server `name`; the server's requests are answered as `asked` says.
+    pub fn new(client: reqwest::Client, url: &str, name: &str, credentials: Credentials, asked: Asked) -> HttpLink {
         let token = credentials.bearer.clone();
         HttpLink {
             client,
@@ -56,7 +60,9 @@ impl HttpLink {
             token: tokio::sync::Mutex::new(token),
             session: Mutex::new(None),
             next_id: AtomicI64::new(1),
-            notes: Arc::default(),
+            asked: Arc::new(asked),
+            version: Mutex::default(),
+            listener: Mutex::default(),
         }
     }
 
@@ -67,6 +73,9 @@ impl HttpLink {
 
     async fn exchange(&self, out: &Outgoing) -> Result<Value, Failure> {
         let (mut authenticated, mut reissued) = (false, false);
+        if let (Some(version), Ok(mut kept)) = (&out.version, self.version.lock()) {
+            *kept = Some(version.clone());
+        }
         loop {
             let id = self.next_id.fetch_add(1, Ordering::Relaxed);
             let body = json!({"jsonrpc": "2.0", "id": id, "method": out.method, "params": out.params});
@@ -179,7 +188,7 @@ impl HttpLink {
             };
             for event in framer.push(&chunk) {
                 let Ok(message) = serde_json::from_str::<Value>(&event.data) else { continue };
-                if let Some(reply) = answer_server_request(&message, &self.notes) {
+                if let Some(reply) = answer_server_request(&message, &self.asked) {
                     self.send_reply(&reply).await;
                 } else if let Some((got, answer)) = response_of(&message)
                     && got == id
@@ -206,8 +215,42 @@ impl HttpLink {
     }
 
     async fn send_reply(&self, reply: &Value) {
-        let headers = self.base_headers(None).await;
-        let _ = self.client.post(&self.url).headers(headers).body(reply.to_string()).send().await;
+        let version = self.version.lock().ok().and_then(|v| v.clone());
+        let headers = self.base_headers(version.as_deref()).await;
+        post_reply(&self.client, &self.url, headers, reply).await;
+    }
+
+    /// A legacy session's server sends requests not tied to a call (as an elicitation may be)
+    /// on a stream the client opens with GET: open it once the session is ready and answer
+    /// what comes on it, until [`HttpLink::close`]. A server without one (405) is left alone.
+    pub async fn listen(&self, version: &str) {
+        let mut headers = self.base_headers(Some(version)).await;
+        insert(&mut headers, "accept", "text/event-stream");
+        headers.remove("content-type");
+        let (client, url, asked) = (self.client.clone(), self.url.clone(), self.asked.clone());
+        let task = tokio::spawn(async move {
+            let Ok(mut response) = client.get(&url).headers(headers.clone()).send().await else { return };
+            let sse =
+                response.headers().get("content-type").and_then(|v| v.to_str().ok()).is_some_and(|c| c.starts_with("text/event-stream"));
+            if !(response.status().is_success() && sse) {
+                tracing::debug!(status = %response.status(), "MCP server offers no stream of its own");
+                return;
+            }
+            insert(&mut headers, "content-type", "application/json");
+            insert(&mut headers, "accept", "application/json, text/event-stream");
+            let mut framer = Framer::new(Framing::Sse);
+            while let Ok(Some(chunk)) = response.chunk().await {
+                for event in framer.push(&chunk) {
+                    let Ok(message) = serde_json::from_str::<Value>(&event.data) else { continue };
+                    if let Some(reply) = answer_server_request(&message, &asked) {
+                        post_reply(&client, &url, headers.clone(), &reply).await;
+                    }
+                }
+            }
+        });
+        if let Ok(mut listener) = self.listener.lock() {
+            *listener = Some(task);
+        }
     }
 
     /// Posts a notification (a legacy server's `notifications/initialized`).
@@ -220,11 +263,27 @@ impl HttpLink {
 
     /// Ends a legacy server's session (DELETE), if it gave one.
     pub async fn close(&self) {
+        if let Some(listener) = self.listener.lock().ok().and_then(|mut l| l.take()) {
+            listener.abort();
+        }
         if self.session_id().is_some() {
             let headers = self.base_headers(None).await;
             let _ = tokio::time::timeout(Duration::from_secs(2), self.client.delete(&self.url).headers(headers).send()).await;
         }
     }
+}
+
+impl Drop for HttpLink {
+    fn drop(&mut self) {
+        if let Some(listener) = self.listener.lock().ok().and_then(|mut l| l.take()) {
+            listener.abort();
+        }
+    }
+}
+
+/// Posts dracode's answer to a request of the server.
+async fn post_reply(client: &reqwest::Client, url: &str, headers: HeaderMap, reply: &Value) {
+    let _ = client.post(url).headers(headers).body(reply.to_string()).send().await;
 }
 
 fn insert(headers: &mut HeaderMap, name: &str, value: &str) {

@@ -2,6 +2,7 @@
 //! send, why it got no result, reading a response, and the answer to a request the server
 //! sends back.
 
+use super::elicit::{self, McpElicitation};
 use super::protocol::RpcError;
 use serde_json::{Value, json};
 use std::sync::Mutex;
@@ -59,25 +60,45 @@ pub fn response_of(message: &Value) -> Option<(i64, Result<Value, Failure>)> {
     Some((id, Ok(message.get("result").cloned().unwrap_or_else(|| json!({})))))
 }
 
+/// What a server asked of dracode during a call: how to answer elicitations, and the notes
+/// for the model's next tool result.
+#[derive(Debug, Default)]
+pub struct Asked {
+    /// How an elicitation is answered.
+    pub elicitation: McpElicitation,
+    /// What the server asked and how dracode answered, since the last call.
+    pub notes: Mutex<Vec<String>>,
+}
+
+impl Asked {
+    /// Asked with `elicitation` answered so.
+    pub fn new(elicitation: McpElicitation) -> Asked {
+        Asked { elicitation, notes: Mutex::default() }
+    }
+
+    fn note(&self, note: String) {
+        if let Ok(mut notes) = self.notes.lock() {
+            notes.push(note);
+        }
+    }
+}
+
 /// The answer to a request the server sent (`None` when `message` is not one): `ping` is
-/// answered; anything else (elicitation, sampling, roots) is refused as not supported, since
-/// dracode runs unattended, and a note says so in the next tool result.
-pub fn answer_server_request(message: &Value, notes: &Mutex<Vec<String>>) -> Option<Value> {
+/// answered; an elicitation at once, as [`elicit::answer`] says; anything else (sampling,
+/// roots) is refused as not supported, since dracode runs unattended. A note says so in the
+/// next tool result.
+pub fn answer_server_request(message: &Value, asked: &Asked) -> Option<Value> {
     let method = message.get("method")?.as_str()?;
     let id = message.get("id")?.clone();
     if method == "ping" {
         return Some(json!({"jsonrpc": "2.0", "id": id, "result": {}}));
     }
-    let what = match method {
-        "elicitation/create" => {
-            let asked = message.pointer("/params/message").and_then(Value::as_str).unwrap_or("");
-            format!("asked for user input ({asked:?})")
-        }
-        other => format!("sent a {other} request"),
-    };
-    if let Ok(mut notes) = notes.lock() {
-        notes.push(format!("[dracode: the MCP server {what}; dracode runs unattended and answered that it is not supported]"));
+    if method == "elicitation/create" {
+        let (result, note) = elicit::answer(message.get("params").unwrap_or(&Value::Null), asked.elicitation);
+        asked.note(note);
+        return Some(json!({"jsonrpc": "2.0", "id": id, "result": result}));
     }
+    asked.note(format!("[dracode: the MCP server sent a {method} request; dracode runs unattended and answered that it is not supported]"));
     let message = format!("{method} is not supported: dracode runs unattended and has no user to ask");
     Some(json!({"jsonrpc": "2.0", "id": id, "error": {"code": super::protocol::METHOD_NOT_FOUND, "message": message}}))
 }

@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 pub mod config;
+pub mod elicit;
 pub mod headers;
 pub mod http;
 pub mod jsonrpc;
@@ -24,7 +25,7 @@ pub mod session;
 pub mod tool;
 pub mod transport;
 
-pub use config::{McpOAuth, McpScope, McpServerConfig};
+pub use config::{McpElicitation, McpOAuth, McpScope, McpServerConfig};
 pub use run_scope::{RUN_DIR_PREFIX, RunServers, Wanted};
 pub use server::{Launch, McpServer};
 pub use tool::{McpCallError, McpTool};

@@ -28,13 +28,23 @@ pub fn client_info() -> Value {
     json!({ "name": "dracode", "version": env!("CARGO_PKG_VERSION") })
 }
 
-/// The `_meta` every request of a modern `version` carries. dracode declares no client
-/// capability: it answers no sampling, roots or elicitation.
+/// The client capabilities dracode declares in `version`: elicitation (form mode), which it
+/// answers at once (see [`crate::elicit`]), from 2025-06-18 on, when the revision has it; no
+/// sampling or roots.
+pub fn client_capabilities(version: &str) -> Value {
+    match version {
+        "2025-03-26" => json!({}),
+        "2025-06-18" => json!({"elicitation": {}}),
+        _ => json!({"elicitation": {"form": {}}}),
+    }
+}
+
+/// The `_meta` every request of a modern `version` carries.
 pub fn request_meta(version: &str) -> Value {
     json!({
         "io.modelcontextprotocol/protocolVersion": version,
         "io.modelcontextprotocol/clientInfo": client_info(),
-        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientCapabilities": client_capabilities(version),
     })
 }
 
@@ -53,7 +63,7 @@ pub fn with_meta(params: Value, version: &str) -> Value {
 
 /// The `initialize` request of a legacy `version`.
 pub fn initialize_params(version: &str) -> Value {
-    json!({ "protocolVersion": version, "capabilities": {}, "clientInfo": client_info() })
+    json!({ "protocolVersion": version, "capabilities": client_capabilities(version), "clientInfo": client_info() })
 }
 
 /// A JSON-RPC error answered by the server.

@@ -4,7 +4,7 @@
 
 use super::config::McpServerConfig;
 use super::http::HttpLink;
-use super::jsonrpc::Failure;
+use super::jsonrpc::{Asked, Failure};
 use super::protocol::{ToolDef, ToolOutput};
 use super::session::Session;
 use super::transport::{StdioLink, Transport};
@@ -174,7 +174,7 @@ fn connect(name: &str, config: &McpServerConfig, launch: &Launch<'_>) -> Result<
     let stderr = Arc::new(Mutex::new(String::new()));
     if let Some(url) = &config.url {
         let credentials = config.credentials(name, &dracode_input::process_env()).map_err(|e| (e, String::new()))?;
-        let link = HttpLink::new(launch.http.clone(), url, name, credentials);
+        let link = HttpLink::new(launch.http.clone(), url, name, credentials, Asked::new(config.elicitation.unwrap_or_default()));
         return Ok((Transport::Http(Box::new(link)), None, stderr, None));
     }
     let program = config.command.as_deref().unwrap_or_default();
@@ -195,7 +195,12 @@ fn connect(name: &str, config: &McpServerConfig, launch: &Launch<'_>) -> Result<
     let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
         return Err((format!("{program}: no pipes to talk to it"), String::new()));
     };
-    Ok((Transport::Stdio(StdioLink::new(stdin, stdout)), Some(Process { group, child }), stderr, reader))
+    Ok((
+        Transport::Stdio(StdioLink::new(stdin, stdout, Asked::new(config.elicitation.unwrap_or_default()))),
+        Some(Process { group, child }),
+        stderr,
+        reader,
+    ))
 }
 
 /// Keeps the last [`STDERR_TAIL`] bytes of a server's stderr in `tail`.

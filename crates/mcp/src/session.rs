@@ -3,8 +3,9 @@
 //! 2025-11-25 and earlier, or the server's `protocol_version`), then listing tools (every page)
 //! and calling them, with the headers and `_meta` the chosen version requires. A modern
 //! server's request for input (an `input_required` result) is answered as dracode can: an
-//! elicitation is declined, anything else ends the call with a note saying it is not supported.
+//! elicitation as [`elicit::answer`] says, anything else ends the call with a note saying it is not supported.
 
+use super::elicit::{self, McpElicitation};
 use super::headers::{ParamHeader, header_value, param_headers, param_values};
 use super::jsonrpc::{Failure, Outgoing};
 use super::protocol::{self, LEGACY, MODERN, ToolDef, ToolOutput, is_modern};
@@ -114,6 +115,9 @@ impl Session {
         }
         self.version = chosen.to_string();
         self.transport.notify("notifications/initialized", json!({}), Some(&self.version)).await;
+        if let Transport::Http(link) = &self.transport {
+            link.listen(&self.version).await;
+        }
         Ok(())
     }
 
@@ -179,7 +183,7 @@ impl Session {
                 }
                 return Ok(ToolOutput { text, is_error: result.get("isError").and_then(Value::as_bool) == Some(true) });
             }
-            match input_responses(&result) {
+            match input_responses(&result, self.transport.elicitation()) {
                 Ok((responses, said)) => {
                     notes.extend(said);
                     params["inputResponses"] = responses;
@@ -202,7 +206,7 @@ fn is_modern_refusal(failure: &Failure) -> bool {
 
 /// The `inputResponses` for an `input_required` result, and notes for the transcript; `Err`
 /// with a note when the server needs something dracode cannot give.
-fn input_responses(result: &Value) -> Result<(Value, Vec<String>), String> {
+fn input_responses(result: &Value, policy: McpElicitation) -> Result<(Value, Vec<String>), String> {
     let mut responses = serde_json::Map::new();
     let mut notes = Vec::new();
     let requests = result.get("inputRequests").and_then(Value::as_object).cloned().unwrap_or_default();
@@ -213,9 +217,9 @@ fn input_responses(result: &Value) -> Result<(Value, Vec<String>), String> {
                 "[dracode: the MCP server needs a {method} answer to go on; dracode runs unattended and does not support it]"
             ));
         }
-        let asked = request.pointer("/params/message").and_then(Value::as_str).unwrap_or("");
-        notes.push(format!("[dracode: the MCP server asked for user input ({asked:?}); dracode runs unattended and declined]"));
-        responses.insert(key, json!({"action": "decline"}));
+        let (answer, note) = elicit::answer(request.get("params").unwrap_or(&Value::Null), policy);
+        notes.push(note);
+        responses.insert(key, answer);
     }
     Ok((Value::Object(responses), notes))
 }

@@ -1,9 +1,10 @@
 //! How JSON-RPC messages reach one server: newline-delimited JSON on a child's stdio, or
-//! streamable HTTP ([`super::http`]). Requests a legacy server sends back (elicitation,
-//! sampling, roots) are refused as not supported, and noted for the transcript.
+//! streamable HTTP ([`super::http`]). Requests a legacy server sends back are answered at once
+//! ([`super::jsonrpc::answer_server_request`]), and noted for the transcript.
 
+use super::elicit::McpElicitation;
 use super::http::HttpLink;
-use super::jsonrpc::{Failure, Outgoing, answer_server_request, response_of};
+use super::jsonrpc::{Asked, Failure, Outgoing, answer_server_request, response_of};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -38,13 +39,21 @@ impl Transport {
         }
     }
 
-    /// What the server asked of dracode that it could not give, since the last call.
+    /// How the server's elicitations are answered.
+    pub fn elicitation(&self) -> McpElicitation {
+        match self {
+            Transport::Stdio(link) => link.asked.elicitation,
+            Transport::Http(link) => link.asked.elicitation,
+        }
+    }
+
+    /// What the server asked of dracode and how it answered, since the last call.
     pub fn take_notes(&self) -> Vec<String> {
-        let notes = match self {
-            Transport::Stdio(link) => &link.notes,
-            Transport::Http(link) => &link.notes,
+        let asked = match self {
+            Transport::Stdio(link) => &link.asked,
+            Transport::Http(link) => &link.asked,
         };
-        notes.lock().map(|mut n| std::mem::take(&mut *n)).unwrap_or_default()
+        asked.notes.lock().map(|mut n| std::mem::take(&mut *n)).unwrap_or_default()
     }
 }
 
@@ -56,18 +65,19 @@ pub struct StdioLink {
     writer: Arc<tokio::sync::Mutex<Option<ChildStdin>>>,
     pending: Pending,
     next_id: AtomicI64,
-    notes: Arc<Mutex<Vec<String>>>,
+    asked: Arc<Asked>,
     reader: tokio::task::JoinHandle<()>,
 }
 
 impl StdioLink {
-    /// Starts reading `stdout`; requests go to `stdin`.
-    pub fn new(stdin: ChildStdin, stdout: ChildStdout) -> StdioLink {
+    /// Starts reading `stdout`; requests go to `stdin`; the server's requests are answered
+    /// as `asked` says.
+    pub fn new(stdin: ChildStdin, stdout: ChildStdout, asked: Asked) -> StdioLink {
         let writer = Arc::new(tokio::sync::Mutex::new(Some(stdin)));
         let pending: Pending = Arc::new(Mutex::new(Some(HashMap::new())));
-        let notes = Arc::new(Mutex::new(Vec::new()));
-        let reader = tokio::spawn(read_loop(stdout, writer.clone(), pending.clone(), notes.clone()));
-        StdioLink { writer, pending, next_id: AtomicI64::new(1), notes, reader }
+        let asked = Arc::new(asked);
+        let reader = tokio::spawn(read_loop(stdout, writer.clone(), pending.clone(), asked.clone()));
+        StdioLink { writer, pending, next_id: AtomicI64::new(1), asked, reader }
     }
 
     async fn request(&self, out: &Outgoing, limit: Duration) -> Result<Value, Failure> {
@@ -109,19 +119,14 @@ async fn write_line(writer: &tokio::sync::Mutex<Option<ChildStdin>>, message: &V
     }
 }
 
-async fn read_loop(
-    stdout: ChildStdout,
-    writer: Arc<tokio::sync::Mutex<Option<ChildStdin>>>,
-    pending: Pending,
-    notes: Arc<Mutex<Vec<String>>>,
-) {
+async fn read_loop(stdout: ChildStdout, writer: Arc<tokio::sync::Mutex<Option<ChildStdin>>>, pending: Pending, asked: Arc<Asked>) {
     let mut lines = BufReader::new(stdout).lines();
     while let Ok(Some(line)) = lines.next_line().await {
         let Ok(message) = serde_json::from_str::<Value>(&line) else {
             tracing::debug!(line = %line, "MCP server wrote a line that is not JSON");
             continue;
         };
-        if let Some(reply) = answer_server_request(&message, &notes) {
+        if let Some(reply) = answer_server_request(&message, &asked) {
             write_line(&writer, &reply).await;
         } else if let Some((id, answer)) = response_of(&message) {
             let waiter = pending.lock().ok().and_then(|mut p| p.as_mut()?.remove(&id));

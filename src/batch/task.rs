@@ -206,19 +206,7 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
         sweep: &sweep,
     };
     let mut state = AgentState::default();
-    // A check before the agent that passed a resource limit, or could not run at all, ends the
-    // attempt: the agent would work (and spend) for nothing.
-    let phase = match (
-        crate::sandbox::incidents::limit_failure(&kit.tool_ctx.reports.all()),
-        check_before.as_ref().and_then(|c| kit.could_not_run(c)),
-    ) {
-        (Some(error), _) => AgentPhase::Ended(AgentEnd::Failed(error)),
-        (None, Some(why)) => {
-            let message = format!("the check could not run before the agent: {why}; the agent was not started");
-            AgentPhase::Ended(AgentEnd::Failed(TaskError::new(FailureKind::CheckUnrunnable, message)))
-        }
-        (None, None) => ctx.run_agent(&mut state, None).await,
-    };
+    let phase = ctx.agent_unless_stopped(check_before.as_ref(), &mut state).await;
     let graded = ctx.grade(workspace, phase, &mut state, &mut outcome).await;
     // However the agent ended, its MCP servers end with it; then nothing it started may run on.
     kit.mcp.stop().await;
@@ -243,25 +231,30 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
         record.before_output_tail = check_before.map(|b| b.output_tail);
     }
     outcome.network_denied = kit.tool_ctx.network_log.totals();
-    let resource = crate::sandbox::incidents::limit_failure(&kit.tool_ctx.reports.all());
-    let unrunnable = outcome.check.as_ref().and_then(|c| kit.could_not_run(c));
-    let evidence = Evidence {
-        resource: resource.as_ref(),
-        unrunnable: unrunnable.as_deref(),
-        phase: &phase,
-        check: outcome.check.as_ref(),
-        files_changed: outcome.files_changed.len(),
-        require_change: spec.require_change,
-        max_iterations: spec.max_iterations,
-        protected: &outcome.protected,
-    };
-    (outcome.status, outcome.error) = judge(&evidence);
+    (outcome.status, outcome.error) = verdict(spec, &kit, &phase, &outcome);
     finalize(spec, shared, &workspace, &mut outcome, state.history);
     let outcome = stamp(outcome, started);
     // Removing the task's folders (workspace, record, TMPDIR) blocks on the disk: it runs off
     // the async workers that serve the other tasks' model calls.
     let _ = tokio::task::spawn_blocking(move || drop((workspace, kit))).await;
     outcome
+}
+
+/// The verdict of an attempt that ran to its end: the evidence `judge` weighs, gathered.
+fn verdict(spec: &TaskSpec, kit: &AgentKit, phase: &AgentPhase, outcome: &TaskOutcome) -> (Status, Option<TaskError>) {
+    let resource = crate::sandbox::incidents::limit_failure(&kit.tool_ctx.reports.all());
+    let unrunnable = outcome.check.as_ref().and_then(|c| kit.could_not_run(c));
+    let evidence = Evidence {
+        resource: resource.as_ref(),
+        unrunnable: unrunnable.as_deref(),
+        phase,
+        check: outcome.check.as_ref(),
+        files_changed: outcome.files_changed.len(),
+        require_change: spec.require_change,
+        max_iterations: spec.max_iterations,
+        protected: &outcome.protected,
+    };
+    judge(&evidence)
 }
 
 /// What the phases of one attempt after `prepare` share.
@@ -283,6 +276,22 @@ struct AttemptCtx<'a> {
 }
 
 impl AttemptCtx<'_> {
+    /// The agent's run — unless a check before it passed a resource limit or could not run at
+    /// all, which ends the attempt: the agent would work (and spend) for nothing.
+    async fn agent_unless_stopped(&self, check_before: Option<&CheckRecord>, state: &mut AgentState) -> AgentPhase {
+        match (
+            crate::sandbox::incidents::limit_failure(&self.kit.tool_ctx.reports.all()),
+            check_before.and_then(|c| self.kit.could_not_run(c)),
+        ) {
+            (Some(error), _) => AgentPhase::Ended(AgentEnd::Failed(error)),
+            (None, Some(why)) => {
+                let message = format!("the check could not run before the agent: {why}; the agent was not started");
+                AgentPhase::Ended(AgentEnd::Failed(TaskError::new(FailureKind::CheckUnrunnable, message)))
+            }
+            (None, None) => self.run_agent(state, None).await,
+        }
+    }
+
     /// After the agent: puts protected paths back, records the changes (before the check: what
     /// the check leaves behind is not the agent's) and runs the check — also when the agent ran
     /// out of turns, time or budget, on the work it left. While the check fails and the task

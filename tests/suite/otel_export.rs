@@ -182,17 +182,7 @@ async fn the_provider_name_follows_the_conventions_not_the_config_alias() {
          [[tasks]]\nid = \"b\"\nprompt = \"Say done.\"\nprovider = \"corp\"\n",
     )
     .unwrap();
-    let (dir, port) = (tmp.path().to_path_buf(), receiver.port);
-    let out = tokio::task::spawn_blocking(move || {
-        dracode(&dir)
-            .env("OPENAI_API_KEY", "sk-otel-123456789")
-            .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://127.0.0.1:{port}"))
-            .args(["run", "tasks.toml", "--out", "out"])
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
+    let out = run_exporting(tmp.path(), receiver.port, &[]).await;
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let records = receiver.spans();
     let provider = |r: &Value| {
@@ -228,17 +218,7 @@ async fn every_error_span_carries_error_type() {
         "[[tasks]]\nid = \"a\"\nprompt = \"Say done.\"\nrepo = \"ws\"\nisolation = \"none\"\nrequire_change = false\ncheck = \"exit 3\"\n",
     )
     .unwrap();
-    let (dir, port) = (tmp.path().to_path_buf(), receiver.port);
-    let out = tokio::task::spawn_blocking(move || {
-        dracode(&dir)
-            .env("OPENAI_API_KEY", "sk-otel-123456789")
-            .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://127.0.0.1:{port}"))
-            .args(["run", "tasks.toml", "--out", "out", "--provider", "openai"])
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
+    let out = run_exporting(tmp.path(), receiver.port, &["--provider", "openai"]).await;
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
     let records = receiver.spans();
     let errors: Vec<&Value> = records.iter().filter(|r| r["status"]["code"] == "STATUS_CODE_ERROR").collect();
@@ -247,4 +227,21 @@ async fn every_error_span_carries_error_type() {
         let kind = span["attributes"]["error.type"]["stringValue"].as_str();
         assert!(kind.is_some_and(|k| !k.is_empty()), "no error.type on {}: {span}", span["name"]);
     }
+}
+
+/// `dracode run tasks.toml --out out` in `dir` (with `extra` arguments), exporting its spans to the
+/// receiver on `port`, off the async workers.
+async fn run_exporting(dir: &std::path::Path, port: u16, extra: &[&str]) -> std::process::Output {
+    let (dir, extra): (std::path::PathBuf, Vec<String>) = (dir.to_path_buf(), extra.iter().map(ToString::to_string).collect());
+    tokio::task::spawn_blocking(move || {
+        dracode(&dir)
+            .env("OPENAI_API_KEY", "sk-otel-123456789")
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://127.0.0.1:{port}"))
+            .args(["run", "tasks.toml", "--out", "out"])
+            .args(extra)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap()
 }

@@ -192,16 +192,7 @@ async fn findings_become_sarif_and_annotations() {
         "[[tasks]]\nid = \"review\"\nprompt = \"Review the unsafe code.\"\nrepo = \"proj\"\nisolation = \"copy\"\noutput = \"findings\"\n",
     )
     .unwrap();
-    let out = tokio::task::spawn_blocking(move || {
-        dracode(&root)
-            .env("OPENAI_API_KEY", "sk-findings-123456789")
-            .env("GITHUB_ACTIONS", "true")
-            .args(["run", "review.toml", "--out", "out", "--provider", "openai"])
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
+    let out = run_openai(&root, "review.toml", &[("OPENAI_API_KEY", "sk-findings-123456789"), ("GITHUB_ACTIONS", "true")]).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let annotation = "::warning file=proj/src/lib.rs,line=2,endLine=3,title=unsafe-block (warning) [dracode task review]::unchecked pointer read,%0Asee line 3";
@@ -279,16 +270,7 @@ async fn a_true_schema_accepts_any_answer() {
         "[[tasks]]\nid = \"anything\"\nprompt = \"Say something.\"\nrepo = \"ws\"\nisolation = \"copy\"\noutput_schema = true\n",
     )
     .unwrap();
-    let dir = tmp.path().to_path_buf();
-    let out = tokio::task::spawn_blocking(move || {
-        dracode(&dir)
-            .env("OPENAI_API_KEY", "sk-boolean-123456789")
-            .args(["run", "tasks.toml", "--out", "out", "--provider", "openai"])
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
+    let out = run_openai(tmp.path(), "tasks.toml", &[("OPENAI_API_KEY", "sk-boolean-123456789")]).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let all = read_jsonl(&tmp.path().join("out/results.jsonl"));
@@ -314,4 +296,16 @@ fn a_false_schema_is_refused_at_validate() {
     let refused =
         "tasks.toml:8:1: task \"never\": field \"output_schema\": the schema `false` accepts no answer: the task could never pass";
     assert!(stderr.contains(refused), "{stderr}");
+}
+
+/// `dracode run MANIFEST --out out --provider openai` in `dir` with `env`, off the async workers
+/// (the mock OpenAI server runs on them).
+async fn run_openai(dir: &Path, manifest: &str, env: &[(&str, &str)]) -> std::process::Output {
+    let (dir, manifest) = (dir.to_path_buf(), manifest.to_string());
+    let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    tokio::task::spawn_blocking(move || {
+        dracode(&dir).envs(env).args(["run", &manifest, "--out", "out", "--provider", "openai"]).output().unwrap()
+    })
+    .await
+    .unwrap()
 }

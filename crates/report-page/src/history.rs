@@ -55,13 +55,7 @@ pub fn remember(cache: &Path, report: &Report) -> Result<(), String> {
     let dir = cache.join("history");
     let path = dir.join(format!("{}.json", dracode_results::file_names::file_stem(&report.run.run_id)));
     let text = serde_json::to_string_pretty(&record_of(report)).map_err(|e| e.to_string())?;
-    let write = || -> std::io::Result<()> {
-        std::fs::create_dir_all(&dir)?;
-        let tmp = dir.join(format!(".{}.tmp", std::process::id()));
-        std::fs::write(&tmp, text.as_bytes())?;
-        std::fs::rename(&tmp, &path)
-    };
-    write().map_err(|e| format!("cannot write {}: {e}", path.display()))
+    crate::write_atomic(&path, text.as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
 /// The runs in `dirs` (output folders or cache folders), oldest first, without the runs in

@@ -58,10 +58,15 @@ pub fn write(out: &Path, options: &Options<'_>) -> Result<(PathBuf, data::Report
     Ok((path, report))
 }
 
-/// `contents` into `path` by a temporary file beside it and a rename, readable by all (0644).
-fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+/// `contents` into `path` (its folder made if missing) by a temporary file beside it and a
+/// rename, readable by all (0644): a reader never sees half a file.
+pub(crate) fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt as _;
-    let tmp = path.with_file_name(format!(".{FILE_NAME}.{}.tmp", std::process::id()));
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let name = path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
     std::fs::write(&tmp, contents)?;
     std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644))?;
     std::fs::rename(&tmp, path)

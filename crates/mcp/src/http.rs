@@ -222,22 +222,24 @@ impl HttpLink {
 
     /// A legacy session's server sends requests not tied to a call (as an elicitation may be)
     /// on a stream the client opens with GET: open it once the session is ready and answer
-    /// what comes on it, until [`HttpLink::close`]. A server without one (405) is left alone.
-    pub async fn listen(&self, version: &str) {
+    /// what comes on it, until [`HttpLink::close`]. Returns once the server has answered the
+    /// GET (its stream is registered before the first call can ask anything on it), or after
+    /// `limit`; a server without one (405) is left alone.
+    pub async fn listen(&self, version: &str, limit: Duration) {
         let mut headers = self.base_headers(Some(version)).await;
         insert(&mut headers, "accept", "text/event-stream");
         headers.remove("content-type");
+        let opened = tokio::time::timeout(limit, self.client.get(&self.url).headers(headers.clone()).send()).await;
+        let Ok(Ok(mut response)) = opened else { return };
+        let sse = response.headers().get("content-type").and_then(|v| v.to_str().ok()).is_some_and(|c| c.starts_with("text/event-stream"));
+        if !(response.status().is_success() && sse) {
+            tracing::debug!(status = %response.status(), "MCP server offers no stream of its own");
+            return;
+        }
+        insert(&mut headers, "content-type", "application/json");
+        insert(&mut headers, "accept", "application/json, text/event-stream");
         let (client, url, asked) = (self.client.clone(), self.url.clone(), self.asked.clone());
         let task = tokio::spawn(async move {
-            let Ok(mut response) = client.get(&url).headers(headers.clone()).send().await else { return };
-            let sse =
-                response.headers().get("content-type").and_then(|v| v.to_str().ok()).is_some_and(|c| c.starts_with("text/event-stream"));
-            if !(response.status().is_success() && sse) {
-                tracing::debug!(status = %response.status(), "MCP server offers no stream of its own");
-                return;
-            }
-            insert(&mut headers, "content-type", "application/json");
-            insert(&mut headers, "accept", "application/json, text/event-stream");
             let mut framer = Framer::new(Framing::Sse);
             while let Ok(Some(chunk)) = response.chunk().await {
                 for event in framer.push(&chunk) {

@@ -116,7 +116,7 @@ impl Session {
         self.version = chosen.to_string();
         self.transport.notify("notifications/initialized", json!({}), Some(&self.version)).await;
         if let Transport::Http(link) = &self.transport {
-            link.listen(&self.version).await;
+            link.listen(&self.version, limit).await;
         }
         Ok(())
     }

@@ -5,8 +5,12 @@
 //! `resource` (RFC 8707), authenticating with `client_secret_basic` (or `client_secret_post`
 //! when that is all the server takes).
 
+mod client_auth;
+mod discovery;
+
 use base64::Engine;
-use reqwest::Url;
+use client_auth::{client_assertion, encode};
+use discovery::{Discovered, discover};
 use serde_json::Value;
 
 /// `oauth` of a `url` server, with `${VAR}` expanded.
@@ -127,118 +131,15 @@ pub async fn fetch_token(
     }
 }
 
-/// What discovery found.
-struct Discovered {
-    token_url: String,
-    /// The authorization server's issuer (the audience of a client assertion).
-    issuer: String,
-    /// `token_endpoint_auth_methods_supported`.
-    methods: Vec<String>,
-    /// The resource to ask a token for.
-    resource: String,
-    /// `scopes_supported`, space-separated.
-    scopes: Option<String>,
-}
-
-/// An ES256 client assertion (RFC 7523) by `client_id` for `audience`, signed with `pem`.
-fn client_assertion(client_id: &str, audience: &str, pem: &str) -> Result<String, String> {
-    use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair};
-    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
-    let body: String = pem.lines().filter(|l| !l.starts_with("-----")).map(str::trim).collect();
-    let der = base64::engine::general_purpose::STANDARD.decode(body).map_err(|_| "`oauth.private_key` is not a PEM key".to_string())?;
-    let rng = ring::rand::SystemRandom::new();
-    let key = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &der, &rng)
-        .map_err(|_| "`oauth.private_key` is not an EC P-256 key in PKCS#8".to_string())?;
-    let mut nonce = [0u8; 16];
-    ring::rand::SecureRandom::fill(&rng, &mut nonce).map_err(|_| "no randomness".to_string())?;
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    let claims = serde_json::json!({
-        "iss": client_id, "sub": client_id, "aud": audience, "iat": now, "exp": now + 300,
-        "jti": nonce.iter().map(|b| format!("{b:02x}")).collect::<String>(),
-    });
-    let signed = format!("{}.{}", b64.encode(r#"{"alg":"ES256","typ":"JWT"}"#), b64.encode(claims.to_string()));
-    let signature = key.sign(&rng, signed.as_bytes()).map_err(|_| "signing the client assertion failed".to_string())?;
-    Ok(format!("{signed}.{}", b64.encode(signature.as_ref())))
-}
-
-/// The token endpoint, its auth methods, the resource to ask for and the supported scopes.
-async fn discover(client: &reqwest::Client, server_url: &str, challenge: &Challenge) -> Result<Discovered, String> {
-    let server = Url::parse(server_url).map_err(|e| format!("{server_url}: {e}"))?;
-    let mut prm_urls: Vec<String> = challenge.resource_metadata.iter().cloned().collect();
-    prm_urls.extend(well_known(&server, "oauth-protected-resource"));
-    let prm = first_json(client, &prm_urls).await.ok_or("the server publishes no protected resource metadata (set `oauth.token_url`)")?;
-    let issuer =
-        prm.pointer("/authorization_servers/0").and_then(Value::as_str).ok_or("its resource metadata names no authorization server")?;
-    let issuer_url = Url::parse(issuer).map_err(|e| format!("{issuer}: {e}"))?;
-    let mut as_urls = well_known(&issuer_url, "oauth-authorization-server");
-    as_urls.extend(well_known(&issuer_url, "openid-configuration"));
-    as_urls.push(format!("{}/.well-known/openid-configuration", issuer.trim_end_matches('/')));
-    let meta = first_json(client, &as_urls).await.ok_or_else(|| format!("the authorization server {issuer} publishes no metadata"))?;
-    let token_url = meta.get("token_endpoint").and_then(Value::as_str).ok_or("its metadata has no token_endpoint")?;
-    let strings = |v: Option<&Value>| -> Vec<String> {
-        v.and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect()).unwrap_or_default()
-    };
-    let methods = strings(meta.get("token_endpoint_auth_methods_supported"));
-    let resource = prm.get("resource").and_then(Value::as_str).unwrap_or(server_url).to_string();
-    if !resource_covers(&resource, &server) {
-        return Err(format!("its resource metadata is for {resource}, not for {server_url}: refusing to ask for a token"));
-    }
-    let scopes = strings(prm.get("scopes_supported"));
-    let scopes = (!scopes.is_empty()).then(|| scopes.join(" "));
-    let issuer = meta.get("issuer").and_then(Value::as_str).unwrap_or(issuer).to_string();
-    Ok(Discovered { token_url: token_url.to_string(), issuer, methods, resource, scopes })
-}
-
-/// Whether the protected resource `resource` is the server's URL or a parent of it (same
-/// origin, a path prefix at a `/` boundary), as RFC 9728 requires before asking for a token.
-fn resource_covers(resource: &str, server: &Url) -> bool {
-    let Ok(resource) = Url::parse(resource) else { return false };
-    let (theirs, ours) = (resource.path().trim_end_matches('/'), server.path().trim_end_matches('/'));
-    resource.origin() == server.origin() && (ours == theirs || ours.starts_with(&format!("{theirs}/")))
-}
-
-/// `{origin}/.well-known/{name}{path}` and, when the path is not empty, `{origin}/.well-known/{name}`.
-fn well_known(url: &Url, name: &str) -> Vec<String> {
-    let origin = url.origin().ascii_serialization();
-    let path = url.path().trim_end_matches('/');
-    let mut out = vec![format!("{origin}/.well-known/{name}{path}")];
-    if !path.is_empty() {
-        out.push(format!("{origin}/.well-known/{name}"));
-    }
-    out
-}
-
-async fn first_json(client: &reqwest::Client, urls: &[String]) -> Option<Value> {
-    for url in urls {
-        let Ok(response) = client.get(url).header("accept", "application/json").send().await else { continue };
-        if response.status().is_success()
-            && let Ok(value) = response.json::<Value>().await
-        {
-            return Some(value);
-        }
-    }
-    None
-}
-
-/// `application/x-www-form-urlencoded` of `text` (also what Basic auth of a client wants).
-fn encode(text: &str) -> String {
-    percent_encoding::utf8_percent_encode(text, dracode_llm::wire::UNRESERVED).to_string()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn challenges_and_well_known_urls_are_read() {
+    fn challenges_are_read() {
         let header =
             r#"Bearer error="insufficient_scope", scope="a b", resource_metadata="http://h/.well-known/oauth-protected-resource/mcp""#;
         assert_eq!(param(header, "scope").as_deref(), Some("a b"));
         assert_eq!(param(header, "error").as_deref(), Some("insufficient_scope"));
-        let url = Url::parse("http://h:1/mcp").unwrap();
-        assert_eq!(well_known(&url, "x"), ["http://h:1/.well-known/x/mcp", "http://h:1/.well-known/x"]);
-        assert_eq!(encode("a b&c"), "a%20b%26c");
-        assert!(resource_covers("http://h:1/mcp", &url) && resource_covers("http://h:1/", &url));
-        assert!(!resource_covers("http://evil:1/mcp", &url) && !resource_covers("http://h:1/mcp2", &url));
     }
 }

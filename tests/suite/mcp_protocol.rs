@@ -248,7 +248,8 @@ async fn elicitation_in_the_middle_of_a_call_is_declined_at_once_on_every_transp
     let dir = tmp.path().canonicalize().unwrap();
     let log = dir.join("lhttp.log");
     let (_s, modern) = http_server(&dir, "modern", &["--era", "modern"]);
-    let (_l, legacy) = http_server(&dir, "lhttp", &["--era", "legacy", "--log", &log_arg(&log)]);
+    // A server slow to answer the GET: the stream must be open before the call asks on it.
+    let (_l, legacy) = http_server(&dir, "lhttp", &["--era", "legacy", "--get-delay", "0.5", "--log", &log_arg(&log)]);
     let calls = vec![
         ToolCall::new("c1", "legacy__ask", json!({})),
         ToolCall::new("c2", "modern__ask", json!({})),

@@ -34,6 +34,10 @@ pub const SYSTEM_READS: &[&str] =
 /// every file rule; not `/dev/pts` or `/dev/ptmx`: another terminal must stay out of reach.
 pub const READABLE_DEVICES: &[&str] = &["/dev/urandom", "/dev/random"];
 
+/// The variables the read allowlist depends on besides [`TOOLCHAIN_VARS`]: [`ReadSet::resolve`]
+/// sees no others.
+const READ_VARS: &[&str] = &["HOME", "PATH", "XDG_CONFIG_HOME"];
+
 /// Variables naming a toolchain (or its read-only caches): the folders they name are readable.
 /// Colon-separated lists (`GEM_PATH`, `NODE_PATH`) count each entry.
 pub const TOOLCHAIN_VARS: &[&str] = &[
@@ -177,7 +181,31 @@ impl ReadSet {
     /// The read allowlist for a command that runs with `env` (the variables it gets before its
     /// TMPDIR and HOME are set; `HOME` is the user's). `runner_temp` is dracode's own
     /// `$RUNNER_TEMP`, which commands never see.
+    ///
+    /// Resolved once per process for each environment (its toolchain variables, `HOME`, `PATH`
+    /// and `XDG_CONFIG_HOME`) and `runner_temp`:
+    /// a run makes several policies per task, and each resolution walks every PATH folder.
     pub fn resolve(env: &BTreeMap<String, String>, runner_temp: Option<&Path>) -> ReadSet {
+        type Key = (BTreeMap<String, String>, Option<PathBuf>);
+        static RESOLVED: std::sync::Mutex<Vec<(Key, ReadSet)>> = std::sync::Mutex::new(Vec::new());
+        let read: BTreeMap<String, String> = env
+            .iter()
+            .filter(|(name, _)| READ_VARS.contains(&name.as_str()) || TOOLCHAIN_VARS.contains(&name.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let key = (read, runner_temp.map(Path::to_path_buf));
+        if let Some((_, set)) = RESOLVED.lock().ok().and_then(|kept| kept.iter().find(|(k, _)| *k == key).cloned()) {
+            return set;
+        }
+        let set = ReadSet::compute(&key.0, runner_temp);
+        if let Ok(mut kept) = RESOLVED.lock() {
+            kept.push((key, set.clone()));
+        }
+        set
+    }
+
+    /// [`ReadSet::resolve`], uncached: `env` holds only the variables it depends on.
+    fn compute(env: &BTreeMap<String, String>, runner_temp: Option<&Path>) -> ReadSet {
         let var = |name: &str| env.get(name).filter(|v| !v.is_empty()).map(PathBuf::from);
         let home = var("HOME").filter(|h| h.is_absolute());
         let private = private_roots(home.as_deref(), runner_temp);
@@ -415,6 +443,21 @@ mod tests {
         assert!(!set.readable.iter().any(|p| p == &home || p == Path::new("/") || p == tmp.path()), "{:?}", set.readable);
         assert!(set.readable.contains(&home.join("go")), "{:?}", set.readable);
         assert!(set.hidden.contains(&rt), "{:?}", set.hidden);
+    }
+
+    #[test]
+    fn a_resolution_depends_on_its_variables_only_and_is_kept_per_environment() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (one, two) = (tmp.path().join("one/bin"), tmp.path().join("two/bin"));
+        fs::create_dir_all(&one).unwrap();
+        fs::create_dir_all(&two).unwrap();
+        let mut vars = BTreeMap::from([("PATH".to_string(), one.display().to_string())]);
+        let first = ReadSet::resolve(&vars, None);
+        vars.insert("UNRELATED_DIR".into(), "/opt".into());
+        assert_eq!(ReadSet::resolve(&vars, None), first);
+        vars.insert("PATH".into(), two.display().to_string());
+        let second = ReadSet::resolve(&vars, None);
+        assert!(second.readable.contains(&tmp.path().join("two")) && !second.readable.contains(&tmp.path().join("one")), "{second:?}");
     }
 
     #[test]

@@ -1,0 +1,166 @@
+//! A person's grant, kept fresh for a link's lifetime: the refresh token (configured, or from a
+//! code flow) used first; else the authorization code flow; step-up re-authorizes with the
+//! union of the scopes asked so far and the challenged ones. Everything is bound to the issuer
+//! it came from: when the server names another authorization server, dracode registers anew.
+
+use super::code::{self, Mode, Registered, TokenClient, Tokens};
+use super::discovery::{Discovered, discover};
+use super::{Challenge, ClientCredentials, ClientSecret};
+use std::time::Instant;
+
+/// What a link knows of its person's grant. Never logged.
+#[derive(Default)]
+pub struct Session {
+    /// The issuer the refresh token and registered client belong to (`None`: not known yet).
+    issuer: Option<String>,
+    /// The refresh token in use (the configured one, then any rotated one).
+    pub refresh: Option<String>,
+    /// The client registered dynamically, if any.
+    pub registered: Option<Registered>,
+    /// The scope last asked for.
+    pub scope: Option<String>,
+    /// When the access token expires.
+    pub expires_at: Option<Instant>,
+}
+
+impl Session {
+    /// A session starting from `creds`' refresh token.
+    pub fn new(creds: &ClientCredentials) -> Session {
+        Session { refresh: creds.refresh_token.clone(), ..Session::default() }
+    }
+
+    /// Whether the access token has expired and can be refreshed.
+    pub fn expired(&self) -> bool {
+        self.refresh.is_some() && self.expires_at.is_some_and(|at| Instant::now() >= at)
+    }
+
+    fn keep(&mut self, tokens: Tokens) -> String {
+        if tokens.refresh.is_some() {
+            self.refresh = tokens.refresh;
+        }
+        self.expires_at = tokens.expires_at;
+        tokens.access
+    }
+}
+
+/// An access token for `server_url` from a person's grant (see the module doc). `name` is the
+/// server's name, for what to do when a person is needed.
+pub async fn user_token(
+    http: &reqwest::Client,
+    server_url: &str,
+    name: &str,
+    creds: &ClientCredentials,
+    session: &mut Session,
+    challenge: &Challenge,
+    mode: Mode<'_>,
+) -> Result<String, String> {
+    let found = discover(http, server_url, challenge).await?;
+    if session.issuer.as_deref().is_some_and(|i| i != found.issuer) {
+        // Another authorization server: nothing of the old one is shown to it.
+        *session = Session { scope: session.scope.take(), ..Session::default() };
+    }
+    session.issuer = Some(found.issuer.clone());
+    let mut refused = None;
+    if let (false, Some(refresh), Mode::Headless) = (challenge.insufficient_scope, session.refresh.clone(), &mode) {
+        let client = configured_client(creds).or_else(|| session.registered.as_ref().map(token_client));
+        if let Some(client) = client {
+            match code::token(http, &found, &client, vec![("grant_type", "refresh_token".into()), ("refresh_token", refresh)]).await {
+                Ok(tokens) => return Ok(session.keep(tokens)),
+                Err(e) => refused = Some(e),
+            }
+        }
+    }
+    let scope = choose_scope(creds, challenge, &found, session.scope.as_deref());
+    session.scope = scope.clone();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| format!("cannot listen on 127.0.0.1: {e}"))?;
+    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    let redirect_uri = format!("http://127.0.0.1:{port}/callback");
+    let client = client_for(http, creds, session, &found, &redirect_uri).await?;
+    let request = code::request(&found, &client, scope.as_deref(), &redirect_uri)?;
+    let callback = match (code::headless(&request).await?, &mode) {
+        (Some(callback), _) => callback,
+        (None, Mode::Person(open)) => {
+            open(&request.url);
+            code::wait_for_redirect(&listener, code::LOGIN_WAIT).await?
+        }
+        (None, Mode::Headless) => {
+            let before = refused.map(|e| format!("the refresh token was refused ({e}) and ")).unwrap_or_default();
+            return Err(format!(
+                "{before}the authorization server {} wants a person to approve dracode: run `dracode mcp login {name}` on your machine and set `oauth.refresh_token_env_var` to a variable holding the refresh token it prints",
+                found.issuer
+            ));
+        }
+    };
+    let code = code::code_of(&callback, &request, &found)?;
+    let form = vec![
+        ("grant_type", "authorization_code".into()),
+        ("code", code),
+        ("redirect_uri", request.redirect_uri.clone()),
+        ("code_verifier", request.verifier.clone()),
+    ];
+    let tokens = code::token(http, &found, &client, form).await?;
+    Ok(session.keep(tokens))
+}
+
+/// The scope to ask for: the configured one, else the challenge's, else the resource's
+/// `scopes_supported`, else none; on step-up, with the ones asked before. `offline_access` is
+/// added (for a refresh token) when the authorization server lists it.
+fn choose_scope(creds: &ClientCredentials, challenge: &Challenge, found: &Discovered, before: Option<&str>) -> Option<String> {
+    let base = creds.scope.clone().or_else(|| challenge.scope.clone()).or_else(|| found.scopes.clone());
+    let mut words: Vec<String> = Vec::new();
+    let earlier = if challenge.insufficient_scope { before } else { None };
+    for word in earlier.into_iter().chain(base.as_deref()).flat_map(str::split_whitespace) {
+        if !words.iter().any(|w| w == word) {
+            words.push(word.to_string());
+        }
+    }
+    if !words.is_empty() && found.as_scopes.iter().any(|s| s == "offline_access") && !words.iter().any(|w| w == "offline_access") {
+        words.push("offline_access".into());
+    }
+    (!words.is_empty()).then(|| words.join(" "))
+}
+
+fn configured_client(creds: &ClientCredentials) -> Option<TokenClient> {
+    if creds.client_id.is_empty() {
+        return None;
+    }
+    let secret = match &creds.secret {
+        ClientSecret::Secret(s) => Some(s.clone()),
+        _ => None,
+    };
+    let method = if secret.is_some() { "client_secret_basic" } else { "none" };
+    Some(TokenClient { id: creds.client_id.clone(), secret, method: method.into() })
+}
+
+fn token_client(r: &Registered) -> TokenClient {
+    TokenClient { id: r.id.clone(), secret: r.secret.clone(), method: r.method.clone() }
+}
+
+/// The client to authorize as: the configured one, the metadata document's URL (when the
+/// server takes those), the one registered before, or one registered now.
+async fn client_for(
+    http: &reqwest::Client,
+    creds: &ClientCredentials,
+    session: &mut Session,
+    found: &Discovered,
+    redirect_uri: &str,
+) -> Result<TokenClient, String> {
+    if let Some(client) = configured_client(creds) {
+        return Ok(client);
+    }
+    if let (Some(url), true) = (&creds.client_metadata_url, found.client_metadata_supported) {
+        return Ok(TokenClient { id: url.clone(), secret: None, method: "none".into() });
+    }
+    if let Some(registered) = session.registered.as_ref().filter(|r| r.issuer == found.issuer) {
+        return Ok(token_client(registered));
+    }
+    let Some(url) = &found.registration_url else {
+        return Err(format!(
+            "the authorization server {} offers no dynamic client registration: set `oauth.client_id` to a client registered with it",
+            found.issuer
+        ));
+    };
+    let registered = code::register(http, found, url, redirect_uri).await?;
+    session.registered = Some(registered.clone());
+    Ok(token_client(&registered))
+}

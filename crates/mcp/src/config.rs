@@ -219,6 +219,13 @@ impl McpServerConfig {
         Ok(super::http::Credentials { headers, bearer, oauth })
     }
 
+    /// The client `dracode mcp login NAME` authorizes as: `oauth` (or none) expanded from `env`,
+    /// without its refresh token (which is what the login is for).
+    pub fn login_credentials(&self, name: &str, env: &BTreeMap<String, String>) -> Result<super::oauth::ClientCredentials, String> {
+        let oauth = McpOAuth { refresh_token_env_var: None, ..self.oauth.clone().unwrap_or_default() };
+        oauth_credentials(&oauth, name, env)
+    }
+
     /// The secret values of its credentials (header values, token, client secret), expanded
     /// from `env`, for masking.
     pub fn secret_values(&self, env: &BTreeMap<String, String>) -> Vec<String> {

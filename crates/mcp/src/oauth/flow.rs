@@ -164,3 +164,40 @@ async fn client_for(
     session.registered = Some(registered.clone());
     Ok(token_client(&registered))
 }
+
+/// What `dracode mcp login` obtained.
+pub struct Login {
+    /// The refresh token to store as a CI secret.
+    pub refresh_token: Option<String>,
+    /// The client registered dynamically (its id, and secret if any, must be configured too).
+    pub registered: Option<Registered>,
+    /// The scope asked for.
+    pub scope: Option<String>,
+}
+
+/// `dracode mcp login`: the authorization code flow for server `name` at `server_url`, a person
+/// approving in the browser `open` shows the URL in (or headless, where the authorization
+/// server approves at once). The server's own challenge (its answer to an unauthenticated
+/// `initialize`) guides discovery and scope.
+pub async fn login(
+    http: &reqwest::Client,
+    server_url: &str,
+    name: &str,
+    creds: &ClientCredentials,
+    open: &(dyn Fn(&str) + Send + Sync),
+) -> Result<Login, String> {
+    let hello = serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "dracode", "version": env!("CARGO_PKG_VERSION")}}});
+    let answer = http
+        .post(server_url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(hello.to_string())
+        .send()
+        .await
+        .map_err(|_| format!("cannot reach {server_url}"))?;
+    let challenge = Challenge::of(&answer);
+    let mut session = Session::default();
+    user_token(http, server_url, name, creds, &mut session, &challenge, Mode::Person(open)).await?;
+    Ok(Login { refresh_token: session.refresh, registered: session.registered, scope: session.scope })
+}

@@ -48,6 +48,8 @@ pub(super) struct Tokens {
     pub(super) access: String,
     pub(super) refresh: Option<String>,
     pub(super) expires_at: Option<Instant>,
+    /// The scope granted, if the server said.
+    pub(super) scope: Option<String>,
 }
 
 /// One authorization request: its URL, and what the redirect must carry.
@@ -241,6 +243,7 @@ pub(super) async fn token(http: &reqwest::Client, found: &Discovered, client: &T
             access: access.to_string(),
             refresh: answer.get("refresh_token").and_then(Value::as_str).map(str::to_string),
             expires_at: answer.get("expires_in").and_then(Value::as_u64).map(|s| Instant::now() + Duration::from_secs(s.saturating_sub(30).max(1))),
+            scope: answer.get("scope").and_then(Value::as_str).map(str::to_string),
         }),
         _ => {
             let why = answer.get("error").and_then(Value::as_str).unwrap_or("no access_token");

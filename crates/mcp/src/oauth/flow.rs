@@ -39,6 +39,9 @@ impl Session {
             self.refresh = tokens.refresh;
         }
         self.expires_at = tokens.expires_at;
+        if tokens.scope.is_some() {
+            self.scope = tokens.scope;
+        }
         tokens.access
     }
 }

@@ -108,9 +108,7 @@ pub enum Command {
         target: AuthTarget,
     },
     /// Work with the MCP servers of the config (`[mcp_servers.NAME]`).
-    #[command(
-        after_help = "Example:\n  dracode mcp login docs   # authorize once; prints the refresh token to store as a CI secret"
-    )]
+    #[command(after_help = "Example:\n  dracode mcp login docs   # authorize once; prints the refresh token to store as a CI secret")]
     Mcp {
         /// What to do.
         #[command(subcommand)]

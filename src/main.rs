@@ -522,10 +522,14 @@ fn mcp_login(name: &str, no_browser: bool, config: Option<&Path>, cwd: &Path, en
         let files = config_files_line(&config.files);
         return usage_error(&format!("no MCP server {name:?} in the config ({files}); its servers: {}", known.join(", ")));
     };
-    let Some(url) = server.url.clone() else { return usage_error(&format!("`mcp_servers.{name}`: only a `url` server has an OAuth login")) };
+    let Some(url) = server.url.clone() else {
+        return usage_error(&format!("`mcp_servers.{name}`: only a `url` server has an OAuth login"));
+    };
     let creds = match server.login_credentials(name, env) {
         Ok(c) if !c.for_person() => {
-            return usage_error(&format!("`mcp_servers.{name}.oauth` has a client secret or key: it uses the client-credentials grant, no login"));
+            return usage_error(&format!(
+                "`mcp_servers.{name}.oauth` has a client secret or key: it uses the client-credentials grant, no login"
+            ));
         }
         Ok(c) => c,
         Err(e) => return usage_error(&e),
@@ -534,7 +538,11 @@ fn mcp_login(name: &str, no_browser: bool, config: Option<&Path>, cwd: &Path, en
         eprintln!("To authorize dracode for MCP server {name}, open:\n  {address}\nWaiting for the browser to come back…");
         let opener = if cfg!(target_os = "macos") { "open" } else { "xdg-open" };
         if !no_browser {
-            let _ = std::process::Command::new(opener).arg(address).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn();
+            let _ = std::process::Command::new(opener)
+                .arg(address)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn();
         }
     };
     let http = dracode::llm::http::HttpClient::default();
@@ -552,7 +560,9 @@ fn mcp_login(name: &str, no_browser: bool, config: Option<&Path>, cwd: &Path, en
 /// as secrets, and the `oauth` line using them.
 fn print_login(name: &str, url: &str, mut oauth: dracode::mcp::McpOAuth, login: &dracode::mcp::oauth::flow::Login) -> i32 {
     let Some(refresh) = &login.refresh_token else {
-        eprintln!("error: MCP server {name:?}: the authorization server gave no refresh token, so CI could not renew access (ask for scope `offline_access` with `oauth.scope`?)");
+        eprintln!(
+            "error: MCP server {name:?}: the authorization server gave no refresh token, so CI could not renew access (ask for scope `offline_access` with `oauth.scope`?)"
+        );
         return exit_codes::TASKS_FAILED;
     };
     let prefix = format!("MCP_{}", name.to_uppercase().replace('-', "_"));
@@ -569,7 +579,9 @@ fn print_login(name: &str, url: &str, mut oauth: dracode::mcp::McpOAuth, login: 
     oauth.refresh_token_env_var = Some(var);
     let table = toml::Value::try_from(&oauth).map(|v| v.to_string()).unwrap_or_default();
     println!("\nand in dracode.toml:\n[mcp_servers.{name}]\nurl = {url:?}\n[mcp_servers.{name}.oauth]\n{table}");
-    println!("A refresh token the server rotates is used for the rest of a run, but cannot be written back to the CI secret: if the server rotates them, run this again when CI's is refused.");
+    println!(
+        "A refresh token the server rotates is used for the rest of a run, but cannot be written back to the CI secret: if the server rotates them, run this again when CI's is refused."
+    );
     exit_codes::OK
 }
 

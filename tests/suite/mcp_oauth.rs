@@ -40,7 +40,10 @@ async fn mcp_login_completes_the_code_flow_headlessly_and_prints_the_refresh_tok
     let refresh = server.seen(|s| s.refresh_issued.clone());
     assert_eq!(refresh.len(), 1, "{stdout}");
     assert!(stdout.contains(&refresh[0]), "{stdout}");
-    assert!(stdout.contains("refresh_token_env_var = \"MCP_WEB_REFRESH_TOKEN\"") && stdout.contains("client_id = \"pre-client\""), "{stdout}");
+    assert!(
+        stdout.contains("refresh_token_env_var = \"MCP_WEB_REFRESH_TOKEN\"") && stdout.contains("client_id = \"pre-client\""),
+        "{stdout}"
+    );
     let log = server.seen(|s| s.log.clone());
     assert!(log.contains(&"pkce ok".to_string()) && !log.iter().any(|l| l == "register"), "{log:?}");
     let resource = format!("resource={}", server.mcp_url());
@@ -49,7 +52,9 @@ async fn mcp_login_completes_the_code_flow_headlessly_and_prints_the_refresh_tok
 
 #[tokio::test(flavor = "multi_thread")]
 async fn mcp_login_refuses_a_redirect_with_a_wrong_iss_or_state_before_asking_for_a_token() {
-    for (flaw, why) in [(Flaw::WrongIss, "comes from issuer http://evil.example"), (Flaw::WrongState, "`state` is not the one dracode sent")] {
+    for (flaw, why) in
+        [(Flaw::WrongIss, "comes from issuer http://evil.example"), (Flaw::WrongState, "`state` is not the one dracode sent")]
+    {
         let server = OAuthServer::start(flaw, 10).await;
         let tmp = tempfile::tempdir().unwrap();
         write_config(tmp.path(), &server, "{ client_id = \"pre-client\" }");
@@ -100,7 +105,10 @@ async fn a_run_refreshes_its_token_as_the_server_expires_it_steps_up_and_no_toke
     let log = server.seen(|s| s.log.clone());
     let refreshes = log.iter().filter(|l| *l == "refresh").count();
     assert!(refreshes >= 2 && !log.iter().any(|l| l == "refresh refused"), "{log:?}");
-    assert!(log.iter().any(|l| l == "403") && log.iter().any(|l| l.starts_with("authorize scope=mcp:read offline_access mcp:write")), "{log:?}");
+    assert!(
+        log.iter().any(|l| l == "403") && log.iter().any(|l| l.starts_with("authorize scope=mcp:read offline_access mcp:write")),
+        "{log:?}"
+    );
     let issued = server.seen(|s| s.issued.clone());
     let secrets: Vec<&str> = issued.iter().map(String::as_str).collect();
     assert_nowhere(&dir.join("out"), &printed, &secrets);
@@ -119,5 +127,8 @@ fn a_refresh_token_variable_that_is_not_set_names_the_server_and_the_login_to_ru
     let output = dracode(tmp.path()).args(["validate", "tasks.toml", "--offline"]).output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("dracode.toml") && stderr.contains("`mcp_servers.web.oauth.client_id`: a refresh token belongs to a client"), "{stderr}");
+    assert!(
+        stderr.contains("dracode.toml") && stderr.contains("`mcp_servers.web.oauth.client_id`: a refresh token belongs to a client"),
+        "{stderr}"
+    );
 }

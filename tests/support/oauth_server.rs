@@ -109,8 +109,9 @@ impl Respond for Responder {
     fn respond(&self, request: &Request) -> ResponseTemplate {
         let base = &self.0.base;
         match (request.method.as_str(), request.url.path()) {
-            ("GET", "/.well-known/oauth-protected-resource/mcp") => ResponseTemplate::new(200)
-                .set_body_json(json!({"resource": format!("{base}/mcp"), "authorization_servers": [base], "scopes_supported": ["mcp:read"]})),
+            ("GET", "/.well-known/oauth-protected-resource/mcp") => ResponseTemplate::new(200).set_body_json(
+                json!({"resource": format!("{base}/mcp"), "authorization_servers": [base], "scopes_supported": ["mcp:read"]}),
+            ),
             ("GET", "/.well-known/oauth-authorization-server") => ResponseTemplate::new(200).set_body_json(json!({
                 "issuer": base, "authorization_endpoint": format!("{base}/authorize"), "token_endpoint": format!("{base}/token"),
                 "registration_endpoint": format!("{base}/register"), "response_types_supported": ["code"],
@@ -126,7 +127,8 @@ impl Respond for Responder {
                 seen.log.push("register".into());
                 let body: Value = serde_json::from_slice(&request.body).unwrap_or_default();
                 let id = format!("dyn-client-{}", seen.serial);
-                ResponseTemplate::new(201).set_body_json(json!({"client_id": id, "redirect_uris": body["redirect_uris"], "token_endpoint_auth_method": "none"}))
+                ResponseTemplate::new(201)
+                    .set_body_json(json!({"client_id": id, "redirect_uris": body["redirect_uris"], "token_endpoint_auth_method": "none"}))
             }
             ("POST", "/mcp") => self.mcp(request),
             _ => ResponseTemplate::new(405),
@@ -191,13 +193,16 @@ impl Responder {
         seen.issued.push(access.clone());
         let refresh = issue_refresh(&mut seen, &client, &scope);
         seen.log.push("token".into());
-        ResponseTemplate::new(200).set_body_json(json!({"access_token": access, "token_type": "Bearer", "expires_in": 3600, "refresh_token": refresh, "scope": scope}))
+        ResponseTemplate::new(200).set_body_json(
+            json!({"access_token": access, "token_type": "Bearer", "expires_in": 3600, "refresh_token": refresh, "scope": scope}),
+        )
     }
 
     fn mcp(&self, request: &Request) -> ResponseTemplate {
         let base = &self.0.base;
         let metadata = format!("{base}/.well-known/oauth-protected-resource/mcp");
-        let bearer = request.headers.get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer ")).unwrap_or("");
+        let bearer =
+            request.headers.get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer ")).unwrap_or("");
         let message: Value = serde_json::from_slice(&request.body).unwrap_or_default();
         let mut seen = self.0.seen.lock().unwrap();
         let scope = match seen.access.get_mut(bearer) {
@@ -207,22 +212,33 @@ impl Responder {
             }
             _ => {
                 seen.log.push("401".into());
-                return ResponseTemplate::new(401)
-                    .insert_header("www-authenticate", format!("Bearer error=\"invalid_token\", resource_metadata=\"{metadata}\"").as_str());
+                return ResponseTemplate::new(401).insert_header(
+                    "www-authenticate",
+                    format!("Bearer error=\"invalid_token\", resource_metadata=\"{metadata}\"").as_str(),
+                );
             }
         };
         let id = message["id"].clone();
         let result = match message["method"].as_str().unwrap_or("") {
-            "initialize" => json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "guarded", "version": "1"}}),
-            "tools/list" => json!({"tools": [{"name": "whoami", "inputSchema": {"type": "object"}}, {"name": "write", "inputSchema": {"type": "object"}}]}),
+            "initialize" => {
+                json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "guarded", "version": "1"}})
+            }
+            "tools/list" => {
+                json!({"tools": [{"name": "whoami", "inputSchema": {"type": "object"}}, {"name": "write", "inputSchema": {"type": "object"}}]})
+            }
             "tools/call" if message["params"]["name"] == "write" && !scope.split(' ').any(|s| s == "mcp:write") => {
                 seen.log.push("403".into());
                 let challenge = format!("Bearer error=\"insufficient_scope\", scope=\"mcp:write\", resource_metadata=\"{metadata}\"");
                 return ResponseTemplate::new(403).insert_header("www-authenticate", challenge.as_str());
             }
-            "tools/call" => json!({"content": [{"type": "text", "text": format!("{} done with scope {scope}", message["params"]["name"].as_str().unwrap_or(""))}]}),
+            "tools/call" => {
+                json!({"content": [{"type": "text", "text": format!("{} done with scope {scope}", message["params"]["name"].as_str().unwrap_or(""))}]})
+            }
             _ if id.is_null() => return ResponseTemplate::new(202),
-            _ => return ResponseTemplate::new(200).set_body_json(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "no"}})),
+            _ => {
+                return ResponseTemplate::new(200)
+                    .set_body_json(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "no"}}));
+            }
         };
         ResponseTemplate::new(200).set_body_json(json!({"jsonrpc": "2.0", "id": id, "result": result}))
     }

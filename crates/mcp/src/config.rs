@@ -119,10 +119,16 @@ impl McpOAuth {
                 out.push(("refresh_token_env_var", format!("{var:?} is not a variable name (write the name, not `${{…}}`)")));
             }
             if self.private_key.is_some() {
-                out.push(("refresh_token_env_var", "a refresh token is used with `client_secret` or a public client, not `private_key`".into()));
+                out.push((
+                    "refresh_token_env_var",
+                    "a refresh token is used with `client_secret` or a public client, not `private_key`".into(),
+                ));
             }
             if self.client_id.trim().is_empty() && self.client_metadata_url.is_none() {
-                out.push(("client_id", "a refresh token belongs to a client: set `client_id` (the one `dracode mcp login` printed)".into()));
+                out.push((
+                    "client_id",
+                    "a refresh token belongs to a client: set `client_id` (the one `dracode mcp login` printed)".into(),
+                ));
             }
         }
         if let Some(url) = self.client_metadata_url.as_deref().filter(|u| !u.starts_with("https://") || u.len() <= "https://".len()) {

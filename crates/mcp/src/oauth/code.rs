@@ -80,9 +80,15 @@ pub(super) fn request(found: &Discovered, client: &TokenClient, scope: Option<&s
         return Err(format!("the authorization server {} does not support PKCE with S256: refusing to authorize", found.issuer));
     }
     if found.has_metadata && found.challenge_methods.is_none() {
-        return Err(format!("the authorization server {} does not list PKCE support (code_challenge_methods_supported): refusing to authorize", found.issuer));
+        return Err(format!(
+            "the authorization server {} does not list PKCE support (code_challenge_methods_supported): refusing to authorize",
+            found.issuer
+        ));
     }
-    let endpoint = found.authorization_url.as_deref().ok_or_else(|| format!("the authorization server {} has no authorization_endpoint", found.issuer))?;
+    let endpoint = found
+        .authorization_url
+        .as_deref()
+        .ok_or_else(|| format!("the authorization server {} has no authorization_endpoint", found.issuer))?;
     let (state, verifier) = (random_text(24)?, random_text(32)?);
     let mut query = vec![
         ("response_type", "code".to_string()),
@@ -106,9 +112,11 @@ pub(super) fn code_of(callback: &str, request: &Request, found: &Discovered) -> 
     let query = callback.split_once('?').map(|(_, q)| q).unwrap_or("");
     let query = query.split('#').next().unwrap_or("");
     let get = |key: &str| -> Option<String> {
-        query.split('&').filter_map(|pair| pair.split_once('=')).find(|(k, _)| *k == key).map(|(_, v)| {
-            percent_encoding::percent_decode_str(&v.replace('+', " ")).decode_utf8_lossy().into_owned()
-        })
+        query
+            .split('&')
+            .filter_map(|pair| pair.split_once('='))
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| percent_encoding::percent_decode_str(&v.replace('+', " ")).decode_utf8_lossy().into_owned())
     };
     if get("state").as_deref() != Some(request.state.as_str()) {
         return Err("the authorization response's `state` is not the one dracode sent: refusing it".into());
@@ -139,7 +147,8 @@ pub(super) async fn headless(request: &Request) -> Result<Option<String>, String
         .map_err(|e| e.to_string())?;
     let mut url = request.url.clone();
     for _ in 0..5 {
-        let response = client.get(&url).send().await.map_err(|_| format!("cannot reach the authorization endpoint {}", before_query(&url)))?;
+        let response =
+            client.get(&url).send().await.map_err(|_| format!("cannot reach the authorization endpoint {}", before_query(&url)))?;
         let Some(location) = response.headers().get("location").and_then(|v| v.to_str().ok()) else { return Ok(None) };
         if !response.status().is_redirection() {
             return Ok(None);
@@ -173,7 +182,8 @@ pub(super) async fn wait_for_redirect(listener: &tokio::net::TcpListener, limit:
                 continue;
             }
             let page = "dracode: authorization received. You can close this page and go back to the terminal.";
-            let answer = format!("HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{page}", page.len());
+            let answer =
+                format!("HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{page}", page.len());
             let _ = stream.write_all(answer.as_bytes()).await;
             return target;
         }
@@ -205,7 +215,10 @@ pub(super) async fn register(http: &reqwest::Client, found: &Discovered, url: &s
     let answer: Value = response.json().await.unwrap_or_default();
     let Some(id) = answer.get("client_id").and_then(Value::as_str).filter(|_| status.is_success()) else {
         let why = answer.get("error").and_then(Value::as_str).unwrap_or("no client_id");
-        return Err(format!("registering with {url} failed (HTTP {}, {why}): set `oauth.client_id` to a client registered with it", status.as_u16()));
+        return Err(format!(
+            "registering with {url} failed (HTTP {}, {why}): set `oauth.client_id` to a client registered with it",
+            status.as_u16()
+        ));
     };
     let secret = answer.get("client_secret").and_then(Value::as_str).map(str::to_string);
     let given = answer.get("token_endpoint_auth_method").and_then(Value::as_str);
@@ -219,9 +232,15 @@ pub(super) async fn register(http: &reqwest::Client, found: &Discovered, url: &s
 }
 
 /// A token request (`form` holds the grant) as `client`, with `resource`.
-pub(super) async fn token(http: &reqwest::Client, found: &Discovered, client: &TokenClient, mut form: Vec<(&str, String)>) -> Result<Tokens, String> {
+pub(super) async fn token(
+    http: &reqwest::Client,
+    found: &Discovered,
+    client: &TokenClient,
+    mut form: Vec<(&str, String)>,
+) -> Result<Tokens, String> {
     form.push(("resource", found.resource.clone()));
-    let mut request = http.post(&found.token_url).header("content-type", "application/x-www-form-urlencoded").header("accept", "application/json");
+    let mut request =
+        http.post(&found.token_url).header("content-type", "application/x-www-form-urlencoded").header("accept", "application/json");
     match (client.method.as_str(), &client.secret) {
         ("client_secret_post", Some(secret)) => {
             form.push(("client_id", client.id.clone()));
@@ -242,7 +261,10 @@ pub(super) async fn token(http: &reqwest::Client, found: &Discovered, client: &T
         Some(access) if status.is_success() => Ok(Tokens {
             access: access.to_string(),
             refresh: answer.get("refresh_token").and_then(Value::as_str).map(str::to_string),
-            expires_at: answer.get("expires_in").and_then(Value::as_u64).map(|s| Instant::now() + Duration::from_secs(s.saturating_sub(30).max(1))),
+            expires_at: answer
+                .get("expires_in")
+                .and_then(Value::as_u64)
+                .map(|s| Instant::now() + Duration::from_secs(s.saturating_sub(30).max(1))),
             scope: answer.get("scope").and_then(Value::as_str).map(str::to_string),
         }),
         _ => {
@@ -282,7 +304,11 @@ mod tests {
     fn the_redirect_must_carry_our_state_and_the_exact_issuer() {
         let client = TokenClient { id: "c".into(), secret: None, method: "none".into() };
         let req = request(&found(true), &client, Some("a b"), "http://127.0.0.1:9/callback").unwrap();
-        assert!(req.url.contains("code_challenge_method=S256") && req.url.contains("scope=a%20b") && req.url.contains("resource=http%3A%2F%2Frs%2Fmcp"));
+        assert!(
+            req.url.contains("code_challenge_method=S256")
+                && req.url.contains("scope=a%20b")
+                && req.url.contains("resource=http%3A%2F%2Frs%2Fmcp")
+        );
         let ok = format!("/callback?code=xyz&state={}&iss=http%3A%2F%2Fas", req.state);
         assert_eq!(code_of(&ok, &req, &found(true)).unwrap(), "xyz");
         assert!(code_of("/callback?code=xyz&state=other&iss=http%3A%2F%2Fas", &req, &found(true)).is_err());

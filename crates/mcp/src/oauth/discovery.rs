@@ -143,7 +143,8 @@ fn well_known(url: &Url, name: &str) -> Vec<String> {
 fn metadata_urls(issuer: &Url) -> Vec<String> {
     let origin = issuer.origin().ascii_serialization();
     let path = issuer.path().trim_end_matches('/');
-    let mut out = vec![format!("{origin}/.well-known/oauth-authorization-server{path}"), format!("{origin}/.well-known/openid-configuration{path}")];
+    let mut out =
+        vec![format!("{origin}/.well-known/oauth-authorization-server{path}"), format!("{origin}/.well-known/openid-configuration{path}")];
     if !path.is_empty() {
         out.push(format!("{origin}{path}/.well-known/openid-configuration"));
     }

@@ -297,7 +297,7 @@ mod tests {
 
     #[test]
     fn the_pkce_challenge_is_rfc_7636s_example() {
-        assert_eq!(s256("dBjftJeZ4CVP-mJ0ZvEh8DLYdbfSMDJGjTaLSGfYp_u4"), "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM");
+        assert_eq!(s256("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"), "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM");
     }
 
     #[test]

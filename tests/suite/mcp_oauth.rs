@@ -132,3 +132,63 @@ fn a_refresh_token_variable_that_is_not_set_names_the_server_and_the_login_to_ru
         "{stderr}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mcp_login_waits_for_the_persons_browser_on_the_loopback_redirect() {
+    use std::io::BufRead;
+    let server = OAuthServer::start(Flaw::LoginPage, 10).await;
+    let tmp = tempfile::tempdir().unwrap();
+    write_config(tmp.path(), &server, "{ client_id = \"pre-client\" }");
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("dracode"))
+        .current_dir(tmp.path())
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", tmp.path())
+        .args(["mcp", "login", "web", "--no-browser"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    // The person: reads the URL dracode prints, approves at the authorization server, and their
+    // browser follows its redirect to dracode's listener.
+    let url = tokio::task::spawn_blocking(move || {
+        let lines = std::io::BufReader::new(stderr).lines();
+        lines.map_while(Result::ok).find_map(|l| l.trim().strip_prefix("http").map(|rest| format!("http{rest}")))
+    })
+    .await
+    .unwrap()
+    .expect("dracode printed the authorization URL");
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let browser = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let approved = browser.get(&url).header("x-approve", "yes").send().await.unwrap();
+    let back = approved.headers()["location"].to_str().unwrap().to_string();
+    assert!(back.starts_with("http://127.0.0.1:") && back.contains("/callback?code="), "{back}");
+    let page = browser.get(&back).send().await.unwrap().text().await.unwrap();
+    assert!(page.contains("authorization received"), "{page}");
+    let output = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap()).await.unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains(&server.seen(|s| s.refresh_issued[0].clone())), "{stdout}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_that_would_need_a_person_fails_the_task_naming_the_login_to_run() {
+    let server = OAuthServer::start(Flaw::LoginPage, 10).await;
+    let (tmp, _repo) = project();
+    let dir = tmp.path().canonicalize().unwrap();
+    let llm = OpenAiServer::start(vec![ScriptedReply::text("done", Tokens::new(10, 1))]).await;
+    let servers = format!("[mcp_servers.web]\nurl = \"{}\"\noauth = {{ client_id = \"pre-client\" }}\n\n", server.mcp_url());
+    configure(&dir, &llm, &format!("{servers}{TASK}"));
+    let (code, printed, all) = run_with(&dir, &[]).await;
+    assert_eq!(code, 1, "{printed}");
+    let finished = finished(&all, "t");
+    assert_eq!(finished["error"]["kind"], "tool", "{finished}");
+    let message = finished["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("MCP server \"web\" failed to start")
+            && message.contains("wants a person to approve dracode: run `dracode mcp login web`")
+            && message.contains("oauth.refresh_token_env_var"),
+        "{message}"
+    );
+}

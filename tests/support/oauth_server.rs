@@ -22,6 +22,9 @@ pub enum Flaw {
     WrongIss,
     /// Its redirect carries another `state`.
     WrongState,
+    /// It wants a person: `/authorize` answers with a login page, unless the request carries
+    /// `x-approve: yes` (what the person's browser sends once they approve).
+    LoginPage,
 }
 
 /// Everything the servers saw and issued.
@@ -142,6 +145,10 @@ impl Responder {
         let get = |k: &str| q.get(k).cloned().unwrap_or_default();
         let mut seen = self.0.seen.lock().unwrap();
         seen.log.push(format!("authorize scope={} resource={}", get("scope"), get("resource")));
+        let approved = request.headers.get("x-approve").is_some_and(|v| v == "yes");
+        if self.0.flaw == Flaw::LoginPage && !approved {
+            return ResponseTemplate::new(200).set_body_string("<form>Log in to approve dracode</form>");
+        }
         if get("code_challenge_method") != "S256" || get("code_challenge").is_empty() {
             return ResponseTemplate::new(400).set_body_string("PKCE S256 required");
         }
@@ -151,7 +158,7 @@ impl Responder {
         let (state, iss) = match self.0.flaw {
             Flaw::WrongState => ("forged".to_string(), self.0.base.clone()),
             Flaw::WrongIss => (get("state"), "http://evil.example".to_string()),
-            Flaw::None => (get("state"), self.0.base.clone()),
+            Flaw::None | Flaw::LoginPage => (get("state"), self.0.base.clone()),
         };
         let mut back = reqwest::Url::parse(&get("redirect_uri")).unwrap();
         back.query_pairs_mut().append_pair("code", &code).append_pair("state", &state).append_pair("iss", &iss);

@@ -140,6 +140,8 @@ pub(super) fn code_of(callback: &str, request: &Request, found: &Discovered) -> 
 /// Follows the authorization URL without a browser: the redirect back to us, if the server
 /// gives it at once (`None` when it wants a person).
 pub(super) async fn headless(request: &Request) -> Result<Option<String>, String> {
+    // A client of its own (it must not follow redirects), with the TLS provider every client needs.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .timeout(Duration::from_secs(30))

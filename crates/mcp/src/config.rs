@@ -345,4 +345,22 @@ mod tests {
         let fields: Vec<String> = server.problems("a.b").into_iter().map(|(f, _)| f).collect();
         assert_eq!(fields, ["mcp_servers.a.b", "mcp_servers.a.b.timeout"]);
     }
+
+    #[test]
+    fn a_persons_grant_is_checked_expanded_and_its_refresh_token_masked() {
+        let oauth = |o: McpOAuth| McpServerConfig { url: Some("http://127.0.0.1:1/mcp".into()), oauth: Some(o), ..Default::default() };
+        let fields = |o: McpOAuth| oauth(o).problems("w").into_iter().map(|(f, _)| f).collect::<Vec<_>>();
+        assert!(fields(McpOAuth::default()).is_empty());
+        let orphan = McpOAuth { refresh_token_env_var: Some("R".into()), ..Default::default() };
+        assert_eq!(fields(orphan), ["mcp_servers.w.oauth.client_id"]);
+        let plain = McpOAuth { client_metadata_url: Some("http://x/c.json".into()), client_secret: Some("s".into()), ..Default::default() };
+        assert_eq!(fields(plain), ["mcp_servers.w.oauth.client_id", "mcp_servers.w.oauth.client_metadata_url"]);
+        let ci = oauth(McpOAuth { client_id: "c".into(), refresh_token_env_var: Some("R".into()), ..Default::default() });
+        let unset = ci.credentials("w", &BTreeMap::new()).err().unwrap();
+        assert!(unset.contains("`mcp_servers.w.oauth.refresh_token_env_var`: R is not set (run `dracode mcp login w`"), "{unset}");
+        let env = BTreeMap::from([("R".to_string(), "rt-long-enough-value".to_string())]);
+        let creds = ci.credentials("w", &env).unwrap().oauth.unwrap();
+        assert!(creds.for_person() && creds.refresh_token.as_deref() == Some("rt-long-enough-value"));
+        assert_eq!(ci.secret_values(&env), ["rt-long-enough-value"]);
+    }
 }

@@ -64,13 +64,12 @@ pub async fn user_token(
     }
     session.issuer = Some(found.issuer.clone());
     let mut refused = None;
-    if let (false, Some(refresh), Mode::Headless) = (challenge.insufficient_scope, session.refresh.clone(), &mode) {
-        let client = configured_client(creds).or_else(|| session.registered.as_ref().map(token_client));
-        if let Some(client) = client {
-            match code::token(http, &found, &client, vec![("grant_type", "refresh_token".into()), ("refresh_token", refresh)]).await {
-                Ok(tokens) => return Ok(session.keep(tokens)),
-                Err(e) => refused = Some(e),
-            }
+    if let (false, Some(refresh), Mode::Headless) = (challenge.insufficient_scope, session.refresh.clone(), &mode)
+        && let Some(client) = known_client(creds, session, &found)
+    {
+        match code::token(http, &found, &client, vec![("grant_type", "refresh_token".into()), ("refresh_token", refresh)]).await {
+            Ok(tokens) => return Ok(session.keep(tokens)),
+            Err(e) => refused = Some(e),
         }
     }
     let scope = choose_scope(creds, challenge, &found, session.scope.as_deref());
@@ -135,12 +134,23 @@ fn configured_client(creds: &ClientCredentials) -> Option<TokenClient> {
     Some(TokenClient { id: creds.client_id.clone(), secret, method: method.into() })
 }
 
+/// The client dracode already is for this authorization server: the configured one, the
+/// metadata document's URL (when the server takes those), or the one registered before.
+fn known_client(creds: &ClientCredentials, session: &Session, found: &Discovered) -> Option<TokenClient> {
+    if let Some(client) = configured_client(creds) {
+        return Some(client);
+    }
+    if let (Some(url), true) = (&creds.client_metadata_url, found.client_metadata_supported) {
+        return Some(TokenClient { id: url.clone(), secret: None, method: "none".into() });
+    }
+    session.registered.as_ref().filter(|r| r.issuer == found.issuer).map(token_client)
+}
+
 fn token_client(r: &Registered) -> TokenClient {
     TokenClient { id: r.id.clone(), secret: r.secret.clone(), method: r.method.clone() }
 }
 
-/// The client to authorize as: the configured one, the metadata document's URL (when the
-/// server takes those), the one registered before, or one registered now.
+/// The client to authorize as: a [`known_client`], or one registered now.
 async fn client_for(
     http: &reqwest::Client,
     creds: &ClientCredentials,
@@ -148,14 +158,8 @@ async fn client_for(
     found: &Discovered,
     redirect_uri: &str,
 ) -> Result<TokenClient, String> {
-    if let Some(client) = configured_client(creds) {
+    if let Some(client) = known_client(creds, session, found) {
         return Ok(client);
-    }
-    if let (Some(url), true) = (&creds.client_metadata_url, found.client_metadata_supported) {
-        return Ok(TokenClient { id: url.clone(), secret: None, method: "none".into() });
-    }
-    if let Some(registered) = session.registered.as_ref().filter(|r| r.issuer == found.issuer) {
-        return Ok(token_client(registered));
     }
     let Some(url) = &found.registration_url else {
         return Err(format!(
@@ -203,4 +207,40 @@ pub async fn login(
     let mut session = Session::default();
     user_token(http, server_url, name, creds, &mut session, &challenge, Mode::Person(open)).await?;
     Ok(Login { refresh_token: session.refresh, registered: session.registered, scope: session.scope })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn creds(scope: Option<&str>) -> ClientCredentials {
+        ClientCredentials {
+            client_id: String::new(),
+            secret: ClientSecret::None,
+            scope: scope.map(str::to_string),
+            token_url: None,
+            refresh_token: None,
+            client_metadata_url: None,
+        }
+    }
+
+    #[test]
+    fn scopes_come_from_config_then_challenge_then_metadata_and_step_up_keeps_the_earlier_ones() {
+        let mut found = Discovered::fallback("http://rs/mcp");
+        found.scopes = Some("mcp:profile".into());
+        let challenge = |scope: Option<&str>, insufficient_scope| Challenge {
+            resource_metadata: None,
+            scope: scope.map(str::to_string),
+            insufficient_scope,
+        };
+        assert_eq!(choose_scope(&creds(None), &challenge(None, false), &found, None).as_deref(), Some("mcp:profile"));
+        assert_eq!(choose_scope(&creds(None), &challenge(Some("mcp:basic"), false), &found, None).as_deref(), Some("mcp:basic"));
+        assert_eq!(choose_scope(&creds(Some("a")), &challenge(Some("mcp:basic"), false), &found, None).as_deref(), Some("a"));
+        let step_up = choose_scope(&creds(None), &challenge(Some("mcp:write"), true), &found, Some("mcp:basic"));
+        assert_eq!(step_up.as_deref(), Some("mcp:basic mcp:write"));
+        found.as_scopes = vec!["offline_access".into()];
+        assert_eq!(choose_scope(&creds(None), &challenge(None, false), &found, None).as_deref(), Some("mcp:profile offline_access"));
+        found.scopes = None;
+        assert_eq!(choose_scope(&creds(None), &challenge(None, false), &found, None), None);
+    }
 }

@@ -85,13 +85,7 @@ pub async fn user_token(
             open(&request.url);
             code::wait_for_redirect(&listener, code::LOGIN_WAIT).await?
         }
-        (None, Mode::Headless) => {
-            let before = refused.map(|e| format!("the refresh token was refused ({e}) and ")).unwrap_or_default();
-            return Err(format!(
-                "{before}the authorization server {} wants a person to approve dracode: run `dracode mcp login {name}` on your machine and set `oauth.refresh_token_env_var` to a variable holding the refresh token it prints",
-                found.issuer
-            ));
-        }
+        (None, Mode::Headless) => return Err(needs_person(name, &found, refused)),
     };
     let code = code::code_of(&callback, &request, &found)?;
     let form = vec![
@@ -102,6 +96,15 @@ pub async fn user_token(
     ];
     let tokens = code::token(http, &found, &client, form).await?;
     Ok(session.keep(tokens))
+}
+
+/// What to do when a run would need a person to approve dracode.
+fn needs_person(name: &str, found: &Discovered, refused: Option<String>) -> String {
+    let before = refused.map(|e| format!("the refresh token was refused ({e}) and ")).unwrap_or_default();
+    format!(
+        "{before}the authorization server {} wants a person to approve dracode: run `dracode mcp login {name}` on your machine and set `oauth.refresh_token_env_var` to a variable holding the refresh token it prints",
+        found.issuer
+    )
 }
 
 /// The scope to ask for: the configured one, else the challenge's, else the resource's

@@ -192,3 +192,31 @@ async fn a_run_that_would_need_a_person_fails_the_task_naming_the_login_to_run()
         "{message}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_access_token_past_its_expires_in_is_refreshed_before_it_is_used() {
+    // `expires_in = 31`: dracode keeps a 30 s margin, so the token is stale after a second; the
+    // model's first answer takes 1.5 s, so the tool call is made with a refreshed token without
+    // a 401 (the server would still take the old one: only dracode's clock says it expired).
+    let server = OAuthServer::start(Flaw::None, 100).await;
+    server.set_expires_in(31);
+    let seeded = server.seed_refresh_token("pre-client", "mcp:read");
+    let (tmp, _repo) = project();
+    let dir = tmp.path().canonicalize().unwrap();
+    let llm = OpenAiServer::start(vec![
+        ScriptedReply::tool_call("c1", "web__whoami", json!({}), Tokens::new(10, 1)).with_delay(std::time::Duration::from_millis(1500)),
+        ScriptedReply::text("done", Tokens::new(10, 1)),
+    ])
+    .await;
+    let servers = format!(
+        "[mcp_servers.web]\nurl = \"{}\"\nprotocol_version = \"2025-11-25\"\noauth = {{ client_id = \"pre-client\", refresh_token_env_var = \"MCP_REFRESH\" }}\n\n",
+        server.mcp_url()
+    );
+    configure(&dir, &llm, &format!("{servers}{TASK}"));
+    let (code, printed, all) = run_with(&dir, &[("MCP_REFRESH", &seeded)]).await;
+    assert_eq!(code, 0, "{printed}");
+    assert_eq!(finished(&all, "t")["status"], "passed");
+    let log = server.seen(|s| s.log.clone());
+    let count = |what: &str| log.iter().filter(|l| *l == what).count();
+    assert_eq!((count("401"), count("refresh"), count("refresh refused")), (1, 2, 0), "{log:?}");
+}

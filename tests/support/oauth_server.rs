@@ -50,6 +50,8 @@ struct State {
     base: String,
     flaw: Flaw,
     uses: u32,
+    /// The `expires_in` of its access tokens (3600 unless set).
+    expires_in: std::sync::atomic::AtomicU64,
     seen: Mutex<Seen>,
 }
 
@@ -64,7 +66,8 @@ impl OAuthServer {
     pub async fn start(flaw: Flaw, uses: u32) -> Self {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
         let server = MockServer::builder().listener(listener).start().await;
-        let state = Arc::new(State { base: server.uri(), flaw, uses, seen: Mutex::default() });
+        let expires_in = std::sync::atomic::AtomicU64::new(3600);
+        let state = Arc::new(State { base: server.uri(), flaw, uses, expires_in, seen: Mutex::default() });
         Mock::given(any()).respond_with(Responder(state.clone())).mount(&server).await;
         OAuthServer { server, state }
     }
@@ -78,6 +81,11 @@ impl OAuthServer {
     pub fn seed_refresh_token(&self, client: &str, scope: &str) -> String {
         let mut seen = self.state.seen.lock().unwrap();
         issue_refresh(&mut seen, client, scope)
+    }
+
+    /// Says its access tokens expire after `secs` (it still honours them for their uses).
+    pub fn set_expires_in(&self, secs: u64) {
+        self.state.expires_in.store(secs, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// What it saw, under its lock.
@@ -201,7 +209,7 @@ impl Responder {
         let refresh = issue_refresh(&mut seen, &client, &scope);
         seen.log.push("token".into());
         ResponseTemplate::new(200).set_body_json(
-            json!({"access_token": access, "token_type": "Bearer", "expires_in": 3600, "refresh_token": refresh, "scope": scope}),
+            json!({"access_token": access, "token_type": "Bearer", "expires_in": self.0.expires_in.load(std::sync::atomic::Ordering::Relaxed), "refresh_token": refresh, "scope": scope}),
         )
     }
 

@@ -107,6 +107,13 @@ pub enum Command {
         #[command(subcommand)]
         target: AuthTarget,
     },
+    /// Work with the MCP servers of the config (`[mcp_servers.NAME]`).
+    #[command(after_help = "Example:\n  dracode mcp login docs   # authorize once; prints the refresh token to store as a CI secret")]
+    Mcp {
+        /// What to do.
+        #[command(subcommand)]
+        action: McpAction,
+    },
     /// Print the tool schemas in a provider's format, or (`--task`) one task's tools and policy.
     #[command(after_help = "Examples:\n  dracode tools --format anthropic\n  dracode tools --task fix-lint tasks.toml")]
     Tools {
@@ -243,6 +250,24 @@ pub struct RegradeArgs {
 pub enum AuthTarget {
     /// GitHub Copilot, by GitHub's device flow.
     Copilot,
+}
+
+/// `dracode mcp` actions.
+#[derive(Debug, Subcommand)]
+pub enum McpAction {
+    /// Authorize dracode for a `url` server once, as a person (OAuth authorization code flow
+    /// with PKCE, in a browser or headless where the server approves at once); prints the
+    /// refresh token to store as a CI secret and the config lines that use it.
+    Login {
+        /// The server's name in `[mcp_servers.NAME]`.
+        server: String,
+        /// Print the URL instead of opening a browser.
+        #[arg(long)]
+        no_browser: bool,
+        /// Config file instead of the dracode.toml found (see `dracode config --help`).
+        #[arg(long, env = "DRACODE_CONFIG")]
+        config: Option<PathBuf>,
+    },
 }
 
 /// `dracode list` output formats.

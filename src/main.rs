@@ -6,7 +6,7 @@
 use anyhow::Context;
 use clap::Parser;
 use dracode::batch::{plan, runner, task::Shared};
-use dracode::cli::{AuthTarget, Cli, Command, ConfigFormat, ListFormat, NoTasks, RunArgs, SchemaKind};
+use dracode::cli::{AuthTarget, Cli, Command, ConfigFormat, ListFormat, McpAction, NoTasks, RunArgs, SchemaKind};
 use dracode::config::Config;
 use dracode::events::{Emitter, EventBus, Reporter};
 use dracode::report::{
@@ -101,6 +101,9 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Combine(args) => combine(&args, &cwd, &env),
         Command::Regrade(args) => regrade(&args, &cwd, &env),
         Command::Auth { target: AuthTarget::Copilot } => auth_copilot(&env),
+        Command::Mcp { action: McpAction::Login { server, no_browser, config } } => {
+            mcp_login(&server, no_browser, config.as_deref(), &cwd, &env)
+        }
         Command::Tools { task: Some(id), manifests, config, .. } => task_tools(&id, &manifests, config.as_deref(), &cwd, &env),
         Command::Tools { format, .. } => {
             let specs = dracode::tools::Registry::all().specs();
@@ -504,6 +507,82 @@ fn mcp_probe(server: &str, name: &str, calls: &[String], call_each: Option<&str>
             Ok(1)
         }
     }
+}
+
+/// `dracode mcp login SERVER`: a person's OAuth grant for a `url` server of the config
+/// ([`dracode::mcp::oauth::flow::login`]); prints what CI needs.
+fn mcp_login(name: &str, no_browser: bool, config: Option<&Path>, cwd: &Path, env: &BTreeMap<String, String>) -> anyhow::Result<i32> {
+    let config = match Config::load_for(cwd, &[], config, env) {
+        Ok(c) => c,
+        Err(e) => return usage_error(&e),
+    };
+    let servers = config.defaults.mcp_servers.clone().unwrap_or_default();
+    let Some(server) = servers.get(name) else {
+        let known: Vec<&str> = servers.keys().map(String::as_str).collect();
+        let files = config_files_line(&config.files);
+        return usage_error(&format!("no MCP server {name:?} in the config ({files}); its servers: {}", known.join(", ")));
+    };
+    let Some(url) = server.url.clone() else {
+        return usage_error(&format!("`mcp_servers.{name}`: only a `url` server has an OAuth login"));
+    };
+    let creds = match server.login_credentials(name, env) {
+        Ok(c) if !c.for_person() => {
+            return usage_error(&format!(
+                "`mcp_servers.{name}.oauth` has a client secret or key: it uses the client-credentials grant, no login"
+            ));
+        }
+        Ok(c) => c,
+        Err(e) => return usage_error(&e),
+    };
+    let open = move |address: &str| {
+        eprintln!("To authorize dracode for MCP server {name}, open:\n  {address}\nWaiting for the browser to come back…");
+        let opener = if cfg!(target_os = "macos") { "open" } else { "xdg-open" };
+        if !no_browser {
+            let _ = std::process::Command::new(opener)
+                .arg(address)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn();
+        }
+    };
+    let http = dracode::llm::http::HttpClient::default();
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    match runtime.block_on(dracode::mcp::oauth::flow::login(http.get(), &url, name, &creds, &open)) {
+        Ok(login) => Ok(print_login(name, &url, server.oauth.clone().unwrap_or_default(), &login)),
+        Err(e) => {
+            eprintln!("error: MCP server {name:?}: OAuth login failed: {e}");
+            Ok(exit_codes::TASKS_FAILED)
+        }
+    }
+}
+
+/// What CI needs after a login: the refresh token (and a registered client's secret) to store
+/// as secrets, and the `oauth` line using them.
+fn print_login(name: &str, url: &str, mut oauth: dracode::mcp::McpOAuth, login: &dracode::mcp::oauth::flow::Login) -> i32 {
+    let Some(refresh) = &login.refresh_token else {
+        eprintln!(
+            "error: MCP server {name:?}: the authorization server gave no refresh token, so CI could not renew access (ask for scope `offline_access` with `oauth.scope`?)"
+        );
+        return exit_codes::TASKS_FAILED;
+    };
+    let prefix = format!("MCP_{}", name.to_uppercase().replace('-', "_"));
+    let var = oauth.refresh_token_env_var.clone().unwrap_or_else(|| format!("{prefix}_REFRESH_TOKEN"));
+    println!("Store this refresh token as the CI secret {var}:\n  {refresh}");
+    if let Some(client) = &login.registered {
+        oauth.client_id = client.id.clone();
+        println!("dracode registered itself as client {} (keep it: the refresh token belongs to it).", client.id);
+        if let Some(secret) = &client.secret {
+            println!("Store its client secret as the CI secret {prefix}_CLIENT_SECRET:\n  {secret}");
+            oauth.client_secret = Some(format!("${{{prefix}_CLIENT_SECRET}}"));
+        }
+    }
+    oauth.refresh_token_env_var = Some(var);
+    let table = toml::Value::try_from(&oauth).map(|v| v.to_string()).unwrap_or_default();
+    println!("\nand in dracode.toml:\n[mcp_servers.{name}]\nurl = {url:?}\n[mcp_servers.{name}.oauth]\n{table}");
+    println!(
+        "A refresh token the server rotates is used for the rest of a run, but cannot be written back to the CI secret: if the server rotates them, run this again when CI's is refused."
+    );
+    exit_codes::OK
 }
 
 /// `dracode auth copilot`: GitHub's device flow; the token is stored with mode 0600.

@@ -32,7 +32,7 @@ fn http_server(dir: &Path, tag: &str, args: &[&str]) -> (KillOnDrop, String) {
 
 /// Runs `dracode run tasks.toml` in `dir` with `env` added; returns exit code, stdout+stderr,
 /// and the events.
-async fn run_with(dir: &Path, env: &[(&str, &str)]) -> (i32, String, Vec<Value>) {
+pub(super) async fn run_with(dir: &Path, env: &[(&str, &str)]) -> (i32, String, Vec<Value>) {
     let dir = dir.to_path_buf();
     let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     tokio::task::spawn_blocking(move || {
@@ -186,7 +186,7 @@ async fn url_servers_get_their_headers_and_bearer_token_whose_values_never_reach
 }
 
 /// Neither `printed` nor any file under `out` contains any of `secrets`.
-fn assert_nowhere(out: &Path, printed: &str, secrets: &[&str]) {
+pub(super) fn assert_nowhere(out: &Path, printed: &str, secrets: &[&str]) {
     for secret in secrets {
         assert!(!printed.contains(secret), "{secret} printed: {printed}");
     }

@@ -22,6 +22,7 @@ mod ignored_files;
 mod manifest_errors;
 mod masking;
 mod mcp_conformance;
+mod mcp_oauth;
 mod mcp_protocol;
 mod mcp_servers;
 mod module_graph;

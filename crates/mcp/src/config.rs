@@ -68,12 +68,16 @@ pub struct McpServerConfig {
     pub elicitation: Option<McpElicitation>,
 }
 
-/// `oauth = { client_id, client_secret, scope, token_url }` of a `url` server: the
-/// client-credentials grant, the token endpoint discovered from the server unless given.
+/// `oauth = { … }` of a `url` server. With `client_secret` or `private_key`: the
+/// client-credentials grant of a pre-registered client. Without: a person's grant — the
+/// authorization code flow with PKCE (`dracode mcp login NAME` once, or headless where the
+/// authorization server approves at once), then `refresh_token_env_var` in CI.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct McpOAuth {
-    /// The client id registered with the authorization server (may use `${VAR}`).
+    /// The client id registered with the authorization server (may use `${VAR}`); without it
+    /// dracode registers itself (RFC 7591) or uses `client_metadata_url`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub client_id: String,
     /// Its secret, normally `${VAR}` (or set `private_key`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -85,9 +89,53 @@ pub struct McpOAuth {
     /// The scope to ask for; by default the one the server's challenge or metadata names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<String>,
-    /// The token endpoint; by default discovered (RFC 9728 and RFC 8414).
+    /// The token endpoint of the client-credentials grant; by default discovered (RFC 9728
+    /// and RFC 8414).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_url: Option<String>,
+    /// The variable holding a refresh token from `dracode mcp login NAME` (a person's grant,
+    /// refreshed as the access token expires).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refresh_token_env_var: Option<String>,
+    /// The https URL of dracode's client ID metadata document, used as its client id where the
+    /// authorization server supports those (instead of registering).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_metadata_url: Option<String>,
+}
+
+impl McpOAuth {
+    /// Its problems as `(field under oauth, message)`.
+    fn problems(&self) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        if self.client_secret.is_some() && self.private_key.is_some() {
+            out.push(("private_key", "set one of `client_secret` and `private_key`, not both".to_string()));
+        }
+        let secret = self.client_secret.is_some() || self.private_key.is_some();
+        if secret && self.client_id.trim().is_empty() {
+            out.push(("client_id", "a `client_secret` or `private_key` belongs to a `client_id`: set it".into()));
+        }
+        if let Some(var) = &self.refresh_token_env_var {
+            if var.is_empty() || var.contains(['=', '\0', '$']) {
+                out.push(("refresh_token_env_var", format!("{var:?} is not a variable name (write the name, not `${{…}}`)")));
+            }
+            if self.private_key.is_some() {
+                out.push((
+                    "refresh_token_env_var",
+                    "a refresh token is used with `client_secret` or a public client, not `private_key`".into(),
+                ));
+            }
+            if self.client_id.trim().is_empty() && self.client_metadata_url.is_none() {
+                out.push((
+                    "client_id",
+                    "a refresh token belongs to a client: set `client_id` (the one `dracode mcp login` printed)".into(),
+                ));
+            }
+        }
+        if let Some(url) = self.client_metadata_url.as_deref().filter(|u| !u.starts_with("https://") || u.len() <= "https://".len()) {
+            out.push(("client_metadata_url", format!("{url:?} is not an https:// URL")));
+        }
+        out
+    }
 }
 
 impl McpServerConfig {
@@ -139,10 +187,8 @@ impl McpServerConfig {
         if let Some(var) = self.bearer_token_env_var.as_deref().filter(|v| v.is_empty() || v.contains(['=', '\0', '$'])) {
             push("bearer_token_env_var", format!("{var:?} is not a variable name (write the name, not `${{…}}`)"));
         }
-        if let Some(o) = &self.oauth
-            && o.client_secret.is_some() == o.private_key.is_some()
-        {
-            push("oauth", "set exactly one of `client_secret` and `private_key`".into());
+        for (field, message) in self.oauth.iter().flat_map(McpOAuth::problems) {
+            push(&format!("oauth.{field}"), message);
         }
         if let Some(version) = self.protocol_version.as_deref().filter(|v| !super::protocol::SUPPORTED.contains(v)) {
             push("protocol_version", format!("{version:?} is not one of {}", super::protocol::SUPPORTED.join(", ")));
@@ -172,21 +218,18 @@ impl McpServerConfig {
             },
             None => None,
         };
-        let oauth = self.oauth.as_ref().map(|o| super::oauth::ClientCredentials {
-            client_id: expand(&o.client_id),
-            secret: match &o.private_key {
-                Some(key) => super::oauth::ClientSecret::PrivateKey(expand(key)),
-                None => super::oauth::ClientSecret::Secret(expand(o.client_secret.as_deref().unwrap_or_default())),
-            },
-            scope: o.scope.as_deref().map(expand),
-            token_url: o.token_url.as_deref().map(expand),
-        });
-        if let Some(o) = &oauth
-            && (o.client_id.is_empty() || o.secret.is_empty())
-        {
-            return Err(format!("`mcp_servers.{name}.oauth`: `client_id`, `client_secret` or `private_key` is empty (an unset ${{VAR}}?)"));
-        }
+        let oauth = match &self.oauth {
+            Some(o) => Some(oauth_credentials(o, name, env)?),
+            None => None,
+        };
         Ok(super::http::Credentials { headers, bearer, oauth })
+    }
+
+    /// The client `dracode mcp login NAME` authorizes as: `oauth` (or none) expanded from `env`,
+    /// without its refresh token (which is what the login is for).
+    pub fn login_credentials(&self, name: &str, env: &BTreeMap<String, String>) -> Result<super::oauth::ClientCredentials, String> {
+        let oauth = McpOAuth { refresh_token_env_var: None, ..self.oauth.clone().unwrap_or_default() };
+        oauth_credentials(&oauth, name, env)
     }
 
     /// The secret values of its credentials (header values, token, client secret), expanded
@@ -199,9 +242,45 @@ impl McpServerConfig {
         out.extend(self.bearer_token_env_var.as_ref().and_then(|var| env.get(var)).cloned());
         let oauth = self.oauth.iter().flat_map(|o| o.client_secret.iter().chain(&o.private_key));
         out.extend(oauth.map(|v| dracode_input::expand_vars(v, env)));
+        let refresh = self.oauth.iter().filter_map(|o| o.refresh_token_env_var.as_ref());
+        out.extend(refresh.filter_map(|var| env.get(var)).cloned());
         out.retain(|v| v.trim().len() >= dracode_secrets::MIN_SECRET_LEN);
         out
     }
+}
+
+/// `oauth` with `${VAR}` expanded; `Err` names what is configured but empty.
+fn oauth_credentials(o: &McpOAuth, name: &str, env: &BTreeMap<String, String>) -> Result<super::oauth::ClientCredentials, String> {
+    use super::oauth::ClientSecret;
+    let expand = |text: &str| dracode_input::expand_vars(text, env);
+    let secret = match (&o.private_key, &o.client_secret) {
+        (Some(key), _) => ClientSecret::PrivateKey(expand(key)),
+        (None, Some(secret)) => ClientSecret::Secret(expand(secret)),
+        (None, None) => ClientSecret::None,
+    };
+    let client_id = expand(&o.client_id);
+    if (!o.client_id.is_empty() && client_id.trim().is_empty()) || secret.is_empty() {
+        return Err(format!("`mcp_servers.{name}.oauth`: `client_id`, `client_secret` or `private_key` is empty (an unset ${{VAR}}?)"));
+    }
+    let refresh_token = match &o.refresh_token_env_var {
+        Some(var) => match env.get(var).map(|v| v.trim()).filter(|v| !v.is_empty()) {
+            Some(token) => Some(token.to_string()),
+            None => {
+                return Err(format!(
+                    "`mcp_servers.{name}.oauth.refresh_token_env_var`: {var} is not set (run `dracode mcp login {name}` once and store the refresh token it prints as {var})"
+                ));
+            }
+        },
+        None => None,
+    };
+    Ok(super::oauth::ClientCredentials {
+        client_id,
+        secret,
+        scope: o.scope.as_deref().map(expand),
+        token_url: o.token_url.as_deref().map(expand),
+        refresh_token,
+        client_metadata_url: o.client_metadata_url.as_deref().map(expand),
+    })
 }
 
 /// `[A-Za-z0-9_-]{1,32}`: the server part of a tool name must leave room for the tool's own.
@@ -265,5 +344,23 @@ mod tests {
             McpServerConfig { command: Some("x".into()), timeout: Some("soon".into()), scope: Some(McpScope::Run), ..Default::default() };
         let fields: Vec<String> = server.problems("a.b").into_iter().map(|(f, _)| f).collect();
         assert_eq!(fields, ["mcp_servers.a.b", "mcp_servers.a.b.timeout"]);
+    }
+
+    #[test]
+    fn a_persons_grant_is_checked_expanded_and_its_refresh_token_masked() {
+        let oauth = |o: McpOAuth| McpServerConfig { url: Some("http://127.0.0.1:1/mcp".into()), oauth: Some(o), ..Default::default() };
+        let fields = |o: McpOAuth| oauth(o).problems("w").into_iter().map(|(f, _)| f).collect::<Vec<_>>();
+        assert!(fields(McpOAuth::default()).is_empty());
+        let orphan = McpOAuth { refresh_token_env_var: Some("R".into()), ..Default::default() };
+        assert_eq!(fields(orphan), ["mcp_servers.w.oauth.client_id"]);
+        let plain = McpOAuth { client_metadata_url: Some("http://x/c.json".into()), client_secret: Some("s".into()), ..Default::default() };
+        assert_eq!(fields(plain), ["mcp_servers.w.oauth.client_id", "mcp_servers.w.oauth.client_metadata_url"]);
+        let ci = oauth(McpOAuth { client_id: "c".into(), refresh_token_env_var: Some("R".into()), ..Default::default() });
+        let unset = ci.credentials("w", &BTreeMap::new()).err().unwrap();
+        assert!(unset.contains("`mcp_servers.w.oauth.refresh_token_env_var`: R is not set (run `dracode mcp login w`"), "{unset}");
+        let env = BTreeMap::from([("R".to_string(), "rt-long-enough-value".to_string())]);
+        let creds = ci.credentials("w", &env).unwrap().oauth.unwrap();
+        assert!(creds.for_person() && creds.refresh_token.as_deref() == Some("rt-long-enough-value"));
+        assert_eq!(ci.secret_values(&env), ["rt-long-enough-value"]);
     }
 }

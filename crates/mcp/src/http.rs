@@ -1,7 +1,8 @@
 //! Streamable HTTP: each request its own POST, answered with JSON or an SSE stream; the
 //! headers of every revision (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, a legacy
 //! server's `Mcp-Session-Id`), the configured `headers`, and a bearer token — static or from
-//! OAuth client credentials ([`super::oauth`]) fetched when the server answers 401.
+//! OAuth ([`super::oauth`]: client credentials, or a person's grant kept fresh with its refresh
+//! token) fetched when the server answers 401 (or 403 `insufficient_scope`: step-up).
 
 use super::jsonrpc::{Asked, Failure, Outgoing, answer_server_request, response_of};
 use super::oauth::{Challenge, ClientCredentials};
@@ -32,6 +33,8 @@ pub struct HttpLink {
     name: String,
     credentials: Credentials,
     token: tokio::sync::Mutex<Option<String>>,
+    /// A person's OAuth grant: refresh token, registered client, scope, expiry.
+    grant: tokio::sync::Mutex<super::oauth::flow::Session>,
     session: Mutex<Option<String>>,
     next_id: AtomicI64,
     /// What the server asked of dracode, and how to answer it.
@@ -52,7 +55,9 @@ impl HttpLink {
     /// A link to `url` for server `name`; the server's requests are answered as `asked` says.
     pub fn new(client: reqwest::Client, url: &str, name: &str, credentials: Credentials, asked: Asked) -> HttpLink {
         let token = credentials.bearer.clone();
+        let grant = credentials.oauth.as_ref().map(super::oauth::flow::Session::new).unwrap_or_default();
         HttpLink {
+            grant: tokio::sync::Mutex::new(grant),
             client,
             url: url.to_string(),
             name: name.to_string(),
@@ -77,6 +82,10 @@ impl HttpLink {
             *kept = Some(version.clone());
         }
         loop {
+            if self.grant.lock().await.expired() {
+                // An expired access token is refreshed before it is refused.
+                let _ = self.authenticate(&Challenge::default()).await;
+            }
             let id = self.next_id.fetch_add(1, Ordering::Relaxed);
             let body = json!({"jsonrpc": "2.0", "id": id, "method": out.method, "params": out.params});
             let response = self.post(&body, out).await?;
@@ -142,9 +151,15 @@ impl HttpLink {
     /// Fetches an OAuth token when `oauth` is configured; `false` when there is nothing to try.
     async fn authenticate(&self, challenge: &Challenge) -> Result<bool, Failure> {
         let Some(oauth) = &self.credentials.oauth else { return Ok(false) };
-        let token = super::oauth::fetch_token(&self.client, &self.url, oauth, challenge)
-            .await
-            .map_err(|e| Failure::Auth(format!("OAuth (client credentials) failed: {e}")))?;
+        let token = if oauth.for_person() {
+            let mut grant = self.grant.lock().await;
+            let mode = super::oauth::code::Mode::Headless;
+            super::oauth::flow::user_token(&self.client, &self.url, &self.name, oauth, &mut grant, challenge, mode).await
+        } else {
+            super::oauth::fetch_token(&self.client, &self.url, oauth, challenge).await
+        };
+        let grant = if oauth.for_person() { "authorization code / refresh token" } else { "client credentials" };
+        let token = token.map_err(|e| Failure::Auth(format!("OAuth ({grant}) failed: {e}")))?;
         *self.token.lock().await = Some(token);
         Ok(true)
     }

@@ -1,16 +1,19 @@
-//! OAuth a headless client can complete: the client-credentials grant with a pre-registered
-//! client. The token endpoint is `token_url`, or found from the server's 401: its protected
+//! OAuth of a `url` server. A person's grant ([`flow`]: the authorization code flow with PKCE
+//! once, `dracode mcp login`, then its refresh token in CI), or the client-credentials grant
+//! with a pre-registered client. The token endpoint is `token_url`, or found from the server's 401: its protected
 //! resource metadata (RFC 9728) names the authorization server, whose metadata (RFC 8414 or
 //! OpenID discovery) names the token endpoint. The token is asked for the MCP server as
 //! `resource` (RFC 8707), authenticating with `client_secret_basic` (or `client_secret_post`
 //! when that is all the server takes).
 
 mod client_auth;
+pub mod code;
 mod discovery;
+pub mod flow;
 
 use base64::Engine;
 use client_auth::{client_assertion, encode};
-use discovery::{Discovered, discover};
+use discovery::discover;
 use serde_json::Value;
 
 /// `oauth` of a `url` server, with `${VAR}` expanded.
@@ -24,6 +27,18 @@ pub struct ClientCredentials {
     pub scope: Option<String>,
     /// The token endpoint, skipping discovery.
     pub token_url: Option<String>,
+    /// A refresh token of a person's grant (`refresh_token_env_var`).
+    pub refresh_token: Option<String>,
+    /// The client's metadata document (its URL is its client id where the server takes those).
+    pub client_metadata_url: Option<String>,
+}
+
+impl ClientCredentials {
+    /// Whether this is a person's grant (code flow and refresh tokens) rather than the
+    /// client-credentials grant.
+    pub fn for_person(&self) -> bool {
+        self.refresh_token.is_some() || matches!(self.secret, ClientSecret::None)
+    }
 }
 
 /// A client's proof of identity.
@@ -33,6 +48,8 @@ pub enum ClientSecret {
     Secret(String),
     /// `private_key_jwt`: an EC P-256 key (PKCS#8 PEM) signing an ES256 assertion.
     PrivateKey(String),
+    /// None: a public client (a person's grant).
+    None,
 }
 
 impl ClientSecret {
@@ -40,6 +57,7 @@ impl ClientSecret {
     pub fn is_empty(&self) -> bool {
         match self {
             ClientSecret::Secret(s) | ClientSecret::PrivateKey(s) => s.trim().is_empty(),
+            ClientSecret::None => false,
         }
     }
 }
@@ -85,7 +103,9 @@ pub async fn fetch_token(
 ) -> Result<String, String> {
     let found = match &creds.token_url {
         Some(url) => {
-            Discovered { token_url: url.clone(), issuer: url.clone(), methods: Vec::new(), resource: server_url.to_string(), scopes: None }
+            let mut found = discovery::Discovered::fallback(server_url);
+            (found.token_url, found.issuer) = (url.clone(), url.clone());
+            found
         }
         None => discover(client, server_url, challenge).await?,
     };
@@ -110,6 +130,7 @@ pub async fn fetch_token(
             form.push(("client_id", creds.client_id.clone()));
             form.push(("client_secret", secret.clone()));
         }
+        ClientSecret::None => form.push(("client_id", creds.client_id.clone())),
         ClientSecret::Secret(secret) => {
             let pair = format!("{}:{}", encode(&creds.client_id), encode(secret));
             request = request.header("authorization", format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(pair)));

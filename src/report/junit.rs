@@ -577,6 +577,94 @@ mod tests {
         }
     }
 
+    /// A pass after an infrastructure error and a failed check, and a failure after one failed
+    /// check: the earlier attempts as nextest and Surefire write them.
+    fn with_earlier_attempts() -> Vec<TaskOutcome> {
+        use crate::events::AttemptRecord;
+        let check = |message: &str| AttemptRecord {
+            status: Status::Failed,
+            error: Some(TaskError { kind: FailureKind::Check, message: message.into(), http_status: None }),
+            duration: Duration::from_secs(1),
+        };
+        let reset = AttemptRecord {
+            status: Status::Error,
+            error: Some(TaskError { kind: ErrorKind::Network.into(), message: "connection reset".into(), http_status: Some(502) }),
+            duration: Duration::from_secs(1),
+        };
+        let mut flaky = outcome("flaky", Status::Passed);
+        flaky.flaky = true;
+        flaky.prior_attempts = vec![reset, check("check `make` exited with 2:\tcol\t2")];
+        let mut failed = outcome("rerun", Status::Failed);
+        failed.index = 1;
+        failed.error = Some(TaskError { kind: FailureKind::Check, message: "check failed".into(), http_status: None });
+        failed.prior_attempts = vec![check("check `make` exited with 1")];
+        let mut other = outcome("elsewhere", Status::Passed);
+        other.manifest = PathBuf::from("more/extra.yaml");
+        other.index = 2;
+        vec![flaky, failed, other]
+    }
+
+    #[test]
+    fn every_earlier_attempt_has_a_stack_trace_and_each_suite_is_valid_for_surefire() {
+        let (_dir, path, xml) = write(with_earlier_attempts());
+        let flaky = r#"<flakyFailure message="failed: check `make` exited with 2:&#9;col&#9;2" type="check">"#;
+        assert!(xml.contains(flaky), "{xml}");
+        assert!(xml.contains("<stackTrace>failed: check `make` exited with 2:&#9;col&#9;2</stackTrace>"), "{xml}");
+        assert!(xml.contains("<stackTrace>error: connection reset (HTTP 502)</stackTrace>"), "{xml}");
+        assert!(xml.find("<flakyFailure").unwrap() < xml.find("<flakyError").unwrap(), "failures before errors: {xml}");
+        assert!(xml.contains("<stackTrace>failed: check `make` exited with 1</stackTrace>"), "{xml}");
+        assert_eq!(xml.matches("<stackTrace>").count(), 3, "{xml}");
+        assert_valid(JENKINS_XSD, &path);
+        let profile = crate::report::test_support::xmllint::assert_surefire_valid(&path);
+        assert_eq!(profile, 2, "one document per suite");
+        // Unprofiled, Surefire's schema rejects only what the Ant schema requires.
+        for suite in crate::report::test_support::xmllint::surefire_suites(&path) {
+            let whole = suite.with_extension("whole.xml");
+            let text = std::fs::read_to_string(&suite).unwrap();
+            let name = regex::Regex::new(r#"<testsuite name="([^"]*)""#).unwrap().captures(&text).unwrap()[1].to_string();
+            let start = xml.find(&format!(r#"<testsuite name="{name}""#)).unwrap();
+            let end = start + xml[start..].find("</testsuite>").unwrap() + "</testsuite>".len();
+            std::fs::write(&whole, &xml[start..end]).unwrap();
+            for line in complaints("surefire-test-report-2.22.3.xsd", &whole).unwrap_or_default() {
+                let ant = ["'package'", "'id'", "'hostname'", "'timestamp'", "Element 'system-out'", "Element 'system-err'"];
+                assert!(ant.iter().any(|a| line.contains(a)), "unexpected complaint: {line}");
+            }
+        }
+    }
+
+    #[test]
+    fn tabs_survive_and_no_replacement_character_is_written() {
+        let mut o = outcome("tabs", Status::Failed);
+        o.error = Some(TaskError { kind: FailureKind::Check, message: "check failed:\tcolumns".into(), http_status: None });
+        o.check = Some(CheckRecord {
+            before_output_tail: None,
+            started_ms: None,
+            duration_ms: None,
+            command: "sh t.sh".into(),
+            exit_code: Some(1),
+            output_tail: "want\tgot\n1\t2\nbad bytes: \u{FFFD}\u{FFFD} end \u{FDD0}\n".into(),
+            before: None,
+        });
+        o.result = Some("done\twell \u{FFFD}".into());
+        let (_dir, path, xml) = write(vec![o]);
+        assert!(xml.contains(r#"message="failed: check failed:&#9;columns""#), "a tab in an attribute: {xml}");
+        assert!(xml.contains("want&#9;got\n1&#9;2\nbad bytes: ?? end ?\n"), "{xml}");
+        assert!(xml.contains("<system-out>done&#9;well ?</system-out>"), "{xml}");
+        assert!(!xml.contains('\u{FFFD}') && !xml.contains('\u{FDD0}'), "{xml}");
+        assert_valid(JENKINS_XSD, &path);
+    }
+
+    #[test]
+    fn a_property_name_is_used_once_in_the_file() {
+        let (_dir, _, xml) = write(outcomes());
+        let names: Vec<&str> = xml.match_indices(r#"<property name=""#).map(|(i, m)| xml[i + m.len()..].split('"').next().unwrap()).collect();
+        let unique: std::collections::BTreeSet<&str> = names.iter().copied().collect();
+        assert_eq!(names.len(), unique.len(), "{xml}");
+        assert_eq!(xml.matches(r#"<property name="manifest" value="tasks.toml"/>"#).count(), 1, "{xml}");
+        assert_eq!(xml.matches(r#"<property name="dracode_version""#).count(), 1, "{xml}");
+        assert!(xml.find(r#"name="dracode_version""#).unwrap() < xml.find(r#"<testsuite name="more/extra.yaml""#).unwrap());
+    }
+
     #[test]
     fn the_file_is_replaced_whole() {
         let (dir, path, _) = write(outcomes());

@@ -618,10 +618,11 @@ mod tests {
         let profile = crate::report::test_support::xmllint::assert_surefire_valid(&path);
         assert_eq!(profile, 2, "one document per suite");
         // Unprofiled, Surefire's schema rejects only what the Ant schema requires.
+        let suite_name = regex::Regex::new(r#"<testsuite name="([^"]*)""#).unwrap();
         for suite in crate::report::test_support::xmllint::surefire_suites(&path) {
             let whole = suite.with_extension("whole.xml");
             let text = std::fs::read_to_string(&suite).unwrap();
-            let name = regex::Regex::new(r#"<testsuite name="([^"]*)""#).unwrap().captures(&text).unwrap()[1].to_string();
+            let name = suite_name.captures(&text).unwrap()[1].to_string();
             let start = xml.find(&format!(r#"<testsuite name="{name}""#)).unwrap();
             let end = start + xml[start..].find("</testsuite>").unwrap() + "</testsuite>".len();
             std::fs::write(&whole, &xml[start..end]).unwrap();
@@ -657,7 +658,8 @@ mod tests {
     #[test]
     fn a_property_name_is_used_once_in_the_file() {
         let (_dir, _, xml) = write(outcomes());
-        let names: Vec<&str> = xml.match_indices(r#"<property name=""#).map(|(i, m)| xml[i + m.len()..].split('"').next().unwrap()).collect();
+        let names: Vec<&str> =
+            xml.match_indices(r#"<property name=""#).map(|(i, m)| xml[i + m.len()..].split('"').next().unwrap()).collect();
         let unique: std::collections::BTreeSet<&str> = names.iter().copied().collect();
         assert_eq!(names.len(), unique.len(), "{xml}");
         assert_eq!(xml.matches(r#"<property name="manifest" value="tasks.toml"/>"#).count(), 1, "{xml}");

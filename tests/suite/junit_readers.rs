@@ -82,23 +82,27 @@ fn recording() -> String {
 
 /// Writes the project (manifests, recordings, check scripts) into `dir`.
 fn project(dir: &Path) {
-    git_repo(&dir.join("project"), &[("a.txt", "hello\n")]);
+    // The check of `check-fails`, in the workspace: tabs, and two bytes that are not UTF-8.
+    let bad_output = "printf 'want\\tgot\\n1\\t2\\nbad bytes: \\377\\376 end\\n'\nexit 1\n";
+    git_repo(&dir.join("project"), &[("a.txt", "hello\n"), ("bad-output.sh", bad_output)]);
     std::fs::create_dir_all(dir.join("replay")).unwrap();
     std::fs::create_dir_all(dir.join("counts")).unwrap();
     for (id, _) in TASKS.iter().filter(|(id, _)| *id != "no-recording") {
         std::fs::write(dir.join(format!("replay/{id}.json")), recording()).unwrap();
     }
-    // Tabs, and two bytes that are not UTF-8.
-    std::fs::write(dir.join("bad-output.sh"), "printf 'want\\tgot\\n1\\t2\\nbad bytes: \\377\\376 end\\n'\nexit 1\n").unwrap();
     // Fails the first time it runs for the name $1, passes after (the counts are outside the
     // workspace: these tasks run with `sandbox = "off"`).
     let counts = dir.join("counts");
-    let once = format!("f={}/$1\nn=$(cat \"$f\" 2>/dev/null || echo 0)\necho $((n+1)) > \"$f\"\n[ \"$n\" -ge 1 ] || {{ echo 'not yet'; exit 1; }}\n", counts.display());
+    let once = format!(
+        "f={}/$1\nn=$(cat \"$f\" 2>/dev/null || echo 0)\necho $((n+1)) > \"$f\"\n[ \"$n\" -ge 1 ] || {{ echo 'not yet'; exit 1; }}\n",
+        counts.display()
+    );
     std::fs::write(dir.join("fails-once.sh"), once).unwrap();
     let d = dir.display();
-    let defaults = "[defaults]\nprovider = \"replay\"\nreplay = \"replay\"\nrepo = \"project\"\nisolation = \"copy\"\nrequire_change = false\n";
+    let defaults =
+        "[defaults]\nprovider = \"replay\"\nreplay = \"replay\"\nrepo = \"project\"\nisolation = \"copy\"\nrequire_change = false\n";
     let a = format!(
-        "{defaults}\n[[tasks]]\nid = \"passes\"\nprompt = \"Write a note.\"\n\n[[tasks]]\nid = \"check-fails\"\nprompt = \"Write a note.\"\ncheck = \"sh {d}/bad-output.sh\"\n\n[[tasks]]\nid = \"no-recording\"\nprompt = \"Nothing recorded.\"\n"
+        "{defaults}\n[[tasks]]\nid = \"passes\"\nprompt = \"Write a note.\"\n\n[[tasks]]\nid = \"check-fails\"\nprompt = \"Write a note.\"\ncheck = \"sh bad-output.sh\"\n\n[[tasks]]\nid = \"no-recording\"\nprompt = \"Nothing recorded.\"\n"
     );
     let b = format!(
         "{defaults}sandbox = \"off\"\n\n[[tasks]]\nid = \"repeat-flaky\"\nprompt = \"Write a note.\"\nrepeat = 3\ncheck = \"sh {d}/fails-once.sh flaky\"\n\n[[tasks]]\nid = \"repeat-fails\"\nprompt = \"Write a note.\"\nrepeat = 2\ncheck = \"echo always fails; exit 2\"\n\n[[tasks]]\nid = \"repaired\"\nprompt = \"Write a note.\"\ncheck_repairs = 1\ncheck = \"sh {d}/fails-once.sh repair\"\n"
@@ -181,8 +185,17 @@ fn npm_readers() -> Option<PathBuf> {
     if Command::new("npm").arg("--version").output().is_err() {
         return missing("npm");
     }
-    let out = Command::new("npm").args(["install", "--no-audit", "--no-fund", "--loglevel=error", "--prefix"]).arg(&prefix).args(NPM_READERS).output().unwrap();
-    assert!(out.status.success() && bin.join("xunit-viewer").is_file(), "npm install {NPM_READERS:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new("npm")
+        .args(["install", "--no-audit", "--no-fund", "--loglevel=error", "--prefix"])
+        .arg(&prefix)
+        .args(NPM_READERS)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success() && bin.join("xunit-viewer").is_file(),
+        "npm install {NPM_READERS:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     Some(bin)
 }
 
@@ -195,7 +208,8 @@ fn python_views(python: &Path, file: &JunitFile) -> Value {
 }
 
 fn sorted(value: &Value) -> Vec<String> {
-    let mut list: Vec<String> = value.as_array().unwrap_or_else(|| panic!("a list: {value}")).iter().map(|v| v.as_str().unwrap().to_string()).collect();
+    let mut list: Vec<String> =
+        value.as_array().unwrap_or_else(|| panic!("a list: {value}")).iter().map(|v| v.as_str().unwrap().to_string()).collect();
     list.sort();
     list
 }
@@ -223,7 +237,10 @@ fn xunitparser_junitparser_and_junit2html_open_every_file_and_count_alike() {
         assert_eq!(sorted(&j["errors"]), sorted_ids(file.errors()), "{label}: junitparser errors");
         assert_eq!(sorted(&j["flaky"]), sorted_ids(file.with(Ends::Flaky)), "{label}: junitparser flaky");
         for trace in j["traces"].as_array().unwrap() {
-            assert!(trace.as_str().is_some_and(|t| t.starts_with("failed: check `")), "{label}: a stackTrace with the attempt's text: {trace}");
+            assert!(
+                trace.as_str().is_some_and(|t| t.starts_with("failed: check `")),
+                "{label}: a stackTrace with the attempt's text: {trace}"
+            );
         }
         let reruns = usize::from(file.tasks.iter().any(|t| t == "repeat-fails"));
         let flaky = file.with(Ends::Flaky).len();
@@ -250,7 +267,9 @@ fn junit2json_and_xunit_viewer_open_every_file_and_count_alike() {
         assert!(out.status.success(), "{label}: junit2json: {}", String::from_utf8_lossy(&out.stderr));
         let json: Value = serde_json::from_slice(&out.stdout).unwrap();
         let cases: Vec<&Value> = json["testsuite"].as_array().unwrap().iter().flat_map(|s| s["testcase"].as_array().unwrap()).collect();
-        let with = |key: &str| sorted_ids(cases.iter().filter(|c| c.get(key).is_some()).map(|c| c["name"].as_str().unwrap().to_string()).collect());
+        let with = |key: &str| {
+            sorted_ids(cases.iter().filter(|c| c.get(key).is_some()).map(|c| c["name"].as_str().unwrap().to_string()).collect())
+        };
         assert_eq!(cases.len(), file.tasks.len(), "{label}: junit2json {json}");
         assert_eq!(with("failure"), sorted_ids(file.failures()), "{label}: junit2json failures");
         assert_eq!(with("error"), sorted_ids(file.errors()), "{label}: junit2json errors");
@@ -258,7 +277,8 @@ fn junit2json_and_xunit_viewer_open_every_file_and_count_alike() {
         for case in &cases {
             for kind in ["flakyFailure", "rerunFailure"] {
                 for rerun in case[kind].as_array().into_iter().flatten() {
-                    assert!(rerun["stackTrace"].as_str().is_some_and(|t| !t.is_empty()), "{label}: {kind} without a stackTrace: {rerun}");
+                    let trace = rerun["stackTrace"][0]["inner"].as_str();
+                    assert!(trace.is_some_and(|t| t.starts_with("failed: check `")), "{label}: {kind} without a stackTrace: {rerun}");
                 }
             }
         }
@@ -272,7 +292,8 @@ fn junit2json_and_xunit_viewer_open_every_file_and_count_alike() {
 fn xunit_viewer(bin: &Path, file: &JunitFile) {
     let label = file.label;
     let html = file.path.with_extension("xunit-viewer.html");
-    let out = Command::new(bin.join("xunit-viewer")).arg("-r").arg(&file.path).arg("-o").arg(&html).args(["-c", "-n", "-C"]).output().unwrap();
+    let out =
+        Command::new(bin.join("xunit-viewer")).arg("-r").arg(&file.path).arg("-o").arg(&html).args(["-c", "-n", "-C"]).output().unwrap();
     let console = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && html.is_file(), "{label}: xunit-viewer failed:\n{console}\n{}", String::from_utf8_lossy(&out.stderr));
     let marks: BTreeMap<String, String> = console

@@ -10,6 +10,16 @@
 //! on every `<testsuite>`). Each suite also has `package`, `id`, `hostname`, a zone-less
 //! `timestamp` and empty `system-out`/`system-err`, as the Ant schema (windyroad `JUnit.xsd`)
 //! requires; that schema still rejects the `<system-out>` holding each task's final message.
+//!
+//! What the readers in wide use need besides (each is tested on a real batch,
+//! `tests/suite/junit_readers.rs`): every earlier attempt (`flakyFailure`, `rerunFailure`, …)
+//! has a `<stackTrace>` with its text, as Surefire's schema requires, failures before errors as
+//! that schema orders them; a property name is used once in the whole file (xunitparser puts
+//! every suite's properties in one map and refuses a name twice), so the run's own properties
+//! (`manifest`, `dracode_version`) are on the first suite only (every suite's name is its
+//! manifest); tabs are kept (as `&#9;`: quick-junit drops them, and an attribute would turn a
+//! literal one into a space); and no U+FFFD is written (xunit-viewer takes a file holding one
+//! for another encoding than UTF-8 and fails to read it): each becomes `?`.
 
 use super::{clean_text_keeping, short_reason, strip_control, write_atomic};
 use crate::events::{Event, EventKind, Reporter, RunEnd, Status, TaskOutcome};
@@ -21,6 +31,10 @@ use std::time::{Duration, SystemTime};
 
 /// The suite name (and test class) of tasks given without a manifest (`--task`).
 const AD_HOC_SUITE: &str = "dracode";
+
+/// Stands for a tab while quick-junit holds the text (it drops tabs); a noncharacter, which no
+/// text exchanged between programs should hold (one that does is written as `?`).
+const TAB_MARK: char = '\u{FDD0}';
 
 /// Collects finished tasks and writes `junit.xml` on [`Reporter::finish`].
 pub struct JunitReporter {
@@ -54,9 +68,12 @@ impl JunitReporter {
                 suite.extra.insert("timestamp".into(), ts.as_str().into());
             }
             suite.set_time(outcomes.iter().map(|o| o.duration).sum::<Duration>());
-            suite.add_property(Property::new("manifest", name.as_str()));
-            if let Some(version) = &self.version {
-                suite.add_property(Property::new("dracode_version", version.as_str()));
+            // The run's own properties once per file: xunitparser refuses a name seen twice.
+            if id == 0 {
+                suite.add_property(Property::new("manifest", xml_text(&name)));
+                if let Some(version) = &self.version {
+                    suite.add_property(Property::new("dracode_version", xml_text(version)));
+                }
             }
             for outcome in &outcomes {
                 suite.add_properties(self.properties(outcome));
@@ -67,7 +84,7 @@ impl JunitReporter {
             report.add_test_suite(suite);
         }
         let xml = report.to_string().map_err(std::io::Error::other)?;
-        Ok(bare_root(xml))
+        Ok(readable_by_all(&bare_root(xml)))
     }
 
     /// Outcomes grouped by manifest, suites in the order of `run.started`'s manifest list, then
@@ -108,32 +125,46 @@ impl JunitReporter {
             }
         };
         let mut status = status;
-        // Every earlier attempt is kept, as nextest does: `flakyFailure`/`flakyError` under a
-        // pass, `rerunFailure`/`rerunError` under a final failure. The attempts of a repeated
-        // task that did not pass are kept the same way (surefire's flaky test: a pass with
-        // `flakyFailure`s).
-        let repeats = o.repeats.iter().filter(|r| !r.reported && !r.status.is_pass());
-        let repeats = repeats.map(|r| crate::events::AttemptRecord { status: r.status, error: r.error.clone(), duration: r.duration });
-        for prior in o.prior_attempts.iter().cloned().chain(repeats) {
-            let kind = if prior.error.as_ref().is_some_and(|e| e.kind.is_infrastructure()) {
-                NonSuccessKind::Error
-            } else {
-                NonSuccessKind::Failure
-            };
-            let mut rerun = TestRerun::new(kind);
-            let reason = prior.error.as_ref().map(|e| format!("{}: {}", prior.status.as_str(), e.message));
-            let kind = prior.error.as_ref().map_or(prior.status.as_str(), |e| e.kind.as_str());
-            rerun.set_message(self.redact(&without_type(&reason.unwrap_or_else(|| prior.status.as_str().to_string()), kind), o));
-            rerun.set_type(kind);
-            status.add_rerun(rerun);
-        }
-        let mut case = TestCase::new(strip_control(&o.task_id), status);
+        status.add_reruns(self.reruns(o));
+        let mut case = TestCase::new(xml_text(&strip_control(&o.task_id)), status);
         case.set_classname(class_name(o));
         case.set_time(o.duration);
         if let Some(result) = &o.result {
             case.set_system_out(self.redact(result, o));
         }
         case
+    }
+
+    /// Every earlier attempt, as nextest keeps them: `flakyFailure`/`flakyError` under a pass,
+    /// `rerunFailure`/`rerunError` under a final failure. The attempts of a repeated task that
+    /// did not pass are kept the same way (surefire's flaky test: a pass with `flakyFailure`s).
+    /// Each has its text in `<stackTrace>` (Surefire's schema requires one); failures come
+    /// before errors, in the order Surefire's schema lists them.
+    fn reruns(&self, o: &TaskOutcome) -> Vec<TestRerun> {
+        let repeats = o.repeats.iter().filter(|r| !r.reported && !r.status.is_pass());
+        let repeats = repeats.map(|r| crate::events::AttemptRecord { status: r.status, error: r.error.clone(), duration: r.duration });
+        let mut reruns: Vec<TestRerun> = o
+            .prior_attempts
+            .iter()
+            .cloned()
+            .chain(repeats)
+            .map(|prior| {
+                let kind = if prior.error.as_ref().is_some_and(|e| e.kind.is_infrastructure()) {
+                    NonSuccessKind::Error
+                } else {
+                    NonSuccessKind::Failure
+                };
+                let mut rerun = TestRerun::new(kind);
+                let reason = prior.error.as_ref().map(|e| format!("{}: {}", prior.status.as_str(), e.message));
+                let kind = prior.error.as_ref().map_or(prior.status.as_str(), |e| e.kind.as_str());
+                rerun.set_message(self.redact(&without_type(&reason.unwrap_or_else(|| prior.status.as_str().to_string()), kind), o));
+                rerun.set_type(kind);
+                rerun.set_stack_trace(self.redact(&attempt_text(prior.status, prior.error.as_ref()), o));
+                rerun
+            })
+            .collect();
+        reruns.sort_by_key(|r| r.kind == NonSuccessKind::Error);
+        reruns
     }
 
     fn properties(&self, o: &TaskOutcome) -> Vec<Property> {
@@ -177,12 +208,12 @@ impl JunitReporter {
         }
         // Ids, names, numbers and paths: never masked.
         let id = strip_control(&o.task_id);
-        props.into_iter().map(|(name, value)| Property::new(format!("{id}.{name}"), strip_control(&value))).collect()
+        props.into_iter().map(|(name, value)| Property::new(xml_text(&format!("{id}.{name}")), xml_text(&strip_control(&value)))).collect()
     }
 
     /// Free text about `o`, stripped and masked — but for its task id.
     fn redact(&self, text: &str, o: &TaskOutcome) -> String {
-        clean_text_keeping(&self.redactor, text, &[&o.task_id])
+        xml_text(&clean_text_keeping(&self.redactor, text, &[&o.task_id]))
     }
 }
 
@@ -254,6 +285,44 @@ fn details(o: &TaskOutcome) -> String {
         parts.push(format!("check: {}\nexit code: {code}\n{}", check.command, strip_control(&check.output_tail)));
     }
     parts.join("\n\n")
+}
+
+/// An earlier attempt's text: its status, then its whole error message.
+fn attempt_text(status: Status, error: Option<&crate::events::TaskError>) -> String {
+    match error {
+        Some(e) => match e.http_status {
+            Some(code) => format!("{}: {} (HTTP {code})", status.as_str(), e.message),
+            None => format!("{}: {}", status.as_str(), e.message),
+        },
+        None => status.as_str().to_string(),
+    }
+}
+
+/// `text` as handed to quick-junit: each tab as [`TAB_MARK`] (restored by
+/// [`readable_by_all`]), and a `TAB_MARK` already there as `?`.
+fn xml_text(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            '\t' => TAB_MARK,
+            TAB_MARK => '?',
+            c => c,
+        })
+        .collect()
+}
+
+/// The rendered report with its tabs back, as `&#9;` (kept in attributes too), and every U+FFFD
+/// (an invalid byte in a check's output) as `?`: xunit-viewer reads a file holding U+FFFD in
+/// an encoding guessed from its words instead of UTF-8, and fails on the guess.
+fn readable_by_all(xml: &str) -> String {
+    let mut out = String::with_capacity(xml.len());
+    for c in xml.chars() {
+        match c {
+            TAB_MARK => out.push_str("&#9;"),
+            '\u{FFFD}' => out.push('?'),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 fn suite_name(manifest: &Path) -> String {
@@ -506,6 +575,96 @@ mod tests {
         for kind in ["not_configured", "auth", "check", "skipped"] {
             assert!(!xml.contains(&format!(r#"message="{kind}: "#)), "{kind} repeated:\n{xml}");
         }
+    }
+
+    /// A pass after an infrastructure error and a failed check, and a failure after one failed
+    /// check: the earlier attempts as nextest and Surefire write them.
+    fn with_earlier_attempts() -> Vec<TaskOutcome> {
+        use crate::events::AttemptRecord;
+        let check = |message: &str| AttemptRecord {
+            status: Status::Failed,
+            error: Some(TaskError { kind: FailureKind::Check, message: message.into(), http_status: None }),
+            duration: Duration::from_secs(1),
+        };
+        let reset = AttemptRecord {
+            status: Status::Error,
+            error: Some(TaskError { kind: ErrorKind::Network.into(), message: "connection reset".into(), http_status: Some(502) }),
+            duration: Duration::from_secs(1),
+        };
+        let mut flaky = outcome("flaky", Status::Passed);
+        flaky.flaky = true;
+        flaky.prior_attempts = vec![reset, check("check `make` exited with 2:\tcol\t2")];
+        let mut failed = outcome("rerun", Status::Failed);
+        failed.index = 1;
+        failed.error = Some(TaskError { kind: FailureKind::Check, message: "check failed".into(), http_status: None });
+        failed.prior_attempts = vec![check("check `make` exited with 1")];
+        let mut other = outcome("elsewhere", Status::Passed);
+        other.manifest = PathBuf::from("more/extra.yaml");
+        other.index = 2;
+        vec![flaky, failed, other]
+    }
+
+    #[test]
+    fn every_earlier_attempt_has_a_stack_trace_and_each_suite_is_valid_for_surefire() {
+        let (_dir, path, xml) = write(with_earlier_attempts());
+        let flaky = r#"<flakyFailure message="failed: check `make` exited with 2:&#9;col&#9;2" type="check">"#;
+        assert!(xml.contains(flaky), "{xml}");
+        assert!(xml.contains("<stackTrace>failed: check `make` exited with 2:&#9;col&#9;2</stackTrace>"), "{xml}");
+        assert!(xml.contains("<stackTrace>error: connection reset (HTTP 502)</stackTrace>"), "{xml}");
+        assert!(xml.find("<flakyFailure").unwrap() < xml.find("<flakyError").unwrap(), "failures before errors: {xml}");
+        assert!(xml.contains("<stackTrace>failed: check `make` exited with 1</stackTrace>"), "{xml}");
+        assert_eq!(xml.matches("<stackTrace>").count(), 3, "{xml}");
+        assert_valid(JENKINS_XSD, &path);
+        let profile = crate::report::test_support::xmllint::assert_surefire_valid(&path);
+        assert_eq!(profile, 2, "one document per suite");
+        // Unprofiled, Surefire's schema rejects only what the Ant schema requires.
+        let suite_name = regex::Regex::new(r#"<testsuite name="([^"]*)""#).unwrap();
+        for suite in crate::report::test_support::xmllint::surefire_suites(&path) {
+            let whole = suite.with_extension("whole.xml");
+            let text = std::fs::read_to_string(&suite).unwrap();
+            let name = suite_name.captures(&text).unwrap()[1].to_string();
+            let start = xml.find(&format!(r#"<testsuite name="{name}""#)).unwrap();
+            let end = start + xml[start..].find("</testsuite>").unwrap() + "</testsuite>".len();
+            std::fs::write(&whole, &xml[start..end]).unwrap();
+            for line in complaints("surefire-test-report-2.22.3.xsd", &whole).unwrap_or_default() {
+                let ant = ["'package'", "'id'", "'hostname'", "'timestamp'", "Element 'system-out'", "Element 'system-err'"];
+                assert!(ant.iter().any(|a| line.contains(a)), "unexpected complaint: {line}");
+            }
+        }
+    }
+
+    #[test]
+    fn tabs_survive_and_no_replacement_character_is_written() {
+        let mut o = outcome("tabs", Status::Failed);
+        o.error = Some(TaskError { kind: FailureKind::Check, message: "check failed:\tcolumns".into(), http_status: None });
+        o.check = Some(CheckRecord {
+            before_output_tail: None,
+            started_ms: None,
+            duration_ms: None,
+            command: "sh t.sh".into(),
+            exit_code: Some(1),
+            output_tail: "want\tgot\n1\t2\nbad bytes: \u{FFFD}\u{FFFD} end \u{FDD0}\n".into(),
+            before: None,
+        });
+        o.result = Some("done\twell \u{FFFD}".into());
+        let (_dir, path, xml) = write(vec![o]);
+        assert!(xml.contains(r#"message="failed: check failed:&#9;columns""#), "a tab in an attribute: {xml}");
+        assert!(xml.contains("want&#9;got\n1&#9;2\nbad bytes: ?? end ?\n"), "{xml}");
+        assert!(xml.contains("<system-out>done&#9;well ?</system-out>"), "{xml}");
+        assert!(!xml.contains('\u{FFFD}') && !xml.contains('\u{FDD0}'), "{xml}");
+        assert_valid(JENKINS_XSD, &path);
+    }
+
+    #[test]
+    fn a_property_name_is_used_once_in_the_file() {
+        let (_dir, _, xml) = write(outcomes());
+        let names: Vec<&str> =
+            xml.match_indices(r#"<property name=""#).map(|(i, m)| xml[i + m.len()..].split('"').next().unwrap()).collect();
+        let unique: std::collections::BTreeSet<&str> = names.iter().copied().collect();
+        assert_eq!(names.len(), unique.len(), "{xml}");
+        assert_eq!(xml.matches(r#"<property name="manifest" value="tasks.toml"/>"#).count(), 1, "{xml}");
+        assert_eq!(xml.matches(r#"<property name="dracode_version""#).count(), 1, "{xml}");
+        assert!(xml.find(r#"name="dracode_version""#).unwrap() < xml.find(r#"<testsuite name="more/extra.yaml""#).unwrap());
     }
 
     #[test]

@@ -19,6 +19,7 @@ mod git_process_tools;
 mod github_action;
 mod honest_record;
 mod ignored_files;
+mod junit_readers;
 mod manifest_errors;
 mod masking;
 mod mcp_conformance;

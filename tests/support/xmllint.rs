@@ -43,6 +43,50 @@ pub fn assert_valid(xsd: &str, file: &Path) {
     }
 }
 
+/// Surefire's test-report schema (Debian's surefire 2.22.3 source package).
+pub const SUREFIRE_XSD: &str = "surefire-test-report-2.22.3.xsd";
+
+/// The attributes of `<testsuite>` that the Ant schema requires and Surefire's rejects.
+const ANT_ONLY_ATTRIBUTES: [&str; 4] = ["package", "id", "hostname", "timestamp"];
+
+/// Each `<testsuite>` of the `junit.xml` `file` as a document of its own, as Surefire writes one
+/// file per suite and its schema's root is `<testsuite>`, less what the Ant schema requires and
+/// Surefire's has no place for: the `package`, `id`, `hostname` and `timestamp` attributes and
+/// the suite's own (empty) `<system-out>`/`<system-err>`. Written beside `file` as
+/// `<stem>.surefire-<n>.xml`.
+pub fn surefire_suites(file: &Path) -> Vec<PathBuf> {
+    let xml = std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    let suite = regex::Regex::new(r"(?s)<testsuite\b.*?</testsuite>").expect("suite pattern");
+    let ant_only = regex::Regex::new(&format!(r#" (?:{})="[^"]*""#, ANT_ONLY_ATTRIBUTES.join("|"))).expect("attribute pattern");
+    let suite_output = regex::Regex::new(r"(?s)\s*<system-(?:out|err)>\s*</system-(?:out|err)>(\s*</testsuite>)$").expect("output pattern");
+    let stem = file.file_stem().map_or_else(|| "junit".into(), |s| s.to_string_lossy().into_owned());
+    let mut files = Vec::new();
+    for (n, found) in suite.find_iter(&xml).enumerate() {
+        let text = found.as_str();
+        let start_end = text.find('>').expect("a start tag");
+        let mut doc = format!("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n{}", ant_only.replace_all(&text[..start_end], ""));
+        let mut rest = text[start_end..].to_string();
+        while suite_output.is_match(&rest) {
+            rest = suite_output.replace(&rest, "$1").into_owned();
+        }
+        doc.push_str(&rest);
+        let path = file.with_file_name(format!("{stem}.surefire-{n}.xml"));
+        std::fs::write(&path, doc).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        files.push(path);
+    }
+    files
+}
+
+/// Panics unless every suite of `file` is valid against Surefire's schema (see
+/// [`surefire_suites`]); returns how many suites were checked.
+pub fn assert_surefire_valid(file: &Path) -> usize {
+    let suites = surefire_suites(file);
+    for suite in &suites {
+        assert_valid(SUREFIRE_XSD, suite);
+    }
+    suites.len()
+}
+
 fn skipped() -> Option<Vec<String>> {
     if std::env::var_os("DRACODE_REQUIRE_XMLLINT").is_some_and(|v| v == "1") {
         panic!("xmllint not found and DRACODE_REQUIRE_XMLLINT=1: install libxml2-utils (apt-get install -y libxml2-utils)");

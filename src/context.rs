@@ -235,8 +235,8 @@ fn transcript_lines(message: &Message) -> Vec<String> {
         .content
         .iter()
         .map(|block| match block {
-            ContentBlock::Text { text } if message.role == Role::Assistant => format!("agent: {}", cut_middle(text, 1024, 512)),
-            ContentBlock::Text { text } => format!("user: {}", cut_middle(text, 1024, 512)),
+            ContentBlock::Text { text, .. } if message.role == Role::Assistant => format!("agent: {}", cut_middle(text, 1024, 512)),
+            ContentBlock::Text { text, .. } => format!("user: {}", cut_middle(text, 1024, 512)),
             ContentBlock::ToolUse { name, input, .. } => {
                 format!("agent called {name} {}", cut_middle(&input.to_string(), TRANSCRIPT_OUTPUT, 0))
             }

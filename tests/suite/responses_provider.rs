@@ -98,6 +98,10 @@ fn assert_tool_loop(server: &ResponsesServer, tmp: &Path, code: i32, stderr: &st
     ];
     assert_eq!(kinds, expected);
     assert!(last[1]["encrypted_content"].as_str().unwrap().starts_with("gAAAAB-rs_mock1_0"), "{}", last[1]);
+    // The model's text goes back as the output message it came as: its id, `output_text`.
+    assert!(last[5]["id"].as_str().is_some_and(|id| id.starts_with("msg_")), "{}", last[5]);
+    let part = json!({"type": "output_text", "text": "Patching a.txt.", "annotations": [], "logprobs": []});
+    assert_eq!((&last[5]["role"], &last[5]["status"], &last[5]["content"]), (&json!("assistant"), &json!("completed"), &json!([part])));
     assert_eq!(last[6]["input"], PATCH, "the raw patch goes back as the custom call's input");
     assert!(last[7]["output"].as_str().unwrap().contains("a.txt"), "{}", last[7]);
 }

@@ -12,8 +12,8 @@
 //! - a call output that answers no earlier call of its kind (`function_call_output` for a
 //!   `function_call`, `custom_tool_call_output` for a `custom_tool_call`), or a call left
 //!   without its output → 400 with the API's message;
-//! - stateless reasoning: a call this server made next to a reasoning item must come back after
-//!   that item, and the item with the `encrypted_content` it was given (sent only when the
+//! - stateless reasoning: a call (or an output message sent back under its id) this server made
+//!   next to a reasoning item must come back after that item, and the item with the `encrypted_content` it was given (sent only when the
 //!   request `include`s `reasoning.encrypted_content`) → else 400 with the API's messages.
 //!
 //! A model that does not reason (`gpt-4*`, or any after
@@ -155,7 +155,7 @@ enum Flavor {
 }
 
 /// What the server handed out that must come back: reasoning items by id (their encrypted
-/// content) and, by call id, the reasoning items made with the call.
+/// content) and, by call id (a message: by its id), the reasoning items made with the call.
 #[derive(Default)]
 struct Issued {
     reasoning: BTreeMap<String, String>,
@@ -311,6 +311,9 @@ impl Responder {
                 Some("function_call" | "custom_tool_call") if !reasoning.is_empty() => {
                     issued.with_call.insert(item["call_id"].as_str().unwrap_or_default().to_string(), reasoning.clone());
                 }
+                Some("message") if !reasoning.is_empty() => {
+                    issued.with_call.insert(item["id"].as_str().unwrap_or_default().to_string(), reasoning.clone());
+                }
                 _ => {}
             }
         }
@@ -435,6 +438,15 @@ fn check_calls_and_reasoning(body: &Value, issued: &Issued) -> Result<(), Reject
                     _ => return Err(invalid(format!("The encrypted content for item {id} could not be verified."))),
                 }
                 seen_reasoning.insert(id.to_string());
+            }
+            // An output message sent back under its id needs its reasoning too.
+            "message" if item.get("id").is_some() => {
+                let id = item["id"].as_str().unwrap_or_default();
+                if let Some(missing) = issued.with_call.get(id).into_iter().flatten().find(|rs| !seen_reasoning.contains(*rs)) {
+                    return Err(invalid(format!(
+                        "Item '{id}' of type 'message' was provided without its required 'reasoning' item: '{missing}'."
+                    )));
+                }
             }
             kind @ ("function_call" | "custom_tool_call") => {
                 if let Some(missing) = issued.with_call.get(&call_id).into_iter().flatten().find(|rs| !seen_reasoning.contains(*rs)) {

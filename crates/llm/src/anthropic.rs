@@ -196,8 +196,8 @@ fn wire_messages(messages: &[Message]) -> Vec<Value> {
 /// reasoning without a signature, which only another API can have produced).
 fn wire_block(block: &ContentBlock) -> Option<Value> {
     Some(match block {
-        ContentBlock::Text { text } if text.trim().is_empty() => return None,
-        ContentBlock::Text { text } => json!({"type": "text", "text": text}),
+        ContentBlock::Text { text, .. } if text.trim().is_empty() => return None,
+        ContentBlock::Text { text, .. } => json!({"type": "text", "text": text}),
         ContentBlock::ToolUse { id, name, input } => {
             // The API requires an object; this adapter only ever records objects, so anything
             // else came from another format's history and is sent as no arguments.

@@ -190,7 +190,7 @@ fn convert<'m>(message: &'m Message, names: &mut HashMap<&'m str, &'m str>) -> O
     };
     for block in &message.content {
         match block {
-            ContentBlock::Text { text } if !text.is_empty() => push(json!({"text": text}), &mut signature),
+            ContentBlock::Text { text, .. } if !text.is_empty() => push(json!({"text": text}), &mut signature),
             ContentBlock::Text { .. } => {}
             ContentBlock::Reasoning { text, signature: sig, .. } if text.is_empty() => signature = sig.as_deref().or(signature),
             ContentBlock::Reasoning { text, signature: sig, .. } => {

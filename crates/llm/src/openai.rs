@@ -279,7 +279,7 @@ pub fn parse_response(body: &Value) -> Result<LlmResponse, LlmError> {
     let mut content = Vec::new();
     let text = message_text(message.get("content"));
     if !text.is_empty() {
-        content.push(ContentBlock::Text { text });
+        content.push(ContentBlock::text(text));
     }
     let refusal = message.get("refusal").and_then(Value::as_str).filter(|r| !r.is_empty());
     if let (Some(refusal), true) = (refusal, content.is_empty()) {

@@ -200,32 +200,51 @@ fn input_items(messages: &[Message]) -> Vec<Value> {
     let mut items = Vec::new();
     for message in messages {
         match message.role {
-            Role::Assistant => items.extend(message.content.iter().filter_map(assistant_item)),
+            Role::Assistant => {
+                let whole = resumes_whole(&message.content);
+                items.extend(message.content.iter().filter_map(|block| assistant_item(block, whole)));
+            }
             Role::User => user_items(message, messages, &mut items),
         }
     }
     items
 }
 
-/// One block of an assistant turn as an item. Assistant text goes as a message whose content
-/// is a string: the official schema accepts an `output_text` part only in an item that has
-/// the output message's `id`, which a stateless conversation does not keep. A reasoning block
-/// without the encrypted content and id it came with cannot be resumed and is left out.
-fn assistant_item(block: &ContentBlock) -> Option<Value> {
+/// Whether every reasoning item of an assistant turn goes back (each has the id and encrypted
+/// content it came with): only then may its output messages go back under their ids, since the
+/// API refuses a message item without the reasoning item it followed.
+fn resumes_whole(turn: &[ContentBlock]) -> bool {
+    turn.iter().all(|block| !matches!(block, ContentBlock::Reasoning { .. }) || reasoning_item(block).is_some())
+}
+
+/// One block of an assistant turn as an item. Text the API gave an id goes back as that output
+/// message (`output_text`, as the API returned it) when the turn goes back `whole`; other text
+/// (another provider's, a summary, a turn missing reasoning) as a message whose content is a
+/// string, the only other form the official schema gives an assistant message. A reasoning
+/// block without the encrypted content and id it came with cannot be resumed and is left out.
+fn assistant_item(block: &ContentBlock, whole: bool) -> Option<Value> {
     match block {
-        ContentBlock::Text { text } if !text.is_empty() => Some(json!({"type": "message", "role": "assistant", "content": text})),
+        ContentBlock::Text { text, id: Some(id) } if whole && !text.is_empty() => Some(json!({
+            "type": "message", "id": id, "role": "assistant", "status": "completed",
+            "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}],
+        })),
+        ContentBlock::Text { text, .. } if !text.is_empty() => Some(json!({"type": "message", "role": "assistant", "content": text})),
         ContentBlock::ToolUse { id, name, input } if name == APPLY_PATCH => {
             Some(json!({"type": "custom_tool_call", "call_id": id, "name": name, "input": custom_input(input)}))
         }
         ContentBlock::ToolUse { id, name, input } => {
             Some(json!({"type": "function_call", "call_id": id, "name": name, "arguments": arguments_string(input)}))
         }
-        ContentBlock::Reasoning { text, signature: Some(encrypted), id: Some(id), .. } => {
-            let summary: Vec<Value> = (!text.is_empty()).then(|| json!({"type": "summary_text", "text": text})).into_iter().collect();
-            Some(json!({"type": "reasoning", "id": id, "summary": summary, "encrypted_content": encrypted}))
-        }
+        ContentBlock::Reasoning { .. } => reasoning_item(block),
         _ => None,
     }
+}
+
+/// A reasoning block as the item it came as, when it has the id and encrypted content for that.
+fn reasoning_item(block: &ContentBlock) -> Option<Value> {
+    let ContentBlock::Reasoning { text, signature: Some(encrypted), id: Some(id), .. } = block else { return None };
+    let summary: Vec<Value> = (!text.is_empty()).then(|| json!({"type": "summary_text", "text": text})).into_iter().collect();
+    Some(json!({"type": "reasoning", "id": id, "summary": summary, "encrypted_content": encrypted}))
 }
 
 /// A user turn: its tool results as call outputs (custom or function, as the call was), then
@@ -309,9 +328,9 @@ fn parse_item(item: &Value, content: &mut Vec<ContentBlock>) -> bool {
             let written: String = parts.iter().filter(|p| p["type"] == "output_text").filter_map(|p| p["text"].as_str()).collect();
             let refusal: String = parts.iter().filter(|p| p["type"] == "refusal").filter_map(|p| p["refusal"].as_str()).collect();
             if !written.is_empty() {
-                content.push(ContentBlock::Text { text: written });
+                content.push(ContentBlock::Text { text: written, id: item.get("id").and_then(Value::as_str).map(str::to_string) });
             } else if !refusal.is_empty() {
-                content.push(ContentBlock::Text { text: refusal });
+                content.push(ContentBlock::text(refusal));
                 return true;
             }
         }

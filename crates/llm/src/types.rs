@@ -23,6 +23,10 @@ pub enum ContentBlock {
     Text {
         /// The text.
         text: String,
+        /// The API's id of the output message the text came in, where it gives one (Responses:
+        /// `msg_…`), so the message can go back as the same item.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<String>,
     },
     /// The model asks for a tool to be called.
     ToolUse {
@@ -69,7 +73,7 @@ pub enum ContentBlock {
 impl ContentBlock {
     /// A text block.
     pub fn text(text: impl Into<String>) -> Self {
-        ContentBlock::Text { text: text.into() }
+        ContentBlock::Text { text: text.into(), id: None }
     }
 }
 
@@ -131,7 +135,7 @@ impl Message {
     pub fn text(&self) -> String {
         let mut out = String::new();
         for block in &self.content {
-            if let ContentBlock::Text { text } = block {
+            if let ContentBlock::Text { text, .. } = block {
                 if !out.is_empty() {
                     out.push('\n');
                 }

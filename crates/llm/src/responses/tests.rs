@@ -27,7 +27,7 @@ fn a_stream_folds_into_the_unstreamed_answer_with_exact_usage() {
         response.content,
         [
             reasoning("**Reading the file**\n\nI should look at a.rs first.", "gAAAAABor-Qx7vZ0kL2m", "rs_68af01"),
-            ContentBlock::text("Checking"),
+            ContentBlock::Text { text: "Checking".into(), id: Some("msg_68af02".into()) },
             ContentBlock::ToolUse { id: "call_DdmO".into(), name: "read_file".into(), input: json!({"file_path": "a.rs"}) },
             ContentBlock::ToolUse { id: "call_Xk2p".into(), name: "apply_patch".into(), input: json!({"input": PATCH}) },
         ]
@@ -99,7 +99,8 @@ fn conversation() -> Vec<Message> {
             role: Role::Assistant,
             content: vec![
                 reasoning("Look first.", "gAAAA-enc-1", "rs_1"),
-                ContentBlock::text("Looking."),
+                // Its reasoning goes back: the output message goes back under its id.
+                ContentBlock::Text { text: "Looking.".into(), id: Some("msg_1".into()) },
                 ContentBlock::ToolUse { id: "call_a".into(), name: "read_file".into(), input: json!({"file_path": "a.rs"}) },
                 ContentBlock::ToolUse { id: "call_b".into(), name: "apply_patch".into(), input: json!({"input": PATCH}) },
             ],
@@ -117,6 +118,8 @@ fn conversation() -> Vec<Message> {
             content: vec![
                 // From another API (no id): cannot be resumed here, left out.
                 ContentBlock::Reasoning { text: "x".into(), signature: Some("sig".into()), id: None, redacted: false },
+                // Without its reasoning the message may not go back under its id: a plain string.
+                ContentBlock::Text { text: "Listing.".into(), id: Some("msg_2".into()) },
                 ContentBlock::ToolUse { id: "call_c".into(), name: "list_files".into(), input: Value::String("{oops".into()) },
             ],
         },

@@ -24,6 +24,7 @@ mod masking;
 mod mcp_conformance;
 mod mcp_protocol;
 mod mcp_servers;
+mod mcp_workload;
 mod module_graph;
 mod nightly;
 mod ollama_provider;

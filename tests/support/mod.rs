@@ -6,6 +6,7 @@ pub mod browser;
 pub mod cli;
 pub mod gemini_server;
 pub mod github_server;
+pub mod oauth_server;
 pub mod ollama_server;
 pub mod openai_server;
 pub mod provider;

@@ -69,11 +69,18 @@ pub struct McpServerConfig {
 }
 
 /// `oauth = { client_id, client_secret, scope, token_url }` of a `url` server: the
-/// client-credentials grant, the token endpoint discovered from the server unless given.
+/// client-credentials grant, the token endpoint discovered from the server unless given; or
+/// `grant = "jwt_bearer"` / `"token_exchange"` with the workload's identity token `assertion`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct McpOAuth {
-    /// The client id registered with the authorization server (may use `${VAR}`).
+    /// `client_credentials` (the default), `jwt_bearer` (RFC 7523) or `token_exchange`
+    /// (RFC 8693): the last two present the workload's identity token, `assertion`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant: Option<McpGrant>,
+    /// The client id registered with the authorization server (may use `${VAR}`); optional for
+    /// `jwt_bearer` and `token_exchange`.
+    #[serde(default)]
     pub client_id: String,
     /// Its secret, normally `${VAR}` (or set `private_key`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -88,6 +95,51 @@ pub struct McpOAuth {
     /// The token endpoint; by default discovered (RFC 9728 and RFC 8414).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_url: Option<String>,
+    /// The workload's identity token of `jwt_bearer` and `token_exchange`: `{ github_oidc = {
+    /// audience = "…" } }`, `{ file = "PATH" }` or `{ env = "VAR" }`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assertion: Option<McpAssertion>,
+    /// `token_exchange`: the kind of the assertion, `jwt` (the default), `id_token`,
+    /// `access_token` or a token-type URN.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject_token_type: Option<String>,
+    /// `token_exchange`: the kind of token asked for (same names); by default the server's choice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_token_type: Option<String>,
+    /// `token_exchange`: the `audience` parameter (the resource is always the MCP server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audience: Option<String>,
+}
+
+/// `oauth.grant`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum McpGrant {
+    /// A pre-registered client's own credentials.
+    #[default]
+    ClientCredentials,
+    /// RFC 7523: the assertion is the grant.
+    JwtBearer,
+    /// RFC 8693: the assertion is exchanged for a token.
+    TokenExchange,
+}
+
+/// `oauth.assertion`: where the workload's identity token comes from, afresh for each token
+/// request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum McpAssertion {
+    /// GitHub Actions' OIDC token (the job needs `permissions: id-token: write`), for
+    /// `audience` (default: the authorization server's issuer).
+    GithubOidc {
+        /// The `aud` asked for.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        audience: Option<String>,
+    },
+    /// A file holding the token (read again for each request; may use `${VAR}`).
+    File(String),
+    /// The variable holding the token.
+    Env(String),
 }
 
 impl McpServerConfig {
@@ -139,10 +191,8 @@ impl McpServerConfig {
         if let Some(var) = self.bearer_token_env_var.as_deref().filter(|v| v.is_empty() || v.contains(['=', '\0', '$'])) {
             push("bearer_token_env_var", format!("{var:?} is not a variable name (write the name, not `${{…}}`)"));
         }
-        if let Some(o) = &self.oauth
-            && o.client_secret.is_some() == o.private_key.is_some()
-        {
-            push("oauth", "set exactly one of `client_secret` and `private_key`".into());
+        for (field, message) in self.oauth.iter().flat_map(McpOAuth::problems) {
+            push(field, message);
         }
         if let Some(version) = self.protocol_version.as_deref().filter(|v| !super::protocol::SUPPORTED.contains(v)) {
             push("protocol_version", format!("{version:?} is not one of {}", super::protocol::SUPPORTED.join(", ")));
@@ -172,20 +222,7 @@ impl McpServerConfig {
             },
             None => None,
         };
-        let oauth = self.oauth.as_ref().map(|o| super::oauth::ClientCredentials {
-            client_id: expand(&o.client_id),
-            secret: match &o.private_key {
-                Some(key) => super::oauth::ClientSecret::PrivateKey(expand(key)),
-                None => super::oauth::ClientSecret::Secret(expand(o.client_secret.as_deref().unwrap_or_default())),
-            },
-            scope: o.scope.as_deref().map(expand),
-            token_url: o.token_url.as_deref().map(expand),
-        });
-        if let Some(o) = &oauth
-            && (o.client_id.is_empty() || o.secret.is_empty())
-        {
-            return Err(format!("`mcp_servers.{name}.oauth`: `client_id`, `client_secret` or `private_key` is empty (an unset ${{VAR}}?)"));
-        }
+        let oauth = self.oauth.as_ref().map(|o| o.client(name, env)).transpose()?;
         Ok(super::http::Credentials { headers, bearer, oauth })
     }
 
@@ -199,6 +236,7 @@ impl McpServerConfig {
         out.extend(self.bearer_token_env_var.as_ref().and_then(|var| env.get(var)).cloned());
         let oauth = self.oauth.iter().flat_map(|o| o.client_secret.iter().chain(&o.private_key));
         out.extend(oauth.map(|v| dracode_input::expand_vars(v, env)));
+        out.extend(self.oauth.iter().flat_map(|o| o.assertion_values(env)));
         out.retain(|v| v.trim().len() >= dracode_secrets::MIN_SECRET_LEN);
         out
     }

@@ -4,6 +4,7 @@
 //! OAuth client credentials ([`super::oauth`]) fetched when the server answers 401.
 
 use super::jsonrpc::{Asked, Failure, Outgoing, answer_server_request, response_of};
+use super::oauth::dpop::Binding;
 use super::oauth::{Challenge, ClientCredentials};
 use super::protocol::RpcError;
 use dracode_llm::stream::{Framer, Framing};
@@ -32,6 +33,10 @@ pub struct HttpLink {
     name: String,
     credentials: Credentials,
     token: tokio::sync::Mutex<Option<String>>,
+    /// DPoP: whether the token is bound to the run's key, and the server's nonce.
+    dpop: Arc<Binding>,
+    /// Tokens and assertions OAuth fetched, masked in everything the server answers.
+    fetched: Mutex<Vec<String>>,
     session: Mutex<Option<String>>,
     next_id: AtomicI64,
     /// What the server asked of dracode, and how to answer it.
@@ -58,6 +63,8 @@ impl HttpLink {
             name: name.to_string(),
             credentials,
             token: tokio::sync::Mutex::new(token),
+            dpop: Arc::default(),
+            fetched: Mutex::default(),
             session: Mutex::new(None),
             next_id: AtomicI64::new(1),
             asked: Arc::new(asked),
@@ -72,7 +79,7 @@ impl HttpLink {
     }
 
     async fn exchange(&self, out: &Outgoing) -> Result<Value, Failure> {
-        let (mut authenticated, mut reissued) = (false, false);
+        let (mut authenticated, mut reissued, mut nonced) = (false, false, false);
         if let (Some(version), Ok(mut kept)) = (&out.version, self.version.lock()) {
             *kept = Some(version.clone());
         }
@@ -81,6 +88,11 @@ impl HttpLink {
             let body = json!({"jsonrpc": "2.0", "id": id, "method": out.method, "params": out.params});
             let response = self.post(&body, out).await?;
             let status = response.status().as_u16();
+            let learned = self.dpop.learn(response.headers());
+            if status == 401 && learned && !nonced && Challenge::of(&response).use_dpop_nonce {
+                nonced = true;
+                continue;
+            }
             if status == 401 || (status == 403 && Challenge::of(&response).insufficient_scope) {
                 if !authenticated && self.authenticate(&Challenge::of(&response)).await? {
                     authenticated = true;
@@ -99,7 +111,7 @@ impl HttpLink {
     }
 
     async fn post(&self, body: &Value, out: &Outgoing) -> Result<reqwest::Response, Failure> {
-        let mut headers = self.base_headers(out.version.as_deref()).await;
+        let mut headers = self.base_headers("POST", out.version.as_deref()).await;
         insert(&mut headers, "mcp-method", &out.method);
         for (name, value) in &out.headers {
             insert(&mut headers, name, value);
@@ -108,8 +120,9 @@ impl HttpLink {
         request.send().await.map_err(|e| Failure::Broken(format!("cannot reach {}: {}", self.url, plain_error(&e))))
     }
 
-    /// The headers of every message: content types, version, session, configured headers, token.
-    async fn base_headers(&self, version: Option<&str>) -> HeaderMap {
+    /// The headers of every message: content types, version, session, configured headers, token
+    /// (and its DPoP proof for `method`).
+    async fn base_headers(&self, method: &str, version: Option<&str>) -> HeaderMap {
         let mut headers = HeaderMap::new();
         insert(&mut headers, "content-type", "application/json");
         insert(&mut headers, "accept", "application/json, text/event-stream");
@@ -123,9 +136,20 @@ impl HttpLink {
             insert(&mut headers, name, value);
         }
         if let Some(token) = self.token.lock().await.as_deref() {
-            insert(&mut headers, "authorization", &format!("Bearer {token}"));
+            let scheme = if self.dpop.is_bound() { "DPoP" } else { "Bearer" };
+            insert(&mut headers, "authorization", &format!("{scheme} {token}"));
+        }
+        if let Some(proof) = self.dpop.proof(method, &self.url) {
+            insert(&mut headers, "dpop", &proof);
         }
         headers
+    }
+
+    /// `text` with every token and assertion OAuth fetched masked (a careless server may echo
+    /// the `Authorization` header).
+    fn mask(&self, text: &str) -> String {
+        let fetched = self.fetched.lock().map(|f| f.clone()).unwrap_or_default();
+        fetched.iter().fold(text.to_string(), |text, secret| text.replace(secret.as_str(), dracode_secrets::MASK))
     }
 
     fn session_id(&self) -> Option<String> {
@@ -144,8 +168,12 @@ impl HttpLink {
         let Some(oauth) = &self.credentials.oauth else { return Ok(false) };
         let token = super::oauth::fetch_token(&self.client, &self.url, oauth, challenge)
             .await
-            .map_err(|e| Failure::Auth(format!("OAuth (client credentials) failed: {e}")))?;
-        *self.token.lock().await = Some(token);
+            .map_err(|e| Failure::Auth(format!("OAuth ({}) failed: {e}", oauth.grant.label())))?;
+        if let Ok(mut fetched) = self.fetched.lock() {
+            fetched.extend(token.sent.into_iter().chain([token.access_token.clone()]).filter(|t| t.len() >= 8));
+        }
+        self.dpop.bind(token.dpop.then(|| token.access_token.clone()));
+        *self.token.lock().await = Some(token.access_token);
         Ok(true)
     }
 
@@ -167,6 +195,7 @@ impl HttpLink {
             return self.read_stream(response, id).await;
         }
         let text = response.text().await.map_err(|e| Failure::Broken(format!("reading the answer failed: {}", plain_error(&e))))?;
+        let text = self.mask(&text);
         let parsed: Option<Value> = serde_json::from_str(&text).ok();
         if let Some(error) = parsed.as_ref().and_then(|v| v.get("error")) {
             return Ok(Answer::Done(Err(Failure::Rpc(RpcError::from_value(error)))));
@@ -187,7 +216,7 @@ impl HttpLink {
                 return Ok(Answer::Ended(framer.last_id().map(str::to_string), framer.retry_ms()));
             };
             for event in framer.push(&chunk) {
-                let Ok(message) = serde_json::from_str::<Value>(&event.data) else { continue };
+                let Ok(message) = serde_json::from_str::<Value>(&self.mask(&event.data)) else { continue };
                 if let Some(reply) = answer_server_request(&message, &self.asked) {
                     self.send_reply(&reply).await;
                 } else if let Some((got, answer)) = response_of(&message)
@@ -203,7 +232,7 @@ impl HttpLink {
     /// `Last-Event-ID` after its `retry`, and read the answer there.
     async fn resume(&self, id: i64, last: &str, retry: Option<u64>) -> Result<Value, Failure> {
         tokio::time::sleep(Duration::from_millis(retry.unwrap_or(1000))).await;
-        let mut headers = self.base_headers(None).await;
+        let mut headers = self.base_headers("GET", None).await;
         insert(&mut headers, "last-event-id", last);
         headers.remove("content-type");
         let response = self.client.get(&self.url).headers(headers).send().await;
@@ -216,7 +245,7 @@ impl HttpLink {
 
     async fn send_reply(&self, reply: &Value) {
         let version = self.version.lock().ok().and_then(|v| v.clone());
-        let headers = self.base_headers(version.as_deref()).await;
+        let headers = self.base_headers("POST", version.as_deref()).await;
         post_reply(&self.client, &self.url, headers, reply).await;
     }
 
@@ -226,7 +255,7 @@ impl HttpLink {
     /// GET (its stream is registered before the first call can ask anything on it), or after
     /// `limit`; a server without one (405) is left alone.
     pub async fn listen(&self, version: &str, limit: Duration) {
-        let mut headers = self.base_headers(Some(version)).await;
+        let mut headers = self.base_headers("GET", Some(version)).await;
         insert(&mut headers, "accept", "text/event-stream");
         headers.remove("content-type");
         let opened = tokio::time::timeout(limit, self.client.get(&self.url).headers(headers.clone()).send()).await;
@@ -238,14 +267,18 @@ impl HttpLink {
         }
         insert(&mut headers, "content-type", "application/json");
         insert(&mut headers, "accept", "application/json, text/event-stream");
-        let (client, url, asked) = (self.client.clone(), self.url.clone(), self.asked.clone());
+        let (client, url, asked, dpop) = (self.client.clone(), self.url.clone(), self.asked.clone(), self.dpop.clone());
         let task = tokio::spawn(async move {
             let mut framer = Framer::new(Framing::Sse);
             while let Ok(Some(chunk)) = response.chunk().await {
                 for event in framer.push(&chunk) {
                     let Ok(message) = serde_json::from_str::<Value>(&event.data) else { continue };
                     if let Some(reply) = answer_server_request(&message, &asked) {
-                        post_reply(&client, &url, headers.clone(), &reply).await;
+                        let mut headers = headers.clone();
+                        if let Some(proof) = dpop.proof("POST", &url) {
+                            insert(&mut headers, "dpop", &proof);
+                        }
+                        post_reply(&client, &url, headers, &reply).await;
                     }
                 }
             }
@@ -257,7 +290,7 @@ impl HttpLink {
 
     /// Posts a notification (a legacy server's `notifications/initialized`).
     pub async fn notify(&self, method: &str, params: Value, version: Option<&str>) {
-        let mut headers = self.base_headers(version).await;
+        let mut headers = self.base_headers("POST", version).await;
         insert(&mut headers, "mcp-method", method);
         let body = json!({"jsonrpc": "2.0", "method": method, "params": params});
         let _ = self.client.post(&self.url).headers(headers).body(body.to_string()).send().await;
@@ -269,7 +302,7 @@ impl HttpLink {
             listener.abort();
         }
         if self.session_id().is_some() {
-            let headers = self.base_headers(None).await;
+            let headers = self.base_headers("DELETE", None).await;
             let _ = tokio::time::timeout(Duration::from_secs(2), self.client.delete(&self.url).headers(headers).send()).await;
         }
     }

@@ -7,11 +7,14 @@
 
 mod client_auth;
 mod discovery;
+pub mod dpop;
+pub mod workload;
 
 use base64::Engine;
 use client_auth::{client_assertion, encode};
 use discovery::{Discovered, discover};
 use serde_json::Value;
+pub use workload::{Assertion, Grant};
 
 /// `oauth` of a `url` server, with `${VAR}` expanded.
 #[derive(Clone)]
@@ -24,6 +27,8 @@ pub struct ClientCredentials {
     pub scope: Option<String>,
     /// The token endpoint, skipping discovery.
     pub token_url: Option<String>,
+    /// The grant asked for.
+    pub grant: Grant,
 }
 
 /// A client's proof of identity.
@@ -33,6 +38,8 @@ pub enum ClientSecret {
     Secret(String),
     /// `private_key_jwt`: an EC P-256 key (PKCS#8 PEM) signing an ES256 assertion.
     PrivateKey(String),
+    /// None: the grant's assertion is the proof (`client_id` sent when given).
+    None,
 }
 
 impl ClientSecret {
@@ -40,6 +47,7 @@ impl ClientSecret {
     pub fn is_empty(&self) -> bool {
         match self {
             ClientSecret::Secret(s) | ClientSecret::PrivateKey(s) => s.trim().is_empty(),
+            ClientSecret::None => false,
         }
     }
 }
@@ -53,6 +61,10 @@ pub struct Challenge {
     pub scope: Option<String>,
     /// `error="insufficient_scope"`.
     pub insufficient_scope: bool,
+    /// The `DPoP` scheme (RFC 9449).
+    pub dpop: bool,
+    /// `error="use_dpop_nonce"`.
+    pub use_dpop_nonce: bool,
 }
 
 impl Challenge {
@@ -63,6 +75,8 @@ impl Challenge {
             resource_metadata: param(header, "resource_metadata"),
             scope: param(header, "scope"),
             insufficient_scope: param(header, "error").as_deref() == Some("insufficient_scope"),
+            dpop: header.get(..5).is_some_and(|s| s.eq_ignore_ascii_case("dpop ")) || header.contains(", DPoP "),
+            use_dpop_nonce: param(header, "error").as_deref() == Some("use_dpop_nonce"),
         }
     }
 }
@@ -76,30 +90,69 @@ fn param(header: &str, key: &str) -> Option<String> {
     }
 }
 
-/// A token for `server_url` from the client-credentials grant.
+/// An access token, and what else the request sent that must be masked.
+pub struct Token {
+    /// The access token.
+    pub access_token: String,
+    /// Whether it is DPoP-bound (`token_type: DPoP`): each request proves the run's key.
+    pub dpop: bool,
+    /// Credentials the token request carried (a workload's assertion), to mask.
+    pub sent: Vec<String>,
+}
+
+/// A token for `server_url` from the configured grant, proving the run's DPoP key when the
+/// server asks for DPoP (its challenge or its authorization server's metadata).
 pub async fn fetch_token(
     client: &reqwest::Client,
     server_url: &str,
     creds: &ClientCredentials,
     challenge: &Challenge,
-) -> Result<String, String> {
+) -> Result<Token, String> {
     let found = match &creds.token_url {
-        Some(url) => {
-            Discovered { token_url: url.clone(), issuer: url.clone(), methods: Vec::new(), resource: server_url.to_string(), scopes: None }
-        }
+        Some(url) => Discovered {
+            token_url: url.clone(),
+            issuer: url.clone(),
+            methods: Vec::new(),
+            resource: server_url.to_string(),
+            scopes: None,
+            dpop: false,
+        },
         None => discover(client, server_url, challenge).await?,
     };
     let token_url = found.token_url.clone();
     let scope = creds.scope.clone().or_else(|| challenge.scope.clone()).or(found.scopes.clone());
-    let mut form = vec![("grant_type", "client_credentials".to_string()), ("resource", found.resource.clone())];
+    let (mut form, sent) = creds.grant.form(client, &found.issuer).await?;
+    form.push(("resource", found.resource.clone()));
     if let Some(scope) = scope {
         form.push(("scope", scope));
     }
+    let request = client.post(&token_url).header("content-type", "application/x-www-form-urlencoded").header("accept", "application/json");
+    let request = authenticate_client(request, &mut form, creds, &found)?;
+    let body: Vec<String> = form.iter().map(|(k, v)| format!("{k}={}", encode(v))).collect();
+    let (status, answer) = dpop::token_request(request.body(body.join("&")), &token_url, challenge.dpop || found.dpop).await?;
+    match answer.get("access_token").and_then(Value::as_str) {
+        Some(token) if status.is_success() => {
+            let dpop = answer.get("token_type").and_then(Value::as_str).is_some_and(|t| t.eq_ignore_ascii_case("dpop"));
+            Ok(Token { access_token: token.to_string(), dpop, sent })
+        }
+        _ => {
+            let why = answer.get("error").and_then(Value::as_str).unwrap_or("no access_token");
+            let blame = creds.grant.blame(why, &found.issuer);
+            Err(format!("the token endpoint {token_url} answered HTTP {} ({why}): {blame}", status.as_u16()))
+        }
+    }
+}
+
+/// Adds the client's proof of identity to a token request (Basic auth, or to `form`).
+fn authenticate_client(
+    request: reqwest::RequestBuilder,
+    form: &mut Vec<(&'static str, String)>,
+    creds: &ClientCredentials,
+    found: &Discovered,
+) -> Result<reqwest::RequestBuilder, String> {
     let methods = &found.methods;
     let post_only =
         !methods.is_empty() && !methods.iter().any(|m| m == "client_secret_basic") && methods.iter().any(|m| m == "client_secret_post");
-    let mut request =
-        client.post(&token_url).header("content-type", "application/x-www-form-urlencoded").header("accept", "application/json");
     match &creds.secret {
         ClientSecret::PrivateKey(pem) => {
             form.push(("client_id", creds.client_id.clone()));
@@ -112,23 +165,13 @@ pub async fn fetch_token(
         }
         ClientSecret::Secret(secret) => {
             let pair = format!("{}:{}", encode(&creds.client_id), encode(secret));
-            request = request.header("authorization", format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(pair)));
+            let basic = format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(pair));
+            return Ok(request.header("authorization", basic));
         }
+        ClientSecret::None if !creds.client_id.is_empty() => form.push(("client_id", creds.client_id.clone())),
+        ClientSecret::None => {}
     }
-    let body: Vec<String> = form.iter().map(|(k, v)| format!("{k}={}", encode(v))).collect();
-    let response = request.body(body.join("&")).send().await.map_err(|_| format!("cannot reach the token endpoint {token_url}"))?;
-    let status = response.status();
-    let answer: Value = response.json().await.unwrap_or_default();
-    match answer.get("access_token").and_then(Value::as_str) {
-        Some(token) if status.is_success() => Ok(token.to_string()),
-        _ => {
-            let why = answer.get("error").and_then(Value::as_str).unwrap_or("no access_token");
-            Err(format!(
-                "the token endpoint {token_url} answered HTTP {} ({why}): check `oauth.client_id` and its `client_secret` or `private_key`",
-                status.as_u16()
-            ))
-        }
-    }
+    Ok(request)
 }
 
 #[cfg(test)]

@@ -17,6 +17,8 @@ pub(super) struct Discovered {
     pub(super) resource: String,
     /// `scopes_supported`, space-separated.
     pub(super) scopes: Option<String>,
+    /// Whether the authorization server offers DPoP with ES256.
+    pub(super) dpop: bool,
 }
 
 /// The token endpoint, its auth methods, the resource to ask for and the supported scopes.
@@ -44,7 +46,8 @@ pub(super) async fn discover(client: &reqwest::Client, server_url: &str, challen
     let scopes = strings(prm.get("scopes_supported"));
     let scopes = (!scopes.is_empty()).then(|| scopes.join(" "));
     let issuer = meta.get("issuer").and_then(Value::as_str).unwrap_or(issuer).to_string();
-    Ok(Discovered { token_url: token_url.to_string(), issuer, methods, resource, scopes })
+    let dpop = super::dpop::offered(&meta);
+    Ok(Discovered { token_url: token_url.to_string(), issuer, methods, resource, scopes, dpop })
 }
 
 /// Whether the protected resource `resource` is the server's URL or a parent of it (same

@@ -198,7 +198,10 @@ impl State {
                         .insert_header("DPoP-Nonce", AS_NONCE)
                         .set_body_json(json!({"error": "use_dpop_nonce"}));
                 }
-                Err(why) => return refuse(&why),
+                Err(why) => {
+                    self.log(format!("token {short} refused: {why}"));
+                    return ResponseTemplate::new(400).set_body_json(json!({"error": "invalid_dpop_proof", "error_description": why}));
+                }
             }
         } else {
             None

@@ -140,6 +140,18 @@ pub enum McpAssertion {
     File(String),
     /// The variable holding the token.
     Env(String),
+    /// Enterprise-managed authorization: `subject` (an ID token from one of the sources above)
+    /// exchanged at the identity provider's `token_url` for an identity assertion grant
+    /// (ID-JAG) for the authorization server and the MCP server.
+    IdJag {
+        /// The identity provider's token endpoint.
+        token_url: String,
+        /// The client id dracode has there.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        client_id: Option<String>,
+        /// The ID token exchanged.
+        subject: Box<McpAssertion>,
+    },
 }
 
 impl McpServerConfig {

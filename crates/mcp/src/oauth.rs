@@ -121,7 +121,7 @@ pub async fn fetch_token(
     };
     let token_url = found.token_url.clone();
     let scope = creds.scope.clone().or_else(|| challenge.scope.clone()).or(found.scopes.clone());
-    let (mut form, sent) = creds.grant.form(client, &found.issuer).await?;
+    let (mut form, sent) = creds.grant.form(client, &found.issuer, &found.resource).await?;
     form.push(("resource", found.resource.clone()));
     if let Some(scope) = scope {
         form.push(("scope", scope));

@@ -50,6 +50,17 @@ pub enum Assertion {
         /// The audience asked for.
         audience: Option<String>,
     },
+    /// Enterprise-managed authorization: `subject` (an ID token) exchanged at the identity
+    /// provider's `token_url` for an identity assertion authorization grant (ID-JAG) for the
+    /// authorization server and the MCP server.
+    IdJag {
+        /// The identity provider's token endpoint.
+        token_url: String,
+        /// The client id dracode has at the identity provider.
+        client_id: Option<String>,
+        /// The ID token exchanged.
+        subject: Box<Assertion>,
+    },
 }
 
 impl Grant {
@@ -63,16 +74,23 @@ impl Grant {
     }
 
     /// The form of its token request (`grant_type` and what the grant needs) and the
-    /// credentials sent in it (to mask); `issuer` is the default audience of an OIDC token.
-    pub(super) async fn form(&self, client: &reqwest::Client, issuer: &str) -> Result<(Vec<(&'static str, String)>, Vec<String>), String> {
+    /// credentials fetched for it (to mask); `issuer` is the default audience of an OIDC token,
+    /// `resource` the MCP server's.
+    pub(super) async fn form(
+        &self,
+        client: &reqwest::Client,
+        issuer: &str,
+        resource: &str,
+    ) -> Result<(Vec<(&'static str, String)>, Vec<String>), String> {
+        let mut sent = Vec::new();
         match self {
-            Grant::ClientCredentials => Ok((vec![("grant_type", "client_credentials".into())], Vec::new())),
+            Grant::ClientCredentials => Ok((vec![("grant_type", "client_credentials".into())], sent)),
             Grant::JwtBearer(assertion) => {
-                let jwt = assertion.fetch(client, issuer).await?;
-                Ok((vec![("grant_type", JWT_BEARER.into()), ("assertion", jwt.clone())], vec![jwt]))
+                let jwt = assertion.fetch(client, issuer, resource, &mut sent).await?;
+                Ok((vec![("grant_type", JWT_BEARER.into()), ("assertion", jwt)], sent))
             }
             Grant::TokenExchange { subject, subject_token_type, requested_token_type, audience } => {
-                let jwt = subject.fetch(client, issuer).await?;
+                let jwt = subject.fetch(client, issuer, resource, &mut sent).await?;
                 let mut form = vec![
                     ("grant_type", TOKEN_EXCHANGE.to_string()),
                     ("subject_token", jwt.clone()),
@@ -80,13 +98,16 @@ impl Grant {
                 ];
                 form.extend(requested_token_type.iter().map(|t| ("requested_token_type", t.clone())));
                 form.extend(audience.iter().map(|a| ("audience", a.clone())));
-                Ok((form, vec![jwt]))
+                Ok((form, sent))
             }
         }
     }
 
     /// What to check when the authorization server refused the grant with `error`.
     pub(super) fn blame(&self, error: &str, issuer: &str) -> String {
+        if error == "invalid_dpop_proof" {
+            return "the authorization server refused dracode's DPoP proof (ES256, `htu` the token endpoint)".into();
+        }
         let assertion = match self {
             Grant::JwtBearer(a) | Grant::TokenExchange { subject: a, .. } if error != "invalid_client" => a,
             _ => return "check `oauth.client_id` and its `client_secret` or `private_key`".into(),
@@ -97,14 +118,27 @@ impl Grant {
             }
             Assertion::File(path) => format!("the token in {path}"),
             Assertion::Value(_) => "the token of its variable".into(),
+            Assertion::IdJag { token_url, .. } => format!("the identity assertion grant from {token_url}"),
         };
         format!("the authorization server refused {whence}: check `oauth.assertion` (and the trust the server grants it)")
     }
 }
 
 impl Assertion {
-    /// The identity token, read or fetched now.
-    async fn fetch(&self, client: &reqwest::Client, issuer: &str) -> Result<String, String> {
+    /// The identity token, read or fetched now (kept in `sent`, with what it was made from).
+    async fn fetch(&self, client: &reqwest::Client, issuer: &str, resource: &str, sent: &mut Vec<String>) -> Result<String, String> {
+        let token = match self {
+            Assertion::IdJag { token_url, client_id, subject } => {
+                let id_token = Box::pin(subject.fetch(client, issuer, resource, sent)).await?;
+                id_jag(client, token_url, client_id.as_deref(), &id_token, issuer, resource).await?
+            }
+            _ => self.read(client, issuer).await?,
+        };
+        sent.push(token.clone());
+        Ok(token)
+    }
+
+    async fn read(&self, client: &reqwest::Client, issuer: &str) -> Result<String, String> {
         match self {
             Assertion::Value(value) => Ok(value.clone()),
             Assertion::File(path) => match std::fs::read_to_string(path) {
@@ -113,6 +147,40 @@ impl Assertion {
                 Err(e) => Err(format!("cannot read `oauth.assertion` file {path}: {e}")),
             },
             Assertion::GithubOidc { url, token, audience } => github_oidc(client, url, token, audience.as_deref().unwrap_or(issuer)).await,
+            Assertion::IdJag { .. } => Err("`oauth.assertion`: an `id_jag` cannot be the subject of another".into()),
+        }
+    }
+}
+
+/// The ID-JAG the identity provider at `token_url` exchanges `id_token` for (RFC 8693,
+/// `requested_token_type` id-jag), for the authorization server `issuer` and `resource`.
+async fn id_jag(
+    client: &reqwest::Client,
+    token_url: &str,
+    client_id: Option<&str>,
+    id_token: &str,
+    issuer: &str,
+    resource: &str,
+) -> Result<String, String> {
+    let mut form = vec![
+        ("grant_type", TOKEN_EXCHANGE),
+        ("requested_token_type", "urn:ietf:params:oauth:token-type:id-jag"),
+        ("subject_token", id_token),
+        ("subject_token_type", "urn:ietf:params:oauth:token-type:id_token"),
+        ("audience", issuer),
+        ("resource", resource),
+    ];
+    form.extend(client_id.map(|id| ("client_id", id)));
+    let body: Vec<String> = form.iter().map(|(k, v)| format!("{k}={}", super::client_auth::encode(v))).collect();
+    let request = client.post(token_url).header("content-type", "application/x-www-form-urlencoded").header("accept", "application/json");
+    let response = request.body(body.join("&")).send().await.map_err(|_| format!("`oauth.assertion.id_jag`: cannot reach {token_url}"))?;
+    let status = response.status();
+    let answer: Value = response.json().await.unwrap_or_default();
+    match answer.get("access_token").and_then(Value::as_str) {
+        Some(jag) if status.is_success() => Ok(jag.to_string()),
+        _ => {
+            let why = answer.get("error").and_then(Value::as_str).unwrap_or("no access_token");
+            Err(format!("the identity provider {token_url} answered HTTP {} ({why}): check `oauth.assertion.id_jag`", status.as_u16()))
         }
     }
 }
@@ -221,24 +289,8 @@ impl McpOAuth {
 
     fn grant_of(&self, name: &str, env: &BTreeMap<String, String>) -> Result<Grant, String> {
         let expand = |text: &str| dracode_input::expand_vars(text, env);
-        let field = format!("`mcp_servers.{name}.oauth.assertion`");
-        let assertion = match &self.assertion {
-            None => return Ok(Grant::ClientCredentials),
-            Some(McpAssertion::File(path)) => Assertion::File(expand(path)),
-            Some(McpAssertion::Env(var)) => match env.get(var).map(|v| v.trim()).filter(|v| !v.is_empty()) {
-                Some(value) => Assertion::Value(value.to_string()),
-                None => return Err(format!("{field}: {var} is not set")),
-            },
-            Some(McpAssertion::GithubOidc { audience }) => {
-                let var = |v: &str| env.get(v).filter(|s| !s.trim().is_empty()).cloned();
-                let (Some(url), Some(token)) = (var("ACTIONS_ID_TOKEN_REQUEST_URL"), var("ACTIONS_ID_TOKEN_REQUEST_TOKEN")) else {
-                    return Err(format!(
-                        "{field}: ACTIONS_ID_TOKEN_REQUEST_URL and ACTIONS_ID_TOKEN_REQUEST_TOKEN are not set: GitHub Actions sets them for a job with `permissions: id-token: write`"
-                    ));
-                };
-                Assertion::GithubOidc { url, token, audience: audience.as_deref().map(expand) }
-            }
-        };
+        let Some(assertion) = &self.assertion else { return Ok(Grant::ClientCredentials) };
+        let assertion = assertion.resolve(&format!("`mcp_servers.{name}.oauth.assertion`"), env)?;
         Ok(match self.grant.unwrap_or_default() {
             McpGrant::TokenExchange => Grant::TokenExchange {
                 subject: assertion,
@@ -256,19 +308,57 @@ impl McpOAuth {
 
     /// The values of its assertion known before the run (a variable's, a file's), for masking.
     pub fn assertion_values(&self, env: &BTreeMap<String, String>) -> Vec<String> {
-        match &self.assertion {
-            Some(McpAssertion::Env(var)) => env.get(var).map(|v| v.trim().to_string()).into_iter().collect(),
-            Some(McpAssertion::File(path)) => {
-                std::fs::read_to_string(dracode_input::expand_vars(path, env)).map(|t| t.trim().to_string()).into_iter().collect()
-            }
-            _ => Vec::new(),
-        }
+        self.assertion.as_ref().map(|a| a.values(env)).unwrap_or_default()
     }
 }
 
 impl McpAssertion {
+    fn values(&self, env: &BTreeMap<String, String>) -> Vec<String> {
+        match self {
+            McpAssertion::Env(var) => env.get(var).map(|v| v.trim().to_string()).into_iter().collect(),
+            McpAssertion::File(path) => {
+                std::fs::read_to_string(dracode_input::expand_vars(path, env)).map(|t| t.trim().to_string()).into_iter().collect()
+            }
+            McpAssertion::IdJag { subject, .. } => subject.values(env),
+            McpAssertion::GithubOidc { .. } => Vec::new(),
+        }
+    }
+
+    /// The source, with `${VAR}` expanded and variables read from `env`; `field` names it.
+    fn resolve(&self, field: &str, env: &BTreeMap<String, String>) -> Result<Assertion, String> {
+        let expand = |text: &str| dracode_input::expand_vars(text, env);
+        Ok(match self {
+            McpAssertion::File(path) => Assertion::File(expand(path)),
+            McpAssertion::Env(var) => match env.get(var).map(|v| v.trim()).filter(|v| !v.is_empty()) {
+                Some(value) => Assertion::Value(value.to_string()),
+                None => return Err(format!("{field}: {var} is not set")),
+            },
+            McpAssertion::GithubOidc { audience } => {
+                let var = |v: &str| env.get(v).filter(|s| !s.trim().is_empty()).cloned();
+                let (Some(url), Some(token)) = (var("ACTIONS_ID_TOKEN_REQUEST_URL"), var("ACTIONS_ID_TOKEN_REQUEST_TOKEN")) else {
+                    return Err(format!(
+                        "{field}: ACTIONS_ID_TOKEN_REQUEST_URL and ACTIONS_ID_TOKEN_REQUEST_TOKEN are not set: GitHub Actions sets them for a job with `permissions: id-token: write`"
+                    ));
+                };
+                Assertion::GithubOidc { url, token, audience: audience.as_deref().map(expand) }
+            }
+            McpAssertion::IdJag { token_url, client_id, subject } => Assertion::IdJag {
+                token_url: expand(token_url),
+                client_id: client_id.as_deref().map(expand),
+                subject: Box::new(subject.resolve(field, env)?),
+            },
+        })
+    }
+
     fn problem(&self) -> Option<String> {
         match self {
+            McpAssertion::IdJag { subject, .. } if matches!(**subject, McpAssertion::IdJag { .. }) => Some(
+                "the `subject` of an `id_jag` is an ID token: `{ env = \"VAR\" }`, `{ file = \"PATH\" }` or `{ github_oidc = {} }`".into(),
+            ),
+            McpAssertion::IdJag { token_url, .. } if !(token_url.starts_with("http://") || token_url.starts_with("https://")) => {
+                Some(format!("`id_jag.token_url` {token_url:?} is not an http:// or https:// URL"))
+            }
+            McpAssertion::IdJag { subject, .. } => subject.problem(),
             McpAssertion::Env(var) if var.is_empty() || var.contains(['=', '\0', '$']) => {
                 Some(format!("`env = {var:?}` is not a variable name (write the name, not `${{…}}`)"))
             }

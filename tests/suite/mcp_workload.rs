@@ -138,6 +138,22 @@ async fn the_assertion_may_come_from_a_file_or_a_variable_and_token_exchange_pre
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn enterprise_managed_authorization_exchanges_the_id_token_at_the_idp_for_the_grant() {
+    let tmp = tempfile::tempdir().unwrap();
+    let world = OAuthWorld::start(REQUEST_TOKEN, Demands::default()).await;
+    let id_jag = json!({"token_url": format!("{}/idp/token", world.issuer()), "client_id": "idp-client", "subject": {"env": "ID_TOKEN"}});
+    let oauth = json!({"grant": "jwt_bearer", "client_id": "xaa", "client_secret": "${XAA_SECRET}", "assertion": {"id_jag": id_jag}});
+    let env = vec![("ID_TOKEN".to_string(), world.issue("idp-client")), ("XAA_SECRET".to_string(), "xaa-secret-value".to_string())];
+    let (code, printed) = probe(tmp.path(), json!({"url": world.mcp_url(), "timeout": "20s", "oauth": oauth}), env).await;
+    assert_eq!(code, 0, "{printed}\n{:?}", world.events());
+    let events = world.events();
+    let exchanged = events.iter().position(|e| e == "idp exchange ok");
+    let granted = events.iter().position(|e| e == "token jwt-bearer ok client=xaa");
+    assert!(exchanged.is_some() && exchanged < granted, "{events:?}");
+    assert!(printed.contains("echo: hi [Authorization: Bearer [REDACTED]]"), "{printed}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn dpop_binds_the_token_and_every_request_proves_the_key_with_the_servers_nonces() {
     let (tmp, _repo) = project();
     let dir = tmp.path().canonicalize().unwrap();

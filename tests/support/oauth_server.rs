@@ -127,6 +127,7 @@ impl Respond for Responder {
                 ResponseTemplate::new(200).set_body_json(meta)
             }
             "/token" => state.token(request),
+            "/idp/token" => state.idp(request),
             "/mcp" => state.mcp(request),
             _ => ResponseTemplate::new(404),
         }
@@ -158,6 +159,30 @@ impl State {
         let audience = query.get("audience").cloned().unwrap_or_default();
         self.log(format!("oidc {audience}"));
         ResponseTemplate::new(200).set_body_json(json!({"count": 1, "value": self.issue(&audience)}))
+    }
+
+    /// The enterprise identity provider: exchanges an ID token it issued (audience `idp-client`)
+    /// for an ID-JAG for this world's authorization server and MCP server.
+    fn idp(&self, request: &Request) -> ResponseTemplate {
+        let form = form_of(&request.body);
+        let get = |k: &str| form.get(k).map(String::as_str).unwrap_or_default();
+        let claims = get("subject_token").split('.').nth(1).and_then(|c| B64.decode(c).ok());
+        let aud = claims.and_then(|c| serde_json::from_slice::<Value>(&c).ok()).map(|c| c["aud"].clone()).unwrap_or_default();
+        let expected = [
+            get("grant_type") == "urn:ietf:params:oauth:grant-type:token-exchange",
+            get("requested_token_type") == "urn:ietf:params:oauth:token-type:id-jag",
+            get("subject_token_type") == "urn:ietf:params:oauth:token-type:id_token",
+            self.issued.lock().unwrap().contains(get("subject_token")) && aud == "idp-client",
+            get("audience") == self.base && get("resource") == format!("{}/mcp", self.base) && get("client_id") == "idp-client",
+        ];
+        if expected.contains(&false) {
+            self.log(format!("idp refused: {expected:?}"));
+            return ResponseTemplate::new(400).set_body_json(json!({"error": "invalid_request"}));
+        }
+        self.log("idp exchange ok".into());
+        let jag = self.issue(&self.base);
+        let issued = "urn:ietf:params:oauth:token-type:id-jag";
+        ResponseTemplate::new(200).set_body_json(json!({"access_token": jag, "issued_token_type": issued, "token_type": "N_A"}))
     }
 
     /// Whether `jwt` is an assertion this world issued for its issuer.
@@ -209,8 +234,14 @@ impl State {
         let n = self.tokens.lock().unwrap().len();
         let token = format!("at-{n}-{}-issued-by-the-fake-as", std::process::id());
         self.tokens.lock().unwrap().insert(token.clone(), key);
-        let audience = form.get("audience").map(|a| format!(" audience={a}")).unwrap_or_default();
-        self.log(format!("token {short} ok{audience}"));
+        let mut details = form.get("audience").map(|a| format!(" audience={a}")).unwrap_or_default();
+        let basic = header(request, "authorization")
+            .strip_prefix("Basic ")
+            .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok().map(|d| String::from_utf8_lossy(&d).into_owned()));
+        if let Some((id, _)) = basic.as_deref().and_then(|b| b.split_once(':')) {
+            details.push_str(&format!(" client={id}"));
+        }
+        self.log(format!("token {short} ok{details}"));
         let token_type = if self.demands.dpop { "DPoP" } else { "Bearer" };
         ResponseTemplate::new(200).set_body_json(json!({"access_token": token, "token_type": token_type, "expires_in": 300}))
     }

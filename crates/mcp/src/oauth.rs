@@ -70,7 +70,9 @@ pub struct Challenge {
 impl Challenge {
     /// Reads the `WWW-Authenticate` header of `response`.
     pub fn of(response: &reqwest::Response) -> Challenge {
-        let header = response.headers().get("www-authenticate").and_then(|v| v.to_str().ok()).unwrap_or("");
+        let all: Vec<&str> = response.headers().get_all("www-authenticate").iter().filter_map(|v| v.to_str().ok()).collect();
+        let header = all.join(", ");
+        let header = header.as_str();
         Challenge {
             resource_metadata: param(header, "resource_metadata"),
             scope: param(header, "scope"),

@@ -320,7 +320,7 @@ impl McpAssertion {
                 std::fs::read_to_string(dracode_input::expand_vars(path, env)).map(|t| t.trim().to_string()).into_iter().collect()
             }
             McpAssertion::IdJag { subject, .. } => subject.values(env),
-            McpAssertion::GithubOidc { .. } => Vec::new(),
+            McpAssertion::GithubOidc { .. } => env.get("ACTIONS_ID_TOKEN_REQUEST_TOKEN").cloned().into_iter().collect(),
         }
     }
 

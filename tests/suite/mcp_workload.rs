@@ -138,6 +138,21 @@ async fn the_assertion_may_come_from_a_file_or_a_variable_and_token_exchange_pre
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn an_expired_token_is_replaced_with_a_fresh_oidc_token_and_a_new_grant() {
+    let tmp = tempfile::tempdir().unwrap();
+    let world = OAuthWorld::start(REQUEST_TOKEN, Demands { token_uses: Some(2), ..Demands::default() }).await;
+    let oauth = json!({"grant": "jwt_bearer", "assertion": {"github_oidc": {}}});
+    let (code, printed) = probe(tmp.path(), json!({"url": world.mcp_url(), "timeout": "20s", "oauth": oauth}), github_env(&world)).await;
+    assert_eq!(code, 0, "{printed}\n{:?}", world.events());
+    assert!(printed.contains("echo: hi [Authorization: Bearer [REDACTED]]"), "{printed}");
+    let events = world.events();
+    let fetched = events.iter().filter(|e| e.starts_with("oidc http")).count();
+    let granted = events.iter().filter(|e| *e == "token jwt-bearer ok").count();
+    assert!(fetched >= 2 && fetched == granted, "a fresh assertion for each token request: {events:?}");
+    assert_eq!(world.secrets().len(), 2 * fetched, "each assertion different, each token too");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn enterprise_managed_authorization_exchanges_the_id_token_at_the_idp_for_the_grant() {
     let tmp = tempfile::tempdir().unwrap();
     let world = OAuthWorld::start(REQUEST_TOKEN, Demands::default()).await;
@@ -157,7 +172,7 @@ async fn enterprise_managed_authorization_exchanges_the_id_token_at_the_idp_for_
 async fn dpop_binds_the_token_and_every_request_proves_the_key_with_the_servers_nonces() {
     let (tmp, _repo) = project();
     let dir = tmp.path().canonicalize().unwrap();
-    let world = OAuthWorld::start(REQUEST_TOKEN, Demands { dpop: true, nonces: true, dpop_challenge: true }).await;
+    let world = OAuthWorld::start(REQUEST_TOKEN, Demands { dpop: true, nonces: true, dpop_challenge: true, token_uses: None }).await;
     let oauth = "{ grant = \"jwt_bearer\", assertion = { github_oidc = {} } }";
     let (code, printed, all, answer) = run_calling_echo(&dir, &server(&world.mcp_url(), oauth), github_env(&world)).await;
     let events = world.events();

@@ -30,6 +30,8 @@ pub struct Demands {
     pub nonces: bool,
     /// The challenge uses the `DPoP` scheme (else `Bearer`).
     pub dpop_challenge: bool,
+    /// An access token expires after this many requests to the MCP server.
+    pub token_uses: Option<usize>,
 }
 
 #[derive(Default)]
@@ -42,6 +44,8 @@ struct State {
     /// Access tokens issued, with the key (jwk `x`) bound to each.
     tokens: Mutex<BTreeMap<String, Option<String>>>,
     jtis: Mutex<BTreeSet<String>>,
+    /// Requests the MCP server accepted, by token.
+    uses: Mutex<BTreeMap<String, usize>>,
     /// The `Authorization` and `DPoP` headers of the last POST the MCP server accepted.
     last: Mutex<Option<(String, String)>>,
     events: Mutex<Vec<String>>,
@@ -295,7 +299,9 @@ impl State {
         let auth = header(request, "authorization");
         let scheme = if self.demands.dpop { "DPoP" } else { "Bearer" };
         let token = auth.strip_prefix(&format!("{scheme} ")).unwrap_or_default().to_string();
-        let bound = self.tokens.lock().unwrap().get(&token).cloned();
+        let used = *self.uses.lock().unwrap().entry(token.clone()).and_modify(|n| *n += 1).or_insert(1);
+        let expired = self.demands.token_uses.is_some_and(|limit| used > limit);
+        let bound = self.tokens.lock().unwrap().get(&token).cloned().filter(|_| !expired);
         let challenge_scheme = if self.demands.dpop_challenge { "DPoP" } else { "Bearer" };
         let metadata = format!("{}/.well-known/oauth-protected-resource/mcp", self.base);
         let Some(bound) = bound else {

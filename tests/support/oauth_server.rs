@@ -217,23 +217,9 @@ impl State {
         if !presented.is_some_and(|a| self.accepts(a)) {
             return refuse("the assertion was not issued for this server");
         }
-        let key = if self.demands.dpop {
-            let nonce = self.demands.nonces.then_some(AS_NONCE);
-            match self.check_proof(request, None, nonce) {
-                Ok(key) => Some(key),
-                Err(why) if why == "nonce" => {
-                    self.log(format!("token {short} asked for a nonce"));
-                    return ResponseTemplate::new(400)
-                        .insert_header("DPoP-Nonce", AS_NONCE)
-                        .set_body_json(json!({"error": "use_dpop_nonce"}));
-                }
-                Err(why) => {
-                    self.log(format!("token {short} refused: {why}"));
-                    return ResponseTemplate::new(400).set_body_json(json!({"error": "invalid_dpop_proof", "error_description": why}));
-                }
-            }
-        } else {
-            None
+        let key = match self.token_proof(request, &short) {
+            Ok(key) => key,
+            Err(answer) => return *answer,
         };
         let n = self.tokens.lock().unwrap().len();
         let token = format!("at-{n}-{}-issued-by-the-fake-as", std::process::id());
@@ -248,6 +234,26 @@ impl State {
         self.log(format!("token {short} ok{details}"));
         let token_type = if self.demands.dpop { "DPoP" } else { "Bearer" };
         ResponseTemplate::new(200).set_body_json(json!({"access_token": token, "token_type": token_type, "expires_in": 300}))
+    }
+
+    /// With DPoP, the key of the token request's proof (`Err`: the answer refusing it).
+    fn token_proof(&self, request: &Request, short: &str) -> Result<Option<String>, Box<ResponseTemplate>> {
+        if !self.demands.dpop {
+            return Ok(None);
+        }
+        match self.check_proof(request, None, self.demands.nonces.then_some(AS_NONCE)) {
+            Ok(key) => Ok(Some(key)),
+            Err(why) if why == "nonce" => {
+                self.log(format!("token {short} asked for a nonce"));
+                Err(Box::new(
+                    ResponseTemplate::new(400).insert_header("DPoP-Nonce", AS_NONCE).set_body_json(json!({"error": "use_dpop_nonce"})),
+                ))
+            }
+            Err(why) => {
+                self.log(format!("token {short} refused: {why}"));
+                Err(Box::new(ResponseTemplate::new(400).set_body_json(json!({"error": "invalid_dpop_proof", "error_description": why}))))
+            }
+        }
     }
 
     /// Checks the request's DPoP proof: its signature by its own `jwk`, `typ`, `htm`, `htu`, a

@@ -3,7 +3,8 @@
 //! resource metadata (RFC 9728) names the authorization server, whose metadata (RFC 8414 or
 //! OpenID discovery) names the token endpoint. The token is asked for the MCP server as
 //! `resource` (RFC 8707), authenticating with `client_secret_basic` (or `client_secret_post`
-//! when that is all the server takes).
+//! when that is all the server takes). A workload's identity token may be the grant instead
+//! ([`workload`]: JWT bearer, token exchange, ID-JAG), and the token DPoP-bound ([`dpop`]).
 
 mod client_auth;
 mod discovery;

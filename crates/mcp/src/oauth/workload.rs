@@ -259,8 +259,12 @@ impl McpOAuth {
             }
         }
         out.extend(self.assertion.as_ref().and_then(McpAssertion::problem).map(|m| ("oauth.assertion", m)));
-        if let Some(kind) = [&self.subject_token_type, &self.requested_token_type].into_iter().flatten().find(|t| token_type(t).is_none()) {
-            out.push(("oauth.subject_token_type", format!("{kind:?} is not `jwt`, `id_token`, `access_token` or a token-type URN")));
+        for (field, kind) in
+            [("oauth.subject_token_type", &self.subject_token_type), ("oauth.requested_token_type", &self.requested_token_type)]
+        {
+            if let Some(kind) = kind.as_deref().filter(|k| token_type(k).is_none()) {
+                out.push((field, format!("{kind:?} is not `jwt`, `id_token`, `access_token` or a token-type URN")));
+            }
         }
         out
     }

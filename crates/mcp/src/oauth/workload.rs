@@ -247,8 +247,8 @@ impl McpOAuth {
             }
             McpGrant::JwtBearer | McpGrant::TokenExchange => {
                 if self.assertion.is_none() {
-                    let how = "`{ github_oidc = {} }`, `{ file = \"PATH\" }` or `{ env = \"VAR\" }`";
-                    out.push(("oauth.assertion", format!("this grant needs the workload's identity token: `assertion = {how}`")));
+                    let how = "`assertion = { github_oidc = {} }`, `{ file = \"PATH\" }` or `{ env = \"VAR\" }`";
+                    out.push(("oauth.assertion", format!("this grant needs the workload's identity token: {how}")));
                 }
                 if secrets > 1 {
                     out.push(("oauth", "set at most one of `client_secret` and `private_key`".into()));

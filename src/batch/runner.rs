@@ -197,7 +197,7 @@ async fn start_run_mcp_servers(tasks: &[TaskSpec], shared: &Shared) {
     }
     let no_extra: [&str; 0] = [];
     let env = crate::secrets::child_env(shared.process_env.iter().map(|(k, v)| (k.clone(), v.clone())), &no_extra, &Default::default());
-    let servers = crate::mcp::RunServers::start(&wanted, &env, shared.http.get().clone()).await;
+    let servers = crate::mcp::RunServers::start(&wanted, &env, shared.http.get().clone(), &shared.redactor).await;
     let _ = shared.run_mcp.set(servers);
 }
 

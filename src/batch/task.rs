@@ -560,6 +560,7 @@ async fn start_mcp_servers(spec: &TaskSpec, shared: &Shared, ctx: &ToolContext) 
         tmp_dir: ctx.tmp_dir.as_deref(),
         confine: ctx.confine.as_deref(),
         http: shared.http.get().clone(),
+        redactor: Redactor::clone(&shared.redactor),
     };
     crate::mcp::McpServers::start(&own, &launch, &spec.tools)
         .await

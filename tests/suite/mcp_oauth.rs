@@ -114,6 +114,41 @@ async fn a_run_refreshes_its_token_as_the_server_expires_it_steps_up_and_no_toke
     assert_nowhere(&dir.join("out"), &printed, &secrets);
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn tokens_fetched_at_run_time_join_the_runs_masking_wherever_they_turn_up() {
+    // The server echoes the access token (as is and in base64) into a tool result, and the model
+    // then repeats every token the server could have issued: none may reach an artifact or the
+    // terminal, though dracode learned them only during the run.
+    let server = OAuthServer::start(Flaw::None, 10).await;
+    let seeded = server.seed_refresh_token("pre-client", "mcp:read offline_access");
+    let (tmp, _repo) = project();
+    let dir = tmp.path().canonicalize().unwrap();
+    let guesses: Vec<String> = (1..5).flat_map(|n| [format!("at-{n}-Vb3nQ8sYt5Hc"), format!("rt-{n}-Kq7vW2mZ9xLp")]).collect();
+    let llm = OpenAiServer::start(vec![
+        ScriptedReply::tool_call("c1", "web__echo", json!({}), Tokens::new(10, 1)),
+        ScriptedReply::text(&format!("the tokens: {}", guesses.join(" ")), Tokens::new(10, 1)),
+    ])
+    .await;
+    let servers = format!(
+        "[mcp_servers.web]\nurl = \"{}\"\noauth = {{ client_id = \"pre-client\", refresh_token_env_var = \"MCP_REFRESH\" }}\n\n",
+        server.mcp_url()
+    );
+    configure(&dir, &llm, &format!("{servers}{TASK}"));
+    let (code, printed, all) = run_with(&dir, &[("MCP_REFRESH", &seeded)]).await;
+    assert_eq!(code, 0, "{printed}");
+    let echoed = tool_answer(&llm.requests()[1], "c1");
+    assert!(echoed.starts_with("you sent Authorization: Bearer [REDACTED] (") && echoed.ends_with("[REDACTED])"), "{echoed}");
+    let issued = server.seen(|s| s.issued.clone());
+    assert!(issued.iter().any(|t| t.starts_with("at-")) && issued.iter().any(|t| t.starts_with("rt-")), "{issued:?}");
+    assert!(issued.iter().all(|t| guesses.contains(t)), "{issued:?}");
+    let transcript = std::fs::read_to_string(dir.join("out/transcripts/t.json")).unwrap();
+    let repeated = transcript.lines().find(|l| l.contains("the tokens: ")).unwrap_or_default();
+    assert!(repeated.contains("[REDACTED]") && transcript.contains("Bearer [REDACTED]"), "{transcript}");
+    assert!(all.iter().any(|e| e.to_string().contains("Bearer [REDACTED]")), "results.jsonl holds the tool call");
+    let secrets: Vec<&str> = issued.iter().map(String::as_str).collect();
+    assert_nowhere(&dir.join("out"), &printed, &secrets);
+}
+
 #[test]
 fn a_refresh_token_variable_that_is_not_set_names_the_server_and_the_login_to_run() {
     let (tmp, _repo) = project();

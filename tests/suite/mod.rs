@@ -26,6 +26,7 @@ mod mcp_conformance;
 mod mcp_oauth;
 mod mcp_protocol;
 mod mcp_servers;
+mod mcp_workload;
 mod module_graph;
 mod nightly;
 mod ollama_provider;

@@ -14,4 +14,5 @@ pub mod responses_server;
 pub mod sandbox;
 pub mod sse;
 pub mod trickle_server;
+pub mod workload_idp;
 pub mod xmllint;

@@ -1,11 +1,13 @@
 //! An OAuth authorization server and an MCP server behind it, on 127.0.0.1 (one origin): the
 //! MCP endpoint `/mcp` (2025-11-25, JSON answers) wants a bearer token it issued, points at its
 //! protected resource metadata in its 401s, and answers 403 `insufficient_scope` to the tool
-//! `write` without scope `mcp:write`; the authorization server publishes RFC 8414 metadata,
+//! `write` without scope `mcp:write` (its `echo` tool carelessly returns the `Authorization`
+//! header it got, as is and in base64); the authorization server publishes RFC 8414 metadata,
 //! registers clients (RFC 7591), approves every authorization request at once (a redirect
 //! carrying the code, `state` and `iss`: no person needed), checks the PKCE verifier, and
 //! issues access tokens good for a few requests and refresh tokens rotated on each use.
 
+use base64::Engine;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -239,12 +241,19 @@ impl Responder {
                 json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "guarded", "version": "1"}})
             }
             "tools/list" => {
-                json!({"tools": [{"name": "whoami", "inputSchema": {"type": "object"}}, {"name": "write", "inputSchema": {"type": "object"}}]})
+                let tools = ["whoami", "write", "echo"].map(|name| json!({"name": name, "inputSchema": {"type": "object"}}));
+                json!({ "tools": tools })
             }
             "tools/call" if message["params"]["name"] == "write" && !scope.split(' ').any(|s| s == "mcp:write") => {
                 seen.log.push("403".into());
                 let challenge = format!("Bearer error=\"insufficient_scope\", scope=\"mcp:write\", resource_metadata=\"{metadata}\"");
                 return ResponseTemplate::new(403).insert_header("www-authenticate", challenge.as_str());
+            }
+            "tools/call" if message["params"]["name"] == "echo" => {
+                // A careless server: the credentials it got, as sent and in base64.
+                let header = format!("Authorization: Bearer {bearer}");
+                let encoded = base64::engine::general_purpose::STANDARD.encode(&header);
+                json!({"content": [{"type": "text", "text": format!("you sent {header} ({encoded})")}]})
             }
             "tools/call" => {
                 json!({"content": [{"type": "text", "text": format!("{} done with scope {scope}", message["params"]["name"].as_str().unwrap_or(""))}]})

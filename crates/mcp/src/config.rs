@@ -68,15 +68,23 @@ pub struct McpServerConfig {
     pub elicitation: Option<McpElicitation>,
 }
 
-/// `oauth = { … }` of a `url` server. With `client_secret` or `private_key`: the
-/// client-credentials grant of a pre-registered client. Without: a person's grant — the
-/// authorization code flow with PKCE (`dracode mcp login NAME` once, or headless where the
-/// authorization server approves at once), then `refresh_token_env_var` in CI.
+/// `oauth = { … }` of a `url` server: how dracode gets an access token for it (`grant`, by
+/// default the one its other settings imply). A pre-registered client's `client_credentials`
+/// (`client_secret` or `private_key`); a person's `authorization_code` grant (no secret, or
+/// `refresh_token_env_var`: `dracode mcp login NAME` once, its refresh token in CI); or a
+/// workload's identity token, `assertion`, as a `jwt_bearer` or `token_exchange` grant.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct McpOAuth {
+    /// `client_credentials`, `authorization_code`, `jwt_bearer` (RFC 7523) or `token_exchange`
+    /// (RFC 8693); by default `jwt_bearer` with an `assertion`, `client_credentials` with a
+    /// `client_secret` or `private_key` (and no `refresh_token_env_var`), else
+    /// `authorization_code`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant: Option<McpGrant>,
     /// The client id registered with the authorization server (may use `${VAR}`); without it
-    /// dracode registers itself (RFC 7591) or uses `client_metadata_url`.
+    /// a person's grant registers dracode (RFC 7591) or uses `client_metadata_url`, and a
+    /// workload's grant sends none.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub client_id: String,
     /// Its secret, normally `${VAR}` (or set `private_key`).
@@ -89,7 +97,7 @@ pub struct McpOAuth {
     /// The scope to ask for; by default the one the server's challenge or metadata names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<String>,
-    /// The token endpoint of the client-credentials grant; by default discovered (RFC 9728
+    /// The token endpoint of a client's or a workload's grant; by default discovered (RFC 9728
     /// and RFC 8414).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_url: Option<String>,
@@ -101,41 +109,64 @@ pub struct McpOAuth {
     /// authorization server supports those (instead of registering).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_metadata_url: Option<String>,
+    /// The workload's identity token of `jwt_bearer` and `token_exchange`: `{ github_oidc = {
+    /// audience = "…" } }`, `{ file = "PATH" }` or `{ env = "VAR" }`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assertion: Option<McpAssertion>,
+    /// `token_exchange`: the kind of the assertion, `jwt` (the default), `id_token`,
+    /// `access_token` or a token-type URN.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject_token_type: Option<String>,
+    /// `token_exchange`: the kind of token asked for (same names); by default the server's choice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_token_type: Option<String>,
+    /// `token_exchange`: the `audience` parameter (the resource is always the MCP server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audience: Option<String>,
 }
 
-impl McpOAuth {
-    /// Its problems as `(field under oauth, message)`.
-    fn problems(&self) -> Vec<(&'static str, String)> {
-        let mut out = Vec::new();
-        if self.client_secret.is_some() && self.private_key.is_some() {
-            out.push(("private_key", "set one of `client_secret` and `private_key`, not both".to_string()));
-        }
-        let secret = self.client_secret.is_some() || self.private_key.is_some();
-        if secret && self.client_id.trim().is_empty() {
-            out.push(("client_id", "a `client_secret` or `private_key` belongs to a `client_id`: set it".into()));
-        }
-        if let Some(var) = &self.refresh_token_env_var {
-            if var.is_empty() || var.contains(['=', '\0', '$']) {
-                out.push(("refresh_token_env_var", format!("{var:?} is not a variable name (write the name, not `${{…}}`)")));
-            }
-            if self.private_key.is_some() {
-                out.push((
-                    "refresh_token_env_var",
-                    "a refresh token is used with `client_secret` or a public client, not `private_key`".into(),
-                ));
-            }
-            if self.client_id.trim().is_empty() && self.client_metadata_url.is_none() {
-                out.push((
-                    "client_id",
-                    "a refresh token belongs to a client: set `client_id` (the one `dracode mcp login` printed)".into(),
-                ));
-            }
-        }
-        if let Some(url) = self.client_metadata_url.as_deref().filter(|u| !u.starts_with("https://") || u.len() <= "https://".len()) {
-            out.push(("client_metadata_url", format!("{url:?} is not an https:// URL")));
-        }
-        out
-    }
+/// `oauth.grant`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum McpGrant {
+    /// A pre-registered client's own credentials.
+    ClientCredentials,
+    /// A person's grant: the authorization code flow with PKCE, then its refresh token.
+    AuthorizationCode,
+    /// RFC 7523: the assertion is the grant.
+    JwtBearer,
+    /// RFC 8693: the assertion is exchanged for a token.
+    TokenExchange,
+}
+
+/// `oauth.assertion`: where the workload's identity token comes from, afresh for each token
+/// request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum McpAssertion {
+    /// GitHub Actions' OIDC token (the job needs `permissions: id-token: write`), for
+    /// `audience` (default: the authorization server's issuer).
+    GithubOidc {
+        /// The `aud` asked for.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        audience: Option<String>,
+    },
+    /// A file holding the token (read again for each request; may use `${VAR}`).
+    File(String),
+    /// The variable holding the token.
+    Env(String),
+    /// Enterprise-managed authorization: `subject` (an ID token from one of the sources above)
+    /// exchanged at the identity provider's `token_url` for an identity assertion grant
+    /// (ID-JAG) for the authorization server and the MCP server.
+    IdJag {
+        /// The identity provider's token endpoint.
+        token_url: String,
+        /// The client id dracode has there.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        client_id: Option<String>,
+        /// The ID token exchanged.
+        subject: Box<McpAssertion>,
+    },
 }
 
 impl McpServerConfig {
@@ -188,7 +219,7 @@ impl McpServerConfig {
             push("bearer_token_env_var", format!("{var:?} is not a variable name (write the name, not `${{…}}`)"));
         }
         for (field, message) in self.oauth.iter().flat_map(McpOAuth::problems) {
-            push(&format!("oauth.{field}"), message);
+            push(field, message);
         }
         if let Some(version) = self.protocol_version.as_deref().filter(|v| !super::protocol::SUPPORTED.contains(v)) {
             push("protocol_version", format!("{version:?} is not one of {}", super::protocol::SUPPORTED.join(", ")));
@@ -218,18 +249,14 @@ impl McpServerConfig {
             },
             None => None,
         };
-        let oauth = match &self.oauth {
-            Some(o) => Some(oauth_credentials(o, name, env)?),
-            None => None,
-        };
+        let oauth = self.oauth.as_ref().map(|o| o.client(name, env)).transpose()?;
         Ok(super::http::Credentials { headers, bearer, oauth })
     }
 
     /// The client `dracode mcp login NAME` authorizes as: `oauth` (or none) expanded from `env`,
     /// without its refresh token (which is what the login is for).
     pub fn login_credentials(&self, name: &str, env: &BTreeMap<String, String>) -> Result<super::oauth::ClientCredentials, String> {
-        let oauth = McpOAuth { refresh_token_env_var: None, ..self.oauth.clone().unwrap_or_default() };
-        oauth_credentials(&oauth, name, env)
+        self.oauth.clone().unwrap_or_default().login_client(name, env)
     }
 
     /// The secret values of its credentials (header values, token, client secret), expanded
@@ -240,47 +267,10 @@ impl McpServerConfig {
         let words: Vec<String> = out.iter().flat_map(|v| v.split_whitespace().skip(1).map(str::to_string)).collect();
         out.extend(words);
         out.extend(self.bearer_token_env_var.as_ref().and_then(|var| env.get(var)).cloned());
-        let oauth = self.oauth.iter().flat_map(|o| o.client_secret.iter().chain(&o.private_key));
-        out.extend(oauth.map(|v| dracode_input::expand_vars(v, env)));
-        let refresh = self.oauth.iter().filter_map(|o| o.refresh_token_env_var.as_ref());
-        out.extend(refresh.filter_map(|var| env.get(var)).cloned());
+        out.extend(self.oauth.iter().flat_map(|o| o.secret_values(env)));
         out.retain(|v| v.trim().len() >= dracode_secrets::MIN_SECRET_LEN);
         out
     }
-}
-
-/// `oauth` with `${VAR}` expanded; `Err` names what is configured but empty.
-fn oauth_credentials(o: &McpOAuth, name: &str, env: &BTreeMap<String, String>) -> Result<super::oauth::ClientCredentials, String> {
-    use super::oauth::ClientSecret;
-    let expand = |text: &str| dracode_input::expand_vars(text, env);
-    let secret = match (&o.private_key, &o.client_secret) {
-        (Some(key), _) => ClientSecret::PrivateKey(expand(key)),
-        (None, Some(secret)) => ClientSecret::Secret(expand(secret)),
-        (None, None) => ClientSecret::None,
-    };
-    let client_id = expand(&o.client_id);
-    if (!o.client_id.is_empty() && client_id.trim().is_empty()) || secret.is_empty() {
-        return Err(format!("`mcp_servers.{name}.oauth`: `client_id`, `client_secret` or `private_key` is empty (an unset ${{VAR}}?)"));
-    }
-    let refresh_token = match &o.refresh_token_env_var {
-        Some(var) => match env.get(var).map(|v| v.trim()).filter(|v| !v.is_empty()) {
-            Some(token) => Some(token.to_string()),
-            None => {
-                return Err(format!(
-                    "`mcp_servers.{name}.oauth.refresh_token_env_var`: {var} is not set (run `dracode mcp login {name}` once and store the refresh token it prints as {var})"
-                ));
-            }
-        },
-        None => None,
-    };
-    Ok(super::oauth::ClientCredentials {
-        client_id,
-        secret,
-        scope: o.scope.as_deref().map(expand),
-        token_url: o.token_url.as_deref().map(expand),
-        refresh_token,
-        client_metadata_url: o.client_metadata_url.as_deref().map(expand),
-    })
 }
 
 /// `[A-Za-z0-9_-]{1,32}`: the server part of a tool name must leave room for the tool's own.

@@ -1,13 +1,16 @@
 //! Streamable HTTP: each request its own POST, answered with JSON or an SSE stream; the
 //! headers of every revision (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, a legacy
 //! server's `Mcp-Session-Id`), the configured `headers`, and a bearer token — static or from
-//! OAuth ([`super::oauth`]: client credentials, or a person's grant kept fresh with its refresh
-//! token) fetched when the server answers 401 (or 403 `insufficient_scope`: step-up).
+//! OAuth ([`super::oauth`]: a client's, a person's kept fresh with its refresh token, or a
+//! workload's grant) fetched when the server answers 401 (or 403 `insufficient_scope`: step-up),
+//! DPoP-bound with a fresh proof on every request when the token is.
 
 use super::jsonrpc::{Asked, Failure, Outgoing, answer_server_request, response_of};
+use super::oauth::dpop::Binding;
 use super::oauth::{Challenge, ClientCredentials};
 use super::protocol::RpcError;
 use dracode_llm::stream::{Framer, Framing};
+use dracode_secrets::Redactor;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -35,6 +38,11 @@ pub struct HttpLink {
     token: tokio::sync::Mutex<Option<String>>,
     /// A person's OAuth grant: refresh token, registered client, scope, expiry.
     grant: tokio::sync::Mutex<super::oauth::flow::Session>,
+    /// DPoP: whether the token is bound to the run's key, and the server's nonce.
+    dpop: Arc<Binding>,
+    /// The run's masking: it learns the tokens and assertions OAuth fetches, which are then
+    /// masked in everything the server answers and everything dracode writes.
+    redactor: Redactor,
     session: Mutex<Option<String>>,
     next_id: AtomicI64,
     /// What the server asked of dracode, and how to answer it.
@@ -52,8 +60,9 @@ enum Answer {
 }
 
 impl HttpLink {
-    /// A link to `url` for server `name`; the server's requests are answered as `asked` says.
-    pub fn new(client: reqwest::Client, url: &str, name: &str, credentials: Credentials, asked: Asked) -> HttpLink {
+    /// A link to `url` for server `name`; the server's requests are answered as `asked` says;
+    /// what OAuth fetches joins `redactor` (the run's).
+    pub fn new(client: reqwest::Client, url: &str, name: &str, credentials: Credentials, asked: Asked, redactor: Redactor) -> HttpLink {
         let token = credentials.bearer.clone();
         let grant = credentials.oauth.as_ref().map(super::oauth::flow::Session::new).unwrap_or_default();
         HttpLink {
@@ -63,6 +72,8 @@ impl HttpLink {
             name: name.to_string(),
             credentials,
             token: tokio::sync::Mutex::new(token),
+            dpop: Arc::default(),
+            redactor,
             session: Mutex::new(None),
             next_id: AtomicI64::new(1),
             asked: Arc::new(asked),
@@ -77,19 +88,24 @@ impl HttpLink {
     }
 
     async fn exchange(&self, out: &Outgoing) -> Result<Value, Failure> {
-        let (mut authenticated, mut reissued) = (false, false);
+        let (mut authenticated, mut reissued, mut nonced) = (false, false, false);
         if let (Some(version), Ok(mut kept)) = (&out.version, self.version.lock()) {
             *kept = Some(version.clone());
         }
         loop {
             if self.grant.lock().await.expired() {
-                // An expired access token is refreshed before it is refused.
-                let _ = self.authenticate(&Challenge::default()).await;
+                // An expired access token is refreshed before it is refused (DPoP-bound if it was).
+                let _ = self.authenticate(&Challenge { dpop: self.dpop.is_bound(), ..Challenge::default() }).await;
             }
             let id = self.next_id.fetch_add(1, Ordering::Relaxed);
             let body = json!({"jsonrpc": "2.0", "id": id, "method": out.method, "params": out.params});
             let response = self.post(&body, out).await?;
             let status = response.status().as_u16();
+            let learned = self.dpop.learn(response.headers());
+            if status == 401 && learned && !nonced && Challenge::of(&response).use_dpop_nonce {
+                nonced = true;
+                continue;
+            }
             if status == 401 || (status == 403 && Challenge::of(&response).insufficient_scope) {
                 if !authenticated && self.authenticate(&Challenge::of(&response)).await? {
                     authenticated = true;
@@ -108,7 +124,7 @@ impl HttpLink {
     }
 
     async fn post(&self, body: &Value, out: &Outgoing) -> Result<reqwest::Response, Failure> {
-        let mut headers = self.base_headers(out.version.as_deref()).await;
+        let mut headers = self.base_headers("POST", out.version.as_deref()).await;
         insert(&mut headers, "mcp-method", &out.method);
         for (name, value) in &out.headers {
             insert(&mut headers, name, value);
@@ -117,8 +133,9 @@ impl HttpLink {
         request.send().await.map_err(|e| Failure::Broken(format!("cannot reach {}: {}", self.url, plain_error(&e))))
     }
 
-    /// The headers of every message: content types, version, session, configured headers, token.
-    async fn base_headers(&self, version: Option<&str>) -> HeaderMap {
+    /// The headers of every message: content types, version, session, configured headers, token
+    /// (and its DPoP proof for `method`).
+    async fn base_headers(&self, method: &str, version: Option<&str>) -> HeaderMap {
         let mut headers = HeaderMap::new();
         insert(&mut headers, "content-type", "application/json");
         insert(&mut headers, "accept", "application/json, text/event-stream");
@@ -132,9 +149,19 @@ impl HttpLink {
             insert(&mut headers, name, value);
         }
         if let Some(token) = self.token.lock().await.as_deref() {
-            insert(&mut headers, "authorization", &format!("Bearer {token}"));
+            let scheme = if self.dpop.is_bound() { "DPoP" } else { "Bearer" };
+            insert(&mut headers, "authorization", &format!("{scheme} {token}"));
+        }
+        if let Some(proof) = self.dpop.proof(method, &self.url) {
+            insert(&mut headers, "dpop", &proof);
         }
         headers
+    }
+
+    /// `text` with every token and assertion OAuth fetched masked (a careless server may echo
+    /// the `Authorization` header).
+    fn mask(&self, text: &str) -> String {
+        self.redactor.redact(text).into_owned()
     }
 
     fn session_id(&self) -> Option<String> {
@@ -158,9 +185,12 @@ impl HttpLink {
         } else {
             super::oauth::fetch_token(&self.client, &self.url, oauth, challenge).await
         };
-        let grant = if oauth.for_person() { "authorization code / refresh token" } else { "client credentials" };
-        let token = token.map_err(|e| Failure::Auth(format!("OAuth ({grant}) failed: {e}")))?;
-        *self.token.lock().await = Some(token);
+        let token = token.map_err(|e| Failure::Auth(format!("OAuth ({}) failed: {e}", oauth.grant.label())))?;
+        for secret in token.secrets() {
+            self.redactor.learn(&format!("a token of mcp_servers.{}.oauth", self.name), secret);
+        }
+        self.dpop.bind(token.dpop.then(|| token.access_token.clone()));
+        *self.token.lock().await = Some(token.access_token);
         Ok(true)
     }
 
@@ -182,6 +212,7 @@ impl HttpLink {
             return self.read_stream(response, id).await;
         }
         let text = response.text().await.map_err(|e| Failure::Broken(format!("reading the answer failed: {}", plain_error(&e))))?;
+        let text = self.mask(&text);
         let parsed: Option<Value> = serde_json::from_str(&text).ok();
         if let Some(error) = parsed.as_ref().and_then(|v| v.get("error")) {
             return Ok(Answer::Done(Err(Failure::Rpc(RpcError::from_value(error)))));
@@ -202,7 +233,7 @@ impl HttpLink {
                 return Ok(Answer::Ended(framer.last_id().map(str::to_string), framer.retry_ms()));
             };
             for event in framer.push(&chunk) {
-                let Ok(message) = serde_json::from_str::<Value>(&event.data) else { continue };
+                let Ok(message) = serde_json::from_str::<Value>(&self.mask(&event.data)) else { continue };
                 if let Some(reply) = answer_server_request(&message, &self.asked) {
                     self.send_reply(&reply).await;
                 } else if let Some((got, answer)) = response_of(&message)
@@ -218,7 +249,7 @@ impl HttpLink {
     /// `Last-Event-ID` after its `retry`, and read the answer there.
     async fn resume(&self, id: i64, last: &str, retry: Option<u64>) -> Result<Value, Failure> {
         tokio::time::sleep(Duration::from_millis(retry.unwrap_or(1000))).await;
-        let mut headers = self.base_headers(None).await;
+        let mut headers = self.base_headers("GET", None).await;
         insert(&mut headers, "last-event-id", last);
         headers.remove("content-type");
         let response = self.client.get(&self.url).headers(headers).send().await;
@@ -231,7 +262,7 @@ impl HttpLink {
 
     async fn send_reply(&self, reply: &Value) {
         let version = self.version.lock().ok().and_then(|v| v.clone());
-        let headers = self.base_headers(version.as_deref()).await;
+        let headers = self.base_headers("POST", version.as_deref()).await;
         post_reply(&self.client, &self.url, headers, reply).await;
     }
 
@@ -241,7 +272,7 @@ impl HttpLink {
     /// GET (its stream is registered before the first call can ask anything on it), or after
     /// `limit`; a server without one (405) is left alone.
     pub async fn listen(&self, version: &str, limit: Duration) {
-        let mut headers = self.base_headers(Some(version)).await;
+        let mut headers = self.base_headers("GET", Some(version)).await;
         insert(&mut headers, "accept", "text/event-stream");
         headers.remove("content-type");
         let opened = tokio::time::timeout(limit, self.client.get(&self.url).headers(headers.clone()).send()).await;
@@ -253,14 +284,18 @@ impl HttpLink {
         }
         insert(&mut headers, "content-type", "application/json");
         insert(&mut headers, "accept", "application/json, text/event-stream");
-        let (client, url, asked) = (self.client.clone(), self.url.clone(), self.asked.clone());
+        let (client, url, asked, dpop) = (self.client.clone(), self.url.clone(), self.asked.clone(), self.dpop.clone());
         let task = tokio::spawn(async move {
             let mut framer = Framer::new(Framing::Sse);
             while let Ok(Some(chunk)) = response.chunk().await {
                 for event in framer.push(&chunk) {
                     let Ok(message) = serde_json::from_str::<Value>(&event.data) else { continue };
                     if let Some(reply) = answer_server_request(&message, &asked) {
-                        post_reply(&client, &url, headers.clone(), &reply).await;
+                        let mut headers = headers.clone();
+                        if let Some(proof) = dpop.proof("POST", &url) {
+                            insert(&mut headers, "dpop", &proof);
+                        }
+                        post_reply(&client, &url, headers, &reply).await;
                     }
                 }
             }
@@ -272,7 +307,7 @@ impl HttpLink {
 
     /// Posts a notification (a legacy server's `notifications/initialized`).
     pub async fn notify(&self, method: &str, params: Value, version: Option<&str>) {
-        let mut headers = self.base_headers(version).await;
+        let mut headers = self.base_headers("POST", version).await;
         insert(&mut headers, "mcp-method", method);
         let body = json!({"jsonrpc": "2.0", "method": method, "params": params});
         let _ = self.client.post(&self.url).headers(headers).body(body.to_string()).send().await;
@@ -284,7 +319,7 @@ impl HttpLink {
             listener.abort();
         }
         if self.session_id().is_some() {
-            let headers = self.base_headers(None).await;
+            let headers = self.base_headers("DELETE", None).await;
             let _ = tokio::time::timeout(Duration::from_secs(2), self.client.delete(&self.url).headers(headers).send()).await;
         }
     }

@@ -1,25 +1,32 @@
-//! OAuth of a `url` server. A person's grant ([`flow`]: the authorization code flow with PKCE
-//! once, `dracode mcp login`, then its refresh token in CI), or the client-credentials grant
-//! with a pre-registered client. The token endpoint is `token_url`, or found from the server's 401: its protected
-//! resource metadata (RFC 9728) names the authorization server, whose metadata (RFC 8414 or
-//! OpenID discovery) names the token endpoint. The token is asked for the MCP server as
-//! `resource` (RFC 8707), authenticating with `client_secret_basic` (or `client_secret_post`
-//! when that is all the server takes).
+//! OAuth of a `url` server: how dracode gets an access token for it, by one of four grants
+//! ([`Grant`]). A pre-registered client's `client_credentials`; a person's grant ([`flow`]:
+//! the authorization code flow with PKCE once, `dracode mcp login`, then its refresh token in
+//! CI); or a workload's identity token ([`workload`]: JWT bearer, token exchange, ID-JAG). The
+//! token endpoint is `token_url`, or found from the server's 401 (`discovery`: its protected
+//! resource metadata names the authorization server, whose metadata names the endpoints). Every
+//! grant's token request goes through one function, `request_token`: asked for the MCP server as
+//! `resource` (RFC 8707), the client authenticated (`client_auth`), DPoP-bound when the
+//! server asks for it ([`dpop`]).
 
 mod client_auth;
 pub mod code;
 mod discovery;
+pub mod dpop;
 pub mod flow;
+mod settings;
+pub mod workload;
 
-use base64::Engine;
-use client_auth::{client_assertion, encode};
-use discovery::discover;
+use client_auth::{TokenClient, encode};
+use discovery::{Discovered, discover};
 use serde_json::Value;
+use std::time::{Duration, Instant};
+pub use workload::{Assertion, Grant};
 
 /// `oauth` of a `url` server, with `${VAR}` expanded.
 #[derive(Clone)]
 pub struct ClientCredentials {
-    /// The pre-registered client id.
+    /// The client id (empty: registered dynamically or from `client_metadata_url` for a
+    /// person's grant, none sent for a workload's).
     pub client_id: String,
     /// How it proves who it is.
     pub secret: ClientSecret,
@@ -27,6 +34,8 @@ pub struct ClientCredentials {
     pub scope: Option<String>,
     /// The token endpoint, skipping discovery.
     pub token_url: Option<String>,
+    /// The grant asked for.
+    pub grant: Grant,
     /// A refresh token of a person's grant (`refresh_token_env_var`).
     pub refresh_token: Option<String>,
     /// The client's metadata document (its URL is its client id where the server takes those).
@@ -34,10 +43,14 @@ pub struct ClientCredentials {
 }
 
 impl ClientCredentials {
-    /// Whether this is a person's grant (code flow and refresh tokens) rather than the
-    /// client-credentials grant.
+    /// Whether this is a person's grant (code flow and refresh tokens).
     pub fn for_person(&self) -> bool {
-        self.refresh_token.is_some() || matches!(self.secret, ClientSecret::None)
+        matches!(self.grant, Grant::AuthorizationCode)
+    }
+
+    /// The configured client, as a token request is made.
+    fn token_client(&self) -> TokenClient {
+        TokenClient { id: self.client_id.clone(), secret: self.secret.clone(), method: None }
     }
 }
 
@@ -48,7 +61,8 @@ pub enum ClientSecret {
     Secret(String),
     /// `private_key_jwt`: an EC P-256 key (PKCS#8 PEM) signing an ES256 assertion.
     PrivateKey(String),
-    /// None: a public client (a person's grant).
+    /// None: a public client, or a workload whose grant's assertion is the proof (its
+    /// `client_id` is sent when given).
     None,
 }
 
@@ -71,16 +85,24 @@ pub struct Challenge {
     pub scope: Option<String>,
     /// `error="insufficient_scope"`.
     pub insufficient_scope: bool,
+    /// The `DPoP` scheme (RFC 9449).
+    pub dpop: bool,
+    /// `error="use_dpop_nonce"`.
+    pub use_dpop_nonce: bool,
 }
 
 impl Challenge {
     /// Reads the `WWW-Authenticate` header of `response`.
     pub fn of(response: &reqwest::Response) -> Challenge {
-        let header = response.headers().get("www-authenticate").and_then(|v| v.to_str().ok()).unwrap_or("");
+        let all: Vec<&str> = response.headers().get_all("www-authenticate").iter().filter_map(|v| v.to_str().ok()).collect();
+        let header = all.join(", ");
+        let header = header.as_str();
         Challenge {
             resource_metadata: param(header, "resource_metadata"),
             scope: param(header, "scope"),
             insufficient_scope: param(header, "error").as_deref() == Some("insufficient_scope"),
+            dpop: header.get(..5).is_some_and(|s| s.eq_ignore_ascii_case("dpop ")) || header.contains(", DPoP "),
+            use_dpop_nonce: param(header, "error").as_deref() == Some("use_dpop_nonce"),
         }
     }
 }
@@ -94,60 +116,88 @@ fn param(header: &str, key: &str) -> Option<String> {
     }
 }
 
-/// A token for `server_url` from the client-credentials grant.
+/// An access token, and what came with it.
+pub struct Token {
+    /// The access token.
+    pub access_token: String,
+    /// Whether it is DPoP-bound (`token_type: DPoP`): each request proves the run's key.
+    pub dpop: bool,
+    /// The refresh token given with it (a person's grant; may be a rotated one).
+    pub refresh_token: Option<String>,
+    /// When the access token expires (30 s early).
+    pub expires_at: Option<Instant>,
+    /// The scope granted, if the server said.
+    pub scope: Option<String>,
+    /// Credentials the token request carried (a workload's assertion), to mask.
+    pub sent: Vec<String>,
+}
+
+impl Token {
+    /// Every secret value it holds (the access token, a refresh token, what was sent), for
+    /// masking.
+    pub fn secrets(&self) -> impl Iterator<Item = &String> {
+        std::iter::once(&self.access_token).chain(&self.refresh_token).chain(&self.sent)
+    }
+}
+
+/// A token for `server_url` from a pre-registered client's or a workload's grant (a person's
+/// grant is [`flow::user_token`]).
 pub async fn fetch_token(
     client: &reqwest::Client,
     server_url: &str,
     creds: &ClientCredentials,
     challenge: &Challenge,
-) -> Result<String, String> {
+) -> Result<Token, String> {
     let found = match &creds.token_url {
         Some(url) => {
-            let mut found = discovery::Discovered::fallback(server_url);
+            let mut found = Discovered::fallback(server_url);
             (found.token_url, found.issuer) = (url.clone(), url.clone());
             found
         }
         None => discover(client, server_url, challenge).await?,
     };
-    let token_url = found.token_url.clone();
     let scope = creds.scope.clone().or_else(|| challenge.scope.clone()).or(found.scopes.clone());
-    let mut form = vec![("grant_type", "client_credentials".to_string()), ("resource", found.resource.clone())];
-    if let Some(scope) = scope {
-        form.push(("scope", scope));
+    let (mut form, sent) = creds.grant.form(client, &found.issuer, &found.resource).await?;
+    form.extend(scope.map(|scope| ("scope", scope)));
+    match request_token(client, &found, &creds.token_client(), form, challenge.dpop).await {
+        Ok(token) => Ok(Token { sent, ..token }),
+        Err((message, why)) => Err(format!("{message}: {}", creds.grant.blame(&why, &found.issuer))),
     }
-    let methods = &found.methods;
-    let post_only =
-        !methods.is_empty() && !methods.iter().any(|m| m == "client_secret_basic") && methods.iter().any(|m| m == "client_secret_post");
-    let mut request =
-        client.post(&token_url).header("content-type", "application/x-www-form-urlencoded").header("accept", "application/json");
-    match &creds.secret {
-        ClientSecret::PrivateKey(pem) => {
-            form.push(("client_id", creds.client_id.clone()));
-            form.push(("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer".into()));
-            form.push(("client_assertion", client_assertion(&creds.client_id, &found.issuer, pem)?));
-        }
-        ClientSecret::Secret(secret) if post_only => {
-            form.push(("client_id", creds.client_id.clone()));
-            form.push(("client_secret", secret.clone()));
-        }
-        ClientSecret::None => form.push(("client_id", creds.client_id.clone())),
-        ClientSecret::Secret(secret) => {
-            let pair = format!("{}:{}", encode(&creds.client_id), encode(secret));
-            request = request.header("authorization", format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(pair)));
-        }
-    }
+}
+
+/// The one token request of every grant: `form` (the grant) with `resource`, as `client`, to
+/// `found`'s token endpoint, with a DPoP proof when the challenge (`dpop`) or the authorization
+/// server's metadata asks for one. `Err` is (what to say, the OAuth `error` code).
+async fn request_token(
+    http: &reqwest::Client,
+    found: &Discovered,
+    client: &TokenClient,
+    mut form: Vec<(&'static str, String)>,
+    dpop: bool,
+) -> Result<Token, (String, String)> {
+    let url = &found.token_url;
+    form.push(("resource", found.resource.clone()));
+    let request = http.post(url).header("content-type", "application/x-www-form-urlencoded").header("accept", "application/json");
+    let request = client_auth::authenticate(request, &mut form, client, found).map_err(|e| (e, String::new()))?;
     let body: Vec<String> = form.iter().map(|(k, v)| format!("{k}={}", encode(v))).collect();
-    let response = request.body(body.join("&")).send().await.map_err(|_| format!("cannot reach the token endpoint {token_url}"))?;
-    let status = response.status();
-    let answer: Value = response.json().await.unwrap_or_default();
-    match answer.get("access_token").and_then(Value::as_str) {
-        Some(token) if status.is_success() => Ok(token.to_string()),
+    let (status, answer) =
+        dpop::token_request(request.body(body.join("&")), url, dpop || found.dpop).await.map_err(|e| (e, String::new()))?;
+    let text = |key: &str| answer.get(key).and_then(Value::as_str).map(str::to_string);
+    match text("access_token") {
+        Some(access_token) if status.is_success() => Ok(Token {
+            access_token,
+            dpop: text("token_type").is_some_and(|t| t.eq_ignore_ascii_case("dpop")),
+            refresh_token: text("refresh_token"),
+            expires_at: answer
+                .get("expires_in")
+                .and_then(Value::as_u64)
+                .map(|s| Instant::now() + Duration::from_secs(s.saturating_sub(30).max(1))),
+            scope: text("scope"),
+            sent: Vec::new(),
+        }),
         _ => {
-            let why = answer.get("error").and_then(Value::as_str).unwrap_or("no access_token");
-            Err(format!(
-                "the token endpoint {token_url} answered HTTP {} ({why}): check `oauth.client_id` and its `client_secret` or `private_key`",
-                status.as_u16()
-            ))
+            let why = text("error").unwrap_or_else(|| "no access_token".into());
+            Err((format!("the token endpoint {url} answered HTTP {} ({why})", status.as_u16()), why))
         }
     }
 }

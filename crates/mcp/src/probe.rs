@@ -42,7 +42,7 @@ pub async fn run(
     out: &mut dyn std::io::Write,
 ) -> Result<(), String> {
     let env = dracode_input::process_env();
-    let launch = Launch { cwd, env: &env, tmp_dir: None, confine: None, http };
+    let launch = Launch { cwd, env: &env, tmp_dir: None, confine: None, http, redactor: dracode_secrets::Redactor::default() };
     let (server, tools) = McpServer::start(name, config, &launch).await.map_err(|e| format!("MCP server {name:?} failed to start: {e}"))?;
     let listed: Vec<Value> =
         tools.iter().map(|t| if plan.schemas { json!({"name": t.name, "inputSchema": t.input_schema}) } else { json!(t.name) }).collect();

@@ -7,6 +7,7 @@
 
 use super::{Launch, McpServerConfig, McpServers, McpTool};
 use dracode_sandbox::{Policy, SandboxMode};
+use dracode_secrets::Redactor;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
@@ -43,7 +44,7 @@ struct RunServer {
 impl RunServers {
     /// Starts every distinct server of `wanted` (in order) with `env` (the allowlisted
     /// environment; a server's own `env` is added) and TMPDIR in the run's folder.
-    pub async fn start(wanted: &[Wanted], env: &BTreeMap<String, String>, http: reqwest::Client) -> RunServers {
+    pub async fn start(wanted: &[Wanted], env: &BTreeMap<String, String>, http: reqwest::Client, redactor: &Redactor) -> RunServers {
         let mut distinct: Vec<Wanted> = Vec::new();
         for want in wanted {
             match distinct.iter_mut().find(|d| d.name == want.name && d.config == want.config) {
@@ -81,7 +82,8 @@ impl RunServers {
                 env.extend(dracode_sandbox::cache_env(&tmp, &env, want.network).unwrap_or_default());
                 env.extend(dracode_sandbox::git_config_env(&tmp, &env).ok());
             }
-            let launch = Launch { cwd: &work, env: &env, tmp_dir: Some(&tmp), confine: Some(&policy), http: http.clone() };
+            let redactor = redactor.clone();
+            let launch = Launch { cwd: &work, env: &env, tmp_dir: Some(&tmp), confine: Some(&policy), http: http.clone(), redactor };
             let started = match policy.check_supported() {
                 Ok(()) => {
                     let one = BTreeMap::from([(want.name.clone(), want.config.clone())]);

@@ -31,6 +31,8 @@ pub struct Launch<'a> {
     pub confine: Option<&'a Policy>,
     /// The run's HTTP client, for `url` servers.
     pub http: reqwest::Client,
+    /// The run's masking, which learns the tokens OAuth fetches for `url` servers.
+    pub redactor: dracode_secrets::Redactor,
 }
 
 /// A started server.
@@ -174,7 +176,8 @@ fn connect(name: &str, config: &McpServerConfig, launch: &Launch<'_>) -> Result<
     let stderr = Arc::new(Mutex::new(String::new()));
     if let Some(url) = &config.url {
         let credentials = config.credentials(name, &dracode_input::process_env()).map_err(|e| (e, String::new()))?;
-        let link = HttpLink::new(launch.http.clone(), url, name, credentials, Asked::new(config.elicitation.unwrap_or_default()));
+        let asked = Asked::new(config.elicitation.unwrap_or_default());
+        let link = HttpLink::new(launch.http.clone(), url, name, credentials, asked, launch.redactor.clone());
         return Ok((Transport::Http(Box::new(link)), None, stderr, None));
     }
     let program = config.command.as_deref().unwrap_or_default();

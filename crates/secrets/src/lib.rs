@@ -15,6 +15,7 @@
 use aho_corasick::{AhoCorasick, MatchKind};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, PoisonError, RwLock};
 
 /// What replaces a secret in any output.
 pub const MASK: &str = "[REDACTED]";
@@ -284,11 +285,44 @@ fn url_password(value: &str) -> Option<&str> {
 /// reports strip them), so a secret with `ESC[0m` or a BEL put inside it is masked too; the rest
 /// of the text is left byte for byte. Each secret keeps the names it came by (a variable, a
 /// config key), so [`Redactor::secrets_in`] can say which one a text holds without its value.
+/// Its clones share its secrets: one learned at run time ([`Redactor::learn`], a token dracode
+/// fetched) is masked by every clone from then on.
 #[derive(Debug, Clone, Default)]
 pub struct Redactor {
-    patterns: Option<AhoCorasick>,
-    /// Per pattern, the names of the secrets it is a form of.
+    patterns: Arc<RwLock<Patterns>>,
+}
+
+/// The forms of the secrets, and the automaton finding them.
+#[derive(Debug, Default)]
+struct Patterns {
+    /// Each form, with the names of the secrets it is a form of.
+    forms: BTreeMap<String, BTreeSet<String>>,
+    automaton: Option<AhoCorasick>,
+    /// Per pattern of `automaton`, the names of the secrets it is a form of.
     names: Vec<BTreeSet<String>>,
+}
+
+impl Patterns {
+    /// Adds the forms of `value` (when [`is_maskable`]) under `name`; `true` when it did.
+    fn add(&mut self, name: &str, value: &str) -> bool {
+        let value = value.trim();
+        if !is_maskable(value) {
+            return false;
+        }
+        for form in encoded_forms(value) {
+            self.forms.entry(form).or_default().insert(name.to_string());
+        }
+        true
+    }
+
+    /// Builds the automaton of the forms.
+    fn build(&mut self) {
+        if self.forms.is_empty() {
+            return;
+        }
+        self.automaton = AhoCorasick::builder().match_kind(MatchKind::LeftmostLongest).build(self.forms.keys()).ok();
+        self.names = self.forms.values().cloned().collect();
+    }
 }
 
 impl Redactor {
@@ -301,21 +335,22 @@ impl Redactor {
     /// A redactor for `(name, value)` pairs; the name (a variable, `providers.x.api_key`) is
     /// what [`Redactor::secrets_in`] reports, never the value.
     pub fn named(secrets: impl IntoIterator<Item = (String, String)>) -> Self {
-        let mut forms: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        let mut patterns = Patterns::default();
         for (name, value) in secrets {
-            let value = value.trim();
-            if !is_maskable(value) {
-                continue;
-            }
-            for form in encoded_forms(value) {
-                forms.entry(form).or_default().insert(name.clone());
-            }
+            patterns.add(&name, &value);
         }
-        if forms.is_empty() {
-            return Redactor::default();
+        patterns.build();
+        Redactor { patterns: Arc::new(RwLock::new(patterns)) }
+    }
+
+    /// Masks `value` too from now on, here and in every clone (a secret known only at run time:
+    /// an access token dracode fetched); `name` says where it came from. A value that is not
+    /// [`is_maskable`] is ignored.
+    pub fn learn(&self, name: &str, value: &str) {
+        let mut patterns = self.patterns.write().unwrap_or_else(PoisonError::into_inner);
+        if patterns.add(name, value) {
+            patterns.build();
         }
-        let patterns = AhoCorasick::builder().match_kind(MatchKind::LeftmostLongest).build(forms.keys());
-        Redactor { patterns: patterns.ok(), names: forms.into_values().collect() }
     }
 
     /// A redactor for every value of `env` that [`child_env`] removes by default and that may
@@ -343,13 +378,14 @@ impl Redactor {
     /// `text` with every secret replaced by [`MASK`], but where it lies within an occurrence of
     /// one of `keep` (the user's own words: a task id): those are never rewritten.
     pub fn redact_keeping<'a>(&self, text: &'a str, keep: &[&str]) -> Cow<'a, str> {
-        let Some(patterns) = &self.patterns else { return Cow::Borrowed(text) };
-        if !text.chars().any(is_stripped) && !patterns.is_match(text) {
+        let patterns = self.patterns.read().unwrap_or_else(PoisonError::into_inner);
+        let Some(automaton) = &patterns.automaton else { return Cow::Borrowed(text) };
+        if !text.chars().any(is_stripped) && !automaton.is_match(text) {
             return Cow::Borrowed(text);
         }
         let kept: Vec<(usize, usize)> =
             keep.iter().filter(|k| !k.is_empty()).flat_map(|k| text.match_indices(k).map(|(at, m)| (at, at + m.len()))).collect();
-        let spans = self.spans(patterns, text);
+        let spans = spans(automaton, text);
         let masked = spans.into_iter().filter(|(start, end, _)| !kept.iter().any(|(s, e)| s <= start && end <= e));
         let mut out = String::new();
         let mut copied = 0;
@@ -368,20 +404,21 @@ impl Redactor {
     /// The names of the secrets `text` holds (in any form [`Redactor::redact`] masks), sorted;
     /// empty when it holds none.
     pub fn secrets_in(&self, text: &str) -> Vec<String> {
-        let Some(patterns) = &self.patterns else { return Vec::new() };
-        let names: BTreeSet<&String> = self.spans(patterns, text).into_iter().flat_map(|(_, _, pattern)| &self.names[pattern]).collect();
+        let patterns = self.patterns.read().unwrap_or_else(PoisonError::into_inner);
+        let Some(automaton) = &patterns.automaton else { return Vec::new() };
+        let names: BTreeSet<&String> = spans(automaton, text).into_iter().flat_map(|(_, _, pattern)| &patterns.names[pattern]).collect();
         names.into_iter().cloned().collect()
     }
+}
 
-    /// Where the secrets lie in `text` (byte ranges of `text`, and the pattern), as seen once
-    /// escape sequences and control characters are stripped.
-    fn spans(&self, patterns: &AhoCorasick, text: &str) -> Vec<(usize, usize, usize)> {
-        if !text.chars().any(is_stripped) {
-            return patterns.find_iter(text).map(|m| (m.start(), m.end(), m.pattern().as_usize())).collect();
-        }
-        let (view, origin) = visible(text);
-        patterns.find_iter(&view).map(|m| (origin[m.start()], origin[m.end() - 1] + 1, m.pattern().as_usize())).collect()
+/// Where the secrets `patterns` finds lie in `text` (byte ranges of `text`, and the pattern), as
+/// seen once escape sequences and control characters are stripped.
+fn spans(patterns: &AhoCorasick, text: &str) -> Vec<(usize, usize, usize)> {
+    if !text.chars().any(is_stripped) {
+        return patterns.find_iter(text).map(|m| (m.start(), m.end(), m.pattern().as_usize())).collect();
     }
+    let (view, origin) = visible(text);
+    patterns.find_iter(&view).map(|m| (origin[m.start()], origin[m.end() - 1] + 1, m.pattern().as_usize())).collect()
 }
 
 /// True for a character a reader never sees: a control character other than newline and tab.
@@ -556,6 +593,19 @@ mod tests {
         assert_eq!(r.redact("q=k3y%3A5x7z&x"), "q=[REDACTED]&x");
         assert_eq!(r.redact("q=k3y%3b5x7z"), "q=k3y%3b5x7z");
         assert_eq!(r.redact("lower k3y%3a5x7z upper"), "lower [REDACTED] upper");
+    }
+
+    #[test]
+    fn a_secret_learned_at_run_time_is_masked_by_every_clone_from_then_on() {
+        let run = Redactor::new(["sk-configured-1234".to_string()]);
+        let reporter = run.clone();
+        assert_eq!(reporter.redact("at-fetched-Vb3nQ8"), "at-fetched-Vb3nQ8");
+        run.learn("a token of mcp_servers.web.oauth", "at-fetched-Vb3nQ8");
+        run.learn("too short", "abc");
+        assert_eq!(reporter.redact("got at-fetched-Vb3nQ8 and sk-configured-1234, abc"), "got [REDACTED] and [REDACTED], abc");
+        let encoded = base64::engine::general_purpose::STANDARD.encode("Bearer at-fetched-Vb3nQ8");
+        assert!(reporter.redact(&encoded).contains(MASK), "{encoded}");
+        assert_eq!(reporter.secrets_in("at-fetched-Vb3nQ8"), ["a token of mcp_servers.web.oauth"]);
     }
 
     #[test]

@@ -5,11 +5,11 @@
 //! authorization endpoint redirects straight back with a code) this completes headlessly;
 //! otherwise only [`Mode::Person`] (`dracode mcp login`) can complete it.
 
-use super::client_auth::encode;
+use super::client_auth::{TokenClient, encode};
 use super::discovery::Discovered;
 use base64::Engine;
 use serde_json::{Value, json};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long `dracode mcp login` waits for the browser to come back.
 pub const LOGIN_WAIT: Duration = Duration::from_secs(300);
@@ -34,22 +34,6 @@ pub struct Registered {
     pub secret: Option<String>,
     /// `token_endpoint_auth_method`: `none`, `client_secret_basic` or `client_secret_post`.
     pub method: String,
-}
-
-/// The client a token request is made as.
-pub(super) struct TokenClient {
-    pub(super) id: String,
-    pub(super) secret: Option<String>,
-    pub(super) method: String,
-}
-
-/// What a token endpoint answered.
-pub(super) struct Tokens {
-    pub(super) access: String,
-    pub(super) refresh: Option<String>,
-    pub(super) expires_at: Option<Instant>,
-    /// The scope granted, if the server said.
-    pub(super) scope: Option<String>,
 }
 
 /// One authorization request: its URL, and what the redirect must carry.
@@ -233,49 +217,6 @@ pub(super) async fn register(http: &reqwest::Client, found: &Discovered, url: &s
     Ok(Registered { issuer: found.issuer.clone(), id: id.to_string(), secret, method })
 }
 
-/// A token request (`form` holds the grant) as `client`, with `resource`.
-pub(super) async fn token(
-    http: &reqwest::Client,
-    found: &Discovered,
-    client: &TokenClient,
-    mut form: Vec<(&str, String)>,
-) -> Result<Tokens, String> {
-    form.push(("resource", found.resource.clone()));
-    let mut request =
-        http.post(&found.token_url).header("content-type", "application/x-www-form-urlencoded").header("accept", "application/json");
-    match (client.method.as_str(), &client.secret) {
-        ("client_secret_post", Some(secret)) => {
-            form.push(("client_id", client.id.clone()));
-            form.push(("client_secret", secret.clone()));
-        }
-        (_, Some(secret)) if client.method != "none" => {
-            let pair = format!("{}:{}", encode(&client.id), encode(secret));
-            request = request.header("authorization", format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(pair)));
-        }
-        _ => form.push(("client_id", client.id.clone())),
-    }
-    let body: Vec<String> = form.iter().map(|(k, v)| format!("{k}={}", encode(v))).collect();
-    let url = &found.token_url;
-    let response = request.body(body.join("&")).send().await.map_err(|_| format!("cannot reach the token endpoint {url}"))?;
-    let status = response.status();
-    let answer: Value = response.json().await.unwrap_or_default();
-    match answer.get("access_token").and_then(Value::as_str) {
-        Some(access) if status.is_success() => Ok(Tokens {
-            access: access.to_string(),
-            refresh: answer.get("refresh_token").and_then(Value::as_str).map(str::to_string),
-            expires_at: answer
-                .get("expires_in")
-                .and_then(Value::as_u64)
-                .map(|s| Instant::now() + Duration::from_secs(s.saturating_sub(30).max(1))),
-            scope: answer.get("scope").and_then(Value::as_str).map(str::to_string),
-        }),
-        _ => {
-            let why = answer.get("error").and_then(Value::as_str).unwrap_or("no access_token");
-            Err(format!("the token endpoint {url} answered HTTP {} ({why})", status.as_u16()))
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -294,6 +235,7 @@ mod tests {
             iss_supported,
             client_metadata_supported: false,
             as_scopes: vec![],
+            dpop: false,
         }
     }
 
@@ -304,7 +246,7 @@ mod tests {
 
     #[test]
     fn the_redirect_must_carry_our_state_and_the_exact_issuer() {
-        let client = TokenClient { id: "c".into(), secret: None, method: "none".into() };
+        let client = TokenClient { id: "c".into(), secret: super::super::ClientSecret::None, method: None };
         let req = request(&found(true), &client, Some("a b"), "http://127.0.0.1:9/callback").unwrap();
         assert!(
             req.url.contains("code_challenge_method=S256")

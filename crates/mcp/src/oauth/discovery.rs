@@ -36,6 +36,8 @@ pub(super) struct Discovered {
     pub(super) client_metadata_supported: bool,
     /// The authorization server's `scopes_supported`.
     pub(super) as_scopes: Vec<String>,
+    /// Whether the authorization server offers DPoP with ES256.
+    pub(super) dpop: bool,
 }
 
 /// The authorization server's endpoints, the resource to ask for and the supported scopes.
@@ -87,6 +89,7 @@ impl Discovered {
             iss_supported: false,
             client_metadata_supported: false,
             as_scopes: Vec::new(),
+            dpop: false,
         }
     }
 }
@@ -112,6 +115,7 @@ fn from_metadata(meta: &Value, issuer: &str, resource: String) -> Result<Discove
         iss_supported: meta.get("authorization_response_iss_parameter_supported").and_then(Value::as_bool).unwrap_or(false),
         client_metadata_supported: meta.get("client_id_metadata_document_supported").and_then(Value::as_bool).unwrap_or(false),
         as_scopes: strings(meta.get("scopes_supported")),
+        dpop: super::dpop::offered(meta),
     })
 }
 

@@ -3,9 +3,10 @@
 //! union of the scopes asked so far and the challenged ones. Everything is bound to the issuer
 //! it came from: when the server names another authorization server, dracode registers anew.
 
-use super::code::{self, Mode, Registered, TokenClient, Tokens};
+use super::client_auth::TokenClient;
+use super::code::{self, Mode, Registered};
 use super::discovery::{Discovered, discover};
-use super::{Challenge, ClientCredentials, ClientSecret};
+use super::{Challenge, ClientCredentials, ClientSecret, Token, request_token};
 use std::time::Instant;
 
 /// What a link knows of its person's grant. Never logged.
@@ -34,15 +35,16 @@ impl Session {
         self.refresh.is_some() && self.expires_at.is_some_and(|at| Instant::now() >= at)
     }
 
-    fn keep(&mut self, tokens: Tokens) -> String {
-        if tokens.refresh.is_some() {
-            self.refresh = tokens.refresh;
+    /// Keeps what `token` says of the grant (a rotated refresh token, expiry, scope).
+    fn keep(&mut self, token: Token) -> Token {
+        if token.refresh_token.is_some() {
+            self.refresh.clone_from(&token.refresh_token);
         }
-        self.expires_at = tokens.expires_at;
-        if tokens.scope.is_some() {
-            self.scope = tokens.scope;
+        self.expires_at = token.expires_at;
+        if token.scope.is_some() {
+            self.scope.clone_from(&token.scope);
         }
-        tokens.access
+        token
     }
 }
 
@@ -56,7 +58,7 @@ pub async fn user_token(
     session: &mut Session,
     challenge: &Challenge,
     mode: Mode<'_>,
-) -> Result<String, String> {
+) -> Result<Token, String> {
     let found = discover(http, server_url, challenge).await?;
     if session.issuer.as_deref().is_some_and(|i| i != found.issuer) {
         // Another authorization server: nothing of the old one is shown to it.
@@ -67,9 +69,10 @@ pub async fn user_token(
     if let (false, Some(refresh), Mode::Headless) = (challenge.insufficient_scope, session.refresh.clone(), &mode)
         && let Some(client) = known_client(creds, session, &found)
     {
-        match code::token(http, &found, &client, vec![("grant_type", "refresh_token".into()), ("refresh_token", refresh)]).await {
-            Ok(tokens) => return Ok(session.keep(tokens)),
-            Err(e) => refused = Some(e),
+        let form = vec![("grant_type", "refresh_token".into()), ("refresh_token", refresh)];
+        match request_token(http, &found, &client, form, challenge.dpop).await {
+            Ok(token) => return Ok(session.keep(token)),
+            Err((e, _)) => refused = Some(e),
         }
     }
     let scope = choose_scope(creds, challenge, &found, session.scope.as_deref());
@@ -94,8 +97,8 @@ pub async fn user_token(
         ("redirect_uri", request.redirect_uri.clone()),
         ("code_verifier", request.verifier.clone()),
     ];
-    let tokens = code::token(http, &found, &client, form).await?;
-    Ok(session.keep(tokens))
+    let token = request_token(http, &found, &client, form, challenge.dpop).await.map_err(|(e, _)| e)?;
+    Ok(session.keep(token))
 }
 
 /// What to do when a run would need a person to approve dracode.
@@ -125,32 +128,24 @@ fn choose_scope(creds: &ClientCredentials, challenge: &Challenge, found: &Discov
     (!words.is_empty()).then(|| words.join(" "))
 }
 
-fn configured_client(creds: &ClientCredentials) -> Option<TokenClient> {
-    if creds.client_id.is_empty() {
-        return None;
-    }
-    let secret = match &creds.secret {
-        ClientSecret::Secret(s) => Some(s.clone()),
-        _ => None,
-    };
-    let method = if secret.is_some() { "client_secret_basic" } else { "none" };
-    Some(TokenClient { id: creds.client_id.clone(), secret, method: method.into() })
-}
-
 /// The client dracode already is for this authorization server: the configured one, the
 /// metadata document's URL (when the server takes those), or the one registered before.
 fn known_client(creds: &ClientCredentials, session: &Session, found: &Discovered) -> Option<TokenClient> {
-    if let Some(client) = configured_client(creds) {
-        return Some(client);
+    if !creds.client_id.is_empty() {
+        return Some(creds.token_client());
     }
     if let (Some(url), true) = (&creds.client_metadata_url, found.client_metadata_supported) {
-        return Some(TokenClient { id: url.clone(), secret: None, method: "none".into() });
+        return Some(TokenClient { id: url.clone(), secret: ClientSecret::None, method: Some("none".into()) });
     }
     session.registered.as_ref().filter(|r| r.issuer == found.issuer).map(token_client)
 }
 
 fn token_client(r: &Registered) -> TokenClient {
-    TokenClient { id: r.id.clone(), secret: r.secret.clone(), method: r.method.clone() }
+    let secret = match &r.secret {
+        Some(secret) if r.method != "none" => ClientSecret::Secret(secret.clone()),
+        _ => ClientSecret::None,
+    };
+    TokenClient { id: r.id.clone(), secret, method: Some(r.method.clone()) }
 }
 
 /// The client to authorize as: a [`known_client`], or one registered now.
@@ -222,6 +217,7 @@ mod tests {
             secret: ClientSecret::None,
             scope: scope.map(str::to_string),
             token_url: None,
+            grant: super::super::Grant::AuthorizationCode,
             refresh_token: None,
             client_metadata_url: None,
         }
@@ -235,6 +231,7 @@ mod tests {
             resource_metadata: None,
             scope: scope.map(str::to_string),
             insufficient_scope,
+            ..Challenge::default()
         };
         assert_eq!(choose_scope(&creds(None), &challenge(None, false), &found, None).as_deref(), Some("mcp:profile"));
         assert_eq!(choose_scope(&creds(None), &challenge(Some("mcp:basic"), false), &found, None).as_deref(), Some("mcp:basic"));

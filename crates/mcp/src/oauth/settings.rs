@@ -1,0 +1,306 @@
+//! The `oauth` table of a `url` server: the grant it means, what is wrong with it, and the
+//! [`ClientCredentials`] it expands to (with `${VAR}` read from dracode's environment).
+
+use super::{Assertion, ClientCredentials, ClientSecret, Grant};
+use crate::config::{McpAssertion, McpGrant, McpOAuth};
+use std::collections::BTreeMap;
+
+/// `(field under the server, message)` of each problem.
+type Problems = Vec<(&'static str, String)>;
+
+impl McpOAuth {
+    /// The grant meant: `grant`, else `client_credentials` for a client with a `client_secret`
+    /// or `private_key` and no `refresh_token_env_var`, else a person's `authorization_code`.
+    pub fn grant_kind(&self) -> McpGrant {
+        match self.grant {
+            Some(grant) => grant,
+            None if self.refresh_token_env_var.is_none() && (self.client_secret.is_some() || self.private_key.is_some()) => {
+                McpGrant::ClientCredentials
+            }
+            None => McpGrant::AuthorizationCode,
+        }
+    }
+
+    /// Problems of its settings, as `(field under the server, message)`.
+    pub fn problems(&self) -> Problems {
+        let mut out = Vec::new();
+        if self.client_secret.is_some() && self.private_key.is_some() {
+            out.push(("oauth.private_key", "set one of `client_secret` and `private_key`, not both".to_string()));
+        }
+        let secret = self.client_secret.is_some() || self.private_key.is_some();
+        if secret && self.client_id.trim().is_empty() {
+            out.push(("oauth.client_id", "a `client_secret` or `private_key` belongs to a `client_id`: set it".into()));
+        }
+        match self.grant_kind() {
+            McpGrant::ClientCredentials if !secret => {
+                out.push(("oauth", "the client-credentials grant needs `client_secret` or `private_key`".into()));
+            }
+            McpGrant::AuthorizationCode => out.extend(self.person_problems()),
+            McpGrant::JwtBearer | McpGrant::TokenExchange if self.assertion.is_none() => {
+                let how = "`assertion = { github_oidc = {} }`, `{ file = \"PATH\" }` or `{ env = \"VAR\" }`";
+                out.push(("oauth.assertion", format!("this grant needs the workload's identity token: {how}")));
+            }
+            _ => {}
+        }
+        out.extend(self.assertion.as_ref().and_then(McpAssertion::problem).map(|m| ("oauth.assertion", m)));
+        for (field, kind) in
+            [("oauth.subject_token_type", &self.subject_token_type), ("oauth.requested_token_type", &self.requested_token_type)]
+        {
+            if let Some(kind) = kind.as_deref().filter(|k| token_type(k).is_none()) {
+                out.push((field, format!("{kind:?} is not `jwt`, `id_token`, `access_token` or a token-type URN")));
+            }
+        }
+        out.extend(self.misplaced());
+        out
+    }
+
+    /// Settings of another grant than the one meant.
+    fn misplaced(&self) -> Problems {
+        let grant = self.grant_kind();
+        let mut out = Vec::new();
+        let only = |fields: &[(&'static str, bool)], wanted: bool, why: &str| -> Option<(&'static str, String)> {
+            fields.iter().find(|(_, set)| *set && !wanted).map(|(field, _)| (*field, why.to_string()))
+        };
+        let exchange = [
+            ("oauth.subject_token_type", self.subject_token_type.is_some()),
+            ("oauth.requested_token_type", self.requested_token_type.is_some()),
+            ("oauth.audience", self.audience.is_some()),
+        ];
+        out.extend(only(&exchange, grant == McpGrant::TokenExchange, "applies to `grant = \"token_exchange\"` only"));
+        let workload = matches!(grant, McpGrant::JwtBearer | McpGrant::TokenExchange);
+        let why = "applies to `grant = \"jwt_bearer\"` or `\"token_exchange\"`: set `grant`";
+        out.extend(only(&[("oauth.assertion", self.assertion.is_some())], workload, why));
+        let person = [
+            ("oauth.refresh_token_env_var", self.refresh_token_env_var.is_some()),
+            ("oauth.client_metadata_url", self.client_metadata_url.is_some()),
+        ];
+        out.extend(only(
+            &person,
+            grant == McpGrant::AuthorizationCode,
+            "applies to a person's grant (`grant = \"authorization_code\"`) only",
+        ));
+        out
+    }
+
+    /// Problems of a person's grant: its refresh token's variable and client.
+    fn person_problems(&self) -> Problems {
+        let mut out = Vec::new();
+        if let Some(var) = &self.refresh_token_env_var {
+            if var.is_empty() || var.contains(['=', '\0', '$']) {
+                out.push(("oauth.refresh_token_env_var", format!("{var:?} is not a variable name (write the name, not `${{…}}`)")));
+            }
+            if self.client_id.trim().is_empty() && self.client_metadata_url.is_none() {
+                out.push((
+                    "oauth.client_id",
+                    "a refresh token belongs to a client: set `client_id` (the one `dracode mcp login` printed)".into(),
+                ));
+            }
+        }
+        if let Some(url) = self.client_metadata_url.as_deref().filter(|u| !u.starts_with("https://") || u.len() <= "https://".len()) {
+            out.push(("oauth.client_metadata_url", format!("{url:?} is not an https:// URL")));
+        }
+        out
+    }
+
+    /// The client of the grant with `${VAR}` expanded from `env`; `Err` names what is missing.
+    pub fn client(&self, name: &str, env: &BTreeMap<String, String>) -> Result<ClientCredentials, String> {
+        let expand = |text: &str| dracode_input::expand_vars(text, env);
+        let secret = match (&self.private_key, &self.client_secret) {
+            (Some(key), _) => ClientSecret::PrivateKey(expand(key)),
+            (None, Some(secret)) => ClientSecret::Secret(expand(secret)),
+            (None, None) => ClientSecret::None,
+        };
+        let client_id = expand(&self.client_id);
+        let grant = self.grant_of(name, env)?;
+        let unset_id = !self.client_id.is_empty() && client_id.trim().is_empty();
+        if unset_id || (matches!(grant, Grant::ClientCredentials) && client_id.is_empty()) || secret.is_empty() {
+            return Err(format!("`mcp_servers.{name}.oauth`: `client_id`, `client_secret` or `private_key` is empty (an unset ${{VAR}}?)"));
+        }
+        Ok(ClientCredentials {
+            client_id,
+            secret,
+            scope: self.scope.as_deref().map(expand),
+            token_url: self.token_url.as_deref().map(expand),
+            grant,
+            refresh_token: self.refresh_token(name, env)?,
+            client_metadata_url: self.client_metadata_url.as_deref().map(expand),
+        })
+    }
+
+    /// The refresh token of `refresh_token_env_var`; `Err` when that variable is not set.
+    fn refresh_token(&self, name: &str, env: &BTreeMap<String, String>) -> Result<Option<String>, String> {
+        let Some(var) = &self.refresh_token_env_var else { return Ok(None) };
+        match env.get(var).map(|v| v.trim()).filter(|v| !v.is_empty()) {
+            Some(token) => Ok(Some(token.to_string())),
+            None => Err(format!(
+                "`mcp_servers.{name}.oauth.refresh_token_env_var`: {var} is not set (run `dracode mcp login {name}` once and store the refresh token it prints as {var})"
+            )),
+        }
+    }
+
+    /// The client `dracode mcp login NAME` authorizes as: this one as a person's grant, without
+    /// its refresh token (which is what the login is for).
+    pub fn login_client(&self, name: &str, env: &BTreeMap<String, String>) -> Result<ClientCredentials, String> {
+        let person = McpOAuth { grant: Some(McpGrant::AuthorizationCode), refresh_token_env_var: None, ..self.clone() };
+        person.client(name, env)
+    }
+
+    fn grant_of(&self, name: &str, env: &BTreeMap<String, String>) -> Result<Grant, String> {
+        let expand = |text: &str| dracode_input::expand_vars(text, env);
+        let kind = self.grant_kind();
+        let assertion = match (&self.assertion, kind) {
+            (_, McpGrant::ClientCredentials) => return Ok(Grant::ClientCredentials),
+            (_, McpGrant::AuthorizationCode) => return Ok(Grant::AuthorizationCode),
+            (None, _) => return Err(format!("`mcp_servers.{name}.oauth.assertion`: this grant needs the workload's identity token")),
+            (Some(assertion), _) => assertion.resolve(&format!("`mcp_servers.{name}.oauth.assertion`"), env)?,
+        };
+        Ok(match kind {
+            McpGrant::TokenExchange => Grant::TokenExchange {
+                subject: assertion,
+                subject_token_type: self
+                    .subject_token_type
+                    .as_deref()
+                    .and_then(token_type)
+                    .unwrap_or_else(|| token_type("jwt").unwrap_or_default()),
+                requested_token_type: self.requested_token_type.as_deref().and_then(token_type),
+                audience: self.audience.as_deref().map(expand),
+            },
+            _ => Grant::JwtBearer(assertion),
+        })
+    }
+
+    /// The secret values of its settings known before the run (client secret, private key,
+    /// refresh token, a variable's or file's assertion), expanded from `env`, for masking.
+    pub fn secret_values(&self, env: &BTreeMap<String, String>) -> Vec<String> {
+        let mut out: Vec<String> = self.client_secret.iter().chain(&self.private_key).map(|v| dracode_input::expand_vars(v, env)).collect();
+        out.extend(self.refresh_token_env_var.as_ref().and_then(|var| env.get(var)).cloned());
+        out.extend(self.assertion.as_ref().map(|a| a.values(env)).unwrap_or_default());
+        out
+    }
+}
+
+impl McpAssertion {
+    fn values(&self, env: &BTreeMap<String, String>) -> Vec<String> {
+        match self {
+            McpAssertion::Env(var) => env.get(var).map(|v| v.trim().to_string()).into_iter().collect(),
+            McpAssertion::File(path) => {
+                std::fs::read_to_string(dracode_input::expand_vars(path, env)).map(|t| t.trim().to_string()).into_iter().collect()
+            }
+            McpAssertion::IdJag { subject, .. } => subject.values(env),
+            McpAssertion::GithubOidc { .. } => env.get("ACTIONS_ID_TOKEN_REQUEST_TOKEN").cloned().into_iter().collect(),
+        }
+    }
+
+    /// The source, with `${VAR}` expanded and variables read from `env`; `field` names it.
+    fn resolve(&self, field: &str, env: &BTreeMap<String, String>) -> Result<Assertion, String> {
+        let expand = |text: &str| dracode_input::expand_vars(text, env);
+        Ok(match self {
+            McpAssertion::File(path) => Assertion::File(expand(path)),
+            McpAssertion::Env(var) => match env.get(var).map(|v| v.trim()).filter(|v| !v.is_empty()) {
+                Some(value) => Assertion::Value(value.to_string()),
+                None => return Err(format!("{field}: {var} is not set")),
+            },
+            McpAssertion::GithubOidc { audience } => {
+                let var = |v: &str| env.get(v).filter(|s| !s.trim().is_empty()).cloned();
+                let (Some(url), Some(token)) = (var("ACTIONS_ID_TOKEN_REQUEST_URL"), var("ACTIONS_ID_TOKEN_REQUEST_TOKEN")) else {
+                    return Err(format!(
+                        "{field}: ACTIONS_ID_TOKEN_REQUEST_URL and ACTIONS_ID_TOKEN_REQUEST_TOKEN are not set: GitHub Actions sets them for a job with `permissions: id-token: write`"
+                    ));
+                };
+                Assertion::GithubOidc { url, token, audience: audience.as_deref().map(expand) }
+            }
+            McpAssertion::IdJag { token_url, client_id, subject } => Assertion::IdJag {
+                token_url: expand(token_url),
+                client_id: client_id.as_deref().map(expand),
+                subject: Box::new(subject.resolve(field, env)?),
+            },
+        })
+    }
+
+    fn problem(&self) -> Option<String> {
+        match self {
+            McpAssertion::IdJag { subject, .. } if matches!(**subject, McpAssertion::IdJag { .. }) => Some(
+                "the `subject` of an `id_jag` is an ID token: `{ env = \"VAR\" }`, `{ file = \"PATH\" }` or `{ github_oidc = {} }`".into(),
+            ),
+            McpAssertion::IdJag { token_url, .. } if !(token_url.starts_with("http://") || token_url.starts_with("https://")) => {
+                Some(format!("`id_jag.token_url` {token_url:?} is not an http:// or https:// URL"))
+            }
+            McpAssertion::IdJag { subject, .. } => subject.problem(),
+            McpAssertion::Env(var) if var.is_empty() || var.contains(['=', '\0', '$']) => {
+                Some(format!("`env = {var:?}` is not a variable name (write the name, not `${{…}}`)"))
+            }
+            McpAssertion::File(path) if path.trim().is_empty() => Some("`file` is empty".into()),
+            McpAssertion::GithubOidc { audience: Some(a) } if a.trim().is_empty() => Some("`github_oidc.audience` is empty".into()),
+            _ => None,
+        }
+    }
+}
+
+/// `jwt`, `id_token`, `access_token` or a full URN, as the URN.
+fn token_type(name: &str) -> Option<String> {
+    match name {
+        "jwt" | "id_token" | "access_token" | "id-jag" => Some(format!("urn:ietf:params:oauth:token-type:{name}")),
+        urn if urn.starts_with("urn:") => Some(urn.to_string()),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields(o: McpOAuth) -> Vec<&'static str> {
+        o.problems().into_iter().map(|(f, _)| f).collect()
+    }
+
+    #[test]
+    fn bad_combinations_name_their_field() {
+        let github = Some(McpAssertion::GithubOidc { audience: None });
+        let ok = McpOAuth { grant: Some(McpGrant::JwtBearer), assertion: github.clone(), ..Default::default() };
+        assert!(fields(ok).is_empty());
+        let no_assertion = McpOAuth { grant: Some(McpGrant::TokenExchange), ..Default::default() };
+        assert_eq!(fields(no_assertion), ["oauth.assertion"]);
+        let no_grant = McpOAuth { client_id: "c".into(), client_secret: Some("s".into()), assertion: github.clone(), ..Default::default() };
+        assert_eq!(fields(no_grant), ["oauth.assertion"]);
+        let audience = McpOAuth { grant: Some(McpGrant::JwtBearer), assertion: github, audience: Some("a".into()), ..Default::default() };
+        assert_eq!(fields(audience), ["oauth.audience"]);
+        let bad_env =
+            McpOAuth { grant: Some(McpGrant::JwtBearer), assertion: Some(McpAssertion::Env("${X}".into())), ..Default::default() };
+        assert_eq!(fields(bad_env), ["oauth.assertion"]);
+    }
+
+    #[test]
+    fn the_grant_is_implied_by_the_other_settings_and_others_settings_are_refused() {
+        assert_eq!(McpOAuth::default().grant_kind(), McpGrant::AuthorizationCode);
+        let client = McpOAuth { client_id: "c".into(), client_secret: Some("s".into()), ..Default::default() };
+        assert_eq!(client.grant_kind(), McpGrant::ClientCredentials);
+        let person = McpOAuth { refresh_token_env_var: Some("R".into()), ..client.clone() };
+        assert_eq!(person.grant_kind(), McpGrant::AuthorizationCode);
+        assert!(fields(person).is_empty());
+        let key = McpOAuth {
+            grant: Some(McpGrant::AuthorizationCode),
+            client_id: "c".into(),
+            private_key: Some("k".into()),
+            ..Default::default()
+        };
+        assert!(fields(key).is_empty(), "a person's grant may authenticate its client with a key");
+        let env = Some(McpAssertion::Env("T".into()));
+        let mixed =
+            McpOAuth { grant: Some(McpGrant::JwtBearer), assertion: env, refresh_token_env_var: Some("R".into()), ..Default::default() };
+        assert_eq!(fields(mixed), ["oauth.refresh_token_env_var"]);
+        let no_secret = McpOAuth { grant: Some(McpGrant::ClientCredentials), client_id: "c".into(), ..Default::default() };
+        assert_eq!(fields(no_secret), ["oauth"]);
+    }
+
+    #[test]
+    fn github_oidc_needs_the_variables_of_a_job_with_id_token_write() {
+        let o = McpOAuth {
+            grant: Some(McpGrant::JwtBearer),
+            assertion: Some(McpAssertion::GithubOidc { audience: None }),
+            ..Default::default()
+        };
+        let err = o.client("web", &BTreeMap::new()).err().unwrap_or_default();
+        assert!(err.starts_with("`mcp_servers.web.oauth.assertion`: ACTIONS_ID_TOKEN_REQUEST_URL"), "{err}");
+        assert_eq!(token_type("id_token").as_deref(), Some("urn:ietf:params:oauth:token-type:id_token"));
+    }
+}

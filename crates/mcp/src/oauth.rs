@@ -13,7 +13,7 @@ pub mod code;
 mod discovery;
 pub mod dpop;
 pub mod flow;
-mod settings;
+pub mod settings;
 pub mod workload;
 
 use client_auth::{TokenClient, encode};

@@ -1,9 +1,111 @@
-//! The `oauth` table of a `url` server: the grant it means, what is wrong with it, and the
+//! The `oauth` table of a `url` server ([`McpOAuth`]): the grant it means, what is wrong with it, and the
 //! [`ClientCredentials`] it expands to (with `${VAR}` read from dracode's environment).
 
 use super::{Assertion, ClientCredentials, ClientSecret, Grant};
-use crate::config::{McpAssertion, McpGrant, McpOAuth};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+
+/// `oauth = { … }` of a `url` server: how dracode gets an access token for it (`grant`, by
+/// default the one its other settings imply). A pre-registered client's `client_credentials`
+/// (`client_secret` or `private_key`); a person's `authorization_code` grant (no secret, or
+/// `refresh_token_env_var`: `dracode mcp login NAME` once, its refresh token in CI); or a
+/// workload's identity token, `assertion`, as a `jwt_bearer` or `token_exchange` grant.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct McpOAuth {
+    /// `client_credentials`, `authorization_code`, `jwt_bearer` (RFC 7523) or `token_exchange`
+    /// (RFC 8693); by default `jwt_bearer` with an `assertion`, `client_credentials` with a
+    /// `client_secret` or `private_key` (and no `refresh_token_env_var`), else
+    /// `authorization_code`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant: Option<McpGrant>,
+    /// The client id registered with the authorization server (may use `${VAR}`); without it
+    /// a person's grant registers dracode (RFC 7591) or uses `client_metadata_url`, and a
+    /// workload's grant sends none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub client_id: String,
+    /// Its secret, normally `${VAR}` (or set `private_key`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret: Option<String>,
+    /// Instead of a secret: the client's EC P-256 private key (PKCS#8 PEM, normally `${VAR}`),
+    /// signing an ES256 client assertion (`private_key_jwt`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub private_key: Option<String>,
+    /// The scope to ask for; by default the one the server's challenge or metadata names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    /// The token endpoint of a client's or a workload's grant; by default discovered (RFC 9728
+    /// and RFC 8414).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_url: Option<String>,
+    /// The variable holding a refresh token from `dracode mcp login NAME` (a person's grant,
+    /// refreshed as the access token expires).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refresh_token_env_var: Option<String>,
+    /// The https URL of dracode's client ID metadata document, used as its client id where the
+    /// authorization server supports those (instead of registering).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_metadata_url: Option<String>,
+    /// The workload's identity token of `jwt_bearer` and `token_exchange`: `{ github_oidc = {
+    /// audience = "…" } }`, `{ file = "PATH" }` or `{ env = "VAR" }`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assertion: Option<McpAssertion>,
+    /// `token_exchange`: the kind of the assertion, `jwt` (the default), `id_token`,
+    /// `access_token` or a token-type URN.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject_token_type: Option<String>,
+    /// `token_exchange`: the kind of token asked for (same names); by default the server's choice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_token_type: Option<String>,
+    /// `token_exchange`: the `audience` parameter (the resource is always the MCP server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audience: Option<String>,
+}
+
+/// `oauth.grant`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum McpGrant {
+    /// A pre-registered client's own credentials.
+    ClientCredentials,
+    /// A person's grant: the authorization code flow with PKCE, then its refresh token.
+    AuthorizationCode,
+    /// RFC 7523: the assertion is the grant.
+    JwtBearer,
+    /// RFC 8693: the assertion is exchanged for a token.
+    TokenExchange,
+}
+
+/// `oauth.assertion`: where the workload's identity token comes from, afresh for each token
+/// request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum McpAssertion {
+    /// GitHub Actions' OIDC token (the job needs `permissions: id-token: write`), for
+    /// `audience` (default: the authorization server's issuer).
+    GithubOidc {
+        /// The `aud` asked for.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        audience: Option<String>,
+    },
+    /// A file holding the token (read again for each request; may use `${VAR}`).
+    File(String),
+    /// The variable holding the token.
+    Env(String),
+    /// Enterprise-managed authorization: `subject` (an ID token from one of the sources above)
+    /// exchanged at the identity provider's `token_url` for an identity assertion grant
+    /// (ID-JAG) for the authorization server and the MCP server.
+    IdJag {
+        /// The identity provider's token endpoint.
+        token_url: String,
+        /// The client id dracode has there.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        client_id: Option<String>,
+        /// The ID token exchanged.
+        subject: Box<McpAssertion>,
+    },
+}
 
 /// `(field under the server, message)` of each problem.
 type Problems = Vec<(&'static str, String)>;

@@ -11,7 +11,7 @@ use super::mcp_servers::{TASK, configure, project, tool_answer};
 use crate::support::cli::{dracode, finished};
 use crate::support::oauth_server::{Flaw, OAuthServer};
 use crate::support::openai_server::{OpenAiServer, ScriptedReply, Tokens};
-use serde_json::json;
+use serde_json::{Value, json};
 use std::path::Path;
 
 /// Runs `dracode mcp login web --no-browser` in `dir`: exit code, stdout, stderr.
@@ -28,6 +28,19 @@ async fn login(dir: &Path) -> (i32, String, String) {
 
 fn write_config(dir: &Path, server: &OAuthServer, oauth: &str) {
     std::fs::write(dir.join("dracode.toml"), format!("[mcp_servers.web]\nurl = \"{}\"\noauth = {oauth}\n", server.mcp_url())).unwrap();
+}
+
+/// Runs the task against server `web` at `url` (2025-11-25) with a pre-registered client and
+/// the refresh token `seeded` in `MCP_REFRESH`; it must pass. What was printed, and the events.
+async fn run_refreshing(dir: &Path, llm: &OpenAiServer, url: &str, seeded: &str) -> (String, Vec<Value>) {
+    let servers = format!(
+        "[mcp_servers.web]\nurl = \"{url}\"\nprotocol_version = \"2025-11-25\"\noauth = {{ client_id = \"pre-client\", refresh_token_env_var = \"MCP_REFRESH\" }}\n\n"
+    );
+    configure(dir, llm, &format!("{servers}{TASK}"));
+    let (code, printed, all) = run_with(dir, &[("MCP_REFRESH", seeded)]).await;
+    assert_eq!(code, 0, "{printed}");
+    assert_eq!(finished(&all, "t")["status"], "passed");
+    (printed, all)
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -91,14 +104,7 @@ async fn a_run_refreshes_its_token_as_the_server_expires_it_steps_up_and_no_toke
         ScriptedReply::text("done", Tokens::new(10, 1)),
     ])
     .await;
-    let servers = format!(
-        "[mcp_servers.web]\nurl = \"{}\"\nprotocol_version = \"2025-11-25\"\noauth = {{ client_id = \"pre-client\", refresh_token_env_var = \"MCP_REFRESH\" }}\n\n",
-        server.mcp_url()
-    );
-    configure(&dir, &llm, &format!("{servers}{TASK}"));
-    let (code, printed, all) = run_with(&dir, &[("MCP_REFRESH", &seeded)]).await;
-    assert_eq!(code, 0, "{printed}");
-    assert_eq!(finished(&all, "t")["status"], "passed");
+    let (printed, all) = run_refreshing(&dir, &llm, &server.mcp_url(), &seeded).await;
     let answers = llm.requests();
     assert!(tool_answer(&answers[2], "c2").starts_with("whoami done with scope mcp:read"), "{:?}", answers[2]);
     assert_eq!(tool_answer(&answers[3], "c3"), "write done with scope mcp:read offline_access mcp:write");
@@ -243,14 +249,7 @@ async fn an_access_token_past_its_expires_in_is_refreshed_before_it_is_used() {
         ScriptedReply::text("done", Tokens::new(10, 1)),
     ])
     .await;
-    let servers = format!(
-        "[mcp_servers.web]\nurl = \"{}\"\nprotocol_version = \"2025-11-25\"\noauth = {{ client_id = \"pre-client\", refresh_token_env_var = \"MCP_REFRESH\" }}\n\n",
-        server.mcp_url()
-    );
-    configure(&dir, &llm, &format!("{servers}{TASK}"));
-    let (code, printed, all) = run_with(&dir, &[("MCP_REFRESH", &seeded)]).await;
-    assert_eq!(code, 0, "{printed}");
-    assert_eq!(finished(&all, "t")["status"], "passed");
+    let (printed, all) = run_refreshing(&dir, &llm, &server.mcp_url(), &seeded).await;
     let log = server.seen(|s| s.log.clone());
     let count = |what: &str| log.iter().filter(|l| *l == what).count();
     assert_eq!((count("401"), count("refresh"), count("refresh refused")), (1, 2, 0), "{log:?}");

@@ -185,9 +185,11 @@ async fn url_servers_get_their_headers_and_bearer_token_whose_values_never_reach
     }
 }
 
-/// Neither `printed` nor any file under `out` contains any of `secrets`.
-pub(super) fn assert_nowhere(out: &Path, printed: &str, secrets: &[&str]) {
-    for secret in secrets {
+/// Neither `printed` nor any file under `out` contains any of `secrets` (at least one).
+pub(super) fn assert_nowhere(out: &Path, printed: &str, secrets: &[impl AsRef<str>]) {
+    assert!(!secrets.is_empty());
+    let secrets: Vec<&str> = secrets.iter().map(AsRef::as_ref).collect();
+    for secret in &secrets {
         assert!(!printed.contains(secret), "{secret} printed: {printed}");
     }
     let mut stack = vec![out.to_path_buf()];
@@ -198,7 +200,7 @@ pub(super) fn assert_nowhere(out: &Path, printed: &str, secrets: &[&str]) {
         } else {
             files += 1;
             let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
-            for secret in secrets {
+            for secret in &secrets {
                 assert!(!text.contains(secret), "{secret} written to {}", path.display());
             }
         }

@@ -6,6 +6,7 @@
 //! with a fresh proof on every request and nonces honoured; one line when the assertion is
 //! refused; and no token or assertion in anything dracode writes.
 
+use super::mcp_protocol::assert_nowhere;
 use super::mcp_servers::{TASK, configure, project, tool_answer};
 use crate::support::cli::{dracode, finished, read_jsonl};
 use crate::support::openai_server::{OpenAiServer, ScriptedReply, Tokens, ToolCall};
@@ -61,28 +62,6 @@ async fn probe(dir: &Path, server: Value, env: Vec<(String, String)>) -> (i32, S
     })
     .await
     .unwrap()
-}
-
-/// Neither `printed` nor any file under `out` contains any of `secrets`.
-fn assert_nowhere(out: &Path, printed: &str, secrets: &[String]) {
-    assert!(!secrets.is_empty());
-    for secret in secrets {
-        assert!(!printed.contains(secret.as_str()), "{secret} printed: {printed}");
-    }
-    let mut stack = vec![out.to_path_buf()];
-    let mut files = 0;
-    while let Some(path) = stack.pop() {
-        if path.is_dir() {
-            stack.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
-        } else {
-            files += 1;
-            let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
-            for secret in secrets {
-                assert!(!text.contains(secret.as_str()), "{secret} written to {}", path.display());
-            }
-        }
-    }
-    assert!(files > 3, "no artifacts under {}", out.display());
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -83,7 +83,21 @@ fn assemble(mut results: Vec<Value>, automation_id: &str, left_out: u64) -> Valu
     if left_out > 0 {
         run["properties"] = json!({"dracodeFindingsLeftOut": left_out});
     }
+    let var = |name: &str| std::env::var(name).ok();
+    if let Some(uri) = information_uri(var("GITHUB_SERVER_URL").as_deref(), var("DRACODE_ACTION_REPOSITORY").as_deref()) {
+        run["tool"]["driver"]["informationUri"] = json!(uri);
+    }
     json!({"$schema": SCHEMA_URI, "version": "2.1.0", "runs": [run]})
+}
+
+/// Where dracode is documented, for the driver's `informationUri`: its repository on the GitHub
+/// server, when the action ran it (`GITHUB_SERVER_URL` and the action's own repository, which it
+/// passes as `DRACODE_ACTION_REPOSITORY`). Elsewhere no real address is known, and there is none.
+fn information_uri(server: Option<&str>, repository: Option<&str>) -> Option<String> {
+    let server = server.filter(|s| s.starts_with("https://") || s.starts_with("http://"))?.trim_end_matches('/');
+    let name_part = |part: &str| !part.is_empty() && part.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
+    let repository = repository.filter(|r| r.split_once('/').is_some_and(|(owner, name)| name_part(owner) && name_part(name)))?;
+    Some(format!("{server}/{repository}"))
 }
 
 /// At most [`MAX_RESULTS`] of `items`: errors, then warnings, then notes, each in their order.
@@ -231,6 +245,16 @@ fn uri_path(path: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_information_uri_is_the_actions_repository_or_nothing() {
+        let uri = |server, repository| information_uri(server, repository);
+        assert_eq!(uri(Some("https://github.com/"), Some("acme/dracode")).as_deref(), Some("https://github.com/acme/dracode"));
+        assert_eq!(uri(Some("https://github.com"), None), None, "outside the action");
+        assert_eq!(uri(Some("https://github.com"), Some("")), None, "an empty action_repository");
+        assert_eq!(uri(Some("javascript:x"), Some("acme/dracode")), None);
+        assert_eq!(uri(Some("https://github.com"), Some("acme/dra code")), None);
+    }
     use crate::structured::findings::Severity;
 
     fn located(rule: &str, path: &str) -> Located {

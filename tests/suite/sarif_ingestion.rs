@@ -71,7 +71,8 @@ fn gh_problems(launcher: &Path, log: &Path) -> Vec<String> {
 }
 
 /// The warnings of the multitool's general SARIF rules that `log` must not have: SARIF1001 (a
-/// rule's `name` equal to its `id`), as `RULE: arguments` lines.
+/// rule's `name` equal to its `id`) and SARIF2005 (a tool without `informationUri`; written
+/// when the action runs dracode), as `RULE: arguments` lines.
 fn naming_warnings(launcher: &Path, log: &Path) -> Vec<String> {
     let report = log.with_extension("naming.sarif");
     let out = std::process::Command::new(launcher)
@@ -84,7 +85,11 @@ fn naming_warnings(launcher: &Path, log: &Path) -> Vec<String> {
     assert!(out.status.success(), "the multitool failed: {}", String::from_utf8_lossy(&out.stdout));
     let report: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     let results = report["runs"][0]["results"].as_array().cloned().unwrap_or_default();
-    results.iter().filter(|r| r["ruleId"] == "SARIF1001").map(|r| format!("{}: {}", r["ruleId"], r["message"]["arguments"])).collect()
+    results
+        .iter()
+        .filter(|r| ["SARIF1001", "SARIF2005"].contains(&r["ruleId"].as_str().unwrap_or_default()))
+        .map(|r| format!("{}: {}", r["ruleId"], r["message"]["arguments"]))
+        .collect()
 }
 
 /// A git repository with a project and a config pointing `openai` at `server` (unstreamed);
@@ -106,7 +111,11 @@ fn project(server: &OpenAiServer, files: &[(&str, &str)]) -> tempfile::TempDir {
 async fn run(root: &Path) -> (i32, String) {
     let root = root.to_path_buf();
     let out = tokio::task::spawn_blocking(move || {
-        dracode(&root).env("OPENAI_API_KEY", KEY).args(["run", "review.toml", "--out", "out", "--provider", "openai"]).output().unwrap()
+        // As the action runs it: findings.sarif names the action's repository as dracode's home.
+        let action = [("GITHUB_SERVER_URL", "https://github.com"), ("DRACODE_ACTION_REPOSITORY", "acme/dracode")];
+        let mut cmd = dracode(&root);
+        cmd.env("OPENAI_API_KEY", KEY).envs(action).args(["run", "review.toml", "--out", "out", "--provider", "openai"]);
+        cmd.output().unwrap()
     })
     .await
     .unwrap();

@@ -12,6 +12,7 @@
 //! - a call output that answers no earlier call of its kind (`function_call_output` for a
 //!   `function_call`, `custom_tool_call_output` for a `custom_tool_call`), or a call left
 //!   without its output → 400 with the API's message;
+//! - an item id twice in one request → 400 "Duplicate item found";
 //! - stateless reasoning: a call (or an output message sent back under its id) this server made
 //!   next to a reasoning item must come back after that item, and the item with the `encrypted_content` it was given (sent only when the
 //!   request `include`s `reasoning.encrypted_content`) → else 400 with the API's messages.
@@ -422,8 +423,14 @@ fn check_calls_and_reasoning(body: &Value, issued: &Issued) -> Result<(), Reject
     let input = body["input"].as_array().cloned().unwrap_or_default();
     let mut seen_reasoning = BTreeSet::new();
     let mut open: Vec<(String, &str)> = Vec::new();
+    let mut ids = BTreeSet::new();
     let invalid = |message: String| Rejection::invalid(message, Some("input".into()), None);
     for item in &input {
+        if let Some(id) = item["id"].as_str()
+            && !ids.insert(id.to_string())
+        {
+            return Err(invalid(format!("Duplicate item found with id {id}. Remove duplicate items from your input and try again.")));
+        }
         let call_id = item["call_id"].as_str().unwrap_or_default().to_string();
         match item["type"].as_str().unwrap_or_default() {
             "reasoning" => {

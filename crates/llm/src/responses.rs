@@ -198,11 +198,16 @@ pub fn request_body(model: &str, request: &LlmRequest<'_>, effort: Option<Reason
 /// The conversation as `input` items, in order.
 fn input_items(messages: &[Message]) -> Vec<Value> {
     let mut items = Vec::new();
+    // The API refuses an item id twice in one request ("Duplicate item found").
+    let mut sent = std::collections::HashSet::new();
     for message in messages {
         match message.role {
             Role::Assistant => {
                 let whole = resumes_whole(&message.content);
-                items.extend(message.content.iter().filter_map(|block| assistant_item(block, whole)));
+                for block in &message.content {
+                    let first = !matches!(block, ContentBlock::Text { id: Some(id), .. } if !sent.insert(id.clone()));
+                    items.extend(assistant_item(block, whole && first));
+                }
             }
             Role::User => user_items(message, messages, &mut items),
         }
@@ -218,13 +223,14 @@ fn resumes_whole(turn: &[ContentBlock]) -> bool {
 }
 
 /// One block of an assistant turn as an item. Text the API gave an id goes back as that output
-/// message (`output_text`, as the API returned it) when the turn goes back `whole`; other text
+/// message (`output_text`, as the API returned it) when it may go back `under_id` (its turn's
+/// reasoning goes back too, and no other item of the request has the id); other text
 /// (another provider's, a summary, a turn missing reasoning) as a message whose content is a
 /// string, the only other form the official schema gives an assistant message. A reasoning
 /// block without the encrypted content and id it came with cannot be resumed and is left out.
-fn assistant_item(block: &ContentBlock, whole: bool) -> Option<Value> {
+fn assistant_item(block: &ContentBlock, under_id: bool) -> Option<Value> {
     match block {
-        ContentBlock::Text { text, id: Some(id) } if whole && !text.is_empty() => Some(json!({
+        ContentBlock::Text { text, id: Some(id) } if under_id && !text.is_empty() => Some(json!({
             "type": "message", "id": id, "role": "assistant", "status": "completed",
             "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}],
         })),
@@ -328,7 +334,10 @@ fn parse_item(item: &Value, content: &mut Vec<ContentBlock>) -> bool {
             let written: String = parts.iter().filter(|p| p["type"] == "output_text").filter_map(|p| p["text"].as_str()).collect();
             let refusal: String = parts.iter().filter(|p| p["type"] == "refusal").filter_map(|p| p["refusal"].as_str()).collect();
             if !written.is_empty() {
-                content.push(ContentBlock::Text { text: written, id: item.get("id").and_then(Value::as_str).map(str::to_string) });
+                // Only a whole output message can go back as one.
+                let completed = item.get("status").and_then(Value::as_str).is_none_or(|s| s == "completed");
+                let id = item.get("id").and_then(Value::as_str).filter(|id| completed && id.starts_with("msg"));
+                content.push(ContentBlock::Text { text: written, id: id.map(str::to_string) });
             } else if !refusal.is_empty() {
                 content.push(ContentBlock::text(refusal));
                 return true;

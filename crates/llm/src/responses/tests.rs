@@ -142,6 +142,26 @@ fn tools() -> Vec<ToolSpec> {
 }
 
 #[test]
+fn a_message_id_goes_out_once_and_only_a_completed_message_keeps_one() {
+    let said = Message { role: Role::Assistant, content: vec![ContentBlock::Text { text: "Done.".into(), id: Some("msg_9".into()) }] };
+    let messages = [Message::user_text("hi"), said.clone(), Message::user_text("again"), said];
+    let request = LlmRequest { system: "", messages: &messages, tools: &[], max_tokens: None };
+    let body = request_body("gpt-5-codex", &request, None);
+    let contents: Vec<&Value> =
+        body["input"].as_array().unwrap().iter().filter(|i| i["role"] == "assistant").map(|i| &i["content"]).collect();
+    assert_eq!(contents.len(), 2);
+    assert_eq!((contents[0][0]["type"].as_str(), contents[1].as_str()), (Some("output_text"), Some("Done.")), "{body}");
+    let kept = |status: &str, id: &str| {
+        let item = json!([{"type": "message", "id": id, "status": status, "role": "assistant",
+            "content": [{"type": "output_text", "text": "t", "annotations": []}]}]);
+        parse_response(&response(item, "completed")).unwrap().content
+    };
+    assert_eq!(kept("completed", "msg_1"), [ContentBlock::Text { text: "t".into(), id: Some("msg_1".into()) }]);
+    assert_eq!(kept("incomplete", "msg_1"), [ContentBlock::text("t")]);
+    assert_eq!(kept("completed", "chatcmpl-9"), [ContentBlock::text("t")]);
+}
+
+#[test]
 fn request_body_maps_the_conversation() {
     let (messages, tools) = (conversation(), tools());
     let request = LlmRequest { system: "You are terse.", messages: &messages, tools: &tools, max_tokens: Some(4096) };

@@ -14,8 +14,14 @@ const MULTITOOL_VERSION: &str = "5.7.0";
 const KEY: &str = "sk-sarif-123456789";
 
 /// The multitool's launcher, installed with npm on first use; `None` (after printing why) only
-/// when npm is missing and `DRACODE_REQUIRE_SARIF_MULTITOOL` is unset.
+/// when npm is missing and `DRACODE_REQUIRE_SARIF_MULTITOOL` is unset. Installed once per
+/// process: two tests installing at once saw each other's half-installed package.
 fn multitool() -> Option<PathBuf> {
+    static LAUNCHER: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    LAUNCHER.get_or_init(install_multitool).clone()
+}
+
+fn install_multitool() -> Option<PathBuf> {
     let prefix = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("sarif-multitool-{MULTITOOL_VERSION}"));
     let launcher = prefix.join("node_modules/.bin/sarif-multitool");
     if launcher.is_file() {

@@ -104,7 +104,7 @@ async fn a_run_refreshes_its_token_as_the_server_expires_it_steps_up_and_no_toke
         ScriptedReply::text("done", Tokens::new(10, 1)),
     ])
     .await;
-    let (printed, all) = run_refreshing(&dir, &llm, &server.mcp_url(), &seeded).await;
+    let (printed, _) = run_refreshing(&dir, &llm, &server.mcp_url(), &seeded).await;
     let answers = llm.requests();
     assert!(tool_answer(&answers[2], "c2").starts_with("whoami done with scope mcp:read"), "{:?}", answers[2]);
     assert_eq!(tool_answer(&answers[3], "c3"), "write done with scope mcp:read offline_access mcp:write");
@@ -249,7 +249,7 @@ async fn an_access_token_past_its_expires_in_is_refreshed_before_it_is_used() {
         ScriptedReply::text("done", Tokens::new(10, 1)),
     ])
     .await;
-    let (printed, all) = run_refreshing(&dir, &llm, &server.mcp_url(), &seeded).await;
+    run_refreshing(&dir, &llm, &server.mcp_url(), &seeded).await;
     let log = server.seen(|s| s.log.clone());
     let count = |what: &str| log.iter().filter(|l| *l == what).count();
     assert_eq!((count("401"), count("refresh"), count("refresh refused")), (1, 2, 0), "{log:?}");

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The figures of README "Performance": builds the release binary as `cargo build --release` (and
+# The figures of docs/src/performance.md: builds the release binary as `cargo build --release` (and
 # `cargo install`) make it, keeps a copy, and runs `cargo bench --bench overhead` against that
 # copy (DRACODE_BENCH_BIN). A bench build unifies the dev-dependencies' features, so the binary it
 # builds at the same path differs from the one users run. Arguments go to the bench:

@@ -1,4 +1,4 @@
-//! The command line (README, "Commands"). Parsing only: the batch and `main.rs` act on it.
+//! The command line (docs/src/reference/cli.md). Parsing only: the batch and `main.rs` act on it.
 
 pub use crate::batch::options::{NoTasks, RunArgs};
 use crate::tools::render::ToolFormat;

@@ -1,4 +1,4 @@
-//! Keeping a long task's conversation inside the model's context window (README "Long tasks").
+//! Keeping a long task's conversation inside the model's context window (docs/src/long-tasks.md).
 //!
 //! - **The window** ([`ContextPolicy`]): the provider's `context_window`, else the built-in
 //!   table's (`llm/prices.toml`), capped by the task's `max_context_tokens`; compaction starts at

@@ -25,7 +25,7 @@ pub mod shard;
 pub mod structured;
 pub mod tools;
 
-// The leaf crates, under the names the core and its users know them by (README, "Architecture").
+// The leaf crates, under the names the core and its users know them by (docs/src/architecture.md).
 pub use dracode_input as input;
 pub use dracode_llm as llm;
 pub use dracode_mcp as mcp;

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 /// LLM calls a task may make when nothing says otherwise (DraCode's default).
 pub const DEFAULT_MAX_ITERATIONS: u32 = 10;
-/// Wall-clock limit of a task attempt when nothing says otherwise (README, "A manifest"): nothing
+/// Wall-clock limit of a task attempt when nothing says otherwise (docs/src/reference/manifest.md): nothing
 /// hangs for an hour.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 /// Silence (no event, no byte on the model's stream, no output from a command) that ends a task

@@ -724,7 +724,7 @@ fn restore_protected(spec: &TaskSpec, workspace: &Workspace) -> Result<Vec<Strin
 async fn remove_unrecorded(spec: &TaskSpec, workspace: Workspace, shared: &Shared) -> Result<(Workspace, Vec<String>), TaskError> {
     if spec.workspace.isolation == crate::manifest::Isolation::None {
         // The workspace is the user's own folder: their build outputs and virtualenvs, which a
-        // command may have touched, are never deleted (README, "What the check sees").
+        // command may have touched, are never deleted (docs/src/grading.md#what-the-check-sees).
         return Ok((workspace, Vec::new()));
     }
     let keep = crate::sandbox::Protect::compile(&workspace.root, &spec.keep_ignored).map_err(TaskError::internal)?;

@@ -1,4 +1,4 @@
-//! Configuration layering (README, "Configuration"), lowest to highest: built-in defaults →
+//! Configuration layering (docs/src/reference/configuration.md), lowest to highest: built-in defaults →
 //! `dracode.toml` (or `$DRACODE_CONFIG`, or `--config`) → `dracode.local.toml` → `DRACODE_*`
 //! environment (nested with `__`) → manifest `[defaults]` → task fields → command-line flags.
 //! This module owns the first four; the manifest and the command line add the rest.

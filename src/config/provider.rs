@@ -19,7 +19,7 @@ pub struct ProviderSettings {
     pub kind: Option<ProviderType>,
     /// Model (Azure: deployment).
     pub model: Option<String>,
-    /// Endpoint; see the provider table in the README for what it includes.
+    /// Endpoint; docs/src/reference/configuration.md says what it includes.
     pub base_url: Option<String>,
     /// Key; `${VAR}` expands. Defaults to the type's conventional variable.
     pub api_key: Option<String>,
@@ -47,7 +47,7 @@ pub struct ProviderSettings {
     pub max_concurrent_requests: Option<usize>,
     /// Requests started per minute, across every task of the run.
     pub requests_per_minute: Option<u32>,
-    /// The model's context window in tokens; overrides the built-in table (README "Long tasks").
+    /// The model's context window in tokens; overrides the built-in table (docs/src/long-tasks.md).
     pub context_window: Option<u64>,
     /// The fields a `${VAR}` template left empty, each with why
     /// (`api_key = "${MOCK_KEY}": MOCK_KEY is not set`); filled when expanded, never read.

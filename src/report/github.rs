@@ -1,4 +1,4 @@
-//! GitHub Actions (README, "Use it in GitHub Actions"): workflow-command annotations and step outputs.
+//! GitHub Actions (docs/src/github-actions.md): workflow-command annotations and step outputs.
 //!
 //! [`AnnotationReporter`] (on when `GITHUB_ACTIONS=true`) prints one `::error` per task that did
 //! not pass, at the task's line of its manifest, and a `::warning` per task retry, per task

@@ -535,7 +535,7 @@ fn workflows_and_the_action_parse_pin_their_actions_and_read_only_by_default() {
     sorted.sort_unstable();
     let mut want = expected.to_vec();
     want.sort_unstable();
-    assert_eq!(sorted, want, "the outputs the README documents under \"Use it in GitHub Actions\"");
+    assert_eq!(sorted, want, "the outputs docs/src/github-actions.md documents");
     let text = std::fs::read_to_string(root.join("action.yml")).unwrap();
     for line in text.lines().filter(|l| l.trim_start().starts_with("run:")) {
         assert!(!line.contains("${{"), "no expression is pasted into a script: {line}");

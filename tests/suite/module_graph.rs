@@ -1,4 +1,4 @@
-//! The architecture as the README draws it ("Architecture"), checked: within every crate of the
+//! The architecture as docs/src/architecture.md draws it, checked: within every crate of the
 //! workspace the top-level modules import one another in one direction only — no cycle, however
 //! long. An import is any `crate::` or `super::` path that names another top-level module (a
 //! `use`, a path in code, a doc link), in every file under the crate's `src/` but an inline

@@ -5,7 +5,7 @@
 //! requests nothing but itself; a merged report of two shards; the history of three nights where
 //! one task flips; the keyboard alone gets around.
 //!
-//! With `DRACODE_REPORT_SHOTS=DIR` the tests also save the screenshots the README shows.
+//! With `DRACODE_REPORT_SHOTS=DIR` the tests also save the screenshots docs/src/report.md shows.
 
 use crate::support::browser::{Browser, Page, Shot, WAIT, file_url};
 use crate::support::cli::{dracode, finished, git, git_repo, read_jsonl};
@@ -134,7 +134,7 @@ fn shown(page: &Page<'_>, selector: &str) -> String {
     page.eval(&js).as_str().unwrap_or_default().to_string()
 }
 
-/// Saves a screenshot (of the viewport, or of one element) for the README when
+/// Saves a screenshot (of the viewport, or of one element) for docs/src/report.md when
 /// `DRACODE_REPORT_SHOTS` names a folder.
 fn shot(page: &Page<'_>, name: &str, what: Shot<'_>) {
     if let Some(dir) = std::env::var_os("DRACODE_REPORT_SHOTS") {

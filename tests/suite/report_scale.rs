@@ -8,7 +8,7 @@
 //! and four tasks' recordings end too soon (errors: not judged). The run writes `report.html` as
 //! every run does. It takes 35–65 s with the debug binary on a loaded 2-core machine.
 //!
-//! The test prints the figures the README quotes (the file's size, the overview data's, the
+//! The test prints the figures docs/src/report.md quotes (the file's size, the overview data's, the
 //! page's own render time and the first contentful paint) and asserts only what cannot flake:
 //! no timing is asserted.
 

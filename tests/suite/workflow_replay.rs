@@ -398,16 +398,20 @@ impl Runner {
     }
 }
 
-/// The README's YAML blocks that are whole workflows (they have `jobs:`).
-fn readme_workflows() -> Vec<Value> {
-    let readme = std::fs::read_to_string(crate_root().join("README.md")).unwrap();
-    readme
-        .split("```yaml\n")
-        .skip(1)
-        .filter_map(|block| block.split("\n```").next())
-        .filter_map(|text| serde_saphyr::from_str::<Value>(text).ok())
-        .filter(|doc| doc["jobs"].is_object())
-        .collect()
+/// The YAML blocks of the README and the book that are whole workflows (they have `jobs:`),
+/// each named by its page.
+fn documented_workflows() -> Vec<(String, Value)> {
+    let mut workflows = Vec::new();
+    for page in crate::support::docs::all_pages() {
+        for block in crate::support::docs::yaml_blocks(&page.text) {
+            if let Ok(doc) = serde_saphyr::from_str::<Value>(&block) {
+                if doc["jobs"].is_object() {
+                    workflows.push((page.name(), doc));
+                }
+            }
+        }
+    }
+    workflows
 }
 
 #[test]
@@ -421,10 +425,10 @@ fn the_shipped_workflows_leave_the_checkout_clean_at_every_step() {
         runner.workflow(&file.display().to_string(), &yaml(file));
         replayed += 1;
     }
-    for (i, workflow) in readme_workflows().iter().enumerate() {
+    for (i, (page, workflow)) in documented_workflows().iter().enumerate() {
         let (_dir, mut runner) = Runner::new();
-        runner.workflow(&format!("README.md workflow #{i}"), workflow);
+        runner.workflow(&format!("{page} workflow #{i}"), workflow);
         replayed += 1;
     }
-    assert!(replayed >= 2, "the nightly workflow and the README's were replayed");
+    assert!(replayed >= 3, "the nightly workflow and the documentation's were replayed");
 }

@@ -4,6 +4,7 @@
 pub mod anthropic_server;
 pub mod browser;
 pub mod cli;
+pub mod docs;
 pub mod gemini_server;
 pub mod github_server;
 pub mod oauth_server;

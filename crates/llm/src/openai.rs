@@ -96,7 +96,9 @@ impl WireFormat for ChatCompletionsFormat {
     /// OpenAI's 404 for a model served only by the Responses API gets the setting that fixes it.
     fn refine_error(&self, mut error: LlmError) -> LlmError {
         if error.http_status == Some(404) && error.message.contains("only supported in v1/responses") {
-            error.message.push_str(" — set `wire_api = \"responses\"` on this provider (README: Providers)");
+            error.message.push_str(
+                " — set `wire_api = \"responses\"` on this provider (docs/src/reference/configuration.md#openais-responses-api-wire_api)",
+            );
         }
         error
     }

@@ -1,7 +1,7 @@
 //! How the `reasoning` setting (low, medium, high) is asked of each API whose form depends on
 //! the model: Anthropic's `thinking` (a token budget up to Claude 4.5, adaptive thinking with an
 //! `effort` from Claude 4.6 on) and Gemini's `thinkingConfig` (a `thinkingBudget` for Gemini
-//! 2.5, a `thinkingLevel` from Gemini 3 on). The README's "Reasoning" section documents every
+//! 2.5, a `thinkingLevel` from Gemini 3 on). docs/src/reference/configuration.md#reasoning documents every
 //! mapping here. OpenAI's `reasoning_effort` and Ollama's `think` take the level's name as is.
 
 use super::ReasoningEffort;

@@ -1,4 +1,4 @@
-//! Process exit codes: public API, documented in the README ("Exit codes").
+//! Process exit codes: public API, documented in docs/src/reference/exit-codes.md.
 //!
 //! When several apply, the one that says the most wins: an interrupt (130/143) over
 //! [`ARTIFACTS_FAILED`] (3) over [`NOT_JUDGED`] (5) over [`TASKS_FAILED`] (1) over [`OK`].

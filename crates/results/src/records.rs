@@ -1,6 +1,6 @@
 //! The JSONL wire format of `results.jsonl` and `--jsonl`: one [`WireEvent`] a line.
 //!
-//! These types are the user contract (README, "Events (`results.jsonl`)"), kept apart from the
+//! These types are the user contract (docs/src/reference/output.md), kept apart from the
 //! internal events so that an internal change never silently changes the wire (the one, pure,
 //! mapping is the report's); [`events_schema`] is what `dracode schema events` prints.
 //!

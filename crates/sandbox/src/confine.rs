@@ -17,7 +17,7 @@ use std::path::Path;
 const WRITABLE_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
 /// POSIX shared memory and named semaphores (`shm_open`, `sem_open`: Python's
 /// `multiprocessing.Lock()`): writable in every mode. Shared by every process of the user, so
-/// it is a channel between tasks (see the README's "Security model").
+/// it is a channel between tasks (see docs/src/security.md).
 const SHARED_MEMORY: &str = "/dev/shm";
 
 /// The Landlock ABI from which signals and abstract unix sockets can be scoped.

@@ -44,7 +44,7 @@ pub const DEFAULT_PROCESSES_PER_CPU: u64 = 64;
 impl Limits {
     /// The limits a task gets when it sets none: `memory` half of the machine's RAM,
     /// `processes` max(2048, 64 per CPU), `open_files` 16384, `file_size` 8 GiB, `cpu_time`
-    /// unlimited (the task's `timeout` bounds time). See the README for why.
+    /// unlimited (the task's `timeout` bounds time). docs/src/security.md#resource-limits says why.
     pub fn defaults() -> Limits {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
         Limits {

@@ -377,7 +377,7 @@ impl Reporter for OtelReporter {
 }
 
 /// The root span's `error.type` (OpenTelemetry: set on every span with status ERROR, a
-/// low-cardinality reason): the name of the run's exit code (README "Exit codes").
+/// low-cardinality reason): the name of the run's exit code (docs/src/reference/exit-codes.md).
 fn exit_error_type(code: i32) -> &'static str {
     use crate::results::exit_codes as codes;
     match code {

@@ -1,4 +1,4 @@
-//! JSON Schema validation for `output_schema` (README "Structured output"), by the `jsonschema`
+//! JSON Schema validation for `output_schema` (docs/src/structured-output.md), by the `jsonschema`
 //! crate.
 //!
 //! A schema with `$schema` is read as the draft it names (draft-04, -06, -07, 2019-09, 2020-12).

@@ -134,6 +134,28 @@ fn examples_python_fixes_one_gap_and_shows_why_the_other_is_still_red() {
     if !present("python", runs("python3", &["-c", "import venv, ensurepip"]), "python3 with venv and ensurepip (python3-venv)") {
         return;
     }
+    // Its setup downloads pytest from pip's package index (whichever pip's configuration names).
+    let probe = tempfile::tempdir().unwrap();
+    let index = runs(
+        "python3",
+        &[
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--retries",
+            "0",
+            "--timeout",
+            "15",
+            "-d",
+            probe.path().to_str().unwrap(),
+            "pytest",
+        ],
+    );
+    if !present("python", index, "pip's package index (its setup installs pytest)") {
+        return;
+    }
     let all = run_example(&Example {
         name: "python",
         passes: ("drop-punctuation", "slug.py"),

@@ -133,7 +133,7 @@ pub fn refused_read(output: &str, policy: &Policy) -> Option<String> {
     // `unable to access '~/.config/git/ignore'`) did not stop the check.
     let lines: Vec<&str> = output.lines().filter(|l| !l.trim().is_empty()).collect();
     let last = &lines[lines.len().saturating_sub(REFUSAL_LINES)..];
-    let path = last.iter().filter(|l| denied(l)).flat_map(|l| absolute_paths(l)).find(|p| {
+    let path = (0..last.len()).filter(|&i| denied(last[i])).flat_map(|i| refused_paths(last, i)).find(|p| {
         // Devices are not what `read_paths` is for.
         !p.starts_with("/dev/") && openable(p) && !policy.may_read(p)
     })?;
@@ -149,6 +149,17 @@ pub fn refused_read(output: &str, policy: &Policy) -> Option<String> {
         )
     })
 }
+
+/// The paths a "Permission denied" line (`lines[at]`) is about: those it names, else — an error
+/// chain, as cargo prints one (`error: failed to read `/x/Cargo.toml``, `Caused by:`, `Permission
+/// denied (os error 13)`) — those of the nearest of the [`CHAIN_LINES`] lines before it that names one.
+fn refused_paths(lines: &[&str], at: usize) -> Vec<std::path::PathBuf> {
+    (at.saturating_sub(CHAIN_LINES)..=at).rev().map(|i| absolute_paths(lines[i])).find(|paths| !paths.is_empty()).unwrap_or_default()
+}
+
+/// How far back (in non-empty lines) a "Permission denied" line that names no path looks for the
+/// path its error chain is about.
+const CHAIN_LINES: usize = 3;
 
 /// The absolute paths in `line`: each `/…` that starts the line or follows a space, a quote or
 /// `(`, up to a space, a quote, `:`, `,` or `)`.
@@ -240,6 +251,10 @@ mod tests {
             let fake = record(1, &format!("PermissionError: [Errno 13] Permission denied: '{other}'\n"));
             assert_eq!(could_not_run(&fake, Some(&policy)), None, "{other}");
         }
+        let cargo = record(101, &format!("error: failed to read `{site}`\n\nCaused by:\n  Permission denied (os error 13)\n"));
+        assert!(could_not_run(&cargo, Some(&policy)).is_some_and(|w| w.contains(&format!("`{site}`"))), "cargo's error chain");
+        let far = record(101, &format!("error: failed to read `{site}`\na\nb\nc\nPermission denied (os error 13)\n"));
+        assert_eq!(could_not_run(&far, Some(&policy)), None, "a path four lines before is another error's");
         let early = record(1, &format!("cat: {site}: Permission denied\n{}", "FAILED test_x\n".repeat(REFUSAL_LINES)));
         assert_eq!(could_not_run(&early, Some(&policy)), None, "a refusal long before the end did not stop the check");
         policy.readable.push(outside.clone());

@@ -288,3 +288,39 @@ fn sandbox_a_check_refused_a_read_is_exit_5_naming_the_path_and_read_paths_and_a
     let output = dracode(&root).args(["run", "tasks.toml", "--out", "fakes", "--filter", "fake-*"]).output().unwrap();
     assert_eq!(output.status.code(), Some(1), "{}", String::from_utf8_lossy(&output.stderr));
 }
+
+#[test]
+fn sandbox_a_cargo_check_refused_a_path_dependency_is_exit_5_naming_its_manifest() {
+    if !crate::support::sandbox::supported() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().canonicalize().unwrap();
+    // A crate whose path dependency lies outside every folder the task's commands may read: cargo
+    // says so as an error chain, the path on one line and `Permission denied` two lines later.
+    std::fs::create_dir_all(root.join("dep/src")).unwrap();
+    std::fs::write(root.join("dep/Cargo.toml"), "[package]\nname = \"dep\"\nversion = \"0.1.0\"\nedition = \"2021\"\n").unwrap();
+    std::fs::write(root.join("dep/src/lib.rs"), "").unwrap();
+    scene(
+        &root,
+        "http://127.0.0.1:9/v1",
+        "[[tasks]]\nid = \"cargo\"\nprompt = \"p\"\ncheck = \"cargo metadata --offline --format-version 1 >/dev/null\"\n",
+    );
+    let dep = root.join("dep").display().to_string();
+    let manifest =
+        format!("[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[dependencies]\ndep = {{ path = \"{dep}\" }}\n");
+    std::fs::write(root.join("ws/Cargo.toml"), manifest).unwrap();
+    std::fs::create_dir_all(root.join("ws/src")).unwrap();
+    std::fs::write(root.join("ws/src/lib.rs"), "").unwrap();
+    let mut cmd = dracode(&root);
+    for var in ["HOME", "RUSTUP_HOME", "CARGO_HOME", "RUSTUP_TOOLCHAIN"] {
+        if let Some(value) = std::env::var_os(var) {
+            cmd.env(var, value);
+        }
+    }
+    let output = cmd.args(["run", "tasks.toml", "--out", "out"]).output().unwrap();
+    let all = read_jsonl(&root.join("out/results.jsonl"));
+    let task = finished(&all, "cargo");
+    assert_eq!(output.status.code(), Some(5), "{task}");
+    assert_unjudged(task, &["the check could not run", &format!("`{dep}/Cargo.toml`"), "read_paths", &format!("`{dep}`")]);
+}

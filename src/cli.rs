@@ -62,7 +62,7 @@ pub enum Command {
     },
     /// Merge the output folders of sharded runs into one results.jsonl / junit.xml / summary.md.
     #[command(
-        after_help = "Example (after `dracode run tasks.toml --shard K/3 --out out-K` in three CI jobs):\n  dracode merge out-1 out-2 out-3 --out dracode-out\n\nExit codes: 5 (could not be judged, named on stderr) when a shard is missing (a K of the\nsplit's K/N absent among the inputs) or unfinished (no run.finished), or a task could not be\njudged; the rest is still merged and published. Also 5 when an input's results.jsonl cannot\nbe read (nothing is merged then). Else 1 when a task did not pass. A duplicated shard, mixed\nshard counts or a task in two inputs is an error (exit 2); merged files that cannot be\nwritten are exit 3."
+        after_help = "Example (after `dracode run tasks.toml --shard K/3 --out out-K` in three CI jobs):\n  dracode merge out-1 out-2 out-3 --out dracode-out\n\nExit codes: 5 (could not be judged, named on stderr) when a shard is missing (a K of the\nsplit's K/N absent among the inputs) or unfinished (no run.finished), or a task could not be\njudged; the rest is still merged and published. Also 5 when an input's results.jsonl cannot\nbe read (nothing is merged then). Else 1 when a task did not pass. A duplicated shard, mixed\nshard counts, a task in two shards or twice in one input is an error (exit 2); a task in\nseveral unsharded runs (a run and its reruns) takes the attempt of the run that started last; merged files that cannot be\nwritten are exit 3."
     )]
     Merge {
         /// The shard output folders.
@@ -72,8 +72,8 @@ pub enum Command {
         #[arg(long)]
         out: PathBuf,
     },
-    /// Write OUT/report.html again: the run drawn as one self-contained page (every run, merge
-    /// and combine writes it already).
+    /// Write OUT/report.html again: the run drawn as one self-contained page (every run, regrade,
+    /// merge and combine writes it already).
     #[command(
         after_help = "Examples:\n  dracode report dracode-out\n  dracode report dracode-out --history last-night/dracode-out --history .dracode-cache\n\nEach --history DIR is an earlier output folder or a --cache folder (where every run with\n--cache keeps its results in history/): the page then shows each task's last results and\nthe cost over the nights. --save-history DIR keeps this run's record in DIR/history/ too\n(after reading the history: a folder can be both).\n\nExit codes: 0 written, 2 OUT is not a run's output or a --history folder cannot be read,\n3 the page could not be written."
     )]

@@ -141,7 +141,7 @@ pub struct RunArgs {
     #[arg(long, value_enum, value_name = "POLICY")]
     pub no_tasks: Option<NoTasks>,
     /// Also write the GitHub Actions step outputs (exit-code, total, passed, failed, cost-usd,
-    /// input-tokens, output-tokens, results, junit, summary, out) to FILE; under Actions
+    /// input-tokens, output-tokens, results, junit, summary, report, out) to FILE; under Actions
     /// (`GITHUB_ACTIONS=true`) `$GITHUB_OUTPUT` is used when this is not given.
     #[arg(long, value_name = "FILE")]
     pub github_output: Option<PathBuf>,

@@ -12,6 +12,7 @@ mod config_discovery;
 mod config_env;
 mod context_window;
 mod copilot_auth;
+mod docs_manifest;
 mod examples;
 mod first_run;
 mod gemini_provider;

@@ -14,6 +14,7 @@ mod context_window;
 mod copilot_auth;
 mod docs_cli;
 mod docs_links;
+mod docs_manifest;
 mod examples;
 mod first_run;
 mod gemini_provider;

@@ -122,7 +122,7 @@ pub struct TaskFields {
     pub sandbox: Option<SandboxMode>,
     /// The network of the task's commands and check: `false` (none, the default), `true`
     /// (everything), or an egress allowlist of host patterns — a list, or `{ allow = [...],
-    /// deny = [...] }` — reached through dracode's proxy (see [`crate::egress`]).
+    /// deny = [...] }` — reached through dracode's proxy.
     pub network: Option<crate::egress::NetworkField>,
     /// Resource limits of the task's commands (`memory`, `processes`, `open_files`,
     /// `file_size`, `cpu_time`); merged per limit over `[defaults]`.

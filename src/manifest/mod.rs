@@ -230,7 +230,7 @@ fn check_setup(setup: &SetupFields, push: &mut impl FnMut(&str, String)) {
         Some(command) if command.trim().is_empty() => push("command", "the setup command is empty".into()),
         Some(_) => {}
     }
-    if let Some(Err(e)) = setup.timeout.as_deref().map(duration::parse) {
+    if let Some(Err(e)) = setup.timeout.as_deref().map(duration::parse_positive) {
         push("timeout", e);
     }
     if let Err(problems) = crate::egress::Network::from_field(setup.network.as_ref()) {

@@ -197,6 +197,9 @@ fn a_setup_without_a_command_or_with_an_unknown_field_is_exit_2_naming_the_field
         ("timeout = \"1m\"", "[setup] command: missing"),
         ("comand = \"true\"", "did you mean"),
         ("command = \"true\"\ntimeout = \"soon\"", "[setup] timeout:"),
+        // As every limit: a unit is required and zero is refused.
+        ("command = \"true\"\ntimeout = \"0s\"", "[setup] timeout: \"0s\" is zero"),
+        ("command = \"true\"\ntimeout = \"600\"", "[setup] timeout: \"600\" has no unit"),
     ] {
         let r = b.run("bad", setup, "true", &[("one", &[])], &[]);
         assert_eq!(r.code, 2, "{setup}: {}", r.stderr);

@@ -57,7 +57,8 @@ pub struct McpServerConfig {
     /// The variable holding a bearer token for a `url` server (`Authorization: Bearer …`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bearer_token_env_var: Option<String>,
-    /// OAuth client credentials for a `url` server (a pre-registered client).
+    /// OAuth for a `url` server: a client's credentials, a person's grant (`dracode mcp login`)
+    /// or a workload's identity token (see `grant`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oauth: Option<McpOAuth>,
     /// The protocol version to speak (`2026-07-28`, `2025-11-25`, `2025-06-18`, `2025-03-26`);

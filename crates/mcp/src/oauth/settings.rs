@@ -15,9 +15,9 @@ use std::collections::BTreeMap;
 #[serde(deny_unknown_fields)]
 pub struct McpOAuth {
     /// `client_credentials`, `authorization_code`, `jwt_bearer` (RFC 7523) or `token_exchange`
-    /// (RFC 8693); by default `jwt_bearer` with an `assertion`, `client_credentials` with a
-    /// `client_secret` or `private_key` (and no `refresh_token_env_var`), else
-    /// `authorization_code`.
+    /// (RFC 8693); by default `client_credentials` with a `client_secret` or `private_key` (and
+    /// no `refresh_token_env_var`), else `authorization_code`. A workload's grant is always
+    /// named: an `assertion` without `grant` is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grant: Option<McpGrant>,
     /// The client id registered with the authorization server (may use `${VAR}`); without it
@@ -48,7 +48,7 @@ pub struct McpOAuth {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_metadata_url: Option<String>,
     /// The workload's identity token of `jwt_bearer` and `token_exchange`: `{ github_oidc = {
-    /// audience = "…" } }`, `{ file = "PATH" }` or `{ env = "VAR" }`.
+    /// audience = "…" } }`, `{ file = "PATH" }`, `{ env = "VAR" }` or `{ id_jag = { … } }`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub assertion: Option<McpAssertion>,
     /// `token_exchange`: the kind of the assertion, `jwt` (the default), `id_token`,

@@ -179,10 +179,12 @@ fn readme_sections_cited(text: &str) -> Vec<String> {
             continue;
         }
         let tail = text[at + 6..].trim_start_matches(['\'', '’', 's', ',', ':', ' ', '(']);
-        if let Some(quoted) = tail.strip_prefix('"').and_then(|t| t.split_once('"')) {
-            if !quoted.0.is_empty() && !quoted.0.contains('\n') && quoted.0.len() < 80 {
-                sections.push(quoted.0.to_string());
-            }
+        if let Some((quoted, _)) = tail.strip_prefix('"').and_then(|t| t.split_once('"'))
+            && !quoted.is_empty()
+            && !quoted.contains('\n')
+            && quoted.len() < 80
+        {
+            sections.push(quoted.to_string());
         }
     }
     sections
@@ -260,10 +262,10 @@ fn the_built_book_has_no_dead_link() {
             let name = page.strip_prefix(out.path()).unwrap().display().to_string();
             if !file.exists() {
                 dead.push(format!("{name}: {target}: no such file in the book"));
-            } else if let (Some(fragment), Some(known)) = (fragment, ids.get(&file)) {
-                if !known.iter().any(|id| id == fragment) {
-                    dead.push(format!("{name}: {target}: no id `{fragment}` there"));
-                }
+            } else if let (Some(fragment), Some(known)) = (fragment, ids.get(&file))
+                && !known.iter().any(|id| id == fragment)
+            {
+                dead.push(format!("{name}: {target}: no id `{fragment}` there"));
             }
         }
     }

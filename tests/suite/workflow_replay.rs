@@ -404,10 +404,10 @@ fn documented_workflows() -> Vec<(String, Value)> {
     let mut workflows = Vec::new();
     for page in crate::support::docs::all_pages() {
         for block in crate::support::docs::yaml_blocks(&page.text) {
-            if let Ok(doc) = serde_saphyr::from_str::<Value>(&block) {
-                if doc["jobs"].is_object() {
-                    workflows.push((page.name(), doc));
-                }
+            if let Ok(doc) = serde_saphyr::from_str::<Value>(&block)
+                && doc["jobs"].is_object()
+            {
+                workflows.push((page.name(), doc));
             }
         }
     }

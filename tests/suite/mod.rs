@@ -13,6 +13,7 @@ mod config_env;
 mod context_window;
 mod copilot_auth;
 mod docs_cli;
+mod docs_events;
 mod docs_links;
 mod docs_manifest;
 mod examples;

@@ -182,8 +182,8 @@ pub enum WireEvent {
         call_id: String,
         /// Tool name.
         name: String,
-        /// The arguments, each string value cut to [`TOOL_OUTPUT_LIMIT`] bytes (a `write_file` of
-        /// megabytes is not copied whole into every results file).
+        /// The arguments, each string value cut to 2,048 bytes (`TOOL_OUTPUT_LIMIT`: a `write_file`
+        /// of megabytes is not copied whole into every results file).
         input: serde_json::Value,
         /// Size of the whole arguments as JSON, in bytes.
         #[serde(default)]

@@ -14,6 +14,7 @@ mod context_window;
 mod copilot_auth;
 mod docs_cli;
 mod docs_events;
+mod docs_examples;
 mod docs_links;
 mod docs_manifest;
 mod examples;

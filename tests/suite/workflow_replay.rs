@@ -403,7 +403,7 @@ impl Runner {
 fn documented_workflows() -> Vec<(String, Value)> {
     let mut workflows = Vec::new();
     for page in crate::support::docs::all_pages() {
-        for block in crate::support::docs::yaml_blocks(&page.text) {
+        for block in crate::support::docs::code_blocks(&page.text, "yaml") {
             if let Ok(doc) = serde_saphyr::from_str::<Value>(&block)
                 && doc["jobs"].is_object()
             {

@@ -86,9 +86,24 @@ fn blank_code_spans(line: &str) -> String {
     out
 }
 
-/// The YAML code blocks of a page, as written.
-pub fn yaml_blocks(text: &str) -> Vec<String> {
-    text.split("```yaml\n").skip(1).filter_map(|block| block.split("\n```").next()).map(str::to_string).collect()
+/// The fenced code blocks of a page in `language` (`toml`, `yaml`), as written: a fence may be
+/// indented (a block inside a list item), its lines are taken as they are.
+pub fn code_blocks(text: &str, language: &str) -> Vec<String> {
+    let mut blocks = Vec::new();
+    let mut current: Option<Vec<&str>> = None;
+    for line in text.lines() {
+        let fence = line.trim_start().strip_prefix("```");
+        match (&mut current, fence) {
+            (None, Some(info)) if info.trim() == language => current = Some(Vec::new()),
+            (Some(lines), Some("")) => {
+                blocks.push(lines.join("\n"));
+                current = None;
+            }
+            (Some(lines), _) => lines.push(line),
+            (None, _) => {}
+        }
+    }
+    blocks
 }
 
 /// Every Markdown link and image target on a page (`[text](target)`, `![alt](target)`), with

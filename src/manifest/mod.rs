@@ -424,9 +424,28 @@ fn valid_id(id: &str) -> bool {
     !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
 }
 
-/// The JSON Schema of a manifest file.
+/// The JSON Schema of a manifest file. Every table with named fields is closed
+/// (`additionalProperties: false`): dracode refuses an unknown key at every level, and an editor
+/// that validates a manifest against the schema then flags a misspelt one too.
 pub fn json_schema() -> serde_json::Value {
-    schemars::schema_for!(ManifestFile).to_value()
+    let mut schema = schemars::schema_for!(ManifestFile).to_value();
+    close_tables(&mut schema);
+    schema
+}
+
+/// Sets `additionalProperties: false` on every object schema with `properties` that says
+/// nothing about other keys (maps such as `env` have no `properties` and stay open).
+fn close_tables(schema: &mut serde_json::Value) {
+    match schema {
+        serde_json::Value::Object(map) => {
+            if map.contains_key("properties") && !map.contains_key("additionalProperties") {
+                map.insert("additionalProperties".into(), serde_json::Value::Bool(false));
+            }
+            map.values_mut().for_each(close_tables);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(close_tables),
+        _ => {}
+    }
 }
 
 /// Loads every manifest, numbering tasks across them in order; ids must be unique across files.

@@ -136,7 +136,8 @@ fn source_files(dir: &Path, out: &mut Vec<PathBuf>) {
 #[test]
 fn every_page_of_the_documentation_the_code_cites_exists() {
     let root = crate_root();
-    let mut files = vec![root.join("action.yml"), root.join("build.rs"), root.join(".ci/run")];
+    let mut files =
+        vec![root.join("action.yml"), root.join("build.rs"), root.join(".ci/run"), root.join("Cargo.toml"), root.join("deny.toml")];
     for dir in ["src", "crates", "tests", "benches", "scripts", ".github", "examples"] {
         source_files(&root.join(dir), &mut files);
     }

@@ -27,6 +27,7 @@ mod honest_record;
 mod ignored_files;
 mod junit_readers;
 mod manifest_errors;
+mod manifest_schema;
 mod masking;
 mod mcp_conformance;
 mod mcp_oauth;

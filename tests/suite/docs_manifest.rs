@@ -303,55 +303,25 @@ fn the_manifest_reference_lists_every_field_of_the_schema_and_no_other() {
     );
 }
 
-/// The ids mdBook gives the headings of `page` (lower case; letters, digits, `-` and `_` kept,
-/// white space made `-`, the rest dropped), and the explicit `<a id="…">` anchors.
-fn anchors(page: &str) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    let mut in_fence = false;
-    for line in page.lines() {
-        if line.trim_start().starts_with("```") {
-            in_fence = !in_fence;
-        } else if !in_fence && line.starts_with('#') {
-            let text = line.trim_start_matches('#').trim();
-            let id = text.chars().filter_map(|c| {
-                if c.is_alphanumeric() || c == '-' || c == '_' {
-                    Some(c.to_ascii_lowercase())
-                } else if c.is_whitespace() {
-                    Some('-')
-                } else {
-                    None
-                }
-            });
-            out.insert(id.collect());
-        }
-        for part in line.split("<a id=\"").skip(1) {
-            out.insert(part.split('"').next().unwrap_or_default().to_string());
-        }
-    }
-    out
-}
-
 #[test]
 fn the_manifest_reference_links_to_pages_and_headings_that_exist() {
     let page_path = crate_root().join(PAGE);
     let page = std::fs::read_to_string(&page_path).unwrap();
     let dir = page_path.parent().unwrap();
     let mut broken = Vec::new();
-    for (i, line) in page.lines().enumerate() {
-        for part in line.split("](").skip(1) {
-            let target = part.split(')').next().unwrap_or_default();
-            if target.contains("://") || target.starts_with("mailto:") {
-                continue;
+    // The links and mdBook's heading ids as the other documentation tests read them.
+    for (line, target) in crate::support::docs::links(&page) {
+        if target.contains("://") || target.starts_with("mailto:") {
+            continue;
+        }
+        let (file, anchor) = target.split_once('#').map_or((target.as_str(), None), |(f, a)| (f, Some(a)));
+        let text = if file.is_empty() { Some(page.clone()) } else { std::fs::read_to_string(dir.join(file)).ok() };
+        match (text, anchor) {
+            (None, _) => broken.push(format!("{PAGE}:{line}: {target}: no such page")),
+            (Some(text), Some(anchor)) if !crate::support::docs::anchors(&text).iter().any(|a| a == anchor) => {
+                broken.push(format!("{PAGE}:{line}: {target}: no heading or anchor `{anchor}` there"));
             }
-            let (file, anchor) = target.split_once('#').map_or((target, None), |(f, a)| (f, Some(a)));
-            let text = if file.is_empty() { Some(page.clone()) } else { std::fs::read_to_string(dir.join(file)).ok() };
-            match (text, anchor) {
-                (None, _) => broken.push(format!("{PAGE}:{}: {target}: no such page", i + 1)),
-                (Some(text), Some(anchor)) if !anchors(&text).contains(anchor) => {
-                    broken.push(format!("{PAGE}:{}: {target}: no heading or anchor `{anchor}` there", i + 1));
-                }
-                _ => {}
-            }
+            _ => {}
         }
     }
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));

@@ -144,8 +144,9 @@ fn combine(args: &dracode::cli::CombineArgs, cwd: &Path, env: &BTreeMap<String, 
         check_timeout,
         branch: args.branch.clone(),
         force: args.force,
+        cwd: cwd.to_path_buf(),
     };
-    let redactor = Redactor::from_env(env.clone(), Vec::new());
+    let redactor = Arc::new(Redactor::from_env(env.clone(), Vec::new()));
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start the async runtime")?;
     // Dropping the unfinished combine removes its working tree (and ends its check).
     let outcome = runtime.block_on(async {

@@ -20,8 +20,8 @@ pub struct Record {
     repo: Repository,
     /// The tree the task started from (the base of every diff).
     base: Oid,
-    /// Whether `base` is tracked content (a commit's tree): its files stay in every snapshot,
-    /// ignored or not, as git tracks them.
+    /// Whether `base` is tracked content (a commit's tree, or the first snapshot once taken):
+    /// its files stay in every snapshot, ignored or not, as git tracks them.
     tracked_base: bool,
     /// The working tree's path in its git repository (`sub/dir/`, empty at the root): patch
     /// paths start with it, so `git apply` at the repository's root reproduces the change.
@@ -54,6 +54,9 @@ impl Record {
             Some(tree) => tree,
             None => record.snapshot()?,
         };
+        // What the task started with stays in every snapshot, as git keeps tracked files: a
+        // `.gitignore` the agent writes cannot make a file of the start vanish from the record.
+        record.tracked_base = true;
         Ok(record)
     }
 
@@ -94,34 +97,56 @@ impl Record {
         self.put_back_since(self.base, |path| protect.matches(path), "restoring")
     }
 
-    /// Puts the working tree back to the snapshot `tree` (taken earlier by [`Record::snapshot`]):
-    /// every path changed since then gets its content in `tree` again (one `tree` lacks is
-    /// removed); returns those paths, sorted. Files the workspace's `.gitignore` ignores are left
-    /// as they are. Undoes what a check left behind before the agent repairs.
-    pub fn revert_to(&self, tree: Oid) -> Result<Vec<String>, git2::Error> {
-        self.put_back_since(tree, |_| true, "reverting")
-    }
-
     /// Gives every path that changed since `tree` and that `wanted` its content in `tree` again
     /// (removed when `tree` lacks it); returns those paths, sorted. `verb` names the work in an
     /// error (`restoring a.txt: …`).
     fn put_back_since(&self, tree: Oid, wanted: impl Fn(&str) -> bool, verb: &str) -> Result<Vec<String>, git2::Error> {
         let now = self.snapshot()?;
         let (old, new) = (self.repo.find_tree(tree)?, self.repo.find_tree(now)?);
-        let diff = self.repo.diff_tree_to_tree(Some(&old), Some(&new), None)?;
-        let mut changed: Vec<String> = diff
-            .deltas()
-            .flat_map(|d| [d.old_file().path(), d.new_file().path()])
-            .flatten()
-            .map(|p| p.to_string_lossy().replace('\\', "/"))
-            .filter(|p| wanted(p))
-            .collect();
-        changed.sort();
-        changed.dedup();
+        let changed = changed_paths(&self.repo, &old, &new, wanted)?;
         let workdir = self.repo.workdir().ok_or_else(|| git2::Error::from_str("the record has no working tree"))?.to_path_buf();
         for rel in &changed {
             let entry = old.get_path(Path::new(rel)).ok();
             put_back(&self.repo, &workdir, rel, entry.as_ref()).map_err(|e| git2::Error::from_str(&format!("{verb} {rel}: {e}")))?;
+        }
+        Ok(changed)
+    }
+
+    /// Writes `tree` (a snapshot of this record) into the empty folder `dir`: every file and
+    /// link with its content and mode, through folder fds ([`super::beneath`]). A submodule is an
+    /// empty folder. The start of a check's world ([`super::world`]) when nothing else holds the
+    /// tree the task started from (`copy`).
+    pub fn write_tree_into(&self, tree: Oid, dir: &Path) -> Result<(), git2::Error> {
+        let tree = self.repo.find_tree(tree)?;
+        let mut failed: Option<git2::Error> = None;
+        tree.walk(git2::TreeWalkMode::PreOrder, |folder, entry| {
+            let rel = format!("{folder}{}", entry.name().unwrap_or_default());
+            let result = match entry.kind() {
+                Some(git2::ObjectType::Tree) => Ok(()),
+                Some(git2::ObjectType::Commit) => beneath::open_root(dir)
+                    .and_then(|root| beneath::walk_to(&root, &rel.split('/').map(str::as_bytes).collect::<Vec<_>>(), true).map(drop)),
+                _ => put_back(&self.repo, dir, &rel, Some(entry)),
+            };
+            match result {
+                Ok(()) => git2::TreeWalkResult::Ok,
+                Err(e) => {
+                    failed = Some(git2::Error::from_str(&format!("writing {rel}: {e}")));
+                    git2::TreeWalkResult::Abort
+                }
+            }
+        })?;
+        failed.map_or(Ok(()), Err)
+    }
+
+    /// Makes the folder `dir`, which holds the tree `from` (both snapshots of this record, or
+    /// the base), hold `to`: every path that differs gets its content in `to` (removed when `to`
+    /// lacks it). Returns the paths written or removed, sorted.
+    pub fn write_changes_into(&self, from: Oid, to: Oid, dir: &Path) -> Result<Vec<String>, git2::Error> {
+        let (old, new) = (self.repo.find_tree(from)?, self.repo.find_tree(to)?);
+        let changed = changed_paths(&self.repo, &old, &new, |_| true)?;
+        for rel in &changed {
+            let entry = new.get_path(Path::new(rel)).ok();
+            put_back(&self.repo, dir, rel, entry.as_ref()).map_err(|e| git2::Error::from_str(&format!("writing {rel}: {e}")))?;
         }
         Ok(changed)
     }
@@ -136,6 +161,26 @@ impl Record {
         let now = self.snapshot()?;
         Ok((now, snapshot::changes_at(&self.repo, self.base, now, &self.prefix)?))
     }
+}
+
+/// The paths that differ between `old` and `new` and that `wanted`, sorted, each once.
+fn changed_paths(
+    repo: &Repository,
+    old: &git2::Tree<'_>,
+    new: &git2::Tree<'_>,
+    wanted: impl Fn(&str) -> bool,
+) -> Result<Vec<String>, git2::Error> {
+    let diff = repo.diff_tree_to_tree(Some(old), Some(new), None)?;
+    let mut changed: Vec<String> = diff
+        .deltas()
+        .flat_map(|d| [d.old_file().path(), d.new_file().path()])
+        .flatten()
+        .map(|p| p.to_string_lossy().replace('\\', "/"))
+        .filter(|p| wanted(p))
+        .collect();
+    changed.sort();
+    changed.dedup();
+    Ok(changed)
 }
 
 /// Makes `workdir/rel` what `entry` of the base is (removed when `None`), relative to a folder
@@ -261,26 +306,35 @@ mod tests {
     }
 
     #[test]
-    fn what_a_check_left_behind_is_undone_and_the_agents_work_stays() {
+    fn a_recorded_tree_is_written_into_a_fresh_folder_exactly_and_nothing_unrecorded_with_it() {
         let (user, dir, private) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let root = &dir.path().join("ws");
         let record = record_of(user.path(), root, &private.path().join("r"));
+        // The agent's work: an edit, a removal, a new script, a link; and what the record ignores.
         std::fs::write(root.join("src/lib.rs"), "fn b() {}\n").unwrap();
-        let agents = record.snapshot().unwrap();
-        // The check: a cache file, an edited file, a removed one, and ignored build output.
-        std::fs::create_dir_all(root.join("__pycache__")).unwrap();
-        std::fs::write(root.join("__pycache__/x.pyc"), "bytes").unwrap();
-        std::fs::write(root.join("src/lib.rs"), "fn generated() {}\n").unwrap();
         std::fs::remove_file(root.join("test.sh")).unwrap();
+        std::fs::create_dir_all(root.join("bin")).unwrap();
+        std::fs::write(root.join("bin/run"), "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(root.join("bin/run"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        std::os::unix::fs::symlink("../src/lib.rs", root.join("bin/lib")).unwrap();
         std::fs::create_dir_all(root.join("target")).unwrap();
         std::fs::write(root.join("target/out.o"), "bin").unwrap();
-        assert_eq!(record.revert_to(agents).unwrap(), ["__pycache__/x.pyc", "src/lib.rs", "test.sh"]);
-        assert_eq!(std::fs::read_to_string(root.join("src/lib.rs")).unwrap(), "fn b() {}\n");
-        assert_eq!(std::fs::read_to_string(root.join("test.sh")).unwrap(), "exit 1\n");
-        assert!(!root.join("__pycache__/x.pyc").exists());
-        assert!(root.join("target/out.o").exists(), "ignored files are left alone");
-        assert_eq!(record.changes().unwrap().unwrap().files, ["src/lib.rs"]);
+        let agents = record.snapshot().unwrap();
+
+        let world = dir.path().join("world");
+        std::fs::create_dir(&world).unwrap();
+        record.write_tree_into(record.base(), &world).unwrap();
+        assert_eq!(std::fs::read_to_string(world.join("test.sh")).unwrap(), "exit 1\n");
+        let written = record.write_changes_into(record.base(), agents, &world).unwrap();
+        assert_eq!(written, ["bin/lib", "bin/run", "src/lib.rs", "test.sh"]);
+        let mut expected = tree_of(root);
+        expected.retain(|path, _| !path.starts_with("target") && !path.starts_with(".git"));
+        assert_eq!(tree_of(&world), expected);
+        let mode = std::fs::metadata(world.join("bin/run")).unwrap().permissions();
+        assert_eq!(std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777, 0o755);
+        assert!(!world.join("target").exists(), "what the record does not hold is not written");
     }
+
     /// Every file under `dir` with its bytes (links by their text).
     fn tree_of(dir: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
         let mut all = std::collections::BTreeMap::new();
@@ -372,7 +426,7 @@ mod tests {
                     protect: &protect,
                     skip: &[],
                 };
-                let _ = crate::batch::unrecorded::sweep(&root, &rules);
+                let _ = crate::batch::unrecorded::kept(&root, &rules);
             }
         }
         stop.store(true, Ordering::Relaxed);

@@ -15,8 +15,11 @@
 
 mod hunks;
 
-use super::grade::{self, CheckSetup};
+use super::grade;
+use super::spec::{CheckSpec, TaskSpec};
+use super::task::Shared;
 use super::workspace::Workspace;
+use super::world::World;
 use crate::events::{CheckRecord, Status};
 use crate::manifest::Isolation;
 use crate::report::read_back::{self, RecordedTask};
@@ -25,6 +28,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What `dracode combine` is asked to do.
@@ -44,6 +48,8 @@ pub struct CombineOptions {
     pub branch: Option<String>,
     /// Move `branch` when it exists already.
     pub force: bool,
+    /// The folder the run's manifests are read from (dracode's current folder).
+    pub cwd: PathBuf,
 }
 
 /// A patch that did not apply on top of the ones before it.
@@ -118,7 +124,11 @@ pub enum CombineError {
 }
 
 /// Combines the run in `opts.out`; `env` is dracode's environment (for the check's).
-pub async fn combine(opts: &CombineOptions, env: &BTreeMap<String, String>, redactor: &Redactor) -> Result<CombineReport, CombineError> {
+pub async fn combine(
+    opts: &CombineOptions,
+    env: &BTreeMap<String, String>,
+    redactor: &Arc<Redactor>,
+) -> Result<CombineReport, CombineError> {
     let input = |e: String| CombineError::Input(e);
     let run = read_back::read(&opts.out).map_err(input)?;
     let passed: Vec<&RecordedTask> = run
@@ -131,7 +141,13 @@ pub async fn combine(opts: &CombineOptions, env: &BTreeMap<String, String>, reda
     if let Some(branch) = &opts.branch {
         refuse_branch(&root, branch, opts.force).map_err(input)?;
     }
-    let workspace = Workspace::prepare(&root, Isolation::Worktree, &base, None).map_err(|e| input(format!("base {base:?}: {e}")))?;
+    let grader = match &opts.check {
+        Some(_) => Some(Grader::of(opts, env, redactor, &run, &passed).await.map_err(input)?),
+        None => None,
+    };
+    let carried = grader.as_ref().and_then(Grader::carried);
+    let workspace = Workspace::prepare_carrying(&root, Isolation::Worktree, &base, None, carried.as_deref())
+        .map_err(|e| input(format!("base {base:?}: {e}")))?;
     let mut report = CombineReport {
         run_id: run.run_id.clone(),
         base_commit: workspace.base_commit.clone().unwrap_or_default(),
@@ -152,13 +168,17 @@ pub async fn combine(opts: &CombineOptions, env: &BTreeMap<String, String>, reda
         write(&opts.out.join(PATCH_FILE), &changes.patch)?;
         report.patch_path = Some(PATCH_FILE.to_string());
     }
-    if let Some(command) = &opts.check {
-        let confine = |layout: &_, env: &_| grade::default_policy(layout, env, &opts.out);
-        let setup = CheckSetup { process_env: env, passthrough: &[], task_env: &BTreeMap::new(), redactor, confine: &confine };
-        report.check = Some(grade::run_check(&workspace, &workspace.root, command, opts.check_timeout, &setup).await);
+    let mut unrunnable = None;
+    if let (Some(command), Some(grader)) = (&opts.check, &grader) {
+        let (record, why) = grader.check(command, opts.check_timeout, &workspace).await;
+        (report.check, unrunnable) = (Some(record), why);
     }
     let check_passed = report.check.as_ref().is_none_or(|c| c.exit_code == Some(0));
-    report.exit_code = if report.conflicts.is_empty() && check_passed { 0 } else { 1 };
+    report.exit_code = match (&unrunnable, report.conflicts.is_empty() && check_passed) {
+        (Some(_), _) => crate::results::exit_codes::NOT_JUDGED,
+        (None, true) => 0,
+        (None, false) => 1,
+    };
     if let (Some(name), true, Some(_)) = (&opts.branch, check_passed, &changes) {
         let message = commit_message(&report);
         let commit = workspace.commit_onto(name, &message, opts.force).map_err(|e| CombineError::Write(format!("branch {name}: {e}")))?;
@@ -166,6 +186,94 @@ pub async fn combine(opts: &CombineOptions, env: &BTreeMap<String, String>, reda
     }
     write_reports(&opts.out, &report, redactor)?;
     Ok(report)
+}
+
+/// How `--check` runs: as the first combined task's check runs in `dracode run` — its sandbox,
+/// network, `env` and `read_paths` from the run's manifests as they are now, after its `[setup]`
+/// ran (the outputs carried into the union's working tree), in a TMPDIR and HOME of its own
+/// ([`super::task::run_check_in`]).
+struct Grader {
+    spec: TaskSpec,
+    shared: Shared,
+    /// Kept for the whole combine: a dropped sender would read as an interrupt.
+    _interrupt: tokio::sync::watch::Sender<bool>,
+}
+
+impl Grader {
+    /// The grader of the union of `passed` (the run read from `opts.out`); the error is for the
+    /// user (exit 2): the manifests cannot be read, or their setup failed.
+    async fn of(
+        opts: &CombineOptions,
+        env: &BTreeMap<String, String>,
+        redactor: &Arc<Redactor>,
+        run: &read_back::RecordedRun,
+        passed: &[&RecordedTask],
+    ) -> Result<Grader, String> {
+        let spec = spec_for_check(opts, env, run, passed)?;
+        let (interrupt, cancel) = tokio::sync::watch::channel(false);
+        let shared = Shared::without_model(env, redactor.clone(), &opts.out, cancel, run.run_id.clone());
+        let emitter = crate::events::Emitter::run(crate::events::EventBus::new(Vec::new()));
+        let setups = super::setup::run_all(std::slice::from_ref(&spec), &shared, &emitter).await?;
+        let _ = shared.setups.set(setups);
+        Ok(Grader { spec, shared, _interrupt: interrupt })
+    }
+
+    /// What the setup made, to carry into the union's working tree.
+    fn carried(&self) -> Option<Arc<super::workspace::Carried>> {
+        self.shared.setups.get().and_then(|setups| setups.carried_for(&self.spec))
+    }
+
+    /// Runs `command` on the union in `workspace`; its record, and why it could not run (if so).
+    async fn check(&self, command: &str, timeout: Duration, workspace: &Workspace) -> (CheckRecord, Option<String>) {
+        let check = CheckSpec { command: command.to_string(), before: false, timeout, repairs: 0 };
+        let place = World::place_of(workspace);
+        let log = Arc::new(crate::egress::NetworkLog::new(|_| {}));
+        match super::task::run_check_in(&check, &self.spec, &place, &self.shared, log, None).await {
+            Ok(checked) => checked,
+            Err(e) => {
+                let record = CheckRecord { command: command.to_string(), output_tail: e.message.clone(), ..Default::default() };
+                (record, Some(e.message))
+            }
+        }
+    }
+}
+
+/// The spec of the first task of `passed` in the run's manifests (planned as `dracode run`
+/// would now, from the current folder); when they cannot be read from here, an ad-hoc task's
+/// (the default sandbox, no network, no setup), with a warning on stderr.
+fn spec_for_check(
+    opts: &CombineOptions,
+    env: &BTreeMap<String, String>,
+    run: &read_back::RecordedRun,
+    passed: &[&RecordedTask],
+) -> Result<TaskSpec, String> {
+    first_spec(opts, env, run, passed).or_else(|why| {
+        eprintln!("warning: {why}; it runs in the default sandbox, without a setup");
+        let args = crate::batch::options::RunArgs { tasks: vec!["combine".into()], out: opts.out.clone(), ..Default::default() };
+        let plan = super::plan::plan(&args, &opts.cwd, env).map_err(|e| e.to_string())?;
+        plan.tasks.into_iter().next().ok_or(why)
+    })
+}
+
+/// The spec of the first task of `passed` in the run's manifests.
+fn first_spec(
+    opts: &CombineOptions,
+    env: &BTreeMap<String, String>,
+    run: &read_back::RecordedRun,
+    passed: &[&RecordedTask],
+) -> Result<TaskSpec, String> {
+    let manifests: Vec<PathBuf> = run.manifests.iter().filter(|m| m.as_str() != "--task").map(PathBuf::from).collect();
+    let about = |why: String| format!("--check: {why} (the check runs as the first combined task's, from the run's manifests)");
+    if manifests.is_empty() {
+        return Err(about(format!("{} names no manifest", opts.out.display())));
+    }
+    let args = crate::batch::options::RunArgs { manifests, out: opts.out.clone(), ..Default::default() };
+    let plan = super::plan::plan(&args, &opts.cwd, env).map_err(|e| about(e.to_string()))?;
+    let first = passed.first().map(|t| t.outcome.task_id.as_str());
+    plan.tasks
+        .into_iter()
+        .find(|spec| first.is_none_or(|id| spec.id == id))
+        .ok_or_else(|| about("the run's manifests hold none of its passed tasks".to_string()))
 }
 
 /// The union's patch, in the output folder.

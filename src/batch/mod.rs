@@ -23,6 +23,7 @@ pub mod task;
 pub mod unrecorded;
 pub mod workspace;
 pub mod worktree;
+pub mod world;
 
 /// `git ARGS` in `dir` for this module's tests: its stdout; the test fails when git does.
 #[cfg(test)]

@@ -10,19 +10,22 @@
 //! `summary.md`, `diffs/`) is written by the reporters of a run; each regraded `task.finished`
 //! names the attempt it grades (`regraded_from`) and has no usage or cost: no model was called.
 
-use super::grade::{self, CheckSetup, DEFAULT_CHECK_TIMEOUT};
+use super::grade::{self, DEFAULT_CHECK_TIMEOUT};
 use super::judge::{AgentPhase, Evidence, judge};
-use super::spec::TaskSpec;
-use super::task::{SharedPaths, command_policy};
-use super::workspace::Workspace;
+use super::spec::{CheckSpec, TaskSpec};
+use super::task::{Shared, run_check_in};
+use super::workspace::{Carried, Workspace};
+use super::world::World;
 use crate::agent::AgentEnd;
-use crate::events::{Emitter, EventKind, RegradedFrom, RunTotals, Status, TaskError, TaskOutcome};
+use crate::egress::NetworkLog;
+use crate::events::{CheckRecord, Emitter, EventKind, FailureKind, RegradedFrom, RunTotals, Status, TaskError, TaskOutcome};
 use crate::llm::Usage;
 use crate::manifest::Isolation;
 use crate::report::read_back::{self, RecordedRun, RecordedTask};
 use crate::secrets::Redactor;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// What `dracode regrade` is asked to do.
@@ -91,7 +94,13 @@ impl Regrade {
 
     /// Regrades the selected tasks, `opts.jobs` at a time, emitting the run's events to
     /// `emitter`; returns the totals (also emitted as `run.finished`), the tasks in manifest order.
-    pub async fn run(self, opts: &RegradeOptions, env: &BTreeMap<String, String>, redactor: &Redactor, emitter: &Emitter) -> RunTotals {
+    pub async fn run(
+        self,
+        opts: &RegradeOptions,
+        env: &BTreeMap<String, String>,
+        redactor: &Arc<Redactor>,
+        emitter: &Emitter,
+    ) -> RunTotals {
         let started = Instant::now();
         let jobs = opts.jobs.max(1);
         emitter.emit(EventKind::RunStarted {
@@ -103,10 +112,14 @@ impl Regrade {
             warnings: Vec::new(),
             config_files: Some(self.config_files.iter().map(|f| f.display().to_string()).collect()),
         });
+        // Kept for the whole regrade: a dropped sender would read as an interrupt.
+        let (_interrupt, cancel) = tokio::sync::watch::channel(false);
+        let shared = Shared::without_model(env, redactor.clone(), &opts.out, cancel, self.run.run_id.clone());
+        let setup = self.setups(&shared, emitter).await;
         let each = self.specs.iter().filter_map(|spec| {
             let task = self.run.tasks.iter().find(|t| t.outcome.task_id == spec.id)?;
-            let job = Job { spec, task, run_id: &self.run.run_id, env, redactor, out: &opts.out };
-            let graded: Pending<'_, TaskOutcome> = Box::pin(regrade_or_carry(job, opts.check.as_deref(), emitter));
+            let job = Job { spec, task, run_id: &self.run.run_id, shared: &shared, setup: setup.as_ref().err(), emitter };
+            let graded: Pending<'_, TaskOutcome> = Box::pin(regrade_or_carry(job, opts.check.as_deref()));
             Some(graded)
         });
         let outcomes = at_most(jobs, each.collect()).await;
@@ -114,6 +127,23 @@ impl Regrade {
         emitter.emit(EventKind::RunFinished(totals.clone()));
         totals
     }
+}
+
+impl Regrade {
+    /// Runs the setup of every group of the tasks to regrade (those that ended `passed` or
+    /// `failed`), as `dracode run` does, into `shared`; `Err` says why one failed.
+    async fn setups(&self, shared: &Shared, emitter: &Emitter) -> Result<(), String> {
+        let graded: Vec<TaskSpec> =
+            self.specs.iter().filter(|spec| self.run.tasks.iter().any(|t| t.outcome.task_id == spec.id && regraded(t))).cloned().collect();
+        let setups = super::setup::run_all(&graded, shared, emitter).await?;
+        let _ = shared.setups.set(setups);
+        Ok(())
+    }
+}
+
+/// Whether `task` is graded again: it ended with a verdict a check gives.
+fn regraded(task: &RecordedTask) -> bool {
+    matches!(task.outcome.status, Status::Passed | Status::Failed)
 }
 
 /// A boxed future of the regrade.
@@ -151,9 +181,9 @@ async fn at_most<T>(jobs: usize, futures: Vec<Pending<'_, T>>) -> Vec<T> {
 
 /// The task regraded when it ended `passed` or `failed`, else carried over as recorded;
 /// its `task.started` (when regraded) and `task.finished` emitted.
-async fn regrade_or_carry(job: Job<'_>, check: Option<&str>, emitter: &Emitter) -> TaskOutcome {
-    let (spec, task) = (job.spec, job.task);
-    let outcome = if matches!(task.outcome.status, Status::Passed | Status::Failed) {
+async fn regrade_or_carry(job: Job<'_>, check: Option<&str>) -> TaskOutcome {
+    let (spec, task, emitter) = (job.spec, job.task, job.emitter);
+    let outcome = if regraded(task) {
         // The base the patch was graded on, for a reader of these results (combine).
         emitter.task(&spec.id, 1).emit(EventKind::TaskStarted {
             provider: task.outcome.provider.clone(),
@@ -176,9 +206,10 @@ struct Job<'a> {
     spec: &'a TaskSpec,
     task: &'a RecordedTask,
     run_id: &'a str,
-    env: &'a BTreeMap<String, String>,
-    redactor: &'a Redactor,
-    out: &'a Path,
+    shared: &'a Shared,
+    /// Why the setup of the batch failed, if it did: the task is not graded.
+    setup: Option<&'a String>,
+    emitter: &'a Emitter,
 }
 
 /// The task's recorded patch checked again: its new verdict, pointing at the recorded attempt.
@@ -198,9 +229,7 @@ async fn regrade_one(job: &Job<'_>, check: Option<&str>) -> TaskOutcome {
         ..recorded.clone()
     };
     let verdict = match check_again(job, check).await {
-        Ok(record) => {
-            // Its command not found or not executable (the sandbox's refusals need its policy).
-            let unrunnable = super::check::could_not_run(&record, None);
+        Ok((record, unrunnable)) => {
             let evidence = Evidence {
                 phase: &AgentPhase::Ended(AgentEnd::Finished),
                 check: Some(&record),
@@ -222,53 +251,46 @@ async fn regrade_one(job: &Job<'_>, check: Option<&str>) -> TaskOutcome {
     outcome
 }
 
-/// Makes the workspace at the recorded base, applies the patch and runs the check; a process
-/// of the check that outlived its supervisor ([`crate::sandbox::sweep`]) makes it `error` (kind
-/// `sandbox`).
-async fn check_again(job: &Job<'_>, check: Option<&str>) -> Result<crate::events::CheckRecord, TaskError> {
+/// Makes the check's world — a fresh workspace at the recorded base with the setup's outputs,
+/// the recorded patch applied — and runs the check there as `dracode run` does
+/// ([`run_check_in`]); returns its record and why it could not run, if so.
+async fn check_again(job: &Job<'_>, check: Option<&str>) -> Result<(CheckRecord, Option<String>), TaskError> {
+    if let Some(why) = job.setup {
+        return Err(TaskError::new(FailureKind::Setup, why.clone()));
+    }
     let recorded = &job.task.outcome;
     let command = check
         .map(str::to_string)
         .or_else(|| job.spec.check.as_ref().map(|c| c.command.clone()))
         .or_else(|| recorded.check.as_ref().map(|c| c.command.clone()))
         .ok_or_else(|| TaskError::internal("the task has no check: give one with --check"))?;
-    let workspace = checked_out(job)?;
-    let sweep = crate::sandbox::sweep::TaskSweep::register(vec![workspace.root.clone()]);
-    let record = run_check_in(job, &command, &workspace).await;
-    let escaped = |e: String| TaskError::new(crate::events::FailureKind::Sandbox, format!("a process escaped its sandbox: {e}"));
-    sweep.sweep().map_err(escaped)?;
-    Ok(record)
+    let timeout = job.spec.check.as_ref().map_or(DEFAULT_CHECK_TIMEOUT, |c| c.timeout);
+    let check = CheckSpec { command, before: false, timeout, repairs: 0 };
+    let carried = job.shared.setups.get().and_then(|setups| setups.carried_for(job.spec));
+    let (spec, base, patch) = (job.spec.clone(), job.task.base_commit.clone(), recorded.diff.clone());
+    let made = tokio::task::spawn_blocking(move || checked_out(&spec, base.as_deref(), patch.as_deref(), carried.as_deref())).await;
+    let world = made.map_err(|e| TaskError::internal(format!("making the check's world panicked: {e}")))??;
+    let place = world.place.clone();
+    let world = std::sync::Mutex::new(Some(world));
+    let denials = job.emitter.task(&job.spec.id, 1);
+    let log = Arc::new(NetworkLog::new(move |d: crate::egress::Denial| {
+        denials.emit(EventKind::NetworkDenied { host: d.host, port: d.port, command: d.command, reason: d.reason });
+    }));
+    let checked = run_check_in(&check, job.spec, &place, job.shared, log, None).await;
+    let world = world.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _ = tokio::task::spawn_blocking(move || drop(world)).await;
+    checked
 }
 
-/// The workspace at the recorded base with the recorded patch applied.
-fn checked_out(job: &Job<'_>) -> Result<Workspace, TaskError> {
-    let (spec, recorded) = (job.spec, &job.task.outcome);
-    let base = job
-        .task
-        .base_commit
-        .as_deref()
-        .ok_or_else(|| TaskError::internal("no base commit recorded: the task did not run in a git repository"))?;
+/// The world of a recorded patch: a fresh workspace of `spec`'s repository at `base`, what the
+/// setup made carried in, the patch applied.
+fn checked_out(spec: &TaskSpec, base: Option<&str>, patch: Option<&str>, carried: Option<&Carried>) -> Result<World, TaskError> {
+    let base = base.ok_or_else(|| TaskError::internal("no base commit recorded: the task did not run in a git repository"))?;
     let workdir = Some(spec.workspace.workdir.as_path()).filter(|w| !w.as_os_str().is_empty());
-    let workspace = Workspace::prepare(&spec.workspace.repo, Isolation::Worktree, base, workdir)
+    let workspace = Workspace::prepare_carrying(&spec.workspace.repo, Isolation::Worktree, base, workdir, carried)
         .map_err(|e| TaskError::internal(format!("workspace at {base}: {e}")))?;
-    if let Some(patch) = recorded.diff.as_deref().filter(|d| !d.is_empty()) {
+    if let Some(patch) = patch.filter(|d| !d.is_empty()) {
         grade::apply(&workspace, patch).map_err(|e| TaskError::internal(format!("the recorded patch does not apply to {base}: {e}")))?;
     }
-    Ok(workspace)
-}
-
-/// Runs `command`, confined as the task's check, in `workspace`.
-async fn run_check_in(job: &Job<'_>, command: &str, workspace: &Workspace) -> crate::events::CheckRecord {
-    let spec = job.spec;
-    let shared = SharedPaths::new(Some(job.out), job.env);
-    let confine = |layout: &_, env: &_| command_policy(spec, layout, env, &shared);
-    let setup = CheckSetup {
-        process_env: job.env,
-        passthrough: &spec.env_passthrough,
-        task_env: &spec.env,
-        redactor: job.redactor,
-        confine: &confine,
-    };
-    let timeout = spec.check.as_ref().map_or(DEFAULT_CHECK_TIMEOUT, |c| c.timeout);
-    grade::run_check(workspace, &workspace.workdir, command, timeout, &setup).await
+    Ok(World::of_workspace(workspace))
 }

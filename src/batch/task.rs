@@ -63,6 +63,31 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// What a run that calls no model shares (`regrade`, `combine --check`): dracode's
+    /// environment, the redactor, `--out` (hidden from commands), the run's interrupt and id.
+    pub fn without_model(
+        process_env: &BTreeMap<String, String>,
+        redactor: Arc<Redactor>,
+        out: &Path,
+        cancel: watch::Receiver<bool>,
+        run_id: String,
+    ) -> Shared {
+        Shared {
+            prices: PriceTable::default(),
+            redactor,
+            http: HttpClient::default(),
+            process_env: Arc::new(process_env.clone()),
+            record: None,
+            cancel,
+            run_meter: RunMeter::new(None, None),
+            run_id,
+            gates: Default::default(),
+            run_mcp: Default::default(),
+            setups: Default::default(),
+            paths: SharedPaths::new(Some(out), process_env),
+        }
+    }
+
     /// The gate of provider `name`, made on first use.
     fn gate(&self, name: &str, limits: Limits) -> Arc<Gate> {
         let mut gates = self.gates.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -179,7 +204,7 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
     let activity = Activity::new();
     let emitter = &emitter.with_activity(activity.clone());
     let mut outcome = spec.outcome(Status::Error);
-    let Prepared { workspace, workdir, kit, announced } = match prepare(spec, shared, emitter).await {
+    let Prepared { workspace, kit, announced } = match prepare(spec, shared, emitter).await {
         Ok(prepared) => prepared,
         Err(error) => {
             outcome.status = failure_status(&error);
@@ -187,24 +212,24 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
             return stamp(outcome, started);
         }
     };
-    let check_before = match &spec.check {
-        Some(check) if check.before => Some(run_check(check, &workdir, &kit, shared).await),
-        _ => None,
+    let (workspace, check_before) = match &spec.check {
+        Some(check) if check.before => {
+            let base = workspace.record().base();
+            match check_in_world(check, spec, workspace, base, &kit, shared).await {
+                Ok((workspace, checked)) => (workspace, Some(checked)),
+                Err(error) => {
+                    outcome.status = failure_status(&error);
+                    outcome.error = Some(error);
+                    return stamp(outcome, started);
+                }
+            }
+        }
+        _ => (workspace, None),
     };
     let sweep = crate::sandbox::sweep::TaskSweep::register(
         [Some(workspace.root.clone()), kit.tool_ctx.tmp_dir.clone()].into_iter().flatten().collect(),
     );
-    let ctx = AttemptCtx {
-        spec,
-        shared,
-        kit: &kit,
-        emitter,
-        activity: &activity,
-        workdir: &workdir,
-        began: announced,
-        clock: Instant::now(),
-        sweep: &sweep,
-    };
+    let ctx = AttemptCtx { spec, shared, kit: &kit, emitter, activity: &activity, began: announced, clock: Instant::now(), sweep: &sweep };
     let mut state = AgentState::default();
     let phase = ctx.agent_unless_stopped(check_before.as_ref(), &mut state).await;
     let graded = ctx.grade(workspace, phase, &mut state, &mut outcome).await;
@@ -219,7 +244,7 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
     outcome.structured_output = state.answer.value.take();
     outcome.compactions = state.compactions;
     outcome.denied_calls = std::mem::take(&mut state.denied);
-    let (workspace, phase) = match graded {
+    let (workspace, phase, unrunnable) = match graded {
         Ok(graded) => graded,
         Err(error) => {
             outcome.error = Some(error);
@@ -227,11 +252,11 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
         }
     };
     if let Some(record) = outcome.check.as_mut() {
-        record.before = check_before.as_ref().map(|b| b.exit_code);
-        record.before_output_tail = check_before.map(|b| b.output_tail);
+        record.before = check_before.as_ref().map(|b| b.record.exit_code);
+        record.before_output_tail = check_before.map(|b| b.record.output_tail);
     }
     outcome.network_denied = kit.tool_ctx.network_log.totals();
-    (outcome.status, outcome.error) = verdict(spec, &kit, &phase, &outcome);
+    (outcome.status, outcome.error) = verdict(spec, &kit, &phase, unrunnable.as_deref(), &outcome);
     finalize(spec, shared, &workspace, &mut outcome, state.history);
     let outcome = stamp(outcome, started);
     // Removing the task's folders (workspace, record, TMPDIR) blocks on the disk: it runs off
@@ -241,12 +266,17 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
 }
 
 /// The verdict of an attempt that ran to its end: the evidence `judge` weighs, gathered.
-fn verdict(spec: &TaskSpec, kit: &AgentKit, phase: &AgentPhase, outcome: &TaskOutcome) -> (Status, Option<TaskError>) {
+fn verdict(
+    spec: &TaskSpec,
+    kit: &AgentKit,
+    phase: &AgentPhase,
+    unrunnable: Option<&str>,
+    outcome: &TaskOutcome,
+) -> (Status, Option<TaskError>) {
     let resource = crate::sandbox::incidents::limit_failure(&kit.tool_ctx.reports.all());
-    let unrunnable = outcome.check.as_ref().and_then(|c| kit.could_not_run(c));
     let evidence = Evidence {
         resource: resource.as_ref(),
-        unrunnable: unrunnable.as_deref(),
+        unrunnable,
         phase,
         check: outcome.check.as_ref(),
         files_changed: outcome.files_changed.len(),
@@ -264,9 +294,6 @@ struct AttemptCtx<'a> {
     kit: &'a AgentKit,
     emitter: &'a Emitter,
     activity: &'a Arc<Activity>,
-    /// The working directory (apart from the workspace, whose git handle may not be shared
-    /// across an `.await`).
-    workdir: &'a Path,
     /// When the attempt began (its `task.started`): check runs are timed from here.
     began: Instant,
     /// When the agent started: the attempt's `timeout` counts from here, repairs included.
@@ -278,11 +305,9 @@ struct AttemptCtx<'a> {
 impl AttemptCtx<'_> {
     /// The agent's run — unless a check before it passed a resource limit or could not run at
     /// all, which ends the attempt: the agent would work (and spend) for nothing.
-    async fn agent_unless_stopped(&self, check_before: Option<&CheckRecord>, state: &mut AgentState) -> AgentPhase {
-        match (
-            crate::sandbox::incidents::limit_failure(&self.kit.tool_ctx.reports.all()),
-            check_before.and_then(|c| self.kit.could_not_run(c)),
-        ) {
+    async fn agent_unless_stopped(&self, check_before: Option<&Checked>, state: &mut AgentState) -> AgentPhase {
+        match (crate::sandbox::incidents::limit_failure(&self.kit.tool_ctx.reports.all()), check_before.and_then(|c| c.unrunnable.clone()))
+        {
             (Some(error), _) => AgentPhase::Ended(AgentEnd::Failed(error)),
             (None, Some(why)) => {
                 let message = format!("the check could not run before the agent: {why}; the agent was not started");
@@ -292,18 +317,18 @@ impl AttemptCtx<'_> {
         }
     }
 
-    /// After the agent: puts protected paths back, records the changes (before the check: what
-    /// the check leaves behind is not the agent's) and runs the check — also when the agent ran
-    /// out of turns, time or budget, on the work it left. While the check fails and the task
-    /// has repairs left, undoes what the check left behind, gives the agent the check's output
-    /// in the same conversation and grades again. Returns the workspace and how the agent ended.
+    /// After the agent: puts protected paths back, records the changes and runs the check in a
+    /// world made from the record ([`super::world`]) — also when the agent ran out of turns, time
+    /// or budget, on the work it left. While the check fails and the task has repairs left,
+    /// gives the agent the check's output in the same conversation and grades again. Returns the
+    /// workspace, how the agent ended, and why the last check could not run (if so).
     async fn grade(
         &self,
         mut workspace: Workspace,
         mut phase: AgentPhase,
         state: &mut AgentState,
         outcome: &mut TaskOutcome,
-    ) -> Result<(Workspace, AgentPhase), TaskError> {
+    ) -> Result<(Workspace, AgentPhase, Option<String>), TaskError> {
         loop {
             // Nothing of the agent runs any more: its background processes end, and protected
             // paths are put back before the check grades.
@@ -313,19 +338,22 @@ impl AttemptCtx<'_> {
             outcome.protected.sort();
             outcome.protected.dedup();
             workspace = collect_changes(workspace, outcome, self.shared).await?;
-            (workspace, outcome.kept_ignored) = remove_unrecorded(self.spec, workspace, self.shared).await?;
             let Some(check) = self.spec.check.as_ref().filter(|_| checks_work_after(&phase)) else {
                 // `check` grades the final state only: a repair that stalled or failed leaves its
                 // work unchecked (the earlier rounds stay in `check_rounds`).
                 outcome.check = None;
-                return Ok((workspace, phase));
+                return Ok((workspace, phase, None));
             };
             let started = Instant::now();
-            let mut record = run_check(check, self.workdir, self.kit, self.shared).await;
+            let tree = workspace.recorded_tree().unwrap_or_else(|| workspace.record().base());
+            let checked;
+            (workspace, checked) = check_in_world(check, self.spec, workspace, tree, self.kit, self.shared).await?;
+            outcome.kept_ignored = super::unrecorded::listed(checked.kept.clone());
+            let mut record = checked.record;
             if *self.shared.cancel.borrow() {
                 // Interrupted while the check ran: the check was stopped, and grades nothing.
                 outcome.check = Some(record);
-                return Ok((workspace, AgentPhase::Cancelled));
+                return Ok((workspace, AgentPhase::Cancelled, None));
             }
             let round = CheckRound {
                 exit_code: record.exit_code,
@@ -337,16 +365,15 @@ impl AttemptCtx<'_> {
             record.duration_ms = Some(u64::try_from(round.duration.as_millis()).unwrap_or(u64::MAX));
             let passed = record.exit_code == Some(0);
             // A check that could not run is not the agent's to repair.
-            let unrunnable = !passed && self.kit.could_not_run(&record).is_some();
+            let unrunnable = checked.unrunnable.filter(|_| !passed);
             let message = repair_message(check, &record, outcome.repairs + 1);
             outcome.check = Some(record);
             if check.repairs > 0 {
                 outcome.check_rounds.push(round);
             }
-            if passed || unrunnable || !self.may_repair(check, &phase, state, outcome) {
-                return Ok((workspace, phase));
+            if passed || unrunnable.is_some() || !self.may_repair(check, &phase, state, outcome) {
+                return Ok((workspace, phase, unrunnable));
             }
-            workspace.revert_to_recorded().map_err(|e| TaskError::internal(format!("cannot undo what the check left behind: {e}")))?;
             outcome.repairs += 1;
             phase = self.run_agent(state, Some(message)).await;
         }
@@ -437,9 +464,6 @@ fn repair_message(check: &CheckSpec, record: &CheckRecord, repair: u32) -> Strin
 /// What an attempt works with, made before the agent starts.
 struct Prepared {
     workspace: Workspace,
-    /// The working directory, apart from `workspace`, whose git handle may not be shared
-    /// across an `.await`.
-    workdir: PathBuf,
     kit: AgentKit,
     /// When `task.started` was announced: the check's times count from here.
     announced: Instant,
@@ -448,8 +472,6 @@ struct Prepared {
 /// What the agent runs with.
 struct AgentKit {
     provider: Arc<dyn Provider>,
-    child_env: Arc<BTreeMap<String, String>>,
-    confine: Arc<Policy>,
     tool_ctx: ToolContext,
     registry: Registry,
     /// The task's MCP servers, stopped when the agent is done.
@@ -458,13 +480,6 @@ struct AgentKit {
     _proxy: Option<EgressProxy>,
     /// Kept for its folder's lifetime: the attempt's TMPDIR (and HOME).
     _task_temp: TaskTemp,
-}
-
-impl AgentKit {
-    /// Why `check` could not run under the task's confinement, if so.
-    fn could_not_run(&self, check: &CheckRecord) -> Option<String> {
-        super::check::could_not_run(check, Some(&self.confine))
-    }
 }
 
 /// Makes the workspace (then announces `task.started`), the provider, the task's own TMPDIR
@@ -491,8 +506,8 @@ async fn prepare(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Result<
     let shared_tools = run_scope_tools(spec, shared, Some(confine.as_ref()))?;
     let mcp = start_mcp_servers(spec, shared, &tool_ctx).await?;
     let registry = registry.with_mcp(shared_tools).with_mcp(mcp.tools());
-    let kit = AgentKit { provider, child_env, confine, tool_ctx, registry, mcp, _proxy: proxy, _task_temp: task_temp };
-    Ok(Prepared { workdir: workspace.workdir.clone(), workspace, kit, announced })
+    let kit = AgentKit { provider, tool_ctx, registry, mcp, _proxy: proxy, _task_temp: task_temp };
+    Ok(Prepared { workspace, kit, announced })
 }
 
 /// What the commands run for a task in `workspace` get — the agent's tools, its MCP servers,
@@ -521,6 +536,22 @@ pub(crate) async fn command_kit(
     shared: &Shared,
     emitter: &Emitter,
 ) -> Result<CommandKit, TaskError> {
+    let denials = emitter.clone();
+    let network_log = Arc::new(NetworkLog::new(move |d: crate::egress::Denial| {
+        denials.emit(EventKind::NetworkDenied { host: d.host, port: d.port, command: d.command, reason: d.reason });
+    }));
+    command_kit_logging(spec, root, paths, shared, network_log).await
+}
+
+/// [`command_kit`] whose refused connections go to `network_log`: each call makes a TMPDIR (and
+/// HOME), caches, tool homes, a git configuration copy and an egress proxy of its own.
+pub(crate) async fn command_kit_logging(
+    spec: &TaskSpec,
+    root: &Path,
+    paths: SandboxPaths,
+    shared: &Shared,
+    network_log: Arc<NetworkLog>,
+) -> Result<CommandKit, TaskError> {
     let temp = TaskTemp::new(spec.isolate_home).map_err(|e| TaskError::internal(format!("cannot make the task's TMPDIR: {e}")))?;
     let mut allowed =
         crate::secrets::child_env(shared.process_env.iter().map(|(k, v)| (k.clone(), v.clone())), &spec.env_passthrough, &spec.env);
@@ -528,10 +559,6 @@ pub(crate) async fn command_kit(
     if let Some((env, _)) = from_setup {
         allowed.extend(env.iter().map(|(k, v)| (k.clone(), v.clone())));
     }
-    let denials = emitter.clone();
-    let network_log = Arc::new(NetworkLog::new(move |d: crate::egress::Denial| {
-        denials.emit(EventKind::NetworkDenied { host: d.host, port: d.port, command: d.command, reason: d.reason });
-    }));
     let proxy = start_proxy(spec, &network_log).await?;
     let mut env = temp.env(&allowed, spec).map_err(|e| TaskError::internal(format!("cannot make the task's caches: {e}")))?;
     // Set after the allowlist and the task's own `env`: nothing the task says bypasses the proxy.
@@ -668,35 +695,102 @@ impl SharedPaths {
 async fn prepare_workspace(spec: &TaskSpec, shared: &Shared) -> Result<Workspace, TaskError> {
     let ws = spec.workspace.clone();
     let carried = shared.setups.get().and_then(|setups| setups.carried_for(spec));
+    let keeps = !spec.keep_ignored.is_empty();
     let prepared = tokio::task::spawn_blocking(move || {
         let workdir = Some(ws.workdir.as_path()).filter(|w| !w.as_os_str().is_empty());
-        Workspace::prepare_carrying(&ws.repo, ws.isolation, &ws.base, workdir, carried.as_deref())
+        let mut workspace = Workspace::prepare_carrying(&ws.repo, ws.isolation, &ws.base, workdir, carried.as_deref())?;
+        if keeps {
+            workspace.take_inventory()?;
+        }
+        Ok(workspace)
     })
     .await;
     prepared.unwrap_or_else(|e| Err(WorkspaceError::Panicked(e.to_string()))).map_err(|e| TaskError::internal(format!("workspace: {e}")))
 }
 
-/// Runs `check` in the attempt's working directory; an interrupt of the run ends it at once
-/// (dropping the run kills its process group), with no exit code.
-async fn run_check(check: &CheckSpec, workdir: &Path, kit: &AgentKit, shared: &Shared) -> CheckRecord {
-    let ctx = CheckContext {
-        env: &kit.child_env,
-        tmp_dir: kit.tool_ctx.tmp_dir.as_deref(),
-        confine: Some(&kit.confine),
-        redactor: &shared.redactor,
-        reports: Some(&kit.tool_ctx.reports),
+/// What a check in a world gave.
+pub(crate) struct Checked {
+    /// How it ended.
+    pub record: CheckRecord,
+    /// Why it could not run at all (its command not found, a read the sandbox refused), if so.
+    pub unrunnable: Option<String>,
+    /// What `keep_ignored` brought into its world from the workspace.
+    pub kept: Vec<String>,
+}
+
+/// Runs `check` on the recorded `tree` of `workspace` in a world made for it alone
+/// ([`super::world`]: that tree, the setup's outputs as the setup left them, what `keep_ignored`
+/// keeps) — or in the workspace itself with `isolation = "none"` — its commands given a TMPDIR,
+/// HOME and caches of their own. Returns the workspace and what the check gave; a world that
+/// cannot be made, or a process of the check that escaped, ends the attempt `error`.
+async fn check_in_world(
+    check: &CheckSpec,
+    spec: &TaskSpec,
+    workspace: Workspace,
+    tree: git2::Oid,
+    kit: &AgentKit,
+    shared: &Shared,
+) -> Result<(Workspace, Checked), TaskError> {
+    let keep = KeepRules::of(spec, &workspace, shared)?;
+    let carried = shared.setups.get().and_then(|setups| setups.carried_for(spec));
+    let workdir = spec.workspace.workdir.clone();
+    let made = tokio::task::spawn_blocking(move || {
+        let world = match workspace.isolation() {
+            crate::manifest::Isolation::None => Ok((super::world::World::in_place(&workspace), Vec::new())),
+            _ => keep.kept(&workspace).and_then(|kept| {
+                let recipe = super::world::Recipe { tree, carried: carried.as_deref(), kept: &kept, workdir: &workdir };
+                Ok((super::world::World::of_record(&workspace, &recipe)?, kept))
+            }),
+        };
+        (workspace, world)
+    })
+    .await;
+    let (workspace, world) = made.map_err(|e| TaskError::internal(format!("making the check's world panicked: {e}")))?;
+    let (world, kept) = world.map_err(|e| TaskError::internal(format!("cannot make the check's world: {e}")))?;
+    let place = world.place.clone();
+    // Removing the world blocks on the disk: off the async workers, once the check is done.
+    let world = std::sync::Mutex::new(Some(world));
+    let checked = run_check_in(check, spec, &place, shared, kit.tool_ctx.network_log.clone(), Some(&kit.tool_ctx.reports)).await;
+    let world = world.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _ = tokio::task::spawn_blocking(move || drop(world)).await;
+    let (record, unrunnable) = checked?;
+    Ok((workspace, Checked { record, unrunnable, kept }))
+}
+
+/// Runs `check` in `world` with a command kit of its own ([`command_kit_logging`]: a fresh
+/// TMPDIR, HOME, caches and tool homes) whose refused connections go to `network_log` and
+/// whose sandbox reports go to `reports`; an interrupt of the run ends it at once (dropping the
+/// run kills its process group), with no exit code. Returns the record and why the check could
+/// not run, if so, judged by the world's own confinement; a process that escaped it is an error.
+pub(crate) async fn run_check_in(
+    check: &CheckSpec,
+    spec: &TaskSpec,
+    world: &super::world::Place,
+    shared: &Shared,
+    network_log: Arc<NetworkLog>,
+    reports: Option<&crate::sandbox::incidents::ReportSink>,
+) -> Result<(CheckRecord, Option<String>), TaskError> {
+    let kit = command_kit_logging(spec, &world.root, world.paths.clone(), shared, network_log).await?;
+    let tmp = kit.temp.tmp();
+    let sweep = crate::sandbox::sweep::TaskSweep::register(vec![world.root.clone(), tmp.clone()]);
+    let ctx = CheckContext { env: &kit.env, tmp_dir: Some(&tmp), confine: Some(&kit.confine), redactor: &shared.redactor, reports };
+    let record = {
+        let _running = kit.network_log.running(&check.command);
+        let mut cancel = shared.cancel.clone();
+        tokio::select! {
+            record = super::check::run(&check.command, &world.workdir, check.timeout, ctx) => record,
+            _ = cancel.wait_for(|c| *c) => CheckRecord {
+                command: check.command.clone(),
+                exit_code: None,
+                output_tail: "[interrupted: the run was cancelled]".into(),
+                ..Default::default()
+            },
+        }
     };
-    let _running = kit.tool_ctx.network_log.running(&check.command);
-    let mut cancel = shared.cancel.clone();
-    tokio::select! {
-        record = super::check::run(&check.command, workdir, check.timeout, ctx) => record,
-        _ = cancel.wait_for(|c| *c) => CheckRecord {
-            command: check.command.clone(),
-            exit_code: None,
-            output_tail: "[interrupted: the run was cancelled]".into(),
-            ..Default::default()
-        },
-    }
+    sweep_now(&sweep).await?;
+    let unrunnable = super::check::could_not_run(&record, Some(&kit.confine));
+    let _ = tokio::task::spawn_blocking(move || drop(kit)).await;
+    Ok((record, unrunnable))
 }
 
 /// Kills every process that outlived its supervisor ([`crate::sandbox::sweep`]); one of this
@@ -715,30 +809,31 @@ fn restore_protected(spec: &TaskSpec, workspace: &Workspace) -> Result<Vec<Strin
     workspace.record().restore(&protect).map_err(|e| TaskError::internal(format!("cannot put protected paths back: {e}")))
 }
 
-/// Removes what the change record just taken does not hold and the workspace did not hold when
-/// prepared (gitignored files the agent made), but for the paths `keep_ignored` names and
-/// `protect` does not; returns those kept ([`Workspace::sweep_unrecorded`]). dracode's own
-/// outputs (`--out`, `--record`, `$RUNNER_TEMP`) are never touched, nor anything with
-/// `isolation = "none"`. A failure ends the attempt
-/// `error`: the check must not grade what the patch does not show.
-async fn remove_unrecorded(spec: &TaskSpec, workspace: Workspace, shared: &Shared) -> Result<(Workspace, Vec<String>), TaskError> {
-    if spec.workspace.isolation == crate::manifest::Isolation::None {
-        // The workspace is the user's own folder: their build outputs and virtualenvs, which a
-        // command may have touched, are never deleted (docs/src/grading.md#what-the-check-sees).
-        return Ok((workspace, Vec::new()));
+/// What `keep_ignored` keeps for the check: its globs, `protect`'s (never kept), and dracode's
+/// own outputs (`--out`, `--record`, `$RUNNER_TEMP`), never kept.
+struct KeepRules {
+    keep: crate::sandbox::Protect,
+    protect: crate::sandbox::Protect,
+    skip: Vec<PathBuf>,
+}
+
+impl KeepRules {
+    fn of(spec: &TaskSpec, workspace: &Workspace, shared: &Shared) -> Result<KeepRules, TaskError> {
+        let keep = crate::sandbox::Protect::compile(&workspace.root, &spec.keep_ignored).map_err(TaskError::internal)?;
+        let protect = crate::sandbox::Protect::compile(&workspace.root, &spec.protect).map_err(TaskError::internal)?;
+        let own = [shared.paths.out.clone(), shared.record.clone(), shared.paths.runner_temp.clone()];
+        let skip = own.into_iter().flatten().map(|p| p.canonicalize().unwrap_or(p)).collect();
+        Ok(KeepRules { keep, protect, skip })
     }
-    let keep = crate::sandbox::Protect::compile(&workspace.root, &spec.keep_ignored).map_err(TaskError::internal)?;
-    let protect = crate::sandbox::Protect::compile(&workspace.root, &spec.protect).map_err(TaskError::internal)?;
-    let own = [shared.paths.out.clone(), shared.record.clone(), shared.paths.runner_temp.clone()];
-    let skip: Vec<PathBuf> = own.into_iter().flatten().map(|p| p.canonicalize().unwrap_or(p)).collect();
-    let joined = tokio::task::spawn_blocking(move || {
-        let kept = workspace.sweep_unrecorded(&keep, &protect, &skip);
-        (workspace, kept)
-    })
-    .await;
-    let (workspace, kept) = joined.map_err(|e| TaskError::internal(format!("removing ignored files panicked: {e}")))?;
-    let kept = kept.map_err(|e| TaskError::internal(format!("cannot remove the files the change record does not hold: {e}")))?;
-    Ok((workspace, kept))
+
+    /// The paths of `workspace` kept ([`Workspace::kept_for_check`]); none when `keep_ignored`
+    /// is empty (nothing is walked).
+    fn kept(&self, workspace: &Workspace) -> Result<Vec<String>, WorkspaceError> {
+        if self.keep.is_empty() {
+            return Ok(Vec::new());
+        }
+        workspace.kept_for_check(&self.keep, &self.protect, &self.skip)
+    }
 }
 
 /// Records the attempt's changed files and patch in `outcome`, byte for byte; changes that

@@ -1,10 +1,11 @@
 //! What the change record does not see — gitignored files, paths a `.gitignore` the agent wrote
-//! hides, a nested `.git` — may not change the verdict unseen. Before each check, every path of
-//! the working tree that is neither in the recorded tree nor in the workspace as it was prepared
-//! ([`Inventory`], unchanged since) is removed, except those the task's `keep_ignored` names,
-//! which are reported; a path `protect` names is removed even then. The walk goes through folder
-//! fds and never follows a link ([`super::beneath`]). The workspace's own `.git` (at its root)
-//! is left alone.
+//! hides, a nested `.git` — may not change the verdict unseen: the check runs in a world made
+//! from the record ([`super::world`]), which holds none of it. What the task's `keep_ignored`
+//! names is the exception: [`kept`] finds those paths of the working tree that are neither in
+//! the recorded tree nor as the workspace was prepared ([`Inventory`], unchanged since), and the
+//! world gets a copy of them, reported; a path `protect` names is never kept. The walk goes
+//! through folder fds and never follows a link ([`super::beneath`]). The workspace's own `.git`
+//! (at its root) is left out.
 
 use super::beneath;
 use crate::sandbox::Protect;
@@ -159,7 +160,7 @@ impl Recorded {
     }
 }
 
-/// What a sweep is told.
+/// What the walk for `keep_ignored` is told.
 pub struct Rules<'a> {
     /// The tree just recorded.
     pub recorded: &'a Recorded,
@@ -173,84 +174,76 @@ pub struct Rules<'a> {
     pub skip: &'a [Vec<u8>],
 }
 
-/// Removes from the working tree `workdir` what [`Rules`] do not account for (see the module);
-/// returns the kept paths, sorted (a folder that is new and kept whole as `dir/`), at most
-/// [`KEPT_LISTED`] and then `... and N more`.
-pub fn sweep(workdir: &Path, rules: &Rules<'_>) -> std::io::Result<Vec<String>> {
+/// The paths of the working tree `workdir` that [`Rules`] keep for the check: neither recorded
+/// nor as prepared, named by `keep` and not by `protect` — sorted, a new folder whose entries are
+/// all kept named whole as `dir/`. Nothing is changed: a folder this process cannot open keeps
+/// nothing. The rest of what the record does not hold never reaches the check
+/// ([`super::world`]).
+pub fn kept(workdir: &Path, rules: &Rules<'_>) -> std::io::Result<Vec<String>> {
     let root = beneath::open_root(workdir)?;
-    let mut kept = sweep_dir(&root, &[], rules)?.kept;
+    let mut kept = kept_in(&root, &[], rules)?.kept;
     kept.sort();
+    Ok(kept)
+}
+
+/// `kept` as `task.finished.kept_ignored` lists it: at most [`KEPT_LISTED`] entries, then
+/// `... and N more`.
+pub fn listed(mut kept: Vec<String>) -> Vec<String> {
     if kept.len() > KEPT_LISTED {
         let more = kept.len() - KEPT_LISTED;
         kept.truncate(KEPT_LISTED);
         kept.push(format!("... and {more} more"));
     }
-    Ok(kept)
+    kept
 }
 
-/// What a folder's sweep left.
-struct Left {
+/// What a folder holds for the check.
+struct Found {
     /// The kept paths in it.
     kept: Vec<String>,
     /// Whether everything in it is new and kept (it is then listed as a whole).
     all_new_kept: bool,
-    /// Whether anything is left in it.
+    /// Whether anything in it is recorded, prepared or kept.
     any: bool,
 }
 
-fn sweep_dir(dir: &OwnedFd, rel: &[u8], rules: &Rules<'_>) -> std::io::Result<Left> {
-    let mut left = Left { kept: Vec::new(), all_new_kept: true, any: false };
+fn kept_in(dir: &OwnedFd, rel: &[u8], rules: &Rules<'_>) -> std::io::Result<Found> {
+    let mut found = Found { kept: Vec::new(), all_new_kept: true, any: false };
     for name in beneath::entries(dir)? {
         let path = join(rel, &name);
-        if (rel.is_empty() && name == b".git") || rules.skip.contains(&path) {
-            left.any = true;
-            left.all_new_kept = false;
-            continue;
-        }
         let Some(stat) = beneath::stat_entry(dir, &name)? else { continue };
         let ident = Ident::of(&stat);
         let text = String::from_utf8_lossy(&path).into_owned();
         let was = rules.inventory.entries.get(&path) == Some(&ident);
-        if ident == Ident::Dir {
-            let opened = if was { beneath::open_dir(dir, &name) } else { beneath::open_dir_made_readable(dir, &name) };
-            let Ok(sub) = opened else {
-                if was {
-                    // The user's own folder that this process cannot read: left alone.
-                    left.any = true;
-                    left.all_new_kept = false;
-                } else {
-                    // Swapped for a link since the stat: not followed, removed.
-                    beneath::remove_entry(dir, &name)?;
-                }
-                continue;
-            };
-            let inner = sweep_dir(&sub, &path, rules)?;
-            // A recorded folder, or a submodule's (a gitlink in the record).
-            let base = was || rules.recorded.dirs.contains(&path) || rules.recorded.files.contains(&path);
-            if inner.any || base {
-                left.any = true;
-                left.all_new_kept &= !base && inner.all_new_kept && inner.any;
-                if !base && inner.all_new_kept && inner.any {
-                    left.kept.push(format!("{text}/"));
-                } else {
-                    left.kept.extend(inner.kept);
-                }
-            } else {
-                beneath::remove_entry(dir, &name)?;
+        let own = (rel.is_empty() && name == b".git") || rules.skip.contains(&path);
+        let opened = if ident == Ident::Dir && !own { beneath::open_dir(dir, &name).ok() } else { None };
+        let inner = opened.map(|sub| kept_in(&sub, &path, rules)).transpose()?;
+        // A recorded folder, or a submodule's (a gitlink in the record).
+        let base = own || was || rules.recorded.dirs.contains(&path) || rules.recorded.files.contains(&path);
+        match inner {
+            Some(inner) if !base && inner.all_new_kept && inner.any => {
+                found.any = true;
+                found.kept.push(format!("{text}/"));
             }
-            continue;
-        }
-        if rules.recorded.files.contains(&path) || was {
-            left.any = true;
-            left.all_new_kept = false;
-        } else if rules.keep.matches(&text) && !rules.protect.matches(&text) {
-            left.any = true;
-            left.kept.push(text);
-        } else {
-            beneath::remove_entry(dir, &name)?;
+            Some(inner) => {
+                found.any |= inner.any || base;
+                found.all_new_kept &= !(inner.any || base);
+                found.kept.extend(inner.kept);
+            }
+            None if base || (ident == Ident::Dir && !own) => {
+                // Recorded, as prepared, dracode's own — or a folder it cannot open: nothing of
+                // it is kept.
+                found.any = true;
+                found.all_new_kept = false;
+            }
+            None if rules.keep.matches(&text) && !rules.protect.matches(&text) => {
+                found.any = true;
+                found.kept.push(text);
+            }
+            None => {}
         }
     }
-    Ok(left)
+    Ok(found)
 }
 
 #[cfg(test)]
@@ -268,7 +261,7 @@ mod tests {
     }
 
     #[test]
-    fn what_the_record_does_not_hold_goes_unless_kept_and_unprotected() {
+    fn only_what_keep_names_and_protect_does_not_is_kept_and_nothing_is_removed() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
         write(root, ".gitignore", "*.log\nbuild/\nnode_modules/\n__pycache__/\n");
@@ -293,15 +286,12 @@ mod tests {
         std::fs::create_dir(root.join("new-empty")).unwrap();
         let tree = crate::batch::snapshot::snapshot(&repo).unwrap();
         let recorded = Recorded::of(&repo, tree).unwrap();
-        let (keep, protect) = (globs(root, &["node_modules/**", "tests/**"]), globs(root, &["tests/**"]));
+        let (keep, protect) = (globs(root, &["node_modules/**", "tests/**", "*.log"]), globs(root, &["tests/**"]));
         let skip = [b"out".to_vec()];
         let rules = Rules { recorded: &recorded, inventory: &inventory, keep: &keep, protect: &protect, skip: &skip };
-        assert_eq!(sweep(root, &rules).unwrap(), ["node_modules/"]);
-        for gone in ["changed.log", "build", "tests/__pycache__", "tests/.gitignore", "tests/test_0.py", "sub", "new-empty"] {
-            assert!(std::fs::symlink_metadata(root.join(gone)).is_err(), "{gone} is removed");
-        }
-        for stays in ["src/new.py", "user.log", "empty", ".git/HEAD", "tests/test_a.py", "node_modules/pkg/index.js", "out/results.jsonl"] {
-            assert!(std::fs::symlink_metadata(root.join(stays)).is_ok(), "{stays} stays");
+        assert_eq!(kept(root, &rules).unwrap(), ["changed.log", "node_modules/"]);
+        for stays in ["changed.log", "build/out/a.o", "tests/test_0.py", "sub/.git/config", "new-empty", "out/results.jsonl"] {
+            assert!(std::fs::symlink_metadata(root.join(stays)).is_ok(), "{stays} is left where it is");
         }
     }
 
@@ -319,7 +309,7 @@ mod tests {
         let recorded = Recorded::of(&repo, tree).unwrap();
         let (keep, protect) = (globs(root, &["target/**"]), globs(root, &[]));
         let rules = Rules { recorded: &recorded, inventory: &inventory, keep: &keep, protect: &protect, skip: &[] };
-        let kept = sweep(root, &rules).unwrap();
+        let kept = listed(kept(root, &rules).unwrap());
         assert_eq!(kept.len(), KEPT_LISTED + 1);
         assert_eq!((kept[0].as_str(), kept[KEPT_LISTED].as_str()), ("target/f000", "... and 5 more"));
         assert!(root.join("target/old").exists() && root.join("target/f104").exists());

@@ -41,12 +41,14 @@ pub struct Workspace {
     pub workdir: PathBuf,
     /// The commit the workspace started from, in a git repository.
     pub base_commit: Option<String>,
+    /// How it was made.
+    isolation: Isolation,
     /// The change record, kept outside the workspace ([`Record`]).
     record: Record,
     /// The tree [`Workspace::changes`] recorded last: what `commit = true` commits.
     recorded: std::sync::Mutex<Option<Oid>>,
     /// Every entry of the working tree as prepared, before any command ran
-    /// ([`Workspace::sweep_unrecorded`] keeps those unchanged).
+    /// ([`Workspace::take_inventory`]; [`Workspace::kept_for_check`] keeps none of those unchanged).
     inventory: Inventory,
     /// The git directory and working directory of the repository the tools work on, fixed
     /// when the workspace was made: the task's own `.git` (`worktree`, `copy`), the user's
@@ -118,9 +120,8 @@ impl Workspace {
 
     /// [`Workspace::prepare`], then what `carried` names copied in from where the setup ran
     /// ([`super::carry`]) and left out of the change record (and of the task's own `git
-    /// status`): the task's patch never holds it. Copied before the inventory is taken, it is
-    /// part of the workspace as prepared: the sweep before a check removes what a command
-    /// changed in it, as in any prepared file the record does not hold.
+    /// status`): the task's patch never holds it. Each check gets it again as the setup left
+    /// it ([`super::world`]).
     pub fn prepare_carrying(
         repo: &Path,
         isolation: Isolation,
@@ -149,12 +150,18 @@ impl Workspace {
             ws.workdir = ws.root.join(dir);
             std::fs::create_dir_all(&ws.workdir).map_err(io)?;
         }
-        // What the sweep before a check keeps; with `isolation = "none"` nothing is swept (the
-        // user's own folder), so its possibly large build folders are not walked.
-        if isolation != Isolation::None {
-            ws.inventory = Inventory::take(&ws.root).map_err(io)?;
-        }
         Ok(ws)
+    }
+
+    /// Takes the inventory of the working tree as prepared, before any command runs: what
+    /// [`Workspace::kept_for_check`] tells the agent's files from. Only a task with
+    /// `keep_ignored` needs it (a walk of every file, the setup's outputs included); never with
+    /// `isolation = "none"` (the user's folder, whose build folders may be large).
+    pub fn take_inventory(&mut self) -> Result<(), WorkspaceError> {
+        if self.isolation != Isolation::None {
+            self.inventory = Inventory::take(&self.root).map_err(|source| WorkspaceError::Io { path: self.root.clone(), source })?;
+        }
+        Ok(())
     }
 
     /// The user's folder itself, recorded from its state now (its HEAD's files tracked when it
@@ -175,6 +182,7 @@ impl Workspace {
             root: source.to_path_buf(),
             workdir: source.to_path_buf(),
             base_commit: head.map(|c| c.id().to_string()),
+            isolation: Isolation::None,
             record,
             recorded: Default::default(),
             inventory: Default::default(),
@@ -201,6 +209,7 @@ impl Workspace {
             root: root.clone(),
             workdir: root,
             base_commit,
+            isolation: Isolation::Copy,
             record,
             recorded: Default::default(),
             inventory: Default::default(),
@@ -223,6 +232,7 @@ impl Workspace {
             root: root.clone(),
             workdir: root,
             base_commit: Some(task.base.to_string()),
+            isolation: Isolation::Worktree,
             record,
             recorded: Default::default(),
             inventory: Default::default(),
@@ -235,18 +245,39 @@ impl Workspace {
     /// Copies `carried` in (unless it is here already) and excludes its paths from the record
     /// and, when the workspace has one (`own_git`: not the user's), from the task's repository.
     fn carry_in(&self, carried: &Carried, own_git: bool) -> std::io::Result<()> {
-        if let Some(from) = &carried.from {
-            super::carry::copy_outputs(from, &self.root, &carried.paths)?;
-        }
-        let lines = super::carry::exclude_lines(&carried.paths);
         let own = self.git.as_ref().filter(|_| own_git).map(|(git_dir, _)| git_dir.clone());
-        for git_dir in std::iter::once(self.record.repo().path().to_path_buf()).chain(own) {
-            let info = git_dir.join("info");
-            std::fs::create_dir_all(&info)?;
-            let mut file = std::fs::OpenOptions::new().create(true).append(true).open(info.join("exclude"))?;
-            file.write_all(lines.as_bytes())?;
+        let git_dirs: Vec<PathBuf> = std::iter::once(self.record.repo().path().to_path_buf()).chain(own).collect();
+        carry_into(&self.root, carried, &git_dirs)
+    }
+
+    /// How the workspace was made.
+    pub fn isolation(&self) -> Isolation {
+        self.isolation
+    }
+
+    /// Makes the empty folder `root` what this workspace was when prepared — a repository of its
+    /// own made the same way (`worktree`: at the base commit, borrowing the user's objects;
+    /// `copy`: a baseline commit of the tree the task started from), never a byte of the
+    /// workspace's own `.git` — with `tree` (a snapshot of the change record) as its working
+    /// tree. The start of a check's world ([`super::world`]); not with `isolation = "none"`.
+    pub fn remake_at(&self, root: &Path, tree: Oid) -> Result<(), WorkspaceError> {
+        match (self.isolation, &self.source, &self.base_commit) {
+            (Isolation::Worktree, Some(source), Some(base)) => {
+                worktree::create(source, base, root)?;
+            }
+            (Isolation::Copy, ..) => {
+                self.record.write_tree_into(self.record.base(), root)?;
+                snapshot::init_baseline(root)?;
+            }
+            _ => return Err(WorkspaceError::Git(git2::Error::from_str("a workspace in place cannot be made again"))),
         }
+        self.record.write_changes_into(self.record.base(), tree, root)?;
         Ok(())
+    }
+
+    /// [`Workspace::sandbox_paths`] of a world made at `root` by [`Workspace::remake_at`].
+    pub fn sandbox_paths_at(&self, root: &Path) -> SandboxPaths {
+        SandboxPaths::of(root, self.source_git.as_ref(), self.source.is_some())
     }
 
     /// Commits what changed since the workspace was prepared on a new branch `branch` of the
@@ -279,29 +310,19 @@ impl Workspace {
         Ok(changes)
     }
 
-    /// Puts the working tree back to the state of the last [`Workspace::changes`] (what a check
-    /// left behind since is undone); returns the paths put back.
-    pub fn revert_to_recorded(&self) -> Result<Vec<String>, git2::Error> {
-        let recorded = *self.recorded.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        match recorded {
-            Some(tree) => self.record.revert_to(tree),
-            None => Ok(Vec::new()),
-        }
-    }
-
-    /// Removes from the working tree every path that is neither in the tree [`Workspace::changes`]
-    /// recorded last nor unchanged since the workspace was prepared, except those `keep` names
-    /// and `protect` does not ([`super::unrecorded`]); `skip` (absolute paths) is never touched.
-    /// Returns the paths kept. Called when no command of the task runs.
-    pub fn sweep_unrecorded(
+    /// The paths `keep` names and `protect` does not that are neither in the tree
+    /// [`Workspace::changes`] recorded last nor unchanged since the workspace was prepared: what
+    /// a check's world gets from the workspace besides the record ([`super::unrecorded::kept`]);
+    /// `skip` (absolute paths) is never kept. Called when no command of the task runs.
+    pub fn kept_for_check(
         &self,
         keep: &crate::sandbox::Protect,
         protect: &crate::sandbox::Protect,
         skip: &[PathBuf],
-    ) -> Result<Vec<String>, String> {
+    ) -> Result<Vec<String>, WorkspaceError> {
         let recorded = *self.recorded.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let Some(tree) = recorded else { return Ok(Vec::new()) };
-        let recorded = Recorded::of(self.record.repo(), tree).map_err(|e| e.to_string())?;
+        let recorded = Recorded::of(self.record.repo(), tree)?;
         let skip: Vec<Vec<u8>> = skip
             .iter()
             .filter_map(|p| p.strip_prefix(&self.root).ok())
@@ -309,7 +330,12 @@ impl Workspace {
             .map(|rel| std::os::unix::ffi::OsStrExt::as_bytes(rel.as_os_str()).to_vec())
             .collect();
         let rules = Rules { recorded: &recorded, inventory: &self.inventory, keep, protect, skip: &skip };
-        super::unrecorded::sweep(&self.root, &rules).map_err(|e| e.to_string())
+        super::unrecorded::kept(&self.root, &rules).map_err(|source| WorkspaceError::Io { path: self.root.clone(), source })
+    }
+
+    /// The tree [`Workspace::changes`] recorded last; `None` before.
+    pub fn recorded_tree(&self) -> Option<Oid> {
+        *self.recorded.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The repository the git tools may open: the one pinned when the workspace was made.
@@ -357,6 +383,23 @@ impl SandboxPaths {
             Isolation::Worktree => SandboxPaths::of(root, Repository::open(&source).ok().map(|r| GitDirs::of(&r)).as_ref(), true),
         }
     }
+}
+
+/// Copies `carried` into the workspace at `root` (unless it is there already: `from` is
+/// `None`) and excludes its paths in each repository of `git_dirs` (`info/exclude`), so neither
+/// the change record nor the task's `git status` sees them.
+pub fn carry_into(root: &Path, carried: &Carried, git_dirs: &[PathBuf]) -> std::io::Result<()> {
+    if let Some(from) = &carried.from {
+        super::carry::copy_outputs(from, root, &carried.paths)?;
+    }
+    let lines = super::carry::exclude_lines(&carried.paths);
+    for git_dir in git_dirs {
+        let info = git_dir.join("info");
+        std::fs::create_dir_all(&info)?;
+        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(info.join("exclude"))?;
+        file.write_all(lines.as_bytes())?;
+    }
+    Ok(())
 }
 
 /// A folder in the temp dir owned by this process while it exists: `<prefix><pid>-<random>/`

@@ -137,7 +137,7 @@ pub struct TaskOutcome {
     /// Protected paths the last attempt changed (put back before the check), sorted.
     pub protected: Vec<String>,
     /// Paths the change record does not hold (gitignored) that the last attempt left and that
-    /// stayed for the check because `keep_ignored` names them, sorted (a new folder kept whole
+    /// the check's world got too because `keep_ignored` names them, sorted (a new folder kept whole
     /// as `dir/`; at most 100, then `... and N more`).
     pub kept_ignored: Vec<String>,
     /// The last attempt's connections refused by the egress allowlist or the sandbox: how

@@ -92,10 +92,11 @@ pub struct TaskFields {
     /// Globs (relative to the workspace root) of paths the agent may not change: its file tools
     /// refuse them, and they are put back before the check; added to `[defaults].protect`.
     pub protect: Option<Vec<String>>,
-    /// Globs (relative to the workspace root) of gitignored paths the agent made that stay for
-    /// the check (`["node_modules/**", ".venv/**"]`); every other path the change record does
-    /// not hold is removed before each check. Kept paths are listed in `task.finished`
-    /// (`kept_ignored`); a protected path is never kept. Replaces `[defaults].keep_ignored`.
+    /// Globs (relative to the workspace root) of gitignored paths the agent made or changed that
+    /// the check's world gets from the workspace (`["node_modules/**", ".venv/**"]`); nothing
+    /// else the change record does not hold reaches a check. Kept paths are listed in
+    /// `task.finished` (`kept_ignored`); a protected path is never kept. Replaces
+    /// `[defaults].keep_ignored`.
     pub keep_ignored: Option<Vec<String>>,
     /// Labels for `--filter tag:NAME`; added to `[defaults].tags` (a task cannot drop an
     /// inherited tag: put the tag on the tasks that have it instead of in `[defaults]`).

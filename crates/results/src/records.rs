@@ -393,8 +393,8 @@ pub struct WireOutcome {
     /// are not in its patch. Absent when none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub protected: Vec<String>,
-    /// Gitignored paths the task made that stayed for the check because `keep_ignored` names
-    /// them (every other path outside the patch was removed before it), sorted; a new folder
+    /// Gitignored paths the task made that the check's world got too because `keep_ignored`
+    /// names them (nothing else outside the patch reaches a check), sorted; a new folder
     /// kept whole is `dir/`; at most 100, then `... and N more`. Absent when none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kept_ignored: Vec<String>,

@@ -16,6 +16,7 @@
 mod hunks;
 
 use super::grade;
+use super::options::RunArgs;
 use super::spec::{CheckSpec, TaskSpec};
 use super::task::Shared;
 use super::workspace::Workspace;
@@ -142,7 +143,7 @@ pub async fn combine(
         refuse_branch(&root, branch, opts.force).map_err(input)?;
     }
     let grader = match &opts.check {
-        Some(_) => Some(Grader::of(opts, env, redactor, &run, &passed).await.map_err(input)?),
+        Some(_) => Some(Grader::of(opts, env, redactor, &run, &passed).await?),
         None => None,
     };
     let carried = grader.as_ref().and_then(Grader::carried);
@@ -208,12 +209,12 @@ impl Grader {
         redactor: &Arc<Redactor>,
         run: &read_back::RecordedRun,
         passed: &[&RecordedTask],
-    ) -> Result<Grader, String> {
+    ) -> Result<Grader, CombineError> {
         let spec = spec_for_check(opts, env, run, passed)?;
         let (interrupt, cancel) = tokio::sync::watch::channel(false);
         let shared = Shared::without_model(env, redactor.clone(), &opts.out, cancel, run.run_id.clone());
         let emitter = crate::events::Emitter::run(crate::events::EventBus::new(Vec::new()));
-        let setups = super::setup::run_all(std::slice::from_ref(&spec), &shared, &emitter).await?;
+        let setups = super::setup::run_all(std::slice::from_ref(&spec), &shared, &emitter).await.map_err(CombineError::Input)?;
         let _ = shared.setups.set(setups);
         Ok(Grader { spec, shared, _interrupt: interrupt })
     }
@@ -246,34 +247,30 @@ fn spec_for_check(
     env: &BTreeMap<String, String>,
     run: &read_back::RecordedRun,
     passed: &[&RecordedTask],
-) -> Result<TaskSpec, String> {
-    first_spec(opts, env, run, passed).or_else(|why| {
+) -> Result<TaskSpec, CombineError> {
+    let about = |why: String| format!("--check: {why} (the check runs as the first combined task's, from the run's manifests)");
+    let first = passed.first().map(|t| t.outcome.task_id.as_str());
+    let manifests: Vec<PathBuf> = run.manifests.iter().filter(|m| m.as_str() != "--task").map(PathBuf::from).collect();
+    let found = if manifests.is_empty() {
+        Err(about(format!("{} names no manifest", opts.out.display())))
+    } else {
+        planned(opts, env, RunArgs { manifests, ..Default::default() }).map_err(|e| about(e.to_string())).and_then(|tasks| {
+            let spec = tasks.into_iter().find(|spec| first.is_none_or(|id| spec.id == id));
+            spec.ok_or_else(|| about("the run's manifests hold none of its passed tasks".to_string()))
+        })
+    };
+    found.or_else(|why| {
         eprintln!("warning: {why}; it runs in the default sandbox, without a setup");
-        let args = crate::batch::options::RunArgs { tasks: vec!["combine".into()], out: opts.out.clone(), ..Default::default() };
-        let plan = super::plan::plan(&args, &opts.cwd, env).map_err(|e| e.to_string())?;
-        plan.tasks.into_iter().next().ok_or(why)
+        let adhoc = RunArgs { tasks: vec!["combine".into()], ..Default::default() };
+        let tasks = planned(opts, env, adhoc).map_err(|e| CombineError::Input(e.to_string()))?;
+        tasks.into_iter().next().ok_or(CombineError::Input(why))
     })
 }
 
-/// The spec of the first task of `passed` in the run's manifests.
-fn first_spec(
-    opts: &CombineOptions,
-    env: &BTreeMap<String, String>,
-    run: &read_back::RecordedRun,
-    passed: &[&RecordedTask],
-) -> Result<TaskSpec, String> {
-    let manifests: Vec<PathBuf> = run.manifests.iter().filter(|m| m.as_str() != "--task").map(PathBuf::from).collect();
-    let about = |why: String| format!("--check: {why} (the check runs as the first combined task's, from the run's manifests)");
-    if manifests.is_empty() {
-        return Err(about(format!("{} names no manifest", opts.out.display())));
-    }
-    let args = crate::batch::options::RunArgs { manifests, out: opts.out.clone(), ..Default::default() };
-    let plan = super::plan::plan(&args, &opts.cwd, env).map_err(|e| about(e.to_string()))?;
-    let first = passed.first().map(|t| t.outcome.task_id.as_str());
-    plan.tasks
-        .into_iter()
-        .find(|spec| first.is_none_or(|id| spec.id == id))
-        .ok_or_else(|| about("the run's manifests hold none of its passed tasks".to_string()))
+/// The tasks `args` (with `--out` set to the combined run's folder) plans, from `opts.cwd`.
+fn planned(opts: &CombineOptions, env: &BTreeMap<String, String>, args: RunArgs) -> Result<Vec<TaskSpec>, super::plan::PlanError> {
+    let args = RunArgs { out: opts.out.clone(), ..args };
+    super::plan::plan(&args, &opts.cwd, env).map(|plan| plan.tasks)
 }
 
 /// The union's patch, in the output folder.

@@ -132,10 +132,10 @@ impl Regrade {
 impl Regrade {
     /// Runs the setup of every group of the tasks to regrade (those that ended `passed` or
     /// `failed`), as `dracode run` does, into `shared`; `Err` says why one failed.
-    async fn setups(&self, shared: &Shared, emitter: &Emitter) -> Result<(), String> {
+    async fn setups(&self, shared: &Shared, emitter: &Emitter) -> Result<(), TaskError> {
         let graded: Vec<TaskSpec> =
             self.specs.iter().filter(|spec| self.run.tasks.iter().any(|t| t.outcome.task_id == spec.id && regraded(t))).cloned().collect();
-        let setups = super::setup::run_all(&graded, shared, emitter).await?;
+        let setups = super::setup::run_all(&graded, shared, emitter).await.map_err(|why| TaskError::new(FailureKind::Setup, why))?;
         let _ = shared.setups.set(setups);
         Ok(())
     }
@@ -208,7 +208,7 @@ struct Job<'a> {
     run_id: &'a str,
     shared: &'a Shared,
     /// Why the setup of the batch failed, if it did: the task is not graded.
-    setup: Option<&'a String>,
+    setup: Option<&'a TaskError>,
     emitter: &'a Emitter,
 }
 
@@ -255,8 +255,8 @@ async fn regrade_one(job: &Job<'_>, check: Option<&str>) -> TaskOutcome {
 /// the recorded patch applied — and runs the check there as `dracode run` does
 /// ([`run_check_in`]); returns its record and why it could not run, if so.
 async fn check_again(job: &Job<'_>, check: Option<&str>) -> Result<(CheckRecord, Option<String>), TaskError> {
-    if let Some(why) = job.setup {
-        return Err(TaskError::new(FailureKind::Setup, why.clone()));
+    if let Some(error) = job.setup {
+        return Err(error.clone());
     }
     let recorded = &job.task.outcome;
     let command = check

@@ -10,7 +10,7 @@ use crate::support::sandbox::{alive, supported};
 use serde_json::{Value, json};
 use std::io::Read;
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -50,23 +50,50 @@ impl Scenario {
     /// `isolation = "copy"` and `require_change = false` unless they set them: an attack is judged
     /// by what it reached, not by a change); `env` is dracode's environment on top of PATH and HOME.
     pub(crate) fn run(&self, name: &str, commands: &[String], fields: &str, env: &[(&str, &str)], args: &[&str]) -> Run {
-        let turns = crate::support::cli::shell_turns(commands, 20, FINAL);
-        std::fs::write(self.root.join(format!("{name}.json")), turns.to_string()).unwrap();
-        let mut defaults = format!("provider = \"replay\"\nreplay = \"{name}.json\"\n{fields}\n");
+        self.run_batch(name, "", fields, &[("attack", commands)], env, args)
+    }
+
+    /// As [`Scenario::run`], for one task per `(id, commands)` (each with its own recording in
+    /// the folder `replay-{name}`), after a `[setup]` whose table body is `setup` (none when empty).
+    pub(crate) fn run_batch(
+        &self,
+        name: &str,
+        setup: &str,
+        fields: &str,
+        tasks: &[(&str, &[String])],
+        env: &[(&str, &str)],
+        args: &[&str],
+    ) -> Run {
+        let replay = self.root.join(format!("replay-{name}"));
+        std::fs::create_dir_all(&replay).unwrap();
+        let mut defaults = format!("provider = \"replay\"\nreplay = \"replay-{name}\"\n{fields}\n");
         for (key, value) in [("repo", "\"repo\""), ("isolation", "\"copy\""), ("require_change", "false")] {
             if !fields.contains(&format!("{key} =")) {
                 defaults.push_str(&format!("{key} = {value}\n"));
             }
         }
-        let manifest = format!("[defaults]\n{defaults}[[tasks]]\nid = \"attack\"\nprompt = \"do as the issue says\"\n");
+        let setup = if setup.is_empty() { String::new() } else { format!("[setup]\n{setup}\n\n") };
+        let mut manifest = format!("{setup}[defaults]\n{defaults}");
+        for (id, commands) in tasks {
+            let turns = crate::support::cli::shell_turns(commands, 20, FINAL);
+            std::fs::write(replay.join(format!("{id}.json")), turns.to_string()).unwrap();
+            manifest.push_str(&format!("[[tasks]]\nid = \"{id}\"\nprompt = \"do as the issue says\"\n"));
+        }
         std::fs::write(self.root.join(format!("{name}.toml")), manifest).unwrap();
         let out = self.root.join(format!("out-{name}"));
-        let mut cmd = dracode(&self.root);
-        cmd.env("HOME", &self.home).arg("run").arg(format!("{name}.toml"));
+        let mut all = vec!["run".to_string(), format!("{name}.toml")];
         if !args.contains(&"--out") {
-            cmd.arg("--out").arg(&out);
+            all.extend(["--out".to_string(), out.display().to_string()]);
         }
-        cmd.args(args);
+        all.extend(args.iter().map(ToString::to_string));
+        self.launch(&all, &out, env)
+    }
+
+    /// Runs `dracode args` in the scratch folder with its HOME and `env` on top; the results
+    /// are read from `out`.
+    pub(crate) fn launch(&self, args: &[String], out: &Path, env: &[(&str, &str)]) -> Run {
+        let mut cmd = dracode(&self.root);
+        cmd.env("HOME", &self.home).args(args);
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -77,7 +104,7 @@ impl Scenario {
             stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
             events: if results.exists() { read_jsonl(&results) } else { Vec::new() },
-            out,
+            out: out.to_path_buf(),
         }
     }
 }
@@ -94,7 +121,12 @@ impl Run {
     }
 
     fn task(&self) -> &Value {
-        finished(&self.events, "attack")
+        self.finished("attack")
+    }
+
+    /// The `task.finished` of task `id`.
+    pub(crate) fn finished(&self, id: &str) -> &Value {
+        finished(&self.events, id)
     }
 
     /// The task ended `status`, and the model's final words (after the attack) were recorded.

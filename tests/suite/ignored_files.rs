@@ -9,10 +9,10 @@ use crate::support::cli::{finished, git};
 use crate::support::sandbox::supported;
 
 /// The system's Python (not a user toolchain the unprivileged run could not read).
-const PYTHON: &str = "/usr/bin/python3";
+pub(crate) const PYTHON: &str = "/usr/bin/python3";
 
 /// A Python project whose one test fails (`add` subtracts), `__pycache__/` ignored.
-fn python_project() -> Scenario {
+pub(crate) fn python_project() -> Scenario {
     let s = Scenario::new();
     let files = [
         ("calc.py", "def add(a, b):\n    return a - b\n"),
@@ -33,11 +33,11 @@ fn python_project() -> Scenario {
 }
 
 /// The task's manifest fields: the project's tests as the check, plus `extra`.
-fn checked(extra: &str) -> String {
+pub(crate) fn checked(extra: &str) -> String {
     format!("check = \"{PYTHON} -m unittest discover -s tests\"\n{extra}")
 }
 
-fn python_runs() -> bool {
+pub(crate) fn python_runs() -> bool {
     std::process::Command::new(PYTHON).arg("-c").arg("pass").status().is_ok_and(|s| s.success())
 }
 

@@ -52,7 +52,8 @@ fn main() {
         return;
     }
     // `cargo bench --bench overhead -- worktree` runs only the sections whose name contains it:
-    // sandbox, proxy, run-cost, jobs, scale, copy, carry, worktree, search_code.
+    // sandbox, proxy, run-cost, jobs, scale, copy, worktree, search_code (carrying a setup's
+    // outputs has a bench of its own: `cargo bench --bench carry`).
     let only = std::env::args().skip(1).find(|a| !a.starts_with("--"));
     let wants = |section: &str| only.as_deref().is_none_or(|o| section.contains(o));
     // scripts/bench.sh passes the binary `cargo build --release` makes (what users install):
@@ -78,9 +79,6 @@ fn main() {
     }
     if wants("copy") {
         copy::copy_creation(root);
-    }
-    if wants("carry") {
-        copy::carry_outputs(root);
     }
     let repo = root.join("big");
     if wants("worktree") || wants("search_code") {

@@ -7,7 +7,8 @@
 //! - [`agent`] is the loop that alternates LLM calls and tool calls for one task;
 //! - [`batch`] schedules tasks and prepares their workspaces;
 //! - [`events`] is the one seam: everything that happens is an [`events::Event`], and every
-//!   artifact in [`report`] is an independent reporter of that stream.
+//!   artifact in [`report`] is an independent reporter of that stream;
+//! - [`disk`] keeps those artifacts whole, and grading honest, when a task fills the disk.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -18,6 +19,7 @@ pub mod cli;
 pub mod config;
 pub mod context;
 pub mod deadline;
+pub mod disk;
 pub mod events;
 pub mod manifest;
 pub mod report;

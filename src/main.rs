@@ -8,6 +8,7 @@ use clap::Parser;
 use dracode::batch::{plan, runner, task::Shared};
 use dracode::cli::{AuthTarget, Cli, Command, ConfigFormat, ListFormat, McpAction, NoTasks, RunArgs, SchemaKind};
 use dracode::config::Config;
+use dracode::disk::Reserve;
 use dracode::events::{Emitter, EventBus, Reporter};
 use dracode::report::{
     self,
@@ -224,10 +225,11 @@ fn regrade(args: &dracode::cli::RegradeArgs, cwd: &Path, env: &BTreeMap<String, 
         return usage_error(&e);
     }
     report::out_dir::prepare(&opts.out, &Default::default()).with_context(|| format!("cannot prepare --out {}", out.display()))?;
+    let reserve = Reserve::hold(&opts.out);
     let redactor = Arc::new(Redactor::from_env(env.clone(), Vec::new()));
     let run_id = run_id();
     let step_summary = env.get("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()).map(PathBuf::from);
-    let mut reporters = report::artifact_reporters(&opts.out, &run_id, None, redactor.clone(), step_summary)
+    let mut reporters = report::artifact_reporters(&opts.out, &run_id, None, redactor.clone(), step_summary, &reserve)
         .with_context(|| format!("cannot write to {}", out.display()))?;
     reporters
         .push(Box::new(ProgressReporter::new(Box::new(std::io::stderr()), Verbosity::Normal, job.len()).with_redactor(redactor.clone())));
@@ -242,6 +244,7 @@ fn regrade(args: &dracode::cli::RegradeArgs, cwd: &Path, env: &BTreeMap<String, 
         }
     });
     let mut failures = bus.finish();
+    end_reserve(&reserve, &opts.out, &mut failures);
     add_report_page(&opts.out, None, &mut failures);
     report_artifact_failures(&failures);
     let code = match totals {
@@ -669,8 +672,9 @@ fn run_batch(args: RunArgs, cwd: &Path, env: BTreeMap<String, String>) -> anyhow
     let plan_rerun = plan.rerun.take();
     let keep = plan_rerun.as_ref().filter(|r| r.in_place).map(|r| r.carried.clone()).unwrap_or_default();
     report::out_dir::prepare(&args.out, &keep).with_context(|| format!("cannot prepare --out {}", args.out.display()))?;
+    let reserve = Reserve::hold(&args.out);
     let shard = plan.shard.map(|s| s.to_string());
-    let reporters = reporters(&args, &plan, &run_id, shard.as_deref(), &redactor, &env)?;
+    let reporters = reporters(&args, &plan, (&run_id, shard.as_deref()), &redactor, &env, &reserve)?;
     let bus = EventBus::new(reporters);
     let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
     let shared = Arc::new(Shared {
@@ -704,6 +708,7 @@ fn run_batch(args: RunArgs, cwd: &Path, env: BTreeMap<String, String>) -> anyhow
         totals
     });
     let mut failures = bus.finish();
+    end_reserve(&reserve, &args.out, &mut failures);
     if let Some(rerun) = plan_rerun.filter(|r| r.in_place) {
         add_up_rerun(&rerun, &args.out, &redactor, &mut failures);
     }
@@ -731,6 +736,22 @@ fn add_up_rerun(rerun: &plan::RerunSource, out: &Path, redactor: &Arc<Redactor>,
 
 /// The most artifact failures printed one by one; the rest are counted.
 const SHOWN_FAILURES: usize = 20;
+
+/// Removes the output folder's reserve once the tasks are over — its room goes to the run's last
+/// files (the rerun's add-up, `report.html`) — and says when a full disk made the run use it. A
+/// reserve that cannot be removed is an artifact failure: the folder would keep it.
+fn end_reserve(reserve: &Reserve, out: &Path, failures: &mut Vec<String>) {
+    if let Err(e) = reserve.remove() {
+        failures.push(format!("cannot remove {}: {e}", out.join(dracode::disk::RESERVE_NAME).display()));
+    }
+    if reserve.times_given_up() > 0 {
+        eprintln!(
+            "warning: the disk holding {} filled up during the run: dracode wrote its results into the room it had held back; \
+             a check that ended on the full disk graded nothing (its task ended error, could not be judged)",
+            out.display()
+        );
+    }
+}
 
 /// Prints each artifact that could not be written (file and OS error), at most
 /// [`SHOWN_FAILURES`], then what the exit code means.
@@ -825,15 +846,17 @@ fn print_dry_run(plan: &plan::Plan) {
 fn reporters(
     args: &RunArgs,
     plan: &plan::Plan,
-    run_id: &str,
-    shard: Option<&str>,
+    (run_id, shard): (&str, Option<&str>),
     redactor: &Arc<Redactor>,
     env: &BTreeMap<String, String>,
+    reserve: &Arc<Reserve>,
 ) -> anyhow::Result<Vec<Box<dyn Reporter>>> {
     let step_summary = env.get("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()).map(PathBuf::from);
-    let mut reporters: Vec<Box<dyn Reporter>> = report::artifact_reporters(&args.out, run_id, shard, redactor.clone(), step_summary)
-        .with_context(|| format!("cannot write to {}", args.out.display()))?;
-    reporters.extend(findings_reporter(args, plan, run_id, redactor, env));
+    let mut reporters: Vec<Box<dyn Reporter>> =
+        report::artifact_reporters(&args.out, run_id, shard, redactor.clone(), step_summary, reserve)
+            .with_context(|| format!("cannot write to {}", args.out.display()))?;
+    let findings = findings_reporter(args, plan, run_id, redactor, env);
+    reporters.extend(findings.map(|f| Box::new(f.with_reserve(reserve.clone())) as Box<dyn Reporter>));
     let verbosity = if args.quiet {
         Verbosity::Quiet
     } else if args.verbose {
@@ -873,7 +896,7 @@ fn findings_reporter(
     run_id: &str,
     redactor: &Arc<Redactor>,
     env: &BTreeMap<String, String>,
-) -> Option<Box<dyn Reporter>> {
+) -> Option<dracode::report::outputs::SarifReporter> {
     use dracode::structured::findings::PathBase;
     let bases: BTreeMap<String, PathBase> = plan
         .tasks
@@ -886,7 +909,7 @@ fn findings_reporter(
     }
     let reporter =
         dracode::report::outputs::SarifReporter::new(&args.out, bases, Box::new(std::io::stderr()), redactor.clone()).with_run_id(run_id);
-    Some(Box::new(reporter.with_annotations(env.get("GITHUB_ACTIONS").is_some_and(|v| v == "true"))))
+    Some(reporter.with_annotations(env.get("GITHUB_ACTIONS").is_some_and(|v| v == "true")))
 }
 
 /// GitHub Actions: annotations under `GITHUB_ACTIONS=true`, step outputs to `--github-output`

@@ -78,13 +78,18 @@ pub async fn run(command: &str, cwd: &Path, timeout: Duration, ctx: CheckContext
     }
 }
 
-/// Why `record` says nothing about the work it checked, if so: the check failed because it could
-/// not run — a read the sandbox refused (`confine`), its command not found (exit 127) or not
-/// executable (exit 126) — rather than because the work fell short. A refused read counts only
-/// for a path its output names that exists, that dracode itself can open, and that `confine`
-/// does not let commands read: printing a "Permission denied" line about a readable path changes
-/// nothing.
+/// Why `record` says nothing about the work it checked, if so: the disk the task's commands
+/// write to (`confine`'s workspace and TMPDIR) is full now, as the check ends — whatever it
+/// said, passed included, it ran where writes fail ([`crate::disk::full`]); or the check failed
+/// because it could not run — a read the sandbox refused (`confine`), its command not found
+/// (exit 127) or not executable (exit 126) — rather than because the work fell short. A refused
+/// read counts only for a path its output names that exists, that dracode itself can open, and
+/// that `confine` does not let commands read: printing a "Permission denied" line about a
+/// readable path changes nothing.
 pub fn could_not_run(record: &CheckRecord, confine: Option<&Policy>) -> Option<String> {
+    if let Some(full) = confine.and_then(|policy| crate::disk::full(policy.writable.iter().chain(&policy.tmp_dir))) {
+        return Some(format!("{full} when it ended, so what it found proves nothing"));
+    }
     let code = record.exit_code.filter(|c| *c != 0)?;
     if let Some(path) = confine.and_then(|policy| refused_read(&record.output_tail, policy)) {
         return Some(path);

@@ -2,6 +2,7 @@
 //! that changed nothing has no patch file.
 
 use super::write_atomic;
+use crate::disk::Reserve;
 use crate::events::{Event, EventKind, Reporter};
 use crate::results::file_names::file_stem;
 use crate::secrets::Redactor;
@@ -12,12 +13,18 @@ use std::sync::Arc;
 pub struct DiffReporter {
     dir: PathBuf,
     redactor: Arc<Redactor>,
+    reserve: Arc<Reserve>,
 }
 
 impl DiffReporter {
     /// A reporter writing into `<out_dir>/diffs/` (created on the first patch).
     pub fn new(out_dir: impl Into<PathBuf>) -> Self {
-        DiffReporter { dir: out_dir.into().join("diffs"), redactor: Arc::default() }
+        DiffReporter { dir: out_dir.into().join("diffs"), redactor: Arc::default(), reserve: Reserve::none() }
+    }
+
+    /// This reporter, writing into `reserve`'s room when the disk is full.
+    pub fn with_reserve(self, reserve: Arc<Reserve>) -> Self {
+        DiffReporter { reserve, ..self }
     }
 
     /// This reporter, withholding a patch that holds a secret `redactor` knows.
@@ -54,7 +61,7 @@ impl DiffReporter {
         if !self.redactor.secrets_in(diff).is_empty() {
             return Ok(());
         }
-        write_atomic(path, diff.as_bytes())
+        self.reserve.write(|| write_atomic(path, diff.as_bytes()))
     }
 }
 

@@ -2,6 +2,7 @@
 //! flushed as it happens so a tailing reader sees it at once and a crash loses nothing.
 
 use super::contract::to_wire;
+use crate::disk::Reserve;
 use crate::events::{Event, EventKind, Reporter, RunEnd};
 use crate::secrets::Redactor;
 use std::borrow::Cow;
@@ -10,9 +11,11 @@ use std::sync::Arc;
 
 /// Writes each event as one redacted JSON line.
 ///
-/// When a line cannot be written (a full disk), the file is cut back to the last whole line
-/// and nothing more is written: the record then ends early — with no `run.finished`, which
-/// readers take as an unfinished run — rather than in half a line or with a gap.
+/// When a line cannot be written (a full disk), the file is cut back to the last whole line; a
+/// file with the output folder's [`Reserve`] gets the line again into the reserve's room. When
+/// that fails too, nothing more is written: the record then ends early — with no
+/// `run.finished`, which readers take as an unfinished run — rather than in half a line or with
+/// a gap.
 pub struct JsonlReporter {
     writer: Box<dyn Write + Send>,
     run_id: String,
@@ -27,6 +30,8 @@ pub struct JsonlReporter {
     written: u64,
     /// A line could not be written: write no more.
     broken: bool,
+    /// Room held back for a full disk (none for a stream).
+    reserve: Arc<Reserve>,
 }
 
 impl JsonlReporter {
@@ -43,6 +48,7 @@ impl JsonlReporter {
             file: None,
             written: 0,
             broken: false,
+            reserve: Reserve::none(),
         }
     }
 
@@ -58,9 +64,17 @@ impl JsonlReporter {
         JsonlReporter { name: name.to_string(), ..self }
     }
 
-    /// Writes one whole line, or cuts the file back to the lines before it.
+    /// This reporter, a line that finds the disk full written again into `reserve`'s room (a
+    /// file only: a stream cannot be cut back).
+    pub fn with_reserve(self, reserve: Arc<Reserve>) -> Self {
+        JsonlReporter { reserve, ..self }
+    }
+
+    /// Writes one whole line — after a full disk, once more into the reserve's room — or cuts
+    /// the file back to the lines before it.
     fn write_line(&mut self, line: &str) -> std::io::Result<()> {
-        let result = self.writer.write_all(line.as_bytes()).and_then(|()| self.writer.flush());
+        let reserve = if self.file.is_some() { self.reserve.clone() } else { Reserve::none() };
+        let result = reserve.write(|| self.try_line(line));
         match result {
             Ok(()) => {
                 self.written += line.len() as u64;
@@ -68,9 +82,6 @@ impl JsonlReporter {
             }
             Err(e) => {
                 self.broken = true;
-                if let Some(file) = &self.file {
-                    let _ = file.set_len(self.written);
-                }
                 let message = format!(
                     "cannot write {}: {}; it ends before event {} and records nothing after it",
                     self.name,
@@ -80,6 +91,20 @@ impl JsonlReporter {
                 Err(std::io::Error::new(e.kind(), message))
             }
         }
+    }
+
+    /// Writes `line` after the whole lines; on failure cuts off what part of it reached the
+    /// file and goes back to the end of the last whole line, so a retry (or nothing) follows it.
+    fn try_line(&mut self, line: &str) -> std::io::Result<()> {
+        let result = self.writer.write_all(line.as_bytes()).and_then(|()| self.writer.flush());
+        if result.is_err()
+            && let Some(file) = &mut self.file
+        {
+            // The clone shares the writer's offset: seeking it moves the writer back too.
+            let _ = file.set_len(self.written);
+            let _ = std::io::Seek::seek(file, std::io::SeekFrom::Start(self.written));
+        }
+        result
     }
 
     fn line(&self, event: &Event, seq: u64) -> std::io::Result<String> {
@@ -283,6 +308,55 @@ mod tests {
         let lines = read_lines(&path);
         assert_eq!(lines.len(), 1);
         assert_eq!(lines[0]["type"], "run.started");
+    }
+
+    /// Writes `budget` bytes, then fails once like a full disk; then writes everything.
+    struct FullOnce {
+        file: std::fs::File,
+        budget: usize,
+        failed: bool,
+    }
+
+    impl Write for FullOnce {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if self.failed {
+                return self.file.write(buf);
+            }
+            if self.budget == 0 {
+                self.failed = true;
+                return Err(std::io::Error::from_raw_os_error(28));
+            }
+            let n = buf.len().min(self.budget);
+            self.budget -= n;
+            self.file.write(&buf[..n])
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            self.file.flush()
+        }
+    }
+
+    #[test]
+    fn a_line_that_finds_the_disk_full_is_written_whole_into_the_reserves_room() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("results.jsonl");
+        let reserve = Reserve::hold_bytes(dir.path(), 64 * 1024);
+        let mut reporter = JsonlReporter::create(&path, "r", None, Arc::new(Redactor::default())).unwrap().with_reserve(reserve.clone());
+        let events = sample_run();
+        reporter.on_event(&events[0]).unwrap();
+        // The next line gets 10 bytes on disk, then the disk is full, once. The writer shares the
+        // file's offset, as the file it replaces did: the retry must start where the line did.
+        let file = reporter.file.as_ref().unwrap().try_clone().unwrap();
+        reporter.writer = Box::new(FullOnce { file, budget: 10, failed: false });
+        for e in &events[1..] {
+            reporter.on_event(e).unwrap();
+        }
+        reporter.finish().unwrap();
+        let lines = read_lines(&path);
+        let seqs: Vec<u64> = lines.iter().map(|l| l["seq"].as_u64().unwrap()).collect();
+        assert_eq!(seqs, (1..=events.len() as u64).collect::<Vec<_>>(), "every line, whole, no gap");
+        assert_eq!(lines.last().unwrap()["type"], "run.finished");
+        assert_eq!(reserve.times_given_up(), 1);
+        assert!(!dir.path().join(crate::disk::RESERVE_NAME).exists(), "its room went to the line");
     }
 
     /// A reporter writing `results.jsonl` in a new temporary folder, masking `secret`.

@@ -22,6 +22,7 @@
 //! for another encoding than UTF-8 and fails to read it): each becomes `?`.
 
 use super::{clean_text_keeping, short_reason, strip_control, write_atomic};
+use crate::disk::Reserve;
 use crate::events::{Event, EventKind, Reporter, RunEnd, Status, TaskOutcome};
 use crate::secrets::Redactor;
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestRerun, TestSuite};
@@ -44,12 +45,19 @@ pub struct JunitReporter {
     version: Option<String>,
     started: Option<SystemTime>,
     outcomes: Vec<TaskOutcome>,
+    reserve: Arc<Reserve>,
 }
 
 impl JunitReporter {
     /// A reporter that will write `path` (atomically: a reader never sees half a file).
     pub fn new(path: impl Into<PathBuf>, redactor: Arc<Redactor>) -> Self {
-        JunitReporter { path: path.into(), redactor, manifests: Vec::new(), version: None, started: None, outcomes: Vec::new() }
+        let (manifests, outcomes) = (Vec::new(), Vec::new());
+        JunitReporter { path: path.into(), redactor, manifests, version: None, started: None, outcomes, reserve: Reserve::none() }
+    }
+
+    /// This reporter, writing into `reserve`'s room when the disk is full.
+    pub fn with_reserve(self, reserve: Arc<Reserve>) -> Self {
+        JunitReporter { reserve, ..self }
     }
 
     /// The report as XML.
@@ -238,7 +246,8 @@ impl Reporter for JunitReporter {
     }
 
     fn finish(&mut self) -> std::io::Result<()> {
-        write_atomic(&self.path, self.render()?.as_bytes())
+        let xml = self.render()?;
+        self.reserve.write(|| write_atomic(&self.path, xml.as_bytes()))
     }
 
     fn run_end(&self) -> RunEnd {

@@ -775,7 +775,7 @@ mod tests {
         }
         let run_totals = RunTotals::of(tasks, Duration::from_secs(3));
         events.push(Event { ts: start + Duration::from_secs(3), task: None, kind: EventKind::RunFinished(run_totals) });
-        let mut reporters = artifact_reporters(dir, run_id, shard, redactor(), None).unwrap();
+        let mut reporters = artifact_reporters(dir, run_id, shard, redactor(), None, &crate::disk::Reserve::none()).unwrap();
         for reporter in &mut reporters {
             for event in &events {
                 reporter.on_event(event).unwrap();

@@ -26,6 +26,7 @@ pub mod slow;
 pub mod summary;
 pub mod transcript;
 
+use crate::disk::Reserve;
 use crate::events::Reporter;
 use crate::secrets::Redactor;
 use std::io::Write;
@@ -42,24 +43,43 @@ pub use transcript::TranscriptReporter;
 
 /// The reporters that write into `out_dir` (prepared by [`out_dir::prepare`]): `results.jsonl`, `junit.xml`,
 /// `summary.md` (also appended to `step_summary`, `$GITHUB_STEP_SUMMARY`), `transcripts/`,
-/// `diffs/` and `outputs/`. `results.jsonl` is truncated now, so a reader never mixes two runs.
+/// `diffs/` and `outputs/`, each writing into `reserve`'s room when the disk is full; and the
+/// one that takes the reserve back after a task finished ([`Reserve::take_back`]).
+/// `results.jsonl` is truncated now, so a reader never mixes two runs.
 pub fn artifact_reporters(
     out_dir: &Path,
     run_id: &str,
     shard: Option<&str>,
     redactor: Arc<Redactor>,
     step_summary: Option<PathBuf>,
+    reserve: &Arc<Reserve>,
 ) -> std::io::Result<Vec<Box<dyn Reporter>>> {
     std::fs::create_dir_all(out_dir)?;
     let results = JsonlReporter::create(&out_dir.join("results.jsonl"), run_id, shard, redactor.clone())?;
+    let summary = SummaryReporter::new(out_dir.join("summary.md"), redactor.clone()).with_step_summary(step_summary);
     Ok(vec![
-        Box::new(results),
-        Box::new(JunitReporter::new(out_dir.join("junit.xml"), redactor.clone())),
-        Box::new(SummaryReporter::new(out_dir.join("summary.md"), redactor.clone()).with_step_summary(step_summary)),
-        Box::new(TranscriptReporter::new(out_dir, redactor.clone())),
-        Box::new(DiffReporter::new(out_dir).with_redactor(redactor.clone())),
-        Box::new(outputs::OutputsReporter::new(out_dir, redactor)),
+        Box::new(results.with_reserve(reserve.clone())),
+        Box::new(JunitReporter::new(out_dir.join("junit.xml"), redactor.clone()).with_reserve(reserve.clone())),
+        Box::new(summary.with_reserve(reserve.clone())),
+        Box::new(TranscriptReporter::new(out_dir, redactor.clone()).with_reserve(reserve.clone())),
+        Box::new(DiffReporter::new(out_dir).with_redactor(redactor.clone()).with_reserve(reserve.clone())),
+        Box::new(outputs::OutputsReporter::new(out_dir, redactor).with_reserve(reserve.clone())),
+        Box::new(TakeBack(reserve.clone())),
     ])
+}
+
+/// Takes the output folder's reserve back after each task (last of the reporters: once that
+/// task's files are written), should a full disk have made the run give it up: the finished
+/// task's folders are removed by then, so the room may be there again.
+struct TakeBack(Arc<Reserve>);
+
+impl Reporter for TakeBack {
+    fn on_event(&mut self, event: &crate::events::Event) -> std::io::Result<()> {
+        if matches!(event.kind, crate::events::EventKind::TaskFinished(_)) {
+            self.0.take_back();
+        }
+        Ok(())
+    }
 }
 
 /// The mode of every artifact file: readable by all (as a file made by `File::create` under the
@@ -365,8 +385,8 @@ mod tests {
     fn artifact_reporters_create_the_out_dir_and_results_file() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("nested/out");
-        let reporters = artifact_reporters(&out, "run-1", None, Arc::new(Redactor::default()), None).unwrap();
-        assert_eq!(reporters.len(), 6);
+        let reporters = artifact_reporters(&out, "run-1", None, Arc::new(Redactor::default()), None, &Reserve::none()).unwrap();
+        assert_eq!(reporters.len(), 7);
         assert!(out.join("results.jsonl").is_file());
     }
 }

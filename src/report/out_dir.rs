@@ -9,9 +9,11 @@ use std::path::Path;
 /// The `.gitignore` dracode writes into its output folder.
 pub const GITIGNORE: &str = "# Written by dracode: everything here is its output, replaced by each run.\n*\n";
 
-/// The names dracode writes at the top of its output folder.
-const OWN_NAMES: [&str; 12] = [
+/// The names dracode writes at the top of its output folder (the reserve only while a run
+/// works, or when a killed run left it: [`crate::disk::Reserve`]).
+const OWN_NAMES: [&str; 13] = [
     ".gitignore",
+    crate::disk::RESERVE_NAME,
     "results.jsonl",
     "report.html",
     "junit.xml",
@@ -28,9 +30,18 @@ const OWN_NAMES: [&str; 12] = [
 /// The folders that hold one file per task (`<task file stem>.<extension>`).
 const PER_TASK: [&str; 3] = ["transcripts", "diffs", "outputs"];
 
-/// The files that describe a whole run.
-const PER_RUN: [&str; 8] =
-    ["results.jsonl", "junit.xml", "summary.md", "findings.sarif", "combined.patch", "combine.json", "combine.md", "report.html"];
+/// The files that describe a whole run, and a reserve a killed run left.
+const PER_RUN: [&str; 9] = [
+    "results.jsonl",
+    "junit.xml",
+    "summary.md",
+    "findings.sarif",
+    "combined.patch",
+    "combine.json",
+    "combine.md",
+    "report.html",
+    crate::disk::RESERVE_NAME,
+];
 
 /// Whether dracode may use `out`: it does not exist yet, or holds only what dracode writes
 /// (and the entries named in `also`: a `--jsonl` file or `--record` folder the user put there,
@@ -113,7 +124,15 @@ mod tests {
         let out = dir.path().join("out");
         assert!(check(&out, &[]).is_ok(), "a folder not made yet");
         mark(&out).unwrap();
-        for file in ["results.jsonl", "summary.md", "diffs/a.patch", "diffs/b.patch", "transcripts/a.json", "transcripts/b.json"] {
+        for file in [
+            "results.jsonl",
+            "summary.md",
+            crate::disk::RESERVE_NAME,
+            "diffs/a.patch",
+            "diffs/b.patch",
+            "transcripts/a.json",
+            "transcripts/b.json",
+        ] {
             std::fs::create_dir_all(out.join(file).parent().unwrap()).unwrap();
             std::fs::write(out.join(file), "x").unwrap();
         }
@@ -122,6 +141,7 @@ mod tests {
         assert!(out.join("diffs/a.patch").exists() && out.join("transcripts/a.json").exists());
         assert!(!out.join("diffs/b.patch").exists() && !out.join("transcripts/b.json").exists());
         assert!(!out.join("results.jsonl").exists() && !out.join("summary.md").exists());
+        assert!(!out.join(crate::disk::RESERVE_NAME).exists(), "a killed run's reserve is removed");
         assert_eq!(std::fs::read_to_string(out.join(".gitignore")).unwrap(), GITIGNORE);
     }
 

@@ -1,6 +1,7 @@
 //! The artifacts of structured answers: `outputs/<id>.json` for every task with one, and
 //! `findings.sarif` (plus GitHub annotations) for `output = "findings"` tasks.
 
+use crate::disk::Reserve;
 use crate::events::{Event, EventKind, Reporter};
 use crate::results::file_names::file_stem;
 use crate::secrets::Redactor;
@@ -46,12 +47,18 @@ pub fn summary_section(outcomes: &[&crate::events::TaskOutcome], redactor: &Reda
 pub struct OutputsReporter {
     out_dir: PathBuf,
     redactor: Arc<Redactor>,
+    reserve: Arc<Reserve>,
 }
 
 impl OutputsReporter {
     /// A reporter writing under `out_dir`.
     pub fn new(out_dir: impl Into<PathBuf>, redactor: Arc<Redactor>) -> Self {
-        OutputsReporter { out_dir: out_dir.into(), redactor }
+        OutputsReporter { out_dir: out_dir.into(), redactor, reserve: Reserve::none() }
+    }
+
+    /// This reporter, writing into `reserve`'s room when the disk is full.
+    pub fn with_reserve(self, reserve: Arc<Reserve>) -> Self {
+        OutputsReporter { reserve, ..self }
     }
 }
 
@@ -60,7 +67,8 @@ impl Reporter for OutputsReporter {
         let EventKind::TaskFinished(outcome) = &event.kind else { return Ok(()) };
         let Some(value) = &outcome.structured_output else { return Ok(()) };
         let text = serde_json::to_string_pretty(value).map_err(std::io::Error::other)? + "\n";
-        super::write_atomic(&self.out_dir.join(output_path(&outcome.task_id)), self.redactor.redact(&text).as_bytes())
+        let (path, text) = (self.out_dir.join(output_path(&outcome.task_id)), self.redactor.redact(&text));
+        self.reserve.write(|| super::write_atomic(&path, text.as_bytes()))
     }
 }
 
@@ -77,6 +85,7 @@ pub struct SarifReporter {
     redactor: Arc<Redactor>,
     found: Vec<Located>,
     annotated: usize,
+    reserve: Arc<Reserve>,
 }
 
 impl SarifReporter {
@@ -92,7 +101,13 @@ impl SarifReporter {
             redactor,
             found: Vec::new(),
             annotated: 0,
+            reserve: Reserve::none(),
         }
+    }
+
+    /// This reporter, writing into `reserve`'s room when the disk is full.
+    pub fn with_reserve(self, reserve: Arc<Reserve>) -> Self {
+        SarifReporter { reserve, ..self }
     }
 
     /// This reporter, naming the run `run_id` in `automationDetails.id`
@@ -164,7 +179,7 @@ impl Reporter for SarifReporter {
         if let Some(why) = too_large {
             writeln!(self.messages, "warning: {why}")?;
         }
-        super::write_atomic(&self.path, text.as_bytes())?;
+        self.reserve.write(|| super::write_atomic(&self.path, text.as_bytes()))?;
         self.messages.flush()
     }
 

@@ -6,6 +6,7 @@
 //! the table or turn into HTML.
 
 use super::{clean_text, clean_text_keeping, human_cost, human_duration, os_reason, strip_control, thousands, write_atomic};
+use crate::disk::Reserve;
 use crate::events::{Event, EventKind, Reporter, RunEnd, RunTotals, Status, TaskOutcome};
 use crate::secrets::Redactor;
 use std::fmt::Write as _;
@@ -51,6 +52,7 @@ pub struct SummaryReporter {
     /// How each of the batch's setups ended.
     setups: Vec<crate::events::SetupReport>,
     step_summary: Option<PathBuf>,
+    reserve: Arc<Reserve>,
 }
 
 impl SummaryReporter {
@@ -64,7 +66,13 @@ impl SummaryReporter {
             warnings: Vec::new(),
             setups: Vec::new(),
             step_summary: None,
+            reserve: Reserve::none(),
         }
+    }
+
+    /// This reporter, writing into `reserve`'s room when the disk is full.
+    pub fn with_reserve(self, reserve: Arc<Reserve>) -> Self {
+        SummaryReporter { reserve, ..self }
     }
 
     /// This reporter, also appending the summary to `target` (`$GITHUB_STEP_SUMMARY`).
@@ -280,7 +288,7 @@ impl Reporter for SummaryReporter {
 
     fn finish(&mut self) -> std::io::Result<()> {
         let text = self.render();
-        let written = write_atomic(&self.path, text.as_bytes());
+        let written = self.reserve.write(|| write_atomic(&self.path, text.as_bytes()));
         let appended = match &self.step_summary {
             Some(target) => append(target, &text).map_err(|e| {
                 std::io::Error::new(e.kind(), format!("cannot append to $GITHUB_STEP_SUMMARY ({}): {}", target.display(), os_reason(&e)))

@@ -3,6 +3,7 @@
 
 use super::jsonl::redact_event;
 use super::write_atomic;
+use crate::disk::Reserve;
 use crate::events::{Event, EventKind, Reporter, Status};
 use crate::llm::Message;
 use crate::results::file_names::file_stem;
@@ -27,12 +28,18 @@ struct TranscriptFile<'a> {
 pub struct TranscriptReporter {
     dir: PathBuf,
     redactor: Arc<Redactor>,
+    reserve: Arc<Reserve>,
 }
 
 impl TranscriptReporter {
     /// A reporter writing into `<out_dir>/transcripts/` (created on the first transcript).
     pub fn new(out_dir: impl Into<PathBuf>, redactor: Arc<Redactor>) -> Self {
-        TranscriptReporter { dir: out_dir.into().join("transcripts"), redactor }
+        TranscriptReporter { dir: out_dir.into().join("transcripts"), redactor, reserve: Reserve::none() }
+    }
+
+    /// This reporter, writing into `reserve`'s room when the disk is full.
+    pub fn with_reserve(self, reserve: Arc<Reserve>) -> Self {
+        TranscriptReporter { reserve, ..self }
     }
 }
 
@@ -74,7 +81,7 @@ impl TranscriptReporter {
         let mut text = serde_json::to_string_pretty(&value)?;
         text.push('\n');
         let path = self.dir.join(format!("{name}.json"));
-        write_atomic(&path, text.as_bytes())
+        self.reserve.write(|| write_atomic(&path, text.as_bytes()))
     }
 }
 

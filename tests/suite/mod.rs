@@ -12,6 +12,7 @@ mod config_discovery;
 mod config_env;
 mod context_window;
 mod copilot_auth;
+mod disk_full;
 mod docs_cli;
 mod docs_events;
 mod docs_examples;

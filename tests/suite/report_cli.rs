@@ -65,7 +65,7 @@ fn a_run_writes_report_html_and_dracode_report_writes_it_again() {
     assert!(stderr.contains(&format!("wrote {}", Path::new("out").join("report.html").display())), "{stderr}");
     assert_eq!(report_data(&page)["run"]["run_id"], run_id(&out).as_str());
     assert!(
-        std::fs::read_dir(&out).unwrap().flatten().all(|e| !e.file_name().to_string_lossy().ends_with(".tmp")),
+        std::fs::read_dir(&out).unwrap().flatten().all(|e| !e.file_name().to_string_lossy().starts_with(".tmp")),
         "no temporary file left"
     );
 }

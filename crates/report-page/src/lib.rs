@@ -59,20 +59,44 @@ pub fn write(out: &Path, options: &Options<'_>) -> Result<(PathBuf, data::Report
 }
 
 /// `contents` into `path` (its folder made if missing) by a temporary file beside it and a
-/// rename, readable by all (0644): a reader never sees half a file.
+/// rename, readable by all (0644): a reader never sees half a file. A write that fails (a full
+/// disk) removes its temporary file: the folder keeps nothing of it.
 pub(crate) fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt as _;
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
     let name = path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-    std::fs::write(&tmp, contents)?;
-    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644))?;
-    std::fs::rename(&tmp, path)
+    // `.tmp…`: the name dracode's output folder takes for a temporary file of its own.
+    let tmp = path.with_file_name(format!(".tmp-{name}.{}", std::process::id()));
+    let written = std::fs::write(&tmp, contents)
+        .and_then(|()| std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644)))
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 /// `value` as JSON text.
 fn json<T: serde::Serialize>(value: &T) -> String {
     serde_json::to_string(value).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_write_that_fails_leaves_no_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("report.html");
+        super::write_atomic(&path, b"<html></html>\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "<html></html>\n");
+        // A folder with a file in it where the page goes: the rename fails.
+        std::fs::remove_file(&path).unwrap();
+        std::fs::create_dir_all(path.join("x")).unwrap();
+        assert!(super::write_atomic(&path, b"page").is_err());
+        let names: Vec<String> =
+            std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        assert_eq!(names, ["report.html"], "nothing but the folder in the way");
+    }
 }

@@ -256,6 +256,8 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
         record.before_output_tail = check_before.map(|b| b.record.output_tail);
     }
     outcome.network_denied = kit.tool_ctx.network_log.totals();
+    // Without a check, a full disk still makes the record (and so the verdict) worthless.
+    let unrunnable = unrunnable.or_else(|| if outcome.check.is_some() { None } else { disk_full_at(&kit) });
     (outcome.status, outcome.error) = verdict(spec, &kit, &phase, unrunnable.as_deref(), &outcome);
     finalize(spec, shared, &workspace, &mut outcome, state.history);
     let outcome = stamp(outcome, started);
@@ -263,6 +265,13 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
     // the async workers that serve the other tasks' model calls.
     let _ = tokio::task::spawn_blocking(move || drop((workspace, kit))).await;
     outcome
+}
+
+/// Why the agent's work cannot be judged when the disk its commands wrote to is full
+/// ([`crate::disk::full`]), if it is.
+fn disk_full_at(kit: &AgentKit) -> Option<String> {
+    let policy = kit.tool_ctx.confine.as_deref()?;
+    crate::disk::full(policy.writable.iter().chain(&policy.tmp_dir)).map(|full| format!("{full} when the agent's work was recorded"))
 }
 
 /// The verdict of an attempt that ran to its end: the evidence `judge` weighs, gathered.

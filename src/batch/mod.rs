@@ -12,6 +12,7 @@ pub mod grade;
 pub mod judge;
 pub mod options;
 pub mod plan;
+pub mod preflight;
 pub mod regrade;
 pub mod repeat;
 pub mod runner;

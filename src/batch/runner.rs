@@ -2,6 +2,10 @@
 //! in place on the same folder never overlap; a panic in one task is reported as that task's
 //! `error` and the rest go on; after an interrupt no task starts and running ones end as
 //! `cancelled`. Every task gets exactly one `task.finished`.
+//!
+//! Before any setup, what is already known is settled: the passes `--cache` holds are reused,
+//! and the providers of the tasks a setup serves are pre-flighted ([`super::preflight`]); the
+//! setups then run for the tasks left, none for a group with no task to run.
 
 use super::plan::Plan;
 use super::spec::TaskSpec;
@@ -45,13 +49,14 @@ pub async fn run(plan: Plan, shared: Arc<Shared>, emitter: Emitter, schedule: Sc
         warnings: plan.warnings.clone(),
         config_files: Some(plan.config_files.iter().map(|f| f.display().to_string()).collect()),
     });
-    let setup_failed = before_tasks(&plan.tasks, &shared, &emitter).await;
+    let tasks: Vec<Arc<TaskSpec>> = plan.tasks.into_iter().map(Arc::new).collect();
+    let known = before_setup(&tasks, &shared, schedule.cache.as_ref()).await;
+    let setup_failed = before_tasks(&tasks, &known, &shared, &emitter).await;
     let slots = Arc::new(Semaphore::new(schedule.jobs.max(1)));
     let stop = Arc::new(AtomicBool::new(false));
     let mut folder_locks: HashMap<PathBuf, Arc<Mutex<()>>> = HashMap::new();
-    let mut handles = Vec::with_capacity(plan.tasks.len());
-    for spec in plan.tasks {
-        let spec = Arc::new(spec);
+    let mut handles = Vec::with_capacity(tasks.len());
+    for (spec, known) in tasks.into_iter().zip(known) {
         let folder_lock = (spec.workspace.isolation == Isolation::None).then(|| {
             let key = spec.workspace.repo.canonicalize().unwrap_or_else(|_| spec.workspace.repo.clone());
             folder_locks.entry(key).or_default().clone()
@@ -60,20 +65,29 @@ pub async fn run(plan: Plan, shared: Arc<Shared>, emitter: Emitter, schedule: Sc
             permit = slots.clone().acquire_owned() => permit.ok(),
             _ = wait_cancelled(&shared) => None,
         };
-        if let Some((status, kind, why)) = why_not_started(&shared, permit.is_some(), &stop, setup_failed.as_ref()) {
+        let setup_failed = setup_failed.as_ref().filter(|_| matches!(known, Known::Runs(_)));
+        if let Some((status, kind, why)) = why_not_started(&shared, permit.is_some(), &stop, setup_failed) {
             handles.push(tokio::spawn(std::future::ready(unstarted(&spec, (status, kind), &why, &emitter))));
             continue;
         }
+        let key = match known {
+            Known::Runs(key) => key,
+            Known::Ended(outcome) => {
+                let stop = schedule.fail_fast.then_some(stop.as_ref());
+                handles.push(tokio::spawn(std::future::ready(ended(&spec, *outcome, &emitter, stop))));
+                continue;
+            }
+        };
         let (shared, emitter, stop) = (shared.clone(), emitter.clone(), stop.clone());
         let fail_fast = schedule.fail_fast;
-        let cache = schedule.cache.clone();
+        let cache = schedule.cache.clone().zip(key);
         handles.push(tokio::spawn(async move {
             let _permit = permit;
             let _folder = match &folder_lock {
                 Some(lock) => Some(lock.lock().await),
                 None => None,
             };
-            let outcome = run_or_reuse(spec.clone(), shared, emitter.clone(), cache).await;
+            let outcome = run_and_record(spec.clone(), shared, emitter.clone(), cache).await;
             if fail_fast && !outcome.status.is_pass() {
                 stop.store(true, Ordering::SeqCst);
             }
@@ -86,10 +100,15 @@ pub async fn run(plan: Plan, shared: Arc<Shared>, emitter: Emitter, schedule: Sc
             outcomes.push(outcome);
         }
     }
+    finish(&outcomes, &shared, &emitter, &schedule, started).await
+}
+
+/// Stops the run's MCP servers and emits `run.finished` with the totals of `outcomes`.
+async fn finish(outcomes: &[TaskOutcome], shared: &Shared, emitter: &Emitter, schedule: &Schedule, started: Instant) -> RunTotals {
     if let Some(servers) = shared.run_mcp.get() {
         servers.stop().await;
     }
-    let mut totals = RunTotals::of(&outcomes, started.elapsed());
+    let mut totals = RunTotals::of(outcomes, started.elapsed());
     if outcomes.is_empty() {
         totals.exit_code = schedule.if_no_tasks;
     }
@@ -99,10 +118,69 @@ pub async fn run(plan: Plan, shared: Arc<Shared>, emitter: Emitter, schedule: Sc
     totals
 }
 
-/// Runs the batch's setups, then (when they passed) starts the run's MCP servers; `Some` says
-/// why a setup failed: no task starts then.
-async fn before_tasks(tasks: &[TaskSpec], shared: &Shared, emitter: &Emitter) -> Option<String> {
-    match super::setup::run_all(tasks, shared, emitter).await {
+/// What is known of a task before any setup runs.
+enum Known {
+    /// It runs; under this key a pass is recorded in the cache (`--cache`).
+    Runs(Option<String>),
+    /// It has ended without running: a pass the cache holds (`cached`), or the error its
+    /// provider's pre-flight found.
+    Ended(Box<TaskOutcome>),
+}
+
+/// What the cache holds of every task, then the pre-flight of the providers of those still to
+/// run that a setup serves ([`super::preflight`]): a setup runs only for tasks that will run.
+/// An interrupt ends the pre-flight (every task is then `cancelled`).
+async fn before_setup(tasks: &[Arc<TaskSpec>], shared: &Shared, cache: Option<&Arc<super::cache::Cache>>) -> Vec<Known> {
+    let mut known = cache_keys(tasks, cache.is_some()).await;
+    for (known, spec) in known.iter_mut().zip(tasks) {
+        if let (Some(cache), Known::Runs(Some(key))) = (cache, &*known)
+            && let Some(hit) = cache.lookup(spec, key)
+            // A recorded patch holding one of this run's secrets is not shown: the task runs afresh.
+            && shared.redactor.secrets_in(hit.diff.as_deref().unwrap_or_default()).is_empty()
+        {
+            *known = Known::Ended(Box::new(hit));
+        }
+    }
+    let served: Vec<usize> = (0..tasks.len()).filter(|&i| tasks[i].setup.is_some() && matches!(known[i], Known::Runs(_))).collect();
+    let specs: Vec<&TaskSpec> = served.iter().map(|&i| tasks[i].as_ref()).collect();
+    let found = tokio::select! {
+        found = super::preflight::check(&specs, &shared.process_env) => found,
+        _ = wait_cancelled(shared) => Vec::new(),
+    };
+    for (i, error) in served.into_iter().zip(found) {
+        if let Some(error) = error {
+            let status = super::judge::failure_status(&error);
+            known[i] = Known::Ended(Box::new(TaskOutcome { error: Some(error), ..blank(&tasks[i], status) }));
+        }
+    }
+    known
+}
+
+/// Each task's cache key (`None`: not cached), computed off the async workers; all `None`
+/// without a cache.
+async fn cache_keys(tasks: &[Arc<TaskSpec>], cached: bool) -> Vec<Known> {
+    if !cached {
+        return tasks.iter().map(|_| Known::Runs(None)).collect();
+    }
+    let handles: Vec<_> = tasks
+        .iter()
+        .map(|spec| {
+            let spec = spec.clone();
+            tokio::task::spawn_blocking(move || super::cache::Cache::key(&spec))
+        })
+        .collect();
+    let mut keys = Vec::with_capacity(tasks.len());
+    for handle in handles {
+        keys.push(Known::Runs(handle.await.ok().flatten()));
+    }
+    keys
+}
+
+/// Runs the setups of the tasks that will run (`known`), then (when they passed) starts the
+/// run's MCP servers; `Some` says why a setup failed: no task starts then.
+async fn before_tasks(tasks: &[Arc<TaskSpec>], known: &[Known], shared: &Shared, emitter: &Emitter) -> Option<String> {
+    let running: Vec<&TaskSpec> = tasks.iter().zip(known).filter(|(_, k)| matches!(k, Known::Runs(_))).map(|(t, _)| t.as_ref()).collect();
+    match super::setup::run_all(&running, shared, emitter).await {
         Ok(setups) => {
             let _ = shared.setups.set(setups);
             start_run_mcp_servers(tasks, shared).await;
@@ -134,34 +212,36 @@ fn why_not_started(
     }
 }
 
-/// Runs the task, unless the cache holds a pass of the same inputs (reported as this run's
-/// result, `cached`); a new pass is recorded in the cache.
-async fn run_or_reuse(spec: Arc<TaskSpec>, shared: Arc<Shared>, emitter: Emitter, cache: Option<Arc<super::cache::Cache>>) -> TaskOutcome {
-    let key = match &cache {
-        Some(_) => {
-            let keyed = spec.clone();
-            tokio::task::spawn_blocking(move || super::cache::Cache::key(&keyed)).await.ok().flatten()
-        }
-        None => None,
-    };
-    if let (Some(cache), Some(key)) = (&cache, &key)
-        && let Some(hit) = cache.lookup(&spec, key)
-        // A recorded patch holding one of this run's secrets is not shown: the task runs afresh.
-        && shared.redactor.secrets_in(hit.diff.as_deref().unwrap_or_default()).is_empty()
-    {
-        let task_emitter = emitter.task(&spec.id, 1);
-        // No workspace is made; the base the reused patch applies to is named all the same.
+/// Reports a task that ended before it could start: a reused pass with its `task.started`
+/// (no workspace is made; the base the reused patch applies to is named all the same), or a
+/// provider the pre-flight refused, with no `task.started` (as a task a failed setup stopped).
+/// `stop` (`--fail-fast`) is set when it did not pass.
+fn ended(spec: &TaskSpec, outcome: TaskOutcome, emitter: &Emitter, stop: Option<&AtomicBool>) -> TaskOutcome {
+    if let Some(stop) = stop.filter(|_| !outcome.status.is_pass()) {
+        stop.store(true, Ordering::SeqCst);
+    }
+    let task_emitter = emitter.task(&spec.id, 1);
+    if outcome.cached.is_some() {
         task_emitter.emit(EventKind::TaskStarted {
             provider: spec.provider.name.clone(),
             model: spec.provider.model.clone().unwrap_or_default(),
             isolation: spec.workspace.isolation.as_str().to_string(),
             workdir: spec.workspace.workdir.clone(),
-            base_commit: super::cache::Cache::base_commit(&spec),
+            base_commit: super::cache::Cache::base_commit(spec),
             workspace_ms: None,
         });
-        task_emitter.emit(EventKind::TaskFinished(Box::new(hit.clone())));
-        return hit;
     }
+    task_emitter.emit(EventKind::TaskFinished(Box::new(outcome.clone())));
+    outcome
+}
+
+/// Runs the task; a new pass is recorded in the cache under its key.
+async fn run_and_record(
+    spec: Arc<TaskSpec>,
+    shared: Arc<Shared>,
+    emitter: Emitter,
+    cache: Option<(Arc<super::cache::Cache>, String)>,
+) -> TaskOutcome {
     let inner = spec.clone();
     let (shared2, emitter2) = (shared.clone(), emitter.clone());
     let result = tokio::spawn(async move { task::run(&inner, &shared2, &emitter2).await }).await;
@@ -169,7 +249,7 @@ async fn run_or_reuse(spec: Arc<TaskSpec>, shared: Arc<Shared>, emitter: Emitter
         Ok(outcome) => outcome,
         Err(e) => return panicked(&spec, e, &emitter),
     };
-    if let (Some(cache), Some(key)) = (&cache, &key)
+    if let Some((cache, key)) = &cache
         && let Err(e) = cache.store(key, &outcome, &shared.run_id)
     {
         tracing::warn!("cannot record task {} in the cache: {e}", spec.id);
@@ -178,7 +258,7 @@ async fn run_or_reuse(spec: Arc<TaskSpec>, shared: Arc<Shared>, emitter: Emitter
 }
 
 /// Starts the `scope = "run"` MCP servers the tasks declare, once each, before the first task.
-async fn start_run_mcp_servers(tasks: &[TaskSpec], shared: &Shared) {
+async fn start_run_mcp_servers(tasks: &[Arc<TaskSpec>], shared: &Shared) {
     let wanted: Vec<crate::mcp::Wanted> = tasks
         .iter()
         .flat_map(|spec| {

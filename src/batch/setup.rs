@@ -3,10 +3,11 @@
 //!
 //! It runs at the root of a workspace made like its tasks' and confined like their checks
 //! (the first task's sandbox, limits, `read_paths` and environment, with the setup's own
-//! `network` and `env`). What it made there — new folders whole, new files in folders that were
-//! there ([`Inventory::made_since`]) — is copied into every task's workspace before the task
-//! starts ([`super::carry`]), left out of the task's patch, and kept from the agent's reach as
-//! any prepared file is (the sweep before a check). Files of the base it changed are not
+//! `network` and `env`, and a `HOME` of its own: [`crate::sandbox::home_view`]). What it made
+//! there — new folders whole, new files in folders that were there
+//! ([`Inventory::made_since`]) — is copied into every task's workspace before the task starts
+//! ([`super::carry`]), left out of the task's patch, and kept from the agent's reach as any
+//! prepared file is (the sweep before a check). Files of the base it changed are not
 //! carried: each task starts from the base. With `isolation = "none"` it runs in the
 //! repository itself, where its outputs stay.
 //!
@@ -121,11 +122,13 @@ impl Setups {
 }
 
 /// Runs the setup of every group of `tasks` that has one, one after another; the first that
-/// fails ends it: `Err` says why (every task then ends `error`, kind `setup`).
-pub async fn run_all(tasks: &[TaskSpec], shared: &Shared, emitter: &Emitter) -> Result<Setups, String> {
+/// fails ends it: `Err` says why (every task then ends `error`, kind `setup`). `tasks` are
+/// those that will run: a group whose tasks were all reused from the cache, refused by the
+/// provider pre-flight or left to other shards has no setup.
+pub async fn run_all(tasks: &[&TaskSpec], shared: &Shared, emitter: &Emitter) -> Result<Setups, String> {
     let mut setups = Setups::default();
     let mut groups: Vec<(Key, &TaskSpec, &SetupSpec, usize)> = Vec::new();
-    for spec in tasks {
+    for &spec in tasks {
         let (Some(key), Some(setup)) = (Key::of(spec), spec.setup.as_deref()) else { continue };
         match groups.iter_mut().find(|(k, ..)| *k == key) {
             Some(group) => group.3 += 1,
@@ -159,8 +162,12 @@ async fn run_one(setup: &SetupSpec, first: &TaskSpec, count: usize, shared: &Sha
         tasks: count,
     });
     let kit = match task::command_kit(&spec, &workspace.root.clone(), workspace.sandbox_paths(), shared, emitter).await {
+        Ok(kit) => with_home_view(&spec, kit),
+        Err(e) => Err(e.message),
+    };
+    let kit = match kit {
         Ok(kit) => kit,
-        Err(e) => return Err(finish(setup, emitter, started, Ran::default(), Some(e.message))),
+        Err(why) => return Err(finish(setup, emitter, started, Ran::default(), Some(why))),
     };
     let root = workspace.root.clone();
     let before = inventory(&root).await;
@@ -171,7 +178,7 @@ async fn run_one(setup: &SetupSpec, first: &TaskSpec, count: usize, shared: &Sha
         let why = match super::check::could_not_run(&record, Some(&kit.confine)) {
             _ if interrupted => "the run was interrupted".to_string(),
             Some(why) => why,
-            None => exit_words(record.exit_code),
+            None => with_failure_line(exit_words(record.exit_code), &record.output_tail),
         };
         return Err(finish(setup, emitter, started, ran, Some(why)));
     }
@@ -190,6 +197,23 @@ async fn run_one(setup: &SetupSpec, first: &TaskSpec, count: usize, shared: &Sha
     let (env, readable) = cargo_home_for_tasks(&kit);
     let kept = (!in_place).then_some(workspace);
     Ok(Done { carried: Arc::new(carried), env, readable, _kept: Mutex::new((kept, kit)) })
+}
+
+/// `kit` with `HOME` at a folder of the setup's own that holds what its commands may read of the
+/// user's home and git's reduced global configuration ([`crate::sandbox::home_view`]), when
+/// confined with the user's home: a build backend that clears `GIT_CONFIG_GLOBAL` before it
+/// runs git (setuptools-scm, hatch-vcs) would otherwise make git read the user's own
+/// `~/.gitconfig`, which the sandbox refuses, and fail.
+fn with_home_view(spec: &TaskSpec, mut kit: task::CommandKit) -> Result<task::CommandKit, String> {
+    let home = kit.env.get("HOME").filter(|h| Path::new(h).is_absolute());
+    let (Some(home), false, false) = (home, spec.sandbox == crate::sandbox::SandboxMode::Off, spec.isolate_home) else { return Ok(kit) };
+    let git_config = kit.env.get(crate::sandbox::GIT_CONFIG_VAR).map(PathBuf::from);
+    let view = crate::sandbox::home_view(&kit.temp.tmp(), Path::new(home), &kit.confine.readable, git_config.as_deref())
+        .map_err(|e| format!("cannot make the setup's HOME: {e}"))?;
+    let mut env = BTreeMap::clone(&kit.env);
+    env.insert("HOME".into(), view.display().to_string());
+    kit.env = Arc::new(env);
+    Ok(kit)
 }
 
 /// The inventory of `root` as the setup found it, taken off the async workers.
@@ -274,6 +298,15 @@ fn exit_words(code: Option<i32>) -> String {
     match code {
         Some(code) => format!("it exited {code}"),
         None => "it was killed or timed out".into(),
+    }
+}
+
+/// `why` followed by the line of `output` that says why, as a failed check's reason shows it
+/// ([`crate::report::failure_line`]): the build backend's error, not pip's closing notice.
+fn with_failure_line(why: String, output: &str) -> String {
+    match crate::report::failure_line(output) {
+        Some(line) => format!("{why}: {line}"),
+        None => why,
     }
 }
 

@@ -13,7 +13,9 @@
 //!   nothing is copied, so it costs what `git worktree add` costs; a shallow repository's
 //!   `shallow` file is copied so history ends where the user's does;
 //! - the base commit is checked out detached by [`git_command`] (`git checkout`), or by libgit2
-//!   when git is missing or fails.
+//!   when git is missing or fails;
+//! - the user's tags are copied (names and ids only), so `git describe` — a version taken
+//!   from git by setuptools-scm or hatch-vcs — answers as in their clone.
 //!
 //! While a task runs nothing is written to the user's repository: no worktree entry, branch or
 //! lock, so tasks cannot race and nothing is left behind. With `commit = true`, dracode itself
@@ -108,8 +110,32 @@ pub fn create(source: &Path, base: &str, root: &Path) -> Result<TaskRepo, git2::
         init(root, &dirs)?;
         checkout_with_git2(&open(root)?, commit)?;
     }
+    copy_tags(&user, root)?;
     set_identity(&user, root)?;
     Ok(TaskRepo { repo: open(root)?, base: commit, source: dirs })
+}
+
+/// Gives the task repository at `root` the user's tags, in one `packed-refs` file (their
+/// objects are in the store it borrows): `git describe`, which setuptools-scm, hatch-vcs and
+/// other version-from-git tools ask, answers as in the user's clone (`1.2.3`, not
+/// `0.1.dev1+g…`). Nothing else of the user's refs is copied.
+fn copy_tags(user: &Repository, root: &Path) -> Result<(), git2::Error> {
+    let mut tags: Vec<(String, Oid)> = Vec::new();
+    for reference in user.references_glob("refs/tags/*")? {
+        let reference = reference?;
+        if let (Ok(name), Some(target)) = (reference.name(), reference.target()) {
+            tags.push((name.to_string(), target));
+        }
+    }
+    if tags.is_empty() {
+        return Ok(());
+    }
+    tags.sort();
+    let mut text = String::from("# pack-refs with: sorted \n");
+    for (name, target) in tags {
+        text.push_str(&format!("{target} {name}\n"));
+    }
+    std::fs::write(root.join(".git/packed-refs"), text).map_err(|e| git2::Error::from_str(&format!("{}: {e}", root.display())))
 }
 
 /// The author of the agent's own commits when the user has no identity: `dracode-agent
@@ -348,6 +374,21 @@ mod tests {
         assert_eq!(git(&src, &["rev-parse", "dracode/r/t^"]).trim(), head.to_string());
         assert_eq!(git(&src, &["rev-parse", "dracode/r/t"]).trim(), id.to_string());
         git(&src, &["fsck", "--strict"]);
+    }
+
+    #[test]
+    fn the_task_repository_has_the_users_tags_and_describes_as_their_clone() {
+        let (dir, src, _user, _head) = user_repo();
+        git(&src, &["tag", "v0.9"]);
+        git(&src, &["-c", "user.name=t", "-c", "user.email=t@x", "tag", "-a", "v1.0", "-m", "release"]);
+        git(&src, &["branch", "feature"]);
+        let root = dir.path().join("ws");
+        std::fs::create_dir(&root).unwrap();
+        create(&src, "HEAD", &root).unwrap();
+        assert_eq!(git(&root, &["describe", "--tags", "--long"]).trim(), git(&src, &["describe", "--tags", "--long"]).trim());
+        assert_eq!(git(&root, &["tag", "--list"]), "v0.9\nv1.0\n");
+        assert_eq!(git(&root, &["cat-file", "-t", "v1.0"]).trim(), "tag", "the annotated tag's object, from the user's store");
+        assert!(!git(&root, &["branch", "--list"]).contains("feature"), "no branch of the user's");
     }
 
     #[test]

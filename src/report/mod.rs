@@ -189,9 +189,13 @@ fn human_cost(usd: f64) -> String {
     }
 }
 
-/// The last line of `text` that is not blank, trimmed; what a one-line reason shows.
-fn last_line(text: &str) -> &str {
-    text.lines().rev().map(str::trim).find(|l| !l.is_empty()).unwrap_or("")
+/// The one line shown for a failed command's `output` (a check's, the batch's setup's): its
+/// telling line (the one `telling_line` picks), else its last line that is neither blank nor a
+/// tool's notice (pip's `[notice] To update, run: …`); `None` when there is no such line.
+pub fn failure_line(output: &str) -> Option<String> {
+    let text = strip_control(output);
+    let last = || text.lines().rev().map(str::trim).find(|l| !l.is_empty() && !l.starts_with("[notice]")).map(str::to_string);
+    telling_line(&text).or_else(last)
 }
 
 /// The reason a task did not pass, in one line: the error's message (a failed check's with the
@@ -211,12 +215,9 @@ fn short_reason(outcome: &crate::events::TaskOutcome) -> String {
             Some(code) => format!("exited with {code}"),
             None => "did not exit".to_string(),
         };
-        let tail = strip_control(&check.output_tail);
-        let line = telling_line(&tail).unwrap_or_else(|| last_line(&tail).to_string());
-        return if line.is_empty() {
-            format!("check `{}` {code}", check.command)
-        } else {
-            format!("check `{}` {code}: {line}", check.command)
+        return match failure_line(&check.output_tail) {
+            Some(line) => format!("check `{}` {code}: {line}", check.command),
+            None => format!("check `{}` {code}", check.command),
         };
     }
     String::new()
@@ -224,8 +225,10 @@ fn short_reason(outcome: &crate::events::TaskOutcome) -> String {
 
 /// Lines of a check's output that only say it failed (lowercase prefixes): the tools' closing
 /// lines, which name no test, file or assertion.
-const NOISE: [&str; 18] = [
+const NOISE: [&str; 20] = [
     "test result:",
+    "[notice]",
+    "error: subprocess-exited-with-error",
     "npm err!",
     "npm error",
     "error: test failed",
@@ -252,13 +255,16 @@ fn failure_weight(line: &str) -> u8 {
     let trimmed = line.trim();
     let lower = trimmed.to_lowercase();
     let ruler = trimmed.chars().take(3).collect::<String>();
-    if trimmed.is_empty() || NOISE.iter().any(|n| lower.starts_with(n)) || ["===", "!!!", "___", "---"].contains(&ruler.as_str()) {
+    // pip's frame around a build backend's own error: `× Getting requirements to build wheel
+    // did not run successfully.`
+    let frame = lower.ends_with("did not run successfully.");
+    if trimmed.is_empty() || frame || NOISE.iter().any(|n| lower.starts_with(n)) || ["===", "!!!", "___", "---"].contains(&ruler.as_str()) {
         return 0;
     }
     if trimmed.starts_with("FAILED ") || trimmed.starts_with("ERROR ") {
         return 3;
     }
-    const OWN: [&str; 10] = ["error[", "error:", "E   ", "✘", "✖", "×", "not ok ", "panicked at", "assert", "Error:"];
+    const OWN: [&str; 11] = ["error[", "error:", "ERROR:", "E   ", "✘", "✖", "×", "not ok ", "panicked at", "assert", "Error:"];
     if OWN.iter().any(|p| trimmed.starts_with(p))
         || ["panicked at", "Assertion", "assertion", "Error: "].iter().any(|p| trimmed.contains(p))
     {
@@ -320,10 +326,33 @@ mod tests {
             ),
             ("  ✘ [fail]: adds\n  1 test failed\nnpm ERR! code ELIFECYCLE\nnpm ERR! Exit status 1\n", Some("✘ [fail]: adds")),
             ("test result: FAILED\nmake: *** [test] Error 1\n", None),
+            // pip: the build backend's exception, not pip's frame around it nor its notice.
+            (
+                "  error: subprocess-exited-with-error\n  \n  × Getting requirements to build editable did not run successfully.\n  │ exit code: 1\n  ╰─> [54 lines of output]\n      Traceback (most recent call last):\n        File \"x.py\", line 1\n      LookupError: setuptools-scm was unable to detect version for ..\n      [end of output]\n  note: This error originates from a subprocess, and is likely not a problem with pip.\nerror: subprocess-exited-with-error\n\n[notice] A new release of pip is available: 23.2.1 -> 26.3\n[notice] To update, run: pip install --upgrade pip\n",
+                Some("LookupError: setuptools-scm was unable to detect version for .."),
+            ),
+            (
+                "Collecting nosuchpkg\nERROR: Could not find a version that satisfies the requirement nosuchpkg (from versions: none)\nERROR: No matching distribution found for nosuchpkg\n\n[notice] To update, run: pip install --upgrade pip\n",
+                Some("ERROR: Could not find a version that satisfies the requirement nosuchpkg (from versions: none)"),
+            ),
             ("", None),
         ];
         for (output, want) in cases {
             assert_eq!(telling_line(output).as_deref(), want, "{output}");
+        }
+    }
+
+    #[test]
+    fn the_failure_line_is_the_telling_line_else_the_last_that_is_not_a_notice() {
+        let cases = [
+            ("error[E0425]: cannot find value `y`\nerror: could not compile `x`\n", Some("error[E0425]: cannot find value `y`")),
+            ("Resolving deps\nsomething went sideways\n\n[notice] A new release of pip is available\n", Some("something went sideways")),
+            ("\x1b[31mlast words\x1b[0m\n", Some("last words")),
+            ("[notice] To update, run: pip install --upgrade pip\n", None),
+            ("", None),
+        ];
+        for (output, want) in cases {
+            assert_eq!(failure_line(output).as_deref(), want, "{output}");
         }
     }
 

@@ -260,10 +260,10 @@ fn setup_line(report: &crate::events::SetupReport) -> String {
     let took = human_duration(report.duration);
     match &report.error {
         None => format!("{:>7}  {}  {took}, {} output(s) for every task", "SETUP", report.command, report.outputs.len()),
-        Some(why) => {
-            let last = report.output_tail.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
-            format!("{:>7}  {}  {took}: {why}\n         {last}", "SETUP", report.command)
-        }
+        Some(why) => match super::failure_line(&report.output_tail).filter(|line| !why.contains(line.as_str())) {
+            Some(line) => format!("{:>7}  {}  {took}: {why}\n         {line}", "SETUP", report.command),
+            None => format!("{:>7}  {}  {took}: {why}", "SETUP", report.command),
+        },
     }
 }
 
@@ -450,5 +450,25 @@ mod tests {
         p.on_event(&finished(outcome("later", Status::Skipped))).unwrap();
         let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
         assert_eq!(text, "   SKIP  [1/1] later  (1/1 done)  skipped\n");
+    }
+
+    #[test]
+    fn a_failed_setup_shows_its_telling_line_not_pips_notice() {
+        let tail = "  error: subprocess-exited-with-error\n      LookupError: unable to detect version\n  note: see above\n\n[notice] A new release of pip is available\n[notice] To update, run: pip install --upgrade pip\n";
+        let report = |error: &str| crate::events::SetupReport {
+            command: "pip install -e .".into(),
+            exit_code: Some(1),
+            duration: Duration::from_secs(3),
+            output_tail: tail.into(),
+            outputs: Vec::new(),
+            not_carried: Vec::new(),
+            error: Some(error.into()),
+        };
+        let line = setup_line(&report("it exited 1"));
+        assert!(line.ends_with("\n         LookupError: unable to detect version"), "{line}");
+        // The reason already holds it (as the setup step writes it): shown once.
+        let line = setup_line(&report("it exited 1: LookupError: unable to detect version"));
+        assert_eq!(line.lines().count(), 1, "{line}");
+        assert!(!line.contains("[notice]"), "{line}");
     }
 }

@@ -20,12 +20,12 @@ struct Example {
 }
 
 /// True when `program args…` runs and exits 0.
-fn runs(program: &str, args: &[&str]) -> bool {
+pub(crate) fn runs(program: &str, args: &[&str]) -> bool {
     Command::new(program).args(args).stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
 }
 
 /// `false` after a note (or a panic under `DRACODE_REQUIRE_EXAMPLES=1`) when `what` is missing.
-fn present(example: &str, found: bool, what: &str) -> bool {
+pub(crate) fn present(example: &str, found: bool, what: &str) -> bool {
     if found {
         return true;
     }

@@ -32,6 +32,11 @@ impl Batch {
     /// Writes a manifest of `setup` (a TOML table body) and one task per `(id, commands)`, each
     /// checked by `check`, and runs it with `args`.
     fn run(&self, name: &str, setup: &str, check: &str, tasks: &[(&str, &[&str])], args: &[&str]) -> Ran {
+        self.run_with(name, setup, check, tasks, args, &[])
+    }
+
+    /// [`Batch::run`] with the variables `env` set for dracode too.
+    fn run_with(&self, name: &str, setup: &str, check: &str, tasks: &[(&str, &[&str])], args: &[&str], env: &[(String, String)]) -> Ran {
         let mut manifest = format!(
             "[setup]\n{setup}\n\n[defaults]\nprovider = \"replay\"\nreplay = \"replay-{name}\"\nrepo = \"repo\"\nisolation = \"worktree\"\nrequire_change = false\ncheck = {check:?}\n"
         );
@@ -44,7 +49,9 @@ impl Batch {
         }
         std::fs::write(self.root.join(format!("{name}.toml")), manifest).unwrap();
         let out = self.root.join(format!("out-{name}"));
-        let output = dracode(&self.root).arg("run").arg(format!("{name}.toml")).arg("--out").arg(&out).args(args).output().unwrap();
+        let mut cmd = dracode(&self.root);
+        cmd.envs(env.iter().map(|(k, v)| (k, v)));
+        let output = cmd.arg("run").arg(format!("{name}.toml")).arg("--out").arg(&out).args(args).output().unwrap();
         let results = out.join("results.jsonl");
         Ran {
             code: output.status.code().unwrap_or(-1),
@@ -276,4 +283,140 @@ fn an_interrupt_during_the_setup_ends_it_at_once_and_every_task_is_cancelled() {
         assert_eq!(finished(&all, id)["status"], "cancelled", "{}", finished(&all, id));
     }
     assert_eq!(all.last().unwrap()["exit_code"], 130);
+}
+
+/// A project whose version setuptools-scm takes from its git tag.
+const SCM_PYPROJECT: &str = r#"[build-system]
+requires = ["setuptools>=64", "setuptools-scm>=8"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "scmdemo"
+dynamic = ["version"]
+
+[tool.setuptools_scm]
+"#;
+
+/// Whether `python3` makes virtualenvs and pip's package index (whichever pip's own
+/// configuration names) serves `package`; a note says why not (a panic under
+/// `DRACODE_REQUIRE_EXAMPLES=1`), as for the Python example.
+fn python_and_index(package: &str) -> bool {
+    use crate::suite::examples::{present, runs};
+    if !present("setuptools-scm setup", runs("python3", &["-c", "import venv, ensurepip"]), "python3 with venv and ensurepip") {
+        return false;
+    }
+    let probe = tempfile::tempdir().unwrap();
+    let dir = probe.path().to_str().unwrap();
+    let args = ["-m", "pip", "download", "--quiet", "--no-deps", "--retries", "0", "--timeout", "15", "-d", dir, package];
+    present("setuptools-scm setup", runs("python3", &args), &format!("pip's package index (its setup installs {package})"))
+}
+
+/// The toolchain variables a Python on PATH may need (pyenv's shims), as the example test passes.
+fn python_env() -> Vec<(String, String)> {
+    std::env::vars().filter(|(k, _)| k == "PYENV_ROOT").collect()
+}
+
+#[test]
+fn a_setuptools_scm_project_installs_in_the_setup_at_its_tags_version() {
+    if !python_and_index("setuptools-scm") {
+        return;
+    }
+    let files = [("pyproject.toml", SCM_PYPROJECT), ("src/scmdemo/__init__.py", "VALUE = 1\n"), (".gitignore", "/.venv/\n")];
+    let b = Batch::new(&files);
+    git(&b.repo(), &["tag", "-a", "v1.2.3", "-m", "release 1.2.3"]);
+    // A global git configuration, as on a developer's machine or a CI runner that set
+    // `user.name`: confined commands may not read it.
+    std::fs::write(b.root.join(".gitconfig"), "[user]\n\tname = Someone\n\temail = someone@localhost\n").unwrap();
+    let setup = "command = \"python3 -m venv .venv && .venv/bin/pip install -e .\"\nnetwork = true\ntimeout = \"5m\"";
+    let check = r#".venv/bin/python -c "import importlib.metadata as m; v = m.version('scmdemo'); print(v); assert v == '1.2.3', v""#;
+    let r = b.run_with("scm", setup, check, &[("one", &[])], &[], &python_env());
+    let setup = r.setup_finished();
+    assert_eq!((setup["exit_code"].as_i64(), &setup["error"]), (Some(0), &Value::Null), "the project installs: {setup}");
+    assert_eq!(r.status("one"), "passed", "at the version of its tag, as in a clone: {}", finished(&r.events, "one"));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+}
+
+#[test]
+fn a_failed_setup_shows_the_line_that_says_why_not_pips_notice() {
+    let b = Batch::new(&[("lib.sh", "echo lib\n")]);
+    // pip's shape: the build backend's error, 30 lines of its output, pip's frame, pip's notice.
+    let setup = r#"command = "echo '  error: subprocess-exited-with-error'; echo '      LookupError: unable to detect version for ..'; for i in $(seq 30); do echo \"      line $i\"; done; echo '  note: This error originates from a subprocess'; echo; echo '[notice] A new release of pip is available: 23.2.1 -> 26.3'; echo '[notice] To update, run: pip install --upgrade pip'; exit 1""#;
+    let r = b.run("telling", setup, "true", &[("one", &[])], &[]);
+    assert_eq!(r.code, 5, "{}", r.stderr);
+    let why = "LookupError: unable to detect version for ..";
+    let error = r.setup_finished()["error"].as_str().unwrap_or_default().to_string();
+    assert!(error.contains(why), "setup.finished.error: {error}");
+    let message = finished(&r.events, "one")["error"]["message"].as_str().unwrap_or_default().to_string();
+    assert!(message.contains(why) && message.contains("no agent ran"), "the task's reason: {message}");
+    // The progress line of the setup that failed, and the line under it.
+    let shown: Vec<&str> = r.stderr.lines().skip_while(|l| !l.contains("it exited 1")).take(2).collect();
+    assert!(shown[0].ends_with(why), "{}", r.stderr);
+    assert!(!shown[1].trim_start().starts_with("[notice]"), "{}", r.stderr);
+    let summary = std::fs::read_to_string(r.out.join("summary.md")).unwrap();
+    assert!(summary.contains(why), "{summary}");
+}
+
+#[test]
+fn a_dead_provider_endpoint_is_found_before_the_setup_runs() {
+    let b = Batch::new(&[("lib.sh", "echo lib\n")]);
+    // Port 9 of loopback: nothing listens there.
+    let config = "[providers.own]\ntype = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"my-finetune\"\n";
+    std::fs::write(b.root.join("dracode.toml"), config).unwrap();
+    let manifest = "[setup]\ncommand = \"touch setup-ran\"\n\n[defaults]\nprovider = \"own\"\nrepo = \"repo\"\nisolation = \"none\"\n\
+                    check = \"true\"\ncheck_before = true\n\n[[tasks]]\nid = \"one\"\nprompt = \"work\"\n";
+    std::fs::write(b.root.join("dead.toml"), manifest).unwrap();
+    let out = b.root.join("out-dead");
+    let started = std::time::Instant::now();
+    let output =
+        dracode(&b.root).env("OPENAI_API_KEY", "sk-test-0123456789").args(["run", "dead.toml", "--out"]).arg(&out).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(5), "{stderr}");
+    assert!(!b.repo().join("setup-ran").exists(), "the setup did not run");
+    let all = read_jsonl(&out.join("results.jsonl"));
+    assert!(events(&all, "setup.started").is_empty() && events(&all, "task.started").is_empty(), "{all:?}");
+    let task = finished(&all, "one");
+    assert_eq!((&task["status"], &task["error"]["kind"]), (&Value::from("error"), &Value::from("network")), "{task}");
+    let message = task["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("cannot connect to 127.0.0.1:9") && message.contains("no agent ran"), "{message}");
+    assert!(stderr.contains("cannot connect to 127.0.0.1:9"), "{stderr}");
+    // Refused connections are retried as a call's are, then no longer.
+    assert!(started.elapsed() < std::time::Duration::from_secs(40), "took {:?}", started.elapsed());
+}
+
+#[test]
+fn a_run_whose_every_task_is_a_cache_hit_runs_no_setup() {
+    let b = Batch::new(&[("lib.sh", "echo lib\n"), (".gitignore", "/build/\n")]);
+    let cache = b.root.join("cache");
+    let args = ["--cache", cache.to_str().unwrap()];
+    let tasks: &[(&str, &[&str])] = &[("one", &[]), ("two", &[])];
+    let first = b.run("hits", MAKES, READS, tasks, &args);
+    assert_eq!((first.code, events(&first.events, "setup.started").len()), (0, 1), "{}", first.stderr);
+    let again = b.run("hits", MAKES, READS, tasks, &args);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    for id in ["one", "two"] {
+        assert_eq!(finished(&again.events, id)["cached"], true, "{}", finished(&again.events, id));
+    }
+    assert!(events(&again.events, "setup.started").is_empty(), "no task runs, so no setup: {:?}", again.events);
+    assert!(!again.stderr.contains("SETUP"), "{}", again.stderr);
+}
+
+#[test]
+fn a_shard_runs_only_the_setups_of_its_own_tasks() {
+    let b = Batch::new(&[("lib.sh", "echo lib\n")]);
+    for name in ["first", "second"] {
+        let manifest = format!(
+            "[setup]\ncommand = \"echo {name}\"\n\n[defaults]\nprovider = \"replay\"\nreplay = \"replay\"\nrepo = \"repo\"\n\
+             require_change = false\ncheck = \"true\"\n\n[[tasks]]\nid = \"{name}\"\nprompt = \"work\"\n"
+        );
+        std::fs::write(b.root.join(format!("{name}.toml")), manifest).unwrap();
+        std::fs::create_dir_all(b.root.join("replay")).unwrap();
+        std::fs::write(b.root.join(format!("replay/{name}.json")), shell_turns(&[], 20, "done").to_string()).unwrap();
+    }
+    for (shard, want) in [("slice:1/2", vec!["echo first"]), ("slice:2/2", vec!["echo second"]), ("slice:3/3", vec![])] {
+        let out = b.root.join(format!("out-{}", shard.replace([':', '/'], "-")));
+        let output = dracode(&b.root).args(["run", "first.toml", "second.toml", "--shard", shard, "--out"]).arg(&out).output().unwrap();
+        let all = read_jsonl(&out.join("results.jsonl"));
+        let setups: Vec<&str> = events(&all, "setup.started").iter().map(|e| e["command"].as_str().unwrap_or_default()).collect();
+        assert_eq!(setups, want, "{shard}: {}", String::from_utf8_lossy(&output.stderr));
+    }
 }

@@ -44,6 +44,7 @@ pub mod openai;
 pub mod overflow;
 pub mod preset;
 pub mod prices;
+pub mod reach;
 pub mod reasoning;
 pub mod recording;
 pub mod registry;

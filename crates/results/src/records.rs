@@ -131,7 +131,8 @@ pub enum WireEvent {
         /// Files of the base it changed: not carried (each task starts from the base).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         not_carried: Vec<String>,
-        /// Why it failed; null when it passed.
+        /// Why it failed (its exit code and the line of its output that says why, picked as
+        /// for a failed check; or what kept it from running); null when it passed.
         error: Option<String>,
     },
     /// A task attempt began.

@@ -55,6 +55,7 @@ mod cgroup;
 mod confine;
 pub mod egress;
 mod gitconfig;
+mod home;
 pub mod incidents;
 pub mod limits;
 #[cfg(target_os = "linux")]
@@ -74,6 +75,7 @@ pub mod sweep;
 
 pub use caches::{CACHE_VARS, cache_env, cache_vars};
 pub use gitconfig::{GIT_CONFIG_VAR, SAFE_GIT_KEYS, git_config_env, git_config_path};
+pub use home::home_view;
 pub use limits::{LimitFields, Limits};
 pub use paths::{Entry, Escaped, PathError, Sandbox, is_escape};
 pub use policy::{HOME_CREDENTIALS, Policy, SandboxMode, home_credentials};

@@ -133,8 +133,8 @@ impl Regrade {
     /// Runs the setup of every group of the tasks to regrade (those that ended `passed` or
     /// `failed`), as `dracode run` does, into `shared`; `Err` says why one failed.
     async fn setups(&self, shared: &Shared, emitter: &Emitter) -> Result<(), TaskError> {
-        let graded: Vec<TaskSpec> =
-            self.specs.iter().filter(|spec| self.run.tasks.iter().any(|t| t.outcome.task_id == spec.id && regraded(t))).cloned().collect();
+        let graded: Vec<&TaskSpec> =
+            self.specs.iter().filter(|spec| self.run.tasks.iter().any(|t| t.outcome.task_id == spec.id && regraded(t))).collect();
         let setups = super::setup::run_all(&graded, shared, emitter).await.map_err(|why| TaskError::new(FailureKind::Setup, why))?;
         let _ = shared.setups.set(setups);
         Ok(())

@@ -169,6 +169,9 @@ fn combine(args: &dracode::cli::CombineArgs, cwd: &Path, env: &BTreeMap<String, 
             return Ok(exit_codes::ARTIFACTS_FAILED);
         }
     };
+    for warning in &report.warnings {
+        eprintln!("warning: {warning}");
+    }
     let md = combine::markdown(&report);
     eprint!("{md}");
     if let Err(e) = report::page::write(&args.out, &[], None) {

@@ -109,6 +109,9 @@ pub struct CombineReport {
     pub check: Option<CheckRecord>,
     /// The branch made with `--branch`.
     pub branch: Option<BranchRecord>,
+    /// What the user should know about how the check ran (absent when nothing).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     /// 0: everything combined (and the check passed); 1: a conflict or a failed check.
     pub exit_code: i32,
 }
@@ -160,6 +163,7 @@ pub async fn combine(
         patch_path: None,
         check: None,
         branch: None,
+        warnings: grader.iter().filter_map(|g| g.warning.clone()).collect(),
         exit_code: 0,
     };
     apply_all(&workspace, &passed, &mut report);
@@ -196,6 +200,8 @@ pub async fn combine(
 struct Grader {
     spec: TaskSpec,
     shared: Shared,
+    /// Why the check does not run as the first task's (its manifests cannot be read), if so.
+    warning: Option<String>,
     /// Kept for the whole combine: a dropped sender would read as an interrupt.
     _interrupt: tokio::sync::watch::Sender<bool>,
 }
@@ -210,13 +216,13 @@ impl Grader {
         run: &read_back::RecordedRun,
         passed: &[&RecordedTask],
     ) -> Result<Grader, CombineError> {
-        let spec = spec_for_check(opts, env, run, passed)?;
+        let (spec, warning) = spec_for_check(opts, env, run, passed)?;
         let (interrupt, cancel) = tokio::sync::watch::channel(false);
         let shared = Shared::without_model(env, redactor.clone(), &opts.out, cancel, run.run_id.clone());
         let emitter = crate::events::Emitter::run(crate::events::EventBus::new(Vec::new()));
         let setups = super::setup::run_all(&[&spec], &shared, &emitter).await.map_err(CombineError::Input)?;
         let _ = shared.setups.set(setups);
-        Ok(Grader { spec, shared, _interrupt: interrupt })
+        Ok(Grader { spec, shared, warning, _interrupt: interrupt })
     }
 
     /// What the setup made, to carry into the union's working tree.
@@ -241,13 +247,13 @@ impl Grader {
 
 /// The spec of the first task of `passed` in the run's manifests (planned as `dracode run`
 /// would now, from the current folder); when they cannot be read from here, an ad-hoc task's
-/// (the default sandbox, no network, no setup), with a warning on stderr.
+/// (the default sandbox, no network, no setup), with a warning that says so.
 fn spec_for_check(
     opts: &CombineOptions,
     env: &BTreeMap<String, String>,
     run: &read_back::RecordedRun,
     passed: &[&RecordedTask],
-) -> Result<TaskSpec, CombineError> {
+) -> Result<(TaskSpec, Option<String>), CombineError> {
     let about = |why: String| format!("--check: {why} (the check runs as the first combined task's, from the run's manifests)");
     let first = passed.first().map(|t| t.outcome.task_id.as_str());
     let manifests: Vec<PathBuf> = run.manifests.iter().filter(|m| m.as_str() != "--task").map(PathBuf::from).collect();
@@ -259,11 +265,11 @@ fn spec_for_check(
             spec.ok_or_else(|| about("the run's manifests hold none of its passed tasks".to_string()))
         })
     };
-    found.or_else(|why| {
-        eprintln!("warning: {why}; it runs in the default sandbox, without a setup");
+    found.map(|spec| (spec, None)).or_else(|why| {
         let adhoc = RunArgs { tasks: vec!["combine".into()], ..Default::default() };
         let tasks = planned(opts, env, adhoc).map_err(|e| CombineError::Input(e.to_string()))?;
-        tasks.into_iter().next().ok_or(CombineError::Input(why))
+        let warning = format!("{why}; it runs in the default sandbox, without a setup");
+        tasks.into_iter().next().map(|spec| (spec, Some(warning))).ok_or(CombineError::Input(why))
     })
 }
 

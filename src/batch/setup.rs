@@ -162,7 +162,7 @@ async fn run_one(setup: &SetupSpec, first: &TaskSpec, count: usize, shared: &Sha
         tasks: count,
     });
     let kit = match task::command_kit(&spec, &workspace.root.clone(), workspace.sandbox_paths(), shared, emitter).await {
-        Ok(kit) => with_home_view(&spec, kit),
+        Ok(kit) => kit.with_home_view(&spec).map_err(|e| e.message),
         Err(e) => Err(e.message),
     };
     let kit = match kit {
@@ -197,23 +197,6 @@ async fn run_one(setup: &SetupSpec, first: &TaskSpec, count: usize, shared: &Sha
     let (env, readable) = cargo_home_for_tasks(&kit);
     let kept = (!in_place).then_some(workspace);
     Ok(Done { carried: Arc::new(carried), env, readable, _kept: Mutex::new((kept, kit)) })
-}
-
-/// `kit` with `HOME` at a folder of the setup's own that holds what its commands may read of the
-/// user's home and git's reduced global configuration ([`crate::sandbox::home_view`]), when
-/// confined with the user's home: a build backend that clears `GIT_CONFIG_GLOBAL` before it
-/// runs git (setuptools-scm, hatch-vcs) would otherwise make git read the user's own
-/// `~/.gitconfig`, which the sandbox refuses, and fail.
-fn with_home_view(spec: &TaskSpec, mut kit: task::CommandKit) -> Result<task::CommandKit, String> {
-    let home = kit.env.get("HOME").filter(|h| Path::new(h).is_absolute());
-    let (Some(home), false, false) = (home, spec.sandbox == crate::sandbox::SandboxMode::Off, spec.isolate_home) else { return Ok(kit) };
-    let git_config = kit.env.get(crate::sandbox::GIT_CONFIG_VAR).map(PathBuf::from);
-    let view = crate::sandbox::home_view(&kit.temp.tmp(), Path::new(home), &kit.confine.readable, git_config.as_deref())
-        .map_err(|e| format!("cannot make the setup's HOME: {e}"))?;
-    let mut env = BTreeMap::clone(&kit.env);
-    env.insert("HOME".into(), view.display().to_string());
-    kit.env = Arc::new(env);
-    Ok(kit)
 }
 
 /// The inventory of `root` as the setup found it, taken off the async workers.

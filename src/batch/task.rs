@@ -536,6 +536,28 @@ pub(crate) struct CommandKit {
     pub temp: TaskTemp,
 }
 
+impl CommandKit {
+    /// This kit with `HOME` at a folder of its own (in its TMPDIR) that holds what its commands
+    /// may read of the user's home and git's reduced global configuration
+    /// ([`crate::sandbox::home_view`]), when confined with the user's home (not `isolate_home`):
+    /// a build backend that clears `GIT_CONFIG_GLOBAL` before it runs git (setuptools-scm,
+    /// hatch-vcs) would otherwise make git read the user's own `~/.gitconfig`, which the sandbox
+    /// refuses, and fail. The setup's commands and every check get it.
+    pub(crate) fn with_home_view(mut self, spec: &TaskSpec) -> Result<CommandKit, TaskError> {
+        let home = self.env.get("HOME").filter(|h| Path::new(h).is_absolute());
+        let (Some(home), false, false) = (home, spec.sandbox == crate::sandbox::SandboxMode::Off, spec.isolate_home) else {
+            return Ok(self);
+        };
+        let git_config = self.env.get(crate::sandbox::GIT_CONFIG_VAR).map(PathBuf::from);
+        let view = crate::sandbox::home_view(&self.temp.tmp(), Path::new(home), &self.confine.readable, git_config.as_deref())
+            .map_err(|e| TaskError::internal(format!("cannot make the commands' HOME: {e}")))?;
+        let mut env = BTreeMap::clone(&self.env);
+        env.insert("HOME".into(), view.display().to_string());
+        self.env = Arc::new(env);
+        Ok(self)
+    }
+}
+
 /// Makes the [`CommandKit`] of `spec` working in the workspace at `root` whose sandbox paths
 /// are `paths` ([`Workspace::sandbox_paths`]).
 pub(crate) async fn command_kit(
@@ -779,7 +801,7 @@ pub(crate) async fn run_check_in(
     network_log: Arc<NetworkLog>,
     reports: Option<&crate::sandbox::incidents::ReportSink>,
 ) -> Result<(CheckRecord, Option<String>), TaskError> {
-    let kit = command_kit_logging(spec, &world.root, world.paths.clone(), shared, network_log).await?;
+    let kit = command_kit_logging(spec, &world.root, world.paths.clone(), shared, network_log).await?.with_home_view(spec)?;
     let tmp = kit.temp.tmp();
     let sweep = crate::sandbox::sweep::TaskSweep::register(vec![world.root.clone(), tmp.clone()]);
     let ctx = CheckContext { env: &kit.env, tmp_dir: Some(&tmp), confine: Some(&kit.confine), redactor: &shared.redactor, reports };

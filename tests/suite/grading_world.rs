@@ -146,6 +146,22 @@ fn attack_usercustomize_in_an_isolated_home_does_not_run_in_the_check() {
 }
 
 #[test]
+fn grading_a_check_whose_tool_clears_git_config_global_still_runs_git() {
+    if !supported() {
+        return;
+    }
+    let s = Scenario::new();
+    // The user's own git configuration, which the sandbox refuses to every command.
+    std::fs::write(s.home.join(".gitconfig"), "[user]\n\tname = someone\n").unwrap();
+    // What setuptools-scm and hatch-vcs do before they run git: drop every GIT_* variable.
+    let fields = "check = \"env -u GIT_CONFIG_GLOBAL git rev-parse --show-prefix\"\nrequire_change = false\n";
+    let r = s.run("clears", &[], fields, &[], &[]);
+    let task = r.finished("attack");
+    assert_eq!(task["check"]["exit_code"], 0, "git in the check read a configuration it may read: {task}");
+    r.assert_finished("passed");
+}
+
+#[test]
 fn grading_what_check_before_writes_is_not_the_agents_change() {
     if !supported() {
         return;

@@ -263,15 +263,22 @@ mod tests {
         );
     }
 
-    /// Writes `budget` bytes, then fails like a full disk (having written part of the buffer).
+    /// Writes `budget` bytes, then fails like a full disk (having written part of the buffer):
+    /// for good, or (`recovers`) once, writing everything after.
     struct FillingUp {
         file: std::fs::File,
         budget: usize,
+        recovers: bool,
+        failed: bool,
     }
 
     impl Write for FillingUp {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if self.failed && self.recovers {
+                return self.file.write(buf);
+            }
             if self.budget == 0 {
+                self.failed = true;
                 return Err(std::io::Error::from_raw_os_error(28));
             }
             let n = buf.len().min(self.budget);
@@ -293,7 +300,7 @@ mod tests {
         let whole = std::fs::metadata(&path).unwrap().len();
         // The next line gets 10 bytes on disk, then the disk is full.
         let file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
-        reporter.writer = Box::new(FillingUp { file, budget: 10 });
+        reporter.writer = Box::new(FillingUp { file, budget: 10, recovers: false, failed: false });
         let err = reporter.on_event(&events[1]).unwrap_err();
         let message = err.to_string();
         assert!(message.starts_with(&format!("cannot write {}: No space left on device", path.display())), "{message}");
@@ -310,31 +317,6 @@ mod tests {
         assert_eq!(lines[0]["type"], "run.started");
     }
 
-    /// Writes `budget` bytes, then fails once like a full disk; then writes everything.
-    struct FullOnce {
-        file: std::fs::File,
-        budget: usize,
-        failed: bool,
-    }
-
-    impl Write for FullOnce {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            if self.failed {
-                return self.file.write(buf);
-            }
-            if self.budget == 0 {
-                self.failed = true;
-                return Err(std::io::Error::from_raw_os_error(28));
-            }
-            let n = buf.len().min(self.budget);
-            self.budget -= n;
-            self.file.write(&buf[..n])
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            self.file.flush()
-        }
-    }
-
     #[test]
     fn a_line_that_finds_the_disk_full_is_written_whole_into_the_reserves_room() {
         let dir = tempfile::tempdir().unwrap();
@@ -346,7 +328,7 @@ mod tests {
         // The next line gets 10 bytes on disk, then the disk is full, once. The writer shares the
         // file's offset, as the file it replaces did: the retry must start where the line did.
         let file = reporter.file.as_ref().unwrap().try_clone().unwrap();
-        reporter.writer = Box::new(FullOnce { file, budget: 10, failed: false });
+        reporter.writer = Box::new(FillingUp { file, budget: 10, recovers: true, failed: false });
         for e in &events[1..] {
             reporter.on_event(e).unwrap();
         }

@@ -692,20 +692,9 @@ mod tests {
     fn resolved() -> ResolvedProvider {
         ResolvedProvider {
             name: "claude".into(),
-            kind: ProviderType::Anthropic,
-            model: Some("claude-sonnet-4-5".into()),
-            base_url: Some("https://api.anthropic.test/".into()),
             api_key: Some("sk-ant-test-0123456789".into()),
-            timeout: std::time::Duration::from_secs(5),
-            stream: true,
-            max_tokens: None,
-            reasoning: None,
-            wire_api: None,
             headers: [("anthropic-beta".to_string(), "context-1m-2025-08-07".to_string())].into(),
-            api_version: None,
-            limits: Default::default(),
-            replay_path: None,
-            emptied: Default::default(),
+            ..ResolvedProvider::for_test(ProviderType::Anthropic, "claude-sonnet-4-5", "https://api.anthropic.test/")
         }
     }
 

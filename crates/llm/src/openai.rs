@@ -671,23 +671,7 @@ mod tests {
     }
 
     fn resolved(kind: ProviderType) -> ResolvedProvider {
-        ResolvedProvider {
-            name: "p".into(),
-            kind,
-            model: Some("dep-1".into()),
-            base_url: Some("https://example.test/v1/".into()),
-            api_key: Some("sk-test-0123456789".into()),
-            timeout: std::time::Duration::from_secs(5),
-            stream: true,
-            max_tokens: None,
-            reasoning: None,
-            wire_api: None,
-            headers: Default::default(),
-            api_version: None,
-            limits: Default::default(),
-            replay_path: None,
-            emptied: Default::default(),
-        }
+        ResolvedProvider::for_test(kind, "dep-1", "https://example.test/v1/")
     }
 
     #[test]

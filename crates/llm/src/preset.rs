@@ -348,6 +348,31 @@ pub struct ResolvedProvider {
     pub emptied: BTreeMap<String, String>,
 }
 
+#[cfg(test)]
+impl ResolvedProvider {
+    /// A provider for this crate's tests: `kind` at `base_url` with model `model`, a test key,
+    /// streaming, a 5 s timeout and nothing else set.
+    pub(crate) fn for_test(kind: ProviderType, model: &str, base_url: &str) -> ResolvedProvider {
+        ResolvedProvider {
+            name: "p".into(),
+            kind,
+            model: Some(model.into()),
+            base_url: Some(base_url.into()),
+            api_key: Some("sk-test-0123456789".into()),
+            timeout: std::time::Duration::from_secs(5),
+            stream: true,
+            max_tokens: None,
+            reasoning: None,
+            wire_api: None,
+            headers: Default::default(),
+            api_version: None,
+            limits: Default::default(),
+            replay_path: None,
+            emptied: Default::default(),
+        }
+    }
+}
+
 impl std::fmt::Debug for ResolvedProvider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ResolvedProvider")

@@ -57,20 +57,8 @@ mod tests {
     fn openai_at(url: &str) -> ResolvedProvider {
         ResolvedProvider {
             name: "own".into(),
-            kind: ProviderType::Openai,
-            model: Some("m".into()),
-            base_url: Some(url.into()),
-            api_key: Some("sk-test-0123456789".into()),
             timeout: std::time::Duration::from_secs(2),
-            stream: true,
-            max_tokens: None,
-            reasoning: None,
-            wire_api: None,
-            headers: Default::default(),
-            api_version: None,
-            limits: Default::default(),
-            replay_path: None,
-            emptied: Default::default(),
+            ..ResolvedProvider::for_test(ProviderType::Openai, "m", url)
         }
     }
 

@@ -170,7 +170,7 @@ fn search_code(repo: &Path) {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let ctx = dracode::tools::ToolContext {
         confine: None,
-        sandbox: dracode::sandbox::Sandbox::new(repo).unwrap(),
+        sandbox: dracode_sandbox::Sandbox::new(repo).unwrap(),
         child_env: Default::default(),
         tmp_dir: None,
         answers: Default::default(),
@@ -209,9 +209,9 @@ fn search_code(repo: &Path) {
 
 /// p50 of `true` through `process::run`, unconfined and confined, in alternating rounds.
 fn sandbox_overhead(exe: &Path, root: &Path) {
-    use dracode::process::{Spec, run};
-    use dracode::sandbox::{Policy, SandboxMode};
-    dracode::sandbox::use_supervisor_program(exe.to_path_buf());
+    use dracode_sandbox::process::{Spec, run};
+    use dracode_sandbox::{Policy, SandboxMode};
+    dracode_sandbox::use_supervisor_program(exe.to_path_buf());
     let policy = Policy::for_workspace(SandboxMode::WorkspaceWrite, root, Some(root));
     if let Err(e) = policy.check_supported() {
         println!("sandbox overhead per command: not measured ({e})");
@@ -237,7 +237,7 @@ fn sandbox_overhead(exe: &Path, root: &Path) {
     };
     // What a task gets: the same policy with the default resource limits (rlimits and the
     // monitor thread), measured apart to show what the limits add.
-    let limited = Policy { limits: dracode::sandbox::Limits::defaults(), ..policy.clone() };
+    let limited = Policy { limits: dracode_sandbox::Limits::defaults(), ..policy.clone() };
     let (mut plain, mut confined, mut with_limits) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..41 {
         plain.push(spawn(None));
@@ -267,9 +267,9 @@ fn sandbox_overhead(exe: &Path, root: &Path) {
 /// The connect broker's added cost per connection, confined against unconfined, measured by
 /// the command itself (so process start-up is left out).
 fn connect_overhead(exe: &Path, root: &Path) {
-    use dracode::process::{Spec, run};
-    use dracode::sandbox::{Policy, SandboxMode};
-    dracode::sandbox::use_supervisor_program(exe.to_path_buf());
+    use dracode_sandbox::process::{Spec, run};
+    use dracode_sandbox::{Policy, SandboxMode};
+    dracode_sandbox::use_supervisor_program(exe.to_path_buf());
     let ws = root.join("connect-ws");
     std::fs::create_dir_all(&ws).unwrap();
     let mut policy = Policy::for_workspace(SandboxMode::WorkspaceWrite, &ws, Some(&ws));
@@ -338,8 +338,8 @@ fn proxy_overhead() {
             }
         });
         let allow = vec![target.to_string()];
-        let rules = Arc::new(dracode::egress::Allowlist::parse(&allow, &[], "network", "network.deny").unwrap());
-        let proxy = dracode::egress::EgressProxy::start(rules, Default::default()).await.unwrap();
+        let rules = Arc::new(dracode_sandbox::egress::Allowlist::parse(&allow, &[], "network", "network.deny").unwrap());
+        let proxy = dracode_sandbox::egress::EgressProxy::start(rules, Default::default()).await.unwrap();
         let connect_line = format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n");
         let round_trip = |through_proxy: bool| {
             let connect_line = connect_line.clone();

@@ -9,12 +9,12 @@
 
 use crate::context::{self, ContextMeter, ContextPolicy};
 use crate::events::{CompactionMethod, DeniedCall, Emitter, EventKind, FailureKind, TaskError};
-use crate::llm::overflow;
-use crate::llm::{ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, Provider, Role, StopReason, ToolSpec, Usage};
-use crate::secrets::Redactor;
 use crate::structured::{ANSWER_TOOL, AnswerProgress, OutputContract, Step};
 use crate::tools::policy::OnDenied;
 use crate::tools::{ErrorCode, Registry, ToolContext, ToolError};
+use dracode_llm::overflow;
+use dracode_llm::{ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, Provider, Role, StopReason, ToolSpec, Usage};
+use dracode_secrets::Redactor;
 use std::time::{Duration, Instant};
 
 /// The system prompt every task starts with. It names no absolute path, so it is identical
@@ -217,7 +217,7 @@ impl Agent<'_> {
         if let Some(error) = self.denial_ends_task(&state.denied[denied_before..]) {
             return Some(AgentEnd::Failed(error));
         }
-        if let Some(error) = crate::sandbox::incidents::limit_failure(&self.tool_ctx.reports.all()[reports_before..]) {
+        if let Some(error) = dracode_sandbox::incidents::limit_failure(&self.tool_ctx.reports.all()[reports_before..]) {
             return Some(AgentEnd::Failed(error));
         }
         match step {
@@ -541,8 +541,8 @@ fn stop_failure(reason: &StopReason) -> TaskError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::ErrorKind;
-    use crate::llm::replay::Replay;
+    use dracode_llm::ErrorKind;
+    use dracode_llm::replay::Replay;
     use serde_json::json;
 
     fn reply(content: Vec<ContentBlock>, stop: StopReason, input: u64, output: u64) -> LlmResponse {
@@ -686,8 +686,8 @@ mod tests {
         fn complete<'a>(
             &'a self,
             request: LlmRequest<'a>,
-            _: crate::llm::RetryObserver<'a>,
-        ) -> crate::llm::BoxFuture<'a, Result<LlmResponse, LlmError>> {
+            _: dracode_llm::RetryObserver<'a>,
+        ) -> dracode_llm::BoxFuture<'a, Result<LlmResponse, LlmError>> {
             let size = context::estimate_request(request.system, request.tools, request.messages);
             self.seen.lock().unwrap().push((request.messages.to_vec(), request.tools.len(), size));
             let reply = self.replies.lock().unwrap().pop_front().expect("script exhausted");
@@ -858,8 +858,8 @@ mod tests {
 #[cfg(test)]
 mod concurrent_tests {
     use super::*;
-    use crate::llm::replay::Replay;
     use crate::tools::Tool;
+    use dracode_llm::replay::Replay;
     use serde_json::json;
     use std::sync::{Arc, Mutex};
 
@@ -885,7 +885,7 @@ mod concurrent_tests {
         fn read_only(&self) -> bool {
             self.read_only
         }
-        fn call<'a>(&'a self, _: &'a ToolContext, input: serde_json::Value) -> crate::llm::BoxFuture<'a, Result<String, ToolError>> {
+        fn call<'a>(&'a self, _: &'a ToolContext, input: serde_json::Value) -> dracode_llm::BoxFuture<'a, Result<String, ToolError>> {
             Box::pin(async move {
                 let who = input["who"].as_str().unwrap_or("?").to_string();
                 self.log.lock().unwrap().push(format!("start {who}"));

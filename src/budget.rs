@@ -9,7 +9,7 @@
 //! replaced by what it really cost. So the run spends at most the cap plus the error of one
 //! call's input estimate. Token caps are checked after each call.
 
-use crate::llm::Usage;
+use dracode_llm::Usage;
 use std::sync::Mutex;
 
 /// The output tokens a call is assumed to be able to produce when the task sets no

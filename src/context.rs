@@ -17,7 +17,7 @@
 //!   ([`rebuild`]). Cuts fall only before an assistant message, so every tool call stays
 //!   answered by its result and no result is left without its call.
 
-use crate::llm::{ContentBlock, Message, Role, ToolSpec, Usage};
+use dracode_llm::{ContentBlock, Message, Role, ToolSpec, Usage};
 
 /// The fraction of the window at which compaction starts, when the task does not say.
 pub const DEFAULT_COMPACT_AT: f64 = 0.85;

@@ -9,7 +9,7 @@
 //! [`SHARE_LEFT_WARNING`] of a token or cost budget left.
 
 use crate::budget::Budget;
-pub use crate::results::Limit;
+pub use dracode_results::Limit;
 use std::time::Duration;
 
 /// A warning comes with the request that has this many calls left, itself included.

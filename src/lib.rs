@@ -2,8 +2,8 @@
 //!
 //! The pieces, one module per concept:
 //! - [`manifest`] and [`config`] turn files, environment and flags into [`manifest::Task`]s;
-//! - [`llm`] holds the conversation model, the [`llm::Provider`] trait and one file per wire format;
-//! - [`tools`] are what the agent may call, each confined to its workspace by [`sandbox`];
+//! - [`dracode_llm`] holds the conversation model, the [`dracode_llm::Provider`] trait and one file per wire format;
+//! - [`tools`] are what the agent may call, each confined to its workspace by [`dracode_sandbox`];
 //! - [`agent`] is the loop that alternates LLM calls and tool calls for one task;
 //! - [`batch`] schedules tasks and prepares their workspaces;
 //! - [`events`] is the one seam: everything that happens is an [`events::Event`], and every
@@ -26,12 +26,3 @@ pub mod report;
 pub mod shard;
 pub mod structured;
 pub mod tools;
-
-// The leaf crates, under the names the core and its users know them by (docs/src/architecture.md).
-pub use dracode_input as input;
-pub use dracode_llm as llm;
-pub use dracode_mcp as mcp;
-pub use dracode_results as results;
-pub use dracode_sandbox as sandbox;
-pub use dracode_sandbox::{egress, process};
-pub use dracode_secrets as secrets;

@@ -16,8 +16,8 @@ use dracode::report::{
     live::LiveReporter,
     progress::{ProgressReporter, Verbosity},
 };
-use dracode::results::exit_codes;
-use dracode::secrets::Redactor;
+use dracode_results::exit_codes;
+use dracode_secrets::Redactor;
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -26,26 +26,26 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 fn main() -> ExitCode {
-    dracode::sandbox::close_inherited_descriptors();
-    if let Some(code) = dracode::sandbox::supervisor::run_if_requested() {
+    dracode_sandbox::close_inherited_descriptors();
+    if let Some(code) = dracode_sandbox::supervisor::run_if_requested() {
         return ExitCode::from(u8::try_from(code).unwrap_or(u8::MAX));
     }
-    dracode::sandbox::mark_non_dumpable();
+    dracode_sandbox::mark_non_dumpable();
     let cli = Cli::parse();
     if !matches!(&cli.command, Command::Run(args) if !args.dry_run) {
         quiet_on_closed_stdout();
     }
     init_tracing();
     // The commands that run confined commands adopt the orphans of a supervisor that died, for
-    // the sweep to find ([`dracode::sandbox::sweep`]).
+    // the sweep to find ([`dracode_sandbox::sweep`]).
     let runs_commands =
         matches!(&cli.command, Command::Run(args) if !args.dry_run) || matches!(&cli.command, Command::Regrade(_) | Command::Combine(_));
     if runs_commands {
-        dracode::sandbox::sweep::become_subreaper();
+        dracode_sandbox::sweep::become_subreaper();
         // A command can point a descriptor's SIGIO at dracode (`F_SETOWN`; Landlock scopes
         // that only from ABI 6), whose default action would end the run. The supervisor
         // restores the default for the commands it confines.
-        dracode::sandbox::signals::ignore(libc::SIGIO);
+        dracode_sandbox::signals::ignore(libc::SIGIO);
     }
     let code = match run(cli) {
         Ok(code) => code,
@@ -55,7 +55,7 @@ fn main() -> ExitCode {
         }
     };
     if runs_commands {
-        dracode::sandbox::sweep::sweep_all();
+        dracode_sandbox::sweep::sweep_all();
     }
     ExitCode::from(code as u8)
 }
@@ -65,7 +65,7 @@ fn main() -> ExitCode {
 /// broken pipe. `run` keeps ignoring SIGPIPE: a closed `--jsonl -` is an artifact failure it reports (exit 3) after
 /// finishing its tasks and cleaning up.
 fn quiet_on_closed_stdout() {
-    dracode::sandbox::signals::restore_default(libc::SIGPIPE);
+    dracode_sandbox::signals::restore_default(libc::SIGPIPE);
 }
 
 /// Log lines (`DRACODE_LOG`, dracode's warnings by default) on stderr, coloured only on a terminal and
@@ -74,13 +74,13 @@ fn init_tracing() {
     // By default only dracode's own warnings: no library's log line reaches the terminal.
     let filter =
         tracing_subscriber::EnvFilter::try_from_env("DRACODE_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("dracode=warn"));
-    let colour = report::progress::colour_wanted(std::io::stderr().is_terminal(), &dracode::input::process_env());
+    let colour = report::progress::colour_wanted(std::io::stderr().is_terminal(), &dracode_input::process_env());
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(colour).without_time().try_init();
 }
 
 fn run(cli: Cli) -> anyhow::Result<i32> {
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
-    let env = dracode::input::process_env();
+    let env = dracode_input::process_env();
     match cli.command {
         Command::Run(args) => run_batch(*args, &cwd, env),
         Command::Validate { manifests, config, offline } => match plan::validate(&manifests, config.as_deref(), &cwd, &env) {
@@ -121,7 +121,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Schema { which } => {
             let schema = match which {
                 SchemaKind::Manifest => dracode::manifest::json_schema(),
-                SchemaKind::Events => dracode::results::records::events_schema(),
+                SchemaKind::Events => dracode_results::records::events_schema(),
             };
             println!("{}", serde_json::to_string_pretty(&schema)?);
             Ok(exit_codes::OK)
@@ -496,18 +496,18 @@ fn config_files_line(files: &[PathBuf]) -> String {
     files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", ")
 }
 
-/// `dracode mcp-probe` (hidden): see [`dracode::mcp::probe`].
+/// `dracode mcp-probe` (hidden): see [`dracode_mcp::probe`].
 fn mcp_probe(server: &str, name: &str, calls: &[String], call_each: Option<&str>, schemas: bool, cwd: &Path) -> anyhow::Result<i32> {
-    let config: dracode::mcp::McpServerConfig = serde_json::from_str(server).context("--server")?;
+    let config: dracode_mcp::McpServerConfig = serde_json::from_str(server).context("--server")?;
     if let Some((_, problem)) = config.problems(name).into_iter().next() {
         anyhow::bail!("{problem}");
     }
-    let mut plan = dracode::mcp::probe::ProbePlan::parse(calls, call_each).map_err(anyhow::Error::msg)?;
+    let mut plan = dracode_mcp::probe::ProbePlan::parse(calls, call_each).map_err(anyhow::Error::msg)?;
     plan.schemas = schemas;
-    let http = dracode::llm::http::HttpClient::default();
+    let http = dracode_llm::http::HttpClient::default();
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let mut stdout = std::io::stdout();
-    match runtime.block_on(dracode::mcp::probe::run(name, &config, &plan, cwd, http.get().clone(), &mut stdout)) {
+    match runtime.block_on(dracode_mcp::probe::run(name, &config, &plan, cwd, http.get().clone(), &mut stdout)) {
         Ok(()) => Ok(exit_codes::OK),
         Err(e) => {
             eprintln!("error: {e}");
@@ -517,7 +517,7 @@ fn mcp_probe(server: &str, name: &str, calls: &[String], call_each: Option<&str>
 }
 
 /// `dracode mcp login SERVER`: a person's OAuth grant for a `url` server of the config
-/// ([`dracode::mcp::oauth::flow::login`]); prints what CI needs.
+/// ([`dracode_mcp::oauth::flow::login`]); prints what CI needs.
 fn mcp_login(name: &str, no_browser: bool, config: Option<&Path>, cwd: &Path, env: &BTreeMap<String, String>) -> anyhow::Result<i32> {
     let config = match Config::load_for(cwd, &[], config, env) {
         Ok(c) => c,
@@ -552,9 +552,9 @@ fn mcp_login(name: &str, no_browser: bool, config: Option<&Path>, cwd: &Path, en
                 .spawn();
         }
     };
-    let http = dracode::llm::http::HttpClient::default();
+    let http = dracode_llm::http::HttpClient::default();
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    match runtime.block_on(dracode::mcp::oauth::flow::login(http.get(), &url, name, &creds, &open)) {
+    match runtime.block_on(dracode_mcp::oauth::flow::login(http.get(), &url, name, &creds, &open)) {
         Ok(login) => Ok(print_login(name, &url, server.oauth.clone().unwrap_or_default(), &login)),
         Err(e) => {
             eprintln!("error: MCP server {name:?}: OAuth login failed: {e}");
@@ -565,7 +565,7 @@ fn mcp_login(name: &str, no_browser: bool, config: Option<&Path>, cwd: &Path, en
 
 /// What CI needs after a login: the refresh token (and a registered client's secret) to store
 /// as secrets, and the `oauth` line using them.
-fn print_login(name: &str, url: &str, mut oauth: dracode::mcp::McpOAuth, login: &dracode::mcp::oauth::flow::Login) -> i32 {
+fn print_login(name: &str, url: &str, mut oauth: dracode_mcp::McpOAuth, login: &dracode_mcp::oauth::flow::Login) -> i32 {
     let Some(refresh) = &login.refresh_token else {
         eprintln!(
             "error: MCP server {name:?}: the authorization server gave no refresh token, so CI could not renew access (ask for scope `offline_access` with `oauth.scope`?)"
@@ -594,9 +594,9 @@ fn print_login(name: &str, url: &str, mut oauth: dracode::mcp::McpOAuth, login: 
 
 /// `dracode auth copilot`: GitHub's device flow; the token is stored with mode 0600.
 fn auth_copilot(env: &BTreeMap<String, String>) -> anyhow::Result<i32> {
-    use dracode::llm::copilot;
+    use dracode_llm::copilot;
     let endpoints = copilot::Endpoints::from_env(env);
-    let http = dracode::llm::http::HttpClient::default();
+    let http = dracode_llm::http::HttpClient::default();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let token = runtime.block_on(copilot::device_flow(&http, &endpoints, |code| {
         eprintln!("To authorize dracode for GitHub Copilot, open {} and enter the code {}", code.verification_uri, code.user_code);
@@ -607,7 +607,7 @@ fn auth_copilot(env: &BTreeMap<String, String>) -> anyhow::Result<i32> {
     }));
     match token {
         Ok(token) => {
-            let path = dracode::llm::github_token::store_token(env, &token).context("cannot store the token")?;
+            let path = dracode_llm::github_token::store_token(env, &token).context("cannot store the token")?;
             eprintln!("Stored the GitHub token in {} (mode 0600). In CI, set GITHUB_COPILOT_TOKEN instead.", path.display());
             Ok(exit_codes::OK)
         }
@@ -833,13 +833,13 @@ fn print_dry_run(plan: &plan::Plan) {
             p.provider.name,
             p.provider.model.as_deref().unwrap_or("-"),
             p.workspace.isolation.as_str(),
-            dracode::input::lexical(&p.workspace.repo).display(),
+            dracode_input::lexical(&p.workspace.repo).display(),
             p.require_change.applies(),
             limit(p.timeout),
             limit(p.idle_timeout),
         );
     }
-    if let Some(task) = plan.tasks.iter().find(|t| t.sandbox != dracode::sandbox::SandboxMode::Off) {
+    if let Some(task) = plan.tasks.iter().find(|t| t.sandbox != dracode_sandbox::SandboxMode::Off) {
         eprintln!("what a task's commands may read, write and reach: dracode sandbox --task {} {}", task.id, task.manifest.display());
     }
 }

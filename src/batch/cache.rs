@@ -22,7 +22,7 @@ use super::spec::TaskSpec;
 use crate::events::{CacheHit, Status, TaskOutcome};
 use crate::manifest::Isolation;
 use crate::report::contract::{from_wire, wire_outcome};
-use crate::results::records::WireOutcome;
+use dracode_results::records::WireOutcome;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 

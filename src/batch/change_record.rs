@@ -93,7 +93,7 @@ impl Record {
     /// the base lacks is removed) and returns those paths, sorted. Called when no command of the
     /// task runs any more; nothing is written outside the working tree (a link on the way to a
     /// protected path is replaced by a folder).
-    pub fn restore(&self, protect: &crate::sandbox::Protect) -> Result<Vec<String>, git2::Error> {
+    pub fn restore(&self, protect: &dracode_sandbox::Protect) -> Result<Vec<String>, git2::Error> {
         self.put_back_since(self.base, |path| protect.matches(path), "restoring")
     }
 
@@ -291,7 +291,7 @@ mod tests {
         std::fs::create_dir_all(root.join("tests")).unwrap();
         std::fs::write(root.join("tests/new_test.py"), "ok\n").unwrap();
         let names = ["test.sh".to_string(), "tests/**".to_string()];
-        let protect = crate::sandbox::Protect::compile(root, &names).unwrap();
+        let protect = dracode_sandbox::Protect::compile(root, &names).unwrap();
         assert_eq!(record.restore(&protect).unwrap(), ["test.sh", "tests/new_test.py"]);
         assert_eq!(std::fs::read_to_string(root.join("test.sh")).unwrap(), "exit 1\n");
         assert!(!root.join("tests/new_test.py").exists());
@@ -299,7 +299,7 @@ mod tests {
         // A link planted on the way to a protected path is not written through.
         std::fs::remove_dir_all(root.join("src")).unwrap();
         std::os::unix::fs::symlink(outside.path(), root.join("src")).unwrap();
-        let protect = crate::sandbox::Protect::compile(root, &["src/**".to_string()]).unwrap();
+        let protect = dracode_sandbox::Protect::compile(root, &["src/**".to_string()]).unwrap();
         assert_eq!(record.restore(&protect).unwrap(), ["src/lib.rs"]);
         assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0, "nothing written outside");
         assert_eq!(std::fs::read_to_string(root.join("src/lib.rs")).unwrap(), "fn a() {}\n");
@@ -410,8 +410,8 @@ mod tests {
                 }
             })
         };
-        let protect = crate::sandbox::Protect::compile(&root, &["src/**".to_string()]).unwrap();
-        let keep = crate::sandbox::Protect::compile(&root, &[]).unwrap();
+        let protect = dracode_sandbox::Protect::compile(&root, &["src/**".to_string()]).unwrap();
+        let keep = dracode_sandbox::Protect::compile(&root, &[]).unwrap();
         let started = std::time::Instant::now();
         let mut rounds = 0;
         while started.elapsed() < std::time::Duration::from_secs(3) || rounds < 50 {

@@ -2,9 +2,9 @@
 //! (and before it, with `check_before`); the task passes only if it exits 0.
 
 use crate::events::CheckRecord;
-use crate::process::{self, Spec};
-use crate::sandbox::Policy;
-use crate::secrets::Redactor;
+use dracode_sandbox::Policy;
+use dracode_sandbox::process::{self, Spec};
+use dracode_secrets::Redactor;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
@@ -24,7 +24,7 @@ pub struct CheckContext<'a> {
     /// Masks secrets in the recorded output.
     pub redactor: &'a Redactor,
     /// Where the sandbox's reports about the check go (the task's sink).
-    pub reports: Option<&'a crate::sandbox::incidents::ReportSink>,
+    pub reports: Option<&'a dracode_sandbox::incidents::ReportSink>,
 }
 
 /// `output` with the temporary folder the check ran in (`/tmp/dracode-workspace-…/ws/`) taken
@@ -241,7 +241,7 @@ mod tests {
         std::fs::create_dir_all(&ws).unwrap();
         std::fs::create_dir_all(outside.join("lib")).unwrap();
         std::fs::write(outside.join("lib/site.py"), "").unwrap();
-        let mut policy = Policy::for_workspace(crate::sandbox::SandboxMode::WorkspaceWrite, &ws, None);
+        let mut policy = Policy::for_workspace(dracode_sandbox::SandboxMode::WorkspaceWrite, &ws, None);
         let site = outside.join("lib/site.py").display().to_string();
         let python = record(1, &format!("PermissionError: [Errno 13] Permission denied: '{site}'\n"));
         let why = could_not_run(&python, Some(&policy)).expect("a refused read");
@@ -266,7 +266,7 @@ mod tests {
         assert_eq!(could_not_run(&python, Some(&policy)), None, "granted by read_paths");
         policy.hidden.push(outside.join("lib"));
         assert!(could_not_run(&python, Some(&policy)).is_some_and(|w| w.contains("hidden")), "hidden inside a granted tree");
-        policy.mode = crate::sandbox::SandboxMode::Off;
+        policy.mode = dracode_sandbox::SandboxMode::Off;
         assert_eq!(could_not_run(&python, Some(&policy)), None, "nothing is refused without a sandbox");
     }
 }

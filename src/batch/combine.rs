@@ -24,7 +24,7 @@ use super::world::World;
 use crate::events::{CheckRecord, Status};
 use crate::manifest::Isolation;
 use crate::report::read_back::{self, RecordedTask};
-use crate::secrets::Redactor;
+use dracode_secrets::Redactor;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -180,7 +180,7 @@ pub async fn combine(
     }
     let check_passed = report.check.as_ref().is_none_or(|c| c.exit_code == Some(0));
     report.exit_code = match (&unrunnable, report.conflicts.is_empty() && check_passed) {
-        (Some(_), _) => crate::results::exit_codes::NOT_JUDGED,
+        (Some(_), _) => dracode_results::exit_codes::NOT_JUDGED,
         (None, true) => 0,
         (None, false) => 1,
     };
@@ -234,7 +234,7 @@ impl Grader {
     async fn check(&self, command: &str, timeout: Duration, workspace: &Workspace) -> (CheckRecord, Option<String>) {
         let check = CheckSpec { command: command.to_string(), before: false, timeout, repairs: 0 };
         let place = World::place_of(workspace);
-        let log = Arc::new(crate::egress::NetworkLog::new(|_| {}));
+        let log = Arc::new(dracode_sandbox::egress::NetworkLog::new(|_| {}));
         match super::task::run_check_in(&check, &self.spec, &place, &self.shared, log, None).await {
             Ok(checked) => checked,
             Err(e) => {

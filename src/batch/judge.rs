@@ -4,7 +4,7 @@
 use super::spec::RequireChange;
 use crate::agent::AgentEnd;
 use crate::events::{CheckRecord, FailureKind, Status, TaskError};
-use crate::llm::ErrorKind;
+use dracode_llm::ErrorKind;
 use std::time::Duration;
 
 /// How the agent phase of an attempt ended, seen from outside the loop.

@@ -29,8 +29,8 @@ impl NoTasks {
     /// The exit code of an empty selection under this policy.
     pub fn exit_code(self) -> i32 {
         match self {
-            NoTasks::Fail => crate::results::exit_codes::NO_TASKS,
-            NoTasks::Warn | NoTasks::Pass => crate::results::exit_codes::OK,
+            NoTasks::Fail => dracode_results::exit_codes::NO_TASKS,
+            NoTasks::Warn | NoTasks::Pass => dracode_results::exit_codes::OK,
         }
     }
 }

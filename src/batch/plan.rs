@@ -8,9 +8,9 @@ use crate::agent::SYSTEM_PROMPT;
 use crate::budget::Budget;
 use crate::config::{Config, ConfigError};
 use crate::events::Status;
-use crate::llm::prices::PriceTable;
 use crate::manifest::{self, Isolation, ManifestError, ManifestErrors, Task, TaskFields};
 use crate::shard::Shard;
+use dracode_llm::prices::PriceTable;
 use globset::Glob;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -106,7 +106,7 @@ pub fn plan(args: &RunArgs, cwd: &Path, env: &BTreeMap<String, String>) -> Resul
         config.resolve_provider(name, args.model.as_deref(), env).map_err(|e| PlanError::Usage(format!("--provider {name}: {e}")))?;
     }
     if let Some(timeout) = args.timeout.as_deref() {
-        crate::input::duration::parse_positive(timeout).map_err(|e| PlanError::Usage(format!("--timeout {timeout}: {e}")))?;
+        dracode_input::duration::parse_positive(timeout).map_err(|e| PlanError::Usage(format!("--timeout {timeout}: {e}")))?;
     }
     let filter = Filter::new(&args.filter)?;
     let shard = parse_shard(args.shard.as_deref(), env)?;
@@ -215,8 +215,8 @@ pub fn preflight(tasks: &[TaskSpec]) -> Vec<ManifestError> {
     tasks
         .iter()
         .filter_map(|task| {
-            let binding = crate::llm::preset::TaskBinding { task_id: task.id.clone() };
-            let why = crate::llm::registry::preflight(&task.provider, &binding)?;
+            let binding = dracode_llm::preset::TaskBinding { task_id: task.id.clone() };
+            let why = dracode_llm::registry::preflight(&task.provider, &binding)?;
             Some(ManifestError {
                 file: task.manifest.clone(),
                 position: task.line.map(|line| (line, 1)),
@@ -285,7 +285,7 @@ fn flag_fields(args: &RunArgs) -> TaskFields {
 fn adhoc_task(i: usize, text: &str, index: usize, cwd: &Path, base: &TaskFields) -> Result<Task, PlanError> {
     let path = cwd.join(text);
     let prompt = if text.len() < 4096 && path.is_file() {
-        crate::input::read_input(&path).map_err(|e| PlanError::Usage(format!("--task: {e}")))?
+        dracode_input::read_input(&path).map_err(|e| PlanError::Usage(format!("--task: {e}")))?
     } else {
         text.to_string()
     };
@@ -316,7 +316,7 @@ impl Problems<'_> {
 
     /// The duration in `field`, if set and valid.
     fn duration(&mut self, field: &str, value: Option<&str>) -> Option<Duration> {
-        crate::input::duration::parse_positive(value?).map_err(|e| self.push(field, e)).ok()
+        dracode_input::duration::parse_positive(value?).map_err(|e| self.push(field, e)).ok()
     }
 }
 
@@ -339,12 +339,12 @@ fn resolve(
     let workspace = resolve_workspace(&mut problems, cwd);
     let output =
         crate::structured::OutputContract::from_fields(&f.output_fields()).map_err(|(field, e)| problems.push(field, e)).ok().flatten();
-    let network = crate::egress::Network::from_field(f.network.as_ref()).map_err(|errors| {
+    let network = dracode_sandbox::egress::Network::from_field(f.network.as_ref()).map_err(|errors| {
         for (path, message) in errors {
             problems.push("network", format!("{path}: {message}"));
         }
     });
-    let policy = resolve_policy(&mut problems, network.as_ref().is_ok_and(crate::egress::Network::is_on));
+    let policy = resolve_policy(&mut problems, network.as_ref().is_ok_and(dracode_sandbox::egress::Network::is_on));
     let limits = resolve_limits(&mut problems);
     check_read_paths(&mut problems);
     check_plain_fields(&mut problems);
@@ -442,9 +442,9 @@ fn resolve_policy(problems: &mut Problems<'_>, network_on: bool) -> crate::tools
     policy
 }
 
-/// The task's resource limits over the defaults (see [`crate::sandbox::Limits::defaults`]).
-fn resolve_limits(problems: &mut Problems<'_>) -> crate::sandbox::Limits {
-    let defaults = crate::sandbox::Limits::defaults();
+/// The task's resource limits over the defaults (see [`dracode_sandbox::Limits::defaults`]).
+fn resolve_limits(problems: &mut Problems<'_>) -> dracode_sandbox::Limits {
+    let defaults = dracode_sandbox::Limits::defaults();
     let fields = problems.task.fields.limits.clone().unwrap_or_default();
     fields.resolve(&defaults).unwrap_or_else(|errors| {
         for (limit, message) in errors {
@@ -466,7 +466,7 @@ fn check_plain_fields(problems: &mut Problems<'_>) {
     }
     for (field, globs) in [("protect", &f.protect), ("keep_ignored", &f.keep_ignored)] {
         if let Some(globs) = globs
-            && let Err(e) = crate::sandbox::Protect::compile(Path::new("/"), globs)
+            && let Err(e) = dracode_sandbox::Protect::compile(Path::new("/"), globs)
         {
             problems.push(field, e);
         }
@@ -491,7 +491,7 @@ fn resolve_workspace(problems: &mut Problems<'_>, cwd: &Path) -> Option<Workspac
     let f = &task.fields;
     let manifest_dir = task.manifest.parent().filter(|p| !p.as_os_str().is_empty()).map(Path::to_path_buf);
     let repo = f.repo.clone().or(manifest_dir).unwrap_or_else(|| cwd.to_path_buf());
-    let shown = crate::input::lexical(&repo);
+    let shown = dracode_input::lexical(&repo);
     if !repo.is_dir() {
         problems.push("repo", format!("{} is not a folder", shown.display()));
         return None;
@@ -543,22 +543,22 @@ fn dirty_warnings(tasks: &[TaskSpec]) -> Vec<String> {
 
 /// A warning when some tasks' commands run unconfined (`sandbox = "off"`).
 fn sandbox_warnings(tasks: &[TaskSpec]) -> Option<String> {
-    let off = tasks.iter().filter(|t| t.sandbox == crate::sandbox::SandboxMode::Off).count();
+    let off = tasks.iter().filter(|t| t.sandbox == dracode_sandbox::SandboxMode::Off).count();
     (off > 0).then(|| format!("commands of {off} task(s) ran unconfined (sandbox = \"off\")"))
 }
 
 /// What the confined tasks' read allowlists make readable through PATH that the user should
-/// know ([`crate::sandbox::ReadSet::warnings`]), each once.
+/// know ([`dracode_sandbox::ReadSet::warnings`]), each once.
 fn read_grant_warnings(tasks: &[TaskSpec], env: &BTreeMap<String, String>) -> Vec<String> {
     let runner_temp = env.get("RUNNER_TEMP").filter(|v| !v.is_empty()).map(PathBuf::from);
     let (mut warnings, mut seen): (Vec<String>, Vec<BTreeMap<String, String>>) = (Vec::new(), Vec::new());
-    for spec in tasks.iter().filter(|t| t.sandbox != crate::sandbox::SandboxMode::Off) {
-        let allowed = crate::secrets::child_env(env.iter().map(|(k, v)| (k.clone(), v.clone())), &spec.env_passthrough, &spec.env);
+    for spec in tasks.iter().filter(|t| t.sandbox != dracode_sandbox::SandboxMode::Off) {
+        let allowed = dracode_secrets::child_env(env.iter().map(|(k, v)| (k.clone(), v.clone())), &spec.env_passthrough, &spec.env);
         if seen.contains(&allowed) {
             continue;
         }
         seen.push(allowed.clone());
-        for warning in crate::sandbox::ReadSet::resolve(&allowed, runner_temp.as_deref()).warnings {
+        for warning in dracode_sandbox::ReadSet::resolve(&allowed, runner_temp.as_deref()).warnings {
             if !warnings.contains(&warning) {
                 warnings.push(warning);
             }
@@ -570,7 +570,7 @@ fn read_grant_warnings(tasks: &[TaskSpec], env: &BTreeMap<String, String>) -> Ve
 /// A warning when tasks with an egress allowlist run unconfined: their commands get the proxy
 /// variables, but nothing stops a direct connection.
 fn allowlist_warnings(tasks: &[TaskSpec]) -> Option<String> {
-    let advisory = tasks.iter().filter(|t| t.sandbox == crate::sandbox::SandboxMode::Off && t.network.allowlist().is_some()).count();
+    let advisory = tasks.iter().filter(|t| t.sandbox == dracode_sandbox::SandboxMode::Off && t.network.allowlist().is_some()).count();
     (advisory > 0).then(|| {
         format!("the network allowlist of {advisory} task(s) is only advisory: with sandbox = \"off\" nothing stops a direct connection")
     })
@@ -879,7 +879,7 @@ mod tests {
             [[tasks]]\nid = \"a\"\nprompt = \"p\"\nisolation = \"copy\"\n[tasks.limits]\nmemory = \"300MiB\"\n\
             [[tasks]]\nid = \"b\"\nprompt = \"p\"\nisolation = \"copy\"\n";
         let specs = specs(manifest, Some(config)).unwrap();
-        let builtin = crate::sandbox::Limits::defaults();
+        let builtin = dracode_sandbox::Limits::defaults();
         let a = &specs[0].limits;
         assert_eq!(
             (a.memory, a.processes, a.open_files, a.file_size, a.cpu_time),
@@ -903,7 +903,7 @@ mod tests {
         assert_eq!(spec.workspace.base, "HEAD");
         assert_eq!(spec.workspace.workdir, PathBuf::new());
         assert_eq!(spec.sandbox, crate::manifest::SandboxMode::WorkspaceWrite);
-        assert!(spec.network == crate::egress::Network::Off && spec.env.is_empty() && spec.env_passthrough.is_empty());
+        assert!(spec.network == dracode_sandbox::egress::Network::Off && spec.env.is_empty() && spec.env_passthrough.is_empty());
         assert_eq!(spec.require_change, RequireChange::NoOtherEvidence, "no check, no structured output, a sandbox that can write");
         assert!(!spec.commit && !spec.isolate_home);
         let mut tools = crate::tools::DEFAULT_TOOLS.to_vec();
@@ -943,7 +943,7 @@ mod tests {
         assert_eq!((spec.budget.max_tokens, spec.budget.max_cost_usd), (Some(5), Some(0.5)));
         assert_eq!(spec.workspace.workdir, PathBuf::from("sub"));
         assert!(spec.system_prompt.ends_with("\n\nBe brief.") && spec.require_change == RequireChange::Set);
-        assert_eq!((spec.sandbox, spec.network.clone()), (crate::manifest::SandboxMode::Off, crate::egress::Network::All));
+        assert_eq!((spec.sandbox, spec.network.clone()), (crate::manifest::SandboxMode::Off, dracode_sandbox::egress::Network::All));
         assert_eq!(spec.env["K"], "v");
     }
 

@@ -17,12 +17,12 @@ use super::task::{Shared, run_check_in};
 use super::workspace::{Carried, Workspace};
 use super::world::World;
 use crate::agent::AgentEnd;
-use crate::egress::NetworkLog;
 use crate::events::{CheckRecord, Emitter, EventKind, FailureKind, RegradedFrom, RunTotals, Status, TaskError, TaskOutcome};
-use crate::llm::Usage;
 use crate::manifest::Isolation;
 use crate::report::read_back::{self, RecordedRun, RecordedTask};
-use crate::secrets::Redactor;
+use dracode_llm::Usage;
+use dracode_sandbox::egress::NetworkLog;
+use dracode_secrets::Redactor;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -273,7 +273,7 @@ async fn check_again(job: &Job<'_>, check: Option<&str>) -> Result<(CheckRecord,
     let place = world.place.clone();
     let world = std::sync::Mutex::new(Some(world));
     let denials = job.emitter.task(&job.spec.id, 1);
-    let log = Arc::new(NetworkLog::new(move |d: crate::egress::Denial| {
+    let log = Arc::new(NetworkLog::new(move |d: dracode_sandbox::egress::Denial| {
         denials.emit(EventKind::NetworkDenied { host: d.host, port: d.port, command: d.command, reason: d.reason });
     }));
     let checked = run_check_in(&check, job.spec, &place, job.shared, log, None).await;

@@ -61,7 +61,7 @@ fn record(index: usize, o: &TaskOutcome, attempt: u32, reported: bool) -> Repeat
 }
 
 /// Usage and cost summed over every run (the cost unknown when a run that made calls had none).
-fn totals(runs: &[(TaskOutcome, u32)]) -> (crate::llm::Usage, Option<f64>) {
+fn totals(runs: &[(TaskOutcome, u32)]) -> (dracode_llm::Usage, Option<f64>) {
     let usage = runs.iter().map(|(o, _)| o.usage).sum();
     let cost = runs.iter().filter(|(o, _)| o.usage.requests > 0).try_fold(0.0, |sum, (o, _)| o.cost_usd.map(|c| sum + c));
     (usage, cost)
@@ -74,7 +74,7 @@ mod tests {
 
     fn run(status: Status) -> TaskOutcome {
         let mut o = TaskOutcome::new("t", "tasks.toml".as_ref(), 0, status, "p", "m");
-        o.usage = crate::llm::Usage::from_counts(10, 5);
+        o.usage = dracode_llm::Usage::from_counts(10, 5);
         o.cost_usd = Some(0.5);
         if status != Status::Passed {
             o.error = Some(TaskError::new(FailureKind::Check, "check `x` exited with 1"));

@@ -113,7 +113,7 @@ async fn finish(outcomes: &[TaskOutcome], shared: &Shared, emitter: &Emitter, sc
         totals.exit_code = schedule.if_no_tasks;
     }
     totals.exit_code =
-        crate::results::exit_codes::after_signal(schedule.interrupted_by.load(std::sync::atomic::Ordering::SeqCst), totals.exit_code);
+        dracode_results::exit_codes::after_signal(schedule.interrupted_by.load(std::sync::atomic::Ordering::SeqCst), totals.exit_code);
     emitter.emit(EventKind::RunFinished(totals.clone()));
     totals
 }
@@ -259,11 +259,11 @@ async fn run_and_record(
 
 /// Starts the `scope = "run"` MCP servers the tasks declare, once each, before the first task.
 async fn start_run_mcp_servers(tasks: &[Arc<TaskSpec>], shared: &Shared) {
-    let wanted: Vec<crate::mcp::Wanted> = tasks
+    let wanted: Vec<dracode_mcp::Wanted> = tasks
         .iter()
         .flat_map(|spec| {
-            let run_scope = spec.mcp_servers.iter().filter(|(_, c)| c.scope == Some(crate::mcp::McpScope::Run));
-            run_scope.map(|(name, config)| crate::mcp::Wanted {
+            let run_scope = spec.mcp_servers.iter().filter(|(_, c)| c.scope == Some(dracode_mcp::McpScope::Run));
+            run_scope.map(|(name, config)| dracode_mcp::Wanted {
                 name: name.clone(),
                 config: config.clone(),
                 sandbox: spec.sandbox,
@@ -276,8 +276,8 @@ async fn start_run_mcp_servers(tasks: &[Arc<TaskSpec>], shared: &Shared) {
         return;
     }
     let no_extra: [&str; 0] = [];
-    let env = crate::secrets::child_env(shared.process_env.iter().map(|(k, v)| (k.clone(), v.clone())), &no_extra, &Default::default());
-    let servers = crate::mcp::RunServers::start(&wanted, &env, shared.http.get().clone(), &shared.redactor).await;
+    let env = dracode_secrets::child_env(shared.process_env.iter().map(|(k, v)| (k.clone(), v.clone())), &no_extra, &Default::default());
+    let servers = dracode_mcp::RunServers::start(&wanted, &env, shared.http.get().clone(), &shared.redactor).await;
     let _ = shared.run_mcp.set(servers);
 }
 

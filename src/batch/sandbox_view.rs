@@ -16,7 +16,7 @@ use super::spec::TaskSpec;
 use super::task::{CommandLayout, SharedPaths, command_policy};
 use super::workspace::{SandboxPaths, TASK_DIR_PREFIX, TASK_TEMP_PREFIX};
 use crate::manifest::Isolation;
-use crate::sandbox::Policy;
+use dracode_sandbox::Policy;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -34,15 +34,15 @@ pub fn describe(spec: &TaskSpec, env: &BTreeMap<String, String>, out: &Path) -> 
     let workspace = paths.writable.first().cloned().unwrap_or(root);
     let git_data = paths.readable.clone();
     let layout = CommandLayout { workspace: workspace.clone(), tmp_dir: tmp_dir.clone(), paths, proxy: None };
-    let allowed = crate::secrets::child_env(env.iter().map(|(k, v)| (k.clone(), v.clone())), &spec.env_passthrough, &spec.env);
+    let allowed = dracode_secrets::child_env(env.iter().map(|(k, v)| (k.clone(), v.clone())), &spec.env_passthrough, &spec.env);
     let policy = command_policy(spec, &layout, &allowed, &SharedPaths::new(Some(out), env));
     let mut caches = BTreeMap::new();
     if policy.is_enforced() {
-        caches = crate::sandbox::cache_vars(&tmp_dir, &allowed, spec.network.is_on());
-        caches.insert(crate::sandbox::GIT_CONFIG_VAR.into(), crate::sandbox::git_config_path(&tmp_dir).display().to_string());
+        caches = dracode_sandbox::cache_vars(&tmp_dir, &allowed, spec.network.is_on());
+        caches.insert(dracode_sandbox::GIT_CONFIG_VAR.into(), dracode_sandbox::git_config_path(&tmp_dir).display().to_string());
     }
     let runner_temp = env.get("RUNNER_TEMP").filter(|v| !v.is_empty()).map(PathBuf::from);
-    let reads = crate::sandbox::ReadSet::resolve(&allowed, runner_temp.as_deref());
+    let reads = dracode_sandbox::ReadSet::resolve(&allowed, runner_temp.as_deref());
     let mut why = reads.reasons;
     why.extend(git_data.into_iter().map(|p| (p, "the repository's objects the workspace borrows".to_string())));
     why.extend(spec.read_paths.iter().map(|p| (p.clone(), "read_paths".to_string())));
@@ -98,7 +98,7 @@ fn network(policy: &Policy) -> String {
 }
 
 /// One line per limit kind: its value, or `none`.
-fn limits(limits: &crate::sandbox::Limits) -> Vec<String> {
+fn limits(limits: &dracode_sandbox::Limits) -> Vec<String> {
     let show = |v: Option<u64>| v.map_or_else(|| "none".to_string(), |v| v.to_string());
     vec![
         format!("cpu_time_seconds={}", show(limits.cpu_time)),

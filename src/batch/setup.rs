@@ -3,7 +3,7 @@
 //!
 //! It runs at the root of a workspace made like its tasks' and confined like their checks
 //! (the first task's sandbox, limits, `read_paths` and environment, with the setup's own
-//! `network` and `env`, and a `HOME` of its own: [`crate::sandbox::home_view`]). What it made
+//! `network` and `env`, and a `HOME` of its own: [`dracode_sandbox::home_view`]). What it made
 //! there — new folders whole, new files in folders that were there
 //! ([`Inventory::made_since`]) — is copied into every task's workspace before the task starts
 //! ([`super::carry`]), left out of the task's patch, and kept from the agent's reach as any
@@ -40,7 +40,7 @@ pub struct SetupSpec {
     /// Its time limit.
     pub timeout: Duration,
     /// Its network (`None`: the tasks' own).
-    pub network: Option<crate::egress::Network>,
+    pub network: Option<dracode_sandbox::egress::Network>,
     /// Variables set for it, over the tasks' `env`.
     pub env: BTreeMap<String, String>,
 }
@@ -50,8 +50,8 @@ impl SetupSpec {
     pub fn resolve(fields: &SetupFields) -> Arc<SetupSpec> {
         Arc::new(SetupSpec {
             command: fields.command.clone().unwrap_or_default(),
-            timeout: fields.timeout.as_deref().and_then(|t| crate::input::duration::parse(t).ok()).unwrap_or(DEFAULT_SETUP_TIMEOUT),
-            network: fields.network.as_ref().and_then(|n| crate::egress::Network::from_field(Some(n)).ok()),
+            timeout: fields.timeout.as_deref().and_then(|t| dracode_input::duration::parse(t).ok()).unwrap_or(DEFAULT_SETUP_TIMEOUT),
+            network: fields.network.as_ref().and_then(|n| dracode_sandbox::egress::Network::from_field(Some(n)).ok()),
             env: fields.env.clone().unwrap_or_default(),
         })
     }
@@ -212,7 +212,7 @@ async fn blocking<T: Send + 'static>(work: impl FnOnce() -> std::io::Result<T> +
 
 /// Runs the setup's command in `root`, confined like a check, and sweeps what escaped.
 async fn run_command(setup: &SetupSpec, root: &Path, kit: &task::CommandKit, shared: &Shared) -> crate::events::CheckRecord {
-    let sweep = crate::sandbox::sweep::TaskSweep::register(vec![root.to_path_buf(), kit.temp.tmp()]);
+    let sweep = dracode_sandbox::sweep::TaskSweep::register(vec![root.to_path_buf(), kit.temp.tmp()]);
     let tmp = kit.temp.tmp();
     let ctx = super::check::CheckContext {
         env: &kit.env,

@@ -4,8 +4,8 @@
 
 use crate::budget::Budget;
 use crate::events::{Status, TaskOutcome};
-use crate::llm::preset::ResolvedProvider;
 use crate::manifest::{Isolation, SandboxMode};
+use dracode_llm::preset::ResolvedProvider;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -76,9 +76,9 @@ pub struct TaskSpec {
     /// How far the task's commands are to be confined (carried, not yet applied).
     pub sandbox: SandboxMode,
     /// The network of the task's commands: none, all, or an egress allowlist.
-    pub network: crate::egress::Network,
-    /// Resource limits of the task's commands: its `limits` over [`crate::sandbox::Limits::defaults`].
-    pub limits: crate::sandbox::Limits,
+    pub network: dracode_sandbox::egress::Network,
+    /// Resource limits of the task's commands: its `limits` over [`dracode_sandbox::Limits::defaults`].
+    pub limits: dracode_sandbox::Limits,
     /// Variables set for the task's commands and check (carried, not yet applied).
     pub env: BTreeMap<String, String>,
     /// Extra variables of dracode's environment a command may see (carried, not yet applied).
@@ -90,7 +90,7 @@ pub struct TaskSpec {
     /// The schema the final answer must match (`output_schema`, `output = "findings"`), if any.
     pub output: Option<crate::structured::OutputContract>,
     /// MCP servers whose tools the task is offered, by name.
-    pub mcp_servers: BTreeMap<String, crate::mcp::McpServerConfig>,
+    pub mcp_servers: BTreeMap<String, dracode_mcp::McpServerConfig>,
     /// Its manifest's `[setup]`, run once for every task of the same manifest, repository and
     /// base before any of them starts.
     pub setup: Option<std::sync::Arc<super::setup::SetupSpec>>,

@@ -6,22 +6,22 @@ use super::judge::{AgentPhase, Evidence, failure_status, judge};
 use super::spec::{CheckSpec, TaskSpec};
 use super::workspace::{OwnedDir, SandboxPaths, Workspace, WorkspaceError};
 use crate::agent::{Agent, AgentEnd, AgentState, RunMeter};
-use crate::egress::{EgressProxy, NetworkLog};
 use crate::events::{
     Activity, AttemptRecord, CheckRecord, CheckRound, Emitter, EventKind, FailureKind, RetryScope, Status, TaskError, TaskOutcome,
     Transcript,
 };
-use crate::llm::governor::{Gate, Governed, Limits};
-use crate::llm::http::HttpClient;
-use crate::llm::preset::TaskBinding;
-use crate::llm::prices::PriceTable;
-use crate::llm::recording::Recorder;
-use crate::llm::registry;
-use crate::llm::{ErrorKind, Message, Provider, Usage};
-use crate::mcp::McpScope;
-use crate::sandbox::Policy;
-use crate::secrets::Redactor;
 use crate::tools::{Registry, ToolContext};
+use dracode_llm::governor::{Gate, Governed, Limits};
+use dracode_llm::http::HttpClient;
+use dracode_llm::preset::TaskBinding;
+use dracode_llm::prices::PriceTable;
+use dracode_llm::recording::Recorder;
+use dracode_llm::registry;
+use dracode_llm::{ErrorKind, Message, Provider, Usage};
+use dracode_mcp::McpScope;
+use dracode_sandbox::Policy;
+use dracode_sandbox::egress::{EgressProxy, NetworkLog};
+use dracode_secrets::Redactor;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -42,7 +42,7 @@ pub struct Shared {
     /// The HTTP client.
     pub http: HttpClient,
     /// dracode's own environment, from which each task's commands get the allowlisted
-    /// variables and the ones its `env_passthrough` names ([`crate::secrets::child_env`]).
+    /// variables and the ones its `env_passthrough` names ([`dracode_secrets::child_env`]).
     pub process_env: Arc<BTreeMap<String, String>>,
     /// `--record DIR`.
     pub record: Option<PathBuf>,
@@ -55,7 +55,7 @@ pub struct Shared {
     /// One gate per provider name, shared by all tasks.
     pub gates: std::sync::Mutex<BTreeMap<String, Arc<Gate>>>,
     /// The run's `scope = "run"` MCP servers, set by the runner before the first task.
-    pub run_mcp: std::sync::OnceLock<crate::mcp::RunServers>,
+    pub run_mcp: std::sync::OnceLock<dracode_mcp::RunServers>,
     /// What the batch's setup steps made, set by the runner before the first task.
     pub setups: std::sync::OnceLock<super::setup::Setups>,
     /// What every task's commands must not read: `--out`, `$RUNNER_TEMP`.
@@ -136,7 +136,7 @@ async fn run_retried(spec: &TaskSpec, shared: &Shared, emitter: &Emitter, first_
         if tries >= max_attempts || !retryable {
             return (stamp(combine(outcome, prior, tries), started), attempt);
         }
-        let delay = TASK_RETRY.backoff(tries, crate::llm::http::random_unit());
+        let delay = TASK_RETRY.backoff(tries, dracode_llm::http::random_unit());
         attempt_emitter.emit(EventKind::Retry {
             scope: RetryScope::Task,
             reason: outcome.error.as_ref().map_or(outcome.status.as_str(), |e| e.kind.as_str()).to_string(),
@@ -163,7 +163,7 @@ const NEVER_RETRY: [FailureKind; 6] = [
     FailureKind::Llm(ErrorKind::ContextOverflow),
 ];
 /// Backoff between task attempts: full jitter under a doubling ceiling from 2 s to 60 s.
-const TASK_RETRY: crate::llm::http::RetryPolicy = crate::llm::http::RetryPolicy {
+const TASK_RETRY: dracode_llm::http::RetryPolicy = dracode_llm::http::RetryPolicy {
     max_retries: u32::MAX,
     base_delay: Duration::from_secs(2),
     max_delay: Duration::from_secs(60),
@@ -194,7 +194,7 @@ fn combine(mut last: TaskOutcome, prior: Vec<TaskOutcome>, attempts: u32) -> Tas
 fn failed_on_the_agents_work(attempt: &TaskOutcome) -> bool {
     !attempt.status.is_pass()
         && attempt.status != Status::Cancelled
-        && !crate::results::exit_codes::not_judged(attempt.status, attempt.error.as_ref())
+        && !dracode_results::exit_codes::not_judged(attempt.status, attempt.error.as_ref())
 }
 
 /// One attempt: prepare → agent (→ check, → repair and check again) → judge → finalize. Emits
@@ -226,7 +226,7 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
         }
         _ => (workspace, None),
     };
-    let sweep = crate::sandbox::sweep::TaskSweep::register(
+    let sweep = dracode_sandbox::sweep::TaskSweep::register(
         [Some(workspace.root.clone()), kit.tool_ctx.tmp_dir.clone()].into_iter().flatten().collect(),
     );
     let ctx = AttemptCtx { spec, shared, kit: &kit, emitter, activity: &activity, began: announced, clock: Instant::now(), sweep: &sweep };
@@ -282,7 +282,7 @@ fn verdict(
     unrunnable: Option<&str>,
     outcome: &TaskOutcome,
 ) -> (Status, Option<TaskError>) {
-    let resource = crate::sandbox::incidents::limit_failure(&kit.tool_ctx.reports.all());
+    let resource = dracode_sandbox::incidents::limit_failure(&kit.tool_ctx.reports.all());
     let evidence = Evidence {
         resource: resource.as_ref(),
         unrunnable,
@@ -308,14 +308,14 @@ struct AttemptCtx<'a> {
     /// When the agent started: the attempt's `timeout` counts from here, repairs included.
     clock: Instant,
     /// The attempt's registration with the sweep of escaped processes.
-    sweep: &'a crate::sandbox::sweep::TaskSweep,
+    sweep: &'a dracode_sandbox::sweep::TaskSweep,
 }
 
 impl AttemptCtx<'_> {
     /// The agent's run — unless a check before it passed a resource limit or could not run at
     /// all, which ends the attempt: the agent would work (and spend) for nothing.
     async fn agent_unless_stopped(&self, check_before: Option<&Checked>, state: &mut AgentState) -> AgentPhase {
-        match (crate::sandbox::incidents::limit_failure(&self.kit.tool_ctx.reports.all()), check_before.and_then(|c| c.unrunnable.clone()))
+        match (dracode_sandbox::incidents::limit_failure(&self.kit.tool_ctx.reports.all()), check_before.and_then(|c| c.unrunnable.clone()))
         {
             (Some(error), _) => AgentPhase::Ended(AgentEnd::Failed(error)),
             (None, Some(why)) => {
@@ -397,7 +397,7 @@ impl AttemptCtx<'_> {
             && outcome.protected.is_empty()
             && state.calls_used < self.spec.max_iterations
             && time_left
-            && crate::sandbox::incidents::limit_failure(&self.kit.tool_ctx.reports.all()).is_none()
+            && dracode_sandbox::incidents::limit_failure(&self.kit.tool_ctx.reports.all()).is_none()
             && !*self.shared.cancel.borrow()
     }
 
@@ -484,7 +484,7 @@ struct AgentKit {
     tool_ctx: ToolContext,
     registry: Registry,
     /// The task's MCP servers, stopped when the agent is done.
-    mcp: crate::mcp::McpServers,
+    mcp: dracode_mcp::McpServers,
     /// The egress proxy of a task with a network allowlist; stopped with the attempt.
     _proxy: Option<EgressProxy>,
     /// Kept for its folder's lifetime: the attempt's TMPDIR (and HOME).
@@ -539,17 +539,17 @@ pub(crate) struct CommandKit {
 impl CommandKit {
     /// This kit with `HOME` at a folder of its own (in its TMPDIR) that holds what its commands
     /// may read of the user's home and git's reduced global configuration
-    /// ([`crate::sandbox::home_view`]), when confined with the user's home (not `isolate_home`):
+    /// ([`dracode_sandbox::home_view`]), when confined with the user's home (not `isolate_home`):
     /// a build backend that clears `GIT_CONFIG_GLOBAL` before it runs git (setuptools-scm,
     /// hatch-vcs) would otherwise make git read the user's own `~/.gitconfig`, which the sandbox
     /// refuses, and fail. The setup's commands and every check get it.
     pub(crate) fn with_home_view(mut self, spec: &TaskSpec) -> Result<CommandKit, TaskError> {
         let home = self.env.get("HOME").filter(|h| Path::new(h).is_absolute());
-        let (Some(home), false, false) = (home, spec.sandbox == crate::sandbox::SandboxMode::Off, spec.isolate_home) else {
+        let (Some(home), false, false) = (home, spec.sandbox == dracode_sandbox::SandboxMode::Off, spec.isolate_home) else {
             return Ok(self);
         };
-        let git_config = self.env.get(crate::sandbox::GIT_CONFIG_VAR).map(PathBuf::from);
-        let view = crate::sandbox::home_view(&self.temp.tmp(), Path::new(home), &self.confine.readable, git_config.as_deref())
+        let git_config = self.env.get(dracode_sandbox::GIT_CONFIG_VAR).map(PathBuf::from);
+        let view = dracode_sandbox::home_view(&self.temp.tmp(), Path::new(home), &self.confine.readable, git_config.as_deref())
             .map_err(|e| TaskError::internal(format!("cannot make the commands' HOME: {e}")))?;
         let mut env = BTreeMap::clone(&self.env);
         env.insert("HOME".into(), view.display().to_string());
@@ -568,7 +568,7 @@ pub(crate) async fn command_kit(
     emitter: &Emitter,
 ) -> Result<CommandKit, TaskError> {
     let denials = emitter.clone();
-    let network_log = Arc::new(NetworkLog::new(move |d: crate::egress::Denial| {
+    let network_log = Arc::new(NetworkLog::new(move |d: dracode_sandbox::egress::Denial| {
         denials.emit(EventKind::NetworkDenied { host: d.host, port: d.port, command: d.command, reason: d.reason });
     }));
     command_kit_logging(spec, root, paths, shared, network_log).await
@@ -585,7 +585,7 @@ pub(crate) async fn command_kit_logging(
 ) -> Result<CommandKit, TaskError> {
     let temp = TaskTemp::new(spec.isolate_home).map_err(|e| TaskError::internal(format!("cannot make the task's TMPDIR: {e}")))?;
     let mut allowed =
-        crate::secrets::child_env(shared.process_env.iter().map(|(k, v)| (k.clone(), v.clone())), &spec.env_passthrough, &spec.env);
+        dracode_secrets::child_env(shared.process_env.iter().map(|(k, v)| (k.clone(), v.clone())), &spec.env_passthrough, &spec.env);
     let from_setup = shared.setups.get().and_then(|setups| setups.command_env_for(spec));
     if let Some((env, _)) = from_setup {
         allowed.extend(env.iter().map(|(k, v)| (k.clone(), v.clone())));
@@ -594,7 +594,7 @@ pub(crate) async fn command_kit_logging(
     let mut env = temp.env(&allowed, spec).map_err(|e| TaskError::internal(format!("cannot make the task's caches: {e}")))?;
     // Set after the allowlist and the task's own `env`: nothing the task says bypasses the proxy.
     if let Some(proxy) = &proxy {
-        env.extend(crate::egress::proxy_env(&proxy.url()).into_iter().map(|(k, v)| (k.to_string(), v)));
+        env.extend(dracode_sandbox::egress::proxy_env(&proxy.url()).into_iter().map(|(k, v)| (k.to_string(), v)));
     }
     let layout = CommandLayout { workspace: root.to_path_buf(), tmp_dir: temp.tmp(), paths, proxy: proxy.as_ref().map(EgressProxy::addr) };
     let mut confine = command_policy(spec, &layout, &allowed, &shared.paths);
@@ -606,13 +606,13 @@ pub(crate) async fn command_kit_logging(
 
 /// Starts the task's MCP servers in its workspace, confined like its commands; one that fails to
 /// start or to list its tools fails the attempt, kind `tool`.
-async fn start_mcp_servers(spec: &TaskSpec, shared: &Shared, ctx: &ToolContext) -> Result<crate::mcp::McpServers, TaskError> {
-    let own: BTreeMap<String, crate::mcp::McpServerConfig> =
+async fn start_mcp_servers(spec: &TaskSpec, shared: &Shared, ctx: &ToolContext) -> Result<dracode_mcp::McpServers, TaskError> {
+    let own: BTreeMap<String, dracode_mcp::McpServerConfig> =
         spec.mcp_servers.iter().filter(|(_, c)| c.scope != Some(McpScope::Run)).map(|(n, c)| (n.clone(), c.clone())).collect();
     if own.is_empty() {
-        return Ok(crate::mcp::McpServers::default());
+        return Ok(dracode_mcp::McpServers::default());
     }
-    let launch = crate::mcp::Launch {
+    let launch = dracode_mcp::Launch {
         cwd: ctx.sandbox.root(),
         env: &ctx.child_env,
         tmp_dir: ctx.tmp_dir.as_deref(),
@@ -620,7 +620,7 @@ async fn start_mcp_servers(spec: &TaskSpec, shared: &Shared, ctx: &ToolContext) 
         http: shared.http.get().clone(),
         redactor: Redactor::clone(&shared.redactor),
     };
-    crate::mcp::McpServers::start(&own, &launch, &spec.tools)
+    dracode_mcp::McpServers::start(&own, &launch, &spec.tools)
         .await
         .map_err(|e| TaskError::new(FailureKind::Tool, shared.redactor.redact(&with_read_hint(e, ctx.confine.as_deref())).into_owned()))
 }
@@ -636,7 +636,7 @@ fn with_read_hint(message: String, confine: Option<&Policy>) -> String {
 
 /// The tools of the task's `scope = "run"` servers, started by the runner; one that did not
 /// start fails the attempt, kind `tool`, as a task-scope server would.
-fn run_scope_tools(spec: &TaskSpec, shared: &Shared, confine: Option<&Policy>) -> Result<Vec<Arc<crate::mcp::McpTool>>, TaskError> {
+fn run_scope_tools(spec: &TaskSpec, shared: &Shared, confine: Option<&Policy>) -> Result<Vec<Arc<dracode_mcp::McpTool>>, TaskError> {
     let mut tools = Vec::new();
     for (name, config) in spec.mcp_servers.iter().filter(|(_, c)| c.scope == Some(McpScope::Run)) {
         let found = match shared.run_mcp.get() {
@@ -692,7 +692,7 @@ pub fn command_policy(spec: &TaskSpec, layout: &CommandLayout, env: &BTreeMap<St
     policy.readable.extend(spec.read_paths.iter().cloned());
     policy.hidden.extend(paths.hidden);
     let temp = std::env::temp_dir();
-    for prefix in [super::workspace::TASK_DIR_PREFIX, super::workspace::TASK_TEMP_PREFIX, crate::mcp::RUN_DIR_PREFIX] {
+    for prefix in [super::workspace::TASK_DIR_PREFIX, super::workspace::TASK_TEMP_PREFIX, dracode_mcp::RUN_DIR_PREFIX] {
         policy.hidden.push(temp.join(format!("{prefix}*")));
     }
     policy.hidden.extend(shared.out.iter().cloned());
@@ -799,11 +799,11 @@ pub(crate) async fn run_check_in(
     world: &super::world::Place,
     shared: &Shared,
     network_log: Arc<NetworkLog>,
-    reports: Option<&crate::sandbox::incidents::ReportSink>,
+    reports: Option<&dracode_sandbox::incidents::ReportSink>,
 ) -> Result<(CheckRecord, Option<String>), TaskError> {
     let kit = command_kit_logging(spec, &world.root, world.paths.clone(), shared, network_log).await?.with_home_view(spec)?;
     let tmp = kit.temp.tmp();
-    let sweep = crate::sandbox::sweep::TaskSweep::register(vec![world.root.clone(), tmp.clone()]);
+    let sweep = dracode_sandbox::sweep::TaskSweep::register(vec![world.root.clone(), tmp.clone()]);
     let ctx = CheckContext { env: &kit.env, tmp_dir: Some(&tmp), confine: Some(&kit.confine), redactor: &shared.redactor, reports };
     let record = {
         let _running = kit.network_log.running(&check.command);
@@ -824,9 +824,9 @@ pub(crate) async fn run_check_in(
     Ok((record, unrunnable))
 }
 
-/// Kills every process that outlived its supervisor ([`crate::sandbox::sweep`]); one of this
+/// Kills every process that outlived its supervisor ([`dracode_sandbox::sweep`]); one of this
 /// attempt's, or one that could not be stopped, ends it `error` (kind `sandbox`).
-async fn sweep_now(sweep: &crate::sandbox::sweep::TaskSweep) -> Result<(), TaskError> {
+async fn sweep_now(sweep: &dracode_sandbox::sweep::TaskSweep) -> Result<(), TaskError> {
     sweep.sweep().map_err(|e| TaskError::new(FailureKind::Sandbox, format!("a process escaped its sandbox: {e}")))
 }
 
@@ -836,22 +836,22 @@ fn restore_protected(spec: &TaskSpec, workspace: &Workspace) -> Result<Vec<Strin
     if spec.protect.is_empty() {
         return Ok(Vec::new());
     }
-    let protect = crate::sandbox::Protect::compile(&workspace.root, &spec.protect).map_err(TaskError::internal)?;
+    let protect = dracode_sandbox::Protect::compile(&workspace.root, &spec.protect).map_err(TaskError::internal)?;
     workspace.record().restore(&protect).map_err(|e| TaskError::internal(format!("cannot put protected paths back: {e}")))
 }
 
 /// What `keep_ignored` keeps for the check: its globs, `protect`'s (never kept), and dracode's
 /// own outputs (`--out`, `--record`, `$RUNNER_TEMP`), never kept.
 struct KeepRules {
-    keep: crate::sandbox::Protect,
-    protect: crate::sandbox::Protect,
+    keep: dracode_sandbox::Protect,
+    protect: dracode_sandbox::Protect,
     skip: Vec<PathBuf>,
 }
 
 impl KeepRules {
     fn of(spec: &TaskSpec, workspace: &Workspace, shared: &Shared) -> Result<KeepRules, TaskError> {
-        let keep = crate::sandbox::Protect::compile(&workspace.root, &spec.keep_ignored).map_err(TaskError::internal)?;
-        let protect = crate::sandbox::Protect::compile(&workspace.root, &spec.protect).map_err(TaskError::internal)?;
+        let keep = dracode_sandbox::Protect::compile(&workspace.root, &spec.keep_ignored).map_err(TaskError::internal)?;
+        let protect = dracode_sandbox::Protect::compile(&workspace.root, &spec.protect).map_err(TaskError::internal)?;
         let own = [shared.paths.out.clone(), shared.record.clone(), shared.paths.runner_temp.clone()];
         let skip = own.into_iter().flatten().map(|p| p.canonicalize().unwrap_or(p)).collect();
         Ok(KeepRules { keep, protect, skip })
@@ -947,9 +947,9 @@ fn finish(mut outcome: TaskOutcome, started: Instant, emitter: &Emitter) -> Task
 }
 
 /// The task's provider, wrapped in a recorder under `--record`.
-fn build_provider(spec: &TaskSpec, shared: &Shared) -> Result<Arc<dyn Provider>, crate::llm::LlmError> {
+fn build_provider(spec: &TaskSpec, shared: &Shared) -> Result<Arc<dyn Provider>, dracode_llm::LlmError> {
     let binding = TaskBinding { task_id: spec.id.clone() };
-    let provider = registry::build(&spec.provider, &binding, &shared.http, &crate::input::process_env())?;
+    let provider = registry::build(&spec.provider, &binding, &shared.http, &dracode_input::process_env())?;
     let gate = shared.gate(&spec.provider.name, spec.provider.limits);
     let provider: Arc<dyn Provider> = Arc::new(Governed::new(provider, gate));
     Ok(match &shared.record {
@@ -996,13 +996,13 @@ impl TaskTemp {
     }
 
     /// `base` with TMPDIR (and HOME) pointing into this task's folder, and, when confined, the
-    /// package managers' caches into its TMPDIR ([`crate::sandbox::cache_env`]) and git's global
-    /// configuration at a reduced copy of the user's ([`crate::sandbox::git_config_env`]).
+    /// package managers' caches into its TMPDIR ([`dracode_sandbox::cache_env`]) and git's global
+    /// configuration at a reduced copy of the user's ([`dracode_sandbox::git_config_env`]).
     fn env(&self, base: &BTreeMap<String, String>, spec: &TaskSpec) -> std::io::Result<BTreeMap<String, String>> {
         let mut env = base.clone();
-        if spec.sandbox != crate::sandbox::SandboxMode::Off {
-            env.extend(crate::sandbox::cache_env(&self.tmp(), base, spec.network.is_on())?);
-            env.extend([crate::sandbox::git_config_env(&self.tmp(), base)?]);
+        if spec.sandbox != dracode_sandbox::SandboxMode::Off {
+            env.extend(dracode_sandbox::cache_env(&self.tmp(), base, spec.network.is_on())?);
+            env.extend([dracode_sandbox::git_config_env(&self.tmp(), base)?]);
         }
         env.insert("TMPDIR".into(), self.tmp().display().to_string());
         if self.isolate_home {
@@ -1022,8 +1022,8 @@ struct Commands {
 
 /// The tools' view of the task.
 fn tool_context(spec: &TaskSpec, ws: &Workspace, commands: Commands, emitter: &Emitter) -> Result<ToolContext, String> {
-    let protect = crate::sandbox::Protect::compile(&ws.root, &spec.protect)?;
-    let sandbox = crate::sandbox::Sandbox::new(&ws.workdir).map_err(|e| format!("workspace {}: {e}", ws.workdir.display()))?;
+    let protect = dracode_sandbox::Protect::compile(&ws.root, &spec.protect)?;
+    let sandbox = dracode_sandbox::Sandbox::new(&ws.workdir).map_err(|e| format!("workspace {}: {e}", ws.workdir.display()))?;
     let sandbox = sandbox.with_protect(Arc::new(protect));
     Ok(ToolContext {
         sandbox,
@@ -1046,11 +1046,11 @@ fn tool_context(spec: &TaskSpec, ws: &Workspace, commands: Commands, emitter: &E
 
 /// A report sink that turns the sandbox's refused connections into `network.denied` events as
 /// each command ends.
-fn reports_to(log: &Arc<NetworkLog>) -> crate::sandbox::incidents::ReportSink {
-    let sink = crate::sandbox::incidents::ReportSink::default();
+fn reports_to(log: &Arc<NetworkLog>) -> dracode_sandbox::incidents::ReportSink {
+    let sink = dracode_sandbox::incidents::ReportSink::default();
     let log = log.clone();
     sink.listen(move |report| {
-        if let crate::sandbox::incidents::Report::NetworkDenied { host, port, command } = report {
+        if let dracode_sandbox::incidents::Report::NetworkDenied { host, port, command } = report {
             // The broker reports a refused datagram socket as `udp`: what a name lookup opens.
             let reason =
                 (host == "udp" && *port == 0).then_some("a UDP socket, as a name lookup (DNS) opens: commands have no direct network");

@@ -8,7 +8,7 @@
 //! (at its root) is left out.
 
 use super::beneath;
-use crate::sandbox::Protect;
+use dracode_sandbox::Protect;
 use rustix::fs::FileType;
 use std::collections::{HashMap, HashSet};
 use std::os::fd::OwnedFd;

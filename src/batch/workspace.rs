@@ -316,8 +316,8 @@ impl Workspace {
     /// `skip` (absolute paths) is never kept. Called when no command of the task runs.
     pub fn kept_for_check(
         &self,
-        keep: &crate::sandbox::Protect,
-        protect: &crate::sandbox::Protect,
+        keep: &dracode_sandbox::Protect,
+        protect: &dracode_sandbox::Protect,
         skip: &[PathBuf],
     ) -> Result<Vec<String>, WorkspaceError> {
         let recorded = *self.recorded.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -493,7 +493,7 @@ fn try_lock(file: &File) -> std::io::Result<bool> {
 /// Whether a process with this id exists (possibly another user's).
 pub(crate) fn process_alive(pid: u32) -> bool {
     // 0 and negative ids name process groups, not a process.
-    libc::pid_t::try_from(pid).is_ok_and(crate::sandbox::signals::process_exists)
+    libc::pid_t::try_from(pid).is_ok_and(dracode_sandbox::signals::process_exists)
 }
 
 /// Removes the task folders in `tmp` whose owner is gone — its pid does not run and nobody

@@ -10,10 +10,10 @@ mod provider;
 
 pub use provider::ProviderSettings;
 
-use crate::input::expand_vars;
-use crate::llm::preset::{ProviderType, ResolvedProvider};
-use crate::llm::prices::Price;
 use crate::manifest::TaskFields;
+use dracode_input::expand_vars;
+use dracode_llm::preset::{ProviderType, ResolvedProvider};
+use dracode_llm::prices::Price;
 use layers::Layers;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -48,7 +48,7 @@ pub struct Config {
     /// MCP servers every task is offered (`[mcp_servers.NAME]`); folded into `defaults` when
     /// loaded, below its own `mcp_servers`.
     #[serde(default)]
-    pub mcp_servers: BTreeMap<String, crate::mcp::McpServerConfig>,
+    pub mcp_servers: BTreeMap<String, dracode_mcp::McpServerConfig>,
     /// Settings of `dracode run` itself (`[run]`).
     #[serde(default)]
     pub run: RunSettings,
@@ -194,7 +194,7 @@ impl Config {
             known.extend(ProviderType::ALL.iter().map(|t| t.as_str()));
             ConfigError::UnknownProvider(format!(
                 "unknown provider {name:?}{}: configure [providers.{name}] with a `type`, or use one of: {}",
-                crate::input::did_you_mean(name, &known),
+                dracode_input::did_you_mean(name, &known),
                 known.join(", ")
             ))
         })?;

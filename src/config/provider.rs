@@ -1,8 +1,8 @@
 //! One `[providers.NAME]` table and how it resolves against its type's defaults.
 
-use crate::input::expand_vars;
-use crate::input::why_empty;
-use crate::llm::preset::{ProviderType, ResolvedProvider};
+use dracode_input::expand_vars;
+use dracode_input::why_empty;
+use dracode_llm::preset::{ProviderType, ResolvedProvider};
 use serde::{Deserialize, Deserializer};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -31,11 +31,11 @@ pub struct ProviderSettings {
     pub max_tokens: Option<u32>,
     /// How hard the model thinks (`low`, `medium`, `high`); unset sends nothing, so the
     /// model's own default applies. A task's or `[defaults]`' `reasoning` overrides it.
-    pub reasoning: Option<crate::llm::ReasoningEffort>,
+    pub reasoning: Option<dracode_llm::ReasoningEffort>,
     /// `openai` and `azure` only: `chat` (Chat Completions) or `responses` (the Responses
     /// API); unset, Responses for the models that need it
-    /// ([`crate::llm::preset::needs_responses`]), Chat Completions otherwise.
-    pub wire_api: Option<crate::llm::preset::WireChoice>,
+    /// ([`dracode_llm::preset::needs_responses`]), Chat Completions otherwise.
+    pub wire_api: Option<dracode_llm::preset::WireChoice>,
     /// Whether answers are streamed (default on); `false` sends the non-streamed body.
     pub stream: Option<bool>,
     /// Extra HTTP headers; values expand `${VAR}`.
@@ -61,7 +61,7 @@ pub fn parse_timeout(text: &str) -> Result<Duration, String> {
     if text.trim_start().starts_with('-') {
         return Err(not_positive());
     }
-    let timeout = crate::input::duration::parse(text)?;
+    let timeout = dracode_input::duration::parse(text)?;
     if timeout.is_zero() {
         return Err(not_positive());
     }
@@ -166,7 +166,7 @@ pub(super) fn resolve(
         stream: settings.stream.unwrap_or(true),
         headers: with_bearer_from_env(kind, settings, env),
         api_version: settings.api_version.clone(),
-        limits: crate::llm::governor::Limits {
+        limits: dracode_llm::governor::Limits {
             max_concurrent: settings.max_concurrent_requests,
             requests_per_minute: settings.requests_per_minute,
         },
@@ -217,7 +217,7 @@ mod tests {
         .unwrap();
         let config = Config::load(dir.path(), None, &BTreeMap::new()).unwrap();
         let wire = |name: &str, model: &str| config.resolve_provider(name, Some(model), &BTreeMap::new()).unwrap().wire();
-        use crate::llm::preset::WireApi;
+        use dracode_llm::preset::WireApi;
         assert_eq!(wire("oa", "gpt-4o"), WireApi::Responses);
         assert_eq!(wire("az", "gpt-5-codex"), WireApi::ChatCompletions, "an explicit `chat` wins over the model");
         assert_eq!(wire("openai", "gpt-5-codex"), WireApi::Responses, "chosen by the model");

@@ -116,12 +116,12 @@ fn dispatch(receiver: Receiver<Queued>, mut reporters: Vec<Box<dyn Reporter>>) -
 
 /// Hands `run.finished` to the reporters in [`RunEnd`] order. The whole-run files are written
 /// (and their reporters finished) first; before each later group the event's exit code becomes
-/// [`crate::results::exit_codes::ARTIFACTS_FAILED`] if anything failed so far (an interrupt's code
+/// [`dracode_results::exit_codes::ARTIFACTS_FAILED`] if anything failed so far (an interrupt's code
 /// stays), so the record never claims a success its own files do not have.
 fn run_finished(reporters: &mut [Box<dyn Reporter>], finished: &mut [bool], mut event: Event, failures: &mut Vec<String>) {
     for group in [RunEnd::WritesFiles, RunEnd::Shows, RunEnd::Records] {
         if let EventKind::RunFinished(totals) = &mut event.kind {
-            totals.exit_code = crate::results::exit_codes::after_artifacts(totals.exit_code, failures.len());
+            totals.exit_code = dracode_results::exit_codes::after_artifacts(totals.exit_code, failures.len());
             totals.artifact_failures = failures.len();
         }
         for (reporter, done) in reporters.iter_mut().zip(finished.iter_mut()).filter(|(r, _)| r.run_end() == group) {
@@ -146,8 +146,8 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// A task's emitter watches its model calls: each HTTP retry becomes a `retry` event, and
 /// each arrival of bytes (a streamed answer, a keep-alive) restarts the idle clock.
-impl crate::llm::CallObserver for Emitter {
-    fn on_retry(&self, notice: crate::llm::RetryNotice) {
+impl dracode_llm::CallObserver for Emitter {
+    fn on_retry(&self, notice: dracode_llm::RetryNotice) {
         self.emit(EventKind::Retry { scope: RetryScope::Http, reason: notice.reason, delay: notice.delay, next_attempt: notice.attempt });
     }
 
@@ -323,11 +323,11 @@ mod tests {
             .collect();
         let bus = EventBus::new(reporters);
         let totals = RunTotals::of(&[], Duration::ZERO);
-        assert_eq!(totals.exit_code, crate::results::exit_codes::OK);
+        assert_eq!(totals.exit_code, dracode_results::exit_codes::OK);
         bus.emit(None, EventKind::RunFinished(totals));
         assert_eq!(bus.finish(), ["cannot write junit.xml: disk full"]);
         let seen: Vec<(RunEnd, i32, usize)> = received.try_iter().collect();
-        let failed = crate::results::exit_codes::ARTIFACTS_FAILED;
+        let failed = dracode_results::exit_codes::ARTIFACTS_FAILED;
         assert_eq!(
             seen,
             [

@@ -12,13 +12,13 @@
 mod bus;
 mod outcome;
 
-pub use crate::results::{
+pub use bus::{Activity, Emitter, EventBus, QUEUE_BOUND};
+pub use dracode_results::{
     CacheHit, CheckRecord, CompactionMethod, DeniedCall, FailureKind, RegradedFrom, RepeatVerdict, RetryScope, Status, TaskError,
 };
-pub use bus::{Activity, Emitter, EventBus, QUEUE_BOUND};
 pub use outcome::{AttemptRecord, CheckRound, RepeatRecord, RunTotals, TaskOutcome, Transcript};
 
-use crate::llm::{StopReason, Usage};
+use dracode_llm::{StopReason, Usage};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -141,7 +141,7 @@ pub enum EventKind {
     /// (the task's deadline).
     LimitWarning {
         /// Which limit.
-        limit: crate::results::Limit,
+        limit: dracode_results::Limit,
         /// What is left, in the limit's unit (calls, seconds, tokens, USD).
         remaining: f64,
         /// The limit, in the same unit.

@@ -1,8 +1,8 @@
 //! What is known about a finished task ([`TaskOutcome`]) and a finished run ([`RunTotals`]).
 
 use super::{CacheHit, CheckRecord, DeniedCall, RegradedFrom, RepeatVerdict, Status, TaskError};
-use crate::llm::{Message, Usage};
-use crate::results::exit_codes;
+use dracode_llm::{Message, Usage};
+use dracode_results::exit_codes;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -142,7 +142,7 @@ pub struct TaskOutcome {
     pub kept_ignored: Vec<String>,
     /// The last attempt's connections refused by the egress allowlist or the sandbox: how
     /// many, and the first distinct `host:port`s.
-    pub network_denied: crate::egress::Denials,
+    pub network_denied: dracode_sandbox::egress::Denials,
     /// The `run_id` of the earlier run this result was carried over from, unchanged (a task
     /// that passed there and was not run again by `--rerun-failed` into the same folder).
     pub carried_from: Option<String>,
@@ -200,7 +200,7 @@ impl TaskOutcome {
             denied_calls: Vec::new(),
             protected: Vec::new(),
             kept_ignored: Vec::new(),
-            network_denied: crate::egress::Denials::default(),
+            network_denied: dracode_sandbox::egress::Denials::default(),
             carried_from: None,
             repairs: 0,
             check_rounds: Vec::new(),

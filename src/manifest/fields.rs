@@ -29,7 +29,7 @@ impl Isolation {
     }
 }
 
-pub use crate::sandbox::SandboxMode;
+pub use dracode_sandbox::SandboxMode;
 
 /// Every setting of a task. In `[defaults]` all but `id`, `prompt` and `prompt_file` apply to
 /// every task; a task's own value wins.
@@ -56,7 +56,7 @@ pub struct TaskFields {
     pub retries: Option<u32>,
     /// Which statuses are retried (default `error`, `timeout`, `stalled`; `failed` may be
     /// added). `not_configured` and quota/auth errors are never retried.
-    pub retry_on: Option<Vec<crate::results::Status>>,
+    pub retry_on: Option<Vec<dracode_results::Status>>,
     /// `worktree`, `copy` or `none`.
     pub isolation: Option<Isolation>,
     /// The folder (git repository) the task works on, relative to the manifest.
@@ -110,7 +110,7 @@ pub struct TaskFields {
     /// Output token limit per LLM call.
     pub max_output_tokens: Option<u32>,
     /// How hard the model thinks (`low`, `medium`, `high`); overrides the provider's.
-    pub reasoning: Option<crate::llm::ReasoningEffort>,
+    pub reasoning: Option<dracode_llm::ReasoningEffort>,
     /// Token budget of the task.
     pub max_tokens: Option<u64>,
     /// Cost budget of the task in USD.
@@ -124,10 +124,10 @@ pub struct TaskFields {
     /// The network of the task's commands and check: `false` (none, the default), `true`
     /// (everything), or an egress allowlist of host patterns — a list, or `{ allow = [...],
     /// deny = [...] }` — reached through dracode's proxy.
-    pub network: Option<crate::egress::NetworkField>,
+    pub network: Option<dracode_sandbox::egress::NetworkField>,
     /// Resource limits of the task's commands (`memory`, `processes`, `open_files`,
     /// `file_size`, `cpu_time`); merged per limit over `[defaults]`.
-    pub limits: Option<crate::sandbox::LimitFields>,
+    pub limits: Option<dracode_sandbox::LimitFields>,
     /// Variables set for the task's commands and check.
     pub env: Option<BTreeMap<String, String>>,
     /// Names of extra variables of dracode's environment a command may see.
@@ -149,7 +149,7 @@ pub struct TaskFields {
     pub output: Option<crate::structured::OutputPreset>,
     /// MCP servers whose tools the task is offered as `NAME__tool`, by name; merged by name
     /// with the ones of `[defaults]`, the manifest's top-level `[mcp_servers]` and config.
-    pub mcp_servers: Option<BTreeMap<String, crate::mcp::McpServerConfig>>,
+    pub mcp_servers: Option<BTreeMap<String, dracode_mcp::McpServerConfig>>,
 }
 
 /// The names of [`TaskFields`], for did-you-mean suggestions.
@@ -214,7 +214,7 @@ impl TaskFields {
     /// `self` with every field that `top` sets replaced by `top`'s value.
     pub fn overlay(mut self, mut top: TaskFields) -> TaskFields {
         let policy = crate::tools::policy::PolicyFields::overlay(self.policy.take(), top.policy.take());
-        let limits = crate::sandbox::LimitFields::overlay(self.limits.take(), top.limits.take());
+        let limits = dracode_sandbox::LimitFields::overlay(self.limits.take(), top.limits.take());
         let mcp_servers = match (self.mcp_servers.take(), top.mcp_servers.take()) {
             (Some(mut below), Some(above)) => {
                 below.extend(above);
@@ -261,7 +261,7 @@ fn union(below: Option<Vec<String>>, above: Option<Vec<String>>) -> Option<Vec<S
 pub struct ManifestFile {
     /// MCP servers every task is offered (`[mcp_servers.NAME]`), below `[defaults]`.
     #[serde(default)]
-    pub mcp_servers: BTreeMap<String, crate::mcp::McpServerConfig>,
+    pub mcp_servers: BTreeMap<String, dracode_mcp::McpServerConfig>,
     /// Settings every task inherits.
     #[serde(default)]
     pub defaults: TaskFields,
@@ -283,7 +283,7 @@ pub struct SetupFields {
     /// Time limit of the command, e.g. `20m` (default `30m`).
     pub timeout: Option<String>,
     /// The command's network, as a task's `network` (default: the tasks' own).
-    pub network: Option<crate::egress::NetworkField>,
+    pub network: Option<dracode_sandbox::egress::NetworkField>,
     /// Variables set for the command, over the tasks' `env`.
     pub env: Option<BTreeMap<String, String>>,
 }

@@ -232,11 +232,11 @@ impl<'a> Locator<'a> {
         let segs = segments(key);
         let name = segs.last().copied().unwrap_or(key);
         let hint = if segs.len() <= 1 {
-            crate::input::did_you_mean(name, &["defaults", "tasks", "setup", "mcp_servers"])
+            dracode_input::did_you_mean(name, &["defaults", "tasks", "setup", "mcp_servers"])
         } else if segs.len() == 2 && segs[0] == "setup" {
-            crate::input::did_you_mean(name, SETUP_FIELDS)
+            dracode_input::did_you_mean(name, SETUP_FIELDS)
         } else {
-            crate::input::did_you_mean(name, FIELD_NAMES)
+            dracode_input::did_you_mean(name, FIELD_NAMES)
         };
         let mut error = self.at_key(key, format!("unknown field {name:?}{hint}"));
         error.message = format!("unknown field {name:?}{hint}");

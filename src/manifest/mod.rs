@@ -11,8 +11,8 @@ mod locate;
 pub use fields::{Isolation, SandboxMode, SetupFields, TaskFields};
 pub(crate) use locate::line_col;
 
-use crate::input::duration;
-use crate::input::{did_you_mean, read_input};
+use dracode_input::duration;
+use dracode_input::{did_you_mean, read_input};
 use fields::ManifestFile;
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
@@ -233,7 +233,7 @@ fn check_setup(setup: &SetupFields, push: &mut impl FnMut(&str, String)) {
     if let Some(Err(e)) = setup.timeout.as_deref().map(duration::parse_positive) {
         push("timeout", e);
     }
-    if let Err(problems) = crate::egress::Network::from_field(setup.network.as_ref()) {
+    if let Err(problems) = dracode_sandbox::egress::Network::from_field(setup.network.as_ref()) {
         for (field, message) in problems {
             push(&field, message);
         }
@@ -307,7 +307,7 @@ fn check_input_paths(fields: &TaskFields, dir: &Path, push: &mut impl FnMut(&str
 /// is not an error here: the task then ends `not_configured`, as documented.
 fn check_replay_recording(fields: &TaskFields, id: &str, push: &mut impl FnMut(&str, String)) {
     let Some(folder) = fields.replay.as_deref().filter(|p| p.is_dir()) else { return };
-    let file = folder.join(format!("{}.json", crate::results::file_names::file_stem(id)));
+    let file = folder.join(format!("{}.json", dracode_results::file_names::file_stem(id)));
     if std::fs::symlink_metadata(&file).is_ok()
         && let Err(e) = read_input(&file)
     {
@@ -332,7 +332,7 @@ fn check_fields(fields: &TaskFields, push: &mut impl FnMut(&str, String)) {
             }
         }
     }
-    for (limit, message) in fields.limits.as_ref().map(crate::sandbox::LimitFields::problems).unwrap_or_default() {
+    for (limit, message) in fields.limits.as_ref().map(dracode_sandbox::LimitFields::problems).unwrap_or_default() {
         push("limits", format!("{limit}: {message}"));
     }
     if let Some(policy) = &fields.policy

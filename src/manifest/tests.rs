@@ -29,7 +29,7 @@ fn toml_yaml_and_json_give_the_same_tasks() {
         assert_eq!(m.tasks[0].fields.model.as_deref(), Some("m"), "defaults merge");
         assert_eq!(m.tasks[1].fields.model.as_deref(), Some("other"), "task wins");
         assert_eq!(
-            m.tasks[0].fields.timeout.as_deref().and_then(|t| crate::input::duration::parse(t).ok()),
+            m.tasks[0].fields.timeout.as_deref().and_then(|t| dracode_input::duration::parse(t).ok()),
             Some(Duration::from_secs(300))
         );
         assert_eq!(m.tasks[0].fields.tags.as_deref(), Some(&["x".to_string()][..]));
@@ -147,7 +147,7 @@ fn containment_fields_are_typed_and_checked() {
     let m = parse_str("t.toml", text).unwrap();
     let f = &m.tasks[0].fields;
     assert_eq!(f.sandbox, Some(SandboxMode::ReadOnly));
-    assert_eq!(f.network, Some(crate::egress::NetworkField::All(true)));
+    assert_eq!(f.network, Some(dracode_sandbox::egress::NetworkField::All(true)));
     assert_eq!(f.env.as_ref().unwrap()["RUST_BACKTRACE"], "1");
     assert_eq!(f.env_passthrough.as_deref(), Some(&["NPM_CONFIG_REGISTRY".to_string()][..]));
     let errs = errors("t.toml", "[[tasks]]\nid = \"a\"\nprompt = \"x\"\nsandbox = \"loose\"\n");

@@ -1,10 +1,10 @@
 //! The one, pure, mapping between dracode's internal events and the results contract
-//! ([`crate::results::records`]): [`to_wire`] makes a line of an event, [`wire_outcome`] and
+//! ([`dracode_results::records`]): [`to_wire`] makes a line of an event, [`wire_outcome`] and
 //! [`from_wire`] map a finished task both ways.
 
 use crate::events::{AttemptRecord, Event, EventKind, TaskOutcome};
-use crate::results::file_names::{diff_path, repeat_diff_path, repeat_transcript_path};
-use crate::results::records::{
+use dracode_results::file_names::{diff_path, repeat_diff_path, repeat_transcript_path};
+use dracode_results::records::{
     Header, SCHEMA_VERSION, StatusCounts, TOOL_OUTPUT_LIMIT, WireAttempt, WireCheckRound, WireEvent, WireOutcome, WireRepeat, exact_cost,
 };
 use std::time::Duration;
@@ -55,7 +55,7 @@ pub fn to_wire(event: &Event, seq: u64, run_id: &str, shard: Option<&str>) -> Wi
             call_id: call_id.clone(),
             name: name.clone(),
             ok: *ok,
-            output: crate::results::records::cut_at(output, TOOL_OUTPUT_LIMIT).to_string(),
+            output: dracode_results::records::cut_at(output, TOOL_OUTPUT_LIMIT).to_string(),
             output_bytes: output.len(),
             duration_ms: millis(*duration),
         },
@@ -246,7 +246,7 @@ pub fn from_wire(task_id: String, w: WireOutcome, diff: Option<String>) -> TaskO
         denied_calls: w.denied,
         protected: w.protected,
         kept_ignored: w.kept_ignored,
-        network_denied: crate::egress::Denials { count: w.network_denied, hosts: w.network_denied_hosts },
+        network_denied: dracode_sandbox::egress::Denials { count: w.network_denied, hosts: w.network_denied_hosts },
         carried_from: w.carried_from,
         cached: w.cached_from,
         regraded_from: w.regraded_from,
@@ -298,7 +298,7 @@ fn cap_strings(value: &serde_json::Value, limit: usize) -> serde_json::Value {
     use serde_json::Value;
     match value {
         Value::String(text) if text.len() > limit => {
-            let kept = crate::results::records::cut_at(text, limit);
+            let kept = dracode_results::records::cut_at(text, limit);
             Value::String(format!("{kept}[... {} bytes cut]", text.len() - kept.len()))
         }
         Value::Array(items) => Value::Array(items.iter().map(|v| cap_strings(v, limit)).collect()),
@@ -311,10 +311,10 @@ fn cap_strings(value: &serde_json::Value, limit: usize) -> serde_json::Value {
 mod tests {
     use super::*;
     use crate::events::RunTotals;
-    use crate::llm::StopReason;
     use crate::report::test_support::{event, outcome};
-    use crate::results::records::events_schema;
-    use crate::results::{CheckRecord, ErrorKind, FailureKind, RetryScope, Status, TaskError, Usage};
+    use dracode_llm::StopReason;
+    use dracode_results::records::events_schema;
+    use dracode_results::{CheckRecord, ErrorKind, FailureKind, RetryScope, Status, TaskError, Usage};
     use serde_json::json;
     use std::collections::BTreeMap;
 
@@ -637,7 +637,7 @@ mod tests {
                 "task_id": "t", "attempt": 1, "host": "::1", "port": 53, "command": "dig x"})
         );
         let mut o = outcome("t", Status::Passed);
-        o.network_denied = crate::egress::Denials { count: 2, hosts: vec!["[::1]:53".into()] };
+        o.network_denied = dracode_sandbox::egress::Denials { count: 2, hosts: vec!["[::1]:53".into()] };
         let v = line(&event(Some(("t", 1)), EventKind::TaskFinished(Box::new(o.clone()))));
         assert_eq!((v["network_denied"].clone(), v["network_denied_hosts"].clone()), (json!(2), json!(["[::1]:53"])));
         assert!(jsonschema::validator_for(&events_schema()).unwrap().is_valid(&v));

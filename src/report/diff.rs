@@ -4,8 +4,8 @@
 use super::write_atomic;
 use crate::disk::Reserve;
 use crate::events::{Event, EventKind, Reporter};
-use crate::results::file_names::file_stem;
-use crate::secrets::Redactor;
+use dracode_results::file_names::file_stem;
+use dracode_secrets::Redactor;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -70,7 +70,7 @@ mod tests {
     use super::*;
     use crate::events::Status;
     use crate::report::test_support::{finished, outcome};
-    use crate::results::file_names::diff_path;
+    use dracode_results::file_names::diff_path;
 
     #[test]
     fn a_changed_task_gets_its_patch_where_the_jsonl_says() {

@@ -13,7 +13,7 @@
 
 use super::{clean_text_keeping, short_reason};
 use crate::events::{Event, EventKind, Reporter, RetryScope, RunTotals, Status, TaskOutcome};
-use crate::secrets::Redactor;
+use dracode_secrets::Redactor;
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};

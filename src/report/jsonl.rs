@@ -1,10 +1,10 @@
-//! `results.jsonl` and `--jsonl`: every event as one line of [`crate::results::records`], written and
+//! `results.jsonl` and `--jsonl`: every event as one line of [`dracode_results::records`], written and
 //! flushed as it happens so a tailing reader sees it at once and a crash loses nothing.
 
 use super::contract::to_wire;
 use crate::disk::Reserve;
 use crate::events::{Event, EventKind, Reporter, RunEnd};
-use crate::secrets::Redactor;
+use dracode_secrets::Redactor;
 use std::borrow::Cow;
 use std::io::Write;
 use std::sync::Arc;

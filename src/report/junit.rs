@@ -24,7 +24,7 @@
 use super::{clean_text_keeping, short_reason, strip_control, write_atomic};
 use crate::disk::Reserve;
 use crate::events::{Event, EventKind, Reporter, RunEnd, Status, TaskOutcome};
-use crate::secrets::Redactor;
+use dracode_secrets::Redactor;
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestRerun, TestSuite};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -187,7 +187,7 @@ impl JunitReporter {
             ("total_tokens", o.usage.total_tokens.to_string()),
         ];
         if let Some(cost) = o.cost_usd {
-            props.push(("cost_usd", crate::results::records::exact_cost(cost).to_string()));
+            props.push(("cost_usd", dracode_results::records::exact_cost(cost).to_string()));
         }
         if o.flaky {
             props.push(("flaky", "true".to_string()));
@@ -389,8 +389,8 @@ mod tests {
     use super::*;
     use crate::events::FailureKind;
     use crate::events::{CheckRecord, TaskError};
-    use crate::llm::ErrorKind;
     use crate::report::test_support::{event, finished, outcome, totals};
+    use dracode_llm::ErrorKind;
 
     use crate::report::test_support::xmllint::{assert_valid, complaints};
 

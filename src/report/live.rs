@@ -5,7 +5,7 @@
 use super::progress::{ProgressReporter, Verbosity};
 use super::{human_cost, thousands};
 use crate::events::{Event, EventKind, Reporter};
-use crate::secrets::Redactor;
+use dracode_secrets::Redactor;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::BTreeSet;
 use std::io::Write;

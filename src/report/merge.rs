@@ -29,11 +29,11 @@ use super::contract::{from_wire, to_wire};
 use super::jsonl::redact_event;
 use super::{DiffReporter, JunitReporter, SummaryReporter, write_atomic};
 use crate::events::{Event, EventKind, Reporter, RunTotals, TaskOutcome, TaskRef};
-use crate::results::exit_codes;
-use crate::results::file_names::file_stem;
-use crate::results::records::{MergedFrom, WireEvent, WireOutcome};
-use crate::secrets::Redactor;
 use crate::shard::Shard;
+use dracode_results::exit_codes;
+use dracode_results::file_names::file_stem;
+use dracode_results::records::{MergedFrom, WireEvent, WireOutcome};
+use dracode_secrets::Redactor;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -674,10 +674,10 @@ mod tests {
     use super::*;
     use crate::events::{AttemptRecord, FailureKind};
     use crate::events::{CheckRecord, Status, TaskError};
-    use crate::llm::{ErrorKind, StopReason, Usage};
     use crate::report::artifact_reporters;
     use crate::report::test_support::{fixed_ts, outcome, transcript};
-    use crate::results::records::events_schema;
+    use dracode_llm::{ErrorKind, StopReason, Usage};
+    use dracode_results::records::events_schema;
     use serde_json::Value;
 
     const SECRET: &str = "sk-secret-0123456789";

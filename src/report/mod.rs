@@ -28,7 +28,7 @@ pub mod transcript;
 
 use crate::disk::Reserve;
 use crate::events::Reporter;
-use crate::secrets::Redactor;
+use dracode_secrets::Redactor;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -92,7 +92,7 @@ pub fn prepare(out: &Path, keep: &BTreeSet<String>) -> std::io::Result<()> {
             remove_if_present(&path)?;
         }
     }
-    let kept: BTreeSet<String> = keep.iter().map(|id| crate::results::file_names::file_stem(id)).collect();
+    let kept: BTreeSet<String> = keep.iter().map(|id| dracode_results::file_names::file_stem(id)).collect();
     for folder in PER_TASK {
         let Ok(entries) = std::fs::read_dir(out.join(folder)) else { continue };
         for entry in entries.flatten() {

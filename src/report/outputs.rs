@@ -3,11 +3,11 @@
 
 use crate::disk::Reserve;
 use crate::events::{Event, EventKind, Reporter};
-use crate::results::file_names::file_stem;
-use crate::secrets::Redactor;
 use crate::structured::annotations::{self, MAX_ANNOTATIONS};
 use crate::structured::findings::{self, PathBase};
 use crate::structured::sarif::{self, Located};
+use dracode_results::file_names::file_stem;
+use dracode_secrets::Redactor;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};

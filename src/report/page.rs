@@ -4,7 +4,7 @@
 
 use super::contract::from_wire;
 use super::{short_reason, strip_control};
-use crate::results::records::WireOutcome;
+use dracode_results::records::WireOutcome;
 use std::path::{Path, PathBuf};
 
 /// Writes `out/report.html`, with the runs of `history` (earlier output folders or cache folders)

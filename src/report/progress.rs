@@ -17,14 +17,14 @@
 use super::slow::{SharedWriter, SlowPolicy, SlowWatch};
 use super::{human_cost, human_duration, short_reason, strip_control, thousands};
 use crate::events::{Event, EventKind, Reporter, RetryScope, RunTotals, Status, TaskOutcome};
-use crate::llm::prices::PriceTable;
-use crate::secrets::Redactor;
+use dracode_llm::prices::PriceTable;
+use dracode_secrets::Redactor;
 use std::collections::HashMap;
 use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// What the TOTAL line adds when the run exits [`crate::results::exit_codes::NOT_JUDGED`].
+/// What the TOTAL line adds when the run exits [`dracode_results::exit_codes::NOT_JUDGED`].
 const NOT_JUDGED_NOTE: &str = "  — NOT JUDGED: a task could not be judged (its provider not configured or failing, a check that could not run, a sandbox or dracode error; exit 5)";
 
 /// How a one-line reason is cut, in characters.
@@ -201,7 +201,7 @@ impl ProgressReporter {
                 "  — RESULTS NOT WRITTEN: {} artifact write(s) failed (see the errors below; exit {})",
                 t.artifact_failures, t.exit_code
             ));
-        } else if t.exit_code == crate::results::exit_codes::NOT_JUDGED {
+        } else if t.exit_code == dracode_results::exit_codes::NOT_JUDGED {
             text.push_str(NOT_JUDGED_NOTE);
         }
         text
@@ -296,8 +296,8 @@ fn short_duration(d: Duration) -> String {
 mod tests {
     use super::*;
     use crate::events::{CheckRecord, TaskError};
-    use crate::llm::ErrorKind;
     use crate::report::test_support::{Shared, event, finished, outcome, totals};
+    use dracode_llm::ErrorKind;
 
     fn run(verbosity: Verbosity) -> String {
         let out = Shared::default();
@@ -353,7 +353,7 @@ mod tests {
             Some(TaskError { kind: ErrorKind::Auth.into(), message: "key sk-live-abcdefgh refused\nmore".into(), http_status: Some(401) });
         p.on_event(&finished(c)).unwrap();
         let mut t = totals(&[(Status::Passed, 1), (Status::Failed, 1), (Status::Error, 1)]);
-        t.usage = crate::llm::Usage::from_counts(3000, 702);
+        t.usage = dracode_llm::Usage::from_counts(3000, 702);
         p.on_event(&event(None, EventKind::RunFinished(t))).unwrap();
         p.finish().unwrap();
         let bytes = out.0.lock().unwrap().clone();
@@ -365,7 +365,7 @@ mod tests {
         let p = ProgressReporter::new(Box::new(std::io::sink()), Verbosity::Normal, 2);
         let mut t = totals(&[(Status::Failed, 1), (Status::NotConfigured, 1)]);
         assert!(!p.total_line(&t).contains("NOT JUDGED"));
-        t.exit_code = crate::results::exit_codes::NOT_JUDGED;
+        t.exit_code = dracode_results::exit_codes::NOT_JUDGED;
         let line = p.total_line(&t);
         assert!(line.contains("1 failed, 1 not_configured") && line.ends_with(NOT_JUDGED_NOTE), "{line}");
     }
@@ -376,7 +376,7 @@ mod tests {
         let mut t = totals(&[(Status::Passed, 1)]);
         assert!(!p.total_line(&t).contains("NOT WRITTEN"));
         t.artifact_failures = 2;
-        t.exit_code = crate::results::exit_codes::ARTIFACTS_FAILED;
+        t.exit_code = dracode_results::exit_codes::ARTIFACTS_FAILED;
         let line = p.total_line(&t);
         assert!(
             line.contains("1 passed") && line.ends_with("RESULTS NOT WRITTEN: 2 artifact write(s) failed (see the errors below; exit 3)"),

@@ -1,4 +1,4 @@
-//! A finished run read back from its output folder ([`crate::results::output_folder`]) as
+//! A finished run read back from its output folder ([`dracode_results::output_folder`]) as
 //! outcomes, for the commands that work on recorded results without running a model:
 //! `dracode combine` and `dracode regrade`.
 
@@ -34,7 +34,7 @@ pub struct RecordedTask {
 /// Reads `dir/results.jsonl` (and the patches of its tasks), each task's outcome mapped back
 /// with [`from_wire`]. The error names the file and, for a bad line, its number.
 pub fn read(dir: &Path) -> Result<RecordedRun, String> {
-    let folder = crate::results::output_folder::read(dir)?;
+    let folder = dracode_results::output_folder::read(dir)?;
     let tasks = folder
         .tasks
         .into_iter()

@@ -11,8 +11,8 @@
 //! rather than after its tick (a CI run would pay up to a second at exit).
 
 use super::{human_cost, human_duration, thousands};
-use crate::llm::Usage;
-use crate::llm::prices::PriceTable;
+use dracode_llm::Usage;
+use dracode_llm::prices::PriceTable;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
@@ -43,7 +43,7 @@ impl SlowPolicy {
     /// The default, or the first line after `DRACODE_SLOW_AFTER` and the next ones every five
     /// times that (as 60 s and 5 min).
     pub fn from_env(env: &BTreeMap<String, String>) -> SlowPolicy {
-        match env.get(SLOW_AFTER_ENV).and_then(|v| crate::input::duration::parse_positive(v).ok()) {
+        match env.get(SLOW_AFTER_ENV).and_then(|v| dracode_input::duration::parse_positive(v).ok()) {
             Some(first) => SlowPolicy { first, every: first * 5 },
             None => SlowPolicy::default(),
         }

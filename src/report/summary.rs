@@ -8,7 +8,7 @@
 use super::{clean_text, clean_text_keeping, human_cost, human_duration, os_reason, strip_control, thousands, write_atomic};
 use crate::disk::Reserve;
 use crate::events::{Event, EventKind, Reporter, RunEnd, RunTotals, Status, TaskOutcome};
-use crate::secrets::Redactor;
+use dracode_secrets::Redactor;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -245,13 +245,13 @@ impl SummaryReporter {
                 escape_cell(from)
             );
         }
-        let not_judged = outcomes.iter().filter(|o| crate::results::exit_codes::not_judged(o.status, o.error.as_ref())).count();
+        let not_judged = outcomes.iter().filter(|o| dracode_results::exit_codes::not_judged(o.status, o.error.as_ref())).count();
         if not_judged > 0 {
             let _ = write!(
                 md,
                 "\n> ⚠️ **{not_judged} task(s) could not be judged**: the provider was not configured or failed, the check could \
                  not run, or the sandbox or dracode failed (status `not_configured`, or `error` of an infrastructure kind). The run exits {}, not 1.\n",
-                crate::results::exit_codes::NOT_JUDGED
+                dracode_results::exit_codes::NOT_JUDGED
             );
         }
     }
@@ -429,7 +429,7 @@ mod tests {
     #[test]
     fn tasks_that_could_not_be_judged_are_called_out_under_the_heading() {
         let mut nokey = outcome("nokey", Status::NotConfigured);
-        nokey.error = Some(crate::events::TaskError::new(crate::llm::ErrorKind::NotConfigured.into(), "MOCK_KEY is not set"));
+        nokey.error = Some(crate::events::TaskError::new(dracode_llm::ErrorKind::NotConfigured.into(), "MOCK_KEY is not set"));
         let md = summary(vec![outcome("alpha", Status::Failed), nokey], None);
         assert!(md.contains("> ⚠️ **1 task(s) could not be judged**"), "{md}");
         assert!(!summary(vec![outcome("alpha", Status::Failed)], None).contains("could not be judged"));
@@ -506,7 +506,7 @@ mod tests {
     #[test]
     fn refused_connections_get_a_line_per_task_with_their_hosts() {
         let mut o = outcome("egress", Status::Passed);
-        o.network_denied = crate::egress::Denials { count: 3, hosts: vec!["evil.example:443".into(), "127.0.0.1:53".into()] };
+        o.network_denied = dracode_sandbox::egress::Denials { count: 3, hosts: vec!["evil.example:443".into(), "127.0.0.1:53".into()] };
         let md = summary(vec![o, outcome("quiet", Status::Passed)], None);
         let section = &md[md.find("### Refused connections").unwrap()..];
         assert!(section.contains("| egress | 3 | evil.example:443, 127.0.0.1:53 |"), "{md}");

@@ -1,7 +1,7 @@
 //! Builders of outcomes and event streams shared by the reporters' unit tests.
 
 use crate::events::{Event, EventKind, RetryScope, RunTotals, Status, TaskOutcome, TaskRef, Transcript};
-use crate::llm::{Message, StopReason, Usage};
+use dracode_llm::{Message, StopReason, Usage};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -51,7 +51,7 @@ pub fn transcript(answer: &str) -> Arc<Transcript> {
         tools: vec!["read_file".into()],
         messages: vec![
             Message::user_text("Add a README"),
-            Message { role: crate::llm::Role::Assistant, content: vec![crate::llm::ContentBlock::text(answer)] },
+            Message { role: dracode_llm::Role::Assistant, content: vec![dracode_llm::ContentBlock::text(answer)] },
         ],
     })
 }
@@ -162,5 +162,5 @@ pub fn sample_run() -> Vec<Event> {
 /// A `limit.warning`: two turns left of ten.
 fn limit_warning() -> EventKind {
     let message = "[dracode] A limit of this task is close".to_string();
-    EventKind::LimitWarning { limit: crate::results::Limit::MaxIterations, remaining: 2.0, allowed: 10.0, message }
+    EventKind::LimitWarning { limit: dracode_results::Limit::MaxIterations, remaining: 2.0, allowed: 10.0, message }
 }

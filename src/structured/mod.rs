@@ -26,7 +26,7 @@ pub mod sarif;
 pub mod schema;
 
 use crate::events::{FailureKind, TaskError};
-use crate::llm::{ContentBlock, ToolSpec};
+use dracode_llm::{ContentBlock, ToolSpec};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -233,10 +233,10 @@ impl OutputContract {
     }
 }
 
-/// Reads and parses a schema file (JSON), refusing what [`crate::input::read_input`] refuses
+/// Reads and parses a schema file (JSON), refusing what [`dracode_input::read_input`] refuses
 /// (not a regular file, larger than its limit).
 fn read_schema_file(path: &std::path::Path) -> Result<Value, String> {
-    let text = crate::input::read_input(path)?;
+    let text = dracode_input::read_input(path)?;
     serde_json::from_str(&text).map_err(|e| format!("{}:{}:{}: not JSON: {e}", path.display(), e.line(), e.column()))
 }
 

@@ -1,5 +1,5 @@
 use super::*;
-use crate::llm::ContentBlock;
+use dracode_llm::ContentBlock;
 use serde_json::json;
 
 fn contract(schema: Value, retries: u32) -> OutputContract {

@@ -14,7 +14,7 @@ mod hunks;
 mod parse;
 
 use super::{BlockingTool, ErrorCode, ToolContext, ToolError};
-use crate::sandbox::Sandbox;
+use dracode_sandbox::Sandbox;
 use parse::FileOp;
 use schemars::JsonSchema;
 use serde::Deserialize;

@@ -2,7 +2,7 @@
 //! from the task's canned answers, or tells the model to decide for itself.
 
 use super::{Tool, ToolContext, ToolError, parse_args, schema_of};
-use crate::llm::BoxFuture;
+use dracode_llm::BoxFuture;
 use schemars::JsonSchema;
 use serde::Deserialize;
 

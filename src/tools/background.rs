@@ -6,12 +6,12 @@
 //!
 //! Every one is stopped when the task's agent ends, however it ended ([`Background::stop_all`],
 //! called by the task runner: SIGTERM to the group, then SIGKILL after
-//! [`crate::process::TERM_GRACE`]); dropping the table (a panic unwinding the task) kills the
+//! [`dracode_sandbox::process::TERM_GRACE`]); dropping the table (a panic unwinding the task) kills the
 //! groups too. Under the sandbox the supervisor also kills what a process left with `setsid`,
 //! and dies with dracode (`PR_SET_PDEATHSIG`); with `sandbox = "off"` a process that leaves its
 //! group escapes, as with `run_command`.
 
-use crate::process::{self, Spec};
+use dracode_sandbox::process::{self, Spec};
 use std::collections::{BTreeMap, VecDeque};
 use std::os::unix::process::ExitStatusExt;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -215,7 +215,7 @@ impl Proc {
     }
 
     fn signal(&self, signal: libc::c_int) {
-        crate::sandbox::signals::signal_group(self.pgid, signal);
+        dracode_sandbox::signals::signal_group(self.pgid, signal);
     }
 
     fn push(&self, data: &[u8]) {

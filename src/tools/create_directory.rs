@@ -1,7 +1,7 @@
 //! The `create_directory` tool: creates a directory and any missing parents.
 
 use super::{BlockingTool, ErrorCode, ToolContext, ToolError};
-use crate::sandbox::Sandbox;
+use dracode_sandbox::Sandbox;
 use schemars::JsonSchema;
 use serde::Deserialize;
 

@@ -1,7 +1,7 @@
 //! The `delete_file` tool: removes a file, a symlink (never its target), or a directory.
 
 use super::{BlockingTool, ErrorCode, ToolContext, ToolError};
-use crate::sandbox::Sandbox;
+use dracode_sandbox::Sandbox;
 use schemars::JsonSchema;
 use serde::Deserialize;
 

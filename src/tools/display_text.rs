@@ -3,7 +3,7 @@
 
 use super::{Tool, ToolContext, ToolError, parse_args, schema_of};
 use crate::events::EventKind;
-use crate::llm::BoxFuture;
+use dracode_llm::BoxFuture;
 use schemars::JsonSchema;
 use serde::Deserialize;
 

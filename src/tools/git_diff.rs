@@ -2,7 +2,7 @@
 //! staged and unstaged alike, new (untracked, not ignored) files included.
 
 use super::{BlockingTool, ErrorCode, ToolContext, ToolError};
-use crate::sandbox::Sandbox;
+use dracode_sandbox::Sandbox;
 use git2::{DiffFormat, DiffOptions, Repository};
 use schemars::JsonSchema;
 use serde::Deserialize;

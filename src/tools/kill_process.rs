@@ -2,7 +2,7 @@
 //! its process group, SIGKILL after a grace period) and returns its last output.
 
 use super::{Tool, ToolContext, ToolError, parse_args, schema_of};
-use crate::llm::BoxFuture;
+use dracode_llm::BoxFuture;
 use schemars::JsonSchema;
 use serde::Deserialize;
 

@@ -2,7 +2,7 @@
 //! and `.git` left out), sorted, one workspace-relative path per line.
 
 use super::{BlockingTool, ErrorCode, ToolContext, ToolError, workspace_walker};
-use crate::sandbox::Sandbox;
+use dracode_sandbox::Sandbox;
 use schemars::JsonSchema;
 use serde::Deserialize;
 

@@ -3,8 +3,8 @@
 //! the model as `Error [CODE]: message` (see [`ToolError`]).
 
 use crate::events::Emitter;
-use crate::llm::{BoxFuture, ToolSpec};
-use crate::sandbox::Sandbox;
+use dracode_llm::{BoxFuture, ToolSpec};
+use dracode_sandbox::Sandbox;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -119,8 +119,8 @@ impl ToolError {
     /// Maps an I/O error on `path` to the closest code; a lookup the sandbox refused because it
     /// led outside the root (a symlink swapped in after the check) is `PATH_OUTSIDE_WORKSPACE`.
     pub fn io(err: &std::io::Error, path: &str) -> Self {
-        if crate::sandbox::is_escape(err) {
-            return crate::sandbox::PathError::Outside(path.to_string()).into();
+        if dracode_sandbox::is_escape(err) {
+            return dracode_sandbox::PathError::Outside(path.to_string()).into();
         }
         match err.kind() {
             std::io::ErrorKind::NotFound => Self::new(ErrorCode::FileNotFound, format!("not found: {path}")),
@@ -130,9 +130,9 @@ impl ToolError {
     }
 }
 
-impl From<crate::sandbox::PathError> for ToolError {
-    fn from(err: crate::sandbox::PathError) -> Self {
-        use crate::sandbox::PathError;
+impl From<dracode_sandbox::PathError> for ToolError {
+    fn from(err: dracode_sandbox::PathError) -> Self {
+        use dracode_sandbox::PathError;
         let code = match &err {
             PathError::Outside(_) => ErrorCode::PathOutsideWorkspace,
             PathError::NotFound(_) => ErrorCode::FileNotFound,
@@ -182,7 +182,7 @@ pub struct ToolContext {
     /// The task's TMPDIR for commands.
     pub tmp_dir: Option<PathBuf>,
     /// How commands are confined (`None`: not at all, as in unit tests).
-    pub confine: Option<Arc<crate::sandbox::Policy>>,
+    pub confine: Option<Arc<dracode_sandbox::Policy>>,
     /// Canned answers for `ask_user`, keyed by question (or `*` for any).
     pub answers: Arc<BTreeMap<String, String>>,
     /// Upper bound on any one command's run time.
@@ -200,13 +200,13 @@ pub struct ToolContext {
     /// when the agent ends.
     pub processes: Arc<background::Background>,
     /// What the sandbox reported about the task's commands (refused connections, limits).
-    pub reports: Arc<crate::sandbox::incidents::ReportSink>,
+    pub reports: Arc<dracode_sandbox::incidents::ReportSink>,
     /// The repository the git tools work on (`None`: the workspace is not in one).
     pub git: Option<git_repo::PinnedGit>,
     /// The task's network (`web_fetch` obeys its allowlist too).
-    pub network: crate::egress::Network,
+    pub network: dracode_sandbox::egress::Network,
     /// Where refused connections are recorded; knows which command is running.
-    pub network_log: Arc<crate::egress::NetworkLog>,
+    pub network_log: Arc<dracode_sandbox::egress::NetworkLog>,
 }
 
 /// One callable tool.
@@ -322,7 +322,7 @@ pub const DEFAULT_TOOLS: [&str; 8] =
 
 /// The tools of a task that lists none: [`DEFAULT_TOOLS`], plus `apply_patch` for OpenAI's own
 /// models (GPT, o-series, codex; any Azure deployment), which are trained to edit files with it.
-pub fn default_tools(kind: crate::llm::preset::ProviderType, model: Option<&str>) -> Vec<String> {
+pub fn default_tools(kind: dracode_llm::preset::ProviderType, model: Option<&str>) -> Vec<String> {
     let mut tools: Vec<String> = DEFAULT_TOOLS.iter().map(|t| (*t).to_string()).collect();
     if is_openai_model(kind, model) {
         tools.insert(4, apply_patch::ApplyPatch.name().to_string());
@@ -331,8 +331,8 @@ pub fn default_tools(kind: crate::llm::preset::ProviderType, model: Option<&str>
 }
 
 /// Whether `model` (on a provider of type `kind`) is one of OpenAI's models.
-fn is_openai_model(kind: crate::llm::preset::ProviderType, model: Option<&str>) -> bool {
-    use crate::llm::preset::ProviderType;
+fn is_openai_model(kind: dracode_llm::preset::ProviderType, model: Option<&str>) -> bool {
+    use dracode_llm::preset::ProviderType;
     let Some(model) = model else { return kind == ProviderType::Azure };
     let model = model.to_ascii_lowercase();
     let model = model.strip_prefix("openai/").unwrap_or(&model);
@@ -344,7 +344,7 @@ fn is_openai_model(kind: crate::llm::preset::ProviderType, model: Option<&str>) 
 pub struct Registry {
     tools: Vec<Arc<dyn Tool>>,
     /// Tools of the task's MCP servers, offered after the built-in ones.
-    mcp: Vec<Arc<crate::mcp::McpTool>>,
+    mcp: Vec<Arc<dracode_mcp::McpTool>>,
 }
 
 impl Registry {
@@ -368,7 +368,7 @@ impl Registry {
     }
 
     /// This registry with the tools of the task's MCP servers added.
-    pub fn with_mcp(mut self, tools: Vec<Arc<crate::mcp::McpTool>>) -> Self {
+    pub fn with_mcp(mut self, tools: Vec<Arc<dracode_mcp::McpTool>>) -> Self {
         self.mcp.extend(tools);
         self
     }
@@ -416,8 +416,8 @@ impl Registry {
 
 /// An MCP call's failure as the model sees it: a tool's own error result is `MCP_TOOL_ERROR`, a
 /// dead server `COMMAND_FAILED`, the time limit `TIMEOUT`.
-fn mcp_error(error: crate::mcp::McpCallError) -> ToolError {
-    use crate::mcp::McpCallError;
+fn mcp_error(error: dracode_mcp::McpCallError) -> ToolError {
+    use dracode_mcp::McpCallError;
     match error {
         McpCallError::InvalidArguments(m) => ToolError::new(ErrorCode::InvalidArguments, m),
         McpCallError::ServerFailed(m) => ToolError::new(ErrorCode::CommandFailed, m),
@@ -472,7 +472,7 @@ pub(crate) fn test_context(root: &std::path::Path) -> ToolContext {
     ToolContext {
         confine: None,
         sandbox: Sandbox::new(root).expect("test workspace exists"),
-        child_env: Arc::new(crate::secrets::child_env(std::env::vars(), &[] as &[&str], &BTreeMap::new())),
+        child_env: Arc::new(dracode_secrets::child_env(std::env::vars(), &[] as &[&str], &BTreeMap::new())),
         tmp_dir: None,
         answers: Arc::new(BTreeMap::new()),
         max_command_timeout: Duration::from_secs(600),
@@ -545,7 +545,7 @@ mod tests {
     #[test]
     fn a_path_refusal_names_its_code_and_the_path_as_given() {
         let root = tempfile::tempdir().unwrap();
-        let sandbox = crate::sandbox::Sandbox::new(root.path()).unwrap();
+        let sandbox = dracode_sandbox::Sandbox::new(root.path()).unwrap();
         let err = super::ToolError::from(sandbox.resolve("../x").unwrap_err());
         assert!(err.to_string().starts_with("Error [PATH_OUTSIDE_WORKSPACE]: \"../x\""), "{err}");
     }

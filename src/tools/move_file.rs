@@ -1,7 +1,7 @@
 //! The `move_file` tool: renames or moves a file or directory inside the workspace.
 
 use super::{BlockingTool, ErrorCode, ToolContext, ToolError};
-use crate::sandbox::Sandbox;
+use dracode_sandbox::Sandbox;
 use schemars::JsonSchema;
 use serde::Deserialize;
 

@@ -26,7 +26,7 @@
 //!   allow rule, whatever its prefix: `cargo test; curl evil` is denied under `allow = ["cargo *"]`.
 //!   Allowing an interpreter (`sh *`, `bash *`, `env *`, `xargs *`, `python *`) allows anything.
 
-use crate::egress::{Host, HostPattern};
+use dracode_sandbox::egress::{Host, HostPattern};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -232,7 +232,7 @@ impl Policy {
         let mut compiled = BTreeMap::new();
         for (name, rule) in &fields.tools {
             let Some(tool) = tools.iter().find(|t| t.name() == name) else {
-                let hint = crate::input::did_you_mean(name, &known);
+                let hint = dracode_input::did_you_mean(name, &known);
                 errors.push((name.clone(), format!("unknown tool {name:?}{hint}; known: {}", known.join(", "))));
                 continue;
             };

@@ -4,7 +4,7 @@
 //! are read by line range, streamed so a huge log is never loaded whole.
 
 use super::{BlockingTool, ErrorCode, ToolContext, ToolError};
-use crate::sandbox::Sandbox;
+use dracode_sandbox::Sandbox;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::io::{BufRead, BufReader, Read};

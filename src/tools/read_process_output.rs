@@ -2,7 +2,7 @@
 //! far (the newest bytes, up to the task's output limit), optionally after waiting for more.
 
 use super::{ErrorCode, Tool, ToolContext, ToolError, parse_args, schema_of};
-use crate::llm::BoxFuture;
+use dracode_llm::BoxFuture;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::time::Duration;

@@ -2,12 +2,12 @@
 //! owns its tool JSON ([`WireFormat::render_tools`]); this prints what the format sends, plus
 //! MCP's `tools/list`, which no provider speaks.
 
-use crate::llm::ToolSpec;
-use crate::llm::anthropic::MessagesFormat;
-use crate::llm::gemini::GenerateContentFormat;
-use crate::llm::openai::ChatCompletionsFormat;
-use crate::llm::responses::ResponsesFormat;
-use crate::llm::wire::WireFormat;
+use dracode_llm::ToolSpec;
+use dracode_llm::anthropic::MessagesFormat;
+use dracode_llm::gemini::GenerateContentFormat;
+use dracode_llm::openai::ChatCompletionsFormat;
+use dracode_llm::responses::ResponsesFormat;
+use dracode_llm::wire::WireFormat;
 use serde_json::{Value, json};
 
 /// A provider's tool format.
@@ -45,7 +45,7 @@ pub fn render(specs: &[ToolSpec], format: ToolFormat) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::snapshot::list_files_spec as spec;
+    use dracode_llm::snapshot::list_files_spec as spec;
 
     #[test]
     fn each_format_has_its_shape() {

@@ -2,12 +2,12 @@
 //!
 //! Arguments become an argv (no shell unless `shell` is true); running it — process group,
 //! timeout with SIGTERM then SIGKILL, cleaned environment, capped output — is
-//! [`crate::process`].
+//! [`dracode_sandbox::process`].
 
 use super::policy::CommandLine;
 use super::{ErrorCode, Tool, ToolContext, ToolError, parse_args, schema_of};
-use crate::llm::BoxFuture;
-use crate::process::{self, Spec};
+use dracode_llm::BoxFuture;
+use dracode_sandbox::process::{self, Spec};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::time::Duration;
@@ -223,10 +223,10 @@ async fn run(ctx: &ToolContext, args: Args) -> Result<String, ToolError> {
 /// A line telling the model the sandbox refused the command's network access, naming what (a
 /// UDP socket is how a name lookup starts: with the network off a DNS failure is this), or
 /// nothing.
-pub(crate) fn network_note(reports: &[crate::sandbox::incidents::Report]) -> String {
+pub(crate) fn network_note(reports: &[dracode_sandbox::incidents::Report]) -> String {
     let mut refused: Vec<String> = Vec::new();
     for report in reports {
-        if let crate::sandbox::incidents::Report::NetworkDenied { host, port, .. } = report {
+        if let dracode_sandbox::incidents::Report::NetworkDenied { host, port, .. } = report {
             let what = match (host.as_str(), port) {
                 ("udp", 0) => "a UDP socket (a name lookup)".to_string(),
                 (host, 0) => host.to_string(),
@@ -372,7 +372,8 @@ mod tests {
             ("VISIBLE_VAR", "yes".to_string()),
         ];
         // The environment is an allowlist: a variable of its own reaches commands when passed through.
-        ctx.child_env = Arc::new(crate::secrets::child_env(parent.map(|(k, v)| (k.to_string(), v)), &["VISIBLE_VAR"], &Default::default()));
+        ctx.child_env =
+            Arc::new(dracode_secrets::child_env(parent.map(|(k, v)| (k.to_string(), v)), &["VISIBLE_VAR"], &Default::default()));
         ctx.tmp_dir = Some(tmp.path().to_path_buf());
         let out = call(&ctx, json!({"command": "env"})).await.unwrap();
         assert!(out.contains("VISIBLE_VAR=yes"), "{out}");

@@ -2,9 +2,9 @@
 //! background and returns at once; see [`super::background`] for how it runs and is stopped.
 
 use super::{ErrorCode, Tool, ToolContext, ToolError, parse_args, schema_of};
-use crate::llm::BoxFuture;
-use crate::process::Spec;
 use crate::tools::background::StartError;
+use dracode_llm::BoxFuture;
+use dracode_sandbox::process::Spec;
 use schemars::JsonSchema;
 use serde::Deserialize;
 

@@ -6,7 +6,7 @@
 //! kept in memory; the rest are only counted.
 
 use super::{BlockingTool, ErrorCode, ToolContext, ToolError, workspace_walker};
-use crate::sandbox::Sandbox;
+use dracode_sandbox::Sandbox;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
 use ignore::WalkState;

@@ -3,15 +3,15 @@
 //! name the tool in `tools` and list hosts in `policy.web_fetch.allowed_hosts` (planning refuses
 //! the task otherwise); every URL, and every redirect target before it is followed, must be on
 //! that list — anything else is a `DENIED` call. With an egress allowlist it must also pass the
-//! checks a command's connection does ([`crate::egress::resolve`]): a refusal is `DENIED` and a
+//! checks a command's connection does ([`dracode_sandbox::egress::resolve`]): a refusal is `DENIED` and a
 //! `network.denied` event, and the request goes to the very addresses that were checked.
 //! Bodies are read up to [`MAX_BODY_BYTES`], within [`FETCH_TIMEOUT`].
 
 use super::policy::Denial;
 use super::{ErrorCode, Tool, ToolContext, ToolError, parse_args, schema_of};
-use crate::egress::Host;
-use crate::egress::resolve::{Blocked, permitted_addresses};
-use crate::llm::BoxFuture;
+use dracode_llm::BoxFuture;
+use dracode_sandbox::egress::Host;
+use dracode_sandbox::egress::resolve::{Blocked, permitted_addresses};
 use reqwest::Url;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -227,8 +227,8 @@ mod tests {
 
     /// `context` with the task's network an egress allowlist of `allow`.
     fn with_allowlist(ctx: ToolContext, allow: &[String]) -> ToolContext {
-        let list = crate::egress::Allowlist::parse(allow, &[], "network", "network.deny").unwrap();
-        ToolContext { network: crate::egress::Network::Allow(Arc::new(list)), ..ctx }
+        let list = dracode_sandbox::egress::Allowlist::parse(allow, &[], "network", "network.deny").unwrap();
+        ToolContext { network: dracode_sandbox::egress::Network::Allow(Arc::new(list)), ..ctx }
     }
 
     #[tokio::test]

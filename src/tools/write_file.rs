@@ -1,7 +1,7 @@
 //! The `write_file` tool: creates or overwrites a file with the given text.
 
 use super::{BlockingTool, ErrorCode, ToolContext, ToolError};
-use crate::sandbox::Sandbox;
+use dracode_sandbox::Sandbox;
 use schemars::JsonSchema;
 use serde::Deserialize;
 

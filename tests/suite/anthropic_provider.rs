@@ -4,13 +4,13 @@
 use crate::support::anthropic_server::{AnthropicServer, ScriptedReply, Tokens, ToolUse, validate_request, validate_response};
 use crate::support::cli::{dracode, events, finished, git_repo, read_jsonl};
 use crate::support::provider::{fast_retries, resolved};
-use dracode::llm::anthropic::{ANTHROPIC_VERSION, AnthropicMessages, DEFAULT_MAX_TOKENS, request_body};
-use dracode::llm::http::HttpClient;
-use dracode::llm::preset::ProviderType;
-use dracode::llm::{
+use dracode::tools::Registry;
+use dracode_llm::anthropic::{ANTHROPIC_VERSION, AnthropicMessages, DEFAULT_MAX_TOKENS, request_body};
+use dracode_llm::http::HttpClient;
+use dracode_llm::preset::ProviderType;
+use dracode_llm::{
     ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, Provider, RetryNotice, Role, StopReason, ToolSpec, Usage,
 };
-use dracode::tools::Registry;
 use serde_json::{Value, json};
 use std::path::Path;
 use std::sync::Mutex;

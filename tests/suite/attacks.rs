@@ -422,7 +422,7 @@ fn sandbox_off_runs_unconfined_with_a_warning() {
     assert!(r.stderr.contains(&format!("warning: {warning}")), "{}", r.stderr);
     assert_eq!(r.events[0]["type"], "run.started");
     assert_eq!(r.events[0]["warnings"], json!([warning]));
-    let schema = jsonschema::validator_for(&dracode::results::records::events_schema()).unwrap();
+    let schema = jsonschema::validator_for(&dracode_results::records::events_schema()).unwrap();
     assert!(r.events.iter().all(|e| schema.is_valid(e)), "results.jsonl follows `dracode schema events`");
     let md = std::fs::read_to_string(r.out.join("summary.md")).unwrap();
     assert!(md.contains("### ⚠️ Warnings") && md.contains(warning), "{md}");

@@ -3,10 +3,10 @@
 use crate::support::cli::{dracode, finished, read_jsonl};
 use crate::support::github_server::GithubServer;
 use crate::support::openai_server::{OpenAiServer, ScriptedReply, Tokens};
-use dracode::llm::copilot::{Copilot, Endpoints, device_flow};
-use dracode::llm::http::HttpClient;
-use dracode::llm::preset::ProviderType;
-use dracode::llm::{LlmRequest, Provider};
+use dracode_llm::copilot::{Copilot, Endpoints, device_flow};
+use dracode_llm::http::HttpClient;
+use dracode_llm::preset::ProviderType;
+use dracode_llm::{LlmRequest, Provider};
 use serde_json::json;
 use std::time::Duration;
 
@@ -50,13 +50,13 @@ async fn tokens_are_exchanged_refreshed_before_expiry_and_once_after_a_401() {
     let resolved = crate::support::provider::resolved(ProviderType::Copilot, "https://api.githubcopilot.com", "gpt-4o", Some("gho_ci"));
     let copilot = Copilot::new(&resolved, HttpClient::default(), endpoints(&github)).unwrap();
     let req = LlmRequest { system: "s", messages: &[], tools: &[], max_tokens: None };
-    assert_eq!(copilot.complete(req, &|_| {}).await.unwrap().content[0], dracode::llm::ContentBlock::text("one"));
+    assert_eq!(copilot.complete(req, &|_| {}).await.unwrap().content[0], dracode_llm::ContentBlock::text("one"));
     assert_eq!(github.exchanges(), 2, "a 401 triggers exactly one refresh");
     // The token expires in 120 s, inside the 5-minute margin: the next call refreshes first
     // (copilot-3, which the chat API refuses), then once more after the 401 (copilot-4), then
     // gives up with the auth error.
     let err = copilot.complete(req, &|_| {}).await.unwrap_err();
-    assert_eq!(err.kind, dracode::llm::ErrorKind::Auth);
+    assert_eq!(err.kind, dracode_llm::ErrorKind::Auth);
     assert_eq!(github.exchanges(), 4);
     let received = chat.received();
     assert!(received.iter().all(|r| r.headers.get("copilot-integration-id").map(String::as_str) == Some("vscode-chat")));

@@ -2,11 +2,11 @@
 
 use crate::support::gemini_server::{GeminiServer, Reply, validate};
 use crate::support::provider::resolved;
-use dracode::llm::gemini::GeminiGenerateContent;
-use dracode::llm::http::{HttpClient, RetryPolicy};
-use dracode::llm::preset::ProviderType;
-use dracode::llm::{ContentBlock, ErrorKind, LlmRequest, Message, Provider, Role, StopReason, Usage};
 use dracode::tools::Registry;
+use dracode_llm::gemini::GeminiGenerateContent;
+use dracode_llm::http::{HttpClient, RetryPolicy};
+use dracode_llm::preset::ProviderType;
+use dracode_llm::{ContentBlock, ErrorKind, LlmRequest, Message, Provider, Role, StopReason, Usage};
 use serde_json::json;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -100,7 +100,7 @@ async fn finish_reasons_retries_and_errors_are_typed() {
     let p = provider(&server, KEY);
     let req = LlmRequest { system: "s", messages: &[], tools: &[], max_tokens: None };
     let notices = Mutex::new(Vec::new());
-    let record = |n: dracode::llm::RetryNotice| notices.lock().unwrap().push(n.reason);
+    let record = |n: dracode_llm::RetryNotice| notices.lock().unwrap().push(n.reason);
     assert_eq!(p.complete(req, &record).await.unwrap().stop_reason, StopReason::ContentFilter);
     assert_eq!(p.complete(req, &record).await.unwrap().stop_reason, StopReason::MalformedToolCall);
     assert_eq!(p.complete(req, &record).await.unwrap().stop_reason, StopReason::EndTurn);

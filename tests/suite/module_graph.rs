@@ -154,3 +154,81 @@ fn the_check_sees_a_cycle_through_super_braces_and_doc_links() {
     let found = cycles(&graph(src));
     assert_eq!(found, ["cycle of 3: a -> c (a.rs), b -> a (b/inner.rs), c -> b (c.rs)"]);
 }
+
+/// The workspace crates' names as code writes them (`dracode_llm`), by their folder under `src/`.
+fn crate_ident(root: &Path, src: &Path) -> String {
+    let manifest = std::fs::read_to_string(src.parent().unwrap().join("Cargo.toml")).unwrap();
+    let name = manifest.lines().find_map(|l| l.strip_prefix("name = \"")).and_then(|l| l.strip_suffix('"'));
+    let name = name.unwrap_or_else(|| panic!("no package name in {}", src.strip_prefix(root).unwrap().display()));
+    name.replace('-', "_")
+}
+
+/// The workspace crates a crate's `Cargo.toml` lists under `[dependencies]`.
+fn declared_edges(src: &Path) -> BTreeSet<String> {
+    let manifest = std::fs::read_to_string(src.parent().unwrap().join("Cargo.toml")).unwrap();
+    let section = manifest.split("\n[dependencies]").nth(1).unwrap_or_default();
+    let section = section.split("\n[").next().unwrap_or_default();
+    section
+        .lines()
+        .filter_map(|l| l.split(['.', ' ', '=']).next())
+        .filter(|n| n.starts_with("dracode-"))
+        .map(|n| n.replace('-', "_"))
+        .collect()
+}
+
+/// For each workspace crate a crate's sources name (`dracode_x::…` or `use dracode_x`), how
+/// many times; and every re-export of a whole crate (`pub use dracode_x as x`, `pub use dracode_x::*`),
+/// which would let its users reach it under another name and hide the edge. (A crate may re-export
+/// one item of a crate below it that its own signatures use, as `dracode_llm::Usage`.)
+fn named_edges(src: &Path, crates: &BTreeSet<String>) -> (BTreeMap<String, usize>, Vec<String>) {
+    let path = Regex::new(r"\b(dracode_[a-z_]+)\b").unwrap();
+    let reexport = Regex::new(r"pub\s+use\s+(dracode_[a-z_]+)(\s+as\b|\s*;|::\*)").unwrap();
+    let mut files = Vec::new();
+    rust_files(src, src, &mut files);
+    let (mut counts, mut reexports) = (BTreeMap::new(), Vec::new());
+    for rel in &files {
+        let text = std::fs::read_to_string(src.join(rel)).unwrap();
+        for found in path.captures_iter(&text).filter(|c| crates.contains(&c[1])) {
+            *counts.entry(found[1].to_string()).or_insert(0) += 1;
+        }
+        reexports.extend(reexport.captures_iter(&text).map(|c| format!("{} re-exports {}", rel.display(), &c[1])));
+    }
+    (counts, reexports)
+}
+
+#[test]
+fn every_crate_edge_is_named_where_it_is_used_and_the_crate_graph_points_down() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let sources = crate_sources(root);
+    let names: Vec<String> = sources.iter().map(|s| crate_ident(root, s)).collect();
+    let crates: BTreeSet<String> = names.iter().cloned().collect();
+    let (mut problems, mut graph, mut report) = (Vec::new(), Graph::new(), Vec::new());
+    for (src, me) in sources.iter().zip(&names) {
+        let declared = declared_edges(src);
+        let (named, reexports) = named_edges(src, &crates);
+        let named_set: BTreeSet<String> = named.keys().filter(|c| *c != me).cloned().collect();
+        problems.extend(reexports);
+        problems.extend(named_set.difference(&declared).map(|c| format!("{me} names {c}, which its Cargo.toml does not list")));
+        problems.extend(declared.difference(&named_set).map(|c| format!("{me} lists {c} but never names it")));
+        report.extend(named.iter().filter(|(c, _)| *c != me).map(|(c, n)| format!("{me} -> {c}: {n} paths")));
+        graph.insert(me.clone(), named_set.iter().map(|c| (c.clone(), String::new())).collect());
+    }
+    problems.extend(cycles(&graph));
+    assert!(report.len() >= 10, "the crate edges were counted:\n{}", report.join("\n"));
+    assert!(problems.is_empty(), "crate edges:\n{}\n\nall edges:\n{}", problems.join("\n"), report.join("\n"));
+}
+
+#[test]
+fn the_crate_edge_check_sees_a_reexport_and_an_undeclared_crate() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(dir.path().join("Cargo.toml"), "[package]\nname = \"dracode-x\"\n\n[dependencies]\ndracode-llm.workspace = true\n")
+        .unwrap();
+    std::fs::write(src.join("lib.rs"), "pub use dracode_llm as llm;\nfn f() -> dracode_results::Status { todo!() }\n").unwrap();
+    let crates: BTreeSet<String> = ["dracode_llm", "dracode_results"].map(String::from).into();
+    let (named, reexports) = named_edges(&src, &crates);
+    assert_eq!(reexports, ["lib.rs re-exports dracode_llm"]);
+    assert_eq!(named.keys().cloned().collect::<Vec<_>>(), ["dracode_llm", "dracode_results"]);
+    assert_eq!(declared_edges(&src), ["dracode_llm".to_string()].into());
+}

@@ -1,10 +1,10 @@
 //! Ollama's native chat API against a local server that rejects what Ollama rejects.
 
 use crate::support::ollama_server::{OllamaServer, Reply};
-use dracode::llm::http::{HttpClient, RetryPolicy};
-use dracode::llm::ollama::OllamaChat;
-use dracode::llm::preset::{ProviderType, ResolvedProvider};
-use dracode::llm::{ContentBlock, ErrorKind, LlmRequest, Message, Provider, Role, StopReason, Usage};
+use dracode_llm::http::{HttpClient, RetryPolicy};
+use dracode_llm::ollama::OllamaChat;
+use dracode_llm::preset::{ProviderType, ResolvedProvider};
+use dracode_llm::{ContentBlock, ErrorKind, LlmRequest, Message, Provider, Role, StopReason, Usage};
 use serde_json::json;
 use std::time::Duration;
 

@@ -4,13 +4,13 @@ use crate::support::openai_server::{
     LLAMA_CPP_NULL_CONTENT, OpenAiServer, ScriptedReply, Tokens, ToolCall, validate_request, validate_response,
 };
 use crate::support::provider::{fast_retries, resolved};
-use dracode::llm::http::HttpClient;
-use dracode::llm::openai::{AZURE_API_VERSION, ChatCompletions};
-use dracode::llm::preset::ProviderType;
-use dracode::llm::{
+use dracode::tools::Registry;
+use dracode_llm::http::HttpClient;
+use dracode_llm::openai::{AZURE_API_VERSION, ChatCompletions};
+use dracode_llm::preset::ProviderType;
+use dracode_llm::{
     ContentBlock, ErrorKind, LlmError, LlmRequest, LlmResponse, Message, Provider, RetryNotice, Role, StopReason, ToolSpec, Usage,
 };
-use dracode::tools::Registry;
 use serde_json::{Value, json};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -135,10 +135,10 @@ async fn request_bodies_pass_the_official_schema() {
     let tools = Registry::all().specs();
     for kind in [ProviderType::Openai, ProviderType::Vllm, ProviderType::Copilot, ProviderType::Zai] {
         let request = LlmRequest { system: "sys", messages: &messages, tools: &tools, max_tokens: Some(100) };
-        let body = dracode::llm::openai::request_body(kind, "gpt-4o", &request);
+        let body = dracode_llm::openai::request_body(kind, "gpt-4o", &request);
         assert_eq!(validate_request(&body), Ok(()), "{kind:?}: {body:#}");
         let no_tools = LlmRequest { tools: &[], max_tokens: None, ..request };
-        let body = dracode::llm::openai::request_body(kind, "gpt-4o", &no_tools);
+        let body = dracode_llm::openai::request_body(kind, "gpt-4o", &no_tools);
         assert_eq!(validate_request(&body), Ok(()), "{kind:?}: {body:#}");
     }
 }

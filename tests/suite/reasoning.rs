@@ -5,8 +5,8 @@
 
 use crate::support::anthropic_server::{AnthropicServer, ScriptedReply, Tokens};
 use crate::support::cli::{dracode, events, finished, git_repo, read_jsonl};
-use dracode::llm::anthropic::ANTHROPIC_VERSION;
-use dracode::llm::http::HttpClient;
+use dracode_llm::anthropic::ANTHROPIC_VERSION;
+use dracode_llm::http::HttpClient;
 use serde_json::{Value, json};
 use std::path::Path;
 

@@ -258,7 +258,7 @@ fn wire_api_on_a_type_without_a_responses_api_is_exit_2_naming_file_and_key() {
 async fn post(server: &ResponsesServer, path: Option<&str>, key: &str, body: &Value) -> (u16, Value) {
     let url = format!("{}{}", server.base_url(), path.unwrap_or("/responses"));
     // dracode's own client (it sets up TLS, which a bare `reqwest::Client` here would not).
-    let http = dracode::llm::http::HttpClient::default();
+    let http = dracode_llm::http::HttpClient::default();
     let reply = http.get().post(url).bearer_auth(key).json(body).send().await.unwrap();
     (reply.status().as_u16(), reply.json().await.unwrap_or(Value::Null))
 }

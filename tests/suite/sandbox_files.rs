@@ -1,7 +1,7 @@
 //! Issue 8: what a confined command may read and write.
 
 use crate::support::sandbox::{Scratch, supported};
-use dracode::sandbox::SandboxMode;
+use dracode_sandbox::SandboxMode;
 
 #[tokio::test]
 async fn sandbox_writes_only_inside_the_writable_roots() {

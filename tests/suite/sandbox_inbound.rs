@@ -7,8 +7,8 @@
 use super::attacks::{Scenario, exfiltration_target};
 use crate::support::cli::events;
 use crate::support::sandbox::{Scratch, supported};
-use dracode::sandbox::SandboxMode;
-use dracode::sandbox::incidents::Report;
+use dracode_sandbox::SandboxMode;
+use dracode_sandbox::incidents::Report;
 use std::io::Read;
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};

@@ -5,8 +5,8 @@
 
 use crate::support::cli::{dracode, finished, git_repo, read_jsonl};
 use crate::support::sandbox::{Scratch, supported};
-use dracode::sandbox::incidents::Report;
-use dracode::sandbox::{Limits, SandboxMode};
+use dracode_sandbox::incidents::Report;
+use dracode_sandbox::{Limits, SandboxMode};
 use serde_json::{Value, json};
 use std::path::Path;
 
@@ -128,7 +128,7 @@ fn sandbox_limits_invalid_values_fail_validate_naming_file_line_task_and_field()
 }
 
 /// Runs `script` confined with `limits` in a scratch layout.
-fn confined(limits: Limits, script: &str) -> dracode::process::Finished {
+fn confined(limits: Limits, script: &str) -> dracode_sandbox::process::Finished {
     let s = Scratch::new();
     let mut policy = s.policy(SandboxMode::WorkspaceWrite);
     policy.limits = limits;

@@ -2,8 +2,8 @@
 //! servers).
 
 use crate::support::sandbox::{Scratch, supported};
-use dracode::sandbox::SandboxMode;
-use dracode::sandbox::incidents::Report;
+use dracode_sandbox::SandboxMode;
+use dracode_sandbox::incidents::Report;
 use std::net::TcpListener;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

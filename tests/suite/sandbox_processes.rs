@@ -2,7 +2,7 @@
 //! no privilege, and leaves no process behind.
 
 use crate::support::sandbox::{Scratch, alive, is_root, supported};
-use dracode::sandbox::SandboxMode;
+use dracode_sandbox::SandboxMode;
 use std::time::Duration;
 
 /// A process outside the sandbox holding a secret in its environment; killed when dropped.

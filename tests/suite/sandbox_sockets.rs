@@ -8,8 +8,8 @@
 
 use crate::support::cli::{finished, git_repo, read_jsonl};
 use crate::support::sandbox::{Scratch, supported};
-use dracode::sandbox::SandboxMode;
-use dracode::sandbox::incidents::Report;
+use dracode_sandbox::SandboxMode;
+use dracode_sandbox::incidents::Report;
 use serde_json::Value;
 use std::io::Read;
 use std::os::unix::net::UnixListener;

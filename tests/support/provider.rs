@@ -1,7 +1,7 @@
 //! Building providers directly (without config files) for provider-level scenarios.
 
-use dracode::llm::http::RetryPolicy;
-use dracode::llm::preset::{ProviderType, ResolvedProvider};
+use dracode_llm::http::RetryPolicy;
+use dracode_llm::preset::{ProviderType, ResolvedProvider};
 use std::time::Duration;
 
 /// A provider of `kind` at `base_url` with `model` and, when given, `key`.

@@ -1,8 +1,8 @@
 //! Running shell scripts confined by the real supervisor (the built `dracode` binary) in a
 //! scratch layout: a workspace, a TMPDIR, a HOME holding fake credentials, and a folder outside.
 
-use dracode::process::{self, Finished, Spec};
-use dracode::sandbox::{Policy, SandboxMode};
+use dracode_sandbox::process::{self, Finished, Spec};
+use dracode_sandbox::{Policy, SandboxMode};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -84,7 +84,7 @@ impl Scratch {
 
 /// Points the library at the built `dracode` binary (a test binary is not one).
 pub fn use_real_supervisor() {
-    dracode::sandbox::use_supervisor_program(PathBuf::from(env!("CARGO_BIN_EXE_dracode")));
+    dracode_sandbox::use_supervisor_program(PathBuf::from(env!("CARGO_BIN_EXE_dracode")));
 }
 
 /// Whether this machine can confine at all; when not, prints why (the test then checks only

@@ -21,8 +21,8 @@ mod proto;
 
 use super::clean_text;
 use crate::events::{Event, EventKind, Reporter, TaskOutcome};
-use crate::llm::preset::ProviderType;
-use crate::secrets::Redactor;
+use dracode_llm::preset::ProviderType;
+use dracode_secrets::Redactor;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
@@ -307,7 +307,7 @@ impl OtelReporter {
     /// POSTs one OTLP message to `url`; a failure is one warning per run, never an error.
     fn post(&mut self, url: &str, body: Vec<u8>) {
         let Some(runtime) = &self.runtime else { return };
-        let client = crate::llm::http::HttpClient::default();
+        let client = dracode_llm::http::HttpClient::default();
         let mut request = client.get().post(url).header("content-type", "application/x-protobuf").body(body);
         for (name, value) in &self.config.headers {
             request = request.header(name.as_str(), value.as_str());
@@ -379,7 +379,7 @@ impl Reporter for OtelReporter {
 /// The root span's `error.type` (OpenTelemetry: set on every span with status ERROR, a
 /// low-cardinality reason): the name of the run's exit code (docs/src/reference/exit-codes.md).
 fn exit_error_type(code: i32) -> &'static str {
-    use crate::results::exit_codes as codes;
+    use dracode_results::exit_codes as codes;
     match code {
         codes::TASKS_FAILED => "tasks_failed",
         codes::USAGE => "usage",

@@ -20,6 +20,7 @@ pub mod config;
 pub mod context;
 pub mod deadline;
 pub mod disk;
+pub mod engine;
 pub mod events;
 pub mod manifest;
 pub mod report;

@@ -227,7 +227,7 @@ mod tests {
     /// The keys of the tasks of `manifest` in `dir`, planned as `run` plans them.
     fn keys(dir: &Path, manifest: &str, model: Option<&str>) -> Vec<Option<String>> {
         std::fs::write(dir.join("tasks.toml"), manifest).unwrap();
-        let args = crate::batch::options::RunArgs {
+        let args = crate::batch::options::RunOptions {
             manifests: vec![dir.join("tasks.toml")],
             model: model.map(str::to_string),
             out: dir.join("out"),

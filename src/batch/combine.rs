@@ -16,7 +16,7 @@
 mod hunks;
 
 use super::grade;
-use super::options::RunArgs;
+use super::options::RunOptions;
 use super::spec::{CheckSpec, TaskSpec};
 use super::task::Shared;
 use super::workspace::Workspace;
@@ -260,13 +260,13 @@ fn spec_for_check(
     let found = if manifests.is_empty() {
         Err(about(format!("{} names no manifest", opts.out.display())))
     } else {
-        planned(opts, env, RunArgs { manifests, ..Default::default() }).map_err(|e| about(e.to_string())).and_then(|tasks| {
+        planned(opts, env, RunOptions { manifests, ..Default::default() }).map_err(|e| about(e.to_string())).and_then(|tasks| {
             let spec = tasks.into_iter().find(|spec| first.is_none_or(|id| spec.id == id));
             spec.ok_or_else(|| about("the run's manifests hold none of its passed tasks".to_string()))
         })
     };
     found.map(|spec| (spec, None)).or_else(|why| {
-        let adhoc = RunArgs { tasks: vec!["combine".into()], ..Default::default() };
+        let adhoc = RunOptions { tasks: vec!["combine".into()], ..Default::default() };
         let tasks = planned(opts, env, adhoc).map_err(|e| CombineError::Input(e.to_string()))?;
         let warning = format!("{why}; it runs in the default sandbox, without a setup");
         tasks.into_iter().next().map(|spec| (spec, Some(warning))).ok_or(CombineError::Input(why))
@@ -274,8 +274,8 @@ fn spec_for_check(
 }
 
 /// The tasks `args` (with `--out` set to the combined run's folder) plans, from `opts.cwd`.
-fn planned(opts: &CombineOptions, env: &BTreeMap<String, String>, args: RunArgs) -> Result<Vec<TaskSpec>, super::plan::PlanError> {
-    let args = RunArgs { out: opts.out.clone(), ..args };
+fn planned(opts: &CombineOptions, env: &BTreeMap<String, String>, args: RunOptions) -> Result<Vec<TaskSpec>, super::plan::PlanError> {
+    let args = RunOptions { out: opts.out.clone(), ..args };
     super::plan::plan(&args, &opts.cwd, env).map(|plan| plan.tasks)
 }
 

@@ -2,7 +2,7 @@
 //! resolved. Everything that can be wrong with the input is found here, before anything runs
 //! (exit code 2).
 
-use super::options::RunArgs;
+use super::options::RunOptions;
 use super::spec::{CheckSpec, RepeatSpec, RequireChange, RetrySpec, TaskSpec, WorkspaceSpec};
 use crate::agent::SYSTEM_PROMPT;
 use crate::budget::Budget;
@@ -92,7 +92,7 @@ pub enum PlanError {
 }
 
 /// Loads config and manifests and resolves every task of `args`.
-pub fn plan(args: &RunArgs, cwd: &Path, env: &BTreeMap<String, String>) -> Result<Plan, PlanError> {
+pub fn plan(args: &RunOptions, cwd: &Path, env: &BTreeMap<String, String>) -> Result<Plan, PlanError> {
     if args.manifests.is_empty() && args.tasks.is_empty() {
         return Err(PlanError::Usage("nothing to run: give a manifest file or --task TEXT".into()));
     }
@@ -267,7 +267,7 @@ fn min_pass_rate(flag: Option<f64>) -> Result<f64, PlanError> {
 }
 
 /// The task fields the command line sets.
-fn flag_fields(args: &RunArgs) -> TaskFields {
+fn flag_fields(args: &RunOptions) -> TaskFields {
     TaskFields {
         provider: args.provider.clone(),
         model: args.model.clone(),
@@ -981,7 +981,7 @@ mod tests {
         let manifest = dir.path().join("m.toml");
         let cli = crate::cli::Cli::parse_from(["dracode", "run", manifest.to_str().unwrap(), "--sandbox", "read-only"]);
         let crate::cli::Command::Run(args) = cli.command else { panic!("not run") };
-        let plan = plan(&args, dir.path(), &BTreeMap::new()).unwrap();
+        let plan = plan(&args.options(), dir.path(), &BTreeMap::new()).unwrap();
         assert_eq!(plan.tasks[0].sandbox, crate::manifest::SandboxMode::ReadOnly);
     }
 }

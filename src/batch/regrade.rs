@@ -62,7 +62,7 @@ pub fn prepare(opts: &RegradeOptions, cwd: &Path, env: &BTreeMap<String, String>
     if manifests.is_empty() {
         return Err(format!("{}: the run names no manifest to read the tasks' checks and repositories from", opts.results.display()));
     }
-    let args = crate::batch::options::RunArgs {
+    let args = crate::batch::options::RunOptions {
         manifests,
         filter: opts.filter.clone(),
         config: opts.config.clone(),

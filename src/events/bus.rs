@@ -30,7 +30,27 @@ enum Queued {
 /// dispatcher has delivered everything, then lets every reporter write its whole-run files.
 pub struct EventBus {
     sender: Mutex<Option<SyncSender<Queued>>>,
-    dispatcher: Mutex<Option<JoinHandle<Vec<String>>>>,
+    dispatcher: Mutex<Option<JoinHandle<Ending>>>,
+}
+
+/// How the reporting of a run ended: every I/O failure seen, and the exit code `run.finished`
+/// carried to the record (none when the run never finished).
+#[derive(Debug, Default)]
+pub struct Ending {
+    /// Every artifact failure, in order.
+    pub failures: Vec<String>,
+    /// `run.finished.exit_code` as the record got it, and how many failures it had counted.
+    pub recorded: Option<(i32, usize)>,
+}
+
+impl Ending {
+    /// The process's exit code: the one the record holds, unless an artifact failed after it was
+    /// decided (the record's own write) — then what [`dracode_results::exit_codes::after_artifacts`]
+    /// makes of it. `unrecorded` is the tasks' code of a run that never got to `run.finished`.
+    pub fn exit_code(&self, unrecorded: i32) -> i32 {
+        let (code, counted) = self.recorded.unwrap_or((unrecorded, 0));
+        dracode_results::exit_codes::after_artifacts(code, self.failures.len() - counted.min(self.failures.len()))
+    }
 }
 
 impl EventBus {
@@ -71,9 +91,16 @@ impl EventBus {
     /// Delivers every queued event, lets every reporter write its whole-run files, and returns
     /// every I/O failure seen. Later calls return nothing.
     pub fn finish(&self) -> Vec<String> {
+        self.finish_run().failures
+    }
+
+    /// [`EventBus::finish`], with the exit code the record got ([`Ending`]).
+    pub fn finish_run(&self) -> Ending {
         drop(lock(&self.sender).take());
-        let Some(handle) = lock(&self.dispatcher).take() else { return Vec::new() };
-        handle.join().unwrap_or_else(|_| vec!["a reporter panicked; artifacts may be incomplete".to_string()])
+        let Some(handle) = lock(&self.dispatcher).take() else { return Ending::default() };
+        handle
+            .join()
+            .unwrap_or_else(|_| Ending { failures: vec!["a reporter panicked; artifacts may be incomplete".to_string()], recorded: None })
     }
 }
 
@@ -85,14 +112,15 @@ impl Drop for EventBus {
 }
 
 /// The dispatcher thread: every event to every reporter, in queue order, until the queue
-/// closes; then every reporter's `finish`. Returns the I/O failures seen.
-fn dispatch(receiver: Receiver<Queued>, mut reporters: Vec<Box<dyn Reporter>>) -> Vec<String> {
+/// closes; then every reporter's `finish`. Returns the I/O failures seen and what the record got.
+fn dispatch(receiver: Receiver<Queued>, mut reporters: Vec<Box<dyn Reporter>>) -> Ending {
     let mut failures = Vec::new();
+    let mut recorded = None;
     let mut finished = vec![false; reporters.len()];
     for message in receiver {
         match message {
             Queued::Event(event) if matches!(event.kind, EventKind::RunFinished(_)) => {
-                run_finished(&mut reporters, &mut finished, event, &mut failures);
+                recorded = Some(run_finished(&mut reporters, &mut finished, event, &mut failures));
             }
             Queued::Event(event) => {
                 for reporter in &mut reporters {
@@ -111,18 +139,21 @@ fn dispatch(receiver: Receiver<Queued>, mut reporters: Vec<Box<dyn Reporter>>) -
             failures.push(e.to_string());
         }
     }
-    failures
+    Ending { failures, recorded }
 }
 
 /// Hands `run.finished` to the reporters in [`RunEnd`] order. The whole-run files are written
 /// (and their reporters finished) first; before each later group the event's exit code becomes
 /// [`dracode_results::exit_codes::ARTIFACTS_FAILED`] if anything failed so far (an interrupt's code
-/// stays), so the record never claims a success its own files do not have.
-fn run_finished(reporters: &mut [Box<dyn Reporter>], finished: &mut [bool], mut event: Event, failures: &mut Vec<String>) {
-    for group in [RunEnd::WritesFiles, RunEnd::Shows, RunEnd::Records] {
+/// stays), so the record never claims a success its own files do not have. Returns the exit
+/// code the record got and the failures it counted.
+fn run_finished(reporters: &mut [Box<dyn Reporter>], finished: &mut [bool], mut event: Event, failures: &mut Vec<String>) -> (i32, usize) {
+    let mut recorded = (0, 0);
+    for group in [RunEnd::WritesFiles, RunEnd::Shows, RunEnd::ReadsFolder, RunEnd::Records] {
         if let EventKind::RunFinished(totals) = &mut event.kind {
             totals.exit_code = dracode_results::exit_codes::after_artifacts(totals.exit_code, failures.len());
             totals.artifact_failures = failures.len();
+            recorded = (totals.exit_code, failures.len());
         }
         for (reporter, done) in reporters.iter_mut().zip(finished.iter_mut()).filter(|(r, _)| r.run_end() == group) {
             let result = reporter.on_event(&event);
@@ -137,6 +168,7 @@ fn run_finished(reporters: &mut [Box<dyn Reporter>], finished: &mut [bool], mut 
             }
         }
     }
+    recorded
 }
 
 /// `mutex`'s contents; a panic elsewhere while it was held does not stop the reporting.

@@ -12,7 +12,7 @@
 mod bus;
 mod outcome;
 
-pub use bus::{Activity, Emitter, EventBus, QUEUE_BOUND};
+pub use bus::{Activity, Emitter, Ending, EventBus, QUEUE_BOUND};
 pub use dracode_results::{
     CacheHit, CheckRecord, CompactionMethod, DeniedCall, FailureKind, RegradedFrom, RepeatVerdict, RetryScope, Status, TaskError,
 };
@@ -222,6 +222,8 @@ pub enum RunEnd {
     /// Shows it or writes per-task files (progress, transcripts, diffs): gets it next, with the
     /// exit code the files left.
     Shows,
+    /// Reads the folder the others wrote (`report.html`): gets it after them, before the record.
+    ReadsFolder,
     /// Records it (`results.jsonl`, `--jsonl`): gets it last, with the exit code every other
     /// artifact left — the process's own.
     Records,

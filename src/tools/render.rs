@@ -11,7 +11,7 @@ use dracode_llm::wire::WireFormat;
 use serde_json::{Value, json};
 
 /// A provider's tool format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ToolFormat {
     /// OpenAI Chat Completions `tools` (also Azure, Copilot, vLLM, …).
     Openai,

@@ -18,6 +18,7 @@ mod docs_events;
 mod docs_examples;
 mod docs_links;
 mod docs_manifest;
+mod engine_in_process;
 mod examples;
 mod first_run;
 mod gemini_provider;

@@ -96,3 +96,23 @@ fn dry_run_resolves_everything_and_calls_nothing() {
     assert!(out.lines().all(|l| l.contains(" timeout=2m idle_timeout=5m\t")), "{out}");
     assert!(!tmp.path().join("dracode-out").exists(), "a dry run writes no artifacts");
 }
+
+/// The run's last file, `report.html` and its record in the cache, cannot be written (the
+/// cache's `history` is a file): the process exits 3, and the record says 3 too — its
+/// `run.finished` is written after the page (it said 0 while the process exited 3).
+#[test]
+fn a_page_that_cannot_be_written_leaves_the_same_exit_code_in_the_record_as_the_process() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (out, cache) = (tmp.path().join("out"), tmp.path().join("cache"));
+    std::fs::create_dir_all(&cache).unwrap();
+    std::fs::write(cache.join("history"), "not a folder").unwrap();
+    let manifest = crate_root().join("examples/quickstart.toml");
+    let output = dracode(tmp.path()).args(["run", "-q"]).arg(&manifest).arg("--out").arg(&out).arg("--cache").arg(&cache).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "stderr:\n{stderr}");
+    assert!(stderr.contains("history"), "the failure is named:\n{stderr}");
+    let all = read_jsonl(&out.join("results.jsonl"));
+    let run = all.last().unwrap();
+    assert_eq!((run["type"].as_str(), run["exit_code"].as_i64()), (Some("run.finished"), Some(3)), "the record's exit code");
+    assert_eq!(run["counts"]["passed"], 2, "the tasks themselves passed");
+}

@@ -10,7 +10,10 @@ use std::path::Path;
 
 /// The overview of the folder `dir`, and its events (for [`details`]).
 pub fn report(dir: &Path, options: &Options<'_>) -> Result<(Report, RunEvents), String> {
-    let run_events = events::read(dir)?;
+    let mut run_events = events::read(dir)?;
+    if let Some(end) = &options.end {
+        run_events.take(end.clone());
+    }
     let tasks: Vec<TaskRow> = run_events.finished.iter().enumerate().map(|(n, (id, o))| row(&run_events, n, id, o, options)).collect();
     let combine_path = dir.join("combine.json");
     let combine = match std::fs::read_to_string(&combine_path) {

@@ -146,7 +146,7 @@ pub fn read(dir: &Path) -> Result<RunEvents, String> {
 
 impl RunEvents {
     /// Files one event.
-    fn take(&mut self, event: WireEvent) {
+    pub(crate) fn take(&mut self, event: WireEvent) {
         let header = event.header().clone();
         let at = time(&header.ts);
         self.last = at.or(self.last);

@@ -19,7 +19,7 @@ pub mod timeline;
 #[cfg(test)]
 mod test_support;
 
-use dracode_results::records::WireOutcome;
+use dracode_results::records::{WireEvent, WireOutcome};
 use std::path::{Path, PathBuf};
 
 /// The name of the page in an output folder.
@@ -33,11 +33,15 @@ pub struct Options<'a> {
     pub history: Vec<PathBuf>,
     /// Why a task did not pass, in one line (as `summary.md` words it).
     pub reason: &'a dyn Fn(&WireOutcome) -> Option<String>,
+    /// The run's last line when it is not in `results.jsonl` yet: a run's page is written just
+    /// before the record gets `run.finished`, so that the record's exit code can say whether
+    /// the page was written.
+    pub end: Option<WireEvent>,
 }
 
 impl Default for Options<'_> {
     fn default() -> Self {
-        Options { version: "", history: Vec::new(), reason: &|_| None }
+        Options { version: "", history: Vec::new(), reason: &|_| None, end: None }
     }
 }
 

@@ -1,9 +1,25 @@
-//! The command line (docs/src/reference/cli.md). Parsing only: the batch and `main.rs` act on it.
+//! The command line (docs/src/reference/cli.md): the binary's edge. It parses the flags
+//! (clap lives here only: the engines take plain options), dispatches each command, and is the
+//! one place that prints to the terminal and turns errors into words and exit codes.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
 
-pub use crate::batch::options::{NoTasks, RunArgs};
+mod choices;
+mod inspect;
+mod login;
+mod results;
+mod run;
+mod run_args;
+
+use crate::batch::plan;
+use crate::report;
 use crate::tools::render::ToolFormat;
+use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use dracode_results::exit_codes;
+pub use run_args::RunArgs;
+use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 /// dracode — run batches of LLM coding-agent tasks headlessly, with machine-readable results.
 #[derive(Debug, Parser)]
@@ -118,7 +134,7 @@ pub enum Command {
     #[command(after_help = "Examples:\n  dracode tools --format anthropic\n  dracode tools --task fix-lint tasks.toml")]
     Tools {
         /// The provider format.
-        #[arg(long, value_enum, default_value_t = ToolFormat::Openai)]
+        #[arg(long, value_parser = choices::choices(choices::TOOL_FORMATS), default_value = "openai")]
         format: ToolFormat,
         /// Show the tools this task is offered, with their policy rules, instead.
         #[arg(long, requires = "manifests")]
@@ -295,4 +311,144 @@ pub enum SchemaKind {
     Manifest,
     /// One line of results.jsonl.
     Events,
+}
+
+/// The `dracode` program: parses the command line, runs the command, and returns its exit code.
+pub fn main() -> ExitCode {
+    dracode_sandbox::close_inherited_descriptors();
+    if let Some(code) = dracode_sandbox::supervisor::run_if_requested() {
+        return ExitCode::from(u8::try_from(code).unwrap_or(u8::MAX));
+    }
+    dracode_sandbox::mark_non_dumpable();
+    let cli = Cli::parse();
+    if !matches!(&cli.command, Command::Run(args) if !args.dry_run) {
+        quiet_on_closed_stdout();
+    }
+    init_tracing();
+    // The commands that run confined commands adopt the orphans of a supervisor that died, for
+    // the sweep to find ([`dracode_sandbox::sweep`]).
+    let runs_commands =
+        matches!(&cli.command, Command::Run(args) if !args.dry_run) || matches!(&cli.command, Command::Regrade(_) | Command::Combine(_));
+    if runs_commands {
+        dracode_sandbox::sweep::become_subreaper();
+        // A command can point a descriptor's SIGIO at dracode (`F_SETOWN`; Landlock scopes
+        // that only from ABI 6), whose default action would end the run. The supervisor
+        // restores the default for the commands it confines.
+        dracode_sandbox::signals::ignore(libc::SIGIO);
+    }
+    let code = match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            exit_codes::USAGE
+        }
+    };
+    if runs_commands {
+        dracode_sandbox::sweep::sweep_all();
+    }
+    ExitCode::from(code as u8)
+}
+
+/// Commands that only print (`list`, `tools`, `schema`, `run --dry-run`, …) end quietly when
+/// their reader goes away (`dracode tools | head`), as Unix tools do, rather than panic on the
+/// broken pipe. `run` keeps ignoring SIGPIPE: a closed `--jsonl -` is an artifact failure it reports (exit 3) after
+/// finishing its tasks and cleaning up.
+fn quiet_on_closed_stdout() {
+    dracode_sandbox::signals::restore_default(libc::SIGPIPE);
+}
+
+/// Log lines (`DRACODE_LOG`, dracode's warnings by default) on stderr, coloured only on a terminal and
+/// without `NO_COLOR`: a CI log or a file never gets escape codes.
+fn init_tracing() {
+    // By default only dracode's own warnings: no library's log line reaches the terminal.
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_env("DRACODE_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("dracode=warn"));
+    let colour = report::progress::colour_wanted(std::io::stderr().is_terminal(), &dracode_input::process_env());
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(colour).without_time().try_init();
+}
+
+/// Runs one parsed command.
+fn run(cli: Cli) -> anyhow::Result<i32> {
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    let env = dracode_input::process_env();
+    match cli.command {
+        Command::Run(args) => run::run_batch(*args, &cwd, env),
+        Command::Validate { manifests, config, offline } => match plan::validate(&manifests, config.as_deref(), &cwd, &env) {
+            Ok(tasks) => {
+                if !offline && !preflight_passes(&tasks) {
+                    return Ok(exit_codes::NOT_JUDGED);
+                }
+                let skipped = if offline { " (providers not checked: --offline)" } else { "" };
+                println!("ok: {} manifest(s), {} task(s){skipped}", manifests.len(), tasks.len());
+                Ok(exit_codes::OK)
+            }
+            Err(e) => usage_error(&e),
+        },
+        Command::List { manifests, filter, shard, format, config } => {
+            inspect::list(&manifests, &filter, shard.as_deref(), format, config.as_deref(), &cwd, &env)
+        }
+        Command::Merge { inputs, out } => results::merge(&inputs, &out, &env),
+        Command::Report { out, history, save_history } => results::write_report(&out, &history, save_history.as_deref()),
+        Command::Combine(args) => results::combine(&args, &cwd, &env),
+        Command::Regrade(args) => results::regrade(&args, &cwd, &env),
+        Command::Auth { target: AuthTarget::Copilot } => login::auth_copilot(&env),
+        Command::Mcp { action: McpAction::Login { server, no_browser, config } } => {
+            login::mcp_login(&server, no_browser, config.as_deref(), &cwd, &env)
+        }
+        Command::Tools { task: Some(id), manifests, config, .. } => inspect::task_tools(&id, &manifests, config.as_deref(), &cwd, &env),
+        Command::Tools { format, .. } => {
+            let specs = crate::tools::Registry::all().specs();
+            let rendered = crate::tools::render::render(&specs, format);
+            println!("{}", serde_json::to_string_pretty(&rendered)?);
+            Ok(exit_codes::OK)
+        }
+        Command::McpProbe { server, name, call, call_each, schemas } => {
+            login::mcp_probe(&server, &name, &call, call_each.as_deref(), schemas, &cwd)
+        }
+        Command::Providers { config } => inspect::providers(config.as_deref(), &cwd, &env),
+        Command::Config { manifests, format, config } => inspect::show_config(&manifests, format, config.as_deref(), &cwd, &env),
+        Command::Sandbox { task, manifests, out, config } => inspect::task_sandbox(&task, &manifests, &out, config.as_deref(), &cwd, &env),
+        Command::Schema { which } => {
+            let schema = match which {
+                SchemaKind::Manifest => crate::manifest::json_schema(),
+                SchemaKind::Events => dracode_results::records::events_schema(),
+            };
+            println!("{}", serde_json::to_string_pretty(&schema)?);
+            Ok(exit_codes::OK)
+        }
+    }
+}
+
+/// Prints an input error and returns exit code 2.
+fn usage_error(e: &dyn std::fmt::Display) -> anyhow::Result<i32> {
+    for line in e.to_string().lines() {
+        eprintln!("error: {line}");
+    }
+    Ok(exit_codes::USAGE)
+}
+
+/// The pre-flight of `validate` and `run --dry-run` ([`plan::preflight`]): prints every task
+/// whose provider is not configured; true when there is none.
+fn preflight_passes(tasks: &[crate::batch::spec::TaskSpec]) -> bool {
+    let problems = plan::preflight(tasks);
+    for problem in &problems {
+        eprintln!("error: {problem}");
+    }
+    if !problems.is_empty() {
+        eprintln!(
+            "error: {} task(s) would end not_configured (exit code {}): fix what is named above, or pass --offline to \
+             check only the manifests",
+            problems.len(),
+            exit_codes::NOT_JUDGED
+        );
+    }
+    problems.is_empty()
+}
+
+/// The config files read, as one line: `none (built-in defaults)` when there is none.
+fn config_files_line(files: &[PathBuf]) -> String {
+    if files.is_empty() {
+        return "none (built-in defaults)".to_string();
+    }
+    files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", ")
 }

@@ -114,7 +114,7 @@ impl Record {
 
     /// Writes `tree` (a snapshot of this record) into the empty folder `dir`: every file and
     /// link with its content and mode, through folder fds ([`super::beneath`]). A submodule is an
-    /// empty folder. The start of a check's world ([`super::world`]) when nothing else holds the
+    /// empty folder. The start of a check's world (`world.rs`) when nothing else holds the
     /// tree the task started from (`copy`).
     pub fn write_tree_into(&self, tree: Oid, dir: &Path) -> Result<(), git2::Error> {
         let tree = self.repo.find_tree(tree)?;

@@ -30,7 +30,7 @@ pub fn init(dir: &Path, bare: bool) -> Result<Repository, git2::Error> {
     let git_dir = if bare { dir.to_path_buf() } else { dir.join(".git") };
     let io = |e: std::io::Error| git2::Error::from_str(&format!("{}: {e}", git_dir.display()));
     // `objects/pack` must exist before the repository is opened: libgit2 only looks for packs
-    // (those [`super::snapshot::packed`] writes) in a pack folder it saw at open.
+    // (those `snapshot::packed` writes) in a pack folder it saw at open.
     std::fs::create_dir_all(git_dir.join("objects/pack")).map_err(io)?;
     std::fs::create_dir_all(git_dir.join("refs/heads")).map_err(io)?;
     std::fs::create_dir(git_dir.join("refs/tags")).map_err(io)?;

@@ -18,6 +18,7 @@ pub mod repeat;
 pub mod runner;
 pub mod sandbox_view;
 pub mod setup;
+pub mod setups;
 pub mod snapshot;
 pub mod spec;
 pub mod task;

@@ -26,10 +26,6 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 /// Time limit of a check command when nothing says otherwise.
 pub const DEFAULT_CHECK_TIMEOUT: Duration = Duration::from_secs(600);
-/// Repairs after a failed check when nothing says otherwise: none. A repair spends turns and
-/// tokens, and shows the agent the check's output — which may be a hidden test's expectations —
-/// so it is asked for, per task (`check_repairs`).
-pub const DEFAULT_CHECK_REPAIRS: u32 = 0;
 /// Statuses retried when a task sets `retries` but not `retry_on`.
 pub const DEFAULT_RETRY_ON: [Status; 3] = [Status::Error, Status::Timeout, Status::Stalled];
 
@@ -392,7 +388,7 @@ fn resolve(
         read_paths: f.read_paths.unwrap_or_default().iter().map(|p| absolute(&cwd.join(p))).collect(),
         output,
         mcp_servers: f.mcp_servers.unwrap_or_default(),
-        setup: task.setup.as_deref().map(super::setup::SetupSpec::resolve),
+        setup: task.setup.as_deref().map(super::spec::SetupSpec::resolve),
         id: task.id,
         index: task.index,
         manifest: task.manifest,

@@ -15,111 +15,20 @@
 //! `error`, kind `setup` (exit 5). With network, cargo downloads into the setup's own cargo
 //! home; the tasks then read it (read-only) as their `CARGO_HOME`.
 
-use super::spec::TaskSpec;
+use super::setups::{Done, Key, Setups};
+use super::spec::{SetupSpec, TaskSpec};
 use super::task::{self, Shared};
 use super::unrecorded::Inventory;
 use super::workspace::{Carried, Workspace};
 use crate::events::{Emitter, EventKind, SetupReport};
-use crate::manifest::{Isolation, SetupFields};
-use std::collections::{BTreeMap, HashMap};
+use crate::manifest::Isolation;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-
-/// The time limit of a setup command unless `timeout` says otherwise.
-pub const DEFAULT_SETUP_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+use std::time::Instant;
 
 /// At most this many paths are named in `setup.finished`'s `outputs` and `not_carried`.
 const LISTED: usize = 100;
-
-/// A manifest's `[setup]`, resolved.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SetupSpec {
-    /// Run by `sh -c`.
-    pub command: String,
-    /// Its time limit.
-    pub timeout: Duration,
-    /// Its network (`None`: the tasks' own).
-    pub network: Option<dracode_sandbox::egress::Network>,
-    /// Variables set for it, over the tasks' `env`.
-    pub env: BTreeMap<String, String>,
-}
-
-impl SetupSpec {
-    /// The setup of `fields` (checked when the manifest was loaded).
-    pub fn resolve(fields: &SetupFields) -> Arc<SetupSpec> {
-        Arc::new(SetupSpec {
-            command: fields.command.clone().unwrap_or_default(),
-            timeout: fields.timeout.as_deref().and_then(|t| dracode_input::duration::parse(t).ok()).unwrap_or(DEFAULT_SETUP_TIMEOUT),
-            network: fields.network.as_ref().and_then(|n| dracode_sandbox::egress::Network::from_field(Some(n)).ok()),
-            env: fields.env.clone().unwrap_or_default(),
-        })
-    }
-
-    /// What a `--cache` key includes of the setup: everything that can change what it makes.
-    pub fn cache_text(&self) -> String {
-        format!("setup {:?} network {:?} env {:?}", self.command, self.network.as_ref().map(|n| format!("{n:?}")), self.env)
-    }
-
-    /// The task spec the command runs under: `task`'s, with the setup's network and variables.
-    fn as_task(&self, task: &TaskSpec) -> TaskSpec {
-        let mut spec = task.clone();
-        if let Some(network) = &self.network {
-            spec.network = network.clone();
-        }
-        spec.env.extend(self.env.clone());
-        spec.check = None;
-        spec
-    }
-}
-
-/// Which tasks share one run of a setup.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct Key {
-    manifest: PathBuf,
-    repo: PathBuf,
-    base: String,
-    isolation: Isolation,
-}
-
-impl Key {
-    fn of(spec: &TaskSpec) -> Option<Key> {
-        spec.setup.as_ref()?;
-        let ws = &spec.workspace;
-        let repo = ws.repo.canonicalize().unwrap_or_else(|_| ws.repo.clone());
-        Some(Key { manifest: spec.manifest.clone(), repo, base: ws.base.clone(), isolation: ws.isolation })
-    }
-}
-
-/// What one setup made, for its tasks.
-struct Done {
-    carried: Arc<Carried>,
-    /// Variables the tasks get: `CARGO_HOME` when cargo downloaded into the setup's own.
-    env: BTreeMap<String, String>,
-    /// What the tasks may read besides their own: the setup's cargo home.
-    readable: Vec<PathBuf>,
-    /// The setup's workspace and TMPDIR, removed when the run ends.
-    _kept: Mutex<(Option<Workspace>, task::CommandKit)>,
-}
-
-/// The run's setups, by the tasks they serve; set before the first task starts.
-#[derive(Default)]
-pub struct Setups {
-    done: HashMap<Key, Done>,
-}
-
-impl Setups {
-    /// What `spec`'s setup made, to be copied into its workspace.
-    pub fn carried_for(&self, spec: &TaskSpec) -> Option<Arc<Carried>> {
-        Some(self.done.get(&Key::of(spec)?)?.carried.clone())
-    }
-
-    /// What `spec`'s commands get from its setup: variables, and folders they may read.
-    pub fn command_env_for(&self, spec: &TaskSpec) -> Option<(&BTreeMap<String, String>, &[PathBuf])> {
-        let done = self.done.get(&Key::of(spec)?)?;
-        Some((&done.env, &done.readable))
-    }
-}
 
 /// Runs the setup of every group of `tasks` that has one, one after another; the first that
 /// fails ends it: `Err` says why (every task then ends `error`, kind `setup`). `tasks` are
@@ -196,7 +105,7 @@ async fn run_one(setup: &SetupSpec, first: &TaskSpec, count: usize, shared: &Sha
     finish(setup, emitter, started, ran, None);
     let (env, readable) = cargo_home_for_tasks(&kit);
     let kept = (!in_place).then_some(workspace);
-    Ok(Done { carried: Arc::new(carried), env, readable, _kept: Mutex::new((kept, kit)) })
+    Ok(Done { carried: Arc::new(carried), env, readable, _kept: Mutex::new(Box::new((kept, kit))) })
 }
 
 /// The inventory of `root` as the setup found it, taken off the async workers.

@@ -1,13 +1,14 @@
 //! A task fully resolved: every setting typed, every default filled in, every path checked.
-//! [`super::plan`] builds it; everything after planning (runner, attempt, reporters) reads only
+//! `plan.rs` builds it; everything after planning (runner, attempt, reporters) reads only
 //! this, never the manifest's optional fields.
 
 use crate::budget::Budget;
 use crate::events::{Status, TaskOutcome};
-use crate::manifest::{Isolation, SandboxMode};
+use crate::manifest::{Isolation, SandboxMode, SetupFields};
 use dracode_llm::preset::ResolvedProvider;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// One task, ready to run.
@@ -93,7 +94,7 @@ pub struct TaskSpec {
     pub mcp_servers: BTreeMap<String, dracode_mcp::McpServerConfig>,
     /// Its manifest's `[setup]`, run once for every task of the same manifest, repository and
     /// base before any of them starts.
-    pub setup: Option<std::sync::Arc<super::setup::SetupSpec>>,
+    pub setup: Option<std::sync::Arc<SetupSpec>>,
 }
 
 /// Whether a task must change a file to pass (`require_change`), and why.
@@ -158,9 +159,9 @@ pub struct CheckSpec {
 
 impl CheckSpec {
     /// The check `command` with the task's `check_before`, time limit and `check_repairs`
-    /// (default [`super::plan::DEFAULT_CHECK_REPAIRS`]).
+    /// (default [`DEFAULT_CHECK_REPAIRS`]).
     pub fn new(command: String, before: Option<bool>, timeout: Duration, repairs: Option<u32>) -> Self {
-        CheckSpec { command, before: before == Some(true), timeout, repairs: repairs.unwrap_or(super::plan::DEFAULT_CHECK_REPAIRS) }
+        CheckSpec { command, before: before == Some(true), timeout, repairs: repairs.unwrap_or(DEFAULT_CHECK_REPAIRS) }
     }
 }
 
@@ -226,5 +227,54 @@ mod tests {
             assert_eq!(got, want, "{explicit:?} check={check} output={output} {sandbox:?}");
             assert_eq!(got.applies(), want == Set || want == NoOtherEvidence);
         }
+    }
+}
+
+/// Repairs after a failed check when nothing says otherwise: none. A repair spends turns and
+/// tokens, and shows the agent the check's output — which may be a hidden test's expectations —
+/// so it is asked for, per task (`check_repairs`).
+pub const DEFAULT_CHECK_REPAIRS: u32 = 0;
+
+/// The time limit of a setup command unless `timeout` says otherwise.
+pub const DEFAULT_SETUP_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+
+/// A manifest's `[setup]`, resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SetupSpec {
+    /// Run by `sh -c`.
+    pub command: String,
+    /// Its time limit.
+    pub timeout: Duration,
+    /// Its network (`None`: the tasks' own).
+    pub network: Option<dracode_sandbox::egress::Network>,
+    /// Variables set for it, over the tasks' `env`.
+    pub env: BTreeMap<String, String>,
+}
+
+impl SetupSpec {
+    /// The setup of `fields` (checked when the manifest was loaded).
+    pub fn resolve(fields: &SetupFields) -> Arc<SetupSpec> {
+        Arc::new(SetupSpec {
+            command: fields.command.clone().unwrap_or_default(),
+            timeout: fields.timeout.as_deref().and_then(|t| dracode_input::duration::parse(t).ok()).unwrap_or(DEFAULT_SETUP_TIMEOUT),
+            network: fields.network.as_ref().and_then(|n| dracode_sandbox::egress::Network::from_field(Some(n)).ok()),
+            env: fields.env.clone().unwrap_or_default(),
+        })
+    }
+
+    /// What a `--cache` key includes of the setup: everything that can change what it makes.
+    pub fn cache_text(&self) -> String {
+        format!("setup {:?} network {:?} env {:?}", self.command, self.network.as_ref().map(|n| format!("{n:?}")), self.env)
+    }
+
+    /// The task spec the command runs under: `task`'s, with the setup's network and variables.
+    pub(crate) fn as_task(&self, task: &TaskSpec) -> TaskSpec {
+        let mut spec = task.clone();
+        if let Some(network) = &self.network {
+            spec.network = network.clone();
+        }
+        spec.env.extend(self.env.clone());
+        spec.check = None;
+        spec
     }
 }

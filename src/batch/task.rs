@@ -57,7 +57,7 @@ pub struct Shared {
     /// The run's `scope = "run"` MCP servers, set by the runner before the first task.
     pub run_mcp: std::sync::OnceLock<dracode_mcp::RunServers>,
     /// What the batch's setup steps made, set by the runner before the first task.
-    pub setups: std::sync::OnceLock<super::setup::Setups>,
+    pub setups: std::sync::OnceLock<super::setups::Setups>,
     /// What every task's commands must not read: `--out`, `$RUNNER_TEMP`.
     pub paths: SharedPaths,
 }

@@ -1,6 +1,6 @@
 //! What the change record does not see — gitignored files, paths a `.gitignore` the agent wrote
 //! hides, a nested `.git` — may not change the verdict unseen: the check runs in a world made
-//! from the record ([`super::world`]), which holds none of it. What the task's `keep_ignored`
+//! from the record (`world.rs`), which holds none of it. What the task's `keep_ignored`
 //! names is the exception: [`kept`] finds those paths of the working tree that are neither in
 //! the recorded tree nor as the workspace was prepared ([`Inventory`], unchanged since), and the
 //! world gets a copy of them, reported; a path `protect` names is never kept. The walk goes
@@ -178,7 +178,7 @@ pub struct Rules<'a> {
 /// nor as prepared, named by `keep` and not by `protect` — sorted, a new folder whose entries are
 /// all kept named whole as `dir/`. Nothing is changed: a folder this process cannot open keeps
 /// nothing. The rest of what the record does not hold never reaches the check
-/// ([`super::world`]).
+/// (`world.rs`).
 pub fn kept(workdir: &Path, rules: &Rules<'_>) -> std::io::Result<Vec<String>> {
     let root = beneath::open_root(workdir)?;
     let mut kept = kept_in(&root, &[], rules)?.kept;

@@ -121,7 +121,7 @@ impl Workspace {
     /// [`Workspace::prepare`], then what `carried` names copied in from where the setup ran
     /// ([`super::carry`]) and left out of the change record (and of the task's own `git
     /// status`): the task's patch never holds it. Each check gets it again as the setup left
-    /// it ([`super::world`]).
+    /// it (`world.rs`).
     pub fn prepare_carrying(
         repo: &Path,
         isolation: Isolation,
@@ -259,7 +259,7 @@ impl Workspace {
     /// own made the same way (`worktree`: at the base commit, borrowing the user's objects;
     /// `copy`: a baseline commit of the tree the task started from), never a byte of the
     /// workspace's own `.git` — with `tree` (a snapshot of the change record) as its working
-    /// tree. The start of a check's world ([`super::world`]); not with `isolation = "none"`.
+    /// tree. The start of a check's world (`world.rs`); not with `isolation = "none"`.
     pub fn remake_at(&self, root: &Path, tree: Oid) -> Result<(), WorkspaceError> {
         match (self.isolation, &self.source, &self.base_commit) {
             (Isolation::Worktree, Some(source), Some(base)) => {
@@ -490,12 +490,6 @@ fn try_lock(file: &File) -> std::io::Result<bool> {
     }
 }
 
-/// Whether a process with this id exists (possibly another user's).
-pub(crate) fn process_alive(pid: u32) -> bool {
-    // 0 and negative ids name process groups, not a process.
-    libc::pid_t::try_from(pid).is_ok_and(dracode_sandbox::signals::process_exists)
-}
-
 /// Removes the task folders in `tmp` whose owner is gone — its pid does not run and nobody
 /// holds its `owner.lock` (a process in another PID namespace sharing `tmp` would) — and
 /// returns how many it removed.
@@ -511,7 +505,7 @@ pub fn sweep_leftovers(tmp: &Path) -> usize {
         let Some(pid) = name.to_str().and_then(owner_pid) else {
             continue;
         };
-        if !entry.file_type().is_ok_and(|t| t.is_dir()) || process_alive(pid) {
+        if !entry.file_type().is_ok_and(|t| t.is_dir()) || super::worktree::process_alive(pid) {
             continue;
         }
         let path = entry.path();

@@ -280,7 +280,7 @@ fn legacy_owner_gone(name: &str) -> bool {
     let Some(rest) = name.strip_prefix(NAME_PREFIX) else { return false };
     let Some((pid, n)) = rest.split_once('-') else { return false };
     match (pid.parse::<u32>(), n.parse::<u64>()) {
-        (Ok(pid), Ok(_)) => !super::workspace::process_alive(pid),
+        (Ok(pid), Ok(_)) => !process_alive(pid),
         _ => false,
     }
 }
@@ -292,6 +292,12 @@ pub fn dirty_paths(source: &Path) -> Vec<String> {
     let mut opts = git2::StatusOptions::new();
     opts.include_untracked(true).include_ignored(false);
     repo.statuses(Some(&mut opts)).map(|s| s.iter().filter_map(|e| e.path().ok().map(str::to_string)).collect()).unwrap_or_default()
+}
+
+/// Whether a process with this id exists (possibly another user's).
+pub(crate) fn process_alive(pid: u32) -> bool {
+    // 0 and negative ids name process groups, not a process.
+    libc::pid_t::try_from(pid).is_ok_and(dracode_sandbox::signals::process_exists)
 }
 
 #[cfg(test)]

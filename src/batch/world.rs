@@ -14,7 +14,7 @@
 //! - what the task's `keep_ignored` names, copied from the workspace and listed
 //!   (`task.finished.kept_ignored`): the one way the agent's unrecorded files reach a check, and
 //!   a visible one;
-//! - and, by [`super::task::command_kit`], a TMPDIR, HOME, package caches, tool homes and git
+//! - and, by `task::command_kit`, a TMPDIR, HOME, package caches, tool homes and git
 //!   configuration of its own.
 //!
 //! No process of the agent runs by then (they are stopped and swept first), and the world's

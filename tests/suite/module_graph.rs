@@ -232,3 +232,55 @@ fn the_crate_edge_check_sees_a_reexport_and_an_undeclared_crate() {
     assert_eq!(named.keys().cloned().collect::<Vec<_>>(), ["dracode_llm", "dracode_results"]);
     assert_eq!(declared_edges(&src), ["dracode_llm".to_string()].into());
 }
+
+/// The import graph of the files inside one folder of a crate (`src/batch/`): each file (or
+/// sub-folder) is a node; an edge is a `super::x` or `crate::<folder>::x` path to a sibling.
+fn folder_graph(src: &Path, folder: &str) -> Graph {
+    let mut files = Vec::new();
+    rust_files(src, &src.join(folder), &mut files);
+    files.sort();
+    let inner = |rel: &Path| module_path(rel).get(1).cloned();
+    let modules: BTreeSet<String> = files.iter().filter_map(|f| inner(f)).collect();
+    let mut graph: Graph = modules.iter().map(|m| (m.clone(), BTreeMap::new())).collect();
+    for rel in &files {
+        let Some(me) = inner(rel) else { continue };
+        let text = std::fs::read_to_string(src.join(rel)).unwrap();
+        let text = text.find("#[cfg(test)]\nmod tests").map_or(text.as_str(), |end| &text[..end]);
+        for path in named_paths(text, &module_path(rel)) {
+            let target = (path.first().map(String::as_str) == Some(folder)).then(|| path.get(1)).flatten();
+            if let Some(target) = target.filter(|t| modules.contains(*t) && **t != me) {
+                graph.get_mut(&me).unwrap().entry(target.clone()).or_insert_with(|| rel.display().to_string());
+            }
+        }
+    }
+    graph
+}
+
+#[test]
+fn the_files_inside_each_folder_of_the_core_import_one_another_one_way() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let src = root.join("src");
+    let folders: Vec<String> = std::fs::read_dir(&src)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert!(folders.iter().any(|f| f == "batch") && folders.iter().any(|f| f == "tools"), "{folders:?}");
+    let found: Vec<String> = folders
+        .iter()
+        .flat_map(|folder| cycles(&folder_graph(&src, folder)).into_iter().map(move |c| format!("src/{folder}/: {c}")))
+        .collect();
+    assert!(found.is_empty(), "files that import each other:\n{}", found.join("\n"));
+}
+
+#[test]
+fn the_folder_check_sees_files_that_import_each_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    std::fs::create_dir_all(src.join("batch")).unwrap();
+    std::fs::write(src.join("batch/mod.rs"), "pub mod a; pub mod b;").unwrap();
+    std::fs::write(src.join("batch/a.rs"), "use super::b::X;").unwrap();
+    std::fs::write(src.join("batch/b.rs"), "/// See [`crate::batch::a`].\npub struct X;").unwrap();
+    assert_eq!(cycles(&folder_graph(src, "batch")), ["cycle of 2: a -> b (batch/a.rs), b -> a (batch/b.rs)"]);
+}

@@ -98,7 +98,13 @@ async fn openai_streams_with_the_usage_chunk_and_matches_the_unstreamed_answer()
 async fn the_openai_mock_refuses_stream_options_without_stream() {
     let server = OpenAiServer::start(vec![]).await;
     let body = json!({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "stream_options": {"include_usage": true}});
-    let reply = dracode_llm::http::HttpClient::default().get().post(format!("{}/chat/completions", server.base_url())).json(&body).send().await.unwrap();
+    let reply = dracode_llm::http::HttpClient::default()
+        .get()
+        .post(format!("{}/chat/completions", server.base_url()))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(reply.status().as_u16(), 400);
     let answer: Value = reply.json().await.unwrap();
     assert_eq!(answer["error"]["message"], "The 'stream_options' parameter is only allowed when 'stream' is enabled.");

@@ -502,7 +502,7 @@ fn mcp_probe(server: &str, name: &str, calls: &[String], call_each: Option<&str>
     if let Some((_, problem)) = config.problems(name).into_iter().next() {
         anyhow::bail!("{problem}");
     }
-    let mut plan = dracode_mcp::probe::ProbePlan::parse(calls, call_each).map_err(anyhow::Error::msg)?;
+    let mut plan = dracode_mcp::probe::ProbePlan::parse(calls, call_each)?;
     plan.schemas = schemas;
     let http = dracode_llm::http::HttpClient::default();
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;

@@ -620,9 +620,9 @@ async fn start_mcp_servers(spec: &TaskSpec, shared: &Shared, ctx: &ToolContext) 
         http: shared.http.get().clone(),
         redactor: Redactor::clone(&shared.redactor),
     };
-    dracode_mcp::McpServers::start(&own, &launch, &spec.tools)
-        .await
-        .map_err(|e| TaskError::new(FailureKind::Tool, shared.redactor.redact(&with_read_hint(e, ctx.confine.as_deref())).into_owned()))
+    dracode_mcp::McpServers::start(&own, &launch, &spec.tools).await.map_err(|e| {
+        TaskError::new(FailureKind::Tool, shared.redactor.redact(&with_read_hint(e.to_string(), ctx.confine.as_deref())).into_owned())
+    })
 }
 
 /// `message` of an MCP server that failed, followed by what the sandbox refused it when its
@@ -641,11 +641,11 @@ fn run_scope_tools(spec: &TaskSpec, shared: &Shared, confine: Option<&Policy>) -
     for (name, config) in spec.mcp_servers.iter().filter(|(_, c)| c.scope == Some(McpScope::Run)) {
         let found = match shared.run_mcp.get() {
             Some(servers) => servers.tools(name, config),
-            None => Err(format!("MCP server {name:?} (scope \"run\") was not started for this run")),
+            None => Err(dracode_mcp::RunScopeError::NotStarted { name: name.clone() }),
         };
-        tools.extend(
-            found.map_err(|e| TaskError::new(FailureKind::Tool, shared.redactor.redact(&with_read_hint(e, confine)).into_owned()))?,
-        );
+        tools.extend(found.map_err(|e| {
+            TaskError::new(FailureKind::Tool, shared.redactor.redact(&with_read_hint(e.to_string(), confine)).into_owned())
+        })?);
     }
     Ok(tools)
 }

@@ -1,7 +1,7 @@
 //! `[mcp_servers.NAME]`: how one MCP server is reached, as written in config or a manifest.
 
 pub use super::elicit::McpElicitation;
-pub use super::oauth::settings::{McpAssertion, McpGrant, McpOAuth};
+pub use super::oauth::settings::{McpAssertion, McpGrant, McpOAuth, SettingsError};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -12,6 +12,22 @@ pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long starting a server (handshake and tool list) may take when it sets no
 /// `startup_timeout`.
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why a `url` server's credentials could not be expanded: what is configured but unset.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CredentialsError {
+    /// The variable of `bearer_token_env_var` is not set.
+    #[error("`mcp_servers.{name}.bearer_token_env_var`: {var} is not set")]
+    BearerUnset {
+        /// The server's name.
+        name: String,
+        /// The variable.
+        var: String,
+    },
+    /// Its `oauth` table does not expand to a client.
+    #[error(transparent)]
+    OAuth(#[from] SettingsError),
+}
 
 /// When a server is started.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -140,13 +156,13 @@ impl McpServerConfig {
 impl McpServerConfig {
     /// A `url` server's credentials with `${VAR}` expanded from `env` (dracode's own
     /// environment); `Err` names what is configured but empty.
-    pub fn credentials(&self, name: &str, env: &BTreeMap<String, String>) -> Result<super::http::Credentials, String> {
+    pub fn credentials(&self, name: &str, env: &BTreeMap<String, String>) -> Result<super::http::Credentials, CredentialsError> {
         let expand = |text: &str| dracode_input::expand_vars(text, env);
         let headers = self.headers.iter().map(|(k, v)| (k.clone(), expand(v))).collect();
         let bearer = match &self.bearer_token_env_var {
             Some(var) => match env.get(var).filter(|v| !v.trim().is_empty()) {
                 Some(token) => Some(token.trim().to_string()),
-                None => return Err(format!("`mcp_servers.{name}.bearer_token_env_var`: {var} is not set")),
+                None => return Err(CredentialsError::BearerUnset { name: name.to_string(), var: var.clone() }),
             },
             None => None,
         };
@@ -156,7 +172,7 @@ impl McpServerConfig {
 
     /// The client `dracode mcp login NAME` authorizes as: `oauth` (or none) expanded from `env`,
     /// without its refresh token (which is what the login is for).
-    pub fn login_credentials(&self, name: &str, env: &BTreeMap<String, String>) -> Result<super::oauth::ClientCredentials, String> {
+    pub fn login_credentials(&self, name: &str, env: &BTreeMap<String, String>) -> Result<super::oauth::ClientCredentials, SettingsError> {
         self.oauth.clone().unwrap_or_default().login_client(name, env)
     }
 
@@ -226,7 +242,7 @@ mod tests {
         assert_eq!((creds.headers[0].1.as_str(), creds.bearer.as_deref()), ("Bearer value-of-k", Some("the-token")));
         assert_eq!(web.secret_values(&env), ["Bearer value-of-k", "value-of-k", "the-token"]);
         let missing = web.credentials("w", &BTreeMap::new()).err().unwrap();
-        assert_eq!(missing, "`mcp_servers.w.bearer_token_env_var`: T is not set");
+        assert_eq!(missing.to_string(), "`mcp_servers.w.bearer_token_env_var`: T is not set");
     }
 
     #[test]
@@ -247,7 +263,7 @@ mod tests {
         let plain = McpOAuth { client_metadata_url: Some("http://x/c.json".into()), client_secret: Some("s".into()), ..Default::default() };
         assert_eq!(fields(plain), ["mcp_servers.w.oauth.client_id", "mcp_servers.w.oauth.client_metadata_url"]);
         let ci = oauth(McpOAuth { client_id: "c".into(), refresh_token_env_var: Some("R".into()), ..Default::default() });
-        let unset = ci.credentials("w", &BTreeMap::new()).err().unwrap();
+        let unset = ci.credentials("w", &BTreeMap::new()).err().unwrap().to_string();
         assert!(unset.contains("`mcp_servers.w.oauth.refresh_token_env_var`: R is not set (run `dracode mcp login w`"), "{unset}");
         let env = BTreeMap::from([("R".to_string(), "rt-long-enough-value".to_string())]);
         let creds = ci.credentials("w", &env).unwrap().oauth.unwrap();

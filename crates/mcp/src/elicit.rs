@@ -47,20 +47,28 @@ pub fn answer(params: &Value, policy: McpElicitation) -> (Value, String) {
             let note = format!("{said} accepted with the schema's defaults: {}]", Value::Object(content.clone()));
             (json!({"action": "accept", "content": content}), note)
         }
-        Err(field) => decline(&format!(" (the required field {field:?} has no default)")),
+        Err(missing) => decline(&format!(" ({missing})")),
     }
+}
+
+/// A required property of a requested schema without a `default`.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("the required field {field:?} has no default")]
+pub struct NoDefault {
+    /// The property.
+    pub field: String,
 }
 
 /// Every property of `schema` that has a `default`, with it; `Err` names a required property
 /// without one.
-fn defaults(schema: Option<&Value>) -> Result<Map<String, Value>, String> {
+fn defaults(schema: Option<&Value>) -> Result<Map<String, Value>, NoDefault> {
     let properties = schema.and_then(|s| s.get("properties")).and_then(Value::as_object).cloned().unwrap_or_default();
     let content: Map<String, Value> =
         properties.iter().filter_map(|(name, property)| Some((name.clone(), property.get("default")?.clone()))).collect();
     let required = schema.and_then(|s| s.get("required")).and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str);
     for name in required {
         if !content.contains_key(name) {
-            return Err(name.to_string());
+            return Err(NoDefault { field: name.to_string() });
         }
     }
     Ok(content)

@@ -14,38 +14,76 @@ pub struct ParamHeader {
     pub path: Vec<String>,
 }
 
+/// Why a tool's `x-mcp-header` annotations refuse the tool.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum HeaderError {
+    /// The annotation of property `key` is not a string.
+    #[error("`x-mcp-header` of {key:?} is not a string")]
+    NotAString {
+        /// The property.
+        key: String,
+    },
+    /// The name is empty or not an HTTP token.
+    #[error("`x-mcp-header` {name:?} is not an HTTP header name")]
+    NotAHeaderName {
+        /// The annotation's value.
+        name: String,
+    },
+    /// The annotated property is not a string, integer or boolean.
+    #[error("`x-mcp-header` {name:?} is on {key:?}, which is not a string, integer or boolean")]
+    NotPrimitive {
+        /// The annotation's value.
+        name: String,
+        /// The property.
+        key: String,
+    },
+    /// An annotation outside a chain of `properties`, under `keyword`.
+    #[error("`x-mcp-header` under `{keyword}`, which is not a chain of `properties`")]
+    Unreachable {
+        /// The keyword it sits under.
+        keyword: String,
+    },
+    /// Two annotations name the same header (ignoring case).
+    #[error("`x-mcp-header` {header:?} is used twice")]
+    Duplicate {
+        /// The header (`Mcp-Param-{name}`).
+        header: String,
+    },
+}
+
 /// The headers a tool's `inputSchema` asks for, or why the tool must be refused (an empty,
 /// non-token or duplicate name, or an annotation on a non-primitive or unreachable property).
-pub fn param_headers(schema: &Map<String, Value>) -> Result<Vec<ParamHeader>, String> {
+pub fn param_headers(schema: &Map<String, Value>) -> Result<Vec<ParamHeader>, HeaderError> {
     let mut found = Vec::new();
     collect(schema, &mut Vec::new(), &mut found)?;
-    if let Some(stray) = stray_annotation(&Value::Object(schema.clone()), true) {
-        return Err(format!("`x-mcp-header` under `{stray}`, which is not a chain of `properties`"));
+    if let Some(keyword) = stray_annotation(&Value::Object(schema.clone()), true) {
+        return Err(HeaderError::Unreachable { keyword });
     }
     let mut seen: Vec<String> = Vec::new();
     for param in &found {
         let lower = param.header.to_ascii_lowercase();
         if seen.contains(&lower) {
-            return Err(format!("`x-mcp-header` {:?} is used twice", param.header));
+            return Err(HeaderError::Duplicate { header: param.header.clone() });
         }
         seen.push(lower);
     }
     Ok(found)
 }
 
-fn collect(schema: &Map<String, Value>, path: &mut Vec<String>, out: &mut Vec<ParamHeader>) -> Result<(), String> {
+/// Adds the annotated properties under `schema`'s `properties` (at `path`) to `out`.
+fn collect(schema: &Map<String, Value>, path: &mut Vec<String>, out: &mut Vec<ParamHeader>) -> Result<(), HeaderError> {
     let Some(Value::Object(properties)) = schema.get("properties") else { return Ok(()) };
     for (key, property) in properties {
         let Value::Object(property) = property else { continue };
         path.push(key.clone());
         if let Some(name) = property.get("x-mcp-header") {
-            let name = name.as_str().ok_or_else(|| format!("`x-mcp-header` of {key:?} is not a string"))?;
+            let name = name.as_str().ok_or_else(|| HeaderError::NotAString { key: key.clone() })?;
             if name.is_empty() || !name.bytes().all(is_tchar) {
-                return Err(format!("`x-mcp-header` {name:?} is not an HTTP header name"));
+                return Err(HeaderError::NotAHeaderName { name: name.to_string() });
             }
             let primitive = matches!(property.get("type").and_then(Value::as_str), Some("string" | "integer" | "boolean"));
             if !primitive {
-                return Err(format!("`x-mcp-header` {name:?} is on {key:?}, which is not a string, integer or boolean"));
+                return Err(HeaderError::NotPrimitive { name: name.to_string(), key: key.clone() });
             }
             out.push(ParamHeader { header: format!("Mcp-Param-{name}"), path: path.clone() });
         }

@@ -26,12 +26,22 @@ pub mod tool;
 pub mod transport;
 
 pub use config::{McpElicitation, McpOAuth, McpScope, McpServerConfig};
-pub use run_scope::{RUN_DIR_PREFIX, RunServers, Wanted};
-pub use server::{Launch, McpServer};
+pub use run_scope::{RUN_DIR_PREFIX, RunScopeError, RunServers, Wanted};
+pub use server::{Launch, McpServer, StartError};
 pub use tool::{McpCallError, McpTool};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+
+/// Server `name` did not start (what a task attempt's or a run's failure says).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("MCP server {name:?} failed to start: {error}")]
+pub struct ServerFailed {
+    /// The server's name.
+    pub name: String,
+    /// Why.
+    pub error: StartError,
+}
 
 /// The started servers of one task attempt and their tools.
 #[derive(Default)]
@@ -44,7 +54,11 @@ impl McpServers {
     /// Starts every server in `configs` (in name order) and lists its tools; tool names that
     /// clash with `builtin` names or each other get a suffix. On the first failure the servers
     /// already started are stopped and the error names the server.
-    pub async fn start(configs: &BTreeMap<String, McpServerConfig>, launch: &Launch<'_>, builtin: &[String]) -> Result<McpServers, String> {
+    pub async fn start(
+        configs: &BTreeMap<String, McpServerConfig>,
+        launch: &Launch<'_>,
+        builtin: &[String],
+    ) -> Result<McpServers, ServerFailed> {
         let mut started = McpServers::default();
         let mut taken: BTreeSet<String> = builtin.iter().cloned().collect();
         for (name, config) in configs {
@@ -56,9 +70,9 @@ impl McpServers {
                     started.tools.extend(tools.into_iter().map(Arc::new));
                     started.servers.push(server);
                 }
-                Err(e) => {
+                Err(error) => {
                     started.stop().await;
-                    return Err(format!("MCP server {name:?} failed to start: {e}"));
+                    return Err(ServerFailed { name: name.clone(), error });
                 }
             }
         }

@@ -6,21 +6,126 @@
 //! resource metadata names the authorization server, whose metadata names the endpoints). Every
 //! grant's token request goes through one function, `request_token`: asked for the MCP server as
 //! `resource` (RFC 8707), the client authenticated (`client_auth`), DPoP-bound when the
-//! server asks for it ([`dpop`]).
+//! server asks for it ([`dpop`]). Both client assertions and DPoP proofs are ES256 JWTs
+//! signed in one place (`es256`). What can go wrong is an [`OAuthError`].
 
 mod client_auth;
 pub mod code;
 mod discovery;
 pub mod dpop;
+mod es256;
 pub mod flow;
 pub mod settings;
 pub mod workload;
 
 use client_auth::{TokenClient, encode};
+pub use code::AuthorizeError;
+pub use discovery::DiscoveryError;
 use discovery::{Discovered, discover};
+pub use es256::Es256Error;
 use serde_json::Value;
 use std::time::{Duration, Instant};
-pub use workload::{Assertion, Grant};
+pub use workload::{Assertion, Grant, GrantError};
+
+/// Why no access token was obtained for a server, by any grant.
+#[derive(Debug, thiserror::Error)]
+pub enum OAuthError {
+    /// The authorization server's endpoints could not be found.
+    #[error(transparent)]
+    Discovery(#[from] DiscoveryError),
+    /// The grant's assertion could not be read or fetched.
+    #[error(transparent)]
+    Grant(#[from] GrantError),
+    /// The authorization code flow failed before its token request.
+    #[error(transparent)]
+    Authorize(#[from] AuthorizeError),
+    /// The token request of a person's grant failed.
+    #[error(transparent)]
+    Token(#[from] TokenError),
+    /// The token request of a client's or a workload's grant failed; `advice` says what to check.
+    #[error("{error}: {advice}")]
+    Refused {
+        /// What the token request got.
+        error: TokenError,
+        /// What to check, given the grant.
+        advice: String,
+    },
+    /// A run would need a person to approve dracode (after its refresh token was `refused`).
+    #[error(
+        "{}the authorization server {issuer} wants a person to approve dracode: run `dracode mcp login {name}` on your machine and set `oauth.refresh_token_env_var` to a variable holding the refresh token it prints",
+        refused_first(.refused)
+    )]
+    NeedsPerson {
+        /// The server's name.
+        name: String,
+        /// The authorization server.
+        issuer: String,
+        /// Why the refresh token was refused, if one was tried.
+        refused: Option<TokenError>,
+    },
+    /// The loopback listener for the redirect could not be opened.
+    #[error("cannot listen on 127.0.0.1: {0}")]
+    Listen(std::io::Error),
+    /// The loopback listener's port could not be read.
+    #[error(transparent)]
+    ListenerAddress(std::io::Error),
+    /// No client is configured and the authorization server registers none.
+    #[error(
+        "the authorization server {issuer} offers no dynamic client registration: set `oauth.client_id` to a client registered with it"
+    )]
+    NoRegistration {
+        /// The authorization server.
+        issuer: String,
+    },
+    /// `dracode mcp login` could not reach the MCP server.
+    #[error("cannot reach {url}")]
+    ServerUnreachable {
+        /// The server's URL.
+        url: String,
+    },
+}
+
+/// `the refresh token was refused (…) and ` before what a person must do, when it was.
+fn refused_first(refused: &Option<TokenError>) -> String {
+    refused.as_ref().map(|e| format!("the refresh token was refused ({e}) and ")).unwrap_or_default()
+}
+
+/// Why a token request got no access token.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum TokenError {
+    /// The client assertion or the DPoP proof could not be made.
+    #[error(transparent)]
+    Signing(#[from] Es256Error),
+    /// The request could not be cloned to retry it with the server's DPoP nonce.
+    #[error("a token request cannot be repeated")]
+    NotRepeatable,
+    /// The token endpoint could not be reached.
+    #[error("cannot reach the token endpoint {url}")]
+    Unreachable {
+        /// The token endpoint.
+        url: String,
+    },
+    /// The token endpoint answered without an access token.
+    #[error("the token endpoint {url} answered HTTP {status} ({error})")]
+    Refused {
+        /// The token endpoint.
+        url: String,
+        /// The HTTP status.
+        status: u16,
+        /// The OAuth `error` code (`no access_token` when there was none).
+        error: String,
+    },
+}
+
+impl TokenError {
+    /// The OAuth `error` code of a refusal (empty for a request that was not answered).
+    fn code(&self) -> &str {
+        match self {
+            TokenError::Refused { error, .. } => error,
+            _ => "",
+        }
+    }
+}
 
 /// `oauth` of a `url` server, with `${VAR}` expanded.
 #[derive(Clone)]
@@ -147,7 +252,7 @@ pub async fn fetch_token(
     server_url: &str,
     creds: &ClientCredentials,
     challenge: &Challenge,
-) -> Result<Token, String> {
+) -> Result<Token, OAuthError> {
     let found = match &creds.token_url {
         Some(url) => {
             let mut found = Discovered::fallback(server_url);
@@ -161,27 +266,29 @@ pub async fn fetch_token(
     form.extend(scope.map(|scope| ("scope", scope)));
     match request_token(client, &found, &creds.token_client(), form, challenge.dpop).await {
         Ok(token) => Ok(Token { sent, ..token }),
-        Err((message, why)) => Err(format!("{message}: {}", creds.grant.blame(&why, &found.issuer))),
+        Err(error) => {
+            let advice = creds.grant.blame(error.code(), &found.issuer);
+            Err(OAuthError::Refused { error, advice })
+        }
     }
 }
 
 /// The one token request of every grant: `form` (the grant) with `resource`, as `client`, to
 /// `found`'s token endpoint, with a DPoP proof when the challenge (`dpop`) or the authorization
-/// server's metadata asks for one. `Err` is (what to say, the OAuth `error` code).
+/// server's metadata asks for one.
 async fn request_token(
     http: &reqwest::Client,
     found: &Discovered,
     client: &TokenClient,
     mut form: Vec<(&'static str, String)>,
     dpop: bool,
-) -> Result<Token, (String, String)> {
+) -> Result<Token, TokenError> {
     let url = &found.token_url;
     form.push(("resource", found.resource.clone()));
     let request = http.post(url).header("content-type", "application/x-www-form-urlencoded").header("accept", "application/json");
-    let request = client_auth::authenticate(request, &mut form, client, found).map_err(|e| (e, String::new()))?;
+    let request = client_auth::authenticate(request, &mut form, client, found)?;
     let body: Vec<String> = form.iter().map(|(k, v)| format!("{k}={}", encode(v))).collect();
-    let (status, answer) =
-        dpop::token_request(request.body(body.join("&")), url, dpop || found.dpop).await.map_err(|e| (e, String::new()))?;
+    let (status, answer) = dpop::token_request(request.body(body.join("&")), url, dpop || found.dpop).await?;
     let text = |key: &str| answer.get(key).and_then(Value::as_str).map(str::to_string);
     match text("access_token") {
         Some(access_token) if status.is_success() => Ok(Token {
@@ -196,8 +303,8 @@ async fn request_token(
             sent: Vec::new(),
         }),
         _ => {
-            let why = text("error").unwrap_or_else(|| "no access_token".into());
-            Err((format!("the token endpoint {url} answered HTTP {} ({why})", status.as_u16()), why))
+            let error = text("error").unwrap_or_else(|| "no access_token".into());
+            Err(TokenError::Refused { url: url.clone(), status: status.as_u16(), error })
         }
     }
 }

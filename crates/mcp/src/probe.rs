@@ -3,9 +3,34 @@
 //! It exists so that dracode's MCP client can be tested from outside — by the MCP conformance
 //! suite, which launches a client per scenario.
 
-use super::{Launch, McpServer, McpServerConfig};
+use super::{Launch, McpServer, McpServerConfig, ServerFailed};
 use serde_json::{Value, json};
 use std::path::Path;
+
+/// Why a probe could not be made: its arguments are wrong, or the server did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    /// A `--call` without `=`.
+    #[error("--call {call:?}: write TOOL=ARGUMENTS_JSON")]
+    CallSyntax {
+        /// The `--call` value.
+        call: String,
+    },
+    /// A `--call`'s arguments are not JSON.
+    #[error("--call {tool}: {reason}")]
+    CallArguments {
+        /// The tool.
+        tool: String,
+        /// Why.
+        reason: serde_json::Error,
+    },
+    /// `--call-each` is not JSON.
+    #[error("--call-each: {0}")]
+    CallEachArguments(serde_json::Error),
+    /// The server did not start.
+    #[error(transparent)]
+    Start(#[from] ServerFailed),
+}
 
 /// What to do once the server is started.
 pub struct ProbePlan {
@@ -19,14 +44,14 @@ pub struct ProbePlan {
 
 impl ProbePlan {
     /// Reads `TOOL=JSON` calls and the `--call-each` arguments.
-    pub fn parse(calls: &[String], call_each: Option<&str>) -> Result<ProbePlan, String> {
+    pub fn parse(calls: &[String], call_each: Option<&str>) -> Result<ProbePlan, ProbeError> {
         let mut parsed = Vec::new();
         for call in calls {
-            let (tool, args) = call.split_once('=').ok_or_else(|| format!("--call {call:?}: write TOOL=ARGUMENTS_JSON"))?;
-            let args = serde_json::from_str(args).map_err(|e| format!("--call {tool}: {e}"))?;
+            let (tool, args) = call.split_once('=').ok_or_else(|| ProbeError::CallSyntax { call: call.clone() })?;
+            let args = serde_json::from_str(args).map_err(|reason| ProbeError::CallArguments { tool: tool.to_string(), reason })?;
             parsed.push((tool.to_string(), args));
         }
-        let call_each = call_each.map(serde_json::from_str).transpose().map_err(|e| format!("--call-each: {e}"))?;
+        let call_each = call_each.map(serde_json::from_str).transpose().map_err(ProbeError::CallEachArguments)?;
         Ok(ProbePlan { calls: parsed, call_each, schemas: false })
     }
 }
@@ -40,10 +65,10 @@ pub async fn run(
     cwd: &Path,
     http: reqwest::Client,
     out: &mut dyn std::io::Write,
-) -> Result<(), String> {
+) -> Result<(), ProbeError> {
     let env = dracode_input::process_env();
     let launch = Launch { cwd, env: &env, tmp_dir: None, confine: None, http, redactor: dracode_secrets::Redactor::default() };
-    let (server, tools) = McpServer::start(name, config, &launch).await.map_err(|e| format!("MCP server {name:?} failed to start: {e}"))?;
+    let (server, tools) = McpServer::start(name, config, &launch).await.map_err(|error| ServerFailed { name: name.to_string(), error })?;
     let listed: Vec<Value> =
         tools.iter().map(|t| if plan.schemas { json!({"name": t.name, "inputSchema": t.input_schema}) } else { json!(t.name) }).collect();
     let mut print = |line: Value| {

@@ -5,8 +5,8 @@
 //! server that cannot start or list its tools fails each of those tasks (kind `tool`), never
 //! the whole run. [`RunServers::stop`] stops them all after the last task.
 
-use super::{Launch, McpServerConfig, McpServers, McpTool};
-use dracode_sandbox::{Policy, SandboxMode};
+use super::{Launch, McpServerConfig, McpServers, McpTool, ServerFailed};
+use dracode_sandbox::{Policy, SandboxError, SandboxMode};
 use dracode_secrets::Redactor;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -27,6 +27,31 @@ pub struct Wanted {
     pub read_paths: Vec<std::path::PathBuf>,
 }
 
+/// Why a run-scope server's tools are not there.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum RunScopeError {
+    /// The run's folder for its servers could not be made.
+    #[error("cannot make the run's folder for MCP servers: {0}")]
+    RunFolder(Arc<std::io::Error>),
+    /// This machine cannot confine the server as its tasks ask.
+    #[error("MCP server {name:?} failed to start: {reason}")]
+    Unconfinable {
+        /// The server's name.
+        name: String,
+        /// What the machine lacks.
+        reason: Arc<SandboxError>,
+    },
+    /// The server failed to start.
+    #[error(transparent)]
+    Failed(#[from] ServerFailed),
+    /// No task of the run declared it (so it was not started).
+    #[error("MCP server {name:?} (scope \"run\") was not started for this run")]
+    NotStarted {
+        /// The server's name.
+        name: String,
+    },
+}
+
 /// The run's servers, started or with the reason they did not start.
 #[derive(Default)]
 pub struct RunServers {
@@ -38,7 +63,7 @@ pub struct RunServers {
 struct RunServer {
     name: String,
     config: McpServerConfig,
-    started: Result<McpServers, String>,
+    started: Result<McpServers, RunScopeError>,
 }
 
 impl RunServers {
@@ -64,7 +89,7 @@ impl RunServers {
         let dir = match run_folder() {
             Ok(dir) => dir,
             Err(e) => {
-                let why = format!("cannot make the run's folder for MCP servers: {e}");
+                let why = RunScopeError::RunFolder(Arc::new(e));
                 let servers = distinct.into_iter().map(|w| RunServer { name: w.name, config: w.config, started: Err(why.clone()) });
                 return RunServers { servers: servers.collect(), dir: Mutex::new(None) };
             }
@@ -87,9 +112,9 @@ impl RunServers {
             let started = match policy.check_supported() {
                 Ok(()) => {
                     let one = BTreeMap::from([(want.name.clone(), want.config.clone())]);
-                    McpServers::start(&one, &launch, &[]).await
+                    McpServers::start(&one, &launch, &[]).await.map_err(RunScopeError::from)
                 }
-                Err(e) => Err(format!("MCP server {:?} failed to start: {e}", want.name)),
+                Err(e) => Err(RunScopeError::Unconfinable { name: want.name.clone(), reason: Arc::new(e) }),
             };
             servers.push(RunServer { name: want.name, config: want.config, started });
         }
@@ -97,12 +122,12 @@ impl RunServers {
     }
 
     /// The tools of run-scope server `name` with settings `config`, or why it did not start.
-    pub fn tools(&self, name: &str, config: &McpServerConfig) -> Result<Vec<Arc<McpTool>>, String> {
+    pub fn tools(&self, name: &str, config: &McpServerConfig) -> Result<Vec<Arc<McpTool>>, RunScopeError> {
         let server = self.servers.iter().find(|s| s.name == name && &s.config == config);
         match server.map(|s| &s.started) {
             Some(Ok(started)) => Ok(started.tools()),
             Some(Err(e)) => Err(e.clone()),
-            None => Err(format!("MCP server {name:?} (scope \"run\") was not started for this run")),
+            None => Err(RunScopeError::NotStarted { name: name.to_string() }),
         }
     }
 

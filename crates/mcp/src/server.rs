@@ -2,7 +2,7 @@
 //! its protocol version agreed, asked for its tools, called, and stopped — nothing of it
 //! outlives [`McpServer`].
 
-use super::config::McpServerConfig;
+use super::config::{CredentialsError, McpServerConfig};
 use super::http::HttpLink;
 use super::jsonrpc::{Asked, Failure};
 use super::protocol::{ToolDef, ToolOutput};
@@ -35,6 +35,67 @@ pub struct Launch<'a> {
     pub redactor: dracode_secrets::Redactor,
 }
 
+/// Why a server did not start, with the end of a stdio server's stderr when it said anything.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{failure}{}", stderr_ending(.stderr))]
+pub struct StartError {
+    /// What failed.
+    pub failure: StartFailure,
+    /// The end of a stdio server's stderr (empty for a `url` server).
+    pub stderr: String,
+}
+
+/// What failed while starting a server.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StartFailure {
+    /// A `url` server's credentials are configured but unset.
+    #[error(transparent)]
+    Credentials(#[from] CredentialsError),
+    /// A stdio server's program could not be started.
+    #[error("could not start {program}: {reason}")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// Why.
+        reason: Arc<std::io::Error>,
+    },
+    /// The child has no stdin or stdout to talk to.
+    #[error("{program}: no pipes to talk to it")]
+    NoPipes {
+        /// The program.
+        program: String,
+    },
+    /// The server wants credentials it was not given, or refused those it was (one line saying
+    /// what to configure).
+    #[error("{0}")]
+    Unauthorized(String),
+    /// The handshake with a `url` server failed.
+    #[error("MCP handshake with {url} failed: {failure}")]
+    HttpHandshake {
+        /// The server's URL.
+        url: String,
+        /// Why.
+        failure: Box<Failure>,
+    },
+    /// A stdio server did not complete the handshake.
+    #[error("{command} did not complete the MCP handshake: {failure}")]
+    StdioHandshake {
+        /// The server's program.
+        command: String,
+        /// Why.
+        failure: Box<Failure>,
+    },
+    /// The handshake did not end within the startup timeout.
+    #[error("did not answer the MCP handshake within {}", humantime::format_duration(*.0))]
+    HandshakeTimedOut(Duration),
+    /// Listing its tools failed.
+    #[error("listing its tools failed: {0}")]
+    ListTools(Box<Failure>),
+    /// Listing its tools did not end within the startup timeout.
+    #[error("did not list its tools within {}", humantime::format_duration(*.0))]
+    ListToolsTimedOut(Duration),
+}
+
 /// A started server.
 pub struct McpServer {
     /// Its name in config (`[mcp_servers.NAME]`).
@@ -50,17 +111,17 @@ pub struct McpServer {
 impl McpServer {
     /// Starts server `name`, agrees on a protocol version and lists its tools, within its
     /// startup timeout. `Err` says what failed, with the end of a stdio server's stderr.
-    pub async fn start(name: &str, config: &McpServerConfig, launch: &Launch<'_>) -> Result<(McpServer, Vec<ToolDef>), String> {
+    pub async fn start(name: &str, config: &McpServerConfig, launch: &Launch<'_>) -> Result<(McpServer, Vec<ToolDef>), StartError> {
         let limit = config.startup_timeout();
-        let timed_out = || format!("did not answer the MCP handshake within {}", humantime::format_duration(limit));
         let deadline = tokio::time::Instant::now() + limit;
-        let (transport, process, stderr, stderr_reader) = connect(name, config, launch).map_err(|(m, tail)| with_stderr(m, &tail))?;
+        let (transport, process, stderr, stderr_reader) =
+            connect(name, config, launch).map_err(|failure| StartError { failure, stderr: String::new() })?;
         let mut starting = Starting { process, stderr, stderr_reader };
         let negotiated = tokio::time::timeout_at(deadline, Session::negotiate(transport, config.protocol_version.as_deref(), limit)).await;
         let session = match negotiated {
             Ok(Ok(session)) => session,
             Ok(Err(e)) => return Err(starting.explain_exit(handshake_failure(config, e)).await),
-            Err(_) => return Err(starting.explain_exit(timed_out()).await),
+            Err(_) => return Err(starting.explain_exit(StartFailure::HandshakeTimedOut(limit)).await),
         };
         tracing::debug!(server = %name, version = %session.version, "MCP session ready");
         let server = McpServer {
@@ -72,8 +133,8 @@ impl McpServer {
         };
         match tokio::time::timeout_at(deadline, server.session.list_tools(limit)).await {
             Ok(Ok(tools)) => Ok((server, tools)),
-            Ok(Err(e)) => Err(server.explain_exit(format!("listing its tools failed: {e}")).await),
-            Err(_) => Err(server.explain(format!("did not list its tools within {}", humantime::format_duration(limit)))),
+            Ok(Err(e)) => Err(server.explain_exit(StartFailure::ListTools(Box::new(e))).await),
+            Err(_) => Err(StartError { failure: StartFailure::ListToolsTimedOut(limit), stderr: server.stderr_tail() }),
         }
     }
 
@@ -109,18 +170,23 @@ impl McpServer {
         }
     }
 
-    /// [`McpServer::explain`], once a server whose session just failed has finished writing
-    /// its stderr (it is usually exiting), waiting at most a second.
-    async fn explain_exit(mut self, message: String) -> String {
+    /// `failure` with the server's stderr, once a server whose session just failed has finished
+    /// writing it (it is usually exiting), waiting at most a second.
+    async fn explain_exit(mut self, failure: StartFailure) -> StartError {
         if let Some(reader) = self.stderr_reader.take() {
             let _ = tokio::time::timeout(Duration::from_secs(1), reader).await;
         }
-        self.explain(message)
+        StartError { failure, stderr: self.stderr_tail() }
     }
 
+    /// `message` followed by the end of the server's stderr.
     fn explain(&self, message: String) -> String {
-        let stderr = self.stderr.lock().map(|s| s.clone()).unwrap_or_default();
-        with_stderr(message, &stderr)
+        format!("{message}{}", stderr_ending(&self.stderr_tail()))
+    }
+
+    /// The end of a stdio server's stderr so far.
+    fn stderr_tail(&self) -> String {
+        self.stderr.lock().map(|s| s.clone()).unwrap_or_default()
     }
 }
 
@@ -132,22 +198,23 @@ struct Starting {
 }
 
 impl Starting {
-    async fn explain_exit(&mut self, message: String) -> String {
+    /// `failure` with the server's stderr, once it has finished writing it (at most a second).
+    async fn explain_exit(&mut self, failure: StartFailure) -> StartError {
         if let Some(reader) = self.stderr_reader.take() {
             let _ = tokio::time::timeout(Duration::from_secs(1), reader).await;
         }
-        let tail = self.stderr.lock().map(|s| s.clone()).unwrap_or_default();
-        with_stderr(message, &tail)
+        let stderr = self.stderr.lock().map(|s| s.clone()).unwrap_or_default();
+        StartError { failure, stderr }
     }
 }
 
 /// Why the handshake failed, in one line (an authentication failure says what to configure).
-fn handshake_failure(config: &McpServerConfig, failure: Failure) -> String {
+fn handshake_failure(config: &McpServerConfig, failure: Failure) -> StartFailure {
     match failure {
-        Failure::Auth(message) => message,
+        Failure::Auth(message) => StartFailure::Unauthorized(message),
         other => match (&config.url, &config.command) {
-            (Some(url), _) => format!("MCP handshake with {url} failed: {other}"),
-            (None, command) => format!("{} did not complete the MCP handshake: {other}", command.as_deref().unwrap_or_default()),
+            (Some(url), _) => StartFailure::HttpHandshake { url: url.clone(), failure: Box::new(other) },
+            (None, command) => StartFailure::StdioHandshake { command: command.clone().unwrap_or_default(), failure: Box::new(other) },
         },
     }
 }
@@ -172,10 +239,10 @@ struct Process {
 type Connected = (Transport, Option<Process>, Arc<Mutex<String>>, Option<tokio::task::JoinHandle<()>>);
 
 /// Opens the transport: an HTTP link with the server's credentials, or the child process.
-fn connect(name: &str, config: &McpServerConfig, launch: &Launch<'_>) -> Result<Connected, (String, String)> {
+fn connect(name: &str, config: &McpServerConfig, launch: &Launch<'_>) -> Result<Connected, StartFailure> {
     let stderr = Arc::new(Mutex::new(String::new()));
     if let Some(url) = &config.url {
-        let credentials = config.credentials(name, &dracode_input::process_env()).map_err(|e| (e, String::new()))?;
+        let credentials = config.credentials(name, &dracode_input::process_env())?;
         let asked = Asked::new(config.elicitation.unwrap_or_default());
         let link = HttpLink::new(launch.http.clone(), url, name, credentials, asked, launch.redactor.clone());
         return Ok((Transport::Http(Box::new(link)), None, stderr, None));
@@ -193,10 +260,11 @@ fn connect(name: &str, config: &McpServerConfig, launch: &Launch<'_>) -> Result<
         output_limit: 0,
         confine: launch.confine,
     };
-    let (mut child, group) = process::spawn_service(&spec).map_err(|e| (format!("could not start {program}: {e}"), String::new()))?;
+    let (mut child, group) =
+        process::spawn_service(&spec).map_err(|e| StartFailure::Spawn { program: program.to_string(), reason: Arc::new(e) })?;
     let reader = child.stderr.take().map(|err| tokio::spawn(keep_tail(err, stderr.clone())));
     let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
-        return Err((format!("{program}: no pipes to talk to it"), String::new()));
+        return Err(StartFailure::NoPipes { program: program.to_string() });
     };
     Ok((
         Transport::Stdio(StdioLink::new(stdin, stdout, Asked::new(config.elicitation.unwrap_or_default()))),
@@ -225,10 +293,10 @@ async fn keep_tail(mut stream: tokio::process::ChildStderr, tail: Arc<Mutex<Stri
     }
 }
 
-/// `message`, followed by the server's stderr when it said anything.
-fn with_stderr(message: String, stderr: &str) -> String {
+/// `; its stderr ends: …` when the server said anything on stderr, else nothing.
+fn stderr_ending(stderr: &str) -> String {
     match stderr.trim() {
-        "" => message,
-        text => format!("{message}; its stderr ends: {text}"),
+        "" => String::new(),
+        text => format!("; its stderr ends: {text}"),
     }
 }

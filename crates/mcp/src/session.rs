@@ -192,7 +192,7 @@ impl Session {
                         None => _ = params.as_object_mut().map(|p| p.remove("requestState")),
                     }
                 }
-                Err(note) => return Ok(ToolOutput { text: note, is_error: true }),
+                Err(unsupported) => return Ok(ToolOutput { text: unsupported.to_string(), is_error: true }),
             }
         }
         Ok(ToolOutput { text: format!("[dracode: {tool} kept asking for more input after {MAX_ROUNDS} rounds]"), is_error: true })
@@ -204,18 +204,24 @@ fn is_modern_refusal(failure: &Failure) -> bool {
     matches!(failure, Failure::Auth(_)) || matches!(failure, Failure::Rpc(e) if protocol::MODERN_ERRORS.contains(&e.code))
 }
 
+/// A server's request for input dracode cannot answer; its text is the note the model sees.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("[dracode: the MCP server needs a {method} answer to go on; dracode runs unattended and does not support it]")]
+struct UnsupportedRequest {
+    /// The request's method.
+    method: String,
+}
+
 /// The `inputResponses` for an `input_required` result, and notes for the transcript; `Err`
-/// with a note when the server needs something dracode cannot give.
-fn input_responses(result: &Value, policy: McpElicitation) -> Result<(Value, Vec<String>), String> {
+/// when the server needs something dracode cannot give.
+fn input_responses(result: &Value, policy: McpElicitation) -> Result<(Value, Vec<String>), UnsupportedRequest> {
     let mut responses = serde_json::Map::new();
     let mut notes = Vec::new();
     let requests = result.get("inputRequests").and_then(Value::as_object).cloned().unwrap_or_default();
     for (key, request) in requests {
         let method = request.get("method").and_then(Value::as_str).unwrap_or("");
         if method != "elicitation/create" {
-            return Err(format!(
-                "[dracode: the MCP server needs a {method} answer to go on; dracode runs unattended and does not support it]"
-            ));
+            return Err(UnsupportedRequest { method: method.to_string() });
         }
         let (answer, note) = elicit::answer(request.get("params").unwrap_or(&Value::Null), policy);
         notes.push(note);

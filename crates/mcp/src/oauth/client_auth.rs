@@ -4,6 +4,7 @@
 
 use super::ClientSecret;
 use super::discovery::Discovered;
+use super::es256::{self, Es256Error, Es256Key};
 use base64::Engine;
 
 /// The client a token request is made as: the configured one, or one registered dynamically.
@@ -24,7 +25,7 @@ pub(super) fn authenticate(
     form: &mut Vec<(&'static str, String)>,
     client: &TokenClient,
     found: &Discovered,
-) -> Result<reqwest::RequestBuilder, String> {
+) -> Result<reqwest::RequestBuilder, Es256Error> {
     let methods = &found.methods;
     let post = match client.method.as_deref() {
         Some(method) => method == "client_secret_post",
@@ -54,24 +55,15 @@ pub(super) fn authenticate(
 }
 
 /// An ES256 client assertion (RFC 7523) by `client_id` for `audience`, signed with `pem`.
-pub(super) fn client_assertion(client_id: &str, audience: &str, pem: &str) -> Result<String, String> {
-    use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair};
-    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
-    let body: String = pem.lines().filter(|l| !l.starts_with("-----")).map(str::trim).collect();
-    let der = base64::engine::general_purpose::STANDARD.decode(body).map_err(|_| "`oauth.private_key` is not a PEM key".to_string())?;
-    let rng = ring::rand::SystemRandom::new();
-    let key = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &der, &rng)
-        .map_err(|_| "`oauth.private_key` is not an EC P-256 key in PKCS#8".to_string())?;
-    let mut nonce = [0u8; 16];
-    ring::rand::SecureRandom::fill(&rng, &mut nonce).map_err(|_| "no randomness".to_string())?;
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+pub(super) fn client_assertion(client_id: &str, audience: &str, pem: &str) -> Result<String, Es256Error> {
+    let key = Es256Key::from_pem(pem)?;
+    let nonce = key.nonce()?;
+    let now = es256::now();
     let claims = serde_json::json!({
         "iss": client_id, "sub": client_id, "aud": audience, "iat": now, "exp": now + 300,
         "jti": nonce.iter().map(|b| format!("{b:02x}")).collect::<String>(),
     });
-    let signed = format!("{}.{}", b64.encode(r#"{"alg":"ES256","typ":"JWT"}"#), b64.encode(claims.to_string()));
-    let signature = key.sign(&rng, signed.as_bytes()).map_err(|_| "signing the client assertion failed".to_string())?;
-    Ok(format!("{signed}.{}", b64.encode(signature.as_ref())))
+    key.sign_jwt(&serde_json::json!({"alg": "ES256", "typ": "JWT"}), &claims, "the client assertion")
 }
 
 /// `application/x-www-form-urlencoded` of `text` (also what Basic auth of a client wants).

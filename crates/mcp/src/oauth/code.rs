@@ -6,7 +6,7 @@
 //! otherwise only [`Mode::Person`] (`dracode mcp login`) can complete it.
 
 use super::client_auth::{TokenClient, encode};
-use super::discovery::Discovered;
+use super::discovery::{Discovered, UrlError};
 use base64::Engine;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -36,6 +36,91 @@ pub struct Registered {
     pub method: String,
 }
 
+/// Why the authorization code flow got no code, or no client to ask for one as.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthorizeError {
+    /// The system's random source failed.
+    #[error("no randomness")]
+    NoRandomness,
+    /// The authorization server lists PKCE methods, but not S256.
+    #[error("the authorization server {issuer} does not support PKCE with S256: refusing to authorize")]
+    NoS256 {
+        /// The authorization server.
+        issuer: String,
+    },
+    /// The authorization server's metadata lists no PKCE methods.
+    #[error("the authorization server {issuer} does not list PKCE support (code_challenge_methods_supported): refusing to authorize")]
+    NoPkce {
+        /// The authorization server.
+        issuer: String,
+    },
+    /// The authorization server has no authorization endpoint.
+    #[error("the authorization server {issuer} has no authorization_endpoint")]
+    NoAuthorizationEndpoint {
+        /// The authorization server.
+        issuer: String,
+    },
+    /// The redirect's `state` is not the request's.
+    #[error("the authorization response's `state` is not the one dracode sent: refusing it")]
+    OtherState,
+    /// The redirect's `iss` is another issuer (RFC 9207).
+    #[error("the authorization response comes from issuer {iss}, not {issuer}: refusing it")]
+    OtherIssuer {
+        /// The issuer the redirect names.
+        iss: String,
+        /// The authorization server asked.
+        issuer: String,
+    },
+    /// The redirect has no `iss` though the server promises one.
+    #[error("the authorization server {issuer} promises `iss` in its responses but sent none: refusing it")]
+    NoIssuer {
+        /// The authorization server.
+        issuer: String,
+    },
+    /// The redirect carries an `error`.
+    #[error("the authorization server refused: {error}{}", .description.as_ref().map(|d| format!(": {d}")).unwrap_or_default())]
+    Refused {
+        /// The OAuth `error` code.
+        error: String,
+        /// Its `error_description`, if any.
+        description: Option<String>,
+    },
+    /// The redirect has no `code`.
+    #[error("the authorization response has no code")]
+    NoCode,
+    /// The HTTP client following the authorization URL could not be built.
+    #[error(transparent)]
+    HttpClient(reqwest::Error),
+    /// The authorization endpoint could not be reached.
+    #[error("cannot reach the authorization endpoint {endpoint}")]
+    AuthorizationUnreachable {
+        /// The endpoint, without its query.
+        endpoint: String,
+    },
+    /// A redirect's `location` is not a URL.
+    #[error(transparent)]
+    BadRedirect(UrlError),
+    /// No redirect came back in time.
+    #[error("no authorization came back within {}s", .0.as_secs())]
+    NoRedirect(Duration),
+    /// The registration endpoint could not be reached.
+    #[error("cannot reach the registration endpoint {url}")]
+    RegistrationUnreachable {
+        /// The registration endpoint.
+        url: String,
+    },
+    /// Dynamic registration gave no client id.
+    #[error("registering with {url} failed (HTTP {status}, {error}): set `oauth.client_id` to a client registered with it")]
+    RegistrationRefused {
+        /// The registration endpoint.
+        url: String,
+        /// The HTTP status.
+        status: u16,
+        /// The OAuth `error` code (`no client_id` when there was none).
+        error: String,
+    },
+}
+
 /// One authorization request: its URL, and what the redirect must carry.
 pub(super) struct Request {
     pub(super) url: String,
@@ -44,9 +129,9 @@ pub(super) struct Request {
     pub(super) redirect_uri: String,
 }
 
-fn random_text(bytes: usize) -> Result<String, String> {
+fn random_text(bytes: usize) -> Result<String, AuthorizeError> {
     let mut buffer = vec![0u8; bytes];
-    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut buffer).map_err(|_| "no randomness".to_string())?;
+    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut buffer).map_err(|_| AuthorizeError::NoRandomness)?;
     Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(buffer))
 }
 
@@ -57,22 +142,22 @@ pub(super) fn s256(verifier: &str) -> String {
 }
 
 /// The authorization request of `client` for `scope`, coming back to `redirect_uri`.
-pub(super) fn request(found: &Discovered, client: &TokenClient, scope: Option<&str>, redirect_uri: &str) -> Result<Request, String> {
+pub(super) fn request(
+    found: &Discovered,
+    client: &TokenClient,
+    scope: Option<&str>,
+    redirect_uri: &str,
+) -> Result<Request, AuthorizeError> {
+    let issuer = || found.issuer.clone();
     if let Some(methods) = &found.challenge_methods
         && !methods.iter().any(|m| m == "S256")
     {
-        return Err(format!("the authorization server {} does not support PKCE with S256: refusing to authorize", found.issuer));
+        return Err(AuthorizeError::NoS256 { issuer: issuer() });
     }
     if found.has_metadata && found.challenge_methods.is_none() {
-        return Err(format!(
-            "the authorization server {} does not list PKCE support (code_challenge_methods_supported): refusing to authorize",
-            found.issuer
-        ));
+        return Err(AuthorizeError::NoPkce { issuer: issuer() });
     }
-    let endpoint = found
-        .authorization_url
-        .as_deref()
-        .ok_or_else(|| format!("the authorization server {} has no authorization_endpoint", found.issuer))?;
+    let endpoint = found.authorization_url.as_deref().ok_or_else(|| AuthorizeError::NoAuthorizationEndpoint { issuer: issuer() })?;
     let (state, verifier) = (random_text(24)?, random_text(32)?);
     let mut query = vec![
         ("response_type", "code".to_string()),
@@ -92,7 +177,7 @@ pub(super) fn request(found: &Discovered, client: &TokenClient, scope: Option<&s
 /// The code of the redirect `callback` (a URL or a request target), checked against `request`
 /// and the issuer (RFC 9207: a present `iss` must equal it exactly; an advertised one must be
 /// present).
-pub(super) fn code_of(callback: &str, request: &Request, found: &Discovered) -> Result<String, String> {
+pub(super) fn code_of(callback: &str, request: &Request, found: &Discovered) -> Result<String, AuthorizeError> {
     let query = callback.split_once('?').map(|(_, q)| q).unwrap_or("");
     let query = query.split('#').next().unwrap_or("");
     let get = |key: &str| -> Option<String> {
@@ -103,43 +188,38 @@ pub(super) fn code_of(callback: &str, request: &Request, found: &Discovered) -> 
             .map(|(_, v)| percent_encoding::percent_decode_str(&v.replace('+', " ")).decode_utf8_lossy().into_owned())
     };
     if get("state").as_deref() != Some(request.state.as_str()) {
-        return Err("the authorization response's `state` is not the one dracode sent: refusing it".into());
+        return Err(AuthorizeError::OtherState);
     }
     match get("iss") {
-        Some(iss) if iss != found.issuer => {
-            return Err(format!("the authorization response comes from issuer {iss}, not {}: refusing it", found.issuer));
-        }
-        None if found.iss_supported => {
-            return Err(format!("the authorization server {} promises `iss` in its responses but sent none: refusing it", found.issuer));
-        }
+        Some(iss) if iss != found.issuer => return Err(AuthorizeError::OtherIssuer { iss, issuer: found.issuer.clone() }),
+        None if found.iss_supported => return Err(AuthorizeError::NoIssuer { issuer: found.issuer.clone() }),
         _ => {}
     }
     if let Some(error) = get("error") {
-        let why = get("error_description").map(|d| format!(": {d}")).unwrap_or_default();
-        return Err(format!("the authorization server refused: {error}{why}"));
+        return Err(AuthorizeError::Refused { error, description: get("error_description") });
     }
-    get("code").filter(|c| !c.is_empty()).ok_or_else(|| "the authorization response has no code".to_string())
+    get("code").filter(|c| !c.is_empty()).ok_or(AuthorizeError::NoCode)
 }
 
 /// Follows the authorization URL without a browser: the redirect back to us, if the server
 /// gives it at once (`None` when it wants a person).
-pub(super) async fn headless(request: &Request) -> Result<Option<String>, String> {
+pub(super) async fn headless(request: &Request) -> Result<Option<String>, AuthorizeError> {
     // A client of its own (it must not follow redirects), with the TLS provider every client needs.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .timeout(Duration::from_secs(30))
         .build()
-        .map_err(|e| e.to_string())?;
+        .map_err(AuthorizeError::HttpClient)?;
     let mut url = request.url.clone();
     for _ in 0..5 {
-        let response =
-            client.get(&url).send().await.map_err(|_| format!("cannot reach the authorization endpoint {}", before_query(&url)))?;
+        let unreachable = || AuthorizeError::AuthorizationUnreachable { endpoint: before_query(&url).to_string() };
+        let response = client.get(&url).send().await.map_err(|_| unreachable())?;
         let Some(location) = response.headers().get("location").and_then(|v| v.to_str().ok()) else { return Ok(None) };
         if !response.status().is_redirection() {
             return Ok(None);
         }
-        let next = reqwest::Url::parse(&url).and_then(|base| base.join(location)).map_err(|e| e.to_string())?;
+        let next = reqwest::Url::parse(&url).and_then(|base| base.join(location)).map_err(AuthorizeError::BadRedirect)?;
         if next.as_str().starts_with(&request.redirect_uri) {
             return Ok(Some(next.to_string()));
         }
@@ -154,7 +234,7 @@ fn before_query(url: &str) -> &str {
 
 /// Waits (at most `limit`) on `listener` for the browser's redirect; answers it with a page
 /// saying to go back to the terminal; returns its request target.
-pub(super) async fn wait_for_redirect(listener: &tokio::net::TcpListener, limit: Duration) -> Result<String, String> {
+pub(super) async fn wait_for_redirect(listener: &tokio::net::TcpListener, limit: Duration) -> Result<String, AuthorizeError> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let wait = async {
         loop {
@@ -174,12 +254,17 @@ pub(super) async fn wait_for_redirect(listener: &tokio::net::TcpListener, limit:
             return target;
         }
     };
-    tokio::time::timeout(limit, wait).await.map_err(|_| format!("no authorization came back within {}s", limit.as_secs()))
+    tokio::time::timeout(limit, wait).await.map_err(|_| AuthorizeError::NoRedirect(limit))
 }
 
 /// Registers dracode with the authorization server (RFC 7591) as a native client redirecting
 /// to `redirect_uri`, public when the server allows it.
-pub(super) async fn register(http: &reqwest::Client, found: &Discovered, url: &str, redirect_uri: &str) -> Result<Registered, String> {
+pub(super) async fn register(
+    http: &reqwest::Client,
+    found: &Discovered,
+    url: &str,
+    redirect_uri: &str,
+) -> Result<Registered, AuthorizeError> {
     let methods = &found.methods;
     let wanted = if methods.is_empty() || methods.iter().any(|m| m == "none") {
         "none"
@@ -196,15 +281,12 @@ pub(super) async fn register(http: &reqwest::Client, found: &Discovered, url: &s
         "token_endpoint_auth_method": wanted,
         "application_type": "native",
     });
-    let response = http.post(url).json(&body).send().await.map_err(|_| format!("cannot reach the registration endpoint {url}"))?;
+    let response = http.post(url).json(&body).send().await.map_err(|_| AuthorizeError::RegistrationUnreachable { url: url.to_string() })?;
     let status = response.status();
     let answer: Value = response.json().await.unwrap_or_default();
     let Some(id) = answer.get("client_id").and_then(Value::as_str).filter(|_| status.is_success()) else {
-        let why = answer.get("error").and_then(Value::as_str).unwrap_or("no client_id");
-        return Err(format!(
-            "registering with {url} failed (HTTP {}, {why}): set `oauth.client_id` to a client registered with it",
-            status.as_u16()
-        ));
+        let error = answer.get("error").and_then(Value::as_str).unwrap_or("no client_id").to_string();
+        return Err(AuthorizeError::RegistrationRefused { url: url.to_string(), status: status.as_u16(), error });
     };
     let secret = answer.get("client_secret").and_then(Value::as_str).map(str::to_string);
     let given = answer.get("token_endpoint_auth_method").and_then(Value::as_str);

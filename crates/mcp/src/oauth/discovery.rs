@@ -10,6 +10,55 @@ use serde_json::Value;
 
 use super::Challenge;
 
+/// Why a URL could not be parsed (`url::ParseError`, named through `reqwest`'s `Url`).
+pub type UrlError = <Url as std::str::FromStr>::Err;
+
+/// Why the authorization server's endpoints could not be found.
+#[derive(Debug, thiserror::Error)]
+pub enum DiscoveryError {
+    /// The server's URL, or the issuer its metadata names, is not a URL.
+    #[error("{url}: {reason}")]
+    BadUrl {
+        /// The text that is not a URL.
+        url: String,
+        /// Why.
+        reason: UrlError,
+    },
+    /// The resource metadata lists no `authorization_servers`.
+    #[error("its resource metadata names no authorization server")]
+    NoAuthorizationServer,
+    /// The resource metadata is another resource's.
+    #[error("its resource metadata is for {resource}, not for {server_url}: refusing to ask for a token")]
+    OtherResource {
+        /// The resource it names.
+        resource: String,
+        /// The server's URL.
+        server_url: String,
+    },
+    /// The authorization server has no metadata at any of the well-known places.
+    #[error("the authorization server {issuer} publishes no metadata")]
+    NoMetadata {
+        /// The authorization server.
+        issuer: String,
+    },
+    /// The metadata fetched for `issuer` names another one.
+    #[error("the metadata of the authorization server {issuer} names another issuer ({stated}): refusing to use it")]
+    OtherIssuer {
+        /// The issuer the metadata was fetched for.
+        issuer: String,
+        /// The issuer it names.
+        stated: String,
+    },
+    /// The metadata has no `token_endpoint`.
+    #[error("its metadata has no token_endpoint")]
+    NoTokenEndpoint,
+}
+
+/// `text` parsed as a URL.
+fn parse_url(text: &str) -> Result<Url, DiscoveryError> {
+    Url::parse(text).map_err(|reason| DiscoveryError::BadUrl { url: text.to_string(), reason })
+}
+
 /// What discovery found.
 pub(super) struct Discovered {
     pub(super) token_url: String,
@@ -41,21 +90,19 @@ pub(super) struct Discovered {
 }
 
 /// The authorization server's endpoints, the resource to ask for and the supported scopes.
-pub(super) async fn discover(client: &reqwest::Client, server_url: &str, challenge: &Challenge) -> Result<Discovered, String> {
-    let server = Url::parse(server_url).map_err(|e| format!("{server_url}: {e}"))?;
+pub(super) async fn discover(client: &reqwest::Client, server_url: &str, challenge: &Challenge) -> Result<Discovered, DiscoveryError> {
+    let server = parse_url(server_url)?;
     let mut prm_urls: Vec<String> = challenge.resource_metadata.iter().cloned().collect();
     prm_urls.extend(well_known(&server, "oauth-protected-resource"));
     let Some(prm) = first_json(client, &prm_urls).await else { return legacy(client, &server).await };
-    let issuer =
-        prm.pointer("/authorization_servers/0").and_then(Value::as_str).ok_or("its resource metadata names no authorization server")?;
+    let issuer = prm.pointer("/authorization_servers/0").and_then(Value::as_str).ok_or(DiscoveryError::NoAuthorizationServer)?;
     let resource = prm.get("resource").and_then(Value::as_str).unwrap_or(server_url).to_string();
     if !resource_covers(&resource, &server) {
-        return Err(format!("its resource metadata is for {resource}, not for {server_url}: refusing to ask for a token"));
+        return Err(DiscoveryError::OtherResource { resource, server_url: server_url.to_string() });
     }
-    let issuer_url = Url::parse(issuer).map_err(|e| format!("{issuer}: {e}"))?;
-    let meta = first_json(client, &metadata_urls(&issuer_url))
-        .await
-        .ok_or_else(|| format!("the authorization server {issuer} publishes no metadata"))?;
+    let issuer_url = parse_url(issuer)?;
+    let meta =
+        first_json(client, &metadata_urls(&issuer_url)).await.ok_or_else(|| DiscoveryError::NoMetadata { issuer: issuer.to_string() })?;
     let mut found = from_metadata(&meta, issuer, resource)?;
     let scopes = strings(prm.get("scopes_supported"));
     found.scopes = (!scopes.is_empty()).then(|| scopes.join(" "));
@@ -63,7 +110,7 @@ pub(super) async fn discover(client: &reqwest::Client, server_url: &str, challen
 }
 
 /// A 2025-03-26 server (no resource metadata): metadata at its origin, else default endpoints.
-async fn legacy(client: &reqwest::Client, server: &Url) -> Result<Discovered, String> {
+async fn legacy(client: &reqwest::Client, server: &Url) -> Result<Discovered, DiscoveryError> {
     let origin = server.origin().ascii_serialization();
     if let Some(meta) = first_json(client, &[format!("{origin}/.well-known/oauth-authorization-server")]).await {
         return from_metadata(&meta, &origin, server.as_str().to_string());
@@ -95,13 +142,13 @@ impl Discovered {
 }
 
 /// Reads authorization server metadata fetched for `issuer`, refusing another issuer's.
-fn from_metadata(meta: &Value, issuer: &str, resource: String) -> Result<Discovered, String> {
+fn from_metadata(meta: &Value, issuer: &str, resource: String) -> Result<Discovered, DiscoveryError> {
     let stated = meta.get("issuer").and_then(Value::as_str).unwrap_or(issuer);
     if stated != issuer {
-        return Err(format!("the metadata of the authorization server {issuer} names another issuer ({stated}): refusing to use it"));
+        return Err(DiscoveryError::OtherIssuer { issuer: issuer.to_string(), stated: stated.to_string() });
     }
     let text = |key: &str| meta.get(key).and_then(Value::as_str).map(str::to_string);
-    let token_url = text("token_endpoint").ok_or("its metadata has no token_endpoint")?;
+    let token_url = text("token_endpoint").ok_or(DiscoveryError::NoTokenEndpoint)?;
     Ok(Discovered {
         token_url,
         issuer: issuer.to_string(),

@@ -2,57 +2,45 @@
 //! request (to the token endpoint, and every POST, GET and DELETE to the MCP server) carries its
 //! own proof: a `dpop+jwt` with the public key, `htm`, `htu` (no query or fragment), `iat`, a
 //! fresh `jti`, `ath` (the token's SHA-256) on resource requests, and the server's last
-//! `DPoP-Nonce`.
+//! `DPoP-Nonce`. The key and the signing are the ones `private_key_jwt` uses too (`es256`).
 
+use super::TokenError;
+use super::es256::{self, B64, Es256Error, Es256Key};
 use base64::Engine;
-use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair};
 use serde_json::{Value, json};
 use std::sync::{Mutex, OnceLock};
 
-const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::URL_SAFE_NO_PAD;
-
 /// The run's proof key: generated once, never written anywhere.
 pub struct DpopKey {
-    pair: EcdsaKeyPair,
+    key: Es256Key,
     jwk: Value,
-    rng: ring::rand::SystemRandom,
 }
 
 impl DpopKey {
     /// The key of this run (generated on first use).
-    pub fn for_run() -> Result<&'static DpopKey, String> {
-        static KEY: OnceLock<Result<DpopKey, String>> = OnceLock::new();
+    pub fn for_run() -> Result<&'static DpopKey, Es256Error> {
+        static KEY: OnceLock<Result<DpopKey, Es256Error>> = OnceLock::new();
         KEY.get_or_init(DpopKey::generate).as_ref().map_err(Clone::clone)
     }
 
-    fn generate() -> Result<DpopKey, String> {
-        let rng = ring::rand::SystemRandom::new();
-        let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).map_err(|_| "cannot make a DPoP key")?;
-        let pair =
-            EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), &rng).map_err(|_| "cannot make a DPoP key")?;
-        // An uncompressed P-256 point: 0x04, then x and y of 32 bytes each.
-        let point = pair.public_key().as_ref();
-        let (x, y) = (point.get(1..33).unwrap_or_default(), point.get(33..65).unwrap_or_default());
-        let jwk = json!({"kty": "EC", "crv": "P-256", "x": B64.encode(x), "y": B64.encode(y)});
-        Ok(DpopKey { pair, jwk, rng })
+    fn generate() -> Result<DpopKey, Es256Error> {
+        let key = Es256Key::generate()?;
+        let jwk = key.public_jwk();
+        Ok(DpopKey { key, jwk })
     }
 
     /// A proof for `method` on `url`; `token` adds `ath`, `nonce` the server's nonce.
-    pub fn proof(&self, method: &str, url: &str, token: Option<&str>, nonce: Option<&str>) -> Result<String, String> {
+    pub fn proof(&self, method: &str, url: &str, token: Option<&str>, nonce: Option<&str>) -> Result<String, Es256Error> {
         let header = json!({"typ": "dpop+jwt", "alg": "ES256", "jwk": self.jwk});
-        let mut jti = [0u8; 16];
-        ring::rand::SecureRandom::fill(&self.rng, &mut jti).map_err(|_| "no randomness")?;
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-        let mut claims = json!({"htm": method, "htu": htu(url), "iat": now, "jti": B64.encode(jti)});
+        let jti = self.key.nonce()?;
+        let mut claims = json!({"htm": method, "htu": htu(url), "iat": es256::now(), "jti": B64.encode(jti)});
         if let Some(token) = token {
             claims["ath"] = json!(B64.encode(ring::digest::digest(&ring::digest::SHA256, token.as_bytes())));
         }
         if let Some(nonce) = nonce {
             claims["nonce"] = json!(nonce);
         }
-        let signed = format!("{}.{}", B64.encode(header.to_string()), B64.encode(claims.to_string()));
-        let signature = self.pair.sign(&self.rng, signed.as_bytes()).map_err(|_| "signing a DPoP proof failed")?;
-        Ok(format!("{signed}.{}", B64.encode(signature.as_ref())))
+        self.key.sign_jwt(&header, &claims, "a DPoP proof")
     }
 }
 
@@ -76,14 +64,18 @@ pub(crate) fn offered(metadata: &Value) -> bool {
 
 /// Sends a token request, with a proof when `dpop`; a `use_dpop_nonce` answer is retried once
 /// with the server's nonce. Returns the status and the JSON answer.
-pub(crate) async fn token_request(request: reqwest::RequestBuilder, url: &str, dpop: bool) -> Result<(reqwest::StatusCode, Value), String> {
+pub(crate) async fn token_request(
+    request: reqwest::RequestBuilder,
+    url: &str,
+    dpop: bool,
+) -> Result<(reqwest::StatusCode, Value), TokenError> {
     let mut nonce: Option<String> = None;
     loop {
-        let mut attempt = request.try_clone().ok_or("a token request cannot be repeated")?;
+        let mut attempt = request.try_clone().ok_or(TokenError::NotRepeatable)?;
         if dpop {
             attempt = attempt.header("dpop", DpopKey::for_run()?.proof("POST", url, None, nonce.as_deref())?);
         }
-        let response = attempt.send().await.map_err(|_| format!("cannot reach the token endpoint {url}"))?;
+        let response = attempt.send().await.map_err(|_| TokenError::Unreachable { url: url.to_string() })?;
         let status = response.status();
         let given = response.headers().get("dpop-nonce").and_then(|v| v.to_str().ok()).map(str::to_string);
         let answer: Value = response.json().await.unwrap_or_default();

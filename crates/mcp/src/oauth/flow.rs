@@ -6,7 +6,7 @@
 use super::client_auth::TokenClient;
 use super::code::{self, Mode, Registered};
 use super::discovery::{Discovered, discover};
-use super::{Challenge, ClientCredentials, ClientSecret, Token, request_token};
+use super::{Challenge, ClientCredentials, ClientSecret, OAuthError, Token, request_token};
 use std::time::Instant;
 
 /// What a link knows of its person's grant. Never logged.
@@ -58,7 +58,7 @@ pub async fn user_token(
     session: &mut Session,
     challenge: &Challenge,
     mode: Mode<'_>,
-) -> Result<Token, String> {
+) -> Result<Token, OAuthError> {
     let found = discover(http, server_url, challenge).await?;
     if session.issuer.as_deref().is_some_and(|i| i != found.issuer) {
         // Another authorization server: nothing of the old one is shown to it.
@@ -72,13 +72,13 @@ pub async fn user_token(
         let form = vec![("grant_type", "refresh_token".into()), ("refresh_token", refresh)];
         match request_token(http, &found, &client, form, challenge.dpop).await {
             Ok(token) => return Ok(session.keep(token)),
-            Err((e, _)) => refused = Some(e),
+            Err(e) => refused = Some(e),
         }
     }
     let scope = choose_scope(creds, challenge, &found, session.scope.as_deref());
     session.scope = scope.clone();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| format!("cannot listen on 127.0.0.1: {e}"))?;
-    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(OAuthError::Listen)?;
+    let port = listener.local_addr().map_err(OAuthError::ListenerAddress)?.port();
     let redirect_uri = format!("http://127.0.0.1:{port}/callback");
     let client = client_for(http, creds, session, &found, &redirect_uri).await?;
     let request = code::request(&found, &client, scope.as_deref(), &redirect_uri)?;
@@ -88,7 +88,9 @@ pub async fn user_token(
             open(&request.url);
             code::wait_for_redirect(&listener, code::LOGIN_WAIT).await?
         }
-        (None, Mode::Headless) => return Err(needs_person(name, &found, refused)),
+        (None, Mode::Headless) => {
+            return Err(OAuthError::NeedsPerson { name: name.to_string(), issuer: found.issuer.clone(), refused });
+        }
     };
     let code = code::code_of(&callback, &request, &found)?;
     let form = vec![
@@ -97,17 +99,8 @@ pub async fn user_token(
         ("redirect_uri", request.redirect_uri.clone()),
         ("code_verifier", request.verifier.clone()),
     ];
-    let token = request_token(http, &found, &client, form, challenge.dpop).await.map_err(|(e, _)| e)?;
+    let token = request_token(http, &found, &client, form, challenge.dpop).await?;
     Ok(session.keep(token))
-}
-
-/// What to do when a run would need a person to approve dracode.
-fn needs_person(name: &str, found: &Discovered, refused: Option<String>) -> String {
-    let before = refused.map(|e| format!("the refresh token was refused ({e}) and ")).unwrap_or_default();
-    format!(
-        "{before}the authorization server {} wants a person to approve dracode: run `dracode mcp login {name}` on your machine and set `oauth.refresh_token_env_var` to a variable holding the refresh token it prints",
-        found.issuer
-    )
 }
 
 /// The scope to ask for: the configured one, else the challenge's, else the resource's
@@ -155,15 +148,12 @@ async fn client_for(
     session: &mut Session,
     found: &Discovered,
     redirect_uri: &str,
-) -> Result<TokenClient, String> {
+) -> Result<TokenClient, OAuthError> {
     if let Some(client) = known_client(creds, session, found) {
         return Ok(client);
     }
     let Some(url) = &found.registration_url else {
-        return Err(format!(
-            "the authorization server {} offers no dynamic client registration: set `oauth.client_id` to a client registered with it",
-            found.issuer
-        ));
+        return Err(OAuthError::NoRegistration { issuer: found.issuer.clone() });
     };
     let registered = code::register(http, found, url, redirect_uri).await?;
     session.registered = Some(registered.clone());
@@ -190,7 +180,7 @@ pub async fn login(
     name: &str,
     creds: &ClientCredentials,
     open: &(dyn Fn(&str) + Send + Sync),
-) -> Result<Login, String> {
+) -> Result<Login, OAuthError> {
     let hello = serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "dracode", "version": env!("CARGO_PKG_VERSION")}}});
     let answer = http
@@ -200,7 +190,7 @@ pub async fn login(
         .body(hello.to_string())
         .send()
         .await
-        .map_err(|_| format!("cannot reach {server_url}"))?;
+        .map_err(|_| OAuthError::ServerUnreachable { url: server_url.to_string() })?;
     let challenge = Challenge::of(&answer);
     let mut session = Session::default();
     user_token(http, server_url, name, creds, &mut session, &challenge, Mode::Person(open)).await?;

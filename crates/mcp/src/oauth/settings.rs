@@ -107,6 +107,50 @@ pub enum McpAssertion {
     },
 }
 
+/// Why the `oauth` table of server `name` does not expand to a client: what is configured but
+/// empty or unset.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SettingsError {
+    /// `client_id`, `client_secret` or `private_key` expands to nothing.
+    #[error("`mcp_servers.{name}.oauth`: `client_id`, `client_secret` or `private_key` is empty (an unset ${{VAR}}?)")]
+    EmptyClient {
+        /// The server's name.
+        name: String,
+    },
+    /// The variable of `refresh_token_env_var` is not set.
+    #[error(
+        "`mcp_servers.{name}.oauth.refresh_token_env_var`: {var} is not set (run `dracode mcp login {name}` once and store the refresh token it prints as {var})"
+    )]
+    RefreshTokenUnset {
+        /// The server's name.
+        name: String,
+        /// The variable.
+        var: String,
+    },
+    /// A workload's grant without `assertion`.
+    #[error("`mcp_servers.{name}.oauth.assertion`: this grant needs the workload's identity token")]
+    NoAssertion {
+        /// The server's name.
+        name: String,
+    },
+    /// The variable of `assertion = { env = "VAR" }` is not set.
+    #[error("`mcp_servers.{name}.oauth.assertion`: {var} is not set")]
+    AssertionUnset {
+        /// The server's name.
+        name: String,
+        /// The variable.
+        var: String,
+    },
+    /// `github_oidc` outside a GitHub Actions job allowed an ID token.
+    #[error(
+        "`mcp_servers.{name}.oauth.assertion`: ACTIONS_ID_TOKEN_REQUEST_URL and ACTIONS_ID_TOKEN_REQUEST_TOKEN are not set: GitHub Actions sets them for a job with `permissions: id-token: write`"
+    )]
+    GithubOidcUnset {
+        /// The server's name.
+        name: String,
+    },
+}
+
 /// `(field under the server, message)` of each problem.
 type Problems = Vec<(&'static str, String)>;
 
@@ -205,7 +249,7 @@ impl McpOAuth {
     }
 
     /// The client of the grant with `${VAR}` expanded from `env`; `Err` names what is missing.
-    pub fn client(&self, name: &str, env: &BTreeMap<String, String>) -> Result<ClientCredentials, String> {
+    pub fn client(&self, name: &str, env: &BTreeMap<String, String>) -> Result<ClientCredentials, SettingsError> {
         let expand = |text: &str| dracode_input::expand_vars(text, env);
         let secret = match (&self.private_key, &self.client_secret) {
             (Some(key), _) => ClientSecret::PrivateKey(expand(key)),
@@ -216,7 +260,7 @@ impl McpOAuth {
         let grant = self.grant_of(name, env)?;
         let unset_id = !self.client_id.is_empty() && client_id.trim().is_empty();
         if unset_id || (matches!(grant, Grant::ClientCredentials) && client_id.is_empty()) || secret.is_empty() {
-            return Err(format!("`mcp_servers.{name}.oauth`: `client_id`, `client_secret` or `private_key` is empty (an unset ${{VAR}}?)"));
+            return Err(SettingsError::EmptyClient { name: name.to_string() });
         }
         Ok(ClientCredentials {
             client_id,
@@ -230,31 +274,30 @@ impl McpOAuth {
     }
 
     /// The refresh token of `refresh_token_env_var`; `Err` when that variable is not set.
-    fn refresh_token(&self, name: &str, env: &BTreeMap<String, String>) -> Result<Option<String>, String> {
+    fn refresh_token(&self, name: &str, env: &BTreeMap<String, String>) -> Result<Option<String>, SettingsError> {
         let Some(var) = &self.refresh_token_env_var else { return Ok(None) };
         match env.get(var).map(|v| v.trim()).filter(|v| !v.is_empty()) {
             Some(token) => Ok(Some(token.to_string())),
-            None => Err(format!(
-                "`mcp_servers.{name}.oauth.refresh_token_env_var`: {var} is not set (run `dracode mcp login {name}` once and store the refresh token it prints as {var})"
-            )),
+            None => Err(SettingsError::RefreshTokenUnset { name: name.to_string(), var: var.clone() }),
         }
     }
 
     /// The client `dracode mcp login NAME` authorizes as: this one as a person's grant, without
     /// its refresh token (which is what the login is for).
-    pub fn login_client(&self, name: &str, env: &BTreeMap<String, String>) -> Result<ClientCredentials, String> {
+    pub fn login_client(&self, name: &str, env: &BTreeMap<String, String>) -> Result<ClientCredentials, SettingsError> {
         let person = McpOAuth { grant: Some(McpGrant::AuthorizationCode), refresh_token_env_var: None, ..self.clone() };
         person.client(name, env)
     }
 
-    fn grant_of(&self, name: &str, env: &BTreeMap<String, String>) -> Result<Grant, String> {
+    /// The grant meant, its assertion resolved from `env`.
+    fn grant_of(&self, name: &str, env: &BTreeMap<String, String>) -> Result<Grant, SettingsError> {
         let expand = |text: &str| dracode_input::expand_vars(text, env);
         let kind = self.grant_kind();
         let assertion = match (&self.assertion, kind) {
             (_, McpGrant::ClientCredentials) => return Ok(Grant::ClientCredentials),
             (_, McpGrant::AuthorizationCode) => return Ok(Grant::AuthorizationCode),
-            (None, _) => return Err(format!("`mcp_servers.{name}.oauth.assertion`: this grant needs the workload's identity token")),
-            (Some(assertion), _) => assertion.resolve(&format!("`mcp_servers.{name}.oauth.assertion`"), env)?,
+            (None, _) => return Err(SettingsError::NoAssertion { name: name.to_string() }),
+            (Some(assertion), _) => assertion.resolve(name, env)?,
         };
         Ok(match kind {
             McpGrant::TokenExchange => Grant::TokenExchange {
@@ -293,28 +336,26 @@ impl McpAssertion {
         }
     }
 
-    /// The source, with `${VAR}` expanded and variables read from `env`; `field` names it.
-    fn resolve(&self, field: &str, env: &BTreeMap<String, String>) -> Result<Assertion, String> {
+    /// The source, with `${VAR}` expanded and variables read from `env`; `name` is the server's.
+    fn resolve(&self, name: &str, env: &BTreeMap<String, String>) -> Result<Assertion, SettingsError> {
         let expand = |text: &str| dracode_input::expand_vars(text, env);
         Ok(match self {
             McpAssertion::File(path) => Assertion::File(expand(path)),
             McpAssertion::Env(var) => match env.get(var).map(|v| v.trim()).filter(|v| !v.is_empty()) {
                 Some(value) => Assertion::Value(value.to_string()),
-                None => return Err(format!("{field}: {var} is not set")),
+                None => return Err(SettingsError::AssertionUnset { name: name.to_string(), var: var.clone() }),
             },
             McpAssertion::GithubOidc { audience } => {
                 let var = |v: &str| env.get(v).filter(|s| !s.trim().is_empty()).cloned();
                 let (Some(url), Some(token)) = (var("ACTIONS_ID_TOKEN_REQUEST_URL"), var("ACTIONS_ID_TOKEN_REQUEST_TOKEN")) else {
-                    return Err(format!(
-                        "{field}: ACTIONS_ID_TOKEN_REQUEST_URL and ACTIONS_ID_TOKEN_REQUEST_TOKEN are not set: GitHub Actions sets them for a job with `permissions: id-token: write`"
-                    ));
+                    return Err(SettingsError::GithubOidcUnset { name: name.to_string() });
                 };
                 Assertion::GithubOidc { url, token, audience: audience.as_deref().map(expand) }
             }
             McpAssertion::IdJag { token_url, client_id, subject } => Assertion::IdJag {
                 token_url: expand(token_url),
                 client_id: client_id.as_deref().map(expand),
-                subject: Box::new(subject.resolve(field, env)?),
+                subject: Box::new(subject.resolve(name, env)?),
             },
         })
     }
@@ -401,7 +442,7 @@ mod tests {
             assertion: Some(McpAssertion::GithubOidc { audience: None }),
             ..Default::default()
         };
-        let err = o.client("web", &BTreeMap::new()).err().unwrap_or_default();
+        let err = o.client("web", &BTreeMap::new()).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(err.starts_with("`mcp_servers.web.oauth.assertion`: ACTIONS_ID_TOKEN_REQUEST_URL"), "{err}");
         assert_eq!(token_type("id_token").as_deref(), Some("urn:ietf:params:oauth:token-type:id_token"));
     }

@@ -6,6 +6,61 @@
 
 use serde_json::Value;
 
+/// Why a workload's grant could not be asked for: its identity token could not be read or
+/// fetched.
+#[derive(Debug, thiserror::Error)]
+pub enum GrantError {
+    /// A person's grant has no form of its own: it goes through the code flow.
+    #[error("a person's grant is asked for by the authorization code flow")]
+    PersonGrant,
+    /// The assertion's file is empty.
+    #[error("`oauth.assertion` file {path} is empty")]
+    EmptyFile {
+        /// The file.
+        path: String,
+    },
+    /// The assertion's file cannot be read.
+    #[error("cannot read `oauth.assertion` file {path}: {reason}")]
+    UnreadableFile {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: std::io::Error,
+    },
+    /// An `id_jag` whose subject is another `id_jag`.
+    #[error("`oauth.assertion`: an `id_jag` cannot be the subject of another")]
+    NestedIdJag,
+    /// The identity provider of an `id_jag` cannot be reached.
+    #[error("`oauth.assertion.id_jag`: cannot reach {token_url}")]
+    IdJagUnreachable {
+        /// The identity provider's token endpoint.
+        token_url: String,
+    },
+    /// The identity provider gave no ID-JAG.
+    #[error("the identity provider {token_url} answered HTTP {status} ({error}): check `oauth.assertion.id_jag`")]
+    IdJagRefused {
+        /// The identity provider's token endpoint.
+        token_url: String,
+        /// The HTTP status.
+        status: u16,
+        /// The OAuth `error` code (`no access_token` when there was none).
+        error: String,
+    },
+    /// GitHub's OIDC endpoint cannot be reached.
+    #[error("`oauth.assertion`: cannot reach GitHub's OIDC endpoint (ACTIONS_ID_TOKEN_REQUEST_URL)")]
+    GithubUnreachable,
+    /// GitHub's OIDC endpoint gave no token.
+    #[error(
+        "`oauth.assertion`: GitHub's OIDC endpoint answered HTTP {status} without a token for audience {audience:?} (does the job have `permissions: id-token: write`?)"
+    )]
+    GithubNoToken {
+        /// The HTTP status.
+        status: u16,
+        /// The audience asked for.
+        audience: String,
+    },
+}
+
 /// `urn:ietf:params:oauth:grant-type:jwt-bearer`.
 pub const JWT_BEARER: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 /// `urn:ietf:params:oauth:grant-type:token-exchange`.
@@ -82,11 +137,11 @@ impl Grant {
         client: &reqwest::Client,
         issuer: &str,
         resource: &str,
-    ) -> Result<(Vec<(&'static str, String)>, Vec<String>), String> {
+    ) -> Result<(Vec<(&'static str, String)>, Vec<String>), GrantError> {
         let mut sent = Vec::new();
         match self {
             Grant::ClientCredentials => Ok((vec![("grant_type", "client_credentials".into())], sent)),
-            Grant::AuthorizationCode => Err("a person's grant is asked for by the authorization code flow".into()),
+            Grant::AuthorizationCode => Err(GrantError::PersonGrant),
             Grant::JwtBearer(assertion) => {
                 let jwt = assertion.fetch(client, issuer, resource, &mut sent).await?;
                 Ok((vec![("grant_type", JWT_BEARER.into()), ("assertion", jwt)], sent))
@@ -128,7 +183,7 @@ impl Grant {
 
 impl Assertion {
     /// The identity token, read or fetched now (kept in `sent`, with what it was made from).
-    async fn fetch(&self, client: &reqwest::Client, issuer: &str, resource: &str, sent: &mut Vec<String>) -> Result<String, String> {
+    async fn fetch(&self, client: &reqwest::Client, issuer: &str, resource: &str, sent: &mut Vec<String>) -> Result<String, GrantError> {
         let token = match self {
             Assertion::IdJag { token_url, client_id, subject } => {
                 let id_token = Box::pin(subject.fetch(client, issuer, resource, sent)).await?;
@@ -140,16 +195,16 @@ impl Assertion {
         Ok(token)
     }
 
-    async fn read(&self, client: &reqwest::Client, issuer: &str) -> Result<String, String> {
+    async fn read(&self, client: &reqwest::Client, issuer: &str) -> Result<String, GrantError> {
         match self {
             Assertion::Value(value) => Ok(value.clone()),
             Assertion::File(path) => match std::fs::read_to_string(path) {
                 Ok(text) if !text.trim().is_empty() => Ok(text.trim().to_string()),
-                Ok(_) => Err(format!("`oauth.assertion` file {path} is empty")),
-                Err(e) => Err(format!("cannot read `oauth.assertion` file {path}: {e}")),
+                Ok(_) => Err(GrantError::EmptyFile { path: path.clone() }),
+                Err(reason) => Err(GrantError::UnreadableFile { path: path.clone(), reason }),
             },
             Assertion::GithubOidc { url, token, audience } => github_oidc(client, url, token, audience.as_deref().unwrap_or(issuer)).await,
-            Assertion::IdJag { .. } => Err("`oauth.assertion`: an `id_jag` cannot be the subject of another".into()),
+            Assertion::IdJag { .. } => Err(GrantError::NestedIdJag),
         }
     }
 }
@@ -163,7 +218,7 @@ async fn id_jag(
     id_token: &str,
     issuer: &str,
     resource: &str,
-) -> Result<String, String> {
+) -> Result<String, GrantError> {
     let mut form = vec![
         ("grant_type", TOKEN_EXCHANGE),
         ("requested_token_type", "urn:ietf:params:oauth:token-type:id-jag"),
@@ -175,21 +230,22 @@ async fn id_jag(
     form.extend(client_id.map(|id| ("client_id", id)));
     let body: Vec<String> = form.iter().map(|(k, v)| format!("{k}={}", super::client_auth::encode(v))).collect();
     let request = client.post(token_url).header("content-type", "application/x-www-form-urlencoded").header("accept", "application/json");
-    let response = request.body(body.join("&")).send().await.map_err(|_| format!("`oauth.assertion.id_jag`: cannot reach {token_url}"))?;
+    let response =
+        request.body(body.join("&")).send().await.map_err(|_| GrantError::IdJagUnreachable { token_url: token_url.to_string() })?;
     let status = response.status();
     let answer: Value = response.json().await.unwrap_or_default();
     match answer.get("access_token").and_then(Value::as_str) {
         Some(jag) if status.is_success() => Ok(jag.to_string()),
         _ => {
-            let why = answer.get("error").and_then(Value::as_str).unwrap_or("no access_token");
-            Err(format!("the identity provider {token_url} answered HTTP {} ({why}): check `oauth.assertion.id_jag`", status.as_u16()))
+            let error = answer.get("error").and_then(Value::as_str).unwrap_or("no access_token").to_string();
+            Err(GrantError::IdJagRefused { token_url: token_url.to_string(), status: status.as_u16(), error })
         }
     }
 }
 
 /// A GitHub Actions OIDC token for `audience`: `GET $ACTIONS_ID_TOKEN_REQUEST_URL&audience=…`
 /// with `Authorization: bearer $ACTIONS_ID_TOKEN_REQUEST_TOKEN`, answered `{"value": "<jwt>"}`.
-async fn github_oidc(client: &reqwest::Client, url: &str, token: &str, audience: &str) -> Result<String, String> {
+async fn github_oidc(client: &reqwest::Client, url: &str, token: &str, audience: &str) -> Result<String, GrantError> {
     let joiner = if url.contains('?') { '&' } else { '?' };
     let request_url = format!("{url}{joiner}audience={}", super::client_auth::encode(audience));
     let response = client
@@ -198,14 +254,11 @@ async fn github_oidc(client: &reqwest::Client, url: &str, token: &str, audience:
         .header("accept", "application/json")
         .send()
         .await
-        .map_err(|_| "`oauth.assertion`: cannot reach GitHub's OIDC endpoint (ACTIONS_ID_TOKEN_REQUEST_URL)".to_string())?;
+        .map_err(|_| GrantError::GithubUnreachable)?;
     let status = response.status();
     let answer: Value = response.json().await.unwrap_or_default();
     match answer.get("value").and_then(Value::as_str) {
         Some(jwt) if status.is_success() && !jwt.is_empty() => Ok(jwt.to_string()),
-        _ => Err(format!(
-            "`oauth.assertion`: GitHub's OIDC endpoint answered HTTP {} without a token for audience {audience:?} (does the job have `permissions: id-token: write`?)",
-            status.as_u16()
-        )),
+        _ => Err(GrantError::GithubNoToken { status: status.as_u16(), audience: audience.to_string() }),
     }
 }

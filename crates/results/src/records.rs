@@ -479,8 +479,9 @@ pub struct WireRepeat {
     /// Its repairs after a failed check.
     #[serde(default)]
     pub repairs: u32,
-    /// Its check's exit code; absent when its check did not run.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Its check's exit code (`null` when the check was killed or could not start); absent when
+    /// its check did not run.
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
     pub check_exit_code: Option<Option<i32>>,
     /// True for the one attempt the task's own fields describe (status, check, result, its
     /// `diff_path`): the last that passed when the task passed, else the last that did not.
@@ -492,6 +493,12 @@ pub struct WireRepeat {
     pub diff_path: Option<String>,
     /// `transcripts/<id>@<repeat>.json`, when it had a conversation.
     pub transcript_path: Option<String>,
+}
+
+/// A field that may be absent or `null`, read so that the two stay apart: present (`null`
+/// included) is `Some` (absent is the field's default, `None`).
+pub(crate) fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(deserializer: D) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(deserializer).map(Some)
 }
 
 fn is_zero(n: &u32) -> bool {

@@ -21,7 +21,6 @@
 use super::spec::TaskSpec;
 use crate::events::{CacheHit, Status, TaskOutcome};
 use crate::manifest::Isolation;
-use crate::report::contract::{from_wire, wire_outcome};
 use dracode_results::records::WireOutcome;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -96,40 +95,41 @@ impl Cache {
         if entry.outcome.status != Status::Passed {
             return None;
         }
-        let original = from_wire(spec.id.clone(), entry.outcome, entry.patch);
+        let original = entry.outcome;
         let hit = CacheHit {
             run_id: entry.run_id,
             key: key.to_string(),
             num_turns: original.num_turns,
             usage: original.usage,
-            total_cost_usd: original.cost_usd,
-            duration_ms: u64::try_from(original.duration.as_millis()).unwrap_or(u64::MAX),
+            total_cost_usd: original.total_cost_usd,
+            duration_ms: original.duration_ms,
         };
-        let fresh = spec.outcome(Status::Passed);
-        Some(TaskOutcome {
+        let mut fresh = spec.outcome(Status::Passed);
+        fresh.record = WireOutcome {
             files_changed: original.files_changed,
-            diff: original.diff,
             check: original.check,
             result: original.result,
             structured_output: original.structured_output,
             protected: original.protected,
             kept_ignored: original.kept_ignored,
-            cost_usd: Some(0.0),
-            cached: Some(hit),
-            ..fresh
-        })
+            total_cost_usd: Some(0.0),
+            cached_from: Some(hit),
+            ..fresh.record
+        };
+        fresh.attachments.diff = entry.patch;
+        Some(fresh)
     }
 
     /// Records `outcome` under `key` when it passed (and was not itself reused).
     pub fn store(&self, key: &str, outcome: &TaskOutcome, run_id: &str) -> std::io::Result<()> {
-        if outcome.status != Status::Passed || outcome.cached.is_some() {
+        if outcome.record.status != Status::Passed || outcome.record.cached_from.is_some() {
             return Ok(());
         }
         let entry = Entry {
             run_id: run_id.to_string(),
             task_id: outcome.task_id.clone(),
-            outcome: wire_outcome(outcome),
-            patch: outcome.diff.clone().filter(|d| !d.is_empty()),
+            outcome: outcome.record.clone(),
+            patch: outcome.attachments.diff.clone().filter(|d| !d.is_empty()),
         };
         let text = serde_json::to_string(&entry).map_err(std::io::Error::other)?;
         let gitignore = self.dir.join(".gitignore");

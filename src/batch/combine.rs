@@ -23,7 +23,7 @@ use super::workspace::Workspace;
 use super::world::World;
 use crate::events::{CheckRecord, Status};
 use crate::manifest::Isolation;
-use crate::report::read_back::{self, RecordedTask};
+use crate::report::read_back::{self, FinishedTask as RecordedTask, OutputFolder};
 use dracode_secrets::Redactor;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -134,12 +134,9 @@ pub async fn combine(
     redactor: &Arc<Redactor>,
 ) -> Result<CombineReport, CombineError> {
     let input = |e: String| CombineError::Input(e);
-    let run = read_back::read(&opts.out).map_err(input)?;
-    let passed: Vec<&RecordedTask> = run
-        .tasks
-        .iter()
-        .filter(|t| t.outcome.status == Status::Passed && t.outcome.diff.as_deref().is_some_and(|d| !d.is_empty()))
-        .collect();
+    let run = dracode_results::output_folder::read(&opts.out).map_err(input)?;
+    let passed: Vec<&RecordedTask> =
+        run.tasks.iter().filter(|t| t.outcome.status == Status::Passed && t.diff.as_deref().is_some_and(|d| !d.is_empty())).collect();
     let root = repository_root(&opts.repo).map_err(input)?;
     let base = base_of(opts.base.as_deref(), &passed).map_err(input)?;
     if let Some(branch) = &opts.branch {
@@ -158,7 +155,7 @@ pub async fn combine(
         applied: Vec::new(),
         conflicts: Vec::new(),
         agreed: Vec::new(),
-        overlaps: read_back::overlaps(passed.iter().map(|t| &t.outcome)),
+        overlaps: read_back::overlaps(passed.iter().map(|t| (t.task_id.as_str(), &t.outcome))),
         files_changed: Vec::new(),
         patch_path: None,
         check: None,
@@ -213,7 +210,7 @@ impl Grader {
         opts: &CombineOptions,
         env: &BTreeMap<String, String>,
         redactor: &Arc<Redactor>,
-        run: &read_back::RecordedRun,
+        run: &OutputFolder,
         passed: &[&RecordedTask],
     ) -> Result<Grader, CombineError> {
         let (spec, warning) = spec_for_check(opts, env, run, passed)?;
@@ -251,11 +248,11 @@ impl Grader {
 fn spec_for_check(
     opts: &CombineOptions,
     env: &BTreeMap<String, String>,
-    run: &read_back::RecordedRun,
+    run: &OutputFolder,
     passed: &[&RecordedTask],
 ) -> Result<(TaskSpec, Option<String>), CombineError> {
     let about = |why: String| format!("--check: {why} (the check runs as the first combined task's, from the run's manifests)");
-    let first = passed.first().map(|t| t.outcome.task_id.as_str());
+    let first = passed.first().map(|t| t.task_id.as_str());
     let manifests: Vec<PathBuf> = run.manifests.iter().filter(|m| m.as_str() != "--task").map(PathBuf::from).collect();
     let found = if manifests.is_empty() {
         Err(about(format!("{} names no manifest", opts.out.display())))
@@ -288,8 +285,8 @@ fn apply_all(workspace: &Workspace, passed: &[&RecordedTask], report: &mut Combi
     let mut touched: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for task in passed {
         let outcome = &task.outcome;
-        let patch = outcome.diff.as_deref().unwrap_or_default();
-        let id = outcome.task_id.clone();
+        let patch = task.diff.as_deref().unwrap_or_default();
+        let id = task.task_id.clone();
         let (changed, same) = match grade::apply(workspace, patch) {
             Ok(()) => (outcome.files_changed.clone(), Vec::new()),
             Err(message) => match apply_agreeing(workspace, patch) {

@@ -17,10 +17,11 @@ use super::task::{Shared, run_check_in};
 use super::workspace::{Carried, Workspace};
 use super::world::World;
 use crate::agent::AgentEnd;
-use crate::events::{CheckRecord, Emitter, EventKind, FailureKind, RegradedFrom, RunTotals, Status, TaskError, TaskOutcome};
+use crate::events::{CheckRecord, Emitter, EventKind, FailureKind, RegradedFrom, RunTotals, Status, TaskError, TaskOutcome, millis};
 use crate::manifest::Isolation;
-use crate::report::read_back::{self, RecordedRun, RecordedTask};
+use crate::report::read_back::{FinishedTask as RecordedTask, OutputFolder as RecordedRun};
 use dracode_llm::Usage;
+use dracode_results::records::WireOutcome;
 use dracode_sandbox::egress::NetworkLog;
 use dracode_secrets::Redactor;
 use std::collections::BTreeMap;
@@ -57,7 +58,7 @@ pub struct Regrade {
 
 /// Reads the run in `opts.results` and plans its manifests (the error is for the user: exit 2).
 pub fn prepare(opts: &RegradeOptions, cwd: &Path, env: &BTreeMap<String, String>) -> Result<Regrade, String> {
-    let run = read_back::read(&cwd.join(&opts.results))?;
+    let run = dracode_results::output_folder::read(&cwd.join(&opts.results))?;
     let manifests: Vec<PathBuf> = run.manifests.iter().filter(|m| m.as_str() != "--task").map(PathBuf::from).collect();
     if manifests.is_empty() {
         return Err(format!("{}: the run names no manifest to read the tasks' checks and repositories from", opts.results.display()));
@@ -70,7 +71,7 @@ pub fn prepare(opts: &RegradeOptions, cwd: &Path, env: &BTreeMap<String, String>
         ..Default::default()
     };
     let plan = super::plan::plan(&args, cwd, env).map_err(|e| e.to_string())?;
-    let recorded: Vec<&str> = run.tasks.iter().map(|t| t.outcome.task_id.as_str()).collect();
+    let recorded: Vec<&str> = run.tasks.iter().map(|t| t.task_id.as_str()).collect();
     let planned: Vec<String> = plan.tasks.iter().map(|s| s.id.clone()).collect();
     let missing = if opts.filter.is_empty() {
         recorded.iter().filter(|id| !planned.iter().any(|p| p == *id)).map(|id| (*id).to_string()).collect()
@@ -117,7 +118,7 @@ impl Regrade {
         let shared = Shared::without_model(env, redactor.clone(), &opts.out, cancel, self.run.run_id.clone());
         let setup = self.setups(&shared, emitter).await;
         let each = self.specs.iter().filter_map(|spec| {
-            let task = self.run.tasks.iter().find(|t| t.outcome.task_id == spec.id)?;
+            let task = self.run.tasks.iter().find(|t| t.task_id == spec.id)?;
             let job = Job { spec, task, run_id: &self.run.run_id, shared: &shared, setup: setup.as_ref().err(), emitter };
             let graded: Pending<'_, TaskOutcome> = Box::pin(regrade_or_carry(job, opts.check.as_deref()));
             Some(graded)
@@ -134,7 +135,7 @@ impl Regrade {
     /// `failed`), as `dracode run` does, into `shared`; `Err` says why one failed.
     async fn setups(&self, shared: &Shared, emitter: &Emitter) -> Result<(), TaskError> {
         let graded: Vec<&TaskSpec> =
-            self.specs.iter().filter(|spec| self.run.tasks.iter().any(|t| t.outcome.task_id == spec.id && regraded(t))).collect();
+            self.specs.iter().filter(|spec| self.run.tasks.iter().any(|t| t.task_id == spec.id && regraded(t))).collect();
         let setups = super::setup::run_all(&graded, shared, emitter).await.map_err(|why| TaskError::new(FailureKind::Setup, why))?;
         let _ = shared.setups.set(setups);
         Ok(())
@@ -183,7 +184,7 @@ async fn at_most<T>(jobs: usize, futures: Vec<Pending<'_, T>>) -> Vec<T> {
 /// its `task.started` (when regraded) and `task.finished` emitted.
 async fn regrade_or_carry(job: Job<'_>, check: Option<&str>) -> TaskOutcome {
     let (spec, task, emitter) = (job.spec, job.task, job.emitter);
-    let outcome = if regraded(task) {
+    let mut outcome = if regraded(task) {
         // The base the patch was graded on, for a reader of these results (combine).
         emitter.task(&spec.id, 1).emit(EventKind::TaskStarted {
             provider: task.outcome.provider.clone(),
@@ -195,9 +196,11 @@ async fn regrade_or_carry(job: Job<'_>, check: Option<&str>) -> TaskOutcome {
         });
         regrade_one(&job, check).await
     } else {
-        TaskOutcome { carried_from: Some(job.run_id.to_string()), ..task.outcome.clone() }
+        let mut carried = TaskOutcome::from(task.clone());
+        carried.record.carried_from = Some(job.run_id.to_string());
+        carried
     };
-    emitter.task(&spec.id, 1).emit(EventKind::TaskFinished(Box::new(outcome.clone())));
+    emitter.task(&spec.id, 1).emit(EventKind::task_finished(&mut outcome));
     outcome
 }
 
@@ -216,17 +219,18 @@ struct Job<'a> {
 async fn regrade_one(job: &Job<'_>, check: Option<&str>) -> TaskOutcome {
     let started = Instant::now();
     let recorded = &job.task.outcome;
-    let mut outcome = TaskOutcome {
+    let mut outcome = TaskOutcome::from(job.task.clone());
+    outcome.record = WireOutcome {
         usage: Usage::default(),
-        cost_usd: Some(0.0),
+        total_cost_usd: Some(0.0),
         num_turns: 0,
         attempts: 1,
         prior_attempts: Vec::new(),
         flaky: false,
         carried_from: None,
-        cached: None,
+        cached_from: None,
         regraded_from: Some(RegradedFrom { run_id: job.run_id.to_string(), attempt: job.task.attempt, status: recorded.status }),
-        ..recorded.clone()
+        ..outcome.record
     };
     let verdict = match check_again(job, check).await {
         Ok((record, unrunnable)) => {
@@ -241,13 +245,13 @@ async fn regrade_one(job: &Job<'_>, check: Option<&str>) -> TaskOutcome {
                 unrunnable: unrunnable.as_deref(),
             };
             let verdict = judge(&evidence);
-            outcome.check = Some(record);
+            outcome.record.check = Some(record);
             verdict
         }
         Err(error) => (Status::Error, Some(error)),
     };
-    (outcome.status, outcome.error) = verdict;
-    outcome.duration = started.elapsed();
+    (outcome.record.status, outcome.record.error) = verdict;
+    outcome.record.duration_ms = millis(started.elapsed());
     outcome
 }
 
@@ -267,7 +271,7 @@ async fn check_again(job: &Job<'_>, check: Option<&str>) -> Result<(CheckRecord,
     let timeout = job.spec.check.as_ref().map_or(DEFAULT_CHECK_TIMEOUT, |c| c.timeout);
     let check = CheckSpec { command, before: false, timeout, repairs: 0 };
     let carried = job.shared.setups.get().and_then(|setups| setups.carried_for(job.spec));
-    let (spec, base, patch) = (job.spec.clone(), job.task.base_commit.clone(), recorded.diff.clone());
+    let (spec, base, patch) = (job.spec.clone(), job.task.base_commit.clone(), job.task.diff.clone());
     let made = tokio::task::spawn_blocking(move || checked_out(&spec, base.as_deref(), patch.as_deref(), carried.as_deref())).await;
     let world = made.map_err(|e| TaskError::internal(format!("making the check's world panicked: {e}")))??;
     let place = world.place.clone();

@@ -88,7 +88,7 @@ pub async fn run(plan: Plan, shared: Arc<Shared>, emitter: Emitter, schedule: Sc
                 None => None,
             };
             let outcome = run_and_record(spec.clone(), shared, emitter.clone(), cache).await;
-            if fail_fast && !outcome.status.is_pass() {
+            if fail_fast && !outcome.record.status.is_pass() {
                 stop.store(true, Ordering::SeqCst);
             }
             outcome
@@ -136,7 +136,7 @@ async fn before_setup(tasks: &[Arc<TaskSpec>], shared: &Shared, cache: Option<&A
         if let (Some(cache), Known::Runs(Some(key))) = (cache, &*known)
             && let Some(hit) = cache.lookup(spec, key)
             // A recorded patch holding one of this run's secrets is not shown: the task runs afresh.
-            && shared.redactor.secrets_in(hit.diff.as_deref().unwrap_or_default()).is_empty()
+            && shared.redactor.secrets_in(hit.attachments.diff.as_deref().unwrap_or_default()).is_empty()
         {
             *known = Known::Ended(Box::new(hit));
         }
@@ -150,7 +150,9 @@ async fn before_setup(tasks: &[Arc<TaskSpec>], shared: &Shared, cache: Option<&A
     for (i, error) in served.into_iter().zip(found) {
         if let Some(error) = error {
             let status = super::judge::failure_status(&error);
-            known[i] = Known::Ended(Box::new(TaskOutcome { error: Some(error), ..blank(&tasks[i], status) }));
+            let mut outcome = blank(&tasks[i], status);
+            outcome.record.error = Some(error);
+            known[i] = Known::Ended(Box::new(outcome));
         }
     }
     known
@@ -216,12 +218,12 @@ fn why_not_started(
 /// (no workspace is made; the base the reused patch applies to is named all the same), or a
 /// provider the pre-flight refused, with no `task.started` (as a task a failed setup stopped).
 /// `stop` (`--fail-fast`) is set when it did not pass.
-fn ended(spec: &TaskSpec, outcome: TaskOutcome, emitter: &Emitter, stop: Option<&AtomicBool>) -> TaskOutcome {
-    if let Some(stop) = stop.filter(|_| !outcome.status.is_pass()) {
+fn ended(spec: &TaskSpec, mut outcome: TaskOutcome, emitter: &Emitter, stop: Option<&AtomicBool>) -> TaskOutcome {
+    if let Some(stop) = stop.filter(|_| !outcome.record.status.is_pass()) {
         stop.store(true, Ordering::SeqCst);
     }
     let task_emitter = emitter.task(&spec.id, 1);
-    if outcome.cached.is_some() {
+    if outcome.record.cached_from.is_some() {
         task_emitter.emit(EventKind::TaskStarted {
             provider: spec.provider.name.clone(),
             model: spec.provider.model.clone().unwrap_or_default(),
@@ -231,7 +233,7 @@ fn ended(spec: &TaskSpec, outcome: TaskOutcome, emitter: &Emitter, stop: Option<
             workspace_ms: None,
         });
     }
-    task_emitter.emit(EventKind::TaskFinished(Box::new(outcome.clone())));
+    task_emitter.emit(EventKind::task_finished(&mut outcome));
     outcome
 }
 
@@ -288,8 +290,9 @@ async fn wait_cancelled(shared: &Shared) {
 
 /// The outcome of a task that never started, with its status and error kind.
 fn unstarted(spec: &TaskSpec, (status, kind): (Status, FailureKind), why: &str, emitter: &Emitter) -> TaskOutcome {
-    let outcome = TaskOutcome { error: Some(TaskError::new(kind, why)), ..blank(spec, status) };
-    emitter.task(&spec.id, 1).emit(EventKind::TaskFinished(Box::new(outcome.clone())));
+    let mut outcome = blank(spec, status);
+    outcome.record.error = Some(TaskError::new(kind, why));
+    emitter.task(&spec.id, 1).emit(EventKind::task_finished(&mut outcome));
     outcome
 }
 
@@ -303,14 +306,14 @@ fn panicked(spec: &TaskSpec, error: tokio::task::JoinError, emitter: &Emitter) -
             .unwrap_or_else(|| "unknown panic".into()),
         Err(e) => e.to_string(),
     };
-    let outcome = TaskOutcome {
-        error: Some(TaskError::internal(format!("dracode bug: the task panicked: {message}"))),
-        ..blank(spec, Status::Error)
-    };
-    emitter.task(&spec.id, 1).emit(EventKind::TaskFinished(Box::new(outcome.clone())));
+    let mut outcome = blank(spec, Status::Error);
+    outcome.record.error = Some(TaskError::internal(format!("dracode bug: the task panicked: {message}")));
+    emitter.task(&spec.id, 1).emit(EventKind::task_finished(&mut outcome));
     outcome
 }
 
 fn blank(spec: &TaskSpec, status: Status) -> TaskOutcome {
-    TaskOutcome { attempts: 0, ..spec.outcome(status) }
+    let mut outcome = spec.outcome(status);
+    outcome.record.attempts = 0;
+    outcome
 }

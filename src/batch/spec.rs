@@ -194,12 +194,11 @@ impl TaskSpec {
     /// A blank outcome of this task with `status`: nothing run yet.
     pub fn outcome(&self, status: Status) -> TaskOutcome {
         let model = self.provider.model.as_deref().unwrap_or_default();
-        TaskOutcome {
-            line: self.line,
-            manifest_name: self.manifest_name.clone(),
-            tags: self.tags.clone(),
-            ..TaskOutcome::new(&self.id, &self.manifest, self.index, status, &self.provider.name, model)
-        }
+        let mut outcome = TaskOutcome::new(&self.id, &self.manifest, self.index, status, &self.provider.name, model);
+        outcome.record.line = self.line;
+        outcome.record.manifest_name = self.manifest_name.clone();
+        outcome.record.tags = self.tags.clone();
+        outcome
     }
 }
 

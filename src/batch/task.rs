@@ -7,8 +7,7 @@ use super::spec::{CheckSpec, TaskSpec};
 use super::workspace::{OwnedDir, SandboxPaths, Workspace, WorkspaceError};
 use crate::agent::{Agent, AgentEnd, AgentState, RunMeter};
 use crate::events::{
-    Activity, AttemptRecord, CheckRecord, CheckRound, Emitter, EventKind, FailureKind, RetryScope, Status, TaskError, TaskOutcome,
-    Transcript,
+    Activity, CheckRecord, Emitter, EventKind, FailureKind, RetryScope, Status, TaskError, TaskOutcome, Transcript, millis,
 };
 use crate::tools::{Registry, ToolContext};
 use dracode_llm::governor::{Gate, Governed, Limits};
@@ -19,6 +18,7 @@ use dracode_llm::recording::Recorder;
 use dracode_llm::registry;
 use dracode_llm::{ErrorKind, Message, Provider, Usage};
 use dracode_mcp::McpScope;
+use dracode_results::records::{WireAttempt, WireCheckRound};
 use dracode_sandbox::Policy;
 use dracode_sandbox::egress::{EgressProxy, NetworkLog};
 use dracode_secrets::Redactor;
@@ -130,8 +130,8 @@ async fn run_retried(spec: &TaskSpec, shared: &Shared, emitter: &Emitter, first_
         let attempt = first_attempt + tries - 1;
         let attempt_emitter = emitter.task(&spec.id, attempt);
         let outcome = run_attempt(spec, shared, &attempt_emitter).await;
-        let retryable = spec.retry.retry_on.contains(&outcome.status)
-            && !outcome.error.as_ref().is_some_and(|e| NEVER_RETRY.contains(&e.kind))
+        let retryable = spec.retry.retry_on.contains(&outcome.record.status)
+            && !outcome.record.error.as_ref().is_some_and(|e| NEVER_RETRY.contains(&e.kind))
             && !*shared.cancel.borrow();
         if tries >= max_attempts || !retryable {
             return (stamp(combine(outcome, prior, tries), started), attempt);
@@ -139,7 +139,7 @@ async fn run_retried(spec: &TaskSpec, shared: &Shared, emitter: &Emitter, first_
         let delay = TASK_RETRY.backoff(tries, dracode_llm::http::random_unit());
         attempt_emitter.emit(EventKind::Retry {
             scope: RetryScope::Task,
-            reason: outcome.error.as_ref().map_or(outcome.status.as_str(), |e| e.kind.as_str()).to_string(),
+            reason: outcome.record.error.as_ref().map_or(outcome.record.status.as_str(), |e| e.kind.as_str()).to_string(),
             delay,
             next_attempt: attempt + 1,
         });
@@ -173,18 +173,21 @@ const TASK_RETRY: dracode_llm::http::RetryPolicy = dracode_llm::http::RetryPolic
 /// The final outcome of a task: the last attempt, with turns, usage and cost summed over every
 /// attempt and the earlier attempts kept for JUnit's flaky/rerun records.
 fn combine(mut last: TaskOutcome, prior: Vec<TaskOutcome>, attempts: u32) -> TaskOutcome {
-    last.attempts = attempts;
-    last.flaky = last.status.is_pass() && prior.iter().any(failed_on_the_agents_work);
+    last.record.attempts = attempts;
+    last.record.flaky = last.record.status.is_pass() && prior.iter().any(failed_on_the_agents_work);
     for p in &prior {
-        last.num_turns += p.num_turns;
-        last.usage += p.usage;
-        last.cost_usd = match (last.cost_usd, p.cost_usd) {
+        last.record.num_turns += p.record.num_turns;
+        last.record.usage += p.record.usage;
+        last.record.total_cost_usd = match (last.record.total_cost_usd, p.record.total_cost_usd) {
             (Some(a), Some(b)) => Some(a + b),
-            (a, b) if p.usage.requests == 0 => a.or(b),
+            (a, b) if p.record.usage.requests == 0 => a.or(b),
             _ => None,
         };
     }
-    last.prior_attempts = prior.into_iter().map(|p| AttemptRecord { status: p.status, error: p.error, duration: p.duration }).collect();
+    last.record.prior_attempts = prior
+        .into_iter()
+        .map(|p| WireAttempt { status: p.record.status, error: p.record.error, duration_ms: p.record.duration_ms })
+        .collect();
     last
 }
 
@@ -192,9 +195,9 @@ fn combine(mut last: TaskOutcome, prior: Vec<TaskOutcome>, attempts: u32) -> Tas
 /// limit): a pass after it is flaky. One that failed on the provider, the network or the machine
 /// (or was interrupted) says nothing about the agent: the retry only waited it out.
 fn failed_on_the_agents_work(attempt: &TaskOutcome) -> bool {
-    !attempt.status.is_pass()
-        && attempt.status != Status::Cancelled
-        && !dracode_results::exit_codes::not_judged(attempt.status, attempt.error.as_ref())
+    !attempt.record.status.is_pass()
+        && attempt.record.status != Status::Cancelled
+        && !dracode_results::exit_codes::not_judged(attempt.record.status, attempt.record.error.as_ref())
 }
 
 /// One attempt: prepare → agent (→ check, → repair and check again) → judge → finalize. Emits
@@ -207,8 +210,8 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
     let Prepared { workspace, kit, announced } = match prepare(spec, shared, emitter).await {
         Ok(prepared) => prepared,
         Err(error) => {
-            outcome.status = failure_status(&error);
-            outcome.error = Some(error);
+            outcome.record.status = failure_status(&error);
+            outcome.record.error = Some(error);
             return stamp(outcome, started);
         }
     };
@@ -218,8 +221,8 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
             match check_in_world(check, spec, workspace, base, &kit, shared).await {
                 Ok((workspace, checked)) => (workspace, Some(checked)),
                 Err(error) => {
-                    outcome.status = failure_status(&error);
-                    outcome.error = Some(error);
+                    outcome.record.status = failure_status(&error);
+                    outcome.record.error = Some(error);
                     return stamp(outcome, started);
                 }
             }
@@ -240,25 +243,26 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
         (graded, _) => graded,
     };
     // Recorded at once: the usage of every call counts, whatever happens next.
-    (outcome.num_turns, outcome.usage, outcome.result) = (state.turns, state.usage, state.final_text.take());
-    outcome.structured_output = state.answer.value.take();
-    outcome.compactions = state.compactions;
-    outcome.denied_calls = std::mem::take(&mut state.denied);
+    (outcome.record.num_turns, outcome.record.usage, outcome.record.result) = (state.turns, state.usage, state.final_text.take());
+    outcome.record.structured_output = state.answer.value.take();
+    outcome.record.compactions = state.compactions;
+    outcome.record.denied = std::mem::take(&mut state.denied);
     let (workspace, phase, unrunnable) = match graded {
         Ok(graded) => graded,
         Err(error) => {
-            outcome.error = Some(error);
+            outcome.record.error = Some(error);
             return stamp(outcome, started);
         }
     };
-    if let Some(record) = outcome.check.as_mut() {
+    if let Some(record) = outcome.record.check.as_mut() {
         record.before = check_before.as_ref().map(|b| b.record.exit_code);
         record.before_output_tail = check_before.map(|b| b.record.output_tail);
     }
-    outcome.network_denied = kit.tool_ctx.network_log.totals();
+    let denials = kit.tool_ctx.network_log.totals();
+    (outcome.record.network_denied, outcome.record.network_denied_hosts) = (denials.count, denials.hosts);
     // Without a check, a full disk still makes the record (and so the verdict) worthless.
-    let unrunnable = unrunnable.or_else(|| if outcome.check.is_some() { None } else { disk_full_at(&kit) });
-    (outcome.status, outcome.error) = verdict(spec, &kit, &phase, unrunnable.as_deref(), &outcome);
+    let unrunnable = unrunnable.or_else(|| if outcome.record.check.is_some() { None } else { disk_full_at(&kit) });
+    (outcome.record.status, outcome.record.error) = verdict(spec, &kit, &phase, unrunnable.as_deref(), &outcome);
     finalize(spec, shared, &workspace, &mut outcome, state.history);
     let outcome = stamp(outcome, started);
     // Removing the task's folders (workspace, record, TMPDIR) blocks on the disk: it runs off
@@ -287,11 +291,11 @@ fn verdict(
         resource: resource.as_ref(),
         unrunnable,
         phase,
-        check: outcome.check.as_ref(),
-        files_changed: outcome.files_changed.len(),
+        check: outcome.record.check.as_ref(),
+        files_changed: outcome.record.files_changed.len(),
         require_change: spec.require_change,
         max_iterations: spec.max_iterations,
-        protected: &outcome.protected,
+        protected: &outcome.record.protected,
     };
     judge(&evidence)
 }
@@ -343,47 +347,47 @@ impl AttemptCtx<'_> {
             // paths are put back before the check grades.
             self.kit.tool_ctx.processes.stop_all().await;
             sweep_now(self.sweep).await?;
-            outcome.protected.extend(restore_protected(self.spec, &workspace)?);
-            outcome.protected.sort();
-            outcome.protected.dedup();
+            outcome.record.protected.extend(restore_protected(self.spec, &workspace)?);
+            outcome.record.protected.sort();
+            outcome.record.protected.dedup();
             workspace = collect_changes(workspace, outcome, self.shared).await?;
             let Some(check) = self.spec.check.as_ref().filter(|_| checks_work_after(&phase)) else {
                 // `check` grades the final state only: a repair that stalled or failed leaves its
                 // work unchecked (the earlier rounds stay in `check_rounds`).
-                outcome.check = None;
+                outcome.record.check = None;
                 return Ok((workspace, phase, None));
             };
             let started = Instant::now();
             let tree = workspace.recorded_tree().unwrap_or_else(|| workspace.record().base());
             let checked;
             (workspace, checked) = check_in_world(check, self.spec, workspace, tree, self.kit, self.shared).await?;
-            outcome.kept_ignored = super::unrecorded::listed(checked.kept.clone());
+            outcome.record.kept_ignored = super::unrecorded::listed(checked.kept.clone());
             let mut record = checked.record;
             if *self.shared.cancel.borrow() {
                 // Interrupted while the check ran: the check was stopped, and grades nothing.
-                outcome.check = Some(record);
+                outcome.record.check = Some(record);
                 return Ok((workspace, AgentPhase::Cancelled, None));
             }
-            let round = CheckRound {
+            let round = WireCheckRound {
                 exit_code: record.exit_code,
-                duration: started.elapsed(),
+                duration_ms: millis(started.elapsed()),
                 output_tail: record.output_tail.clone(),
-                started: started.duration_since(self.began),
+                started_ms: Some(millis(started.duration_since(self.began))),
             };
-            record.started_ms = Some(u64::try_from(round.started.as_millis()).unwrap_or(u64::MAX));
-            record.duration_ms = Some(u64::try_from(round.duration.as_millis()).unwrap_or(u64::MAX));
+            record.started_ms = round.started_ms;
+            record.duration_ms = Some(round.duration_ms);
             let passed = record.exit_code == Some(0);
             // A check that could not run is not the agent's to repair.
             let unrunnable = checked.unrunnable.filter(|_| !passed);
-            let message = repair_message(check, &record, outcome.repairs + 1);
-            outcome.check = Some(record);
+            let message = repair_message(check, &record, outcome.record.repairs + 1);
+            outcome.record.check = Some(record);
             if check.repairs > 0 {
-                outcome.check_rounds.push(round);
+                outcome.record.check_rounds.push(round);
             }
             if passed || unrunnable.is_some() || !self.may_repair(check, &phase, state, outcome) {
                 return Ok((workspace, phase, unrunnable));
             }
-            outcome.repairs += 1;
+            outcome.record.repairs += 1;
             phase = self.run_agent(state, Some(message)).await;
         }
     }
@@ -393,8 +397,8 @@ impl AttemptCtx<'_> {
     fn may_repair(&self, check: &CheckSpec, phase: &AgentPhase, state: &AgentState, outcome: &TaskOutcome) -> bool {
         let time_left = self.spec.timeout.is_none_or(|t| self.clock.elapsed() < t);
         *phase == AgentPhase::Ended(AgentEnd::Finished)
-            && outcome.repairs < check.repairs
-            && outcome.protected.is_empty()
+            && outcome.record.repairs < check.repairs
+            && outcome.record.protected.is_empty()
             && state.calls_used < self.spec.max_iterations
             && time_left
             && dracode_sandbox::incidents::limit_failure(&self.kit.tool_ctx.reports.all()).is_none()
@@ -882,12 +886,12 @@ async fn collect_changes(workspace: Workspace, outcome: &mut TaskOutcome, shared
         Ok(Some(changes)) => {
             let found = shared.redactor.secrets_in(&changes.patch);
             if !found.is_empty() {
-                outcome.files_changed = changes.files.into_iter().filter(|f| shared.redactor.secrets_in(f).is_empty()).collect();
-                outcome.diff = None;
+                outcome.record.files_changed = changes.files.into_iter().filter(|f| shared.redactor.secrets_in(f).is_empty()).collect();
+                outcome.attachments.diff = None;
                 return Err(secret_in_changes(&found));
             }
-            outcome.files_changed = changes.files;
-            outcome.diff = Some(changes.patch);
+            outcome.record.files_changed = changes.files;
+            outcome.attachments.diff = Some(changes.patch);
         }
         Ok(None) => {}
         // Never a pass without a record of what changed.
@@ -910,21 +914,21 @@ fn secret_in_changes(names: &[String]) -> TaskError {
 /// After the verdict: the commit of a passed task (`commit = true`), the conversation and the
 /// cost.
 fn finalize(spec: &TaskSpec, shared: &Shared, workspace: &Workspace, outcome: &mut TaskOutcome, messages: Vec<Message>) {
-    if outcome.status == Status::Passed && spec.commit && !outcome.files_changed.is_empty() {
+    if outcome.record.status == Status::Passed && spec.commit && !outcome.record.files_changed.is_empty() {
         let branch = format!("dracode/{}/{}", shared.run_id, spec.id);
         let title = spec.prompt.lines().next().unwrap_or_default().chars().take(72).collect::<String>();
-        let message = format!("{title}\n\ndracode task {:?}: {}", spec.id, outcome.result.as_deref().unwrap_or_default());
+        let message = format!("{title}\n\ndracode task {:?}: {}", spec.id, outcome.record.result.as_deref().unwrap_or_default());
         match workspace.commit(&branch, &message) {
-            Ok(_) => outcome.branch = Some(branch),
+            Ok(_) => outcome.record.branch = Some(branch),
             Err(e) => {
-                outcome.status = Status::Error;
-                outcome.error = Some(TaskError::internal(format!("cannot commit on {branch}: {e}")));
+                outcome.record.status = Status::Error;
+                outcome.record.error = Some(TaskError::internal(format!("cannot commit on {branch}: {e}")));
             }
         }
     }
     let model = spec.provider.model.clone().unwrap_or_default();
-    outcome.cost_usd = shared.prices.cost(&model, &outcome.usage);
-    outcome.transcript = Some(Arc::new(Transcript {
+    outcome.record.total_cost_usd = shared.prices.cost(&model, &outcome.record.usage);
+    outcome.attachments.transcript = Some(Arc::new(Transcript {
         provider: spec.provider.name.clone(),
         model,
         system: spec.system_prompt.clone(),
@@ -935,14 +939,14 @@ fn finalize(spec: &TaskSpec, shared: &Shared, workspace: &Workspace, outcome: &m
 
 /// Stamps an attempt's duration.
 fn stamp(mut outcome: TaskOutcome, started: Instant) -> TaskOutcome {
-    outcome.duration = started.elapsed();
+    outcome.record.duration_ms = millis(started.elapsed());
     outcome
 }
 
 /// Stamps the whole task's duration and emits `task.finished`.
 fn finish(mut outcome: TaskOutcome, started: Instant, emitter: &Emitter) -> TaskOutcome {
-    outcome.duration = started.elapsed();
-    emitter.emit(EventKind::TaskFinished(Box::new(outcome.clone())));
+    outcome.record.duration_ms = millis(started.elapsed());
+    emitter.emit(EventKind::task_finished(&mut outcome));
     outcome
 }
 

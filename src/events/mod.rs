@@ -7,7 +7,8 @@
 //! reporter; it touches no other file.
 //!
 //! Here: what happened ([`EventKind`], [`Event`]) and who listens ([`Reporter`]); a finished
-//! task's record in `outcome` ([`TaskOutcome`]); the bus and its emitters in `bus`.
+//! task's record in `outcome` ([`TaskOutcome`]: the contract's own `task.finished` record and
+//! the patches and conversations beside it); the bus and its emitters in `bus`.
 
 mod bus;
 mod outcome;
@@ -16,7 +17,7 @@ pub use bus::{Activity, Emitter, Ending, EventBus, QUEUE_BOUND};
 pub use dracode_results::{
     CacheHit, CheckRecord, CompactionMethod, DeniedCall, FailureKind, RegradedFrom, RepeatVerdict, RetryScope, Status, TaskError,
 };
-pub use outcome::{AttemptRecord, CheckRound, RepeatRecord, RunTotals, TaskOutcome, Transcript};
+pub use outcome::{Attachments, RunTotals, TaskOutcome, Transcript, millis};
 
 use dracode_llm::{StopReason, Usage};
 use std::path::PathBuf;

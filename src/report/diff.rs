@@ -37,13 +37,13 @@ impl Reporter for DiffReporter {
     fn on_event(&mut self, event: &Event) -> std::io::Result<()> {
         let EventKind::TaskFinished(outcome) = &event.kind else { return Ok(()) };
         // Each attempt of a repeated task has its own patch too, `diffs/<id>@<repeat>.patch`.
-        for repeat in &outcome.repeats {
-            if let Some(diff) = repeat.diff.as_deref().filter(|d| !d.is_empty()) {
+        for (repeat, files) in outcome.record.repeats.iter().zip(&outcome.attachments.repeats) {
+            if let Some(diff) = files.diff.as_deref().filter(|d| !d.is_empty()) {
                 let path = self.dir.join(format!("{}@{}.patch", file_stem(&outcome.task_id), repeat.repeat));
                 self.write(&path, diff)?;
             }
         }
-        match outcome.diff.as_deref() {
+        match outcome.attachments.diff.as_deref() {
             Some(diff) if !diff.is_empty() => {
                 let path = self.dir.join(format!("{}.patch", file_stem(&outcome.task_id)));
                 self.write(&path, diff)
@@ -78,7 +78,7 @@ mod tests {
         let mut reporter = DiffReporter::new(dir.path());
         let patch = "diff --git a/a.txt b/a.txt\n--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-old\n+new\n";
         let mut o = outcome("fix:bug", Status::Passed);
-        o.diff = Some(patch.to_string());
+        o.attachments.diff = Some(patch.to_string());
         reporter.on_event(&finished(o)).unwrap();
         let written = std::fs::read_to_string(dir.path().join(diff_path("fix:bug"))).unwrap();
         assert_eq!(written, patch);
@@ -90,7 +90,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut reporter = DiffReporter::new(dir.path());
         let mut empty = outcome("empty", Status::Passed);
-        empty.diff = Some(String::new());
+        empty.attachments.diff = Some(String::new());
         reporter.on_event(&finished(empty)).unwrap();
         reporter.on_event(&finished(outcome("none", Status::Failed))).unwrap();
         assert!(!dir.path().join("diffs").exists());
@@ -102,12 +102,12 @@ mod tests {
         let redactor = Arc::new(Redactor::new(["hunter22".to_string()]));
         let mut reporter = DiffReporter::new(dir.path()).with_redactor(redactor);
         let mut o = outcome("leaky", Status::Passed);
-        o.diff = Some("--- a/.env\n+++ b/.env\n@@ -0,0 +1 @@\n+PASSWORD=hunter22\n".into());
+        o.attachments.diff = Some("--- a/.env\n+++ b/.env\n@@ -0,0 +1 @@\n+PASSWORD=hunter22\n".into());
         reporter.on_event(&finished(o)).unwrap();
         assert!(!dir.path().join("diffs/leaky.patch").exists());
         let mut o = outcome("bytes", Status::Passed);
         let exact = "--- a/c.py\n+++ b/c.py\n@@ -0,0 +1 @@\n+def int_to_hunter2(n):\n";
-        o.diff = Some(exact.into());
+        o.attachments.diff = Some(exact.into());
         reporter.on_event(&finished(o)).unwrap();
         assert_eq!(std::fs::read_to_string(dir.path().join("diffs/bytes.patch")).unwrap(), exact);
     }

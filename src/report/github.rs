@@ -79,17 +79,17 @@ impl AnnotationReporter {
 
     fn on_finished(&mut self, o: &TaskOutcome) -> std::io::Result<()> {
         let place = place(o);
-        let reason = short_reason(o);
-        let title = format!("dracode {}: {}", o.task_id, o.status.as_str());
-        match o.status {
-            Status::Passed if o.flaky => {
+        let reason = short_reason(&o.record);
+        let title = format!("dracode {}: {}", o.task_id, o.record.status.as_str());
+        match o.record.status {
+            Status::Passed if o.record.flaky => {
                 let title = format!("dracode {}: flaky", o.task_id);
-                self.command("warning", place, &o.task_id, &title, &format!("passed after {} attempts", o.attempts))
+                self.command("warning", place, &o.task_id, &title, &format!("passed after {} attempts", o.record.attempts))
             }
             Status::Passed => Ok(()),
             // A budget cut is the run's limit speaking, not the task failing on its own.
-            Status::BudgetExceeded => self.command("warning", place, &o.task_id, &title, non_empty(&reason, o.status.as_str())),
-            _ => self.command("error", place, &o.task_id, &title, non_empty(&reason, o.status.as_str())),
+            Status::BudgetExceeded => self.command("warning", place, &o.task_id, &title, non_empty(&reason, o.record.status.as_str())),
+            _ => self.command("error", place, &o.task_id, &title, non_empty(&reason, o.record.status.as_str())),
         }
     }
 
@@ -111,9 +111,9 @@ impl AnnotationReporter {
 
 /// Where a task's annotation points: its manifest and line; nothing for an ad-hoc `--task`.
 fn place(o: &TaskOutcome) -> Option<(&Path, Option<usize>)> {
-    let manifest = o.manifest.as_path();
+    let manifest = Path::new(&o.record.manifest);
     let ad_hoc = manifest.as_os_str().is_empty() || manifest == Path::new("--task");
-    (!ad_hoc).then_some((manifest, o.line))
+    (!ad_hoc).then_some((manifest, o.record.line))
 }
 
 fn non_empty<'a>(text: &'a str, fallback: &'a str) -> &'a str {
@@ -224,9 +224,9 @@ mod tests {
     #[test]
     fn a_failed_task_is_an_error_at_its_manifest_line_with_escaped_properties() {
         let mut o = outcome("fix,it", Status::Failed);
-        o.line = Some(14);
-        o.manifest = PathBuf::from("/repo/ci/tasks.toml");
-        o.error = Some(TaskError {
+        o.record.line = Some(14);
+        o.record.manifest = "/repo/ci/tasks.toml".into();
+        o.record.error = Some(TaskError {
             kind: FailureKind::Check,
             message: "check failed: 50% done\nsecond line with sk-live-123456".into(),
             http_status: None,
@@ -239,9 +239,9 @@ mod tests {
     fn passes_are_silent_and_flaky_passes_budget_cuts_and_retries_warn() {
         let passed = outcome("ok", Status::Passed);
         let mut flaky = outcome("flaky", Status::Passed);
-        (flaky.flaky, flaky.attempts, flaky.line) = (true, 2, Some(3));
+        (flaky.record.flaky, flaky.record.attempts, flaky.record.line) = (true, 2, Some(3));
         let mut cut = outcome("cut", Status::BudgetExceeded);
-        cut.error = Some(TaskError::internal("not started: the run's token budget of 100 is spent"));
+        cut.record.error = Some(TaskError::internal("not started: the run's token budget of 100 is spent"));
         let retry = |scope| {
             event(Some(("slow", 1)), EventKind::Retry { scope, reason: "429".into(), delay: std::time::Duration::ZERO, next_attempt: 2 })
         };
@@ -264,8 +264,8 @@ mod tests {
     #[test]
     fn an_ad_hoc_task_has_no_file_and_secrets_and_escapes_never_reach_the_log() {
         let mut o = outcome("task-1", Status::Error);
-        o.manifest = PathBuf::from("--task");
-        o.error = Some(TaskError {
+        o.record.manifest = "--task".into();
+        o.record.error = Some(TaskError {
             kind: FailureKind::Agent,
             message: "see \x1b]8;;https://x.test\x1b\\link\x1b]8;;\x1b\\ sk-live-123456".into(),
             http_status: None,

@@ -221,6 +221,53 @@ mod tests {
     use crate::report::test_support::{event, sample_run};
     use std::time::Duration;
 
+    /// What the JSONL reporter writes is what is read back: for an outcome with every field
+    /// set and for one at its defaults, the record read from `results.jsonl` (and the patch
+    /// from `diffs/`) equals the one written (the transcripts stay files).
+    #[test]
+    fn task_finished_records_written_are_read_back_equal() {
+        use crate::events::{RunTotals, Status, TaskOutcome};
+        use crate::report::test_support::{every_field, finished, outcome};
+        let dir = tempfile::tempdir().unwrap();
+        let blank = {
+            let mut o = TaskOutcome::new("blank", std::path::Path::new(""), 5, Status::Skipped, "", "");
+            o.finish();
+            o
+        };
+        let written = [every_field("full"), outcome("plain", Status::Passed), blank];
+        let started = EventKind::RunStarted {
+            version: "0.1.0".into(),
+            manifests: vec!["tasks.toml".into()],
+            task_count: written.len(),
+            shard: None,
+            jobs: 1,
+            warnings: Vec::new(),
+            config_files: None,
+        };
+        let mut events = vec![event(None, started)];
+        events.extend(written.iter().cloned().map(finished));
+        events.push(event(None, EventKind::RunFinished(RunTotals::of(&written, Duration::from_secs(1)))));
+        let reserve = Reserve::none();
+        let mut reporters =
+            crate::report::artifact_reporters(dir.path(), "run-1", None, Arc::new(Redactor::default()), None, &reserve).unwrap();
+        for reporter in &mut reporters {
+            for e in &events {
+                reporter.on_event(e).unwrap();
+            }
+            reporter.finish().unwrap();
+        }
+        let folder = dracode_results::output_folder::read(dir.path()).unwrap();
+        let mut read: Vec<TaskOutcome> = folder.tasks.into_iter().map(TaskOutcome::from).collect();
+        read.sort_by(|a, b| a.task_id.cmp(&b.task_id));
+        let mut expected: Vec<TaskOutcome> = written.to_vec();
+        expected.sort_by(|a, b| a.task_id.cmp(&b.task_id));
+        for (got, want) in read.iter().zip(&expected) {
+            assert_eq!(got.record, want.record, "{}", got.task_id);
+            assert_eq!(got.attachments.diff, want.attachments.diff, "{}", got.task_id);
+        }
+        assert_eq!(read.len(), expected.len());
+    }
+
     fn read_lines(path: &std::path::Path) -> Vec<serde_json::Value> {
         std::fs::read_to_string(path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
     }
@@ -401,9 +448,9 @@ mod tests {
         let secret = "fixture-key-2026";
         let (dir, mut reporter) = masking(secret);
         let mut o = crate::report::test_support::outcome("rotate-fixture-key-2026", crate::events::Status::Failed);
-        o.files_changed = vec!["keys/fixture-key-2026.txt".into()];
-        o.diff = Some("diff --git a/keys/fixture-key-2026.txt b/keys/fixture-key-2026.txt\n".into());
-        o.result = Some(format!("rotated {secret}"));
+        o.record.files_changed = vec!["keys/fixture-key-2026.txt".into()];
+        o.attachments.diff = Some("diff --git a/keys/fixture-key-2026.txt b/keys/fixture-key-2026.txt\n".into());
+        o.record.result = Some(format!("rotated {secret}"));
         let check = crate::events::CheckRecord {
             before_output_tail: None,
             started_ms: None,
@@ -413,7 +460,7 @@ mod tests {
             output_tail: format!("still {secret}"),
             before: None,
         };
-        o.check = Some(check);
+        o.record.check = Some(check);
         reporter.on_event(&crate::report::test_support::finished(o)).unwrap();
         let line = &read_lines(&dir.path().join("results.jsonl"))[0];
         assert_eq!(line["task_id"], "rotate-fixture-key-2026");

@@ -24,6 +24,7 @@
 use super::{clean_text_keeping, short_reason, strip_control, write_atomic};
 use crate::disk::Reserve;
 use crate::events::{Event, EventKind, Reporter, RunEnd, Status, TaskOutcome};
+use dracode_results::records::WireAttempt;
 use dracode_secrets::Redactor;
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestRerun, TestSuite};
 use std::path::{Path, PathBuf};
@@ -66,7 +67,7 @@ impl JunitReporter {
         let host = hostname();
         let mut report = Report::unnamed();
         for (id, (manifest, mut outcomes)) in self.suites().into_iter().enumerate() {
-            outcomes.sort_by(|a, b| a.index.cmp(&b.index).then_with(|| a.task_id.cmp(&b.task_id)));
+            outcomes.sort_by(|a, b| a.record.index.cmp(&b.record.index).then_with(|| a.task_id.cmp(&b.task_id)));
             let name = suite_name(manifest);
             let mut suite = TestSuite::new(name.as_str());
             suite.extra.insert("package".into(), name.as_str().into());
@@ -75,7 +76,7 @@ impl JunitReporter {
             if let Some(ts) = &timestamp {
                 suite.extra.insert("timestamp".into(), ts.as_str().into());
             }
-            suite.set_time(outcomes.iter().map(|o| o.duration).sum::<Duration>());
+            suite.set_time(outcomes.iter().map(|o| o.duration()).sum::<Duration>());
             // The run's own properties once per file: xunitparser refuses a name seen twice.
             if id == 0 {
                 suite.add_property(Property::new("manifest", xml_text(&name)));
@@ -100,20 +101,21 @@ impl JunitReporter {
     fn suites(&self) -> Vec<(&Path, Vec<&TaskOutcome>)> {
         let mut suites: Vec<(&Path, Vec<&TaskOutcome>)> = Vec::new();
         for outcome in &self.outcomes {
-            match suites.iter_mut().find(|(m, _)| *m == outcome.manifest.as_path()) {
+            let manifest = Path::new(&outcome.record.manifest);
+            match suites.iter_mut().find(|(m, _)| *m == manifest) {
                 Some((_, list)) => list.push(outcome),
-                None => suites.push((&outcome.manifest, vec![outcome])),
+                None => suites.push((manifest, vec![outcome])),
             }
         }
         suites.sort_by_key(|(manifest, list)| {
             let listed = self.manifests.iter().position(|m| Path::new(m) == *manifest);
-            (listed.unwrap_or(usize::MAX), list.iter().map(|o| o.index).min())
+            (listed.unwrap_or(usize::MAX), list.iter().map(|o| o.record.index).min())
         });
         suites
     }
 
     fn test_case(&self, o: &TaskOutcome) -> TestCase {
-        let status = match o.status {
+        let status = match o.record.status {
             Status::Passed => TestCaseStatus::success(),
             Status::Skipped => {
                 let mut status = TestCaseStatus::skipped();
@@ -122,7 +124,7 @@ impl JunitReporter {
             }
             _ => {
                 let mut status = TestCaseStatus::non_success(non_success_kind(o));
-                let kind = o.error.as_ref().map_or(o.status.as_str(), |e| e.kind.as_str());
+                let kind = o.record.error.as_ref().map_or(o.record.status.as_str(), |e| e.kind.as_str());
                 status.set_message(self.redact(&without_type(&message(o), kind), o));
                 status.set_type(kind);
                 let details = details(o);
@@ -136,8 +138,8 @@ impl JunitReporter {
         status.add_reruns(self.reruns(o));
         let mut case = TestCase::new(xml_text(&strip_control(&o.task_id)), status);
         case.set_classname(class_name(o));
-        case.set_time(o.duration);
-        if let Some(result) = &o.result {
+        case.set_time(o.duration());
+        if let Some(result) = &o.record.result {
             case.set_system_out(self.redact(result, o));
         }
         case
@@ -149,9 +151,10 @@ impl JunitReporter {
     /// Each has its text in `<stackTrace>` (Surefire's schema requires one); failures come
     /// before errors, in the order Surefire's schema lists them.
     fn reruns(&self, o: &TaskOutcome) -> Vec<TestRerun> {
-        let repeats = o.repeats.iter().filter(|r| !r.reported && !r.status.is_pass());
-        let repeats = repeats.map(|r| crate::events::AttemptRecord { status: r.status, error: r.error.clone(), duration: r.duration });
+        let repeats = o.record.repeats.iter().filter(|r| !r.reported && !r.status.is_pass());
+        let repeats = repeats.map(|r| WireAttempt { status: r.status, error: r.error.clone(), duration_ms: r.duration_ms });
         let mut reruns: Vec<TestRerun> = o
+            .record
             .prior_attempts
             .iter()
             .cloned()
@@ -177,41 +180,41 @@ impl JunitReporter {
 
     fn properties(&self, o: &TaskOutcome) -> Vec<Property> {
         let mut props = vec![
-            ("provider", o.provider.clone()),
-            ("model", o.model.clone()),
-            ("turns", o.num_turns.to_string()),
-            ("attempts", o.attempts.to_string()),
-            ("input_tokens", o.usage.input_tokens.to_string()),
-            ("cached_input_tokens", o.usage.cached_input_tokens.to_string()),
-            ("output_tokens", o.usage.output_tokens.to_string()),
-            ("total_tokens", o.usage.total_tokens.to_string()),
+            ("provider", o.record.provider.clone()),
+            ("model", o.record.model.clone()),
+            ("turns", o.record.num_turns.to_string()),
+            ("attempts", o.record.attempts.to_string()),
+            ("input_tokens", o.record.usage.input_tokens.to_string()),
+            ("cached_input_tokens", o.record.usage.cached_input_tokens.to_string()),
+            ("output_tokens", o.record.usage.output_tokens.to_string()),
+            ("total_tokens", o.record.usage.total_tokens.to_string()),
         ];
-        if let Some(cost) = o.cost_usd {
+        if let Some(cost) = o.record.total_cost_usd {
             props.push(("cost_usd", dracode_results::records::exact_cost(cost).to_string()));
         }
-        if o.flaky {
+        if o.record.flaky {
             props.push(("flaky", "true".to_string()));
         }
-        if o.repairs > 0 {
-            props.push(("repairs", o.repairs.to_string()));
+        if o.record.repairs > 0 {
+            props.push(("repairs", o.record.repairs.to_string()));
         }
-        if let (Some(rate), Some(verdict)) = (o.pass_rate, o.verdict) {
+        if let (Some(rate), Some(verdict)) = (o.record.pass_rate, o.record.verdict) {
             props.push(("pass_rate", rate.to_string()));
             props.push(("verdict", verdict.as_str().to_string()));
         }
-        if let Some(run_id) = &o.carried_from {
+        if let Some(run_id) = &o.record.carried_from {
             props.push(("carried_from", run_id.clone()));
         }
-        if let Some(hit) = &o.cached {
+        if let Some(hit) = &o.record.cached_from {
             props.push(("cached_from", hit.run_id.clone()));
         }
-        if let Some(from) = &o.regraded_from {
+        if let Some(from) = &o.record.regraded_from {
             props.push(("regraded_from", format!("{}#{}", from.run_id, from.attempt)));
         }
         // Where the task is defined. The schemas have no `file`/`line` on a testcase (Jenkins
         // allows `file` on a testsuite only, the Ant schema nowhere), so these are properties.
-        if let Some(line) = o.line {
-            props.push(("file", o.manifest.to_string_lossy().into_owned()));
+        if let Some(line) = o.record.line {
+            props.push(("file", o.record.manifest.clone()));
             props.push(("line", line.to_string()));
         }
         // Ids, names, numbers and paths: never masked.
@@ -236,8 +239,8 @@ impl Reporter for JunitReporter {
             EventKind::TaskFinished(outcome) => {
                 // The conversation and the patch are other reporters' business; don't hold them.
                 let mut outcome = TaskOutcome::clone(outcome);
-                outcome.transcript = None;
-                outcome.diff = None;
+                outcome.attachments.transcript = None;
+                outcome.attachments.diff = None;
                 self.outcomes.push(outcome);
             }
             _ => {}
@@ -257,17 +260,17 @@ impl Reporter for JunitReporter {
 
 /// `<error>` for infrastructure, `<failure>` for the task's own failure.
 fn non_success_kind(o: &TaskOutcome) -> NonSuccessKind {
-    let infrastructure = match &o.error {
+    let infrastructure = match &o.record.error {
         Some(error) => error.kind.is_infrastructure(),
-        None => matches!(o.status, Status::Error | Status::NotConfigured | Status::Timeout | Status::Stalled | Status::Cancelled),
+        None => matches!(o.record.status, Status::Error | Status::NotConfigured | Status::Timeout | Status::Stalled | Status::Cancelled),
     };
     if infrastructure { NonSuccessKind::Error } else { NonSuccessKind::Failure }
 }
 
 /// `<status>: <reason>`, or the status alone when there is no reason.
 fn message(o: &TaskOutcome) -> String {
-    let reason = short_reason(o);
-    if reason.is_empty() { o.status.as_str().to_string() } else { format!("{}: {reason}", o.status.as_str()) }
+    let reason = short_reason(&o.record);
+    if reason.is_empty() { o.record.status.as_str().to_string() } else { format!("{}: {reason}", o.record.status.as_str()) }
 }
 
 /// `message` without a leading `<kind>: `: test-report tools show `type: message`, so
@@ -283,13 +286,13 @@ fn without_type(message: &str, kind: &str) -> String {
 /// The element's text: the whole error message, then the check's output tail.
 fn details(o: &TaskOutcome) -> String {
     let mut parts = Vec::new();
-    if let Some(error) = &o.error {
+    if let Some(error) = &o.record.error {
         match error.http_status {
             Some(code) => parts.push(format!("{} (HTTP {code})", error.message)),
             None => parts.push(error.message.clone()),
         }
     }
-    if let Some(check) = &o.check {
+    if let Some(check) = &o.record.check {
         let code = check.exit_code.map_or("none".to_string(), |c| c.to_string());
         parts.push(format!("check: {}\nexit code: {code}\n{}", check.command, strip_control(&check.output_tail)));
     }
@@ -343,12 +346,12 @@ fn suite_name(manifest: &Path) -> String {
 /// (`itoa/ci/nightly.toml` → `itoa.ci.nightly`), so two repositories' `nightly.toml` differ;
 /// else (a result written before the name existed) the manifest's file stem.
 fn class_name(o: &TaskOutcome) -> String {
-    if let Some(name) = o.manifest_name.as_deref().filter(|n| !n.is_empty()) {
+    if let Some(name) = o.record.manifest_name.as_deref().filter(|n| !n.is_empty()) {
         let (folders, file) = name.rsplit_once('/').unwrap_or(("", name));
         let stem = file.rsplit_once('.').map_or(file, |(stem, _)| stem);
         return if folders.is_empty() { stem.to_string() } else { format!("{folders}.{stem}").replace('/', ".") };
     }
-    match o.manifest.file_stem() {
+    match Path::new(&o.record.manifest).file_stem() {
         Some(stem) if !stem.is_empty() => stem.to_string_lossy().into_owned(),
         _ => AD_HOC_SUITE.to_string(),
     }
@@ -410,9 +413,9 @@ mod tests {
         let passed = outcome("passes", Status::Passed);
 
         let mut check_failed = outcome("check-fails", Status::Failed);
-        check_failed.index = 1;
-        check_failed.line = Some(7);
-        check_failed.check = Some(CheckRecord {
+        check_failed.record.index = 1;
+        check_failed.record.line = Some(7);
+        check_failed.record.check = Some(CheckRecord {
             before_output_tail: None,
             started_ms: None,
             duration_ms: None,
@@ -421,33 +424,33 @@ mod tests {
             output_tail: "\x1b[31merror\x1b[0m: Vec<String> & ]]> mismatch\x07\nline two".into(),
             before: None,
         });
-        check_failed.error = Some(TaskError { kind: FailureKind::Check, message: "check failed".into(), http_status: None });
-        check_failed.result = Some("I changed <b>it</b> & ]]> done \x1b[1mbold\x1b[0m \x00".into());
+        check_failed.record.error = Some(TaskError { kind: FailureKind::Check, message: "check failed".into(), http_status: None });
+        check_failed.record.result = Some("I changed <b>it</b> & ]]> done \x1b[1mbold\x1b[0m \x00".into());
 
         let mut auth = outcome("auth-error", Status::Error);
-        auth.index = 2;
-        auth.error = Some(TaskError {
+        auth.record.index = 2;
+        auth.record.error = Some(TaskError {
             kind: ErrorKind::Auth.into(),
             message: "401 Unauthorized: key sk-secret-12345678 refused".into(),
             http_status: Some(401),
         });
-        auth.result = None;
+        auth.record.result = None;
 
         let mut not_configured = outcome("no-key", Status::NotConfigured);
-        not_configured.index = 3;
-        not_configured.cost_usd = None;
-        not_configured.error =
+        not_configured.record.index = 3;
+        not_configured.record.total_cost_usd = None;
+        not_configured.record.error =
             Some(TaskError { kind: ErrorKind::NotConfigured.into(), message: "OPENAI_API_KEY is not set".into(), http_status: None });
 
         let mut skipped = outcome("skipped", Status::Skipped);
-        skipped.index = 4;
-        skipped.num_turns = 0;
+        skipped.record.index = 4;
+        skipped.record.num_turns = 0;
 
         let mut other = outcome("other-manifest", Status::Passed);
-        other.manifest = PathBuf::from("more/extra.yaml");
-        other.index = 5;
-        other.flaky = true;
-        other.attempts = 2;
+        other.record.manifest = "more/extra.yaml".into();
+        other.record.index = 5;
+        other.record.flaky = true;
+        other.record.attempts = 2;
 
         vec![passed, check_failed, auth, not_configured, skipped, other]
     }
@@ -513,7 +516,7 @@ mod tests {
         assert_valid(WINDYROAD_XSD, &path);
 
         let mut ad_hoc = outcome("task-1", Status::Passed);
-        ad_hoc.manifest = PathBuf::new();
+        ad_hoc.record.manifest = String::new();
         let (_dir, path, xml) = write(vec![ad_hoc]);
         assert!(xml.contains(r#"<testsuite name="dracode""#), "{xml}");
         assert!(xml.contains(r#"classname="dracode""#), "{xml}");
@@ -589,27 +592,27 @@ mod tests {
     /// A pass after an infrastructure error and a failed check, and a failure after one failed
     /// check: the earlier attempts as nextest and Surefire write them.
     fn with_earlier_attempts() -> Vec<TaskOutcome> {
-        use crate::events::AttemptRecord;
-        let check = |message: &str| AttemptRecord {
+        use dracode_results::records::WireAttempt;
+        let check = |message: &str| WireAttempt {
             status: Status::Failed,
             error: Some(TaskError { kind: FailureKind::Check, message: message.into(), http_status: None }),
-            duration: Duration::from_secs(1),
+            duration_ms: 1000,
         };
-        let reset = AttemptRecord {
+        let reset = WireAttempt {
             status: Status::Error,
             error: Some(TaskError { kind: ErrorKind::Network.into(), message: "connection reset".into(), http_status: Some(502) }),
-            duration: Duration::from_secs(1),
+            duration_ms: 1000,
         };
         let mut flaky = outcome("flaky", Status::Passed);
-        flaky.flaky = true;
-        flaky.prior_attempts = vec![reset, check("check `make` exited with 2:\tcol\t2")];
+        flaky.record.flaky = true;
+        flaky.record.prior_attempts = vec![reset, check("check `make` exited with 2:\tcol\t2")];
         let mut failed = outcome("rerun", Status::Failed);
-        failed.index = 1;
-        failed.error = Some(TaskError { kind: FailureKind::Check, message: "check failed".into(), http_status: None });
-        failed.prior_attempts = vec![check("check `make` exited with 1")];
+        failed.record.index = 1;
+        failed.record.error = Some(TaskError { kind: FailureKind::Check, message: "check failed".into(), http_status: None });
+        failed.record.prior_attempts = vec![check("check `make` exited with 1")];
         let mut other = outcome("elsewhere", Status::Passed);
-        other.manifest = PathBuf::from("more/extra.yaml");
-        other.index = 2;
+        other.record.manifest = "more/extra.yaml".into();
+        other.record.index = 2;
         vec![flaky, failed, other]
     }
 
@@ -645,8 +648,8 @@ mod tests {
     #[test]
     fn tabs_survive_and_no_replacement_character_is_written() {
         let mut o = outcome("tabs", Status::Failed);
-        o.error = Some(TaskError { kind: FailureKind::Check, message: "check failed:\tcolumns".into(), http_status: None });
-        o.check = Some(CheckRecord {
+        o.record.error = Some(TaskError { kind: FailureKind::Check, message: "check failed:\tcolumns".into(), http_status: None });
+        o.record.check = Some(CheckRecord {
             before_output_tail: None,
             started_ms: None,
             duration_ms: None,
@@ -655,7 +658,7 @@ mod tests {
             output_tail: "want\tgot\n1\t2\nbad bytes: \u{FFFD}\u{FFFD} end \u{FDD0}\n".into(),
             before: None,
         });
-        o.result = Some("done\twell \u{FFFD}".into());
+        o.record.result = Some("done\twell \u{FFFD}".into());
         let (_dir, path, xml) = write(vec![o]);
         assert!(xml.contains(r#"message="failed: check failed:&#9;columns""#), "a tab in an attribute: {xml}");
         assert!(xml.contains("want&#9;got\n1&#9;2\nbad bytes: ?? end ?\n"), "{xml}");

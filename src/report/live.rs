@@ -58,7 +58,7 @@ impl Reporter for LiveReporter {
             EventKind::TurnCompleted { usage, .. } => self.tokens += usage.total_tokens,
             EventKind::TaskFinished(outcome) => {
                 self.running.remove(&outcome.task_id);
-                self.cost += outcome.cost_usd.unwrap_or(0.0);
+                self.cost += outcome.record.total_cost_usd.unwrap_or(0.0);
                 self.bar.inc(1);
             }
             EventKind::RunFinished(_) => {

@@ -25,7 +25,7 @@
 //! fails as the job did — and unlike a failed task — also for a reader that only looks at the
 //! file. The shard count comes from the inputs' `run.started` (`shard` = `K/N`).
 
-use super::contract::{from_wire, to_wire};
+use super::contract::to_wire;
 use super::jsonl::redact_event;
 use super::{DiffReporter, JunitReporter, SummaryReporter, write_atomic};
 use crate::events::{Event, EventKind, Reporter, RunTotals, TaskOutcome, TaskRef};
@@ -214,7 +214,7 @@ pub fn add_up_rerun(earlier: &str, out: &Path, redactor: Arc<Redactor>) -> Resul
     let rerun = read_input(out, &mut warnings)?;
     let carried_from = earlier.run_id.clone();
     for f in &mut earlier.finished {
-        f.outcome.carried_from = Some(carried_from.clone());
+        f.outcome.record.carried_from = Some(carried_from.clone());
     }
     for line in earlier.lines.iter_mut().filter(|l| l["type"] == "task.finished") {
         if let Some(fields) = line.as_object_mut() {
@@ -304,7 +304,7 @@ fn problems(read: &[Input], missing: &[String], warnings: &mut Vec<String>) -> i
         } else if let Some(own) = input.exit_code.filter(|c| *c != exit_codes::OK) {
             let judged = if own == exit_codes::TASKS_FAILED { own } else { exit_codes::NOT_JUDGED };
             code = exit_codes::worst(code, judged);
-            if input.finished.iter().all(|f| f.outcome.status.is_pass()) {
+            if input.finished.iter().all(|f| f.outcome.record.status.is_pass()) {
                 warnings.push(format!("{} ended with exit code {own}", input.dir.display()));
             }
         }
@@ -392,8 +392,8 @@ fn type_of(value: &serde_json::Value) -> &str {
     value.get("type").and_then(|t| t.as_str()).unwrap_or("a line")
 }
 
-/// The outcome a `task.finished` line describes ([`from_wire`]), its patch read back from the
-/// input folder. The transcript stays a file: it is copied, not rebuilt.
+/// The outcome a `task.finished` line describes: its record as read, its patches read back from
+/// the input folder. The transcript stays a file: it is copied, not rebuilt.
 fn rebuild(dir: &Path, task_id: String, w: WireOutcome, warnings: &mut Vec<String>) -> Result<TaskOutcome, MergeError> {
     // The patch is looked up by the task id, not by the line's `diff_path`, so that a crafted
     // file cannot make the merge copy something from outside the folder.
@@ -404,10 +404,10 @@ fn rebuild(dir: &Path, task_id: String, w: WireOutcome, warnings: &mut Vec<Strin
     };
     // So are the patches of a repeated task's attempts, by their repeat number.
     let repeat_patches: Vec<Option<u32>> = w.repeats.iter().map(|r| r.diff_path.as_ref().map(|_| r.repeat)).collect();
-    let mut outcome = from_wire(task_id, w, diff);
-    for (record, repeat) in outcome.repeats.iter_mut().zip(repeat_patches) {
+    let mut outcome = TaskOutcome::recorded(task_id, w, diff);
+    for (files, repeat) in outcome.attachments.repeats.iter_mut().zip(repeat_patches) {
         if let Some(n) = repeat {
-            record.diff = read_patch(dir, &format!("{stem}@{n}.patch"), &outcome.task_id, warnings)?;
+            files.diff = read_patch(dir, &format!("{stem}@{n}.patch"), &outcome.task_id, warnings)?;
         }
     }
     Ok(outcome)
@@ -636,7 +636,7 @@ fn copy_transcripts(inputs: &[Input], out: &Path) -> Result<(), MergeError> {
     for input in inputs {
         for f in &input.finished {
             let stem = file_stem(&f.outcome.task_id);
-            let repeats = f.outcome.repeats.iter().map(|r| format!("{stem}@{}.json", r.repeat));
+            let repeats = f.outcome.record.repeats.iter().map(|r| format!("{stem}@{}.json", r.repeat));
             for name in std::iter::once(format!("{stem}.json")).chain(repeats) {
                 copy_transcript(input, out, &name)?;
             }
@@ -672,11 +672,12 @@ fn append_warnings(path: &Path, warnings: &[String]) -> Result<(), MergeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::{AttemptRecord, FailureKind};
+    use crate::events::FailureKind;
     use crate::events::{CheckRecord, Status, TaskError};
     use crate::report::artifact_reporters;
     use crate::report::test_support::{fixed_ts, outcome, transcript};
     use dracode_llm::{ErrorKind, StopReason, Usage};
+    use dracode_results::records::WireAttempt;
     use dracode_results::records::events_schema;
     use serde_json::Value;
 
@@ -692,18 +693,18 @@ mod tests {
         let mut tasks: Vec<TaskOutcome> = (0..9)
             .map(|i| {
                 let mut o = outcome(&format!("task-{i}"), Status::Passed);
-                o.index = i;
-                o.cost_usd = Some(0.015625 * (i + 1) as f64);
-                o.usage = Usage { requests: 2, ..Usage::from_counts(100 * (i as u64 + 1), 10) };
+                o.record.index = i;
+                o.record.total_cost_usd = Some(0.015625 * (i + 1) as f64);
+                o.record.usage = Usage { requests: 2, ..Usage::from_counts(100 * (i as u64 + 1), 10) };
                 if i >= 6 {
-                    o.manifest = PathBuf::from("more/extra.yaml");
+                    o.record.manifest = "more/extra.yaml".into();
                 }
                 o
             })
             .collect();
-        tasks[1].status = Status::Failed;
-        tasks[1].error = Some(TaskError { kind: FailureKind::Check, message: "check failed".into(), http_status: None });
-        tasks[1].check = Some(CheckRecord {
+        tasks[1].record.status = Status::Failed;
+        tasks[1].record.error = Some(TaskError { kind: FailureKind::Check, message: "check failed".into(), http_status: None });
+        tasks[1].record.check = Some(CheckRecord {
             before_output_tail: None,
             started_ms: None,
             duration_ms: None,
@@ -712,30 +713,30 @@ mod tests {
             output_tail: "test x ... FAILED".into(),
             before: Some(Some(101)),
         });
-        tasks[1].files_changed = vec!["src/lib.rs".into()];
-        tasks[1].diff = Some("diff --git a/src/lib.rs b/src/lib.rs\n-a\n+b\n".into());
-        tasks[2].status = Status::Error;
-        tasks[2].error =
+        tasks[1].record.files_changed = vec!["src/lib.rs".into()];
+        tasks[1].attachments.diff = Some("diff --git a/src/lib.rs b/src/lib.rs\n-a\n+b\n".into());
+        tasks[2].record.status = Status::Error;
+        tasks[2].record.error =
             Some(TaskError { kind: ErrorKind::Auth.into(), message: format!("401: key {SECRET} refused"), http_status: Some(401) });
-        tasks[3].flaky = true;
-        tasks[3].attempts = 2;
-        tasks[3].prior_attempts = vec![AttemptRecord {
+        tasks[3].record.flaky = true;
+        tasks[3].record.attempts = 2;
+        tasks[3].record.prior_attempts = vec![WireAttempt {
             status: Status::Timeout,
             error: Some(TaskError { kind: ErrorKind::Network.into(), message: "reset".into(), http_status: None }),
-            duration: Duration::from_millis(900),
+            duration_ms: 900,
         }];
-        tasks[3].transcript = Some(transcript("done after a retry"));
-        tasks[4].status = Status::Skipped;
-        tasks[4].usage = Usage::default();
-        tasks[4].cost_usd = None;
-        tasks[4].num_turns = 0;
-        tasks[4].attempts = 0;
-        tasks[5].files_changed = vec!["README.md".into()];
-        tasks[5].diff = Some("diff --git a/README.md b/README.md\n+hello\n".into());
-        tasks[5].transcript = Some(transcript("wrote it"));
-        tasks[7].status = Status::Timeout;
-        tasks[7].model = "other-model".into();
-        tasks[8].structured_output = Some(serde_json::json!({"risk": 2, "reasons": ["small diff"]}));
+        tasks[3].attachments.transcript = Some(transcript("done after a retry"));
+        tasks[4].record.status = Status::Skipped;
+        tasks[4].record.usage = Usage::default();
+        tasks[4].record.total_cost_usd = None;
+        tasks[4].record.num_turns = 0;
+        tasks[4].record.attempts = 0;
+        tasks[5].record.files_changed = vec!["README.md".into()];
+        tasks[5].attachments.diff = Some("diff --git a/README.md b/README.md\n+hello\n".into());
+        tasks[5].attachments.transcript = Some(transcript("wrote it"));
+        tasks[7].record.status = Status::Timeout;
+        tasks[7].record.model = "other-model".into();
+        tasks[8].record.structured_output = Some(serde_json::json!({"risk": 2, "reasons": ["small diff"]}));
         tasks
     }
 
@@ -757,21 +758,21 @@ mod tests {
             },
         }];
         for o in tasks {
-            let ts = start + Duration::from_millis(100 * (o.index as u64 + 1));
-            let task = Some(TaskRef { task_id: o.task_id.as_str().into(), attempt: o.attempts.max(1) });
-            if o.status != Status::Skipped {
+            let ts = start + Duration::from_millis(100 * (o.record.index as u64 + 1));
+            let task = Some(TaskRef { task_id: o.task_id.as_str().into(), attempt: o.record.attempts.max(1) });
+            if o.record.status != Status::Skipped {
                 events.push(Event {
                     ts,
                     task: task.clone(),
                     kind: EventKind::TurnCompleted {
                         turn: 1,
                         stop_reason: StopReason::EndTurn,
-                        usage: o.usage,
+                        usage: o.record.usage,
                         duration: Duration::from_millis(50),
                     },
                 });
             }
-            events.push(Event { ts, task, kind: EventKind::TaskFinished(Box::new(o.clone())) });
+            events.push(Event { ts, task, kind: EventKind::task_finished(&mut o.clone()) });
         }
         let run_totals = RunTotals::of(tasks, Duration::from_secs(3));
         events.push(Event { ts: start + Duration::from_secs(3), task: None, kind: EventKind::RunFinished(run_totals) });
@@ -925,23 +926,30 @@ mod tests {
 
     #[test]
     fn a_repeated_tasks_attempts_patches_and_transcripts_are_merged_with_it() {
-        use crate::events::{RepeatRecord, RepeatVerdict};
+        use crate::events::{Attachments, RepeatVerdict};
+        use dracode_results::records::WireRepeat;
         let mut tasks = passing();
-        let repeat = |n: u32, status| RepeatRecord {
+        let repeat = |n: u32, status| WireRepeat {
             repeat: n,
             attempt: n,
             status,
             error: None,
-            duration: Duration::from_millis(10),
+            duration_ms: 10,
             repairs: 0,
             check_exit_code: Some(Some(if status == Status::Passed { 0 } else { 1 })),
             reported: n == 2,
             files_changed: vec!["a.txt".into()],
+            diff_path: None,
+            transcript_path: None,
+        };
+        let attached = |n: u32| Attachments {
             diff: Some(format!("diff --git a/a.txt b/a.txt\n+attempt {n}\n")),
             transcript: Some(transcript(&format!("attempt {n}"))),
+            repeats: Vec::new(),
         };
-        tasks[0].repeats = vec![repeat(1, Status::Failed), repeat(2, Status::Passed)];
-        (tasks[0].pass_rate, tasks[0].verdict, tasks[0].attempts) = (Some(0.5), Some(RepeatVerdict::Flaky), 2);
+        tasks[0].record.repeats = vec![repeat(1, Status::Failed), repeat(2, Status::Passed)];
+        tasks[0].attachments.repeats = vec![attached(1), attached(2)];
+        (tasks[0].record.pass_rate, tasks[0].record.verdict, tasks[0].record.attempts) = (Some(0.5), Some(RepeatVerdict::Flaky), 2);
         let root = tempfile::tempdir().unwrap();
         let single = write_run(&root.path().join("single"), "run-0", None, &tasks);
         let shards = shard_runs(root.path(), &tasks, 2);
@@ -970,7 +978,7 @@ mod tests {
         (0..9)
             .map(|i| {
                 let mut o = outcome(&format!("task-{i}"), Status::Passed);
-                o.index = i;
+                o.record.index = i;
                 o
             })
             .collect()
@@ -1112,7 +1120,7 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let late = "ghp_known_only_to_the_merge_42";
         let mut tasks = passing();
-        tasks[0].result = Some(format!("the token is {late}"));
+        tasks[0].record.result = Some(format!("the token is {late}"));
         let shards = shard_runs(root.path(), &tasks, 2);
         let merged = root.path().join("merged");
         merge(&shards, &merged, Arc::new(Redactor::new([late.to_string()]))).unwrap();

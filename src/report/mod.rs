@@ -200,17 +200,17 @@ pub fn failure_line(output: &str) -> Option<String> {
 
 /// The reason a task did not pass, in one line: the error's message (a failed check's with the
 /// telling line of its output), else the check's exit code and telling (or last) output line.
-fn short_reason(outcome: &crate::events::TaskOutcome) -> String {
+fn short_reason(record: &dracode_results::records::WireOutcome) -> String {
     let check_failed = |e: &crate::events::TaskError| e.kind == crate::events::FailureKind::Check;
-    if let Some(error) = &outcome.error {
+    if let Some(error) = &record.error {
         let first = error.message.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
-        let telling = outcome.check.as_ref().filter(|_| check_failed(error)).and_then(|c| telling_line(&strip_control(&c.output_tail)));
+        let telling = record.check.as_ref().filter(|_| check_failed(error)).and_then(|c| telling_line(&strip_control(&c.output_tail)));
         return match telling {
             Some(line) => format!("{first}: {line}"),
             None => first.to_string(),
         };
     }
-    if let Some(check) = &outcome.check {
+    if let Some(check) = &record.check {
         let code = match check.exit_code {
             Some(code) => format!("exited with {code}"),
             None => "did not exit".to_string(),
@@ -375,8 +375,8 @@ mod tests {
         let redactor = Arc::new(Redactor::new(["sk-live-98765".to_string()]));
         let message = "fixed, see \x1b]8;;https://example.com/pr/1\x1b\\PR 1\x1b]8;;\x1b\\ key sk-live\x1b[0m-98765";
         let mut o = outcome("linked", Status::Failed);
-        o.result = Some(message.to_string());
-        o.error = Some(TaskError { kind: crate::events::FailureKind::Agent, message: message.to_string(), http_status: None });
+        o.record.result = Some(message.to_string());
+        o.record.error = Some(TaskError { kind: crate::events::FailureKind::Agent, message: message.to_string(), http_status: None });
         let mut reporters: Vec<Box<dyn Reporter>> = vec![
             Box::new(JunitReporter::new(dir.path().join("junit.xml"), redactor.clone())),
             Box::new(SummaryReporter::new(dir.path().join("summary.md"), redactor)),

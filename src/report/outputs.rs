@@ -27,7 +27,7 @@ pub fn summary_section(outcomes: &[&crate::events::TaskOutcome], redactor: &Reda
     let escape = |text: &str| text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
     let mut md = String::new();
     for o in outcomes {
-        let Some(value) = &o.structured_output else { continue };
+        let Some(value) = &o.record.structured_output else { continue };
         if md.is_empty() {
             md.push_str("\n### Structured output\n\n");
         }
@@ -65,7 +65,7 @@ impl OutputsReporter {
 impl Reporter for OutputsReporter {
     fn on_event(&mut self, event: &Event) -> std::io::Result<()> {
         let EventKind::TaskFinished(outcome) = &event.kind else { return Ok(()) };
-        let Some(value) = &outcome.structured_output else { return Ok(()) };
+        let Some(value) = &outcome.record.structured_output else { return Ok(()) };
         let text = serde_json::to_string_pretty(value).map_err(std::io::Error::other)? + "\n";
         let (path, text) = (self.out_dir.join(output_path(&outcome.task_id)), self.redactor.redact(&text));
         self.reserve.write(|| super::write_atomic(&path, text.as_bytes()))
@@ -154,7 +154,7 @@ impl Reporter for SarifReporter {
                 }
                 Ok(())
             }
-            (EventKind::TaskFinished(outcome), _) => match &outcome.structured_output {
+            (EventKind::TaskFinished(outcome), _) => match &outcome.record.structured_output {
                 Some(answer) => self.add(&outcome.task_id, answer),
                 None => Ok(()),
             },
@@ -247,7 +247,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut reporter = OutputsReporter::new(dir.path(), Arc::new(Redactor::new(["hunter22".to_string()])));
         let mut with = outcome("a:b", Status::Passed);
-        with.structured_output = Some(json!({"risk": 3, "why": "hunter22"}));
+        with.record.structured_output = Some(json!({"risk": 3, "why": "hunter22"}));
         reporter.on_event(&finished(with)).unwrap();
         reporter.on_event(&finished(outcome("plain", Status::Passed))).unwrap();
         let text = std::fs::read_to_string(dir.path().join("outputs/a_b.json")).unwrap();
@@ -280,7 +280,7 @@ mod tests {
         items.push(finding("../../etc/passwd", 1));
         items.push(finding("/ws/src/abs.rs", 2));
         let mut o = outcome("review", Status::Passed);
-        o.structured_output = Some(json!({ "findings": items }));
+        o.record.structured_output = Some(json!({ "findings": items }));
         reporter.on_event(&finished(o.clone())).unwrap();
         o.task_id = "not-a-findings-task".into();
         reporter.on_event(&finished(o)).unwrap();
@@ -299,7 +299,7 @@ mod tests {
     #[test]
     fn the_summary_lists_answers_collapsed_and_escaped() {
         let mut a = outcome("a", Status::Passed);
-        a.structured_output = Some(json!({"note": "</pre><script>x</script>"}));
+        a.record.structured_output = Some(json!({"note": "</pre><script>x</script>"}));
         let b = outcome("b", Status::Passed);
         let md = summary_section(&[&a, &b], &Redactor::default());
         assert!(md.starts_with("\n### Structured output\n"), "{md}");

@@ -2,7 +2,6 @@
 //! regrade, a merge and a combine, and by `dracode report OUT`. With `--cache`, the cache folder
 //! also keeps each run's results (`history/<run_id>.json`), so the next night's page shows them.
 
-use super::contract::from_wire;
 use super::{short_reason, strip_control};
 use crate::disk::Reserve;
 use crate::events::{Event, EventKind, Reporter, RunEnd};
@@ -20,7 +19,7 @@ pub fn write(out: &Path, history: &[PathBuf], cache: Option<&Path>) -> Result<Pa
 /// [`write`], with the run's `run.finished` line given (`end`) when `results.jsonl` does not
 /// hold it yet.
 fn write_ending(out: &Path, history: &[PathBuf], cache: Option<&Path>, end: Option<WireEvent>) -> Result<PathBuf, String> {
-    let reason = |w: &WireOutcome| Some(strip_control(&short_reason(&from_wire(String::new(), w.clone(), None))));
+    let reason = |w: &WireOutcome| Some(strip_control(&short_reason(w)));
     let mut sources = history.to_vec();
     sources.extend(cache.filter(|c| c.join("history").is_dir()).map(Path::to_path_buf));
     let options = dracode_report_page::Options { version: env!("CARGO_PKG_VERSION"), history: sources, reason: &reason, end };

@@ -141,38 +141,38 @@ impl ProgressReporter {
         if self.verbosity == Verbosity::Quiet {
             return None;
         }
-        let label = match o.status {
+        let label = match o.record.status {
             Status::Passed => "PASS",
             Status::Skipped => "SKIP",
             _ => "FAIL",
         };
         let mut text = format!("{label:>7}  [{number}/{total}] {}  ({}/{total} done)", o.task_id, self.finished, total = self.total);
-        if o.status != Status::Skipped {
+        if o.record.status != Status::Skipped {
             text.push_str(&format!(
                 "  {} {}  {} tok",
-                o.num_turns,
-                if o.num_turns == 1 { "turn" } else { "turns" },
-                thousands(o.usage.total_tokens)
+                o.record.num_turns,
+                if o.record.num_turns == 1 { "turn" } else { "turns" },
+                thousands(o.record.usage.total_tokens)
             ));
-            if let Some(cost) = o.cost_usd {
+            if let Some(cost) = o.record.total_cost_usd {
                 text.push_str(&format!("  {}", human_cost(cost)));
             }
-            text.push_str(&format!("  {}", human_duration(o.duration)));
+            text.push_str(&format!("  {}", human_duration(o.duration())));
         }
-        if let Some(hit) = &o.cached {
+        if let Some(hit) = &o.record.cached_from {
             text.push_str(&format!("  cached (run {})", hit.run_id));
         }
-        if !o.status.is_pass() {
-            let reason = strip_control(&short_reason(o));
+        if !o.record.status.is_pass() {
+            let reason = strip_control(&short_reason(&o.record));
             let reason = reason.lines().next().unwrap_or("");
             let mut short: String = reason.chars().take(REASON_CHARS).collect();
             if short.len() < reason.len() {
                 short.push('…');
             }
             if short.is_empty() {
-                text.push_str(&format!("  {}", o.status.as_str()));
+                text.push_str(&format!("  {}", o.record.status.as_str()));
             } else {
-                text.push_str(&format!("  {}: {short}", o.status.as_str()));
+                text.push_str(&format!("  {}: {short}", o.record.status.as_str()));
             }
         }
         Some(text)
@@ -337,8 +337,8 @@ mod tests {
         .unwrap();
         p.on_event(&start("b", 2)).unwrap();
         let mut b = outcome("b", Status::Failed);
-        b.cost_usd = None;
-        b.check = Some(CheckRecord {
+        b.record.total_cost_usd = None;
+        b.record.check = Some(CheckRecord {
             before_output_tail: None,
             started_ms: None,
             duration_ms: None,
@@ -349,7 +349,7 @@ mod tests {
         });
         p.on_event(&finished(b)).unwrap();
         let mut c = outcome("c", Status::Error);
-        c.error =
+        c.record.error =
             Some(TaskError { kind: ErrorKind::Auth.into(), message: "key sk-live-abcdefgh refused\nmore".into(), http_status: Some(401) });
         p.on_event(&finished(c)).unwrap();
         let mut t = totals(&[(Status::Passed, 1), (Status::Failed, 1), (Status::Error, 1)]);

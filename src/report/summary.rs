@@ -18,21 +18,21 @@ use std::sync::Arc;
 /// attempt 2`), a repeated task's passes and verdict (`3/5 passed, flaky`).
 fn status_notes(o: &TaskOutcome) -> String {
     let mut notes = Vec::new();
-    if o.carried_from.is_some() {
+    if o.record.carried_from.is_some() {
         notes.push("carried".to_string());
-    } else if o.cached.is_some() {
+    } else if o.record.cached_from.is_some() {
         notes.push("cached".to_string());
     }
-    if o.repairs > 0 {
-        notes.push(format!("after {} repair{}", o.repairs, if o.repairs == 1 { "" } else { "s" }));
+    if o.record.repairs > 0 {
+        notes.push(format!("after {} repair{}", o.record.repairs, if o.record.repairs == 1 { "" } else { "s" }));
     }
-    if o.flaky && o.verdict.is_none() {
+    if o.record.flaky && o.record.verdict.is_none() {
         // A retry passed after the agent's own failure (results.jsonl's `flaky`).
-        notes.push(format!("flaky: passed on attempt {}", o.attempts));
+        notes.push(format!("flaky: passed on attempt {}", o.record.attempts));
     }
-    if let Some(verdict) = o.verdict {
-        let passed = o.repeats.iter().filter(|r| r.status.is_pass()).count();
-        notes.push(format!("{passed}/{} passed, {}", o.repeats.len(), verdict.as_str()));
+    if let Some(verdict) = o.record.verdict {
+        let passed = o.record.repeats.iter().filter(|r| r.status.is_pass()).count();
+        notes.push(format!("{passed}/{} passed, {}", o.record.repeats.len(), verdict.as_str()));
     }
     if notes.is_empty() { String::new() } else { format!(" ({})", notes.join("; ")) }
 }
@@ -105,7 +105,7 @@ impl SummaryReporter {
     /// The Markdown text.
     fn render(&self) -> String {
         let mut outcomes: Vec<&TaskOutcome> = self.outcomes.iter().collect();
-        outcomes.sort_by(|a, b| a.index.cmp(&b.index).then_with(|| a.task_id.cmp(&b.task_id)));
+        outcomes.sort_by(|a, b| a.record.index.cmp(&b.record.index).then_with(|| a.task_id.cmp(&b.task_id)));
         let mut md = String::new();
         self.heading(&mut md, &outcomes);
         if !self.warnings.is_empty() {
@@ -125,21 +125,21 @@ impl SummaryReporter {
                 md,
                 "| {} | {} {}{} | {} | {} | {} | {} | {} |",
                 exact_cell(&o.task_id),
-                status_icon(o.status),
-                o.status.as_str(),
+                status_icon(o.record.status),
+                o.record.status.as_str(),
                 status_notes(o),
-                o.num_turns,
-                thousands(o.usage.total_tokens),
-                o.cost_usd.map_or("—".to_string(), human_cost),
-                human_duration(o.duration),
-                o.files_changed.len(),
+                o.record.num_turns,
+                thousands(o.record.usage.total_tokens),
+                o.record.total_cost_usd.map_or("—".to_string(), human_cost),
+                human_duration(o.duration()),
+                o.record.files_changed.len(),
             );
         }
-        let failures: Vec<&&TaskOutcome> = outcomes.iter().filter(|o| !o.status.is_pass()).collect();
+        let failures: Vec<&&TaskOutcome> = outcomes.iter().filter(|o| !o.record.status.is_pass()).collect();
         if !failures.is_empty() {
             md.push_str("\n### Failures\n\n| task | status | reason |\n|---|---|---|\n");
             for o in failures {
-                let _ = writeln!(md, "| {} | {} | {} |", exact_cell(&o.task_id), o.status.as_str(), self.cell_about(&reason(o), o));
+                let _ = writeln!(md, "| {} | {} | {} |", exact_cell(&o.task_id), o.record.status.as_str(), self.cell_about(&reason(o), o));
             }
         }
         self.cached_section(&mut md, &outcomes);
@@ -153,7 +153,7 @@ impl SummaryReporter {
     /// The tasks reused from the cache: the run that recorded each pass, and what it cost then.
     fn cached_section(&self, md: &mut String, outcomes: &[&TaskOutcome]) {
         let cached: Vec<(&str, &crate::events::CacheHit)> =
-            outcomes.iter().filter_map(|o| Some((o.task_id.as_str(), o.cached.as_ref()?))).collect();
+            outcomes.iter().filter_map(|o| Some((o.task_id.as_str(), o.record.cached_from.as_ref()?))).collect();
         if cached.is_empty() {
             return;
         }
@@ -167,7 +167,8 @@ impl SummaryReporter {
     /// The files more than one passed task's patch changes: where the patches may not combine
     /// (`dracode combine` tells).
     fn overlap_section(&self, md: &mut String, outcomes: &[&TaskOutcome]) {
-        let overlaps = super::read_back::overlaps(outcomes.iter().copied().filter(|o| o.status.is_pass()));
+        let overlaps =
+            super::read_back::overlaps(outcomes.iter().filter(|o| o.record.status.is_pass()).map(|o| (o.task_id.as_str(), &o.record)));
         if overlaps.is_empty() {
             return;
         }
@@ -179,37 +180,37 @@ impl SummaryReporter {
 
     /// The tasks whose tool policy denied calls: how many, and the first.
     fn denied_section(&self, md: &mut String, outcomes: &[&TaskOutcome]) {
-        let denied: Vec<&&TaskOutcome> = outcomes.iter().filter(|o| !o.denied_calls.is_empty()).collect();
+        let denied: Vec<&&TaskOutcome> = outcomes.iter().filter(|o| !o.record.denied.is_empty()).collect();
         if denied.is_empty() {
             return;
         }
         md.push_str("\n### Denied tool calls\n\n| task | denied | first |\n|---|--:|---|\n");
         for o in denied {
-            let first = o.denied_calls.first().map(|d| format!("{}: {}", d.tool, d.message)).unwrap_or_default();
-            let _ = writeln!(md, "| {} | {} | {} |", exact_cell(&o.task_id), o.denied_calls.len(), self.cell_about(&first, o));
+            let first = o.record.denied.first().map(|d| format!("{}: {}", d.tool, d.message)).unwrap_or_default();
+            let _ = writeln!(md, "| {} | {} | {} |", exact_cell(&o.task_id), o.record.denied.len(), self.cell_about(&first, o));
         }
     }
 
     /// The tasks whose commands had connections refused (egress allowlist or sandbox): how
     /// many, and the hosts.
     fn network_section(&self, md: &mut String, outcomes: &[&TaskOutcome]) {
-        let refused: Vec<&&TaskOutcome> = outcomes.iter().filter(|o| o.network_denied.count > 0).collect();
+        let refused: Vec<&&TaskOutcome> = outcomes.iter().filter(|o| o.record.network_denied > 0).collect();
         if refused.is_empty() {
             return;
         }
         md.push_str("\n### Refused connections\n\n| task | refused | hosts |\n|---|--:|---|\n");
         for o in refused {
-            let hosts = o.network_denied.hosts.join(", ");
-            let _ = writeln!(md, "| {} | {} | {} |", exact_cell(&o.task_id), o.network_denied.count, self.cell_about(&hosts, o));
+            let hosts = o.record.network_denied_hosts.join(", ");
+            let _ = writeln!(md, "| {} | {} | {} |", exact_cell(&o.task_id), o.record.network_denied, self.cell_about(&hosts, o));
         }
     }
 
     fn heading(&self, md: &mut String, outcomes: &[&TaskOutcome]) {
-        let passed = outcomes.iter().filter(|o| o.status.is_pass()).count();
+        let passed = outcomes.iter().filter(|o| o.record.status.is_pass()).count();
         let ok = passed == outcomes.len() && self.totals.as_ref().is_none_or(|t| t.exit_code == 0);
         let mut counts = Vec::new();
         for status in Status::ALL.into_iter().filter(|s| !s.is_pass()) {
-            let n = outcomes.iter().filter(|o| o.status == status).count();
+            let n = outcomes.iter().filter(|o| o.record.status == status).count();
             if n > 0 {
                 counts.push(format!("{n} {}", status.as_str()));
             }
@@ -228,14 +229,17 @@ impl SummaryReporter {
 
         let (tokens, cost) = match &self.totals {
             Some(t) => (t.usage.total_tokens, t.cost_usd),
-            None => (outcomes.iter().map(|o| o.usage.total_tokens).sum(), outcomes.iter().map(|o| o.cost_usd).sum::<Option<f64>>()),
+            None => (
+                outcomes.iter().map(|o| o.record.usage.total_tokens).sum(),
+                outcomes.iter().map(|o| o.record.total_cost_usd).sum::<Option<f64>>(),
+            ),
         };
         let _ = write!(md, "\n**Tokens** {} · **Cost** {}", thousands(tokens), cost.map_or("unknown".to_string(), human_cost));
         if let Some(t) = &self.totals {
             let _ = write!(md, " · **Duration** {}", human_duration(t.duration));
         }
         md.push('\n');
-        let carried: Vec<&str> = outcomes.iter().filter_map(|o| o.carried_from.as_deref()).collect();
+        let carried: Vec<&str> = outcomes.iter().filter_map(|o| o.record.carried_from.as_deref()).collect();
         if let Some(from) = carried.first() {
             let _ = write!(
                 md,
@@ -245,7 +249,8 @@ impl SummaryReporter {
                 escape_cell(from)
             );
         }
-        let not_judged = outcomes.iter().filter(|o| dracode_results::exit_codes::not_judged(o.status, o.error.as_ref())).count();
+        let not_judged =
+            outcomes.iter().filter(|o| dracode_results::exit_codes::not_judged(o.record.status, o.record.error.as_ref())).count();
         if not_judged > 0 {
             let _ = write!(
                 md,
@@ -274,8 +279,8 @@ impl Reporter for SummaryReporter {
         match &event.kind {
             EventKind::TaskFinished(outcome) => {
                 let mut outcome = TaskOutcome::clone(outcome);
-                outcome.transcript = None;
-                outcome.diff = None;
+                outcome.attachments.transcript = None;
+                outcome.attachments.diff = None;
                 self.outcomes.push(outcome);
             }
             EventKind::RunFinished(totals) => self.totals = Some(totals.clone()),
@@ -327,13 +332,13 @@ fn status_icon(status: Status) -> &'static str {
 /// its record says better — then its check's telling line and output tail.
 fn reason(o: &TaskOutcome) -> String {
     let mut parts = Vec::new();
-    let check_says_it = o.check.is_some() && o.error.as_ref().is_some_and(|e| e.kind == crate::events::FailureKind::Check);
-    if let Some(error) = o.error.as_ref().filter(|_| !check_says_it) {
+    let check_says_it = o.record.check.is_some() && o.record.error.as_ref().is_some_and(|e| e.kind == crate::events::FailureKind::Check);
+    if let Some(error) = o.record.error.as_ref().filter(|_| !check_says_it) {
         let message: String = error.message.chars().take(MESSAGE_CHARS).collect();
         let ellipsis = if message.len() < error.message.len() { "…" } else { "" };
         parts.push(format!("{}: {message}{ellipsis}", error.kind.as_str()));
     }
-    if let Some(check) = &o.check {
+    if let Some(check) = &o.record.check {
         let code = check.exit_code.map_or("no exit code".to_string(), |c| format!("exit {c}"));
         let tail = strip_control(&check.output_tail);
         let lines: Vec<&str> = tail.lines().filter(|l| !l.trim().is_empty()).collect();
@@ -344,7 +349,7 @@ fn reason(o: &TaskOutcome) -> String {
         let telling = telling.map(|t| format!("\n{t}\n…")).unwrap_or_default();
         parts.push(format!("check `{}` ({code}){telling}\n{}", check.command, shown.join("\n")));
     }
-    if parts.is_empty() && o.status == Status::Skipped {
+    if parts.is_empty() && o.record.status == Status::Skipped {
         parts.push("not run (fail-fast)".to_string());
     }
     parts.join("\n")
@@ -429,7 +434,7 @@ mod tests {
     #[test]
     fn tasks_that_could_not_be_judged_are_called_out_under_the_heading() {
         let mut nokey = outcome("nokey", Status::NotConfigured);
-        nokey.error = Some(crate::events::TaskError::new(dracode_llm::ErrorKind::NotConfigured.into(), "MOCK_KEY is not set"));
+        nokey.record.error = Some(crate::events::TaskError::new(dracode_llm::ErrorKind::NotConfigured.into(), "MOCK_KEY is not set"));
         let md = summary(vec![outcome("alpha", Status::Failed), nokey], None);
         assert!(md.contains("> ⚠️ **1 task(s) could not be judged**"), "{md}");
         assert!(!summary(vec![outcome("alpha", Status::Failed)], None).contains("could not be judged"));
@@ -439,9 +444,9 @@ mod tests {
     fn all_passed_is_a_green_heading_and_an_ordered_table() {
         let a = outcome("alpha", Status::Passed);
         let mut b = outcome("beta", Status::Passed);
-        b.index = 1;
-        b.files_changed = vec!["a.rs".into(), "b.rs".into()];
-        b.cost_usd = None;
+        b.record.index = 1;
+        b.record.files_changed = vec!["a.rs".into(), "b.rs".into()];
+        b.record.total_cost_usd = None;
         let md = summary(vec![a, b], Some(totals(&[(Status::Passed, 2)])));
         assert!(md.starts_with("## ✅ dracode: 2 of 2 tasks passed\n"), "{md}");
         assert!(md.contains("**Tokens** 2,468 · **Cost** $0.0246 · **Duration** 3.0s"), "{md}");
@@ -455,9 +460,9 @@ mod tests {
     fn failures_are_counted_and_explained_in_one_escaped_cell() {
         let ok = outcome("ok", Status::Passed);
         let mut bad = outcome("bad|id", Status::Failed);
-        bad.index = 1;
-        bad.error = Some(TaskError { kind: FailureKind::Check, message: "check failed".into(), http_status: None });
-        bad.check = Some(CheckRecord {
+        bad.record.index = 1;
+        bad.record.error = Some(TaskError { kind: FailureKind::Check, message: "check failed".into(), http_status: None });
+        bad.record.check = Some(CheckRecord {
             before_output_tail: None,
             started_ms: None,
             duration_ms: None,
@@ -467,7 +472,7 @@ mod tests {
             before: None,
         });
         let mut skipped = outcome("later", Status::Skipped);
-        skipped.index = 2;
+        skipped.record.index = 2;
         let md = summary(vec![ok, bad, skipped], None);
         assert!(md.starts_with("## ❌ dracode: 1 of 3 tasks passed · 1 failed · 1 skipped\n"), "{md}");
         assert!(md.contains("| bad\\|id | ❌ failed |"), "{md}");
@@ -491,7 +496,7 @@ mod tests {
             tool: "run_command".into(),
             message: "command `curl x` is denied (policy rule policy.run_command.deny \"curl *\")".into(),
         };
-        o.denied_calls = vec![call("c1"), call("c2")];
+        o.record.denied = vec![call("c1"), call("c2")];
         let md = summary(vec![o, outcome("quiet", Status::Passed)], None);
         let section = &md[md.find("### Denied tool calls").unwrap()..];
         assert!(
@@ -506,7 +511,7 @@ mod tests {
     #[test]
     fn refused_connections_get_a_line_per_task_with_their_hosts() {
         let mut o = outcome("egress", Status::Passed);
-        o.network_denied = dracode_sandbox::egress::Denials { count: 3, hosts: vec!["evil.example:443".into(), "127.0.0.1:53".into()] };
+        (o.record.network_denied, o.record.network_denied_hosts) = (3, vec!["evil.example:443".into(), "127.0.0.1:53".into()]);
         let md = summary(vec![o, outcome("quiet", Status::Passed)], None);
         let section = &md[md.find("### Refused connections").unwrap()..];
         assert!(section.contains("| egress | 3 | evil.example:443, 127.0.0.1:53 |"), "{md}");
@@ -517,7 +522,7 @@ mod tests {
     #[test]
     fn an_unknown_price_is_shown_as_unknown() {
         let mut o = outcome("t", Status::Passed);
-        o.cost_usd = None;
+        o.record.total_cost_usd = None;
         let md = summary(vec![o], None);
         assert!(md.contains("**Cost** unknown"), "{md}");
     }

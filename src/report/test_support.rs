@@ -32,14 +32,65 @@ pub fn fixed_ts() -> SystemTime {
 
 /// A finished task of `tasks.toml` at index 0: 4 turns, 1,234 tokens, $0.0123, 2.1 s.
 pub fn outcome(task_id: &str, status: Status) -> TaskOutcome {
-    TaskOutcome {
-        num_turns: 4,
-        duration: Duration::from_millis(2100),
-        usage: Usage { requests: 4, ..Usage::from_counts(1000, 234) },
-        cost_usd: Some(0.0123),
-        result: Some("done".to_string()),
-        ..TaskOutcome::new(task_id, std::path::Path::new("tasks.toml"), 0, status, "openai", "gpt-4o")
-    }
+    let mut o = TaskOutcome::new(task_id, std::path::Path::new("tasks.toml"), 0, status, "openai", "gpt-4o");
+    o.record.num_turns = 4;
+    o.record.duration_ms = 2100;
+    o.record.usage = Usage { requests: 4, ..Usage::from_counts(1000, 234) };
+    o.record.total_cost_usd = Some(0.0123);
+    o.record.result = Some("done".to_string());
+    o
+}
+
+/// A finished task with every field of its record set (none at its default) and a patch, as
+/// a producer finishes it ([`TaskOutcome::finish`]).
+pub fn every_field(task_id: &str) -> TaskOutcome {
+    use crate::events::{Attachments, CacheHit, CheckRecord, DeniedCall, FailureKind, RegradedFrom, RepeatVerdict, TaskError};
+    use dracode_results::records::{WireAttempt, WireCheckRound, WireRepeat};
+    let error = |kind: FailureKind, message: &str| Some(TaskError { kind, message: message.into(), http_status: Some(502) });
+    let mut o = outcome(task_id, Status::Failed);
+    let r = &mut o.record;
+    (r.files_changed, r.attempts, r.flaky, r.compactions, r.repairs) = (vec!["src/lib.rs".into()], 3, true, 1, 1);
+    let check = CheckRecord { command: "cargo test".into(), exit_code: Some(101), output_tail: "FAILED".into(), ..Default::default() };
+    r.check = Some(CheckRecord {
+        before: Some(Some(101)),
+        before_output_tail: Some("x".into()),
+        started_ms: Some(9),
+        duration_ms: Some(4),
+        ..check
+    });
+    (r.error, r.manifest_name, r.tags, r.line, r.index) =
+        (error(FailureKind::Check, "check failed"), Some("repo/tasks.toml".into()), vec!["n".into()], Some(12), 4);
+    r.prior_attempts = vec![WireAttempt { status: Status::Error, error: error(FailureKind::Agent, "x"), duration_ms: 1500 }];
+    (r.branch, r.structured_output) = (Some("dracode/t".into()), Some(serde_json::json!({"risk": 2})));
+    r.denied = vec![DeniedCall { call_id: "c1".into(), tool: "run_command".into(), message: "denied".into() }];
+    (r.protected, r.kept_ignored) = (vec!["tests/t.py".into()], vec!["target/".into()]);
+    (r.network_denied, r.network_denied_hosts, r.carried_from) = (2, vec!["[::1]:53".into()], Some("run-0".into()));
+    let usage = Usage::from_counts(10, 5);
+    r.cached_from = Some(CacheHit { run_id: "c".into(), key: "k".into(), num_turns: 2, usage, total_cost_usd: Some(0.5), duration_ms: 3 });
+    r.regraded_from = Some(RegradedFrom { run_id: "run-r".into(), attempt: 2, status: Status::Passed });
+    r.check_rounds = vec![WireCheckRound { exit_code: None, duration_ms: 40, output_tail: "MISMATCH".into(), started_ms: Some(900) }];
+    (r.pass_rate, r.verdict) = (Some(0.5), Some(RepeatVerdict::Flaky));
+    r.repeats = vec![WireRepeat {
+        repeat: 1,
+        attempt: 2,
+        status: Status::Passed,
+        error: None,
+        duration_ms: 10,
+        repairs: 1,
+        check_exit_code: Some(None),
+        reported: true,
+        files_changed: vec!["a.txt".into()],
+        diff_path: None,
+        transcript_path: None,
+    }];
+    let patch = |text: &str| Some(format!("diff --git a/{text} b/{text}\n"));
+    o.attachments = Attachments {
+        diff: patch("src/lib.rs"),
+        transcript: Some(transcript("done")),
+        repeats: vec![Attachments { diff: patch("a.txt"), transcript: Some(transcript("one")), repeats: Vec::new() }],
+    };
+    o.finish();
+    o
 }
 
 /// A transcript of one user message and one answer.
@@ -61,10 +112,11 @@ pub fn event(task: Option<(&str, u32)>, kind: EventKind) -> Event {
     Event { ts: fixed_ts(), task: task.map(|(id, attempt)| TaskRef { task_id: id.into(), attempt }), kind }
 }
 
-/// The finish event of `outcome`.
-pub fn finished(outcome: TaskOutcome) -> Event {
+/// The finish event of `outcome` (finished as a producer finishes it).
+pub fn finished(mut outcome: TaskOutcome) -> Event {
     let id = outcome.task_id.clone();
-    event(Some((&id, outcome.attempts)), EventKind::TaskFinished(Box::new(outcome)))
+    let attempt = outcome.record.attempts;
+    event(Some((&id, attempt)), EventKind::task_finished(&mut outcome))
 }
 
 /// Totals with the given counts, 3 s, exit code 0 when everything passed.
@@ -83,7 +135,7 @@ pub fn totals(counts: &[(Status, usize)]) -> RunTotals {
 /// One event of every kind, in the order a one-task run emits them.
 pub fn sample_run() -> Vec<Event> {
     let mut done = outcome("t1", Status::Passed);
-    done.diff = Some("diff --git a/README.md b/README.md\n".into());
+    done.attachments.diff = Some("diff --git a/README.md b/README.md\n".into());
     vec![
         event(
             None,

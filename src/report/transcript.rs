@@ -47,14 +47,14 @@ impl Reporter for TranscriptReporter {
     fn on_event(&mut self, event: &Event) -> std::io::Result<()> {
         let EventKind::TaskFinished(outcome) = &event.kind else { return Ok(()) };
         // Each attempt of a repeated task has its own, `transcripts/<id>@<repeat>.json`.
-        for repeat in &outcome.repeats {
-            if let Some(transcript) = &repeat.transcript {
+        for (repeat, files) in outcome.record.repeats.iter().zip(&outcome.attachments.repeats) {
+            if let Some(transcript) = &files.transcript {
                 let name = format!("{}@{}", file_stem(&outcome.task_id), repeat.repeat);
                 self.write(&name, &outcome.task_id, repeat.status, transcript)?;
             }
         }
-        let Some(transcript) = &outcome.transcript else { return Ok(()) };
-        self.write(&file_stem(&outcome.task_id), &outcome.task_id, outcome.status, transcript)
+        let Some(transcript) = &outcome.attachments.transcript else { return Ok(()) };
+        self.write(&file_stem(&outcome.task_id), &outcome.task_id, outcome.record.status, transcript)
     }
 }
 
@@ -96,7 +96,7 @@ mod tests {
         let secret = "ghp_0123456789abcdef";
         let mut reporter = TranscriptReporter::new(dir.path(), Arc::new(Redactor::new([secret.to_string()])));
         let mut o = outcome("docs/readme", Status::Failed);
-        o.transcript = Some(transcript(&format!("the token is {secret}")));
+        o.attachments.transcript = Some(transcript(&format!("the token is {secret}")));
         reporter.on_event(&finished(o)).unwrap();
 
         let path = dir.path().join("transcripts/docs_readme.json");

@@ -16,7 +16,7 @@ pub struct CheckRecord {
     /// The last part of its combined output.
     pub output_tail: String,
     /// The exit code of the same check run before the agent, when `check_before` is set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "crate::records::present", skip_serializing_if = "Option::is_none")]
     pub before: Option<Option<i32>>,
     /// The last part of the output of the run before the agent, when `check_before` is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]

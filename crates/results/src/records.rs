@@ -329,7 +329,9 @@ pub struct WireOutcome {
     pub duration_ms: u64,
     /// Summed token usage of every call.
     pub usage: Usage,
-    /// Cost in USD; `null` when the model's price is unknown.
+    /// Cost in USD; `null` when the model's price is unknown. Written as [`exact_cost`] keeps
+    /// it (a record in memory may hold the unrounded sum).
+    #[serde(serialize_with = "exact_cost_or_null")]
     pub total_cost_usd: Option<f64>,
     /// The agent's final message.
     pub result: Option<String>,
@@ -477,8 +479,9 @@ pub struct WireRepeat {
     /// Its repairs after a failed check.
     #[serde(default)]
     pub repairs: u32,
-    /// Its check's exit code; absent when its check did not run.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Its check's exit code (`null` when the check was killed or could not start); absent when
+    /// its check did not run.
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
     pub check_exit_code: Option<Option<i32>>,
     /// True for the one attempt the task's own fields describe (status, check, result, its
     /// `diff_path`): the last that passed when the task passed, else the last that did not.
@@ -490,6 +493,12 @@ pub struct WireRepeat {
     pub diff_path: Option<String>,
     /// `transcripts/<id>@<repeat>.json`, when it had a conversation.
     pub transcript_path: Option<String>,
+}
+
+/// A field that may be absent or `null`, read so that the two stay apart: present (`null`
+/// included) is `Some` (absent is the field's default, `None`).
+pub(crate) fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(deserializer: D) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(deserializer).map(Some)
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -599,6 +608,11 @@ pub fn exact_cost(usd: f64) -> f64 {
     format!("{usd:.9e}").parse().unwrap_or(usd)
 }
 
+/// A cost written as [`exact_cost`] keeps it; `null` when unknown.
+fn exact_cost_or_null<S: serde::Serializer>(usd: &Option<f64>, serializer: S) -> Result<S::Ok, S::Error> {
+    usd.map(exact_cost).serialize(serializer)
+}
+
 /// The JSON Schema of one line, for `dracode schema events`.
 pub fn events_schema() -> serde_json::Value {
     schemars::schema_for!(WireEvent).to_value()
@@ -607,4 +621,123 @@ pub fn events_schema() -> serde_json::Value {
 /// A number written as an integer when it is whole (`2`, not `2.0`).
 fn whole_or_fraction<S: serde::Serializer>(value: &f64, serializer: S) -> Result<S::Ok, S::Error> {
     if value.fract() == 0.0 && value.abs() < 9.0e15 { serializer.serialize_i64(*value as i64) } else { serializer.serialize_f64(*value) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ErrorKind, FailureKind};
+
+    /// A `task.finished` record with every field set (none at its default).
+    fn every_field() -> WireOutcome {
+        let error = |kind: FailureKind, message: &str| Some(TaskError { kind, message: message.into(), http_status: Some(502) });
+        WireOutcome {
+            status: Status::Failed,
+            is_error: true,
+            num_turns: 7,
+            duration_ms: 12_345,
+            usage: Usage { requests: 3, ..Usage::from_counts(1000, 234) },
+            total_cost_usd: Some(0.0123),
+            result: Some("done".into()),
+            files_changed: vec!["src/lib.rs".into()],
+            diff_path: Some("diffs/t.patch".into()),
+            check: Some(CheckRecord {
+                command: "cargo test".into(),
+                exit_code: Some(101),
+                output_tail: "FAILED".into(),
+                before: Some(Some(101)),
+                before_output_tail: Some("FAILED before".into()),
+                started_ms: Some(900),
+                duration_ms: Some(40),
+            }),
+            error: error(FailureKind::Check, "check failed"),
+            attempts: 3,
+            flaky: true,
+            manifest: "ci/tasks.toml".into(),
+            manifest_name: Some("repo/ci/tasks.toml".into()),
+            tags: vec!["nightly".into()],
+            line: Some(12),
+            index: 4,
+            provider: "openai".into(),
+            model: "gpt-4o".into(),
+            prior_attempts: vec![WireAttempt { status: Status::Error, error: error(ErrorKind::Server.into(), "502"), duration_ms: 1500 }],
+            branch: Some("dracode/t".into()),
+            structured_output: Some(serde_json::json!({"risk": 2})),
+            compactions: 1,
+            denied_calls: 1,
+            denied: vec![DeniedCall { call_id: "c1".into(), tool: "run_command".into(), message: "denied".into() }],
+            protected: vec!["tests/t.py".into()],
+            kept_ignored: vec!["target/".into()],
+            network_denied: 2,
+            network_denied_hosts: vec!["[::1]:53".into()],
+            carried_from: Some("run-0".into()),
+            cached: true,
+            cached_from: Some(CacheHit {
+                run_id: "run-c".into(),
+                key: "abc".into(),
+                num_turns: 2,
+                usage: Usage::from_counts(10, 5),
+                total_cost_usd: Some(0.5),
+                duration_ms: 300,
+            }),
+            regraded_from: Some(RegradedFrom { run_id: "run-r".into(), attempt: 2, status: Status::Passed }),
+            repairs: 1,
+            check_rounds: vec![WireCheckRound { exit_code: None, duration_ms: 40, output_tail: "MISMATCH".into(), started_ms: Some(900) }],
+            pass_rate: Some(0.5),
+            verdict: Some(RepeatVerdict::Flaky),
+            repeats: vec![WireRepeat {
+                repeat: 1,
+                attempt: 2,
+                status: Status::Passed,
+                error: error(FailureKind::Agent, "x"),
+                duration_ms: 10,
+                repairs: 1,
+                check_exit_code: Some(None),
+                reported: true,
+                files_changed: vec!["a.txt".into()],
+                diff_path: Some("diffs/t@1.patch".into()),
+                transcript_path: Some("transcripts/t@1.json".into()),
+            }],
+        }
+    }
+
+    /// The same record with every field at its default (what a task that never started has).
+    fn defaults() -> WireOutcome {
+        serde_json::from_value(serde_json::json!({
+            "status": "skipped", "is_error": true, "num_turns": 0, "duration_ms": 0,
+            "usage": Usage::default(), "total_cost_usd": null, "result": null, "files_changed": [],
+            "diff_path": null, "check": null, "error": null, "attempts": 0, "flaky": false,
+            "manifest": "", "index": 0, "provider": "", "model": "", "prior_attempts": []
+        }))
+        .unwrap()
+    }
+
+    /// Every record survives the line it is written as: written, read back, equal (as nextest's
+    /// `test_event_summary_roundtrips`).
+    #[test]
+    fn task_finished_records_round_trip() {
+        for outcome in [every_field(), defaults()] {
+            let header = Header {
+                schema_version: SCHEMA_VERSION,
+                seq: 3,
+                ts: "2023-11-14T22:13:20.123Z".into(),
+                run_id: "run-1".into(),
+                task_id: Some("t".into()),
+                attempt: Some(2),
+                shard: Some("1/2".into()),
+            };
+            let line = WireEvent::TaskFinished { header, outcome: Box::new(outcome) };
+            let text = serde_json::to_string(&line).unwrap();
+            let back: WireEvent = serde_json::from_str(&text).unwrap();
+            assert_eq!(back, line, "{text}");
+        }
+    }
+
+    /// A cost in memory may be an unrounded sum; the line keeps [`exact_cost`]'s.
+    #[test]
+    fn a_cost_is_written_as_exact_cost_keeps_it() {
+        let outcome = WireOutcome { total_cost_usd: Some(0.000_754_049_999_999_999_9), ..every_field() };
+        let v = serde_json::to_value(&outcome).unwrap();
+        assert_eq!(v["total_cost_usd"].to_string(), "0.00075405");
+    }
 }

@@ -264,22 +264,22 @@ impl OtelReporter {
     /// The task's spans, its own last, once it finished.
     fn finished_task(&mut self, outcome: &TaskOutcome, ts: SystemTime) -> Vec<Span> {
         let Some(state) = self.tasks.remove(&outcome.task_id) else { return Vec::new() };
-        let start = state.start.min(ts.checked_sub(outcome.duration).unwrap_or(state.start));
+        let start = state.start.min(ts.checked_sub(outcome.duration()).unwrap_or(state.start));
         let mut attributes = vec![
             attr("gen_ai.operation.name", "invoke_agent"),
             attr("gen_ai.agent.name", "dracode"),
-            attr("gen_ai.provider.name", &self.provider_of(&outcome.provider)),
-            attr("gen_ai.request.model", &outcome.model),
+            attr("gen_ai.provider.name", &self.provider_of(&outcome.record.provider)),
+            attr("gen_ai.request.model", &outcome.record.model),
             attr("dracode.task.id", &outcome.task_id),
-            attr("dracode.task.status", outcome.status.as_str()),
-            int("dracode.task.attempt", u64::from(outcome.attempts)),
-            int("gen_ai.usage.input_tokens", outcome.usage.input_tokens),
-            int("gen_ai.usage.output_tokens", outcome.usage.output_tokens),
+            attr("dracode.task.status", outcome.record.status.as_str()),
+            int("dracode.task.attempt", u64::from(outcome.record.attempts)),
+            int("gen_ai.usage.input_tokens", outcome.record.usage.input_tokens),
+            int("gen_ai.usage.output_tokens", outcome.record.usage.output_tokens),
         ];
-        let error =
-            (!outcome.status.is_pass()).then(|| outcome.error.as_ref().map_or(String::new(), |e| clean_text(&self.redactor, &e.message)));
+        let error = (!outcome.record.status.is_pass())
+            .then(|| outcome.record.error.as_ref().map_or(String::new(), |e| clean_text(&self.redactor, &e.message)));
         if error.is_some() {
-            let kind = outcome.error.as_ref().map_or(outcome.status.as_str(), |e| e.kind.as_str());
+            let kind = outcome.record.error.as_ref().map_or(outcome.record.status.as_str(), |e| e.kind.as_str());
             attributes.push(attr("error.type", kind));
         }
         let mut spans = state.children;

@@ -34,7 +34,7 @@ pub struct RecordedTask {
 /// Reads `dir/results.jsonl` (and the patches of its tasks), each task's outcome mapped back
 /// with [`from_wire`]. The error names the file and, for a bad line, its number.
 pub fn read(dir: &Path) -> Result<RecordedRun, String> {
-    let folder = dracode_results::output_folder::read(dir)?;
+    let folder = dracode_results::output_folder::read(dir).map_err(|e| e.to_string())?;
     let tasks = folder
         .tasks
         .into_iter()

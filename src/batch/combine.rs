@@ -134,7 +134,7 @@ pub async fn combine(
     redactor: &Arc<Redactor>,
 ) -> Result<CombineReport, CombineError> {
     let input = |e: String| CombineError::Input(e);
-    let run = dracode_results::output_folder::read(&opts.out).map_err(input)?;
+    let run = dracode_results::output_folder::read(&opts.out).map_err(|e| input(e.to_string()))?;
     let passed: Vec<&RecordedTask> =
         run.tasks.iter().filter(|t| t.outcome.status == Status::Passed && t.diff.as_deref().is_some_and(|d| !d.is_empty())).collect();
     let root = repository_root(&opts.repo).map_err(input)?;

@@ -58,7 +58,7 @@ pub struct Regrade {
 
 /// Reads the run in `opts.results` and plans its manifests (the error is for the user: exit 2).
 pub fn prepare(opts: &RegradeOptions, cwd: &Path, env: &BTreeMap<String, String>) -> Result<Regrade, String> {
-    let run = dracode_results::output_folder::read(&cwd.join(&opts.results))?;
+    let run = dracode_results::output_folder::read(&cwd.join(&opts.results)).map_err(|e| e.to_string())?;
     let manifests: Vec<PathBuf> = run.manifests.iter().filter(|m| m.as_str() != "--task").map(PathBuf::from).collect();
     if manifests.is_empty() {
         return Err(format!("{}: the run names no manifest to read the tasks' checks and repositories from", opts.results.display()));

@@ -840,7 +840,7 @@ fn restore_protected(spec: &TaskSpec, workspace: &Workspace) -> Result<Vec<Strin
     if spec.protect.is_empty() {
         return Ok(Vec::new());
     }
-    let protect = dracode_sandbox::Protect::compile(&workspace.root, &spec.protect).map_err(TaskError::internal)?;
+    let protect = dracode_sandbox::Protect::compile(&workspace.root, &spec.protect).map_err(|e| TaskError::internal(e.to_string()))?;
     workspace.record().restore(&protect).map_err(|e| TaskError::internal(format!("cannot put protected paths back: {e}")))
 }
 
@@ -854,8 +854,9 @@ struct KeepRules {
 
 impl KeepRules {
     fn of(spec: &TaskSpec, workspace: &Workspace, shared: &Shared) -> Result<KeepRules, TaskError> {
-        let keep = dracode_sandbox::Protect::compile(&workspace.root, &spec.keep_ignored).map_err(TaskError::internal)?;
-        let protect = dracode_sandbox::Protect::compile(&workspace.root, &spec.protect).map_err(TaskError::internal)?;
+        let keep =
+            dracode_sandbox::Protect::compile(&workspace.root, &spec.keep_ignored).map_err(|e| TaskError::internal(e.to_string()))?;
+        let protect = dracode_sandbox::Protect::compile(&workspace.root, &spec.protect).map_err(|e| TaskError::internal(e.to_string()))?;
         let own = [shared.paths.out.clone(), shared.record.clone(), shared.paths.runner_temp.clone()];
         let skip = own.into_iter().flatten().map(|p| p.canonicalize().unwrap_or(p)).collect();
         Ok(KeepRules { keep, protect, skip })
@@ -1026,7 +1027,7 @@ struct Commands {
 
 /// The tools' view of the task.
 fn tool_context(spec: &TaskSpec, ws: &Workspace, commands: Commands, emitter: &Emitter) -> Result<ToolContext, String> {
-    let protect = dracode_sandbox::Protect::compile(&ws.root, &spec.protect)?;
+    let protect = dracode_sandbox::Protect::compile(&ws.root, &spec.protect).map_err(|e| e.to_string())?;
     let sandbox = dracode_sandbox::Sandbox::new(&ws.workdir).map_err(|e| format!("workspace {}: {e}", ws.workdir.display()))?;
     let sandbox = sandbox.with_protect(Arc::new(protect));
     Ok(ToolContext {

@@ -61,7 +61,7 @@ pub fn parse_timeout(text: &str) -> Result<Duration, String> {
     if text.trim_start().starts_with('-') {
         return Err(not_positive());
     }
-    let timeout = dracode_input::duration::parse(text)?;
+    let timeout = dracode_input::duration::parse(text).map_err(|e| e.to_string())?;
     if timeout.is_zero() {
         return Err(not_positive());
     }

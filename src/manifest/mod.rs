@@ -118,7 +118,7 @@ pub fn load_with(path: &Path, base: &TaskFields) -> Result<Manifest, ManifestErr
         ManifestErrors(vec![ManifestError { file: path.to_path_buf(), position: None, task: None, field: None, message }])
     };
     let format = Format::of(path).ok_or_else(|| error("unknown manifest format: use a .toml, .yaml, .yml or .json file".to_string()))?;
-    let text = read_input(path).map_err(error)?;
+    let text = read_input(path).map_err(|e| error(e.to_string()))?;
     parse(path, &text, format, base)
 }
 
@@ -231,11 +231,11 @@ fn check_setup(setup: &SetupFields, push: &mut impl FnMut(&str, String)) {
         Some(_) => {}
     }
     if let Some(Err(e)) = setup.timeout.as_deref().map(duration::parse_positive) {
-        push("timeout", e);
+        push("timeout", e.to_string());
     }
     if let Err(problems) = dracode_sandbox::egress::Network::from_field(setup.network.as_ref()) {
         for (field, message) in problems {
-            push(&field, message);
+            push(&field, message.to_string());
         }
     }
 }
@@ -265,7 +265,7 @@ fn task_prompt(raw: &TaskFields, merged: &TaskFields, push: &mut impl FnMut(&str
             None
         }
         (Some(p), _) => Some(p.clone()),
-        (None, Some(file)) => read_input(file).map_err(|e| push("prompt_file", e)).ok(),
+        (None, Some(file)) => read_input(file).map_err(|e| push("prompt_file", e.to_string())).ok(),
         (None, None) => {
             push("prompt", "missing field \"prompt\" (or \"prompt_file\")".into());
             None
@@ -292,7 +292,7 @@ fn check_input_paths(fields: &TaskFields, dir: &Path, push: &mut impl FnMut(&str
             }
             Ok(real) if field == "replay" && !real.is_dir() => {
                 if let Err(e) = read_input(&real) {
-                    push(field, e);
+                    push(field, e.to_string());
                 }
             }
             Ok(_) => {}
@@ -311,7 +311,7 @@ fn check_replay_recording(fields: &TaskFields, id: &str, push: &mut impl FnMut(&
     if std::fs::symlink_metadata(&file).is_ok()
         && let Err(e) = read_input(&file)
     {
-        push("replay", e);
+        push("replay", e.to_string());
     }
 }
 
@@ -321,7 +321,7 @@ fn check_fields(fields: &TaskFields, push: &mut impl FnMut(&str, String)) {
         if let Some(value) = value
             && let Err(e) = duration::parse_positive(value)
         {
-            push(field, e);
+            push(field, e.to_string());
         }
     }
     if let Some(tools) = &fields.tools {

@@ -23,9 +23,9 @@ fn write_ending(out: &Path, history: &[PathBuf], cache: Option<&Path>, end: Opti
     let mut sources = history.to_vec();
     sources.extend(cache.filter(|c| c.join("history").is_dir()).map(Path::to_path_buf));
     let options = dracode_report_page::Options { version: env!("CARGO_PKG_VERSION"), history: sources, reason: &reason, end };
-    let (path, report) = dracode_report_page::write(out, &options)?;
+    let (path, report) = dracode_report_page::write(out, &options).map_err(|e| e.to_string())?;
     if let Some(cache) = cache {
-        dracode_report_page::history::remember(cache, &report)?;
+        dracode_report_page::history::remember(cache, &report).map_err(|e| e.to_string())?;
     }
     Ok(path)
 }

@@ -236,7 +236,7 @@ impl OutputContract {
 /// Reads and parses a schema file (JSON), refusing what [`dracode_input::read_input`] refuses
 /// (not a regular file, larger than its limit).
 fn read_schema_file(path: &std::path::Path) -> Result<Value, String> {
-    let text = dracode_input::read_input(path)?;
+    let text = dracode_input::read_input(path).map_err(|e| e.to_string())?;
     serde_json::from_str(&text).map_err(|e| format!("{}:{}:{}: not JSON: {e}", path.display(), e.line(), e.column()))
 }
 

@@ -347,7 +347,7 @@ fn compile_tool(name: &str, fields: &ToolRuleFields, runs_commands: bool) -> Res
     for (i, host) in fields.allowed_hosts.iter().flatten().enumerate() {
         match HostPattern::parse(host) {
             Ok(pattern) => allowed_hosts.push(pattern),
-            Err(e) => errors.push((format!("{name}.allowed_hosts[{i}]"), e)),
+            Err(e) => errors.push((format!("{name}.allowed_hosts[{i}]"), e.to_string())),
         }
     }
     if errors.is_empty() { Ok(ToolRule { allow, deny, allowed_hosts }) } else { Err(errors) }

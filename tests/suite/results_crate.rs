@@ -30,6 +30,6 @@ fn a_pipeline_reads_a_run_back_with_the_results_crate() {
     assert_eq!(Some(code), output.status.code());
 
     std::fs::write(out.join("results.jsonl"), "{\"type\":\"run.started\"}\n").unwrap();
-    let error = output_folder::read(&out).unwrap_err();
+    let error = output_folder::read(&out).unwrap_err().to_string();
     assert!(error.contains("results.jsonl:1: not a dracode event"), "{error}");
 }

@@ -11,7 +11,8 @@ mod files;
 mod names;
 mod paths;
 
+pub use duration::DurationError;
 pub use env::{expand_vars, process_env, why_empty};
-pub use files::{MAX_INPUT_BYTES, read_input};
+pub use files::{InputFileError, MAX_INPUT_BYTES, read_input};
 pub use names::did_you_mean;
 pub use paths::lexical;

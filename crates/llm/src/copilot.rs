@@ -67,9 +67,40 @@ pub struct DeviceCode {
     pub user_code: String,
 }
 
+/// Why the device flow ended without a token.
+#[derive(Debug, thiserror::Error)]
+pub enum DeviceFlowError {
+    /// GitHub could not be reached.
+    #[error("cannot reach GitHub: {0}")]
+    Unreachable(#[source] reqwest::Error),
+    /// GitHub's answer was not JSON.
+    #[error("unexpected answer from GitHub: {0}")]
+    UnexpectedAnswer(#[source] reqwest::Error),
+    /// GitHub's first answer lacks a field the flow needs.
+    #[error("GitHub's answer lacks `{field}`: {answer}")]
+    MissingField {
+        /// The field.
+        field: &'static str,
+        /// The answer as received.
+        answer: Value,
+    },
+    /// The code's lifetime passed while polling.
+    #[error("the code expired before it was approved; run `dracode auth copilot` again")]
+    TimedOut,
+    /// GitHub says the code expired (`expired_token`).
+    #[error("the code expired; run `dracode auth copilot` again")]
+    Expired,
+    /// The user refused (`access_denied`).
+    #[error("access was denied on GitHub")]
+    Denied,
+    /// Any other error GitHub names.
+    #[error("GitHub refused: {0}")]
+    Refused(String),
+}
+
 /// GitHub's OAuth device flow: asks for a code, shows it through `show`, then polls at the
 /// server's interval (longer after `slow_down`) until the user approves. Returns the token.
-pub async fn device_flow(http: &HttpClient, endpoints: &Endpoints, show: impl FnOnce(&DeviceCode)) -> Result<String, String> {
+pub async fn device_flow(http: &HttpClient, endpoints: &Endpoints, show: impl FnOnce(&DeviceCode)) -> Result<String, DeviceFlowError> {
     let client = http.get();
     let start: Value = client
         .post(format!("{}/login/device/code", endpoints.github))
@@ -77,12 +108,17 @@ pub async fn device_flow(http: &HttpClient, endpoints: &Endpoints, show: impl Fn
         .json(&json!({"client_id": endpoints.client_id, "scope": "read:user"}))
         .send()
         .await
-        .map_err(|e| format!("cannot reach GitHub: {e}"))?
+        .map_err(DeviceFlowError::Unreachable)?
         .json()
         .await
-        .map_err(|e| format!("unexpected answer from GitHub: {e}"))?;
-    let field =
-        |k: &str| start.get(k).and_then(Value::as_str).map(str::to_string).ok_or_else(|| format!("GitHub's answer lacks `{k}`: {start}"));
+        .map_err(DeviceFlowError::UnexpectedAnswer)?;
+    let field = |k: &'static str| {
+        start
+            .get(k)
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| DeviceFlowError::MissingField { field: k, answer: start.clone() })
+    };
     let device_code = field("device_code")?;
     show(&DeviceCode { verification_uri: field("verification_uri")?, user_code: field("user_code")? });
     let mut interval = Duration::from_secs(start.get("interval").and_then(Value::as_u64).unwrap_or(5));
@@ -90,7 +126,7 @@ pub async fn device_flow(http: &HttpClient, endpoints: &Endpoints, show: impl Fn
     loop {
         tokio::time::sleep(interval).await;
         if std::time::Instant::now() > deadline {
-            return Err("the code expired before it was approved; run `dracode auth copilot` again".into());
+            return Err(DeviceFlowError::TimedOut);
         }
         let poll: Value = client
             .post(format!("{}/login/oauth/access_token", endpoints.github))
@@ -102,19 +138,19 @@ pub async fn device_flow(http: &HttpClient, endpoints: &Endpoints, show: impl Fn
             }))
             .send()
             .await
-            .map_err(|e| format!("cannot reach GitHub: {e}"))?
+            .map_err(DeviceFlowError::Unreachable)?
             .json()
             .await
-            .map_err(|e| format!("unexpected answer from GitHub: {e}"))?;
+            .map_err(DeviceFlowError::UnexpectedAnswer)?;
         if let Some(token) = poll.get("access_token").and_then(Value::as_str) {
             return Ok(token.to_string());
         }
         match poll.get("error").and_then(Value::as_str) {
             Some("authorization_pending") => {}
             Some("slow_down") => interval = slowed_down(&poll, interval),
-            Some("expired_token") => return Err("the code expired; run `dracode auth copilot` again".into()),
-            Some("access_denied") => return Err("access was denied on GitHub".into()),
-            other => return Err(format!("GitHub refused: {}", other.unwrap_or("unknown error"))),
+            Some("expired_token") => return Err(DeviceFlowError::Expired),
+            Some("access_denied") => return Err(DeviceFlowError::Denied),
+            other => return Err(DeviceFlowError::Refused(other.unwrap_or("unknown error").to_string())),
         }
     }
 }

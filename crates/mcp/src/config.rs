@@ -143,7 +143,7 @@ impl McpServerConfig {
         }
         for (field, value) in [("timeout", &self.timeout), ("startup_timeout", &self.startup_timeout)] {
             if let Some(Err(e)) = value.as_deref().map(dracode_input::duration::parse_positive) {
-                push(field, e);
+                push(field, e.to_string());
             }
         }
         for key in self.env.keys().filter(|k| k.is_empty() || k.contains(['=', '\0'])) {

@@ -1,15 +1,15 @@
 //! An output folder read into the page's [`Report`] and its tasks' [`TaskDetail`]s.
 
-use crate::Options;
 use crate::data::group;
 use crate::data::{Counts, FORMAT, Report, Run, Setup, Shard, TaskDetail, TaskRow, Usage};
 use crate::events::{self, RunEvents, ms_between};
+use crate::{Options, PageError};
 use dracode_results::Status;
 use dracode_results::records::WireOutcome;
 use std::path::Path;
 
 /// The overview of the folder `dir`, and its events (for [`details`]).
-pub fn report(dir: &Path, options: &Options<'_>) -> Result<(Report, RunEvents), String> {
+pub fn report(dir: &Path, options: &Options<'_>) -> Result<(Report, RunEvents), PageError> {
     let mut run_events = events::read(dir)?;
     if let Some(end) = &options.end {
         run_events.take(end.clone());
@@ -17,7 +17,7 @@ pub fn report(dir: &Path, options: &Options<'_>) -> Result<(Report, RunEvents), 
     let tasks: Vec<TaskRow> = run_events.finished.iter().enumerate().map(|(n, (id, o))| row(&run_events, n, id, o, options)).collect();
     let combine_path = dir.join("combine.json");
     let combine = match std::fs::read_to_string(&combine_path) {
-        Ok(text) => Some(serde_json::from_str(&text).map_err(|e| format!("{}: {e}", combine_path.display()))?),
+        Ok(text) => Some(serde_json::from_str(&text).map_err(|source| PageError::Combine { path: combine_path, source })?),
         Err(_) => None,
     };
     let report = Report {

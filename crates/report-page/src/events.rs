@@ -3,6 +3,7 @@
 //! connections and limit warnings).
 
 use dracode_results::Usage;
+use dracode_results::output_folder::{LineProblem, ReadError};
 use dracode_results::records::{MergedFrom, StatusCounts, WireEvent, WireOutcome};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -125,20 +126,20 @@ pub fn ms_between(from: Option<SystemTime>, to: Option<SystemTime>) -> u64 {
 }
 
 /// Reads `dir/results.jsonl`. The error names the file and, for a bad line, its number.
-pub fn read(dir: &Path) -> Result<RunEvents, String> {
+pub fn read(dir: &Path) -> Result<RunEvents, ReadError> {
     let path = dir.join("results.jsonl");
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(&path).map_err(|source| ReadError::Io { path: path.clone(), source })?;
     let mut run = RunEvents::default();
     let mut seen_start = false;
     for (n, raw) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        let invalid = |e: String| format!("{}:{}: {e}", path.display(), n + 1);
-        let value: serde_json::Value = serde_json::from_str(raw).map_err(|e| invalid(format!("not a JSON line: {e}")))?;
-        let event = WireEvent::deserialize(&value).map_err(|e| invalid(format!("not a dracode event: {e}")))?;
+        let invalid = |problem| ReadError::Line { path: path.clone(), line: n + 1, problem };
+        let value: serde_json::Value = serde_json::from_str(raw).map_err(|e| invalid(LineProblem::NotJson(e)))?;
+        let event = WireEvent::deserialize(&value).map_err(|e| invalid(LineProblem::NotAnEvent(e)))?;
         seen_start |= matches!(event, WireEvent::RunStarted { .. });
         run.take(event);
     }
     if !seen_start {
-        return Err(format!("{}: no run.started line: not the results of a dracode run", path.display()));
+        return Err(ReadError::NoRunStarted { path });
     }
     run.finished.sort_by_key(|(_, o)| o.index);
     Ok(run)
@@ -217,13 +218,13 @@ mod tests {
         let dir = log.folder();
         let text = format!("{}\n{{\"type\": \"run.started\"\n", log.text());
         std::fs::write(dir.path().join("results.jsonl"), text).unwrap();
-        let err = read(dir.path()).unwrap_err();
+        let err = read(dir.path()).unwrap_err().to_string();
         let file = dir.path().join("results.jsonl").display().to_string();
         assert!(err.starts_with(&format!("{file}:3: not a JSON line")), "{err}");
 
         let text = format!("{}{}\n", log.text(), json!({"type": "task.exploded", "ts": ts(1)}));
         std::fs::write(dir.path().join("results.jsonl"), text).unwrap();
-        let err = read(dir.path()).unwrap_err();
+        let err = read(dir.path()).unwrap_err().to_string();
         assert!(err.starts_with(&format!("{file}:2: not a dracode event")), "{err}");
     }
 
@@ -233,9 +234,9 @@ mod tests {
         log.lines.remove(0);
         log.finished(10, "a", 1, outcome(0, "passed"));
         let dir = log.folder();
-        let err = read(dir.path()).unwrap_err();
-        assert!(err.contains("results.jsonl: no run.started line"), "{err}");
-        let missing = read(&dir.path().join("nowhere")).unwrap_err();
+        let err = read(dir.path()).unwrap_err().to_string();
+        assert_eq!(err, format!("{}: no run.started line: not the results of a dracode run", dir.path().join("results.jsonl").display()));
+        let missing = read(&dir.path().join("nowhere")).unwrap_err().to_string();
         assert!(missing.contains("nowhere/results.jsonl"), "{missing}");
     }
 

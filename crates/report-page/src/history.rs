@@ -2,6 +2,7 @@
 //! a `--cache` folder, where every run with `--cache` leaves `history/<run_id>.json` — one small
 //! file per run: when it started, its cost, and each task's status, group and cost.
 
+use crate::PageError;
 use crate::data::{PastResult, PastRun, Report};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -51,17 +52,17 @@ pub fn record_of(report: &Report) -> RunRecord {
 
 /// Leaves `report`'s run in the cache folder `cache` (`history/<run_id>.json`, written to a
 /// temporary file and renamed).
-pub fn remember(cache: &Path, report: &Report) -> Result<(), String> {
+pub fn remember(cache: &Path, report: &Report) -> Result<(), PageError> {
     let dir = cache.join("history");
     let path = dir.join(format!("{}.json", dracode_results::file_names::file_stem(&report.run.run_id)));
-    let text = serde_json::to_string_pretty(&record_of(report)).map_err(|e| e.to_string())?;
-    crate::write_atomic(&path, text.as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    let text = serde_json::to_string_pretty(&record_of(report)).map_err(PageError::Encode)?;
+    crate::write_atomic(&path, text.as_bytes()).map_err(|source| PageError::Write { path, source })
 }
 
 /// The runs in `dirs` (output folders or cache folders), oldest first, without the runs in
 /// `current` (this run, and the shards a merged run joins) and without repeats of one `run_id`,
 /// the newest [`KEEP`]. The error names the folder.
-pub fn read(dirs: &[PathBuf], current: &[String]) -> Result<Vec<(PathBuf, RunRecord)>, String> {
+pub fn read(dirs: &[PathBuf], current: &[String]) -> Result<Vec<(PathBuf, RunRecord)>, PageError> {
     let mut runs: Vec<(PathBuf, RunRecord)> = Vec::new();
     for dir in dirs {
         if dir.join("results.jsonl").is_file() {
@@ -71,10 +72,7 @@ pub fn read(dirs: &[PathBuf], current: &[String]) -> Result<Vec<(PathBuf, RunRec
         } else if std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none()) {
             // An empty folder: a history kept from tonight on (the first night of a CI cache).
         } else {
-            return Err(format!(
-                "--history {}: neither an output folder (no results.jsonl) nor a cache folder (no history/), nor an empty folder",
-                dir.display()
-            ));
+            return Err(PageError::NotHistory { dir: dir.clone() });
         }
     }
     runs.retain(|(_, r)| !current.contains(&r.run_id));
@@ -85,23 +83,23 @@ pub fn read(dirs: &[PathBuf], current: &[String]) -> Result<Vec<(PathBuf, RunRec
 }
 
 /// A run's record read from its output folder.
-fn from_output_folder(dir: &Path) -> Result<RunRecord, String> {
+fn from_output_folder(dir: &Path) -> Result<RunRecord, PageError> {
     let report = crate::build::report(dir, &crate::Options::default())?.0;
     Ok(record_of(&report))
 }
 
 /// Every `history/*.json` of a cache folder.
-fn from_cache(dir: &Path) -> Result<Vec<RunRecord>, String> {
+fn from_cache(dir: &Path) -> Result<Vec<RunRecord>, PageError> {
     let folder = dir.join("history");
-    let entries = std::fs::read_dir(&folder).map_err(|e| format!("{}: {e}", folder.display()))?;
+    let entries = std::fs::read_dir(&folder).map_err(|source| PageError::Read { path: folder.clone(), source })?;
     let mut runs = Vec::new();
     for entry in entries.flatten() {
         let path = entry.path();
         if path.extension().is_none_or(|e| e != "json") {
             continue;
         }
-        let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        runs.push(serde_json::from_str(&text).map_err(|e| format!("{}: not a dracode history record: {e}", path.display()))?);
+        let text = std::fs::read_to_string(&path).map_err(|source| PageError::Read { path: path.clone(), source })?;
+        runs.push(serde_json::from_str(&text).map_err(|source| PageError::HistoryRecord { path, source })?);
     }
     Ok(runs)
 }
@@ -189,13 +187,13 @@ mod tests {
         let none = read(&[empty.path().to_path_buf()], &["now".to_string()]).unwrap();
         assert!(none.is_empty(), "an empty folder is a history that starts tonight");
         std::fs::write(empty.path().join("notes.txt"), "mine").unwrap();
-        let err = read(&[empty.path().to_path_buf()], &["now".to_string()]).unwrap_err();
+        let err = read(&[empty.path().to_path_buf()], &["now".to_string()]).unwrap_err().to_string();
         assert!(err.contains(&empty.path().display().to_string()), "{err}");
         assert!(err.contains("neither an output folder") && err.contains("results.jsonl") && err.contains("history/"), "{err}");
 
         cache_with(empty.path(), &[]);
         std::fs::write(empty.path().join("history/bad.json"), "{}").unwrap();
-        let err = read(&[empty.path().to_path_buf()], &["now".to_string()]).unwrap_err();
+        let err = read(&[empty.path().to_path_buf()], &["now".to_string()]).unwrap_err().to_string();
         assert!(err.contains("history/bad.json: not a dracode history record"), "{err}");
     }
 

@@ -19,8 +19,65 @@ pub mod timeline;
 #[cfg(test)]
 mod test_support;
 
+use dracode_results::output_folder::ReadError;
 use dracode_results::records::{WireEvent, WireOutcome};
 use std::path::{Path, PathBuf};
+
+/// Why a page (or a run's history record) could not be made: each names the file or folder.
+#[derive(Debug, thiserror::Error)]
+pub enum PageError {
+    /// The folder's `results.jsonl` could not be read.
+    #[error(transparent)]
+    Results(#[from] ReadError),
+    /// The folder's `combine.json` is not what `dracode combine` writes.
+    #[error("{}: {source}", path.display())]
+    Combine {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A `--history` folder that is neither an output folder, a cache folder, nor empty.
+    #[error(
+        "--history {}: neither an output folder (no results.jsonl) nor a cache folder (no history/), nor an empty folder",
+        dir.display()
+    )]
+    NotHistory {
+        /// The folder.
+        dir: PathBuf,
+    },
+    /// A cache folder's `history/` (or a record in it) could not be read.
+    #[error("{}: {source}", path.display())]
+    Read {
+        /// The folder or file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file in `history/` that is not a run's record.
+    #[error("{}: not a dracode history record: {source}", path.display())]
+    HistoryRecord {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The page or a record could not be written.
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A run's record could not be encoded.
+    #[error(transparent)]
+    Encode(serde_json::Error),
+}
 
 /// The name of the page in an output folder.
 pub const FILE_NAME: &str = "report.html";
@@ -48,7 +105,7 @@ impl Default for Options<'_> {
 /// Writes `out/report.html` from the folder's artifacts (through a temporary file and a rename:
 /// a reader never sees half a page) and returns the page's path and the run it draws. The error
 /// names the file that could not be read or written.
-pub fn write(out: &Path, options: &Options<'_>) -> Result<(PathBuf, data::Report), String> {
+pub fn write(out: &Path, options: &Options<'_>) -> Result<(PathBuf, data::Report), PageError> {
     let (mut report, run) = build::report(out, options)?;
     let current: Vec<String> = std::iter::once(&report.run.run_id).chain(report.run.shards.iter().map(|s| &s.run_id)).cloned().collect();
     let past = history::read(&options.history, &current)?;
@@ -58,7 +115,7 @@ pub fn write(out: &Path, options: &Options<'_>) -> Result<(PathBuf, data::Report
     let title = format!("dracode {} — {} passed of {}", report.run.run_id, report.counts.passed, report.counts.total);
     let html = page::html(&title, &json(&report), &details);
     let path = out.join(FILE_NAME);
-    write_atomic(&path, html.as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    write_atomic(&path, html.as_bytes()).map_err(|source| PageError::Write { path: path.clone(), source })?;
     Ok((path, report))
 }
 

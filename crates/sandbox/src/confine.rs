@@ -147,9 +147,20 @@ fn abi_of(version: u32) -> ABI {
 /// The Landlock ruleset: read the readable allowlist (with hidden paths cut out), write the
 /// writable roots and a few devices. Every right the kernel knows is handled, so anything not
 /// granted is denied.
-fn ruleset(policy: &Policy, version: u32) -> Result<OwnedFd, String> {
-    let created = rules(policy, version).map_err(|e| e.to_string())?;
-    Option::<OwnedFd>::from(created).ok_or_else(|| "the kernel did not create a ruleset".to_string())
+fn ruleset(policy: &Policy, version: u32) -> Result<OwnedFd, LandlockError> {
+    let created = rules(policy, version)?;
+    Option::<OwnedFd>::from(created).ok_or(LandlockError::NotCreated)
+}
+
+/// Why the Landlock ruleset could not be built.
+#[derive(Debug, thiserror::Error)]
+enum LandlockError {
+    /// The crate (or the kernel through it) refused a step.
+    #[error(transparent)]
+    Rules(#[from] landlock::RulesetError),
+    /// The kernel returned no ruleset.
+    #[error("the kernel did not create a ruleset")]
+    NotCreated,
 }
 
 fn rules(policy: &Policy, version: u32) -> Result<RulesetCreated, landlock::RulesetError> {

@@ -79,7 +79,7 @@ pub use home::home_view;
 pub use limits::{LimitFields, Limits};
 pub use paths::{Entry, Escaped, PathError, Sandbox, is_escape};
 pub use policy::{HOME_CREDENTIALS, Policy, SandboxMode, home_credentials};
-pub use protect::Protect;
+pub use protect::{Protect, ProtectError};
 pub use reads::{HOME_TOOLCHAINS, READABLE_DEVICES, ReadSet, SYSTEM_CREDENTIALS, SYSTEM_READS, TOOLCHAIN_VARS};
 
 use std::path::PathBuf;

@@ -109,12 +109,12 @@ impl LimitFields {
     }
 
     /// These fields over `defaults`; `Err` lists every invalid field with what is wrong.
-    pub fn resolve(&self, defaults: &Limits) -> Result<Limits, Vec<(&'static str, String)>> {
+    pub fn resolve(&self, defaults: &Limits) -> Result<Limits, Vec<(&'static str, LimitError)>> {
         let mut errors = Vec::new();
         let mut take = |name: &'static str,
                         value: &Option<LimitValue>,
                         default: Option<u64>,
-                        parse: fn(&LimitValue) -> Result<Option<u64>, String>| match value {
+                        parse: fn(&LimitValue) -> Result<Option<u64>, LimitError>| match value {
             None => default,
             Some(value) => parse(value).unwrap_or_else(|e| {
                 errors.push((name, e));
@@ -132,35 +132,85 @@ impl LimitFields {
     }
 
     /// Every invalid field, as `(name, problem)`.
-    pub fn problems(&self) -> Vec<(&'static str, String)> {
+    pub fn problems(&self) -> Vec<(&'static str, LimitError)> {
         self.resolve(&Limits::default()).err().unwrap_or_default()
     }
 }
 
+/// Why one limit's value was refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LimitError {
+    /// A bare number for a size (`memory = 512`): more likely MiB than bytes.
+    #[error("{0} has no unit: write \"{0}MiB\" or \"{0}B\" (units: B, KiB, MiB, GiB, TiB)")]
+    SizeWithoutUnit(u64),
+    /// A count that is neither a whole number nor [`UNLIMITED`].
+    #[error("{0:?} is not a whole number or \"{UNLIMITED}\"")]
+    NotACount(String),
+    /// Zero, which would stop every command.
+    #[error("0 would stop every command: give a limit above 0, or \"{UNLIMITED}\"")]
+    Zero,
+    /// A size that does not parse.
+    #[error(transparent)]
+    Size(#[from] SizeError),
+    /// A CPU time that does not parse.
+    #[error(transparent)]
+    Duration(#[from] dracode_input::DurationError),
+}
+
+/// Why [`parse_size`] refused a text; it prints the text, why, and an example.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid size {text:?}: {problem} (write e.g. \"512MiB\" or \"2GiB\"; units: B, KiB, MiB, GiB, TiB)")]
+pub struct SizeError {
+    /// The text as written.
+    pub text: String,
+    /// What is wrong with it.
+    pub problem: SizeProblem,
+}
+
+/// What is wrong with a size, in words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SizeProblem {
+    /// No number at the start.
+    #[error("it does not start with a number")]
+    NoNumber,
+    /// A number without a unit.
+    #[error("it has no unit")]
+    NoUnit,
+    /// `KB`, `MB`, …: decimal or binary?
+    #[error("decimal units are ambiguous here; use the binary ones")]
+    DecimalUnit,
+    /// A unit that is not a size unit.
+    #[error("unknown unit")]
+    UnknownUnit,
+    /// More bytes than a `u64` holds.
+    #[error("it is too large")]
+    TooLarge,
+}
+
 /// A size limit: `"512MiB"`, or `"unlimited"` (`None`). A bare number is refused: `memory = 512`
 /// is far more likely to mean MiB than bytes.
-fn size(value: &LimitValue) -> Result<Option<u64>, String> {
+fn size(value: &LimitValue) -> Result<Option<u64>, LimitError> {
     match value {
-        LimitValue::Number(n) => Err(format!("{n} has no unit: write \"{n}MiB\" or \"{n}B\" (units: B, KiB, MiB, GiB, TiB)")),
+        LimitValue::Number(n) => Err(LimitError::SizeWithoutUnit(*n)),
         LimitValue::Text(text) if text.trim() == UNLIMITED => Ok(None),
         LimitValue::Text(text) => positive(parse_size(text)?).map(Some),
     }
 }
 
 /// A count limit: a positive whole number (also as a string), or `"unlimited"`.
-fn count(value: &LimitValue) -> Result<Option<u64>, String> {
+fn count(value: &LimitValue) -> Result<Option<u64>, LimitError> {
     match value {
         LimitValue::Number(n) => positive(*n).map(Some),
         LimitValue::Text(text) if text.trim() == UNLIMITED => Ok(None),
         LimitValue::Text(text) => match text.trim().parse::<u64>() {
             Ok(n) => positive(n).map(Some),
-            Err(_) => Err(format!("{text:?} is not a whole number or \"{UNLIMITED}\"")),
+            Err(_) => Err(LimitError::NotACount(text.clone())),
         },
     }
 }
 
 /// A CPU time: a duration (`"30m"`, a bare number of seconds), or `"unlimited"`.
-fn seconds(value: &LimitValue) -> Result<Option<u64>, String> {
+fn seconds(value: &LimitValue) -> Result<Option<u64>, LimitError> {
     let text = match value {
         LimitValue::Number(n) => n.to_string(),
         LimitValue::Text(text) if text.trim() == UNLIMITED => return Ok(None),
@@ -170,8 +220,8 @@ fn seconds(value: &LimitValue) -> Result<Option<u64>, String> {
     Ok(Some(duration.as_secs_f64().ceil() as u64))
 }
 
-fn positive(n: u64) -> Result<u64, String> {
-    if n == 0 { Err("0 would stop every command: give a limit above 0, or \"unlimited\"".into()) } else { Ok(n) }
+fn positive(n: u64) -> Result<u64, LimitError> {
+    if n == 0 { Err(LimitError::Zero) } else { Ok(n) }
 }
 
 /// The binary units of a size, largest first.
@@ -179,25 +229,25 @@ const UNITS: [(&str, u64); 5] = [("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 <
 
 /// Parses a size with a binary unit: `B`, `KiB`/`K`, `MiB`/`M`, `GiB`/`G`, `TiB`/`T` (case
 /// does not matter; `1.5GiB` is fine). Decimal units (`GB`) are refused as ambiguous.
-pub fn parse_size(text: &str) -> Result<u64, String> {
+pub fn parse_size(text: &str) -> Result<u64, SizeError> {
     let trimmed = text.trim();
     let split = trimmed.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(trimmed.len());
     let (number, unit) = (&trimmed[..split], trimmed[split..].trim());
-    let bad = |why: &str| format!("invalid size {text:?}: {why} (write e.g. \"512MiB\" or \"2GiB\"; units: B, KiB, MiB, GiB, TiB)");
-    let amount: f64 = number.parse().map_err(|_| bad("it does not start with a number"))?;
+    let bad = |problem| SizeError { text: text.to_string(), problem };
+    let amount: f64 = number.parse().map_err(|_| bad(SizeProblem::NoNumber))?;
     let factor: u64 = match unit.to_ascii_lowercase().as_str() {
-        "" => return Err(bad("it has no unit")),
+        "" => return Err(bad(SizeProblem::NoUnit)),
         "b" => 1,
         "k" | "kib" => 1 << 10,
         "m" | "mib" => 1 << 20,
         "g" | "gib" => 1 << 30,
         "t" | "tib" => 1 << 40,
-        "kb" | "mb" | "gb" | "tb" => return Err(bad("decimal units are ambiguous here; use the binary ones")),
-        _ => return Err(bad("unknown unit")),
+        "kb" | "mb" | "gb" | "tb" => return Err(bad(SizeProblem::DecimalUnit)),
+        _ => return Err(bad(SizeProblem::UnknownUnit)),
     };
     let bytes = amount * factor as f64;
     if !bytes.is_finite() || bytes >= u64::MAX as f64 {
-        return Err(bad("it is too large"));
+        return Err(bad(SizeProblem::TooLarge));
     }
     Ok(bytes.round() as u64)
 }
@@ -321,7 +371,11 @@ mod tests {
         for bad in ["512", "2GB", "lots", "1 parsec", "GiB", ""] {
             assert!(parse_size(bad).is_err(), "{bad}");
         }
-        assert!(parse_size("2GB").unwrap_err().contains("binary"), "says why");
+        assert!(parse_size("2GB").unwrap_err().to_string().contains("binary"), "says why");
+        assert_eq!(
+            parse_size("lots").unwrap_err().to_string(),
+            "invalid size \"lots\": it does not start with a number (write e.g. \"512MiB\" or \"2GiB\"; units: B, KiB, MiB, GiB, TiB)"
+        );
         assert_eq!(format_size(200 << 20), "200 MiB");
         assert_eq!(format_size(3 << 29), "1536 MiB");
         assert_eq!(format_size(1500), "1.5 KiB");
@@ -347,7 +401,7 @@ mod tests {
         assert_eq!(limits.file_size, defaults.file_size);
         assert_eq!(limits.cpu_time, Some(1800));
         let bare = LimitFields { cpu_time: Some(LimitValue::Number(90)), ..LimitFields::default() }.resolve(&defaults).unwrap_err();
-        assert!(bare[0].1.contains("no unit"), "a bare number is not a duration: {bare:?}");
+        assert!(bare[0].1.to_string().contains("no unit"), "a bare number is not a duration: {bare:?}");
     }
 
     #[test]
@@ -362,8 +416,10 @@ mod tests {
         let problems = fields.problems();
         let names: Vec<&str> = problems.iter().map(|(n, _)| *n).collect();
         assert_eq!(names, ["memory", "processes", "open_files", "file_size", "cpu_time"], "{problems:?}");
-        assert!(problems[0].1.contains("no unit") && problems[0].1.contains("512MiB"), "{problems:?}");
-        assert!(problems[1].1.contains("above 0"), "{problems:?}");
+        let shown: Vec<String> = problems.iter().map(|(_, e)| e.to_string()).collect();
+        assert_eq!(shown[0], "512 has no unit: write \"512MiB\" or \"512B\" (units: B, KiB, MiB, GiB, TiB)");
+        assert_eq!(shown[1], "0 would stop every command: give a limit above 0, or \"unlimited\"");
+        assert_eq!(shown[2], "\"many\" is not a whole number or \"unlimited\"");
     }
 
     #[test]

@@ -6,6 +6,29 @@
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use std::path::{Path, PathBuf};
 
+/// Why `protect` (or `keep_ignored`) globs did not compile: the first bad pattern, and why.
+#[derive(Debug, thiserror::Error)]
+pub enum ProtectError {
+    /// Empty, absolute, or climbing out with `..`.
+    #[error("{pattern:?}: must be a glob relative to the workspace root")]
+    NotRelative {
+        /// The pattern as written.
+        pattern: String,
+    },
+    /// Not a valid glob.
+    #[error("{pattern:?}: {source}")]
+    Glob {
+        /// The pattern as written.
+        pattern: String,
+        /// What `globset` found wrong.
+        #[source]
+        source: globset::Error,
+    },
+    /// The set of globs as a whole did not build.
+    #[error(transparent)]
+    Set(globset::Error),
+}
+
 /// The compiled `protect` globs of one task, relative to its workspace root.
 #[derive(Debug, Clone)]
 pub struct Protect {
@@ -17,19 +40,22 @@ impl Protect {
     /// Compiles `patterns` (globs relative to the workspace root `root`; `*` stays within one
     /// folder, `**` crosses folders, and a pattern naming a folder covers everything in it).
     /// Error: the first pattern that is not a valid glob, and why.
-    pub fn compile(root: &Path, patterns: &[String]) -> Result<Protect, String> {
+    pub fn compile(root: &Path, patterns: &[String]) -> Result<Protect, ProtectError> {
         let mut builder = GlobSetBuilder::new();
         for pattern in patterns {
             let trimmed = pattern.trim_start_matches("./").trim_end_matches('/');
             if trimmed.is_empty() || trimmed.starts_with('/') || trimmed.split('/').any(|c| c == "..") {
-                return Err(format!("{pattern:?}: must be a glob relative to the workspace root"));
+                return Err(ProtectError::NotRelative { pattern: pattern.clone() });
             }
             for glob in [trimmed.to_string(), format!("{trimmed}/**")] {
-                let compiled = GlobBuilder::new(&glob).literal_separator(true).build().map_err(|e| format!("{pattern:?}: {e}"))?;
+                let compiled = GlobBuilder::new(&glob)
+                    .literal_separator(true)
+                    .build()
+                    .map_err(|source| ProtectError::Glob { pattern: pattern.clone(), source })?;
                 builder.add(compiled);
             }
         }
-        let set = builder.build().map_err(|e| e.to_string())?;
+        let set = builder.build().map_err(ProtectError::Set)?;
         Ok(Protect { root: root.to_path_buf(), set })
     }
 

@@ -50,18 +50,38 @@ struct Escaped {
     cwd: Option<PathBuf>,
 }
 
-impl Escaped {
-    fn describe(&self) -> String {
-        format!("process {} ({}) outlived its command's supervisor and was killed", self.pid, self.command)
+/// Why a task's sweep says it cannot be trusted: processes of it (or of no task) had escaped
+/// their supervisor and were killed, or some could not be reaped in time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SweepError {
+    /// The escaped processes charged to the task: pid and command line (at most 200 characters).
+    pub escaped: Vec<(i32, String)>,
+    /// The pids that were still not reaped [`REAP_WITHIN`] after they were killed.
+    pub stuck: Vec<i32>,
+}
+
+impl std::fmt::Display for SweepError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut problems: Vec<String> = self
+            .escaped
+            .iter()
+            .map(|(pid, command)| format!("process {pid} ({command}) outlived its command's supervisor and was killed"))
+            .collect();
+        if !self.stuck.is_empty() {
+            problems.push(format!("processes {:?} could not be stopped within {}s", self.stuck, REAP_WITHIN.as_secs()));
+        }
+        f.write_str(&problems.join("; "))
     }
 }
+
+impl std::error::Error for SweepError {}
 
 /// One live task's share of the sweep.
 struct Entry {
     /// The task's folders (workspace, TMPDIR): where its processes run.
     folders: Vec<PathBuf>,
     /// What sweeps (its own or another task's) found of this task's.
-    found: Mutex<Vec<String>>,
+    found: Mutex<Vec<(i32, String)>>,
 }
 
 impl Entry {
@@ -95,24 +115,21 @@ impl TaskSweep {
     /// of its processes (or one no task owns) had escaped, or some could not be reaped. It
     /// blocks (reading `/proc`, waiting for the killed): on a multi-thread runtime it tells the
     /// runtime so.
-    pub fn sweep(&self) -> Result<(), String> {
+    pub fn sweep(&self) -> Result<(), SweepError> {
         let multi_thread =
             tokio::runtime::Handle::try_current().is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
         if multi_thread { tokio::task::block_in_place(|| self.sweep_now()) } else { self.sweep_now() }
     }
 
-    fn sweep_now(&self) -> Result<(), String> {
+    fn sweep_now(&self) -> Result<(), SweepError> {
         let swept = sweep();
         let tasks = TASKS.lock().unwrap_or_else(PoisonError::into_inner).clone();
         for escaped in &swept.found {
             let owner = tasks.iter().find(|t| t.owns(escaped)).unwrap_or(&self.entry);
-            owner.found.lock().unwrap_or_else(PoisonError::into_inner).push(escaped.describe());
+            owner.found.lock().unwrap_or_else(PoisonError::into_inner).push((escaped.pid, escaped.command.clone()));
         }
-        let mut problems = std::mem::take(&mut *self.entry.found.lock().unwrap_or_else(PoisonError::into_inner));
-        if !swept.stuck.is_empty() {
-            problems.push(format!("processes {:?} could not be stopped within {}s", swept.stuck, REAP_WITHIN.as_secs()));
-        }
-        if problems.is_empty() { Ok(()) } else { Err(problems.join("; ")) }
+        let escaped = std::mem::take(&mut *self.entry.found.lock().unwrap_or_else(PoisonError::into_inner));
+        if escaped.is_empty() && swept.stuck.is_empty() { Ok(()) } else { Err(SweepError { escaped, stuck: swept.stuck }) }
     }
 }
 
@@ -255,6 +272,13 @@ mod tests {
         let sweep = TaskSweep::register(vec![PathBuf::from("/nonexistent")]);
         assert_eq!(sweep.sweep(), Ok(()));
         drop(sweep);
+        let error = SweepError { escaped: vec![(7, "sleep 9".into()), (8, "sh".into())], stuck: vec![8] };
+        assert_eq!(
+            error.to_string(),
+            "process 7 (sleep 9) outlived its command's supervisor and was killed; \
+             process 8 (sh) outlived its command's supervisor and was killed; \
+             processes [8] could not be stopped within 5s"
+        );
         assert!(TASKS.lock().unwrap().iter().all(|t| t.folders != [PathBuf::from("/nonexistent")]));
     }
 }

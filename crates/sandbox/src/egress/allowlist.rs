@@ -86,18 +86,60 @@ fn valid_name(name: &str) -> bool {
     labels_ok && !numeric_tail
 }
 
+/// Why a host pattern was refused, in words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PatternError {
+    /// Nothing but blanks.
+    #[error("an empty host pattern")]
+    Empty,
+    /// A URL (a scheme or a path) rather than a host.
+    #[error("{0:?} is not a host pattern: write the host (and :port) only, without a scheme or path")]
+    NotHostOnly(String),
+    /// A pattern whose port or host part is wrong.
+    #[error("{text:?}: {problem}")]
+    Invalid {
+        /// The pattern as written.
+        text: String,
+        /// What is wrong with it.
+        problem: PatternProblem,
+    },
+}
+
+/// What is wrong with the port or the host of a pattern.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PatternProblem {
+    /// A port that is not 1 to 65535.
+    #[error("the port {0:?} is not a number from 1 to 65535")]
+    BadPort(String),
+    /// `[` without `]`.
+    #[error("a '[' without its ']'")]
+    UnclosedBracket,
+    /// Something other than `:PORT` after `]`.
+    #[error("expected :PORT after the ']'")]
+    NoPortAfterBracket,
+    /// An IPv6 address and a port without brackets.
+    #[error("write an IPv6 address with a port in brackets, e.g. [::1]:8080")]
+    UnbracketedIpv6,
+    /// A `*` that is not the whole first label.
+    #[error("a wildcard may only be the whole first label, as in *.example.org")]
+    Wildcard,
+    /// Neither a valid host name nor an IP address.
+    #[error("{0:?} is neither a host name nor an IP address")]
+    NotAHost(String),
+}
+
 impl HostPattern {
     /// Parses one pattern; the error says what is wrong, in words.
-    pub fn parse(text: &str) -> Result<HostPattern, String> {
+    pub fn parse(text: &str) -> Result<HostPattern, PatternError> {
         let trimmed = text.trim();
         if trimmed.is_empty() {
-            return Err("an empty host pattern".into());
+            return Err(PatternError::Empty);
         }
         if trimmed.contains("://") || trimmed.contains('/') {
-            return Err(format!("{text:?} is not a host pattern: write the host (and :port) only, without a scheme or path"));
+            return Err(PatternError::NotHostOnly(text.to_string()));
         }
-        let (host, port) = split_port(trimmed)?;
-        let host = parse_host_part(host).map_err(|why| format!("{text:?}: {why}"))?;
+        let (host, port) = split_port(trimmed).map_err(|problem| PatternError::Invalid { text: trimmed.to_string(), problem })?;
+        let host = parse_host_part(host).map_err(|problem| PatternError::Invalid { text: text.to_string(), problem })?;
         Ok(HostPattern { host, port, text: trimmed.to_string() })
     }
 
@@ -128,18 +170,18 @@ impl fmt::Display for HostPattern {
 }
 
 /// `host[:port]`, `[v6]:port`, or a bare IPv6 address.
-fn split_port(text: &str) -> Result<(&str, Option<u16>), String> {
+fn split_port(text: &str) -> Result<(&str, Option<u16>), PatternProblem> {
     let port = |p: &str| match p.parse::<u16>() {
         Ok(n) if n > 0 && p.bytes().all(|b| b.is_ascii_digit()) => Ok(Some(n)),
-        _ => Err(format!("{text:?}: the port {p:?} is not a number from 1 to 65535")),
+        _ => Err(PatternProblem::BadPort(p.to_string())),
     };
     if let Some(rest) = text.strip_prefix('[') {
-        let (inside, after) = rest.split_once(']').ok_or_else(|| format!("{text:?}: a '[' without its ']'"))?;
+        let (inside, after) = rest.split_once(']').ok_or(PatternProblem::UnclosedBracket)?;
         return match after {
             "" => Ok((inside, None)),
             _ => match after.strip_prefix(':') {
                 Some(p) => Ok((inside, port(p)?)),
-                None => Err(format!("{text:?}: expected :PORT after the ']'")),
+                None => Err(PatternProblem::NoPortAfterBracket),
             },
         };
     }
@@ -149,12 +191,12 @@ fn split_port(text: &str) -> Result<(&str, Option<u16>), String> {
     match text.split_once(':') {
         None => Ok((text, None)),
         Some((host, p)) if !p.contains(':') => Ok((host, port(p)?)),
-        Some(_) => Err(format!("{text:?}: write an IPv6 address with a port in brackets, e.g. [::1]:8080")),
+        Some(_) => Err(PatternProblem::UnbracketedIpv6),
     }
 }
 
 /// The host part of a pattern.
-fn parse_host_part(host: &str) -> Result<HostMatch, String> {
+fn parse_host_part(host: &str) -> Result<HostMatch, PatternProblem> {
     if host == "*" {
         return Ok(HostMatch::Any);
     }
@@ -167,10 +209,10 @@ fn parse_host_part(host: &str) -> Result<HostMatch, String> {
         None => (false, lower),
     };
     if name.contains('*') {
-        return Err("a wildcard may only be the whole first label, as in *.example.org".into());
+        return Err(PatternProblem::Wildcard);
     }
     if name.bytes().all(|b| b.is_ascii_digit() || b == b'.') || !valid_name(&name) {
-        return Err(format!("{name:?} is neither a host name nor an IP address"));
+        return Err(PatternProblem::NotAHost(name));
     }
     Ok(if below { HostMatch::Below(name) } else { HostMatch::Name(name) })
 }
@@ -195,7 +237,7 @@ impl fmt::Display for Refusal {
 impl Allowlist {
     /// Parses `allow` and `deny`; every bad pattern is reported as `(field path, message)`,
     /// e.g. `("network[2]", "…")` or `("network.deny[0]", "…")`.
-    pub fn parse(allow: &[String], deny: &[String], allow_path: &str, deny_path: &str) -> Result<Allowlist, Vec<(String, String)>> {
+    pub fn parse(allow: &[String], deny: &[String], allow_path: &str, deny_path: &str) -> Result<Allowlist, Vec<(String, PatternError)>> {
         let mut errors = Vec::new();
         let mut parse_all = |texts: &[String], path: &str| -> Vec<HostPattern> {
             let mut parsed = Vec::new();
@@ -338,7 +380,7 @@ pub enum Network {
 
 impl Network {
     /// Resolves a manifest's `network` value; bad patterns come back as `(field path, message)`.
-    pub fn from_field(field: Option<&NetworkField>) -> Result<Network, Vec<(String, String)>> {
+    pub fn from_field(field: Option<&NetworkField>) -> Result<Network, Vec<(String, PatternError)>> {
         let list = match field {
             None | Some(NetworkField::All(false)) => return Ok(Network::Off),
             Some(NetworkField::All(true)) => return Ok(Network::All),
@@ -471,9 +513,14 @@ mod tests {
                 "network.deny[1]"
             ]
         );
-        assert!(errors[0].1.contains("without a scheme or path"), "{errors:?}");
-        assert!(errors[1].1.contains("wildcard may only be the whole first label"), "{errors:?}");
-        assert!(errors[4].1.contains("in brackets"), "{errors:?}");
+        let shown: Vec<String> = errors.iter().map(|(_, e)| e.to_string()).collect();
+        assert_eq!(shown[0], "\"https://x.example/\" is not a host pattern: write the host (and :port) only, without a scheme or path");
+        assert_eq!(shown[1], "\"a.*.example\": a wildcard may only be the whole first label, as in *.example.org");
+        assert_eq!(shown[2], "\"host:0\": the port \"0\" is not a number from 1 to 65535");
+        assert_eq!(shown[4], "\"a.example:80:90\": write an IPv6 address with a port in brackets, e.g. [::1]:8080");
+        assert_eq!(shown[5], "an empty host pattern");
+        assert_eq!(shown[6], "\"127.1\": \"127.1\" is neither a host name nor an IP address");
+        assert_eq!(shown[7], "\"[::1\": a '[' without its ']'");
     }
 
     #[test]

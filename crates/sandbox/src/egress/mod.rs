@@ -20,7 +20,7 @@ pub mod log;
 pub mod proxy;
 pub mod resolve;
 
-pub use allowlist::{Allowlist, Host, HostPattern, Network, NetworkField, Refusal};
+pub use allowlist::{Allowlist, Host, HostPattern, Network, NetworkField, PatternError, Refusal};
 pub use log::{Denial, Denials, NetworkLog};
 pub use proxy::EgressProxy;
 

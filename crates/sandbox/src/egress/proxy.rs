@@ -186,19 +186,44 @@ struct Target {
     path: Option<String>,
 }
 
+/// Why a request's target was refused (answered `400` with these words).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum TargetError {
+    /// An `https://` URL without `CONNECT`.
+    #[error("an https URL needs CONNECT (set HTTPS_PROXY to this proxy)")]
+    HttpsWithoutConnect,
+    /// Neither `CONNECT` nor an absolute `http://` URL.
+    #[error("this is a proxy: send CONNECT host:port, or a request for an absolute http:// URL")]
+    NotProxyForm,
+    /// `user:password@host`.
+    #[error("credentials in the URL are not supported")]
+    Credentials,
+    /// `[` without `]`.
+    #[error("a '[' without its ']'")]
+    UnclosedBracket,
+    /// An IPv6 address without brackets.
+    #[error("an IPv6 address needs brackets: [::1]:443")]
+    UnbracketedIpv6,
+    /// A port that is not 1 to 65535.
+    #[error("bad port {0:?}")]
+    BadPort(String),
+    /// `CONNECT` without a port.
+    #[error("CONNECT needs host:port")]
+    NoPort,
+    /// Neither a host name nor an IP address.
+    #[error("{0:?} is not a host name or an IP address")]
+    NotAHost(String),
+}
+
 /// The target of `request`: `host:port` for `CONNECT`, an `http://` URL otherwise.
-fn target(request: &Request) -> Result<Target, String> {
+fn target(request: &Request) -> Result<Target, TargetError> {
     if request.method.eq_ignore_ascii_case("CONNECT") {
         let (asked, host, port) = authority(&request.target, None)?;
         return Ok(Target { asked, host, port, path: None });
     }
     let lower = request.target.to_ascii_lowercase();
     let Some(rest) = lower.strip_prefix("http://").map(|_| &request.target["http://".len()..]) else {
-        return Err(if lower.starts_with("https://") {
-            "an https URL needs CONNECT (set HTTPS_PROXY to this proxy)".into()
-        } else {
-            "this is a proxy: send CONNECT host:port, or a request for an absolute http:// URL".into()
-        });
+        return Err(if lower.starts_with("https://") { TargetError::HttpsWithoutConnect } else { TargetError::NotProxyForm });
     };
     let split = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let (authority_text, path) = rest.split_at(split);
@@ -209,27 +234,27 @@ fn target(request: &Request) -> Result<Target, String> {
 }
 
 /// Parses `host:port` (`[v6]:port`); without a port, `default` (or an error).
-fn authority(text: &str, default: Option<u16>) -> Result<(String, Host, u16), String> {
+fn authority(text: &str, default: Option<u16>) -> Result<(String, Host, u16), TargetError> {
     if text.contains('@') {
-        return Err("credentials in the URL are not supported".into());
+        return Err(TargetError::Credentials);
     }
     let (host_text, port_text) = match text.strip_prefix('[') {
         Some(rest) => {
-            let (inside, after) = rest.split_once(']').ok_or("a '[' without its ']'")?;
+            let (inside, after) = rest.split_once(']').ok_or(TargetError::UnclosedBracket)?;
             (inside, after.strip_prefix(':'))
         }
         None => match text.rsplit_once(':') {
-            Some((_, _)) if text.matches(':').count() > 1 => return Err("an IPv6 address needs brackets: [::1]:443".into()),
+            Some((_, _)) if text.matches(':').count() > 1 => return Err(TargetError::UnbracketedIpv6),
             Some((host, port)) => (host, Some(port)),
             None => (text, None),
         },
     };
     let port = match (port_text, default) {
-        (Some(p), _) => p.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(|| format!("bad port {p:?}"))?,
+        (Some(p), _) => p.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(|| TargetError::BadPort(p.to_string()))?,
         (None, Some(d)) => d,
-        (None, None) => return Err("CONNECT needs host:port".into()),
+        (None, None) => return Err(TargetError::NoPort),
     };
-    let host = Host::parse(host_text).ok_or_else(|| format!("{host_text:?} is not a host name or an IP address"))?;
+    let host = Host::parse(host_text).ok_or_else(|| TargetError::NotAHost(host_text.to_string()))?;
     Ok((host.to_string(), host, port))
 }
 
@@ -245,7 +270,7 @@ async fn serve(mut client: TcpStream, gate: Arc<Gate>, _slot: OwnedSemaphorePerm
     };
     let target = match target(&request) {
         Ok(target) => target,
-        Err(why) => return reply(&mut client, 400, &why).await,
+        Err(why) => return reply(&mut client, 400, &why.to_string()).await,
     };
     let mut upstream = match open(&gate, &target).await {
         Ok(stream) => stream,

@@ -81,13 +81,22 @@ pub struct AgentState {
     pub answer: AnswerProgress,
     /// Times the conversation was shrunk or compacted (`context.compacted` events).
     pub compactions: u32,
-    /// The tool calls the task's policy denied, in order.
-    pub denied: Vec<DeniedCall>,
+    /// The tool calls the task's policy denied, and the protected paths it refused to change.
+    pub refused: Refused,
     /// Calls counted against `max_iterations` so far (a refused request sent again after
     /// compaction counts once).
     pub calls_used: u32,
     /// The limits the agent was already warned about ([`crate::deadline`]).
     pub warned: crate::deadline::Warned,
+}
+
+/// What was refused of a task's tool calls.
+#[derive(Debug, Clone, Default)]
+pub struct Refused {
+    /// The calls the task's policy denied, in order.
+    pub denied: Vec<DeniedCall>,
+    /// The workspace-relative protected paths a tool was refused to change (`protect`).
+    pub protected: std::collections::BTreeSet<String>,
 }
 
 impl AgentState {
@@ -211,10 +220,10 @@ impl Agent<'_> {
     /// a denial under `on_denied = "fail"`, a command past a resource limit (its result is
     /// recorded first), or the output contract's verdict.
     async fn run_tool_calls(&self, calls: Vec<(String, String, serde_json::Value)>, state: &mut AgentState) -> Option<AgentEnd> {
-        let (denied_before, reports_before) = (state.denied.len(), self.tool_ctx.reports.len());
-        let (results, step) = self.answer_turn(calls, &mut state.answer, &mut state.denied).await;
+        let (denied_before, reports_before) = (state.refused.denied.len(), self.tool_ctx.reports.len());
+        let (results, step) = self.answer_turn(calls, &mut state.answer, &mut state.refused).await;
         state.push(Message { role: Role::User, content: results });
-        if let Some(error) = self.denial_ends_task(&state.denied[denied_before..]) {
+        if let Some(error) = self.denial_ends_task(&state.refused.denied[denied_before..]) {
             return Some(AgentEnd::Failed(error));
         }
         if let Some(error) = dracode_sandbox::incidents::limit_failure(&self.tool_ctx.reports.all()[reports_before..]) {
@@ -233,12 +242,12 @@ impl Agent<'_> {
         &self,
         calls: Vec<(String, String, serde_json::Value)>,
         answer: &mut AnswerProgress,
-        denied: &mut Vec<DeniedCall>,
+        refused: &mut Refused,
     ) -> (Vec<ContentBlock>, Step) {
-        let Some(contract) = self.output else { return (self.call_tools(calls, denied).await, Step::Continue) };
+        let Some(contract) = self.output else { return (self.call_tools(calls, refused).await, Step::Continue) };
         let order: Vec<String> = calls.iter().map(|(id, ..)| id.clone()).collect();
         let (finals, tools): (Vec<_>, Vec<_>) = calls.into_iter().partition(|(_, name, _)| name == ANSWER_TOOL);
-        let mut results = self.call_tools(tools, denied).await;
+        let mut results = self.call_tools(tools, refused).await;
         let mut step = Step::Continue;
         for (id, name, input) in finals {
             self.emitter.emit(EventKind::ToolStarted { call_id: id.clone(), name: name.clone(), input: input.clone() });
@@ -386,17 +395,17 @@ impl Agent<'_> {
     }
 
     /// Runs each call in order and answers every one, errors included; calls the policy
-    /// refused are added to `denied`. A turn whose calls all only read runs them at once.
-    async fn call_tools(&self, calls: Vec<(String, String, serde_json::Value)>, denied: &mut Vec<DeniedCall>) -> Vec<ContentBlock> {
+    /// refused are added to `refused`. A turn whose calls all only read runs them at once.
+    async fn call_tools(&self, calls: Vec<(String, String, serde_json::Value)>, refused: &mut Refused) -> Vec<ContentBlock> {
         if calls.len() > 1 && calls.iter().all(|(_, name, _)| self.registry.is_read_only(name)) {
-            return self.call_read_only_tools(calls, denied).await;
+            return self.call_read_only_tools(calls, refused).await;
         }
         let mut results = Vec::with_capacity(calls.len());
         for (id, name, input) in calls {
             self.emitter.emit(EventKind::ToolStarted { call_id: id.clone(), name: name.clone(), input: input.clone() });
             let started = Instant::now();
             let result = self.registry.call(self.tool_ctx, &name, input).await;
-            results.push(self.tool_completed(id, name, result, started.elapsed(), denied));
+            results.push(self.tool_completed(id, name, result, started.elapsed(), refused));
         }
         results
     }
@@ -412,11 +421,7 @@ impl Agent<'_> {
     /// Runs a turn's calls that only read all at once; they
     /// are still started, completed and answered in the model's order. Dropping the turn (a
     /// timeout, a cancel) aborts those still running.
-    async fn call_read_only_tools(
-        &self,
-        calls: Vec<(String, String, serde_json::Value)>,
-        denied: &mut Vec<DeniedCall>,
-    ) -> Vec<ContentBlock> {
+    async fn call_read_only_tools(&self, calls: Vec<(String, String, serde_json::Value)>, refused: &mut Refused) -> Vec<ContentBlock> {
         let mut running = tokio::task::JoinSet::new();
         let mut handles = Vec::with_capacity(calls.len());
         for (id, name, input) in calls {
@@ -440,28 +445,29 @@ impl Agent<'_> {
         for (id, name, task) in handles {
             let (result, elapsed) =
                 done.remove(&task).unwrap_or_else(|| (Err(ToolError::new(ErrorCode::IoError, "tool task lost")), Duration::ZERO));
-            results.push(self.tool_completed(id, name, result, elapsed, denied));
+            results.push(self.tool_completed(id, name, result, elapsed, refused));
         }
         results
     }
 
     /// Reports one finished call (`tool.completed`, output redacted) and makes its answer; a
-    /// call the policy refused is added to `denied`.
+    /// call the policy or `protect` refused is added to `refused`.
     fn tool_completed(
         &self,
         id: String,
         name: String,
         result: Result<String, ToolError>,
         duration: Duration,
-        denied: &mut Vec<DeniedCall>,
+        refused: &mut Refused,
     ) -> ContentBlock {
         let (ok, output) = match result {
             Ok(text) => (true, text),
             Err(e) => {
                 if e.code == ErrorCode::Denied {
                     let message = self.redactor.redact(&e.message).into_owned();
-                    denied.push(DeniedCall { call_id: id.clone(), tool: name.clone(), message });
+                    refused.denied.push(DeniedCall { call_id: id.clone(), tool: name.clone(), message });
                 }
+                refused.protected.extend(e.protected.iter().map(|path| self.redactor.redact(path).into_owned()));
                 (false, e.to_string())
             }
         };

@@ -59,47 +59,7 @@ impl TaskOutcome {
 
     /// An outcome with nothing recorded yet: no turns, no usage, no changes, no error.
     pub fn new(task_id: &str, manifest: &std::path::Path, index: usize, status: Status, provider: &str, model: &str) -> Self {
-        let record = WireOutcome {
-            status,
-            is_error: !status.is_pass(),
-            num_turns: 0,
-            duration_ms: 0,
-            usage: Usage::default(),
-            total_cost_usd: None,
-            result: None,
-            files_changed: Vec::new(),
-            diff_path: None,
-            check: None,
-            error: None,
-            attempts: 1,
-            flaky: false,
-            manifest: manifest.to_string_lossy().into_owned(),
-            manifest_name: None,
-            tags: Vec::new(),
-            line: None,
-            index,
-            provider: provider.to_string(),
-            model: model.to_string(),
-            prior_attempts: Vec::new(),
-            branch: None,
-            structured_output: None,
-            compactions: 0,
-            denied_calls: 0,
-            denied: Vec::new(),
-            protected: Vec::new(),
-            kept_ignored: Vec::new(),
-            network_denied: 0,
-            network_denied_hosts: Vec::new(),
-            carried_from: None,
-            cached: false,
-            cached_from: None,
-            regraded_from: None,
-            repairs: 0,
-            check_rounds: Vec::new(),
-            pass_rate: None,
-            verdict: None,
-            repeats: Vec::new(),
-        };
+        let record = WireOutcome::empty(status, manifest.to_string_lossy().into_owned(), index, provider, model);
         TaskOutcome { task_id: task_id.to_string(), record, attachments: Attachments::default() }
     }
 

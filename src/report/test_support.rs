@@ -64,6 +64,7 @@ pub fn every_field(task_id: &str) -> TaskOutcome {
     (r.branch, r.structured_output) = (Some("dracode/t".into()), Some(serde_json::json!({"risk": 2})));
     r.denied = vec![DeniedCall { call_id: "c1".into(), tool: "run_command".into(), message: "denied".into() }];
     (r.protected, r.kept_ignored) = (vec!["tests/t.py".into()], vec!["target/".into()]);
+    r.protected_refused = vec!["tests/golden.txt".into()];
     (r.network_denied, r.network_denied_hosts, r.carried_from) = (2, vec!["[::1]:53".into()], Some("run-0".into()));
     let usage = Usage::from_counts(10, 5);
     r.cached_from = Some(CacheHit { run_id: "c".into(), key: "k".into(), num_turns: 2, usage, total_cost_usd: Some(0.5), duration_ms: 3 });

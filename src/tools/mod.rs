@@ -108,12 +108,14 @@ pub struct ToolError {
     pub code: ErrorCode,
     /// What went wrong, naming the path or argument.
     pub message: String,
+    /// The workspace-relative path a `PROTECTED_PATH` refusal is about (for the task's record).
+    pub protected: Option<String>,
 }
 
 impl ToolError {
     /// A failure with `code` and `message`.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        ToolError { code, message: message.into() }
+        ToolError { code, message: message.into(), protected: None }
     }
 
     /// Maps an I/O error on `path` to the closest code; a lookup the sandbox refused because it
@@ -138,7 +140,9 @@ impl From<dracode_sandbox::PathError> for ToolError {
             PathError::NotFound(_) => ErrorCode::FileNotFound,
             PathError::Nul(_) => ErrorCode::InvalidArguments,
             PathError::SymlinkLoop(_) => ErrorCode::IoError,
-            PathError::Protected(_) => ErrorCode::Protected,
+            PathError::Protected { path, .. } => {
+                return ToolError { protected: Some(path.clone()), ..ToolError::new(ErrorCode::Protected, err.to_string()) };
+            }
             PathError::Io { path, source } => return ToolError::io(source, path),
         };
         ToolError::new(code, err.to_string())

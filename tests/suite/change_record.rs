@@ -228,3 +228,25 @@ fn what_the_check_leaves_behind_is_not_the_agents_change() {
     assert_eq!(task["files_changed"], json!(["calc.py"]), "the check's output is not in the record");
     assert!(!std::fs::read_to_string(out.join("diffs/t.patch")).unwrap().contains("__pycache__"));
 }
+
+/// A write the file tools refused because the path is protected changes nothing, so the task is
+/// judged by its check alone — and the refusal stays on record: `protected_refused` names the
+/// path as the workspace has it, however the model wrote it (before, nothing in `task.finished`
+/// showed it).
+#[test]
+fn a_refused_write_to_a_protected_path_is_on_record_and_the_check_decides() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    project(&root);
+    let turns = vec![
+        call("w1", "write_file", json!({"file_path": "./test.sh", "content": "exit 0\n"})),
+        call("w2", "delete_file", json!({"path": "test.sh"})),
+        call("w3", "write_file", json!({"file_path": "calc.py", "content": "def add(a, b):\n    return a + b\n"})),
+    ];
+    let (code, events, _) = run(&root, turns, "repo = \"repo\"\nisolation = \"copy\"\ncheck = \"sh test.sh\"\nprotect = [\"test.sh\"]");
+    let task = finished(&events, "t");
+    assert_eq!(task["status"], "passed", "{task}");
+    assert_eq!(task["protected_refused"], json!(["test.sh"]), "once, workspace-relative: {task}");
+    assert!(task.get("protected").is_none(), "nothing protected was changed: {task}");
+    assert_eq!(code, 0);
+}

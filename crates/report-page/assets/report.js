@@ -47,7 +47,7 @@
 //   #diff-cut                       the note that the diff was cut
 //   .msg.msg-user .msg.msg-assistant .msg-system .msg-text .reasoning   the transcript
 //   .tool-call[data-call-id][data-tool] (.refused, .net-refused) .tool-args .tool-result (.is-error)
-//   #network-denied li[data-host], #protected li, #kept-ignored li, #repeats tr[data-repeat],
+//   #network-denied li[data-host], #protected li, #protected-refused li, #kept-ignored li, #repeats tr[data-repeat],
 //   #files a (unsafe paths: .unsafe-path, not links), #answer, #attempts
 'use strict';
 
@@ -820,7 +820,7 @@ function renderTask(row) {
   if ((d.prior_attempts || []).length || (d.retries || []).length || (d.limit_warnings || []).length) view.append(attemptsCard(d));
   if (d.check || (d.check_rounds || []).length) view.append(checkCard(d));
   if (d.diff || (d.files_changed || []).length) view.append(diffCard(d));
-  if ((d.protected || []).length || (d.kept_ignored || []).length) view.append(pathsCard(d));
+  if ((d.protected || []).length || (d.protected_refused || []).length || (d.kept_ignored || []).length) view.append(pathsCard(d));
   if ((d.network_denied || []).length) view.append(networkCard(d.network_denied));
   view.append(transcriptCard(d));
   if ((d.repeats || []).length) view.append(repeatsCard(d.repeats));
@@ -983,6 +983,10 @@ function pathsCard(d) {
   if ((d.protected || []).length) {
     card.append(el('h3', { text: 'Protected paths the agent changed (put back before the check)' }),
       el('ul', { id: 'protected' }, ...d.protected.map((p) => el('li', { cls: 'bad' }, el('code', { text: p })))));
+  }
+  if ((d.protected_refused || []).length) {
+    card.append(el('h3', { text: 'Protected paths a tool was refused to change' }),
+      el('ul', { id: 'protected-refused' }, ...d.protected_refused.map((p) => el('li', {}, el('code', { text: p })))));
   }
   if ((d.kept_ignored || []).length) {
     card.append(el('h3', { text: 'Ignored files kept for the check' }),

@@ -279,6 +279,8 @@ pub struct TaskDetail {
     pub files_changed: Vec<String>,
     /// Protected paths it changed, put back before the check.
     pub protected: Vec<String>,
+    /// Protected paths a tool was refused to change.
+    pub protected_refused: Vec<String>,
     /// Ignored files it left that the check was allowed to see (`keep_ignored`).
     pub kept_ignored: Vec<String>,
     /// The conversation (`transcripts/<id>.json`), each tool result cut at [`TOOL_RESULT_LIMIT`]

@@ -46,6 +46,7 @@ pub fn build(dir: &Path, id: &str, outcome: &WireOutcome, notes: Option<&TaskNot
         diff_cut,
         files_changed: outcome.files_changed.clone(),
         protected: outcome.protected.clone(),
+        protected_refused: outcome.protected_refused.clone(),
         kept_ignored: outcome.kept_ignored.clone(),
         transcript,
         denied: outcome

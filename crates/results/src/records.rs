@@ -396,6 +396,10 @@ pub struct WireOutcome {
     /// are not in its patch. Absent when none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub protected: Vec<String>,
+    /// Protected paths (`protect`) a tool of the last attempt was refused to change
+    /// (`PROTECTED_PATH`), workspace-relative, sorted, each once. Absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub protected_refused: Vec<String>,
     /// Gitignored paths the task made that the check's world got too because `keep_ignored`
     /// names them (nothing else outside the patch reaches a check), sorted; a new folder
     /// kept whole is `dir/`; at most 100, then `... and N more`. Absent when none.
@@ -446,6 +450,54 @@ pub struct WireOutcome {
     /// absent without `repeat`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub repeats: Vec<WireRepeat>,
+}
+
+impl WireOutcome {
+    /// An outcome with nothing recorded yet: no turns, no usage, no changes, no error.
+    pub fn empty(status: Status, manifest: String, index: usize, provider: &str, model: &str) -> Self {
+        WireOutcome {
+            status,
+            is_error: !status.is_pass(),
+            num_turns: 0,
+            duration_ms: 0,
+            usage: Usage::default(),
+            total_cost_usd: None,
+            result: None,
+            files_changed: Vec::new(),
+            diff_path: None,
+            check: None,
+            error: None,
+            attempts: 1,
+            flaky: false,
+            manifest,
+            manifest_name: None,
+            tags: Vec::new(),
+            line: None,
+            index,
+            provider: provider.to_string(),
+            model: model.to_string(),
+            prior_attempts: Vec::new(),
+            branch: None,
+            structured_output: None,
+            compactions: 0,
+            denied_calls: 0,
+            denied: Vec::new(),
+            protected: Vec::new(),
+            protected_refused: Vec::new(),
+            kept_ignored: Vec::new(),
+            network_denied: 0,
+            network_denied_hosts: Vec::new(),
+            carried_from: None,
+            cached: false,
+            cached_from: None,
+            regraded_from: None,
+            repairs: 0,
+            check_rounds: Vec::new(),
+            pass_rate: None,
+            verdict: None,
+            repeats: Vec::new(),
+        }
+    }
 }
 
 /// One run of a task's check (`check_rounds`).
@@ -667,6 +719,7 @@ mod tests {
             denied_calls: 1,
             denied: vec![DeniedCall { call_id: "c1".into(), tool: "run_command".into(), message: "denied".into() }],
             protected: vec!["tests/t.py".into()],
+            protected_refused: vec!["tests/golden.txt".into()],
             kept_ignored: vec!["target/".into()],
             network_denied: 2,
             network_denied_hosts: vec!["[::1]:53".into()],

@@ -49,8 +49,13 @@ pub enum PathError {
     #[error("{0}: too many levels of symbolic links")]
     SymlinkLoop(String),
     /// The path is protected (`protect`): the agent may not change it.
-    #[error("{0} is protected: this task may not change it (protect = [...] in the manifest); nothing was changed")]
-    Protected(String),
+    #[error("{shown} is protected: this task may not change it (protect = [...] in the manifest); nothing was changed")]
+    Protected {
+        /// The path as the model gave it.
+        shown: String,
+        /// The path relative to the workspace's root.
+        path: String,
+    },
     /// Reading a symlink failed.
     #[error("{path}: {source}")]
     Io {
@@ -148,7 +153,8 @@ impl Sandbox {
     pub fn check_changeable(&self, abs: &Path, shown: &str) -> Result<(), PathError> {
         let Some(protect) = &self.protect else { return Ok(()) };
         if protect.covers(abs) || holds_protected(protect, abs) {
-            return Err(PathError::Protected(shown.to_string()));
+            let path = abs.strip_prefix(&self.root).map_or_else(|_| shown.to_string(), |p| p.to_string_lossy().into_owned());
+            return Err(PathError::Protected { shown: shown.to_string(), path });
         }
         Ok(())
     }
@@ -490,7 +496,7 @@ mod tests {
             PathError::Outside(_) => Refusal::PathOutsideWorkspace,
             PathError::NotFound(_) => Refusal::FileNotFound,
             PathError::SymlinkLoop(_) | PathError::Io { .. } => Refusal::IoError,
-            PathError::Nul(_) | PathError::Protected(_) => Refusal::Other,
+            PathError::Nul(_) | PathError::Protected { .. } => Refusal::Other,
         }
     }
 

@@ -69,72 +69,31 @@ pub(crate) fn policy_command_line(command: &str, arguments: &str, shell: bool) -
     }
 }
 
-/// Splits `text` into words the way a POSIX shell does for quoting only: whitespace separates,
-/// `'…'` is literal, `"…"` honours `\"`, `\\`, `\$`, `` \` ``, and a bare backslash escapes the
-/// next character. Nothing is expanded.
-pub fn split_words(text: &str) -> Result<Vec<String>, String> {
-    let mut words = Vec::new();
-    let mut word = String::new();
-    let mut in_word = false;
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            c if c.is_whitespace() => {
-                if in_word {
-                    words.push(std::mem::take(&mut word));
-                    in_word = false;
-                }
-            }
-            '\'' => {
-                in_word = true;
-                loop {
-                    match chars.next() {
-                        Some('\'') => break,
-                        Some(c) => word.push(c),
-                        None => return Err("unclosed single quote".to_string()),
-                    }
-                }
-            }
-            '"' => {
-                in_word = true;
-                loop {
-                    match chars.next() {
-                        Some('"') => break,
-                        Some('\\') => match chars.next() {
-                            Some(c @ ('"' | '\\' | '$' | '`')) => word.push(c),
-                            Some('\n') => {}
-                            Some(c) => {
-                                word.push('\\');
-                                word.push(c);
-                            }
-                            None => return Err("unclosed double quote".to_string()),
-                        },
-                        Some(c) => word.push(c),
-                        None => return Err("unclosed double quote".to_string()),
-                    }
-                }
-            }
-            '\\' => match chars.next() {
-                Some('\n') => {}
-                Some(c) => {
-                    in_word = true;
-                    word.push(c);
-                }
-                None => {
-                    in_word = true;
-                    word.push('\\');
-                }
-            },
-            c => {
-                in_word = true;
-                word.push(c);
-            }
-        }
+/// Why a text cannot be split into words: a quote it opens is never closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SplitError {
+    /// A `'` without its closing `'`.
+    #[error("unclosed single quote")]
+    UnclosedSingleQuote,
+    /// A `"` without its closing `"`.
+    #[error("unclosed double quote")]
+    UnclosedDoubleQuote,
+}
+
+/// Splits `text` into words the way a POSIX shell does for quoting only (the `shlex` crate):
+/// whitespace separates, `'…'` is literal, `"…"` honours `\"`, `\\`, `\$`, `` \` ``, a bare
+/// backslash escapes the next character and a `#` starting a word starts a comment. Nothing is
+/// expanded. A backslash ending the text is kept as itself, as `sh` keeps it.
+pub fn split_words(text: &str) -> Result<Vec<String>, SplitError> {
+    if let Some(words) = shlex::split(text) {
+        return Ok(words);
     }
-    if in_word {
-        words.push(word);
+    // shlex refuses a lone backslash at the end; doubled, it is the literal backslash `sh` reads.
+    if let Some(words) = shlex::split(&format!("{text}\\")) {
+        return Ok(words);
     }
-    Ok(words)
+    // Which quote is open: only a closing `'` ends a single-quoted part.
+    if shlex::split(&format!("{text}'")).is_some() { Err(SplitError::UnclosedSingleQuote) } else { Err(SplitError::UnclosedDoubleQuote) }
 }
 
 /// The program and its arguments.
@@ -282,13 +241,26 @@ mod tests {
             ("'' \"\"", &["", ""]),
             ("--name=\"a b\"", &["--name=a b"]),
             ("$HOME *.rs", &["$HOME", "*.rs"]),
+            ("a\\", &["a\\"]),
+            ("a \\", &["a", "\\"]),
+            ("a\\\nb", &["ab"]),
+            ("x #comment\ny", &["x", "y"]),
+            ("a#b", &["a#b"]),
         ];
         for (input, want) in cases {
             assert_eq!(split_words(input).unwrap(), *want, "{input}");
         }
-        for bad in ["'open", "\"open", "a \"b\\\""] {
-            assert!(split_words(bad).is_err(), "{bad}");
+        for (bad, why) in [
+            ("'open", SplitError::UnclosedSingleQuote),
+            ("\"open", SplitError::UnclosedDoubleQuote),
+            ("a \"b\\\"", SplitError::UnclosedDoubleQuote),
+            ("\"it's", SplitError::UnclosedDoubleQuote),
+            ("'a\\", SplitError::UnclosedSingleQuote),
+            ("\"a\\", SplitError::UnclosedDoubleQuote),
+        ] {
+            assert_eq!(split_words(bad), Err(why), "{bad}");
         }
+        assert_eq!(SplitError::UnclosedSingleQuote.to_string(), "unclosed single quote");
     }
 
     #[tokio::test]

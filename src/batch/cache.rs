@@ -4,10 +4,12 @@
 //!
 //! The key is a hash of every input a task's result depends on ([`key_inputs`]): dracode's
 //! version, the tree of the base commit (not the commit: a rebase that changes nothing else
-//! still hits), the working directory, the prompt (a `prompt_file`'s contents), the system
-//! prompt, the provider's type, model, reasoning and output limit (and a `replay` recording's
-//! contents), the tools and their policy, the check, protected paths, limits, budgets, sandbox,
-//! network, environment, MCP servers and output schema. Cached are `worktree` tasks (their base
+//! still hits), the prompt (a `prompt_file`'s contents), the whole system prompt, the provider
+//! as resolved (and a `replay` recording's contents), the resolved settings, the setup — and
+//! every task field that is set, but those [`crate::manifest::FIELD_CACHE_ROLES`] leaves out
+//! with its reason (`id`, `tags`, `retries`, the paths of the machine, …). The fields are
+//! declared once (`manifest/fields.rs`), each saying whether it is an input, so none can be
+//! forgotten; a test sets each in turn and wants a new key. Cached are `worktree` tasks (their base
 //! is exactly a commit's tree) and `copy` tasks whose folder has no uncommitted change (the key
 //! holds the folder's tree at `HEAD`; ignored files, which a copy also takes, are not part of
 //! it); never `none` tasks (a reused result would not change the folder they work in), nor
@@ -164,7 +166,8 @@ fn clean_folder_tree(folder: &Path) -> Option<git2::Oid> {
     tree.get_path(&prefix).ok().map(|entry| entry.id())
 }
 
-/// Every input of `spec` its result depends on, one `name: value` line each (what is hashed).
+/// Every input of `spec` its result depends on, one `name: value` line each (what is hashed):
+/// the task as resolved (what config, flags and defaults made of it) and its fields as set.
 /// Paths of the machine (the repository's, the replay file's) are left out: the tree and the
 /// recording's contents stand for them, so a cache restored on another runner still hits.
 fn key_inputs(spec: &TaskSpec, tree: &str) -> String {
@@ -192,6 +195,9 @@ fn key_inputs(spec: &TaskSpec, tree: &str) -> String {
         ("output", format!("{output:?}")),
         ("repeat", format!("{} {}", spec.repeat.count, spec.repeat.min_pass_rate)),
     ];
+    // Every field the task's layers set that is an input (`manifest::FIELD_CACHE_ROLES`): a new
+    // field reaches the key by its declaration alone.
+    lines.push(("fields", spec.cache_fields.clone()));
     // What the setup makes is part of every workspace of its tasks: its inputs are the task's.
     if let Some(setup) = &spec.setup {
         lines.push(("setup", setup.cache_text()));
@@ -238,6 +244,93 @@ mod tests {
     }
 
     use std::collections::BTreeMap;
+
+    /// A manifest field's name and its value as TOML.
+    type Setting = (&'static str, &'static str);
+
+    /// A value other than the default of each field that is an input of the key, and a field it
+    /// needs (set with and without it): the test below sets each in turn and wants a new key. A
+    /// field added without one fails it.
+    const SAMPLES: &[(&str, &str, Option<Setting>)] = &[
+        ("prompt", "\"q\"", None),
+        ("provider", "\"anthropic\"", None),
+        ("model", "\"m2\"", None),
+        ("max_iterations", "3", None),
+        ("timeout", "\"5m\"", None),
+        ("idle_timeout", "\"1m\"", None),
+        ("workdir", "\".\"", None),
+        ("tools", "[\"read_file\"]", None),
+        ("policy", "{ run_command = { deny = [\"curl *\"] } }", None),
+        ("check", "\"exit 0\"", None),
+        ("check_before", "true", None),
+        ("check_timeout", "\"1m\"", None),
+        ("check_repairs", "1", None),
+        ("repeat", "2", None),
+        ("isolate_home", "true", None),
+        ("require_change", "true", None),
+        ("protect", "[\"a.txt\"]", None),
+        ("keep_ignored", "[\"node_modules/**\"]", None),
+        ("answers", "{ \"*\" = \"yes\" }", None),
+        ("system_prompt", "\"be brief\"", None),
+        ("max_output_tokens", "100", None),
+        ("reasoning", "\"high\"", None),
+        ("max_tokens", "1000", None),
+        ("max_cost_usd", "1.5", None),
+        ("max_context_tokens", "5000", None),
+        ("compact_at", "0.5", None),
+        ("sandbox", "\"read-only\"", None),
+        ("network", "true", None),
+        ("limits", "{ processes = 64 }", None),
+        ("env", "{ A = \"1\" }", None),
+        ("env_passthrough", "[\"LANG_EXTRA\"]", None),
+        ("unix_sockets", "[\"/tmp/x.sock\"]", None),
+        ("read_paths", "[\"/usr\"]", None),
+        ("output_schema", "{ type = \"object\" }", None),
+        ("output_retries", "1", Some(("output_schema", "{ type = \"object\" }"))),
+        ("output", "\"findings\"", None),
+        ("mcp_servers", "{ s = { command = \"true\" } }", None),
+    ];
+
+    #[test]
+    fn every_task_field_reaches_the_key_or_says_why_not() {
+        use crate::manifest::{FIELD_CACHE_ROLES, FIELD_NAMES};
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        std::fs::create_dir(dir.join("repo")).unwrap();
+        git(&dir.join("repo"), &["init", "-q"]);
+        std::fs::write(dir.join("repo/a.txt"), "one\n").unwrap();
+        git(&dir.join("repo"), &["add", "-A"]);
+        git(&dir.join("repo"), &["commit", "-qm", "base"]);
+        let manifest = |set: &[Option<(&str, &str)>]| {
+            let mut fields: BTreeMap<&str, &str> = [
+                ("id", "\"t\""),
+                ("prompt", "\"p\""),
+                ("provider", "\"openai\""),
+                ("model", "\"gpt-5-mini\""),
+                ("repo", "\"repo\""),
+                ("check", "\"true\""),
+            ]
+            .into();
+            fields.extend(set.iter().flatten().copied());
+            let lines: String = fields.iter().map(|(name, value)| format!("{name} = {value}\n")).collect();
+            format!("[[tasks]]\n{lines}")
+        };
+        assert!(keys(dir, &manifest(&[]), None)[0].is_some());
+        assert_eq!(FIELD_CACHE_ROLES.iter().map(|(name, _)| *name).collect::<Vec<_>>(), FIELD_NAMES);
+        for (name, why_not) in FIELD_CACHE_ROLES {
+            if let Some(why) = why_not {
+                assert!(!why.is_empty() && !SAMPLES.iter().any(|(n, ..)| n == name), "{name}");
+                continue;
+            }
+            let (_, sample, with) = SAMPLES
+                .iter()
+                .find(|(n, ..)| n == name)
+                .unwrap_or_else(|| panic!("`{name}` has no sample value here: add one, so this test sees the field reach the cache key"));
+            let base = keys(dir, &manifest(&[*with]), None);
+            let key = keys(dir, &manifest(&[*with, Some((name, sample))]), None);
+            assert!(key[0].is_some() && key != base, "{name} = {sample} leaves the cache key as it was");
+        }
+    }
 
     #[test]
     fn the_key_follows_the_tree_the_prompt_and_the_model_not_the_commit() {

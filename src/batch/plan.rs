@@ -351,8 +351,8 @@ fn resolve(
     provider.max_tokens = f.max_output_tokens.or(provider.max_tokens);
     provider.reasoning = f.reasoning.or(provider.reasoning);
     let system_prompt = system_prompt(f, timeout, output.is_some());
-    let model_window = provider.model.as_ref().and_then(|m| config.models.get(m)).and_then(|m| m.context_window);
-    let context_window = config.providers.get(&provider.name).and_then(|p| p.context_window).or(model_window);
+    let context_window = context_window(config, &provider);
+    let cache_fields = f.cache_text();
     let f = task.fields;
     let tools = f.tools.unwrap_or_else(|| crate::tools::default_tools(provider.kind, provider.model.as_deref()));
     let require_change = RequireChange::resolve(f.require_change, f.check.is_some(), output.is_some(), f.sandbox.unwrap_or_default());
@@ -389,6 +389,7 @@ fn resolve(
         output,
         mcp_servers: f.mcp_servers.unwrap_or_default(),
         setup: task.setup.as_deref().map(super::spec::SetupSpec::resolve),
+        cache_fields,
         id: task.id,
         index: task.index,
         manifest: task.manifest,
@@ -396,6 +397,12 @@ fn resolve(
         tags: f.tags.unwrap_or_default(),
         prompt: task.prompt,
     })
+}
+
+/// The provider's configured `context_window`, else the model table's.
+fn context_window(config: &Config, provider: &dracode_llm::preset::ResolvedProvider) -> Option<u64> {
+    let model_window = provider.model.as_ref().and_then(|m| config.models.get(m)).and_then(|m| m.context_window);
+    config.providers.get(&provider.name).and_then(|p| p.context_window).or(model_window)
 }
 
 /// The whole system prompt: dracode's own, the task's limits, the task's own text

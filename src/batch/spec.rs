@@ -95,6 +95,9 @@ pub struct TaskSpec {
     /// Its manifest's `[setup]`, run once for every task of the same manifest, repository and
     /// base before any of them starts.
     pub setup: Option<std::sync::Arc<SetupSpec>>,
+    /// Its fields as the layers set them (config and manifest defaults, the task, the flags),
+    /// those that are inputs of a `--cache` key ([`crate::manifest::TaskFields::cache_text`]).
+    pub cache_fields: String,
 }
 
 /// Whether a task must change a file to pass (`require_change`), and why.

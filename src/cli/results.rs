@@ -17,7 +17,7 @@ use std::sync::Arc;
 /// interrupted, its temporary working tree is removed before exiting 130/143.
 pub(super) fn combine(args: &crate::cli::CombineArgs, cwd: &Path, env: &BTreeMap<String, String>) -> anyhow::Result<i32> {
     use crate::batch::combine::{self, CombineError, CombineOptions};
-    let check_timeout = match humantime::parse_duration(&args.check_timeout) {
+    let check_timeout = match dracode_input::duration::parse_positive(&args.check_timeout) {
         Ok(d) => d,
         Err(e) => return usage_error(&format!("--check-timeout {:?}: {e}", args.check_timeout)),
     };

@@ -4,6 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 /// How a task's workspace is made.
@@ -31,217 +32,210 @@ impl Isolation {
 
 pub use dracode_sandbox::SandboxMode;
 
-/// Every setting of a task. In `[defaults]` all but `id`, `prompt` and `prompt_file` apply to
-/// every task; a task's own value wins.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct TaskFields {
-    /// Unique id, `[A-Za-z0-9._-]+`; the JUnit testcase name and artifact file name.
-    pub id: Option<String>,
-    /// What the agent is asked to do.
-    pub prompt: Option<String>,
-    /// A file holding the prompt, relative to the manifest.
-    pub prompt_file: Option<PathBuf>,
-    /// Provider name (a `[providers.NAME]` table, or a type such as `openai`).
-    pub provider: Option<String>,
-    /// Model, overriding the provider's.
-    pub model: Option<String>,
-    /// LLM calls allowed before the task ends as `max_iterations` (default 10).
-    pub max_iterations: Option<u32>,
-    /// Wall-clock limit for each attempt of the task, e.g. `10m` (default `30m`).
-    pub timeout: Option<String>,
-    /// Silence for this long — no event, no byte from the model, no output from a command —
-    /// ends the task as `stalled` (default `5m`).
-    pub idle_timeout: Option<String>,
-    /// Attempts after the first, each in a fresh workspace.
-    pub retries: Option<u32>,
-    /// Which statuses are retried (default `error`, `timeout`, `stalled`; `failed` may be
-    /// added). `not_configured` and quota/auth errors are never retried.
-    pub retry_on: Option<Vec<dracode_results::Status>>,
-    /// `worktree`, `copy` or `none`.
-    pub isolation: Option<Isolation>,
-    /// The folder (git repository) the task works on, relative to the manifest.
-    pub repo: Option<PathBuf>,
-    /// The commit-ish a worktree starts at.
-    pub base: Option<String>,
-    /// Where tools run, relative to the workspace root.
-    pub workdir: Option<PathBuf>,
-    /// The tools offered to the agent.
-    pub tools: Option<Vec<String>>,
-    /// The tool policy: per tool `allow` (true/false, or command rules), `deny`,
-    /// `allowed_hosts` (`web_fetch`), and `on_denied`; merged per tool over `[defaults]`.
-    pub policy: Option<crate::tools::policy::PolicyFields>,
-    /// A command run after the agent; the task passes only if it exits 0.
-    pub check: Option<String>,
-    /// Also run `check` before the agent, to record red-to-green.
-    pub check_before: Option<bool>,
-    /// Time limit of the check command (default 10m).
-    pub check_timeout: Option<String>,
-    /// Times a failed check's exit code and output tail are given back to the agent, in the same
-    /// conversation, to repair its work before the check runs again (default 0).
-    pub check_repairs: Option<u32>,
-    /// Independent attempts of the task, each in a fresh workspace (default 1): its
-    /// `task.finished` gets a `pass_rate` and a `verdict` (`stable_pass`, `stable_fail`, `flaky`).
-    pub repeat: Option<u32>,
-    /// Give the task's commands their own empty `HOME` (besides their own `TMPDIR`, always).
-    pub isolate_home: Option<bool>,
-    /// Commit a passed task's changes on a branch `dracode/<run-id>/<task-id>` (worktree
-    /// isolation), ready to push or open a pull request from.
-    pub commit: Option<bool>,
-    /// Fail the task when the agent changed no file.
-    pub require_change: Option<bool>,
-    /// Globs (relative to the workspace root) of paths the agent may not change: its file tools
-    /// refuse them, and they are put back before the check; added to `[defaults].protect`.
-    pub protect: Option<Vec<String>>,
-    /// Globs (relative to the workspace root) of gitignored paths the agent made or changed that
-    /// the check's world gets from the workspace (`["node_modules/**", ".venv/**"]`); nothing
-    /// else the change record does not hold reaches a check. Kept paths are listed in
-    /// `task.finished` (`kept_ignored`); a protected path is never kept. Replaces
-    /// `[defaults].keep_ignored`.
-    pub keep_ignored: Option<Vec<String>>,
-    /// Labels for `--filter tag:NAME`; added to `[defaults].tags` (a task cannot drop an
-    /// inherited tag: put the tag on the tasks that have it instead of in `[defaults]`).
-    pub tags: Option<Vec<String>>,
-    /// Canned answers for `ask_user`, by question (`"*"` answers any).
-    pub answers: Option<BTreeMap<String, String>>,
-    /// For the `replay` provider: a recording file, or a folder of `<id>.json` recordings.
-    pub replay: Option<PathBuf>,
-    /// Text appended to the system prompt.
-    pub system_prompt: Option<String>,
-    /// Output token limit per LLM call.
-    pub max_output_tokens: Option<u32>,
-    /// How hard the model thinks (`low`, `medium`, `high`); overrides the provider's.
-    pub reasoning: Option<dracode_llm::ReasoningEffort>,
-    /// Token budget of the task.
-    pub max_tokens: Option<u64>,
-    /// Cost budget of the task in USD.
-    pub max_cost_usd: Option<f64>,
-    /// A cap on the context window the task uses, in tokens (below the model's own).
-    pub max_context_tokens: Option<u64>,
-    /// The fraction of the window at which the conversation is compacted (default 0.85).
-    pub compact_at: Option<f64>,
-    /// How far the task's commands are confined (default `workspace-write`).
-    pub sandbox: Option<SandboxMode>,
-    /// The network of the task's commands and check: `false` (none, the default), `true`
-    /// (everything), or an egress allowlist of host patterns — a list, or `{ allow = [...],
-    /// deny = [...] }` — reached through dracode's proxy.
-    pub network: Option<dracode_sandbox::egress::NetworkField>,
-    /// Resource limits of the task's commands (`memory`, `processes`, `open_files`,
-    /// `file_size`, `cpu_time`); merged per limit over `[defaults]`.
-    pub limits: Option<dracode_sandbox::LimitFields>,
-    /// Variables set for the task's commands and check.
-    pub env: Option<BTreeMap<String, String>>,
-    /// Names of extra variables of dracode's environment a command may see.
-    pub env_passthrough: Option<Vec<String>>,
-    /// Unix socket files outside the workspace and TMPDIR the task's commands may connect to
-    /// (absolute, or relative to the manifest). Dangerous: `docker.sock` is root on the machine.
-    pub unix_sockets: Option<Vec<PathBuf>>,
-    /// Extra files and folders the task's commands may read (relative to the manifest, or
-    /// absolute), besides the system, the toolchains, the workspace and the TMPDIR.
-    pub read_paths: Option<Vec<PathBuf>>,
-    /// A JSON Schema (inline table) the task's final answer must be valid against; the answer
-    /// is `structured_output` in `task.finished` and `outputs/<id>.json`.
-    pub output_schema: Option<serde_json::Value>,
-    /// A JSON file holding the schema, relative to the manifest (instead of `output_schema`).
-    pub output_schema_file: Option<PathBuf>,
-    /// Repairs allowed after an invalid or missing final answer (default 2).
-    pub output_retries: Option<u32>,
-    /// A built-in answer shape: `findings` (review findings, also `findings.sarif`).
-    pub output: Option<crate::structured::OutputPreset>,
-    /// MCP servers whose tools the task is offered as `NAME__tool`, by name; merged by name
-    /// with the ones of `[defaults]`, the manifest's top-level `[mcp_servers]` and config.
-    pub mcp_servers: Option<BTreeMap<String, dracode_mcp::McpServerConfig>>,
-}
+/// Declares [`TaskFields`] from one list: per field its doc, its type (every field is an
+/// `Option` of it), how a layer above overlays it (`replace`: the upper value wins; `union`,
+/// `by_name` and the tables' own `overlay` merge), and whether it is an input of a `--cache` key
+/// (`key`) or, with the reason, not (`skip "why"`). [`FIELD_NAMES`], [`FIELD_CACHE_ROLES`],
+/// [`TaskFields::overlay`] and [`TaskFields::cache_text`] all come from that one list, so a new
+/// field reaches each of them (and says where it stands in the cache key) or does not compile.
+macro_rules! task_fields {
+    (@why key) => { None };
+    (@why skip $why:literal) => { Some($why) };
+    (@key $text:ident, $fields:ident, $name:ident, key) => { push_key(&mut $text, stringify!($name), &$fields.$name) };
+    (@key $text:ident, $fields:ident, $name:ident, skip) => {};
+    (
+        $(#[$struct_attr:meta])*
+        pub struct TaskFields {
+            $(
+                $(#[$attr:meta])*
+                $name:ident: $ty:ty => $merge:path, $cache:ident $($why:literal)?,
+            )*
+        }
+    ) => {
+        $(#[$struct_attr])*
+        #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+        pub struct TaskFields {
+            $(
+                $(#[$attr])*
+                pub $name: Option<$ty>,
+            )*
+        }
 
-/// The names of [`TaskFields`], for did-you-mean suggestions.
-pub const FIELD_NAMES: &[&str] = &[
-    "id",
-    "prompt",
-    "prompt_file",
-    "provider",
-    "model",
-    "max_iterations",
-    "timeout",
-    "idle_timeout",
-    "retries",
-    "retry_on",
-    "isolation",
-    "repo",
-    "base",
-    "workdir",
-    "tools",
-    "policy",
-    "check",
-    "check_before",
-    "check_timeout",
-    "check_repairs",
-    "repeat",
-    "commit",
-    "isolate_home",
-    "require_change",
-    "protect",
-    "keep_ignored",
-    "tags",
-    "answers",
-    "replay",
-    "system_prompt",
-    "max_output_tokens",
-    "reasoning",
-    "max_tokens",
-    "max_cost_usd",
-    "max_context_tokens",
-    "compact_at",
-    "sandbox",
-    "network",
-    "limits",
-    "env",
-    "env_passthrough",
-    "unix_sockets",
-    "read_paths",
-    "output_schema",
-    "output_schema_file",
-    "output_retries",
-    "output",
-    "mcp_servers",
-];
+        /// The names of [`TaskFields`], for did-you-mean suggestions.
+        pub const FIELD_NAMES: &[&str] = &[$(stringify!($name)),*];
 
-macro_rules! overlay_fields {
-    ($base:ident, $top:ident; $($f:ident),*) => {
-        TaskFields { $($f: $top.$f.or($base.$f)),* }
+        /// Each field of [`TaskFields`] with, when it is no input of a `--cache` key, why not
+        /// (`None`: its value is one, [`TaskFields::cache_text`]).
+        pub const FIELD_CACHE_ROLES: &[(&str, Option<&str>)] = &[$((stringify!($name), task_fields!(@why $cache $($why)?))),*];
+
+        impl TaskFields {
+            /// `self` with every field that `top` sets replaced by `top`'s value; `policy` and
+            /// `limits` are merged per tool and per limit, `mcp_servers` by name, and `protect`
+            /// and `tags` add up.
+            pub fn overlay(self, top: TaskFields) -> TaskFields {
+                TaskFields { $($name: $merge(self.$name, top.$name),)* }
+            }
+
+            /// The fields that are inputs of a `--cache` key, one `name = JSON` line for each
+            /// that is set (so a field added later, unset, leaves earlier keys as they were).
+            pub fn cache_text(&self) -> String {
+                let mut text = String::new();
+                $(task_fields!(@key text, self, $name, $cache);)*
+                text
+            }
+        }
     };
 }
 
-impl TaskFields {
-    /// `self` with every field that `top` sets replaced by `top`'s value.
-    pub fn overlay(mut self, mut top: TaskFields) -> TaskFields {
-        let policy = crate::tools::policy::PolicyFields::overlay(self.policy.take(), top.policy.take());
-        let limits = dracode_sandbox::LimitFields::overlay(self.limits.take(), top.limits.take());
-        let mcp_servers = match (self.mcp_servers.take(), top.mcp_servers.take()) {
-            (Some(mut below), Some(above)) => {
-                below.extend(above);
-                Some(below)
-            }
-            (below, above) => above.or(below),
-        };
-        let protect = union(self.protect.take(), top.protect.take());
-        let tags = union(self.tags.take(), top.tags.take());
-        let base = self;
-        let mut merged = overlay_fields!(base, top; id, prompt, prompt_file, provider, model, max_iterations, timeout,
-            idle_timeout, retries, retry_on, isolation, repo, base, workdir, tools, check, check_before,
-            check_timeout, check_repairs, repeat, commit, isolate_home, require_change, protect, keep_ignored, tags, answers, replay, system_prompt, max_output_tokens,
-            reasoning,
-            max_tokens, max_cost_usd, max_context_tokens, compact_at, sandbox, network, env, env_passthrough,
-            unix_sockets, read_paths, output_schema, output_schema_file, output_retries, output, policy, mcp_servers, limits);
-        merged.policy = policy;
-        merged.limits = limits;
-        merged.mcp_servers = mcp_servers;
-        merged.protect = protect;
-        merged.tags = tags;
-        merged
+task_fields! {
+    /// Every setting of a task. In `[defaults]` all but `id`, `prompt` and `prompt_file` apply to
+    /// every task; a task's own value wins.
+    pub struct TaskFields {
+        /// Unique id, `[A-Za-z0-9._-]+`; the JUnit testcase name and artifact file name.
+        id: String => replace, skip "the task's name, not an input of its result: a renamed task still hits",
+        /// What the agent is asked to do.
+        prompt: String => replace, key,
+        /// A file holding the prompt, relative to the manifest.
+        prompt_file: PathBuf => replace, skip "a path of this machine: the prompt it holds is in the key",
+        /// Provider name (a `[providers.NAME]` table, or a type such as `openai`).
+        provider: String => replace, key,
+        /// Model, overriding the provider's.
+        model: String => replace, key,
+        /// LLM calls allowed before the task ends as `max_iterations` (default 10).
+        max_iterations: u32 => replace, key,
+        /// Wall-clock limit for each attempt of the task, e.g. `10m` (default `30m`).
+        timeout: String => replace, key,
+        /// Silence for this long — no event, no byte from the model, no output from a command —
+        /// ends the task as `stalled` (default `5m`).
+        idle_timeout: String => replace, key,
+        /// Attempts after the first, each in a fresh workspace.
+        retries: u32 => replace, skip "how often a failed attempt runs again: a recorded pass is a pass",
+        /// Which statuses are retried (default `error`, `timeout`, `stalled`; `failed` may be
+        /// added). `not_configured` and quota/auth errors are never retried.
+        retry_on: Vec<dracode_results::Status> => replace, skip "which failures run again: a recorded pass is a pass",
+        /// `worktree`, `copy` or `none`.
+        isolation: Isolation => replace, skip "`worktree` and `copy` start from the same tree, which is in the key (`none` is never cached)",
+        /// The folder (git repository) the task works on, relative to the manifest.
+        repo: PathBuf => replace, skip "a path of this machine: its tree is in the key",
+        /// The commit-ish a worktree starts at.
+        base: String => replace, skip "a commit-ish: the tree it names is in the key (a rebase that changes nothing still hits)",
+        /// Where tools run, relative to the workspace root.
+        workdir: PathBuf => replace, key,
+        /// The tools offered to the agent.
+        tools: Vec<String> => replace, key,
+        /// The tool policy: per tool `allow` (true/false, or command rules), `deny`,
+        /// `allowed_hosts` (`web_fetch`), and `on_denied`; merged per tool over `[defaults]`.
+        policy: crate::tools::policy::PolicyFields => crate::tools::policy::PolicyFields::overlay, key,
+        /// A command run after the agent; the task passes only if it exits 0.
+        check: String => replace, key,
+        /// Also run `check` before the agent, to record red-to-green.
+        check_before: bool => replace, key,
+        /// Time limit of the check command (default 10m).
+        check_timeout: String => replace, key,
+        /// Times a failed check's exit code and output tail are given back to the agent, in the same
+        /// conversation, to repair its work before the check runs again (default 0).
+        check_repairs: u32 => replace, key,
+        /// Independent attempts of the task, each in a fresh workspace (default 1): its
+        /// `task.finished` gets a `pass_rate` and a `verdict` (`stable_pass`, `stable_fail`, `flaky`).
+        repeat: u32 => replace, key,
+        /// Give the task's commands their own empty `HOME` (besides their own `TMPDIR`, always).
+        isolate_home: bool => replace, key,
+        /// Commit a passed task's changes on a branch `dracode/<run-id>/<task-id>` (worktree
+        /// isolation), ready to push or open a pull request from.
+        commit: bool => replace, skip "a task with `commit = true` is never cached",
+        /// Fail the task when the agent changed no file.
+        require_change: bool => replace, key,
+        /// Globs (relative to the workspace root) of paths the agent may not change: its file tools
+        /// refuse them, and they are put back before the check; added to `[defaults].protect`.
+        protect: Vec<String> => union, key,
+        /// Globs (relative to the workspace root) of gitignored paths the agent made or changed that
+        /// the check's world gets from the workspace (`["node_modules/**", ".venv/**"]`); nothing
+        /// else the change record does not hold reaches a check. Kept paths are listed in
+        /// `task.finished` (`kept_ignored`); a protected path is never kept. Replaces
+        /// `[defaults].keep_ignored`.
+        keep_ignored: Vec<String> => replace, key,
+        /// Labels for `--filter tag:NAME`; added to `[defaults].tags` (a task cannot drop an
+        /// inherited tag: put the tag on the tasks that have it instead of in `[defaults]`).
+        tags: Vec<String> => union, skip "labels for `--filter`; they change no result",
+        /// Canned answers for `ask_user`, by question (`"*"` answers any).
+        answers: BTreeMap<String, String> => replace, key,
+        /// For the `replay` provider: a recording file, or a folder of `<id>.json` recordings.
+        replay: PathBuf => replace, skip "a path of this machine: the recording's contents are in the key",
+        /// Text appended to the system prompt.
+        system_prompt: String => replace, key,
+        /// Output token limit per LLM call.
+        max_output_tokens: u32 => replace, key,
+        /// How hard the model thinks (`low`, `medium`, `high`); overrides the provider's.
+        reasoning: dracode_llm::ReasoningEffort => replace, key,
+        /// Token budget of the task.
+        max_tokens: u64 => replace, key,
+        /// Cost budget of the task in USD.
+        max_cost_usd: f64 => replace, key,
+        /// A cap on the context window the task uses, in tokens (below the model's own).
+        max_context_tokens: u64 => replace, key,
+        /// The fraction of the window at which the conversation is compacted (default 0.85).
+        compact_at: f64 => replace, key,
+        /// How far the task's commands are confined (default `workspace-write`).
+        sandbox: SandboxMode => replace, key,
+        /// The network of the task's commands and check: `false` (none, the default), `true`
+        /// (everything), or an egress allowlist of host patterns — a list, or `{ allow = [...],
+        /// deny = [...] }` — reached through dracode's proxy.
+        network: dracode_sandbox::egress::NetworkField => replace, key,
+        /// Resource limits of the task's commands (`memory`, `processes`, `open_files`,
+        /// `file_size`, `cpu_time`); merged per limit over `[defaults]`.
+        limits: dracode_sandbox::LimitFields => dracode_sandbox::LimitFields::overlay, key,
+        /// Variables set for the task's commands and check.
+        env: BTreeMap<String, String> => replace, key,
+        /// Names of extra variables of dracode's environment a command may see.
+        env_passthrough: Vec<String> => replace, key,
+        /// Unix socket files outside the workspace and TMPDIR the task's commands may connect to
+        /// (absolute, or relative to the manifest). Dangerous: `docker.sock` is root on the machine.
+        unix_sockets: Vec<PathBuf> => replace, key,
+        /// Extra files and folders the task's commands may read (relative to the manifest, or
+        /// absolute), besides the system, the toolchains, the workspace and the TMPDIR.
+        read_paths: Vec<PathBuf> => replace, key,
+        /// A JSON Schema (inline table) the task's final answer must be valid against; the answer
+        /// is `structured_output` in `task.finished` and `outputs/<id>.json`.
+        output_schema: serde_json::Value => replace, key,
+        /// A JSON file holding the schema, relative to the manifest (instead of `output_schema`).
+        output_schema_file: PathBuf => replace, skip "a path of this machine: the schema it holds is in the key",
+        /// Repairs allowed after an invalid or missing final answer (default 2).
+        output_retries: u32 => replace, key,
+        /// A built-in answer shape: `findings` (review findings, also `findings.sarif`).
+        output: crate::structured::OutputPreset => replace, key,
+        /// MCP servers whose tools the task is offered as `NAME__tool`, by name; merged by name
+        /// with the ones of `[defaults]`, the manifest's top-level `[mcp_servers]` and config.
+        mcp_servers: BTreeMap<String, dracode_mcp::McpServerConfig> => by_name, key,
     }
+}
 
+/// One `name = JSON` line of [`TaskFields::cache_text`] when `value` is set.
+fn push_key<T: Serialize + std::fmt::Debug>(text: &mut String, name: &str, value: &Option<T>) {
+    let Some(value) = value else { return };
+    let shown = serde_json::to_string(value).unwrap_or_else(|_| format!("{value:?}"));
+    let _ = writeln!(text, "{name} = {shown}");
+}
+
+impl TaskFields {
     /// True when the named field has a value.
     pub fn is_set(&self, field: &str) -> bool {
         serde_json::to_value(self).ok().and_then(|v| v.get(field).map(|v| !v.is_null())).unwrap_or(false)
+    }
+}
+
+/// The overlay of a plain field: the upper layer's value when it sets one.
+fn replace<T>(below: Option<T>, above: Option<T>) -> Option<T> {
+    above.or(below)
+}
+
+/// The overlay of a table of named entries (`mcp_servers`): `above`'s entries over `below`'s.
+fn by_name<V>(below: Option<BTreeMap<String, V>>, above: Option<BTreeMap<String, V>>) -> Option<BTreeMap<String, V>> {
+    match (below, above) {
+        (Some(mut below), Some(above)) => {
+            below.extend(above);
+            Some(below)
+        }
+        (below, above) => above.or(below),
     }
 }
 

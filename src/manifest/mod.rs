@@ -8,7 +8,7 @@
 mod fields;
 mod locate;
 
-pub use fields::{Isolation, SandboxMode, SetupFields, TaskFields};
+pub use fields::{FIELD_CACHE_ROLES, FIELD_NAMES, Isolation, SandboxMode, SetupFields, TaskFields};
 pub(crate) use locate::line_col;
 
 use dracode_input::duration;

@@ -663,7 +663,7 @@ fn append_warnings(path: &Path, warnings: &[String]) -> Result<(), MergeError> {
     let mut md = std::fs::read_to_string(path).map_err(read_err)?;
     md.push_str("\n### ⚠️ Merge warnings\n\n");
     for warning in warnings {
-        let text = warning.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+        let text = dracode_results::html::escape(warning);
         let _ = writeln!(md, "- {text}");
     }
     write_atomic(path, md.as_bytes()).map_err(|source| MergeError::Write { path: path.to_path_buf(), source })

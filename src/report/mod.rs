@@ -124,18 +124,9 @@ pub(crate) fn os_reason(error: &std::io::Error) -> String {
     error.to_string()
 }
 
-/// `text` without escape sequences (CSI colours, OSC-8 hyperlinks, any other) and control
-/// characters other than newline and tab, for human-facing text (check output is often
-/// coloured). The secrets [`Redactor`] sees text the same way, so a secret cut by an escape is
-/// still masked.
-pub(crate) fn strip_control(text: &str) -> String {
-    // The stripper keeps newlines only; tabs are kept by stripping between them.
-    let parts: Vec<String> = text
-        .split('\t')
-        .map(|part| strip_ansi_escapes::strip_str(part).chars().filter(|c| *c == '\n' || !c.is_control()).collect())
-        .collect();
-    parts.join("\t")
-}
+/// `text` without escape sequences and control characters other than newline and tab, for
+/// human-facing text: the secrets crate's, the very view its [`Redactor`] masks in.
+pub(crate) use dracode_secrets::strip_control;
 
 /// `text` as a human-facing artifact shows it: escape sequences and control characters
 /// stripped first, then secrets masked — in that order, so a secret with an escape sequence
@@ -301,14 +292,6 @@ pub(crate) mod test_support;
 mod tests {
     use super::*;
 
-    /// The view the secrets crate's `Redactor` masks in (its test asserts the same string):
-    /// escape sequences, OSC 8 links and control characters but newline dropped.
-    #[test]
-    fn strip_control_gives_the_view_the_redactor_masks_in() {
-        let text = "\x1b[31mred\x1b[0m sk-li\x1b[0mve-12\x0734 \x1b]8;;https://x.example\x1b\\link\x1b]8;;\x1b\\ ö\r\n";
-        assert_eq!(strip_control(text), "red sk-live-1234 link ö\n");
-    }
-
     #[test]
     fn the_telling_line_beats_the_tools_closing_lines() {
         let cases = [
@@ -354,17 +337,6 @@ mod tests {
         for (output, want) in cases {
             assert_eq!(failure_line(output).as_deref(), want, "{output}");
         }
-    }
-
-    #[test]
-    fn strip_control_drops_ansi_and_control_characters() {
-        assert_eq!(strip_control("\x1b[1;31merror\x1b[0m: x\x07\r\n\tok"), "error: x\n\tok");
-    }
-
-    #[test]
-    fn strip_control_drops_osc8_hyperlinks_and_other_escapes() {
-        let text = "see \x1b]8;;https://example.com/a\x1b\\the docs\x1b]8;;\x1b\\ and \x1b]0;title\x07\x1bMdone\x1b(B\x1b[?25l!";
-        assert_eq!(strip_control(text), "see the docs and done!");
     }
 
     #[test]

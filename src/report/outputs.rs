@@ -6,7 +6,7 @@ use crate::events::{Event, EventKind, Reporter};
 use crate::structured::annotations::{self, MAX_ANNOTATIONS};
 use crate::structured::findings::{self, PathBase};
 use crate::structured::sarif::{self, Located};
-use dracode_results::file_names::file_stem;
+use dracode_results::{file_names::file_stem, html};
 use dracode_secrets::Redactor;
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -24,7 +24,6 @@ const SUMMARY_CHARS: usize = 4000;
 /// The "Structured output" part of `summary.md`: each answer in a collapsed `<details>`, as
 /// HTML-escaped JSON (no Markdown in it can break the page); empty when no task has one.
 pub fn summary_section(outcomes: &[&crate::events::TaskOutcome], redactor: &Redactor) -> String {
-    let escape = |text: &str| text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
     let mut md = String::new();
     for o in outcomes {
         let Some(value) = &o.record.structured_output else { continue };
@@ -36,8 +35,8 @@ pub fn summary_section(outcomes: &[&crate::events::TaskOutcome], redactor: &Reda
         if shown.len() < text.len() {
             shown.push_str(&format!("\n… (cut; the whole answer is {})", output_path(&o.task_id)));
         }
-        let id = escape(&super::strip_control(&o.task_id));
-        md.push_str(&format!("<details><summary>{id}</summary>\n\n<pre>{}</pre>\n\n</details>\n\n", escape(&shown)));
+        let id = html::escape(&super::strip_control(&o.task_id));
+        md.push_str(&format!("<details><summary>{id}</summary>\n\n<pre>{}</pre>\n\n</details>\n\n", html::escape(&shown)));
     }
     md
 }

@@ -364,10 +364,11 @@ fn escape_cell(text: &str) -> String {
     let mut lines = clean.lines().map(str::trim_end).filter(|l| !l.is_empty()).peekable();
     while let Some(line) = lines.next() {
         for c in line.chars() {
+            if let Some(entity) = dracode_results::html::entity(c) {
+                out.push_str(entity);
+                continue;
+            }
             match c {
-                '&' => out.push_str("&amp;"),
-                '<' => out.push_str("&lt;"),
-                '>' => out.push_str("&gt;"),
                 '\\' | '|' | '*' | '_' | '`' | '[' | ']' | '#' | '~' => {
                     out.push('\\');
                     out.push(c);

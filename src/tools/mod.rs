@@ -36,6 +36,7 @@ pub mod render;
 pub mod run_command;
 pub mod run_persistent;
 pub mod search_code;
+pub mod shell_words;
 pub mod web_fetch;
 pub mod write_file;
 
@@ -231,6 +232,10 @@ pub trait Tool: Send + Sync {
     /// name one; the tool then refuses them itself).
     fn command_line(&self, _input: &serde_json::Value) -> Option<policy::CommandLine> {
         None
+    }
+    /// True for tools that reach hosts on the network: only they take a policy's `allowed_hosts`.
+    fn reaches_hosts(&self) -> bool {
+        false
     }
     /// True when it only reads (the workspace, its repository, a process's output): a turn whose
     /// calls are all read-only runs them concurrently.

@@ -137,7 +137,7 @@ impl CommandRule {
         if let Some(c) = text.chars().find(|c| SEPARATORS.contains(c)) {
             return Err(format!("rule {text:?} contains {c:?}: a rule matches one simple command"));
         }
-        let words = super::run_command::split_words(text).map_err(|e| format!("rule {text:?}: {e}"))?;
+        let words = super::shell_words::split_words(text).map_err(|e| format!("rule {text:?}: {e}"))?;
         if words.is_empty() {
             return Err("a rule is empty".to_string());
         }
@@ -228,6 +228,7 @@ impl Policy {
     pub fn compile(fields: &PolicyFields) -> Result<Policy, Vec<(String, String)>> {
         let tools = super::builtin();
         let known: Vec<&str> = tools.iter().map(|t| t.name()).collect();
+        let hosts_tools: Vec<&str> = tools.iter().filter(|t| t.reaches_hosts()).map(|t| t.name()).collect();
         let mut errors = Vec::new();
         let mut compiled = BTreeMap::new();
         for (name, rule) in &fields.tools {
@@ -236,7 +237,7 @@ impl Policy {
                 errors.push((name.clone(), format!("unknown tool {name:?}{hint}; known: {}", known.join(", "))));
                 continue;
             };
-            match compile_tool(name, rule, tool.runs_commands()) {
+            match compile_tool(name, rule, tool.as_ref(), &hosts_tools) {
                 Ok(r) => {
                     compiled.insert(name.clone(), r);
                 }
@@ -275,7 +276,7 @@ impl Policy {
                 let reason = format!("command `{text}` uses shell operators; allow rules match only simple commands");
                 return denial(rule_name, reason);
             }
-            CommandLine::Shell(line) => super::run_command::split_words(line).unwrap_or_default(),
+            CommandLine::Shell(line) => super::shell_words::split_words(line).unwrap_or_default(),
         };
         if allowed.iter().any(|r| r.matches(&words)) {
             Ok(())
@@ -317,8 +318,15 @@ impl Policy {
     }
 }
 
-/// Compiles one tool's table; errors keyed `tool.field[i]`.
-fn compile_tool(name: &str, fields: &ToolRuleFields, runs_commands: bool) -> Result<ToolRule, Vec<(String, String)>> {
+/// Compiles one tool's table; errors keyed `tool.field[i]`. `hosts_tools` are the tools that
+/// take `allowed_hosts`.
+fn compile_tool(
+    name: &str,
+    fields: &ToolRuleFields,
+    tool: &dyn super::Tool,
+    hosts_tools: &[&str],
+) -> Result<ToolRule, Vec<(String, String)>> {
+    let runs_commands = tool.runs_commands();
     let mut errors = Vec::new();
     let mut rules = |field: &str, list: &[String]| -> Vec<CommandRule> {
         if !runs_commands {
@@ -340,8 +348,8 @@ fn compile_tool(name: &str, fields: &ToolRuleFields, runs_commands: bool) -> Res
         Some(AllowField::Rules(list)) => Allow::Rules(rules("allow", list)),
     };
     let deny = fields.deny.as_deref().map(|list| rules("deny", list)).unwrap_or_default();
-    if fields.allowed_hosts.is_some() && name != super::web_fetch::NAME {
-        errors.push((format!("{name}.allowed_hosts"), format!("only {} takes allowed_hosts", super::web_fetch::NAME)));
+    if fields.allowed_hosts.is_some() && !tool.reaches_hosts() {
+        errors.push((format!("{name}.allowed_hosts"), format!("only {} takes allowed_hosts", hosts_tools.join(", "))));
     }
     let mut allowed_hosts = Vec::new();
     for (i, host) in fields.allowed_hosts.iter().flatten().enumerate() {

@@ -5,6 +5,7 @@
 //! [`dracode_sandbox::process`].
 
 use super::policy::CommandLine;
+use super::shell_words::split_words;
 use super::{ErrorCode, Tool, ToolContext, ToolError, parse_args, schema_of};
 use dracode_llm::BoxFuture;
 use dracode_sandbox::process::{self, Spec};
@@ -67,74 +68,6 @@ pub(crate) fn policy_command_line(command: &str, arguments: &str, shell: bool) -
         argv if shell => argv.into_iter().nth(2).map(CommandLine::Shell),
         argv => Some(CommandLine::Exec(argv)),
     }
-}
-
-/// Splits `text` into words the way a POSIX shell does for quoting only: whitespace separates,
-/// `'…'` is literal, `"…"` honours `\"`, `\\`, `\$`, `` \` ``, and a bare backslash escapes the
-/// next character. Nothing is expanded.
-pub fn split_words(text: &str) -> Result<Vec<String>, String> {
-    let mut words = Vec::new();
-    let mut word = String::new();
-    let mut in_word = false;
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            c if c.is_whitespace() => {
-                if in_word {
-                    words.push(std::mem::take(&mut word));
-                    in_word = false;
-                }
-            }
-            '\'' => {
-                in_word = true;
-                loop {
-                    match chars.next() {
-                        Some('\'') => break,
-                        Some(c) => word.push(c),
-                        None => return Err("unclosed single quote".to_string()),
-                    }
-                }
-            }
-            '"' => {
-                in_word = true;
-                loop {
-                    match chars.next() {
-                        Some('"') => break,
-                        Some('\\') => match chars.next() {
-                            Some(c @ ('"' | '\\' | '$' | '`')) => word.push(c),
-                            Some('\n') => {}
-                            Some(c) => {
-                                word.push('\\');
-                                word.push(c);
-                            }
-                            None => return Err("unclosed double quote".to_string()),
-                        },
-                        Some(c) => word.push(c),
-                        None => return Err("unclosed double quote".to_string()),
-                    }
-                }
-            }
-            '\\' => match chars.next() {
-                Some('\n') => {}
-                Some(c) => {
-                    in_word = true;
-                    word.push(c);
-                }
-                None => {
-                    in_word = true;
-                    word.push('\\');
-                }
-            },
-            c => {
-                in_word = true;
-                word.push(c);
-            }
-        }
-    }
-    if in_word {
-        words.push(word);
-    }
-    Ok(words)
 }
 
 /// The program and its arguments.
@@ -267,29 +200,6 @@ mod tests {
     }
 
     use crate::tools::test_pid_gone as gone;
-
-    #[test]
-    fn splits_words_like_a_shell() {
-        let cases: &[(&str, &[&str])] = &[
-            ("", &[]),
-            ("  a  b\tc ", &["a", "b", "c"]),
-            ("'a b' \"c d\"", &["a b", "c d"]),
-            ("it\\'s", &["it's"]),
-            ("a\\ b", &["a b"]),
-            ("\"say \\\"hi\\\" \\$HOME \\n\"", &["say \"hi\" $HOME \\n"]),
-            ("'no \\escape'", &["no \\escape"]),
-            ("x'y'\"z\"", &["xyz"]),
-            ("'' \"\"", &["", ""]),
-            ("--name=\"a b\"", &["--name=a b"]),
-            ("$HOME *.rs", &["$HOME", "*.rs"]),
-        ];
-        for (input, want) in cases {
-            assert_eq!(split_words(input).unwrap(), *want, "{input}");
-        }
-        for bad in ["'open", "\"open", "a \"b\\\""] {
-            assert!(split_words(bad).is_err(), "{bad}");
-        }
-    }
 
     #[tokio::test]
     async fn captures_output_and_exit_code() {

@@ -49,6 +49,9 @@ impl Tool for WebFetch {
     fn schema(&self) -> serde_json::Value {
         schema_of::<Args>()
     }
+    fn reaches_hosts(&self) -> bool {
+        true
+    }
     fn call<'a>(&'a self, ctx: &'a ToolContext, input: serde_json::Value) -> BoxFuture<'a, Result<String, ToolError>> {
         Box::pin(async move {
             let args: Args = parse_args(input)?;

@@ -71,21 +71,33 @@ fn named_paths(text: &str, me: &[String]) -> Vec<Vec<String>> {
     named
 }
 
-/// The import graph of the crate whose sources are in `src`.
+/// The import graph of the crate whose sources are in `src`: among its top-level modules.
 fn graph(src: &Path) -> Graph {
+    graph_in(src, &[])
+}
+
+/// The import graph among the modules directly inside `folder` (a module path such as
+/// `["tools"]`; empty: the crate's top-level modules) of the crate whose sources are in `src`.
+/// The folder's own `mod.rs` is not one of them: its children may all name it.
+fn graph_in(src: &Path, folder: &[&str]) -> Graph {
     let mut files = Vec::new();
     rust_files(src, src, &mut files);
     files.sort();
-    let modules: BTreeSet<String> = files.iter().filter_map(|f| module_path(f).first().cloned()).collect();
+    let depth = folder.len();
+    let inside = |path: &[String]| path.len() > depth && path.iter().zip(folder).all(|(a, b)| a == b);
+    let modules: BTreeSet<String> = files.iter().map(|f| module_path(f)).filter(|m| inside(m)).map(|m| m[depth].clone()).collect();
     let mut graph: Graph = modules.iter().map(|m| (m.clone(), BTreeMap::new())).collect();
     for rel in &files {
         let me = module_path(rel);
-        let Some(top) = me.first() else { continue };
+        if !inside(&me) {
+            continue;
+        }
+        let from = &me[depth];
         let text = std::fs::read_to_string(src.join(rel)).unwrap();
         let text = text.find("#[cfg(test)]\nmod tests").map_or(text.as_str(), |end| &text[..end]);
-        for path in named_paths(text, &me) {
-            if let Some(target) = path.first().filter(|t| modules.contains(*t) && *t != top) {
-                graph.get_mut(top).unwrap().entry(target.clone()).or_insert_with(|| rel.display().to_string());
+        for path in named_paths(text, &me).into_iter().filter(|p| inside(p)) {
+            if let Some(target) = path.get(depth).filter(|t| modules.contains(*t) && *t != from) {
+                graph.get_mut(from).unwrap().entry(target.clone()).or_insert_with(|| rel.display().to_string());
             }
         }
     }
@@ -140,6 +152,24 @@ fn no_crate_has_a_cycle_among_its_top_level_modules() {
 }
 
 #[test]
+fn the_files_inside_each_folder_of_the_core_import_one_another_one_way() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let folders: Vec<String> = std::fs::read_dir(&src)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    let mut found = Vec::new();
+    for folder in &folders {
+        let graph = graph_in(&src, &[folder]);
+        found.extend(cycles(&graph).into_iter().map(|c| format!("src/{folder}/: {c}")));
+    }
+    assert!(graph_in(&src, &["batch"]).len() >= 20 && graph_in(&src, &["tools"]).len() >= 10, "the folders were read: {folders:?}");
+    assert!(found.is_empty(), "files that import each other:\n{}", found.join("\n"));
+}
+
+#[test]
 fn the_check_sees_a_cycle_through_super_braces_and_doc_links() {
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path();
@@ -153,6 +183,24 @@ fn the_check_sees_a_cycle_through_super_braces_and_doc_links() {
     std::fs::write(src.join("c.rs"), "pub fn f() -> crate::b::Z { crate::b::Z }").unwrap();
     let found = cycles(&graph(src));
     assert_eq!(found, ["cycle of 3: a -> c (a.rs), b -> a (b/inner.rs), c -> b (c.rs)"]);
+}
+
+#[test]
+fn the_check_sees_a_cycle_among_the_files_of_a_folder_but_not_through_its_mod_rs() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    std::fs::create_dir_all(src.join("t/sub")).unwrap();
+    std::fs::write(src.join("lib.rs"), "pub mod t; pub mod other;").unwrap();
+    std::fs::write(src.join("other.rs"), "use crate::t::x::X;").unwrap();
+    std::fs::write(src.join("t/mod.rs"), "pub mod x; pub mod y; pub mod sub; use crate::other::O;").unwrap();
+    std::fs::write(src.join("t/x.rs"), "use super::{ToolError, y::Y};").unwrap();
+    std::fs::write(src.join("t/y.rs"), "pub struct Y;").unwrap();
+    std::fs::write(src.join("t/sub/mod.rs"), "pub struct S;").unwrap();
+    assert_eq!(cycles(&graph_in(src, &["t"])), Vec::<String>::new(), "x -> y only; the folder's mod.rs is no node");
+    assert_eq!(graph_in(src, &["t"]).keys().cloned().collect::<Vec<_>>(), ["sub", "x", "y"]);
+    std::fs::write(src.join("t/sub/mod.rs"), "pub fn f() -> crate::t::x::X { todo!() }").unwrap();
+    std::fs::write(src.join("t/y.rs"), "/// Made by [`super::sub::S`].\npub struct Y;").unwrap();
+    assert_eq!(cycles(&graph_in(src, &["t"])), ["cycle of 3: sub -> x (t/sub/mod.rs), x -> y (t/x.rs), y -> sub (t/y.rs)"]);
 }
 
 /// The workspace crates' names as code writes them (`dracode_llm`), by their folder under `src/`.
@@ -231,56 +279,4 @@ fn the_crate_edge_check_sees_a_reexport_and_an_undeclared_crate() {
     assert_eq!(reexports, ["lib.rs re-exports dracode_llm"]);
     assert_eq!(named.keys().cloned().collect::<Vec<_>>(), ["dracode_llm", "dracode_results"]);
     assert_eq!(declared_edges(&src), ["dracode_llm".to_string()].into());
-}
-
-/// The import graph of the files inside one folder of a crate (`src/batch/`): each file (or
-/// sub-folder) is a node; an edge is a `super::x` or `crate::<folder>::x` path to a sibling.
-fn folder_graph(src: &Path, folder: &str) -> Graph {
-    let mut files = Vec::new();
-    rust_files(src, &src.join(folder), &mut files);
-    files.sort();
-    let inner = |rel: &Path| module_path(rel).get(1).cloned();
-    let modules: BTreeSet<String> = files.iter().filter_map(|f| inner(f)).collect();
-    let mut graph: Graph = modules.iter().map(|m| (m.clone(), BTreeMap::new())).collect();
-    for rel in &files {
-        let Some(me) = inner(rel) else { continue };
-        let text = std::fs::read_to_string(src.join(rel)).unwrap();
-        let text = text.find("#[cfg(test)]\nmod tests").map_or(text.as_str(), |end| &text[..end]);
-        for path in named_paths(text, &module_path(rel)) {
-            let target = (path.first().map(String::as_str) == Some(folder)).then(|| path.get(1)).flatten();
-            if let Some(target) = target.filter(|t| modules.contains(*t) && **t != me) {
-                graph.get_mut(&me).unwrap().entry(target.clone()).or_insert_with(|| rel.display().to_string());
-            }
-        }
-    }
-    graph
-}
-
-#[test]
-fn the_files_inside_each_folder_of_the_core_import_one_another_one_way() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let src = root.join("src");
-    let folders: Vec<String> = std::fs::read_dir(&src)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir())
-        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
-        .collect();
-    assert!(folders.iter().any(|f| f == "batch") && folders.iter().any(|f| f == "tools"), "{folders:?}");
-    let found: Vec<String> = folders
-        .iter()
-        .flat_map(|folder| cycles(&folder_graph(&src, folder)).into_iter().map(move |c| format!("src/{folder}/: {c}")))
-        .collect();
-    assert!(found.is_empty(), "files that import each other:\n{}", found.join("\n"));
-}
-
-#[test]
-fn the_folder_check_sees_files_that_import_each_other() {
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path();
-    std::fs::create_dir_all(src.join("batch")).unwrap();
-    std::fs::write(src.join("batch/mod.rs"), "pub mod a; pub mod b;").unwrap();
-    std::fs::write(src.join("batch/a.rs"), "use super::b::X;").unwrap();
-    std::fs::write(src.join("batch/b.rs"), "/// See [`crate::batch::a`].\npub struct X;").unwrap();
-    assert_eq!(cycles(&folder_graph(src, "batch")), ["cycle of 2: a -> b (batch/a.rs), b -> a (batch/b.rs)"]);
 }

@@ -23,7 +23,7 @@ pub fn html(title: &str, report: &str, details: &[String]) -> String {
     out.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
     out.push_str(&format!("<meta http-equiv=\"Content-Security-Policy\" content=\"{}\">\n", policy()));
     out.push_str("<meta name=\"color-scheme\" content=\"light dark\">\n");
-    out.push_str(&format!("<title>{}</title>\n", escape_text(title)));
+    out.push_str(&format!("<title>{}</title>\n", dracode_results::html::escape(title)));
     out.push_str(&format!("<style>{STYLE}</style>\n</head>\n<body>\n"));
     out.push_str(
         "<noscript>This report draws itself with JavaScript; the same results are in summary.md and results.jsonl beside it.</noscript>\n",
@@ -58,11 +58,6 @@ fn push_data(out: &mut String, id: &str, json: &str) {
     out.push_str(&format!("<script type=\"application/json\" id=\"{id}\">"));
     out.push_str(&json.replace('<', "\\u003c"));
     out.push_str("</script>\n");
-}
-
-/// `text` safe between tags.
-fn escape_text(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }
 
 #[cfg(test)]

@@ -426,9 +426,17 @@ fn is_stripped(c: char) -> bool {
     c.is_control() && c != '\n' && c != '\t'
 }
 
+/// `text` without escape sequences (CSI colours, OSC-8 hyperlinks, any other) and control
+/// characters other than newline and tab: how every human-facing artifact shows a text (check
+/// output is often coloured), and the view a [`Redactor`] masks in — one function, so a secret
+/// cut by an escape is masked in exactly the text a reader sees.
+pub fn strip_control(text: &str) -> String {
+    visible(text).0
+}
+
 /// `text` as shown once escape sequences and control characters (but newline and tab) are
-/// stripped — the same parser the reports' `strip_control` uses — and, for each byte of
-/// that, the index of the byte of `text` it came from.
+/// stripped ([`strip_control`]) and, for each byte of that, the index of the byte of `text` it
+/// came from.
 fn visible(text: &str) -> (String, Vec<usize>) {
     struct View {
         text: String,
@@ -437,6 +445,10 @@ fn visible(text: &str) -> (String, Vec<usize>) {
     }
     impl vte::Perform for View {
         fn print(&mut self, c: char) {
+            // C1 controls and DEL may come through as characters; no reader sees them.
+            if c.is_control() {
+                return;
+            }
             let start = self.at + 1 - c.len_utf8();
             self.text.push(c);
             self.origin.extend(start..=self.at);
@@ -621,10 +633,19 @@ mod tests {
         let r = Redactor::new(["sk-live-1234".to_string()]);
         let text = "\x1b[31mred\x1b[0m sk-li\x1b[0mve-12\x0734 \x1b]8;;https://x.example\x1b\\link\x1b]8;;\x1b\\ ö\r\n";
         assert_eq!(r.redact(text), "\x1b[31mred\x1b[0m [REDACTED] \x1b]8;;https://x.example\x1b\\link\x1b]8;;\x1b\\ ö\r\n");
-        // The redactor sees the text as the reports' strip_control leaves it.
+        // The redactor sees the text as strip_control, which the reports show, leaves it.
         let (view, origin) = visible(text);
+        assert_eq!(view, strip_control(text));
         assert_eq!(view, "red sk-live-1234 link ö\n");
         assert_eq!(origin.len(), view.len());
+    }
+
+    #[test]
+    fn strip_control_drops_escapes_and_control_characters_but_newline_and_tab() {
+        assert_eq!(strip_control("\x1b[1;31merror\x1b[0m: x\x07\r\n\tok"), "error: x\n\tok");
+        let text = "see \x1b]8;;https://example.com/a\x1b\\the docs\x1b]8;;\x1b\\ and \x1b]0;title\x07\x1bMdone\x1b(B\x1b[?25l!";
+        assert_eq!(strip_control(text), "see the docs and done!");
+        assert_eq!(strip_control("a\u{7f}b\u{85}c\u{9b}d"), "abcd");
     }
 
     #[test]

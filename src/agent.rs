@@ -7,6 +7,7 @@
 //! The loop keeps its progress in an [`AgentState`] owned by the caller, so a task stopped from
 //! outside (timeout, cancellation) still reports its conversation and exact token usage.
 
+use crate::budget::BudgetExceeded;
 use crate::context::{self, ContextMeter, ContextPolicy};
 use crate::events::{CompactionMethod, DeniedCall, Emitter, EventKind, FailureKind, TaskError};
 use crate::structured::{ANSWER_TOOL, AnswerProgress, OutputContract, Step};
@@ -151,7 +152,7 @@ impl Agent<'_> {
             let estimate = meter.estimate(&self.system, &specs, &state.messages);
             let held = match self.reserve_call(&state.usage, estimate) {
                 Ok(held) => held,
-                Err(reason) => return AgentEnd::BudgetExceeded(reason),
+                Err(reason) => return AgentEnd::BudgetExceeded(reason.to_string()),
             };
             let started = Instant::now();
             let request = LlmRequest { system: &self.system, messages: &state.messages, tools: &specs, max_tokens: self.max_output_tokens };
@@ -324,8 +325,9 @@ impl Agent<'_> {
             usize::try_from(bytes).unwrap_or(usize::MAX).min(MAX_SUMMARY_TRANSCRIPT)
         });
         let messages = [context::summary_request(&state.messages, budget)];
-        let _held =
-            self.reserve_call(&state.usage, context::estimate_request(&self.system, &[], &messages)).map_err(AgentEnd::BudgetExceeded)?;
+        let _held = self
+            .reserve_call(&state.usage, context::estimate_request(&self.system, &[], &messages))
+            .map_err(|e| AgentEnd::BudgetExceeded(e.to_string()))?;
         let started = Instant::now();
         let request = LlmRequest { system: &self.system, messages: &messages, tools: &[], max_tokens: self.max_output_tokens };
         let response = match self.provider.complete(request, self.emitter).await.map_err(overflow::recognise) {
@@ -479,16 +481,13 @@ impl Agent<'_> {
     /// Holds the next call's largest possible cost (`input_tokens` in, the whole output
     /// allowance out) against the task's and the run's cost caps; `Err` with the reason when it
     /// could pass one, and then the call is not sent ([`crate::budget`]).
-    fn reserve_call(&self, spent: &Usage, input_tokens: u64) -> Result<Option<crate::budget::Reservation<'_>>, String> {
+    fn reserve_call(&self, spent: &Usage, input_tokens: u64) -> Result<Option<crate::budget::Reservation<'_>>, BudgetExceeded> {
         let output = self.max_output_tokens.map_or(crate::budget::RESERVED_OUTPUT_TOKENS, u64::from);
         let worst = (self.cost)(&Usage::from_counts(input_tokens, output));
         if let (Some(limit), Some(worst)) = (self.budget.max_cost_usd, worst) {
             let so_far = (self.cost)(spent).unwrap_or(0.0);
             if so_far + worst > limit {
-                return Err(format!(
-                    "the next call could cost up to ${worst:.4}, and the task has ${:.4} of its max_cost_usd of ${limit} left",
-                    (limit - so_far).max(0.0)
-                ));
+                return Err(BudgetExceeded::Task { worst, left: (limit - so_far).max(0.0), limit });
             }
         }
         match self.run_meter {

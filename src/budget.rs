@@ -25,6 +25,31 @@ pub struct Budget {
     pub max_cost_usd: Option<f64>,
 }
 
+/// A call refused before it is sent: its largest possible cost would pass a cost cap.
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+pub enum BudgetExceeded {
+    /// The task's own `max_cost_usd`.
+    #[error("the next call could cost up to ${worst:.4}, and the task has ${left:.4} of its max_cost_usd of ${limit} left")]
+    Task {
+        /// The call's largest possible cost, in USD.
+        worst: f64,
+        /// What the task may still spend, in USD.
+        left: f64,
+        /// The cap, in USD.
+        limit: f64,
+    },
+    /// The run's `--max-cost-usd`, shared by every task.
+    #[error("the next call could cost up to ${worst:.4}, and the run has ${left:.4} of --max-cost-usd {limit} left")]
+    Run {
+        /// The call's largest possible cost, in USD.
+        worst: f64,
+        /// What the run may still spend (less what calls in flight hold), in USD.
+        left: f64,
+        /// The cap, in USD.
+        limit: f64,
+    },
+}
+
 /// Spend in millionths of a dollar (exact sums, no float drift).
 type Micros = u64;
 
@@ -77,17 +102,13 @@ impl RunMeter {
     /// Holds `worst_cost` (a call's largest possible cost) against the run's cost cap; `Err`
     /// with the reason when what is spent, what calls in flight hold and this call together
     /// would pass it. Without a cap, or without a price (`None`), nothing is held.
-    pub fn reserve(&self, worst_cost: Option<f64>) -> Result<Option<Reservation<'_>>, String> {
+    pub fn reserve(&self, worst_cost: Option<f64>) -> Result<Option<Reservation<'_>>, BudgetExceeded> {
         let (Some(cap), Some(worst)) = (self.max_cost_usd, worst_cost) else { return Ok(None) };
         let amount = micros(worst);
         let mut ledger = self.ledger();
         let committed = ledger.spent + ledger.reserved;
         if committed + amount > micros(cap) {
-            return Err(format!(
-                "the next call could cost up to ${:.4}, and the run has ${:.4} of --max-cost-usd {cap} left",
-                worst,
-                micros(cap).saturating_sub(committed) as f64 / 1e6
-            ));
+            return Err(BudgetExceeded::Run { worst, left: micros(cap).saturating_sub(committed) as f64 / 1e6, limit: cap });
         }
         ledger.reserved += amount;
         Ok(Some(Reservation { meter: self, amount }))
@@ -125,7 +146,7 @@ mod tests {
         let meter = RunMeter::new(None, Some(1.0));
         let first = meter.reserve(Some(0.4)).unwrap().expect("held");
         let second = meter.reserve(Some(0.4)).unwrap().expect("held");
-        let refused = meter.reserve(Some(0.4)).unwrap_err();
+        let refused = meter.reserve(Some(0.4)).unwrap_err().to_string();
         assert!(refused.contains("could cost up to $0.4000") && refused.contains("$0.2000"), "{refused}");
         meter.add(&Usage::from_counts(10, 10), Some(0.1));
         drop(first);

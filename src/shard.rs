@@ -37,16 +37,36 @@ impl fmt::Display for Shard {
     }
 }
 
+/// Why a shard could not be read from a flag, a recorded run or the environment.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ShardError {
+    /// A `scheme:` prefix other than `hash` or `slice`.
+    #[error("unknown shard scheme {0:?}: use hash:K/N or slice:K/N")]
+    UnknownScheme(String),
+    /// Not `K/N` with 1 ≤ K ≤ N (the text as given, scheme included).
+    #[error("invalid shard {0:?}: expected K/N with 1 <= K <= N, e.g. 2/4")]
+    Invalid(String),
+    /// `JOB_COMPLETION_INDEX` is not a number.
+    #[error("JOB_COMPLETION_INDEX {0:?} is not a number")]
+    BadJobIndex(String),
+    /// `DRACODE_SHARD` is set but not a shard.
+    #[error("DRACODE_SHARD: {0}")]
+    InShardVariable(Box<ShardError>),
+    /// `JOB_COMPLETION_INDEX` and `DRACODE_SHARD_COUNT` do not make a shard.
+    #[error("JOB_COMPLETION_INDEX/DRACODE_SHARD_COUNT: {0}")]
+    InJobVariables(Box<ShardError>),
+}
+
 impl Shard {
     /// Parses `K/N`, `hash:K/N` or `slice:K/N` (1 ≤ K ≤ N).
-    pub fn parse(text: &str) -> Result<Shard, String> {
+    pub fn parse(text: &str) -> Result<Shard, ShardError> {
         let (scheme, rest) = match text.split_once(':') {
             Some(("hash", rest)) => (Scheme::Hash, rest),
             Some(("slice", rest)) => (Scheme::Slice, rest),
-            Some((other, _)) => return Err(format!("unknown shard scheme {other:?}: use hash:K/N or slice:K/N")),
+            Some((other, _)) => return Err(ShardError::UnknownScheme(other.to_string())),
             None => (Scheme::Hash, text),
         };
-        let bad = || format!("invalid shard {text:?}: expected K/N with 1 <= K <= N, e.g. 2/4");
+        let bad = || ShardError::Invalid(text.to_string());
         let (k, n) = rest.split_once('/').ok_or_else(bad)?;
         let (index, count): (u32, u32) = (k.trim().parse().map_err(|_| bad())?, n.trim().parse().map_err(|_| bad())?);
         if index == 0 || count == 0 || index > count {
@@ -57,16 +77,14 @@ impl Shard {
 
     /// The shard from the environment: `DRACODE_SHARD=K/N`, or Kubernetes indexed jobs'
     /// 0-based `JOB_COMPLETION_INDEX` with `DRACODE_SHARD_COUNT`.
-    pub fn from_env(env: &BTreeMap<String, String>) -> Result<Option<Shard>, String> {
+    pub fn from_env(env: &BTreeMap<String, String>) -> Result<Option<Shard>, ShardError> {
         if let Some(value) = env.get("DRACODE_SHARD").filter(|v| !v.is_empty()) {
-            return Shard::parse(value).map(Some).map_err(|e| format!("DRACODE_SHARD: {e}"));
+            return Shard::parse(value).map(Some).map_err(|e| ShardError::InShardVariable(Box::new(e)));
         }
         match (env.get("JOB_COMPLETION_INDEX"), env.get("DRACODE_SHARD_COUNT")) {
             (Some(index), Some(count)) => {
-                let index: u32 = index.parse().map_err(|_| format!("JOB_COMPLETION_INDEX {index:?} is not a number"))?;
-                Shard::parse(&format!("{}/{count}", index + 1))
-                    .map(Some)
-                    .map_err(|e| format!("JOB_COMPLETION_INDEX/DRACODE_SHARD_COUNT: {e}"))
+                let index: u32 = index.parse().map_err(|_| ShardError::BadJobIndex(index.clone()))?;
+                Shard::parse(&format!("{}/{count}", index + 1)).map(Some).map_err(|e| ShardError::InJobVariables(Box::new(e)))
             }
             _ => Ok(None),
         }
@@ -101,6 +119,7 @@ mod tests {
         for bad in ["0/3", "4/3", "x/3", "3", "mod:1/2", "1/0"] {
             assert!(Shard::parse(bad).is_err(), "{bad}");
         }
+        assert_eq!(Shard::parse("mod:1/2").unwrap_err().to_string(), "unknown shard scheme \"mod\": use hash:K/N or slice:K/N");
     }
 
     #[test]
@@ -136,6 +155,9 @@ mod tests {
         let k8s = Shard::from_env(&env(&[("JOB_COMPLETION_INDEX", "0"), ("DRACODE_SHARD_COUNT", "3")])).unwrap().unwrap();
         assert_eq!((k8s.index, k8s.count), (1, 3));
         assert_eq!(Shard::from_env(&env(&[])).unwrap(), None);
-        assert!(Shard::from_env(&env(&[("DRACODE_SHARD", "5/4")])).is_err());
+        let e = Shard::from_env(&env(&[("DRACODE_SHARD", "5/4")])).unwrap_err();
+        assert_eq!(e.to_string(), "DRACODE_SHARD: invalid shard \"5/4\": expected K/N with 1 <= K <= N, e.g. 2/4");
+        let e = Shard::from_env(&env(&[("JOB_COMPLETION_INDEX", "x"), ("DRACODE_SHARD_COUNT", "3")])).unwrap_err();
+        assert_eq!(e.to_string(), "JOB_COMPLETION_INDEX \"x\" is not a number");
     }
 }

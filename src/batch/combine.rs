@@ -217,7 +217,7 @@ impl Grader {
         let (interrupt, cancel) = tokio::sync::watch::channel(false);
         let shared = Shared::without_model(env, redactor.clone(), &opts.out, cancel, run.run_id.clone());
         let emitter = crate::events::Emitter::run(crate::events::EventBus::new(Vec::new()));
-        let setups = super::setup::run_all(&[&spec], &shared, &emitter).await.map_err(CombineError::Input)?;
+        let setups = super::setup::run_all(&[&spec], &shared, &emitter).await.map_err(|e| CombineError::Input(e.to_string()))?;
         let _ = shared.setups.set(setups);
         Ok(Grader { spec, shared, warning, _interrupt: interrupt })
     }

@@ -9,7 +9,8 @@ use crate::budget::Budget;
 use crate::config::{Config, ConfigError};
 use crate::events::Status;
 use crate::manifest::{self, Isolation, ManifestError, ManifestErrors, Task, TaskFields};
-use crate::shard::Shard;
+use crate::report::out_dir::OutDirError;
+use crate::shard::{Shard, ShardError};
 use dracode_llm::prices::PriceTable;
 use globset::Glob;
 use std::collections::BTreeMap;
@@ -85,6 +86,55 @@ pub enum PlanError {
     /// Flags.
     #[error("{0}")]
     Usage(String),
+    /// `--shard` is not a shard.
+    #[error("--shard: {0}")]
+    ShardFlag(ShardError),
+    /// The CI's sharding variables do not make a shard.
+    #[error(transparent)]
+    ShardVariables(ShardError),
+    /// `--rerun-failed` names a file that is not an earlier run's results.
+    #[error(transparent)]
+    Rerun(#[from] RerunError),
+    /// `--out` lies inside the folder a task with `isolation = "none"` edits.
+    #[error(
+        "--out {} is inside {}, which a task with isolation = \"none\" edits: the agent could rewrite the results; choose an --out outside it",
+        out.display(),
+        repo.display()
+    )]
+    OutInsideTask {
+        /// The output folder, made absolute.
+        out: PathBuf,
+        /// The repository the task edits in place.
+        repo: PathBuf,
+    },
+    /// `--out` holds what dracode did not write.
+    #[error(transparent)]
+    Out(#[from] OutDirError),
+}
+
+/// Why `--rerun-failed` could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum RerunError {
+    /// The file could not be read.
+    #[error("--rerun-failed {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A line (not a last one cut short by a kill) is not JSON.
+    #[error("--rerun-failed {}:{line}: not a JSON line: {source}", path.display())]
+    NotJson {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// The parser's complaint.
+        #[source]
+        source: serde_json::Error,
+    },
 }
 
 /// Loads config and manifests and resolves every task of `args`.
@@ -107,7 +157,7 @@ pub fn plan(args: &RunOptions, cwd: &Path, env: &BTreeMap<String, String>) -> Re
     let filter = Filter::new(&args.filter)?;
     let shard = parse_shard(args.shard.as_deref(), env)?;
     let rerun = match &args.rerun_failed {
-        Some(path) => Some(Rerun::read(path).map_err(PlanError::Usage)?),
+        Some(path) => Some(Rerun::read(path)?),
         None => None,
     };
     let mut narrowing = Narrowing::new(tasks.len());
@@ -128,7 +178,7 @@ pub fn plan(args: &RunOptions, cwd: &Path, env: &BTreeMap<String, String>) -> Re
     let prices = PriceTable::with_overrides(&config.prices);
     unpriced_cost_caps(&specs, args.max_cost_usd, &prices)?;
     let also: Vec<PathBuf> = args.jsonl.iter().chain(&args.record).map(|p| cwd.join(p)).collect();
-    check_out(&cwd.join(&args.out), &specs, &also).map_err(PlanError::Usage)?;
+    check_out(&cwd.join(&args.out), &specs, &also)?;
     let rerun = rerun.map(|r| r.source(&specs, &cwd.join(&args.out)));
     let mut warnings: Vec<String> = rerun.as_ref().and_then(|(_, w)| w.clone()).into_iter().collect();
     let rerun = rerun.map(|(source, _)| source);
@@ -248,8 +298,8 @@ fn resolve_all(
 /// `--shard K/N`, else the CI's own sharding variables.
 fn parse_shard(flag: Option<&str>, env: &BTreeMap<String, String>) -> Result<Option<Shard>, PlanError> {
     match flag {
-        Some(text) => Ok(Some(Shard::parse(text).map_err(|e| PlanError::Usage(format!("--shard: {e}")))?)),
-        None => Shard::from_env(env).map_err(PlanError::Usage),
+        Some(text) => Ok(Some(Shard::parse(text).map_err(PlanError::ShardFlag)?)),
+        None => Shard::from_env(env).map_err(PlanError::ShardVariables),
     }
 }
 
@@ -586,7 +636,7 @@ fn allowlist_warnings(tasks: &[TaskSpec]) -> Option<String> {
 ///
 /// `also` are the paths of `--jsonl` and `--record`: when one lies directly in `--out`, it is
 /// the user's and allowed there.
-fn check_out(out: &Path, tasks: &[TaskSpec], also: &[PathBuf]) -> Result<(), String> {
+fn check_out(out: &Path, tasks: &[TaskSpec], also: &[PathBuf]) -> Result<(), PlanError> {
     let out = absolute(out);
     let mut seen = std::collections::BTreeSet::new();
     for ws in tasks.iter().map(|t| &t.workspace) {
@@ -598,11 +648,7 @@ fn check_out(out: &Path, tasks: &[TaskSpec], also: &[PathBuf]) -> Result<(), Str
             continue;
         }
         if ws.isolation == Isolation::None {
-            return Err(format!(
-                "--out {} is inside {}, which a task with isolation = \"none\" edits: the agent could rewrite the results; choose an --out outside it",
-                out.display(),
-                repo.display()
-            ));
+            return Err(PlanError::OutInsideTask { out, repo });
         }
     }
     let also: Vec<String> = also
@@ -611,7 +657,7 @@ fn check_out(out: &Path, tasks: &[TaskSpec], also: &[PathBuf]) -> Result<(), Str
         .filter(|p| p.parent() == Some(out.as_path()))
         .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
         .collect();
-    crate::report::out_dir::check(&out, &also)
+    Ok(crate::report::out_dir::check(&out, &also)?)
 }
 
 /// `path` made absolute and free of symlinks as far as it exists (the rest appended as given).
@@ -677,15 +723,15 @@ struct Rerun {
 
 impl Rerun {
     /// Reads `path`. A last line cut short by a kill is ignored when the run never finished.
-    fn read(path: &Path) -> Result<Rerun, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("--rerun-failed {}: {e}", path.display()))?;
+    fn read(path: &Path) -> Result<Rerun, RerunError> {
+        let text = std::fs::read_to_string(path).map_err(|source| RerunError::Read { path: path.to_path_buf(), source })?;
         let lines: Vec<(usize, &str)> = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()).collect();
         let mut rerun = Rerun { finished: false, passed: Default::default(), warning: None, path: path.to_path_buf(), text: String::new() };
         for (i, (n, line)) in lines.iter().enumerate() {
             let event: serde_json::Value = match serde_json::from_str(line) {
                 Ok(event) => event,
                 Err(_) if i + 1 == lines.len() && !rerun.finished => break,
-                Err(e) => return Err(format!("--rerun-failed {}:{}: not a JSON line: {e}", path.display(), n + 1)),
+                Err(source) => return Err(RerunError::NotJson { path: path.to_path_buf(), line: n + 1, source }),
             };
             rerun.finished |= event["type"] == "run.finished";
             if let (true, Some(id)) = (event["type"] == "task.finished", event["task_id"].as_str()) {

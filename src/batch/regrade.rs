@@ -136,7 +136,8 @@ impl Regrade {
     async fn setups(&self, shared: &Shared, emitter: &Emitter) -> Result<(), TaskError> {
         let graded: Vec<&TaskSpec> =
             self.specs.iter().filter(|spec| self.run.tasks.iter().any(|t| t.task_id == spec.id && regraded(t))).collect();
-        let setups = super::setup::run_all(&graded, shared, emitter).await.map_err(|why| TaskError::new(FailureKind::Setup, why))?;
+        let setups =
+            super::setup::run_all(&graded, shared, emitter).await.map_err(|why| TaskError::new(FailureKind::Setup, why.to_string()))?;
         let _ = shared.setups.set(setups);
         Ok(())
     }

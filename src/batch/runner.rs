@@ -8,6 +8,7 @@
 //! setups then run for the tasks left, none for a group with no task to run.
 
 use super::plan::Plan;
+use super::setup::SetupError;
 use super::spec::TaskSpec;
 use super::task::{self, Shared};
 use crate::events::{Emitter, EventKind, FailureKind, RunTotals, Status, TaskError, TaskOutcome};
@@ -180,7 +181,7 @@ async fn cache_keys(tasks: &[Arc<TaskSpec>], cached: bool) -> Vec<Known> {
 
 /// Runs the setups of the tasks that will run (`known`), then (when they passed) starts the
 /// run's MCP servers; `Some` says why a setup failed: no task starts then.
-async fn before_tasks(tasks: &[Arc<TaskSpec>], known: &[Known], shared: &Shared, emitter: &Emitter) -> Option<String> {
+async fn before_tasks(tasks: &[Arc<TaskSpec>], known: &[Known], shared: &Shared, emitter: &Emitter) -> Option<SetupError> {
     let running: Vec<&TaskSpec> = tasks.iter().zip(known).filter(|(_, k)| matches!(k, Known::Runs(_))).map(|(t, _)| t.as_ref()).collect();
     match super::setup::run_all(&running, shared, emitter).await {
         Ok(setups) => {
@@ -199,12 +200,12 @@ fn why_not_started(
     shared: &Shared,
     permitted: bool,
     stop: &AtomicBool,
-    setup_failed: Option<&String>,
+    setup_failed: Option<&SetupError>,
 ) -> Option<(Status, FailureKind, String)> {
     if *shared.cancel.borrow() || !permitted {
         Some((Status::Cancelled, FailureKind::Cancelled, "not started: the run was interrupted".to_string()))
     } else if let Some(why) = setup_failed {
-        Some((Status::Error, FailureKind::Setup, why.clone()))
+        Some((Status::Error, FailureKind::Setup, why.to_string()))
     } else if let Some(reason) = shared.run_meter.exceeded() {
         Some((Status::BudgetExceeded, FailureKind::Internal, format!("not started: {reason}")))
     } else if stop.load(Ordering::SeqCst) {

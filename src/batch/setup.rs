@@ -30,11 +30,48 @@ use std::time::Instant;
 /// At most this many paths are named in `setup.finished`'s `outputs` and `not_carried`.
 const LISTED: usize = 100;
 
+/// Why the setups ended the batch before any agent ran (every task then ends `error`, kind
+/// `setup`).
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// The run was interrupted before the next setup started.
+    #[error("the run was interrupted before its setup ended")]
+    Interrupted,
+    /// A setup failed, or could not start.
+    #[error("the setup `{command}` failed: {why}; no agent ran")]
+    Failed {
+        /// The setup's command.
+        command: String,
+        /// What went wrong.
+        why: SetupFailure,
+    },
+}
+
+/// What went wrong with one setup (the `error` of its `setup.finished`).
+#[derive(Debug, thiserror::Error)]
+pub enum SetupFailure {
+    /// Its workspace could not be made.
+    #[error("cannot make the setup's workspace: {0}")]
+    Workspace(#[source] std::io::Error),
+    /// Its confinement (sandbox, temporary folder, home) could not be made: why.
+    #[error("{0}")]
+    Confinement(String),
+    /// The run was interrupted while it ran.
+    #[error("the run was interrupted")]
+    Interrupted,
+    /// Its command did not exit 0: how it ended, or why it could not run.
+    #[error("{0}")]
+    Command(String),
+    /// What it made could not be listed.
+    #[error("cannot list what it made: {0}")]
+    Listing(#[source] std::io::Error),
+}
+
 /// Runs the setup of every group of `tasks` that has one, one after another; the first that
 /// fails ends it: `Err` says why (every task then ends `error`, kind `setup`). `tasks` are
 /// those that will run: a group whose tasks were all reused from the cache, refused by the
 /// provider pre-flight or left to other shards has no setup.
-pub async fn run_all(tasks: &[&TaskSpec], shared: &Shared, emitter: &Emitter) -> Result<Setups, String> {
+pub async fn run_all(tasks: &[&TaskSpec], shared: &Shared, emitter: &Emitter) -> Result<Setups, SetupError> {
     let mut setups = Setups::default();
     let mut groups: Vec<(Key, &TaskSpec, &SetupSpec, usize)> = Vec::new();
     for &spec in tasks {
@@ -46,7 +83,7 @@ pub async fn run_all(tasks: &[&TaskSpec], shared: &Shared, emitter: &Emitter) ->
     }
     for (key, first, setup, count) in groups {
         if *shared.cancel.borrow() {
-            return Err("the run was interrupted before its setup ended".into());
+            return Err(SetupError::Interrupted);
         }
         let done = run_one(setup, first, count, shared, emitter).await?;
         setups.done.insert(key, done);
@@ -55,14 +92,14 @@ pub async fn run_all(tasks: &[&TaskSpec], shared: &Shared, emitter: &Emitter) ->
 }
 
 /// Runs `setup` for the group of `count` tasks whose first is `first`, and reports it.
-async fn run_one(setup: &SetupSpec, first: &TaskSpec, count: usize, shared: &Shared, emitter: &Emitter) -> Result<Done, String> {
+async fn run_one(setup: &SetupSpec, first: &TaskSpec, count: usize, shared: &Shared, emitter: &Emitter) -> Result<Done, SetupError> {
     let spec = setup.as_task(first);
     let started = Instant::now();
     let ws = spec.workspace.clone();
     let made = blocking(move || Workspace::prepare(&ws.repo, ws.isolation, &ws.base, None).map_err(std::io::Error::other)).await;
     let workspace = match made {
         Ok(workspace) => workspace,
-        Err(e) => return Err(finish(setup, emitter, started, Ran::default(), Some(format!("cannot make the setup's workspace: {e}")))),
+        Err(e) => return Err(failed(setup, emitter, started, Ran::default(), SetupFailure::Workspace(e))),
     };
     emitter.emit(EventKind::SetupStarted {
         command: setup.command.clone(),
@@ -76,7 +113,7 @@ async fn run_one(setup: &SetupSpec, first: &TaskSpec, count: usize, shared: &Sha
     };
     let kit = match kit {
         Ok(kit) => kit,
-        Err(why) => return Err(finish(setup, emitter, started, Ran::default(), Some(why))),
+        Err(why) => return Err(failed(setup, emitter, started, Ran::default(), SetupFailure::Confinement(why))),
     };
     let root = workspace.root.clone();
     let before = inventory(&root).await;
@@ -85,11 +122,11 @@ async fn run_one(setup: &SetupSpec, first: &TaskSpec, count: usize, shared: &Sha
     if record.exit_code != Some(0) {
         let interrupted = *shared.cancel.borrow();
         let why = match super::check::could_not_run(&record, Some(&kit.confine)) {
-            _ if interrupted => "the run was interrupted".to_string(),
-            Some(why) => why,
-            None => with_failure_line(exit_words(record.exit_code), &record.output_tail),
+            _ if interrupted => SetupFailure::Interrupted,
+            Some(why) => SetupFailure::Command(why),
+            None => SetupFailure::Command(with_failure_line(exit_words(record.exit_code), &record.output_tail)),
         };
-        return Err(finish(setup, emitter, started, ran, Some(why)));
+        return Err(failed(setup, emitter, started, ran, why));
     }
     let made = match before {
         Ok(before) => blocking(move || before.made_since(&root)).await,
@@ -97,7 +134,7 @@ async fn run_one(setup: &SetupSpec, first: &TaskSpec, count: usize, shared: &Sha
     };
     let made = match made {
         Ok(made) => made,
-        Err(e) => return Err(finish(setup, emitter, started, ran, Some(format!("cannot list what it made: {e}")))),
+        Err(e) => return Err(failed(setup, emitter, started, ran, SetupFailure::Listing(e))),
     };
     let in_place = spec.workspace.isolation == Isolation::None;
     let carried = Carried { from: (!in_place).then(|| workspace.root.clone()), paths: made.added.clone() };
@@ -159,12 +196,14 @@ struct Ran {
     not_carried: Vec<String>,
 }
 
-/// Emits `setup.finished`; returns the reason the tasks are given when it failed (`error`).
-fn finish(setup: &SetupSpec, emitter: &Emitter, started: Instant, ran: Ran, error: Option<String>) -> String {
-    let reason = match &error {
-        Some(why) => format!("the setup `{}` failed: {why}; no agent ran", setup.command),
-        None => String::new(),
-    };
+/// Emits `setup.finished` of a setup that failed; returns the error the tasks are given.
+fn failed(setup: &SetupSpec, emitter: &Emitter, started: Instant, ran: Ran, why: SetupFailure) -> SetupError {
+    finish(setup, emitter, started, ran, Some(why.to_string()));
+    SetupError::Failed { command: setup.command.clone(), why }
+}
+
+/// Emits `setup.finished` (`error`: why it failed).
+fn finish(setup: &SetupSpec, emitter: &Emitter, started: Instant, ran: Ran, error: Option<String>) {
     let listed = |mut paths: Vec<String>| {
         if paths.len() > LISTED {
             let more = paths.len() - LISTED;
@@ -182,7 +221,6 @@ fn finish(setup: &SetupSpec, emitter: &Emitter, started: Instant, ran: Ran, erro
         not_carried: listed(ran.not_carried),
         error,
     })));
-    reason
 }
 
 /// How a command that did not exit 0 ended, in words.

@@ -516,7 +516,7 @@ async fn prepare(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Result<
         command_kit(spec, &workspace.root, workspace.sandbox_paths(), shared, emitter).await?;
     let commands = Commands { env: child_env.clone(), tmp_dir: task_temp.tmp(), confine: confine.clone(), network_log };
     let tool_ctx = tool_context(spec, &workspace, commands, emitter).map_err(TaskError::internal)?;
-    let registry = Registry::with_names(&spec.tools).map_err(|name| TaskError::internal(format!("unknown tool {name:?}")))?;
+    let registry = Registry::with_names(&spec.tools).map_err(|e| TaskError::internal(e.to_string()))?;
     let shared_tools = run_scope_tools(spec, shared, Some(confine.as_ref()))?;
     let mcp = start_mcp_servers(spec, shared, &tool_ctx).await?;
     let registry = registry.with_mcp(shared_tools).with_mcp(mcp.tools());

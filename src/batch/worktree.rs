@@ -186,16 +186,23 @@ fn reset_dir(root: &Path) -> Result<(), git2::Error> {
     std::fs::create_dir(root).map_err(io)
 }
 
+/// Why `git checkout` did not make the task's working tree (then libgit2 does).
+#[derive(Debug, thiserror::Error)]
+enum GitCheckoutError {
+    /// git could not be started (not installed, most likely).
+    #[error("{0}")]
+    Spawn(#[from] std::io::Error),
+    /// git exited with an error; what it said.
+    #[error("{0}")]
+    Failed(String),
+}
+
 /// `git checkout --detach` of `commit` in the fresh repository at `root`.
-fn checkout_with_git_cli(root: &Path, commit: Oid) -> Result<(), String> {
+fn checkout_with_git_cli(root: &Path, commit: Oid) -> Result<(), GitCheckoutError> {
     // One checkout worker per core (git's default is one): what keeps this as fast as `git
     // worktree add` on a large tree.
-    let output = git_command(root)
-        .args(["-c", "checkout.workers=0", "checkout", "-q", "--detach"])
-        .arg(commit.to_string())
-        .output()
-        .map_err(|e| e.to_string())?;
-    if output.status.success() { Ok(()) } else { Err(String::from_utf8_lossy(&output.stderr).trim().to_string()) }
+    let output = git_command(root).args(["-c", "checkout.workers=0", "checkout", "-q", "--detach"]).arg(commit.to_string()).output()?;
+    if output.status.success() { Ok(()) } else { Err(GitCheckoutError::Failed(String::from_utf8_lossy(&output.stderr).trim().to_string())) }
 }
 
 /// libgit2's checkout of `commit` (slower than git's, used when git is not installed).

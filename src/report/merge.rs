@@ -112,8 +112,8 @@ pub enum MergeError {
         dirs: Vec<PathBuf>,
     },
     /// `--out` holds files dracode did not write.
-    #[error("{0}")]
-    Out(String),
+    #[error(transparent)]
+    Out(super::out_dir::OutDirError),
     /// `--out` is one of the inputs: writing would overwrite what is being read.
     #[error("--out {} is one of the inputs; write the merge to a new folder", path.display())]
     OutIsInput {
@@ -349,7 +349,7 @@ fn parse_input(dir: &Path, path: &Path, text: &str, warnings: &mut Vec<String>) 
             if input.is_some() {
                 return Err(invalid("a second run.started: the file holds more than one run".into()));
             }
-            let shard = header.shard.as_deref().map(Shard::parse).transpose().map_err(invalid)?;
+            let shard = header.shard.as_deref().map(Shard::parse).transpose().map_err(|e| invalid(e.to_string()))?;
             input = Some(Input {
                 dir: dir.to_path_buf(),
                 run_id: header.run_id.clone(),

@@ -4,7 +4,7 @@
 //! does not write is refused: cleaning it would delete the user's files.
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The `.gitignore` dracode writes into its output folder.
 pub const GITIGNORE: &str = "# Written by dracode: everything here is its output, replaced by each run.\n*\n";
@@ -43,13 +43,42 @@ const PER_RUN: [&str; 9] = [
     crate::disk::RESERVE_NAME,
 ];
 
+/// Why dracode may not use a folder as its `--out`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OutDirError {
+    /// `--out` names a file.
+    #[error("--out {} is a file, not a folder", out.display())]
+    NotAFolder {
+        /// The path given.
+        out: PathBuf,
+    },
+    /// The folder holds an entry dracode did not write.
+    #[error(
+        "--out {} holds {name}, which dracode did not write: dracode replaces its output folder on each run, so \
+         choose a new or empty folder (or one an earlier run wrote)",
+        out.display()
+    )]
+    Foreign {
+        /// The folder.
+        out: PathBuf,
+        /// The first foreign entry's name.
+        name: String,
+    },
+    /// The folder's `.gitignore` is not the one dracode writes.
+    #[error("--out {}: its .gitignore was not written by dracode; choose a new or empty folder", out.display())]
+    ForeignGitignore {
+        /// The folder.
+        out: PathBuf,
+    },
+}
+
 /// Whether dracode may use `out`: it does not exist yet, or holds only what dracode writes
 /// (and the entries named in `also`: a `--jsonl` file or `--record` folder the user put there,
 /// which a run leaves alone). The error names one foreign entry.
-pub fn check(out: &Path, also: &[String]) -> Result<(), String> {
+pub fn check(out: &Path, also: &[String]) -> Result<(), OutDirError> {
     let Ok(entries) = std::fs::read_dir(out) else {
         if out.exists() && !out.is_dir() {
-            return Err(format!("--out {} is a file, not a folder", out.display()));
+            return Err(OutDirError::NotAFolder { out: out.to_path_buf() });
         }
         return Ok(());
     };
@@ -57,15 +86,11 @@ pub fn check(out: &Path, also: &[String]) -> Result<(), String> {
     names.sort();
     let foreign = names.iter().find(|name| !OWN_NAMES.contains(&name.as_str()) && !name.starts_with(".tmp") && !also.contains(name));
     if let Some(name) = foreign {
-        return Err(format!(
-            "--out {} holds {name}, which dracode did not write: dracode replaces its output folder on each run, so \
-             choose a new or empty folder (or one an earlier run wrote)",
-            out.display()
-        ));
+        return Err(OutDirError::Foreign { out: out.to_path_buf(), name: name.clone() });
     }
     let gitignore = out.join(".gitignore");
     if gitignore.exists() && std::fs::read_to_string(&gitignore).ok().as_deref() != Some(GITIGNORE) {
-        return Err(format!("--out {}: its .gitignore was not written by dracode; choose a new or empty folder", out.display()));
+        return Err(OutDirError::ForeignGitignore { out: out.to_path_buf() });
     }
     Ok(())
 }
@@ -150,11 +175,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("results.jsonl"), "x").unwrap();
         std::fs::write(dir.path().join("notes.txt"), "mine").unwrap();
-        let e = check(dir.path(), &[]).unwrap_err();
+        let e = check(dir.path(), &[]).unwrap_err().to_string();
         assert!(e.contains("holds notes.txt, which dracode did not write"), "{e}");
         assert!(check(dir.path(), &["notes.txt".to_string()]).is_ok(), "named by --jsonl or --record");
         std::fs::remove_file(dir.path().join("notes.txt")).unwrap();
         std::fs::write(dir.path().join(".gitignore"), "target/\n").unwrap();
-        assert!(check(dir.path(), &[]).unwrap_err().contains(".gitignore was not written by dracode"));
+        assert!(check(dir.path(), &[]).unwrap_err().to_string().contains(".gitignore was not written by dracode"));
     }
 }

@@ -77,6 +77,53 @@ pub struct AnswerProgress {
     pub repairs: u32,
 }
 
+/// Why a task's schema cannot make an answer contract.
+#[derive(Debug, thiserror::Error)]
+pub enum ContractError {
+    /// The boolean schema `false`: no answer could ever be valid.
+    #[error("the schema `false` accepts no answer: the task could never pass")]
+    AcceptsNothing,
+    /// The schema is neither an object nor a boolean.
+    #[error("the schema must be a JSON object or a boolean, not {0}")]
+    NotAnObject(&'static str),
+    /// The schema does not compile ([`schema::JsonSchema::compile`]).
+    #[error("not a valid JSON Schema: {0}")]
+    Invalid(schema::SchemaError),
+    /// `output_schema_file` could not be read ([`dracode_input::read_input`]'s reason).
+    #[error("{0}")]
+    Unreadable(dracode_input::InputFileError),
+    /// `output_schema_file` is not JSON.
+    #[error("{}:{}:{}: not JSON: {source}", path.display(), source.line(), source.column())]
+    NotJson {
+        /// The file.
+        path: PathBuf,
+        /// The parser's complaint, with its line and column.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// Why an answer (the arguments of a call of [`ANSWER_TOOL`]) is not accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AnswerError {
+    /// The schema was wrapped for the tool, and the answer lacks its `value`.
+    #[error("at /: missing property \"value\" (the answer goes in \"value\")")]
+    MissingValue,
+    /// The answer fails its schema: every failing path and why, one a line (the first
+    /// [`MAX_LISTED_ERRORS`] shown, the rest counted).
+    #[error("{}", listed(.0))]
+    Invalid(Vec<String>),
+}
+
+/// The first [`MAX_LISTED_ERRORS`] of `errors`, one a line, and how many more there are.
+fn listed(errors: &[String]) -> String {
+    let mut listed = errors.iter().take(MAX_LISTED_ERRORS).cloned().collect::<Vec<_>>().join("\n");
+    if errors.len() > MAX_LISTED_ERRORS {
+        listed.push_str(&format!("\n… and {} more", errors.len() - MAX_LISTED_ERRORS));
+    }
+    listed
+}
+
 /// What the loop does after a turn the contract looked at.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Step {
@@ -105,18 +152,18 @@ pub struct OutputFields {
 
 impl OutputContract {
     /// A contract for `schema`; an error says why the schema is not a usable JSON Schema.
-    pub fn new(schema: Value, retries: u32, findings: bool) -> Result<Self, String> {
+    pub fn new(schema: Value, retries: u32, findings: bool) -> Result<Self, ContractError> {
         // The boolean schemas: `true` accepts anything (the same as `{}`, which every provider
         // takes in a tool); `false` accepts nothing, so a task with it could never pass.
         let schema = match schema {
             Value::Bool(true) => json!({}),
-            Value::Bool(false) => return Err("the schema `false` accepts no answer: the task could never pass".into()),
+            Value::Bool(false) => return Err(ContractError::AcceptsNothing),
             other => other,
         };
         if !schema.is_object() {
-            return Err(format!("the schema must be a JSON object or a boolean, not {}", type_name(&schema)));
+            return Err(ContractError::NotAnObject(type_name(&schema)));
         }
-        let validator = schema::JsonSchema::compile(&schema).map_err(|e| format!("not a valid JSON Schema: {e}"))?;
+        let validator = schema::JsonSchema::compile(&schema).map_err(ContractError::Invalid)?;
         let wrapped = schema.get("type").and_then(Value::as_str) != Some("object");
         Ok(OutputContract { schema, retries, findings, validator: Arc::new(validator), wrapped })
     }
@@ -134,14 +181,14 @@ impl OutputContract {
             }
             (None, None, Some(OutputPreset::Findings)) => findings::schema(),
             (Some(schema), None, None) => schema.clone(),
-            (None, Some(path), None) => read_schema_file(path).map_err(|e| ("output_schema_file", e))?,
+            (None, Some(path), None) => read_schema_file(path).map_err(|e| ("output_schema_file", e.to_string()))?,
             (None, None, None) if fields.output_retries.is_some() => {
                 return Err(("output_retries", "needs `output_schema`, `output_schema_file` or `output`".into()));
             }
             (None, None, None) => return Ok(None),
         };
         let field = if fields.output_schema_file.is_some() { "output_schema_file" } else { "output_schema" };
-        OutputContract::new(schema, retries, fields.output.is_some()).map(Some).map_err(|e| (field, e))
+        OutputContract::new(schema, retries, fields.output.is_some()).map(Some).map_err(|e| (field, e.to_string()))
     }
 
     /// The final-answer tool offered to the model.
@@ -167,24 +214,17 @@ impl OutputContract {
 
     /// Checks one answer (the tool's arguments): the value when it is valid, else every failing
     /// path and why.
-    pub fn check(&self, input: &Value) -> Result<Value, String> {
+    pub fn check(&self, input: &Value) -> Result<Value, AnswerError> {
         let value = if self.wrapped {
             match input.get("value") {
                 Some(value) => value.clone(),
-                None => return Err("at /: missing property \"value\" (the answer goes in \"value\")".into()),
+                None => return Err(AnswerError::MissingValue),
             }
         } else {
             input.clone()
         };
         let errors: Vec<String> = self.validator.errors(&value).iter().map(ToString::to_string).collect();
-        if errors.is_empty() {
-            return Ok(value);
-        }
-        let mut listed = errors.iter().take(MAX_LISTED_ERRORS).cloned().collect::<Vec<_>>().join("\n");
-        if errors.len() > MAX_LISTED_ERRORS {
-            listed.push_str(&format!("\n… and {} more", errors.len() - MAX_LISTED_ERRORS));
-        }
-        Err(listed)
+        if errors.is_empty() { Ok(value) } else { Err(AnswerError::Invalid(errors)) }
     }
 
     /// Answers a call of [`ANSWER_TOOL`]: the tool result for the model, and what the loop does.
@@ -235,9 +275,9 @@ impl OutputContract {
 
 /// Reads and parses a schema file (JSON), refusing what [`dracode_input::read_input`] refuses
 /// (not a regular file, larger than its limit).
-fn read_schema_file(path: &std::path::Path) -> Result<Value, String> {
-    let text = dracode_input::read_input(path).map_err(|e| e.to_string())?;
-    serde_json::from_str(&text).map_err(|e| format!("{}:{}:{}: not JSON: {e}", path.display(), e.line(), e.column()))
+fn read_schema_file(path: &std::path::Path) -> Result<Value, ContractError> {
+    let text = dracode_input::read_input(path).map_err(ContractError::Unreadable)?;
+    serde_json::from_str(&text).map_err(|source| ContractError::NotJson { path: path.to_path_buf(), source })
 }
 
 /// `{"type":"object","properties":{"value":SCHEMA},"required":["value"]}`, with the schema's

@@ -348,6 +348,11 @@ fn is_openai_model(kind: dracode_llm::preset::ProviderType, model: Option<&str>)
     kind == ProviderType::Azure || ["gpt-", "o1", "o3", "o4", "codex"].iter().any(|p| model.starts_with(p))
 }
 
+/// A tool name that is not one of dracode's built-in tools.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown tool {0:?}")]
+pub struct UnknownTool(pub String);
+
 /// The enabled tools of one task.
 #[derive(Clone)]
 pub struct Registry {
@@ -357,15 +362,15 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// The registry of the named tools; unknown names are returned as `Err`.
-    pub fn with_names<S: AsRef<str>>(names: &[S]) -> Result<Self, String> {
+    /// The registry of the named tools; the first unknown name is the `Err`.
+    pub fn with_names<S: AsRef<str>>(names: &[S]) -> Result<Self, UnknownTool> {
         let all = builtin();
         let mut tools = Vec::with_capacity(names.len());
         for name in names {
             let name = name.as_ref();
             match all.iter().find(|t| t.name() == name) {
                 Some(tool) => tools.push(tool.clone()),
-                None => return Err(name.to_string()),
+                None => return Err(UnknownTool(name.to_string())),
             }
         }
         Ok(Registry { tools, mcp: Vec::new() })

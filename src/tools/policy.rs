@@ -109,6 +109,39 @@ impl CommandLine {
     }
 }
 
+/// Why a command rule (`allow` or `deny` text) is not usable.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum RuleError {
+    /// The rule holds a character that joins or redirects commands.
+    #[error("rule {text:?} contains {found:?}: a rule matches one simple command")]
+    Separator {
+        /// The rule as written.
+        text: String,
+        /// The first such character.
+        found: char,
+    },
+    /// The rule's words cannot be split (an unclosed quote).
+    #[error("rule {text:?}: {why}")]
+    Words {
+        /// The rule as written.
+        text: String,
+        /// What the word splitter said.
+        why: super::shell_words::SplitError,
+    },
+    /// The rule has no words.
+    #[error("a rule is empty")]
+    Empty,
+    /// The rule has glob characters but is not a valid glob.
+    #[error("rule {text:?} is not a valid glob: {}", source.kind())]
+    Glob {
+        /// The rule as written.
+        text: String,
+        /// What globset said.
+        #[source]
+        source: globset::Error,
+    },
+}
+
 /// One command rule, compiled.
 #[derive(Debug, Clone)]
 pub struct CommandRule {
@@ -133,20 +166,20 @@ const SEPARATORS: &[char] = &[';', '&', '|', '<', '>', '(', ')', '$', '`', '{', 
 
 impl CommandRule {
     /// Compiles `text`; the error says why it is not a usable rule.
-    pub fn new(text: &str) -> Result<CommandRule, String> {
-        if let Some(c) = text.chars().find(|c| SEPARATORS.contains(c)) {
-            return Err(format!("rule {text:?} contains {c:?}: a rule matches one simple command"));
+    pub fn new(text: &str) -> Result<CommandRule, RuleError> {
+        if let Some(found) = text.chars().find(|c| SEPARATORS.contains(c)) {
+            return Err(RuleError::Separator { text: text.to_string(), found });
         }
-        let words = super::shell_words::split_words(text).map_err(|e| format!("rule {text:?}: {e}"))?;
+        let words = super::shell_words::split_words(text).map_err(|why| RuleError::Words { text: text.to_string(), why })?;
         if words.is_empty() {
-            return Err("a rule is empty".to_string());
+            return Err(RuleError::Empty);
         }
         let joined = words.join(" ");
         let matcher = if joined.contains(['*', '?', '[']) {
             let glob = globset::GlobBuilder::new(&joined)
                 .literal_separator(false)
                 .build()
-                .map_err(|e| format!("rule {text:?} is not a valid glob: {}", e.kind()))?;
+                .map_err(|source| RuleError::Glob { text: text.to_string(), source })?;
             RuleMatcher::Glob(glob.compile_matcher())
         } else {
             RuleMatcher::Prefix(words)
@@ -337,7 +370,7 @@ fn compile_tool(
         for (i, text) in list.iter().enumerate() {
             match CommandRule::new(text) {
                 Ok(rule) => out.push(rule),
-                Err(e) => errors.push((format!("{name}.{field}[{i}]"), e)),
+                Err(e) => errors.push((format!("{name}.{field}[{i}]"), e.to_string())),
             }
         }
         out

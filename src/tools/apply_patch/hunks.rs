@@ -17,6 +17,17 @@ const SHOWN_LINES: usize = 12;
 #[error("{0}")]
 pub(crate) struct NoMatch(pub String);
 
+/// Why one hunk does not apply where it is looked for (the reason inside a [`NoMatch`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Unplaced {
+    /// The hunk's `@@ anchor` line is not in the file after the previous hunk.
+    #[error("its `@@ {0}` line was not found")]
+    Anchor(String),
+    /// The hunk's context and removed lines are not in the file after the previous hunk.
+    #[error("its context and removed lines were not found")]
+    Lines,
+}
+
 /// `text` with `hunks` applied. Line endings (LF or CRLF) are kept, and so is the final
 /// newline — added when an envelope-format patch updates a file without one, as codex does.
 pub(crate) fn apply(shown: &str, text: &str, hunks: &[Hunk]) -> Result<String, NoMatch> {
@@ -59,10 +70,9 @@ fn replacement(matched: &[String], hunk: &Hunk, new_len: usize) -> Vec<String> {
 
 /// Where `hunk` applies at or after `cursor`: the start line (0-based), how many lines it
 /// replaces and how many of its new lines replace them; or why it does not apply.
-fn place(lines: &[String], hunk: &Hunk, mut cursor: usize) -> Result<(usize, usize, usize), String> {
+fn place(lines: &[String], hunk: &Hunk, mut cursor: usize) -> Result<(usize, usize, usize), Unplaced> {
     if let Some(anchor) = &hunk.anchor {
-        let found = seek(lines, std::slice::from_ref(anchor), cursor, None, false)
-            .ok_or_else(|| format!("its `@@ {anchor}` line was not found"))?;
+        let found = seek(lines, std::slice::from_ref(anchor), cursor, None, false).ok_or_else(|| Unplaced::Anchor(anchor.clone()))?;
         cursor = found + 1;
     }
     if hunk.old.is_empty() {
@@ -87,7 +97,7 @@ fn place(lines: &[String], hunk: &Hunk, mut cursor: usize) -> Result<(usize, usi
             return Ok((start, old.len(), hunk.new.len() - 1));
         }
     }
-    Err("its context and removed lines were not found".to_string())
+    Err(Unplaced::Lines)
 }
 
 /// The first start at or after `from` where `pattern` matches `lines`, trying exact,
@@ -135,7 +145,7 @@ fn ascii_punctuation(c: char) -> char {
 }
 
 /// The error for hunk `number` of `shown`: what was expected and the nearest lines found.
-fn no_match(shown: &str, number: usize, hunk: &Hunk, lines: &[String], cursor: usize, why: String) -> NoMatch {
+fn no_match(shown: &str, number: usize, hunk: &Hunk, lines: &[String], cursor: usize, why: Unplaced) -> NoMatch {
     let mut message = format!("{shown}: hunk {number} did not apply: {why}");
     if cursor > 0 {
         message.push_str(&format!(" (searched from line {}, after the previous hunk)", cursor + 1));

@@ -294,7 +294,7 @@ fn apply_all(workspace: &Workspace, passed: &[&RecordedTask], report: &mut Combi
                 None => {
                     let files: Vec<String> = outcome.files_changed.iter().filter(|f| touched.contains_key(f.as_str())).cloned().collect();
                     let with = tasks_on(&touched, &files);
-                    report.conflicts.push(Conflict { task_id: id, files, with, message });
+                    report.conflicts.push(Conflict { task_id: id, files, with, message: message.to_string() });
                     continue;
                 }
             },

@@ -14,26 +14,48 @@ use std::time::Duration;
 /// How long a check runs when nothing says otherwise (a task's `check_timeout` default).
 pub const DEFAULT_CHECK_TIMEOUT: Duration = Duration::from_secs(10 * 60);
 
+/// Why a patch was not applied.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// No temporary folder for the patch file.
+    #[error("cannot make a temp folder: {0}")]
+    TempFolder(std::io::Error),
+    /// The patch file could not be written.
+    #[error("{}: {source}", path.display())]
+    WritePatch {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// git could not be started.
+    #[error("cannot run git apply: {0}")]
+    Spawn(std::io::Error),
+    /// git refused the patch: its message, the patch file named `patch`.
+    #[error("{0}")]
+    Refused(String),
+}
+
 /// Applies `patch` (a dracode patch, rooted at the repository's root) to the workspace. All or
 /// nothing: a patch that does not apply changes no file. The error is git's message.
-pub fn apply(workspace: &Workspace, patch: &str) -> Result<(), String> {
+pub fn apply(workspace: &Workspace, patch: &str) -> Result<(), ApplyError> {
     git_apply(workspace, patch, &[])
 }
 
 /// `git apply` of `patch` in the workspace with `extra` options (`--check`, `--reverse`).
-pub fn git_apply(workspace: &Workspace, patch: &str, extra: &[&str]) -> Result<(), String> {
-    let dir = OwnedDir::create(TASK_TEMP_PREFIX).map_err(|e| format!("cannot make a temp folder: {e}"))?;
+pub fn git_apply(workspace: &Workspace, patch: &str, extra: &[&str]) -> Result<(), ApplyError> {
+    let dir = OwnedDir::create(TASK_TEMP_PREFIX).map_err(ApplyError::TempFolder)?;
     let file = dir.path().join("change.patch");
-    std::fs::write(&file, patch).map_err(|e| format!("{}: {e}", file.display()))?;
+    std::fs::write(&file, patch).map_err(|source| ApplyError::WritePatch { path: file.clone(), source })?;
     let output = super::worktree::git_command(&workspace.root)
         .args(["apply", "--whitespace=nowarn", "--binary"])
         .args(extra)
         .arg(&file)
         .output()
-        .map_err(|e| format!("cannot run git apply: {e}"))?;
+        .map_err(ApplyError::Spawn)?;
     if output.status.success() {
         return Ok(());
     }
     let message = String::from_utf8_lossy(&output.stderr).replace(&format!("{}:", file.display()), "patch:");
-    Err(message.trim().to_string())
+    Err(ApplyError::Refused(message.trim().to_string()))
 }

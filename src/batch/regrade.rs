@@ -56,12 +56,26 @@ pub struct Regrade {
     config_files: Vec<PathBuf>,
 }
 
-/// Reads the run in `opts.results` and plans its manifests (the error is for the user: exit 2).
-pub fn prepare(opts: &RegradeOptions, cwd: &Path, env: &BTreeMap<String, String>) -> Result<Regrade, String> {
-    let run = dracode_results::output_folder::read(&cwd.join(&opts.results)).map_err(|e| e.to_string())?;
+/// Why a run cannot be regraded (the user's to fix: exit 2).
+#[derive(Debug, thiserror::Error)]
+pub enum RegradeError {
+    /// The run's folder cannot be read.
+    #[error(transparent)]
+    Results(#[from] dracode_results::output_folder::ReadError),
+    /// The run names no manifest (only `--task`s).
+    #[error("{}: the run names no manifest to read the tasks' checks and repositories from", .0.display())]
+    NoManifest(PathBuf),
+    /// Its manifests cannot be planned.
+    #[error(transparent)]
+    Plan(#[from] super::plan::PlanError),
+}
+
+/// Reads the run in `opts.results` and plans its manifests.
+pub fn prepare(opts: &RegradeOptions, cwd: &Path, env: &BTreeMap<String, String>) -> Result<Regrade, RegradeError> {
+    let run = dracode_results::output_folder::read(&cwd.join(&opts.results))?;
     let manifests: Vec<PathBuf> = run.manifests.iter().filter(|m| m.as_str() != "--task").map(PathBuf::from).collect();
     if manifests.is_empty() {
-        return Err(format!("{}: the run names no manifest to read the tasks' checks and repositories from", opts.results.display()));
+        return Err(RegradeError::NoManifest(opts.results.clone()));
     }
     let args = crate::batch::options::RunOptions {
         manifests,
@@ -70,7 +84,7 @@ pub fn prepare(opts: &RegradeOptions, cwd: &Path, env: &BTreeMap<String, String>
         out: opts.out.clone(),
         ..Default::default()
     };
-    let plan = super::plan::plan(&args, cwd, env).map_err(|e| e.to_string())?;
+    let plan = super::plan::plan(&args, cwd, env)?;
     let recorded: Vec<&str> = run.tasks.iter().map(|t| t.task_id.as_str()).collect();
     let planned: Vec<String> = plan.tasks.iter().map(|s| s.id.clone()).collect();
     let missing = if opts.filter.is_empty() {

@@ -129,7 +129,7 @@ pub(super) fn write_report(out: &Path, history: &[PathBuf], save: Option<&Path>)
             eprintln!("wrote {}", path.display());
             Ok(exit_codes::OK)
         }
-        Err(e) if e.starts_with("cannot write") => {
+        Err(e @ dracode_report_page::PageError::Write { .. }) => {
             eprintln!("error: {e}");
             Ok(exit_codes::ARTIFACTS_FAILED)
         }

@@ -121,7 +121,7 @@ impl Batch {
         if let Some(rerun) = rerun.filter(|r| r.in_place) {
             add_up_rerun(&rerun, &out, &redactor, &mut ending.failures, &mut notes);
             if let Err(e) = crate::report::page::write(&out, &[], cache.as_deref()) {
-                ending.failures.push(e);
+                ending.failures.push(e.to_string());
             }
         }
         let tasks = dracode_results::exit_codes::after_signal(signal, totals.exit_code);

@@ -36,7 +36,7 @@ pub fn execute(
     if ending.recorded.is_none() {
         // Interrupted: no `run.finished` reached the page's reporter; the page shows what was.
         if let Err(e) = crate::report::page::write(&opts.out, &[], None) {
-            ending.failures.push(e);
+            ending.failures.push(e.to_string());
         }
     }
     let (code, totals) = match totals {

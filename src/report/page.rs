@@ -5,6 +5,7 @@
 use super::{short_reason, strip_control};
 use crate::disk::Reserve;
 use crate::events::{Event, EventKind, Reporter, RunEnd};
+use dracode_report_page::PageError;
 use dracode_results::records::{WireEvent, WireOutcome};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -12,20 +13,20 @@ use std::sync::Arc;
 /// Writes `out/report.html`, with the runs of `history` (earlier output folders or cache folders)
 /// and of `cache` beside this one; then, with a `cache`, leaves this run's record in it (under
 /// `history/`). Returns the page's path; the error names the file.
-pub fn write(out: &Path, history: &[PathBuf], cache: Option<&Path>) -> Result<PathBuf, String> {
+pub fn write(out: &Path, history: &[PathBuf], cache: Option<&Path>) -> Result<PathBuf, PageError> {
     write_ending(out, history, cache, None)
 }
 
 /// [`write`], with the run's `run.finished` line given (`end`) when `results.jsonl` does not
 /// hold it yet.
-fn write_ending(out: &Path, history: &[PathBuf], cache: Option<&Path>, end: Option<WireEvent>) -> Result<PathBuf, String> {
+fn write_ending(out: &Path, history: &[PathBuf], cache: Option<&Path>, end: Option<WireEvent>) -> Result<PathBuf, PageError> {
     let reason = |w: &WireOutcome| Some(strip_control(&short_reason(w)));
     let mut sources = history.to_vec();
     sources.extend(cache.filter(|c| c.join("history").is_dir()).map(Path::to_path_buf));
     let options = dracode_report_page::Options { version: env!("CARGO_PKG_VERSION"), history: sources, reason: &reason, end };
-    let (path, report) = dracode_report_page::write(out, &options).map_err(|e| e.to_string())?;
+    let (path, report) = dracode_report_page::write(out, &options)?;
     if let Some(cache) = cache {
-        dracode_report_page::history::remember(cache, &report).map_err(|e| e.to_string())?;
+        dracode_report_page::history::remember(cache, &report)?;
     }
     Ok(path)
 }

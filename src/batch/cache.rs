@@ -225,6 +225,15 @@ mod tests {
     use super::*;
     use std::process::Command;
 
+    /// `dir/repo`: a repository with one commit holding `a.txt`.
+    fn base_repo(dir: &Path) {
+        std::fs::create_dir(dir.join("repo")).unwrap();
+        git(&dir.join("repo"), &["init", "-q"]);
+        std::fs::write(dir.join("repo/a.txt"), "one\n").unwrap();
+        git(&dir.join("repo"), &["add", "-A"]);
+        git(&dir.join("repo"), &["commit", "-qm", "base"]);
+    }
+
     fn git(dir: &Path, args: &[&str]) {
         let out = Command::new("git").args(["-c", "user.name=t", "-c", "user.email=t@e"]).args(args).current_dir(dir).output().unwrap();
         assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
@@ -296,11 +305,7 @@ mod tests {
         use crate::manifest::{FIELD_CACHE_ROLES, FIELD_NAMES};
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path();
-        std::fs::create_dir(dir.join("repo")).unwrap();
-        git(&dir.join("repo"), &["init", "-q"]);
-        std::fs::write(dir.join("repo/a.txt"), "one\n").unwrap();
-        git(&dir.join("repo"), &["add", "-A"]);
-        git(&dir.join("repo"), &["commit", "-qm", "base"]);
+        base_repo(dir);
         let manifest = |set: &[Option<(&str, &str)>]| {
             let mut fields: BTreeMap<&str, &str> = [
                 ("id", "\"t\""),
@@ -336,11 +341,7 @@ mod tests {
     fn the_key_follows_the_tree_the_prompt_and_the_model_not_the_commit() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path();
-        std::fs::create_dir(dir.join("repo")).unwrap();
-        git(&dir.join("repo"), &["init", "-q"]);
-        std::fs::write(dir.join("repo/a.txt"), "one\n").unwrap();
-        git(&dir.join("repo"), &["add", "-A"]);
-        git(&dir.join("repo"), &["commit", "-qm", "base"]);
+        base_repo(dir);
         let task = |prompt: &str, extra: &str| {
             format!("[[tasks]]\nid = \"t\"\nprompt = \"{prompt}\"\nprovider = \"openai\"\nmodel = \"m\"\nrepo = \"repo\"\n{extra}")
         };

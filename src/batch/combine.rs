@@ -147,6 +147,7 @@ pub async fn combine(
         None => None,
     };
     let carried = grader.as_ref().and_then(Grader::carried);
+    super::workspace::sweep_killed_runs();
     let workspace = Workspace::prepare_carrying(&root, Isolation::Worktree, &base, None, carried.as_deref())
         .map_err(|e| input(format!("base {base:?}: {e}")))?;
     let mut report = CombineReport {

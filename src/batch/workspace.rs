@@ -129,13 +129,6 @@ impl Workspace {
         workdir: Option<&Path>,
         carried: Option<&Carried>,
     ) -> Result<Workspace, WorkspaceError> {
-        static SWEEP: std::sync::Once = std::sync::Once::new();
-        SWEEP.call_once(|| {
-            let removed = sweep_leftovers(&std::env::temp_dir());
-            if removed > 0 {
-                tracing::info!("removed {removed} workspace folder(s) left by runs that were killed");
-            }
-        });
         let io = |source| WorkspaceError::Io { path: repo.to_path_buf(), source };
         let source = repo.canonicalize().map_err(io)?;
         let mut ws = match isolation {
@@ -487,6 +480,15 @@ fn try_lock(file: &File) -> std::io::Result<bool> {
         Ok(()) => Ok(true),
         Err(rustix::io::Errno::WOULDBLOCK) => Ok(false),
         Err(e) => Err(e.into()),
+    }
+}
+
+/// What every run does once before its first workspace: removes the task folders in TMPDIR that
+/// runs killed before they could clean up left behind ([`sweep_leftovers`]).
+pub fn sweep_killed_runs() {
+    let removed = sweep_leftovers(&std::env::temp_dir());
+    if removed > 0 {
+        tracing::info!("removed {removed} workspace folder(s) left by runs that were killed");
     }
 }
 

@@ -319,11 +319,47 @@ pub fn main() -> ExitCode {
     if let Some(code) = dracode_sandbox::supervisor::run_if_requested() {
         return ExitCode::from(u8::try_from(code).unwrap_or(u8::MAX));
     }
-    dracode_sandbox::mark_non_dumpable();
-    let cli = Cli::parse();
-    if !matches!(&cli.command, Command::Run(args) if !args.dry_run) {
-        quiet_on_closed_stdout();
+    let code = match Cli::try_parse() {
+        Ok(cli) => {
+            if !matches!(&cli.command, Command::Run(args) if !args.dry_run) {
+                quiet_on_closed_stdout();
+            }
+            execute(cli)
+        }
+        Err(e) => clap_exit(&e),
+    };
+    ExitCode::from(code as u8)
+}
+
+/// One `dracode` command line (`args` without the program name) run inside the calling
+/// process, as the binary runs it: the same output on its standard streams and the same exit
+/// code. What only a whole process may do is left to [`main`]: marking inherited descriptors
+/// close-on-exec, dispatching the sandbox's supervisor, and ending quietly on a closed stdout.
+/// The current directory and the environment are the process's own. Its confined commands need
+/// the supervisor program named first ([`dracode_sandbox::use_supervisor_program`]) when the
+/// calling program is not `dracode`.
+pub fn run<I, T>(args: I) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let args = std::iter::once(std::ffi::OsString::from("dracode")).chain(args.into_iter().map(Into::into));
+    match Cli::try_parse_from(args) {
+        Ok(cli) => execute(cli),
+        Err(e) => clap_exit(&e),
     }
+}
+
+/// What clap's own exit would do for `e` (help and `--version` on stdout with 0, a usage error on
+/// stderr with 2), as an exit code instead of an exit.
+fn clap_exit(e: &clap::Error) -> i32 {
+    let _ = e.print();
+    e.exit_code()
+}
+
+/// Runs a parsed command line with the process-wide settings its command needs.
+fn execute(cli: Cli) -> i32 {
+    dracode_sandbox::mark_non_dumpable();
     init_tracing();
     // The commands that run confined commands adopt the orphans of a supervisor that died, for
     // the sweep to find ([`dracode_sandbox::sweep`]).
@@ -336,7 +372,7 @@ pub fn main() -> ExitCode {
         // restores the default for the commands it confines.
         dracode_sandbox::signals::ignore(libc::SIGIO);
     }
-    let code = match run(cli) {
+    let code = match dispatch(cli) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -346,7 +382,7 @@ pub fn main() -> ExitCode {
     if runs_commands {
         dracode_sandbox::sweep::sweep_all();
     }
-    ExitCode::from(code as u8)
+    code
 }
 
 /// Commands that only print (`list`, `tools`, `schema`, `run --dry-run`, …) end quietly when
@@ -368,7 +404,7 @@ fn init_tracing() {
 }
 
 /// Runs one parsed command.
-fn run(cli: Cli) -> anyhow::Result<i32> {
+fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let env = dracode_input::process_env();
     match cli.command {

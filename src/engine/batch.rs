@@ -106,6 +106,7 @@ impl Batch {
         folder.reporters.extend(self.findings().map(|f| Box::new(f.with_reserve(folder.reserve.clone())) as Box<dyn Reporter>));
         folder.reporters.extend(reporters);
         let bus = EventBus::new(std::mem::take(&mut folder.reporters));
+        crate::batch::workspace::sweep_killed_runs();
         let cache = self.plan.cache.clone();
         let redactor = self.redactor.clone();
         let (totals, signal) = self.run_tasks(&bus, notice)?;

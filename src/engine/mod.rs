@@ -19,11 +19,16 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// A run id that sorts by time: `20261122T133207Z-1a2b`.
+/// A run id that sorts by time: `20261122T133207Z-1a2b`. The suffix tells apart runs of the same
+/// second: the process id for a process's first run, and another for each further run of the
+/// same process (a program running batches in-process).
 pub fn run_id() -> String {
+    static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let earlier = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     let compact: String = now.chars().filter(char::is_ascii_alphanumeric).collect();
-    format!("{compact}-{:04x}", std::process::id() & 0xffff)
+    // An odd step visits all 65,536 suffixes before one comes back.
+    format!("{compact}-{:04x}", std::process::id().wrapping_add(earlier.wrapping_mul(0x9e37)) & 0xffff)
 }
 
 /// An output folder made ready for a run: prepared (what `keep` names is kept), its reserve held,
@@ -57,5 +62,15 @@ impl RunFolder {
             crate::report::artifact_reporters(out, run_id, shard, redactor.clone(), step_summary, &reserve).map_err(failed)?;
         reporters.push(Box::new(crate::report::page::PageReporter::new(out, cache, run_id, shard, reserve.clone())));
         Ok(RunFolder { out: out.to_path_buf(), reserve, reporters })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn runs_of_one_process_in_one_second_have_their_own_ids() {
+        let ids: std::collections::BTreeSet<String> = (0..100).map(|_| super::run_id()).collect();
+        assert_eq!(ids.len(), 100, "each run its own id: {ids:?}");
+        assert!(ids.iter().all(|id| id.len() == "20261122T133207Z-1a2b".len()), "{ids:?}");
     }
 }

@@ -190,7 +190,7 @@ fn version_names_the_version_commit_and_target() {
 }
 
 /// `dracode` with the real HOME and toolchain variables: the nightly example's checks run cargo.
-fn dracode_with_toolchain(dir: &Path) -> assert_cmd::Command {
+fn dracode_with_toolchain(dir: &Path) -> crate::support::cli::Dracode {
     let mut cmd = dracode(dir);
     for var in ["HOME", "RUSTUP_HOME", "CARGO_HOME", "RUSTUP_TOOLCHAIN"] {
         if let Ok(value) = std::env::var(var) {

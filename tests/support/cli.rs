@@ -1,15 +1,136 @@
-//! Running the real `dracode` binary in a scratch folder and reading what it wrote.
+//! Running dracode's command line in a scratch folder and reading what it wrote.
+//!
+//! [`dracode`] runs a command line the way the binary does — same arguments, environment,
+//! folder, streams and exit code — inside the test's own process ([`dracode::cli::run`]) when
+//! each test has a process of its own (`cargo nextest run`), and as the built binary otherwise
+//! (`cargo test` runs tests as threads of one process, which share a folder and an environment).
+//! A test about the process itself (signals, a kill, its descriptors, a time limit) uses
+//! [`dracode_process`].
 
 use assert_cmd::Command;
+use assert_cmd::assert::{Assert, OutputAssertExt};
 use serde_json::Value;
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
+use std::process::Output;
 
 /// The `dracode` binary with a clean environment: no real keys leak in from the developer's
 /// shell, and no config file from the checkout is picked up.
-pub fn dracode(cwd: &Path) -> Command {
+pub fn dracode_process(cwd: &Path) -> Command {
     let mut cmd = Command::cargo_bin("dracode").expect("the dracode binary is built for tests");
     cmd.current_dir(cwd).env_clear().env("PATH", std::env::var("PATH").unwrap_or_default()).env("HOME", cwd);
     cmd
+}
+
+/// A `dracode` command line in `cwd` with a clean environment (PATH, and HOME = `cwd`), run
+/// in-process where that is safe (see the module's doc).
+pub fn dracode(cwd: &Path) -> Dracode {
+    let env = BTreeMap::from([
+        (OsString::from("PATH"), std::env::var_os("PATH").unwrap_or_default()),
+        (OsString::from("HOME"), cwd.as_os_str().to_os_string()),
+    ]);
+    Dracode { cwd: cwd.to_path_buf(), args: Vec::new(), env, stdin: None, timeout: None }
+}
+
+/// A command line to run, built as [`assert_cmd::Command`] is.
+#[derive(Debug, Clone)]
+pub struct Dracode {
+    cwd: PathBuf,
+    args: Vec<OsString>,
+    env: BTreeMap<OsString, OsString>,
+    stdin: Option<Vec<u8>>,
+    /// A time limit: only a process can be killed when it is over, so it runs as one.
+    timeout: Option<std::time::Duration>,
+}
+
+impl Dracode {
+    /// Adds one argument.
+    pub fn arg(&mut self, arg: impl AsRef<OsStr>) -> &mut Self {
+        self.args.push(arg.as_ref().to_os_string());
+        self
+    }
+
+    /// Adds arguments.
+    pub fn args<I: IntoIterator<Item = S>, S: AsRef<OsStr>>(&mut self, args: I) -> &mut Self {
+        self.args.extend(args.into_iter().map(|a| a.as_ref().to_os_string()));
+        self
+    }
+
+    /// Sets one environment variable.
+    pub fn env(&mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> &mut Self {
+        self.env.insert(key.as_ref().to_os_string(), value.as_ref().to_os_string());
+        self
+    }
+
+    /// Sets environment variables.
+    pub fn envs<I, K, V>(&mut self, vars: I) -> &mut Self
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<OsStr>,
+        V: AsRef<OsStr>,
+    {
+        for (k, v) in vars {
+            self.env(k, v);
+        }
+        self
+    }
+
+    /// Removes one environment variable.
+    pub fn env_remove(&mut self, key: impl AsRef<OsStr>) -> &mut Self {
+        self.env.remove(key.as_ref());
+        self
+    }
+
+    /// Removes every environment variable.
+    pub fn env_clear(&mut self) -> &mut Self {
+        self.env.clear();
+        self
+    }
+
+    /// Runs in `dir` instead.
+    pub fn current_dir(&mut self, dir: impl AsRef<Path>) -> &mut Self {
+        self.cwd = dir.as_ref().to_path_buf();
+        self
+    }
+
+    /// What the command reads on its standard input (else nothing: `/dev/null`).
+    pub fn write_stdin(&mut self, bytes: impl Into<Vec<u8>>) -> &mut Self {
+        self.stdin = Some(bytes.into());
+        self
+    }
+
+    /// Kills the command after `limit` (it then runs as a process).
+    pub fn timeout(&mut self, limit: std::time::Duration) -> &mut Self {
+        self.timeout = Some(limit);
+        self
+    }
+
+    /// Runs it and returns its exit status and output.
+    pub fn output(&mut self) -> std::io::Result<Output> {
+        if self.timeout.is_none() && crate::support::in_process::safe() {
+            return Ok(crate::support::in_process::run(&self.cwd, &self.args, &self.env, self.stdin.as_deref()));
+        }
+        self.as_process().output()
+    }
+
+    /// Runs it for assertions.
+    pub fn assert(&mut self) -> Assert {
+        self.output().expect("dracode runs").assert()
+    }
+
+    /// The same command line as the built binary's process.
+    pub fn as_process(&self) -> Command {
+        let mut cmd = Command::cargo_bin("dracode").expect("the dracode binary is built for tests");
+        cmd.current_dir(&self.cwd).env_clear().envs(&self.env).args(&self.args);
+        if let Some(bytes) = &self.stdin {
+            cmd.write_stdin(bytes.clone());
+        }
+        if let Some(limit) = self.timeout {
+            cmd.timeout(limit);
+        }
+        cmd
+    }
 }
 
 /// The crate's root folder (for `examples/`).

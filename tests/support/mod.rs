@@ -7,6 +7,7 @@ pub mod cli;
 pub mod docs;
 pub mod gemini_server;
 pub mod github_server;
+pub mod in_process;
 pub mod oauth_server;
 pub mod ollama_server;
 pub mod openai_server;

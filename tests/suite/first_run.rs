@@ -70,6 +70,34 @@ fn a_first_run_in_a_fresh_repository_works_with_the_default_out_and_runs_do_not_
     assert!(dir.join("diffs/a.patch").is_file() && dir.join("notes.txt").is_file());
 }
 
+/// A rerun into its own folder rewrites the record after its tasks (the add-up) and the page after
+/// that: when the page cannot be written, the added-up record says so, as the process does.
+#[test]
+fn a_rerun_whose_page_cannot_be_written_records_the_exit_code_the_process_gives() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    let marker = tmp.path().join("marker");
+    repository(&repo, &["a", "flaky"], &marker);
+    let out = dracode(&repo).args(["run", "tasks.toml", "--out", "first"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::write(&marker, "").unwrap();
+    // The page's history folder is a file: report.html cannot be written.
+    let cache = tmp.path().join("cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    std::fs::write(cache.join("history"), "not a folder").unwrap();
+    let cache = cache.to_str().unwrap();
+    let out = dracode(&repo)
+        .args(["run", "tasks.toml", "--rerun-failed", "first/results.jsonl", "--out", "first", "--cache", cache])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    let all = read_jsonl(&repo.join("first/results.jsonl"));
+    assert_eq!(events(&all, "task.finished").len(), 2, "the whole batch: {all:?}");
+    let last = all.last().unwrap();
+    assert_eq!((last["type"].as_str(), last["exit_code"].as_i64()), (Some("run.finished"), Some(3)), "{stderr}");
+}
+
 #[test]
 fn a_rerun_into_the_same_folder_describes_the_whole_batch_and_merges_with_its_run() {
     let tmp = tempfile::tempdir().unwrap();

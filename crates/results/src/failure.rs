@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 /// The class of an LLM call's failure (a task's own kinds are `events::FailureKind`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
     /// The provider lacks credentials or an endpoint; nothing was sent.
@@ -64,8 +65,12 @@ impl ErrorKind {
 /// The class of a task's failure: the LLM call's own kinds, carried through, or one that only a
 /// task can have. On the wire it is one snake_case string (`"check"`, `"rate_limit"`, …).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
 pub enum FailureKind {
     /// An LLM call failed (infrastructure: rate limit, auth, network, …).
+    // Never `Llm(Internal)`: it is written `internal`, which reads back as `Internal` (as `From`
+    // makes it), so the wire cannot keep the two apart.
+    #[cfg_attr(test, proptest(strategy = "crate::roundtrip_tests::llm_failure()"))]
     Llm(ErrorKind),
     /// A tool failed in a way that ended the task.
     Tool,
@@ -180,6 +185,7 @@ impl JsonSchema for FailureKind {
 
 /// Why a task did not pass.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
 pub struct TaskError {
     /// The class of failure.
     pub kind: FailureKind,

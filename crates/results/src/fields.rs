@@ -8,6 +8,7 @@ use std::ops::{Add, AddAssign};
 
 /// The record of a task's `check` command.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
 pub struct CheckRecord {
     /// The command line.
     pub command: String,
@@ -32,6 +33,7 @@ pub struct CheckRecord {
 
 /// A tool call the task's policy refused.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
 pub struct DeniedCall {
     /// The call's id (as in `tool.started`).
     pub call_id: String,
@@ -43,6 +45,7 @@ pub struct DeniedCall {
 
 /// The recorded pass a cached result reuses, with its figures (what it cost when it ran).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
 pub struct CacheHit {
     /// The run that recorded the pass.
     pub run_id: String,
@@ -53,6 +56,8 @@ pub struct CacheHit {
     /// That run's token usage for the task.
     pub usage: Usage,
     /// That run's cost for the task, in USD (`null` when unknown).
+    // Finite: JSON has no NaN or infinity.
+    #[cfg_attr(test, proptest(strategy = "crate::roundtrip_tests::finite_or_none()"))]
     pub total_cost_usd: Option<f64>,
     /// That run's wall time for the task.
     pub duration_ms: u64,
@@ -60,6 +65,7 @@ pub struct CacheHit {
 
 /// The attempt a regraded result grades again.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
 pub struct RegradedFrom {
     /// The run that made the attempt.
     pub run_id: String,
@@ -71,6 +77,7 @@ pub struct RegradedFrom {
 
 /// How a `context.compacted` event shrank the conversation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
 #[serde(rename_all = "snake_case")]
 pub enum CompactionMethod {
     /// Old tool outputs were cut to their head and tail.
@@ -81,6 +88,7 @@ pub enum CompactionMethod {
 
 /// What a `retry` event retries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
 #[serde(rename_all = "snake_case")]
 pub enum RetryScope {
     /// One HTTP request.
@@ -93,6 +101,7 @@ pub enum RetryScope {
 /// (the OpenAI convention); `total_tokens` is input plus output. Sums are exact: `+` adds
 /// field by field, so a task's usage is the sum of its calls.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
 #[serde(default)]
 pub struct Usage {
     /// Prompt tokens, including cache reads and cache writes.
@@ -147,6 +156,7 @@ impl std::iter::Sum for Usage {
 
 /// A limit of a task the agent can be warned about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
 #[serde(rename_all = "snake_case")]
 pub enum Limit {
     /// LLM calls (`max_iterations`); counted in calls.

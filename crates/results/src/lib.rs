@@ -14,6 +14,8 @@ pub mod file_names;
 pub mod html;
 pub mod output_folder;
 pub mod records;
+#[cfg(test)]
+mod roundtrip_tests;
 mod status;
 
 pub use failure::{ErrorKind, FailureKind, TaskError};

@@ -40,6 +40,7 @@ pub fn cut_at(text: &str, limit: usize) -> &str {
 
 /// The fields every line carries.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
 pub struct Header {
     /// 1 in this version of the format.
     pub schema_version: u32,
@@ -63,6 +64,7 @@ pub struct Header {
 
 /// One line of `results.jsonl`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
 #[serde(tag = "type")]
 pub enum WireEvent {
     /// The run began.
@@ -185,6 +187,8 @@ pub enum WireEvent {
         name: String,
         /// The arguments, each string value cut to 2,048 bytes (`TOOL_OUTPUT_LIMIT`: a `write_file`
         /// of megabytes is not copied whole into every results file).
+        // serde_json::Value has no Arbitrary: small JSON values (`roundtrip_tests::json`).
+        #[cfg_attr(test, proptest(strategy = "crate::roundtrip_tests::json()"))]
         input: serde_json::Value,
         /// Size of the whole arguments as JSON, in bytes.
         #[serde(default)]
@@ -279,9 +283,13 @@ pub enum WireEvent {
         /// `max_iterations`, `timeout`, `max_tokens` or `max_cost_usd`.
         limit: Limit,
         /// What is left: calls (this request included), seconds, tokens or USD.
+        // Finite: JSON has no NaN or infinity.
+        #[cfg_attr(test, proptest(strategy = "crate::roundtrip_tests::finite()"))]
         #[serde(serialize_with = "whole_or_fraction")]
         remaining: f64,
         /// The limit in the same unit.
+        // Finite: JSON has no NaN or infinity.
+        #[cfg_attr(test, proptest(strategy = "crate::roundtrip_tests::finite()"))]
         #[serde(serialize_with = "whole_or_fraction")]
         allowed: f64,
         /// What the agent was told.
@@ -308,6 +316,8 @@ pub enum WireEvent {
         /// Summed token usage.
         usage: Usage,
         /// Summed cost; `null` when any task's price was unknown.
+        // Finite: JSON has no NaN or infinity.
+        #[cfg_attr(test, proptest(strategy = "crate::roundtrip_tests::finite_or_none()"))]
         total_cost_usd: Option<f64>,
         /// Wall time of the run.
         duration_ms: u64,
@@ -318,6 +328,7 @@ pub enum WireEvent {
 
 /// The fields of `task.finished`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
 pub struct WireOutcome {
     /// How the task ended.
     pub status: Status,
@@ -331,6 +342,8 @@ pub struct WireOutcome {
     pub usage: Usage,
     /// Cost in USD; `null` when the model's price is unknown. Written as [`exact_cost`] keeps
     /// it (a record in memory may hold the unrounded sum).
+    // What `exact_cost` keeps (the line is written so), and finite: JSON has no NaN or infinity.
+    #[cfg_attr(test, proptest(strategy = "crate::roundtrip_tests::cost()"))]
     #[serde(serialize_with = "exact_cost_or_null")]
     pub total_cost_usd: Option<f64>,
     /// The agent's final message.
@@ -378,6 +391,8 @@ pub struct WireOutcome {
     /// The task's final answer as JSON, valid against its `output_schema`/`output_schema_file`
     /// (or the findings schema of `output = "findings"`); also `outputs/<id>.json`. `null` when
     /// the task has no schema or gave no valid answer.
+    // serde_json::Value has no Arbitrary: small JSON values (`roundtrip_tests::json`).
+    #[cfg_attr(test, proptest(strategy = "crate::roundtrip_tests::json_or_none()"))]
     #[serde(default)]
     pub structured_output: Option<serde_json::Value>,
     /// Times the last attempt's conversation was shrunk or compacted (`context.compacted`
@@ -440,6 +455,8 @@ pub struct WireOutcome {
     pub check_rounds: Vec<WireCheckRound>,
     /// A repeated task's (`repeat`) share of attempts that passed, 0 to 1; absent without
     /// `repeat`.
+    // Finite: JSON has no NaN or infinity.
+    #[cfg_attr(test, proptest(strategy = "crate::roundtrip_tests::finite_or_none()"))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pass_rate: Option<f64>,
     /// A repeated task's verdict: `stable_pass` (every attempt passed), `stable_fail` (none) or
@@ -502,6 +519,7 @@ impl WireOutcome {
 
 /// One run of a task's check (`check_rounds`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
 pub struct WireCheckRound {
     /// Its exit code; `null` when it was killed or could not start.
     pub exit_code: Option<i32>,
@@ -517,6 +535,7 @@ pub struct WireCheckRound {
 
 /// One independent attempt of a repeated task (`repeats`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
 pub struct WireRepeat {
     /// 1-based.
     pub repeat: u32,
@@ -559,6 +578,7 @@ fn is_zero(n: &u32) -> bool {
 
 /// An earlier attempt of a task that was tried again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
 pub struct WireAttempt {
     /// How the attempt ended.
     pub status: Status,
@@ -570,6 +590,7 @@ pub struct WireAttempt {
 
 /// One output folder a merged file was made from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
 pub struct MergedFrom {
     /// The folder, as given to `dracode merge`.
     pub dir: String,
@@ -583,6 +604,7 @@ pub struct MergedFrom {
 
 /// Tasks per status, every status present (0 included) so readers need no defaults.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
 pub struct StatusCounts {
     /// Tasks `passed`.
     pub passed: usize,

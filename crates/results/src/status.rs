@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 /// How a task ended. Exactly one per task, always.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     /// The agent finished and the check (if any) passed.
@@ -68,6 +69,7 @@ impl Status {
 
 /// Whether a repeated task (`repeat`) passes every attempt, none, or some.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
 #[serde(rename_all = "snake_case")]
 pub enum RepeatVerdict {
     /// Every attempt passed.

@@ -9,7 +9,7 @@
 
 use crate::budget::BudgetExceeded;
 use crate::context::{self, ContextMeter, ContextPolicy};
-use crate::events::{CompactionMethod, DeniedCall, Emitter, EventKind, FailureKind, TaskError};
+use crate::events::{CompactionMethod, DeniedCall, Emitter, Event, FailureKind, Header, TaskError, WireEvent};
 use crate::structured::{ANSWER_TOOL, AnswerProgress, OutputContract, Step};
 use crate::tools::policy::OnDenied;
 use crate::tools::{ErrorCode, Registry, ToolContext, ToolError};
@@ -202,7 +202,7 @@ impl Agent<'_> {
             match response.stop_reason {
                 StopReason::EndTurn | StopReason::StopSequence => {
                     if !text.trim().is_empty() {
-                        self.emitter.emit(EventKind::AgentMessage { text });
+                        self.emitter.emit(WireEvent::AgentMessage { header: Header::unstamped(None), text });
                     }
                     match self.output.map(|contract| contract.on_plain_end(&mut state.answer)) {
                         Some(Step::Repair(ask)) => state.push(Message::user_text(ask)),
@@ -251,12 +251,12 @@ impl Agent<'_> {
         let mut results = self.call_tools(tools, refused).await;
         let mut step = Step::Continue;
         for (id, name, input) in finals {
-            self.emitter.emit(EventKind::ToolStarted { call_id: id.clone(), name: name.clone(), input: input.clone() });
+            self.emitter.emit(Event::tool_started(&id, &name, input.clone()));
             let started = Instant::now();
             let (result, verdict) = contract.answer(&id, &input, answer);
             if let ContentBlock::ToolResult { content, is_error, .. } = &result {
                 let (ok, output) = (!is_error, self.redactor.redact(content).into_owned());
-                self.emitter.emit(EventKind::ToolCompleted { call_id: id, name, ok, output, duration: started.elapsed() });
+                self.emitter.emit(Event::tool_completed(&id, &name, ok, output, started.elapsed()));
             }
             results.push(result);
             if step == Step::Continue {
@@ -351,12 +351,7 @@ impl Agent<'_> {
         if let Some(meter) = self.run_meter {
             meter.add(&response.usage, (self.cost)(&response.usage));
         }
-        self.emitter.emit(EventKind::TurnCompleted {
-            turn: state.turns,
-            stop_reason: response.stop_reason.clone(),
-            usage: response.usage,
-            duration: started.elapsed(),
-        });
+        self.emitter.emit(Event::turn_completed(state.turns, &response.stop_reason, response.usage, started.elapsed()));
     }
 
     /// Tells the agent, in the request about to be sent, of the limits that are close (each
@@ -375,7 +370,8 @@ impl Agent<'_> {
         }
         let text = crate::deadline::message(&close);
         for w in &close {
-            self.emitter.emit(EventKind::LimitWarning {
+            self.emitter.emit(WireEvent::LimitWarning {
+                header: Header::unstamped(None),
                 limit: w.limit,
                 remaining: w.remaining,
                 allowed: w.allowed,
@@ -393,7 +389,7 @@ impl Agent<'_> {
     /// Counts and reports one shrink of the conversation.
     fn compacted(&self, state: &mut AgentState, tokens_before: u64, tokens_after: u64, method: CompactionMethod) {
         state.compactions += 1;
-        self.emitter.emit(EventKind::ContextCompacted { tokens_before, tokens_after, method });
+        self.emitter.emit(WireEvent::ContextCompacted { header: Header::unstamped(None), tokens_before, tokens_after, method });
     }
 
     /// Runs each call in order and answers every one, errors included; calls the policy
@@ -404,7 +400,7 @@ impl Agent<'_> {
         }
         let mut results = Vec::with_capacity(calls.len());
         for (id, name, input) in calls {
-            self.emitter.emit(EventKind::ToolStarted { call_id: id.clone(), name: name.clone(), input: input.clone() });
+            self.emitter.emit(Event::tool_started(&id, &name, input.clone()));
             let started = Instant::now();
             let result = self.registry.call(self.tool_ctx, &name, input).await;
             results.push(self.tool_completed(id, name, result, started.elapsed(), refused));
@@ -427,7 +423,7 @@ impl Agent<'_> {
         let mut running = tokio::task::JoinSet::new();
         let mut handles = Vec::with_capacity(calls.len());
         for (id, name, input) in calls {
-            self.emitter.emit(EventKind::ToolStarted { call_id: id.clone(), name: name.clone(), input: input.clone() });
+            self.emitter.emit(Event::tool_started(&id, &name, input.clone()));
             let (registry, ctx, tool) = (self.registry.clone(), self.tool_ctx.clone(), name.clone());
             let handle = running.spawn(async move {
                 let started = Instant::now();
@@ -474,7 +470,7 @@ impl Agent<'_> {
             }
         };
         let output = self.redactor.redact(&output).into_owned();
-        self.emitter.emit(EventKind::ToolCompleted { call_id: id.clone(), name, ok, output: output.clone(), duration });
+        self.emitter.emit(Event::tool_completed(&id, &name, ok, output.clone(), duration));
         ContentBlock::ToolResult { tool_use_id: id, content: output, is_error: !ok }
     }
 

@@ -217,7 +217,7 @@ impl Grader {
         let (spec, warning) = spec_for_check(opts, env, run, passed)?;
         let (interrupt, cancel) = tokio::sync::watch::channel(false);
         let shared = Shared::without_model(env, redactor.clone(), &opts.out, cancel, run.run_id.clone());
-        let emitter = crate::events::Emitter::run(crate::events::EventBus::new(Vec::new()));
+        let emitter = crate::events::Emitter::discard();
         let setups = super::setup::run_all(&[&spec], &shared, &emitter).await.map_err(|e| CombineError::Input(e.to_string()))?;
         let _ = shared.setups.set(setups);
         Ok(Grader { spec, shared, warning, _interrupt: interrupt })

@@ -17,7 +17,9 @@ use super::task::{Shared, run_check_in};
 use super::workspace::{Carried, Workspace};
 use super::world::World;
 use crate::agent::AgentEnd;
-use crate::events::{CheckRecord, Emitter, EventKind, FailureKind, RegradedFrom, RunTotals, Status, TaskError, TaskOutcome, millis};
+use crate::events::{
+    CheckRecord, Emitter, Event, FailureKind, Header, RegradedFrom, RunTotals, Status, TaskError, TaskOutcome, WireEvent, millis,
+};
 use crate::manifest::Isolation;
 use crate::report::read_back::{FinishedTask as RecordedTask, OutputFolder as RecordedRun};
 use dracode_llm::Usage;
@@ -118,14 +120,15 @@ impl Regrade {
     ) -> RunTotals {
         let started = Instant::now();
         let jobs = opts.jobs.max(1);
-        emitter.emit(EventKind::RunStarted {
+        emitter.emit(WireEvent::RunStarted {
+            header: Header::unstamped(None),
             version: env!("CARGO_PKG_VERSION").to_string(),
             manifests: self.run.manifests.clone(),
             task_count: self.specs.len(),
-            shard: None,
             jobs,
             warnings: Vec::new(),
             config_files: Some(self.config_files.iter().map(|f| f.display().to_string()).collect()),
+            merged_from: None,
         });
         // Kept for the whole regrade: a dropped sender would read as an interrupt.
         let (_interrupt, cancel) = tokio::sync::watch::channel(false);
@@ -139,7 +142,7 @@ impl Regrade {
         });
         let outcomes = at_most(jobs, each.collect()).await;
         let totals = RunTotals::of(&outcomes, started.elapsed());
-        emitter.emit(EventKind::RunFinished(totals.clone()));
+        emitter.emit(Event::run_finished(&totals));
         totals
     }
 }
@@ -201,11 +204,12 @@ async fn regrade_or_carry(job: Job<'_>, check: Option<&str>) -> TaskOutcome {
     let (spec, task, emitter) = (job.spec, job.task, job.emitter);
     let mut outcome = if regraded(task) {
         // The base the patch was graded on, for a reader of these results (combine).
-        emitter.task(&spec.id, 1).emit(EventKind::TaskStarted {
+        emitter.task(&spec.id, 1).emit(WireEvent::TaskStarted {
+            header: Header::unstamped(None),
             provider: task.outcome.provider.clone(),
             model: task.outcome.model.clone(),
             isolation: Isolation::Worktree.as_str().to_string(),
-            workdir: spec.workspace.workdir.clone(),
+            workdir: spec.workspace.workdir.to_string_lossy().into_owned(),
             base_commit: task.base_commit.clone(),
             workspace_ms: None,
         });
@@ -215,7 +219,7 @@ async fn regrade_or_carry(job: Job<'_>, check: Option<&str>) -> TaskOutcome {
         carried.record.carried_from = Some(job.run_id.to_string());
         carried
     };
-    emitter.task(&spec.id, 1).emit(EventKind::task_finished(&mut outcome));
+    emitter.task(&spec.id, 1).emit(Event::task_finished(&mut outcome));
     outcome
 }
 
@@ -293,7 +297,13 @@ async fn check_again(job: &Job<'_>, check: Option<&str>) -> Result<(CheckRecord,
     let world = std::sync::Mutex::new(Some(world));
     let denials = job.emitter.task(&job.spec.id, 1);
     let log = Arc::new(NetworkLog::new(move |d: dracode_sandbox::egress::Denial| {
-        denials.emit(EventKind::NetworkDenied { host: d.host, port: d.port, command: d.command, reason: d.reason });
+        denials.emit(WireEvent::NetworkDenied {
+            header: Header::unstamped(None),
+            host: d.host,
+            port: d.port,
+            command: d.command,
+            reason: d.reason,
+        });
     }));
     let checked = run_check_in(&check, job.spec, &place, job.shared, log, None).await;
     let world = world.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);

@@ -11,7 +11,7 @@ use super::plan::Plan;
 use super::setup::SetupError;
 use super::spec::TaskSpec;
 use super::task::{self, Shared};
-use crate::events::{Emitter, EventKind, FailureKind, RunTotals, Status, TaskError, TaskOutcome};
+use crate::events::{Emitter, Event, FailureKind, Header, RunTotals, Status, TaskError, TaskOutcome, WireEvent};
 use crate::manifest::Isolation;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -41,14 +41,15 @@ pub struct Schedule {
 /// Runs every task of `plan` and returns the totals (also emitted as `run.finished`).
 pub async fn run(plan: Plan, shared: Arc<Shared>, emitter: Emitter, schedule: Schedule) -> RunTotals {
     let started = Instant::now();
-    emitter.emit(EventKind::RunStarted {
+    emitter.emit(WireEvent::RunStarted {
+        header: Header { shard: schedule.shard.clone(), ..Header::unstamped(None) },
         version: env!("CARGO_PKG_VERSION").to_string(),
         manifests: plan.manifests.iter().map(|p| p.display().to_string()).collect(),
         task_count: plan.tasks.len(),
-        shard: schedule.shard.clone(),
         jobs: schedule.jobs,
         warnings: plan.warnings.clone(),
         config_files: Some(plan.config_files.iter().map(|f| f.display().to_string()).collect()),
+        merged_from: None,
     });
     let tasks: Vec<Arc<TaskSpec>> = plan.tasks.into_iter().map(Arc::new).collect();
     let known = before_setup(&tasks, &shared, schedule.cache.as_ref()).await;
@@ -115,7 +116,7 @@ async fn finish(outcomes: &[TaskOutcome], shared: &Shared, emitter: &Emitter, sc
     }
     totals.exit_code =
         dracode_results::exit_codes::after_signal(schedule.interrupted_by.load(std::sync::atomic::Ordering::SeqCst), totals.exit_code);
-    emitter.emit(EventKind::RunFinished(totals.clone()));
+    emitter.emit(Event::run_finished(&totals));
     totals
 }
 
@@ -225,16 +226,17 @@ fn ended(spec: &TaskSpec, mut outcome: TaskOutcome, emitter: &Emitter, stop: Opt
     }
     let task_emitter = emitter.task(&spec.id, 1);
     if outcome.record.cached_from.is_some() {
-        task_emitter.emit(EventKind::TaskStarted {
+        task_emitter.emit(WireEvent::TaskStarted {
+            header: Header::unstamped(None),
             provider: spec.provider.name.clone(),
             model: spec.provider.model.clone().unwrap_or_default(),
             isolation: spec.workspace.isolation.as_str().to_string(),
-            workdir: spec.workspace.workdir.clone(),
+            workdir: spec.workspace.workdir.to_string_lossy().into_owned(),
             base_commit: super::cache::Cache::base_commit(spec),
             workspace_ms: None,
         });
     }
-    task_emitter.emit(EventKind::task_finished(&mut outcome));
+    task_emitter.emit(Event::task_finished(&mut outcome));
     outcome
 }
 
@@ -293,7 +295,7 @@ async fn wait_cancelled(shared: &Shared) {
 fn unstarted(spec: &TaskSpec, (status, kind): (Status, FailureKind), why: &str, emitter: &Emitter) -> TaskOutcome {
     let mut outcome = blank(spec, status);
     outcome.record.error = Some(TaskError::new(kind, why));
-    emitter.task(&spec.id, 1).emit(EventKind::task_finished(&mut outcome));
+    emitter.task(&spec.id, 1).emit(Event::task_finished(&mut outcome));
     outcome
 }
 
@@ -309,7 +311,7 @@ fn panicked(spec: &TaskSpec, error: tokio::task::JoinError, emitter: &Emitter) -
     };
     let mut outcome = blank(spec, Status::Error);
     outcome.record.error = Some(TaskError::internal(format!("dracode bug: the task panicked: {message}")));
-    emitter.task(&spec.id, 1).emit(EventKind::task_finished(&mut outcome));
+    emitter.task(&spec.id, 1).emit(Event::task_finished(&mut outcome));
     outcome
 }
 

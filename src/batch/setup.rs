@@ -20,7 +20,7 @@ use super::spec::{SetupSpec, TaskSpec};
 use super::task::{self, Shared};
 use super::unrecorded::Inventory;
 use super::workspace::{Carried, Workspace};
-use crate::events::{Emitter, EventKind, SetupReport};
+use crate::events::{Emitter, Header, WireEvent, millis};
 use crate::manifest::Isolation;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -101,9 +101,10 @@ async fn run_one(setup: &SetupSpec, first: &TaskSpec, count: usize, shared: &Sha
         Ok(workspace) => workspace,
         Err(e) => return Err(failed(setup, emitter, started, Ran::default(), SetupFailure::Workspace(e))),
     };
-    emitter.emit(EventKind::SetupStarted {
+    emitter.emit(WireEvent::SetupStarted {
+        header: Header::unstamped(None),
         command: setup.command.clone(),
-        repo: spec.workspace.repo.clone(),
+        repo: spec.workspace.repo.to_string_lossy().into_owned(),
         base_commit: workspace.base_commit.clone(),
         tasks: count,
     });
@@ -212,15 +213,16 @@ fn finish(setup: &SetupSpec, emitter: &Emitter, started: Instant, ran: Ran, erro
         }
         paths
     };
-    emitter.emit(EventKind::SetupFinished(Box::new(SetupReport {
+    emitter.emit(WireEvent::SetupFinished {
+        header: Header::unstamped(None),
         command: setup.command.clone(),
         exit_code: ran.exit_code,
-        duration: started.elapsed(),
+        duration_ms: millis(started.elapsed()),
         output_tail: ran.output_tail,
         outputs: listed(ran.outputs),
         not_carried: listed(ran.not_carried),
         error,
-    })));
+    });
 }
 
 /// How a command that did not exit 0 ended, in words.

@@ -7,7 +7,7 @@ use super::spec::{CheckSpec, TaskSpec};
 use super::workspace::{OwnedDir, SandboxPaths, Workspace, WorkspaceError};
 use crate::agent::{Agent, AgentEnd, AgentState, RunMeter};
 use crate::events::{
-    Activity, CheckRecord, Emitter, EventKind, FailureKind, RetryScope, Status, TaskError, TaskOutcome, Transcript, millis,
+    Activity, CheckRecord, Emitter, Event, FailureKind, Header, RetryScope, Status, TaskError, TaskOutcome, Transcript, WireEvent, millis,
 };
 use crate::tools::{Registry, ToolContext};
 use dracode_llm::governor::{Gate, Governed, Limits};
@@ -137,12 +137,8 @@ async fn run_retried(spec: &TaskSpec, shared: &Shared, emitter: &Emitter, first_
             return (stamp(combine(outcome, prior, tries), started), attempt);
         }
         let delay = TASK_RETRY.backoff(tries, dracode_llm::http::random_unit());
-        attempt_emitter.emit(EventKind::Retry {
-            scope: RetryScope::Task,
-            reason: outcome.record.error.as_ref().map_or(outcome.record.status.as_str(), |e| e.kind.as_str()).to_string(),
-            delay,
-            next_attempt: attempt + 1,
-        });
+        let reason = outcome.record.error.as_ref().map_or(outcome.record.status.as_str(), |e| e.kind.as_str()).to_string();
+        attempt_emitter.emit(Event::retry(RetryScope::Task, reason, delay, attempt + 1));
         prior.push(outcome);
         let mut cancel = shared.cancel.clone();
         tokio::select! {
@@ -503,12 +499,13 @@ async fn prepare(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Result<
     let making = Instant::now();
     let workspace = prepare_workspace(spec, shared).await?;
     let announced = Instant::now();
-    emitter.emit(EventKind::TaskStarted {
-        workspace_ms: Some(u64::try_from(announced.duration_since(making).as_millis()).unwrap_or(u64::MAX)),
+    emitter.emit(WireEvent::TaskStarted {
+        header: Header::unstamped(None),
+        workspace_ms: Some(millis(announced.duration_since(making))),
         provider: spec.provider.name.clone(),
         model: spec.provider.model.clone().unwrap_or_default(),
         isolation: spec.workspace.isolation.as_str().to_string(),
-        workdir: workspace.workdir.clone(),
+        workdir: workspace.workdir.to_string_lossy().into_owned(),
         base_commit: workspace.base_commit.clone(),
     });
     let provider = build_provider(spec, shared)?;
@@ -574,7 +571,13 @@ pub(crate) async fn command_kit(
 ) -> Result<CommandKit, TaskError> {
     let denials = emitter.clone();
     let network_log = Arc::new(NetworkLog::new(move |d: dracode_sandbox::egress::Denial| {
-        denials.emit(EventKind::NetworkDenied { host: d.host, port: d.port, command: d.command, reason: d.reason });
+        denials.emit(WireEvent::NetworkDenied {
+            header: Header::unstamped(None),
+            host: d.host,
+            port: d.port,
+            command: d.command,
+            reason: d.reason,
+        });
     }));
     command_kit_logging(spec, root, paths, shared, network_log).await
 }
@@ -948,7 +951,7 @@ fn stamp(mut outcome: TaskOutcome, started: Instant) -> TaskOutcome {
 /// Stamps the whole task's duration and emits `task.finished`.
 fn finish(mut outcome: TaskOutcome, started: Instant, emitter: &Emitter) -> TaskOutcome {
     outcome.record.duration_ms = millis(started.elapsed());
-    emitter.emit(EventKind::task_finished(&mut outcome));
+    emitter.emit(Event::task_finished(&mut outcome));
     outcome
 }
 

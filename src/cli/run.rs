@@ -153,11 +153,11 @@ pub(super) fn displays(args: &RunArgs, batch: &Batch, env: &BTreeMap<String, Str
     reporters.extend(github_reporters(args, redactor, env));
     reporters.extend(otel_reporter(args, plan, batch.shard(), redactor, env));
     if let Some(path) = &args.jsonl {
-        let (run_id, shard) = (batch.run_id(), batch.shard());
+        // The bus stamps every line with the run's id and shard, as it does `results.jsonl`'s.
         let stream = if path.as_os_str() == "-" {
-            JsonlReporter::new(Box::new(std::io::stdout()), run_id, shard, redactor.clone()).named("stdout (--jsonl -)")
+            JsonlReporter::new(Box::new(std::io::stdout()), redactor.clone()).named("stdout (--jsonl -)")
         } else {
-            JsonlReporter::create(path, run_id, shard, redactor.clone()).with_context(|| format!("--jsonl {}", path.display()))?
+            JsonlReporter::create(path, redactor.clone()).with_context(|| format!("--jsonl {}", path.display()))?
         };
         reporters.push(Box::new(stream));
     }

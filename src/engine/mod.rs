@@ -1,6 +1,7 @@
 //! The one entry point of the commands that run things: a batch ([`BatchBuilder`] →
 //! [`Batch::execute`] → [`RunSummary`]) and a regrade ([`regrade`]). What they share is made here
-//! once: the output folder and its reserve, the run id, the artifact reporters, the bus, the
+//! once: the output folder and its reserve, the run id, the artifact reporters, the bus (which
+//! stamps every event with the run id and shard, [`crate::events::Stamp`]), the
 //! runtime and the signal handling ([`signals`]); the exit code is decided once, by the bus as it
 //! hands `run.finished` to the record ([`crate::events::EventBus::finish`]), so the code in
 //! `results.jsonl` is the process's. Nothing here prints: what a person should read comes back
@@ -49,7 +50,6 @@ impl RunFolder {
     pub fn open(
         out: &Path,
         keep: &std::collections::BTreeSet<String>,
-        (run_id, shard): (&str, Option<&str>),
         redactor: &Arc<Redactor>,
         env: &BTreeMap<String, String>,
         cache: Option<&Path>,
@@ -58,9 +58,8 @@ impl RunFolder {
         crate::report::out_dir::prepare(out, keep).map_err(failed)?;
         let reserve = Reserve::hold(out);
         let step_summary = env.get("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()).map(PathBuf::from);
-        let mut reporters =
-            crate::report::artifact_reporters(out, run_id, shard, redactor.clone(), step_summary, &reserve).map_err(failed)?;
-        reporters.push(Box::new(crate::report::page::PageReporter::new(out, cache, run_id, shard, reserve.clone())));
+        let mut reporters = crate::report::artifact_reporters(out, redactor.clone(), step_summary, &reserve).map_err(failed)?;
+        reporters.push(Box::new(crate::report::page::PageReporter::new(out, cache, reserve.clone())));
         Ok(RunFolder { out: out.to_path_buf(), reserve, reporters })
     }
 }

@@ -3,7 +3,7 @@
 
 use super::{EngineError, RunFolder, RunSummary, signals};
 use crate::batch::regrade::{Regrade, RegradeOptions};
-use crate::events::{Emitter, EventBus, Reporter, RunTotals};
+use crate::events::{Emitter, EventBus, Reporter, RunTotals, Stamp};
 use dracode_secrets::Redactor;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,9 +19,9 @@ pub fn execute(
 ) -> Result<RunSummary, EngineError> {
     let redactor = Arc::new(Redactor::from_env(env.clone(), Vec::new()));
     let run_id = super::run_id();
-    let mut folder = RunFolder::open(&opts.out, &Default::default(), (&run_id, None), &redactor, env, None)?;
+    let mut folder = RunFolder::open(&opts.out, &Default::default(), &redactor, env, None)?;
     folder.reporters.extend(reporters);
-    let bus = EventBus::new(std::mem::take(&mut folder.reporters));
+    let bus = EventBus::new(Stamp::new(&run_id, None), std::mem::take(&mut folder.reporters));
     crate::batch::workspace::sweep_killed_runs();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(EngineError::Runtime)?;
     let emitter = Emitter::run(bus.clone());

@@ -1,7 +1,7 @@
-//! The bus: [`EventBus`] stamps and queues every event and hands it, in order, to every
-//! reporter on a thread of its own; [`Emitter`] is a task's (or the run's) handle on it.
+//! The bus: [`EventBus`] queues every event and hands it, in order and stamped ([`Stamp`]), to
+//! every reporter on a thread of its own; [`Emitter`] is a task's (or the run's) handle on it.
 
-use super::{Event, EventKind, Reporter, RetryScope, RunEnd, TaskRef};
+use super::{Attachment, Event, Reporter, RetryScope, RunEnd, WireEvent};
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -14,20 +14,61 @@ pub const QUEUE_BOUND: usize = 1024;
 
 /// What travels to the dispatcher thread.
 enum Queued {
-    /// An event to hand to every reporter.
-    Event(Event),
+    /// An event to hand to every reporter (boxed: a record is some hundred bytes, a flush 16).
+    Event(Box<Event>),
     /// Answer on this channel once every earlier event has been handed over.
     Flush(SyncSender<()>),
 }
 
+/// What the bus writes into every event's header, once, before any reporter sees it: `seq` (1,
+/// 2, … in delivery order), `ts` (the event's time, RFC 3339 UTC with milliseconds), `run_id`
+/// and, when the run is sharded, `shard` (else a `run.started`'s own shard stays). Every
+/// reporter of a bus — `results.jsonl` and a `--jsonl` stream alike — so gets the same line.
+#[derive(Debug, Clone)]
+pub struct Stamp {
+    run_id: String,
+    shard: Option<String>,
+    seq: u64,
+}
+
+impl Stamp {
+    /// The stamp of the run `run_id` (shard `K/N` when sharded); the first event gets `seq` 1.
+    pub fn new(run_id: &str, shard: Option<&str>) -> Self {
+        Stamp { run_id: run_id.to_string(), shard: shard.map(str::to_string), seq: 0 }
+    }
+
+    /// Stamps `event` as the next one.
+    pub fn stamp(&mut self, event: &mut Event) {
+        self.seq += 1;
+        let header = event.record.header_mut();
+        header.seq = self.seq;
+        header.ts = humantime::format_rfc3339_millis(event.ts).to_string();
+        header.run_id.clone_from(&self.run_id);
+        if self.shard.is_some() {
+            header.shard.clone_from(&self.shard);
+        }
+    }
+
+    /// Stamps `line`, a line kept as it was read (`dracode merge` keeps its inputs' lines
+    /// whole), as the next one: its `seq` and `run_id`; its own `ts` and `shard` stay.
+    pub fn restamp_line(&mut self, line: &mut serde_json::Value) {
+        self.seq += 1;
+        if let Some(fields) = line.as_object_mut() {
+            fields.insert("seq".into(), self.seq.into());
+            fields.insert("run_id".into(), self.run_id.clone().into());
+        }
+    }
+}
+
 /// Hands every event to every reporter, in emission order, on a thread of its own.
 ///
-/// [`EventBus::emit`] only stamps the event and queues it (a bounded channel, see
-/// [`QUEUE_BOUND`]); a dispatcher thread feeds the reporters, so a slow disk or terminal never
-/// holds a task's thread. Stamping and queueing happen under one lock, so the queue's order is
-/// the order of the timestamps, and every reporter sees the same order (which is what
-/// `results.jsonl`'s `seq` counts). [`EventBus::finish`] closes the queue, waits until the
-/// dispatcher has delivered everything, then lets every reporter write its whole-run files.
+/// [`EventBus::emit`] only times the event and queues it (a bounded channel, see
+/// [`QUEUE_BOUND`]); a dispatcher thread stamps it ([`Stamp`]) and feeds the reporters, so a slow
+/// disk or terminal never holds a task's thread. Timing and queueing happen under one lock, so
+/// the queue's order is the order of the timestamps, and every reporter sees the same order
+/// (which is what `results.jsonl`'s `seq` counts). [`EventBus::finish`] closes the queue, waits
+/// until the dispatcher has delivered everything, then lets every reporter write its whole-run
+/// files.
 pub struct EventBus {
     sender: Mutex<Option<SyncSender<Queued>>>,
     dispatcher: Mutex<Option<JoinHandle<Ending>>>,
@@ -54,13 +95,14 @@ impl Ending {
 }
 
 impl EventBus {
-    /// A bus feeding `reporters` from a dispatcher thread (none when there are no reporters).
-    pub fn new(reporters: Vec<Box<dyn Reporter>>) -> Arc<Self> {
+    /// A bus feeding `reporters` from a dispatcher thread (none when there are no reporters),
+    /// every event stamped with `stamp` first.
+    pub fn new(stamp: Stamp, reporters: Vec<Box<dyn Reporter>>) -> Arc<Self> {
         if reporters.is_empty() {
             return Arc::new(EventBus { sender: Mutex::new(None), dispatcher: Mutex::new(None) });
         }
         let (sender, receiver) = std::sync::mpsc::sync_channel(QUEUE_BOUND);
-        let dispatcher = std::thread::Builder::new().name("dracode-reporters".into()).spawn(move || dispatch(receiver, reporters));
+        let dispatcher = std::thread::Builder::new().name("dracode-reporters".into()).spawn(move || dispatch(receiver, stamp, reporters));
         match dispatcher {
             Ok(handle) => Arc::new(EventBus { sender: Mutex::new(Some(sender)), dispatcher: Mutex::new(Some(handle)) }),
             // No thread to be had: nothing can be reported, which `finish` says.
@@ -71,12 +113,13 @@ impl EventBus {
         }
     }
 
-    /// Stamps `kind` and queues it for the reporters; waits only while the queue is full. After
-    /// [`EventBus::finish`] events are dropped.
-    pub fn emit(&self, task: Option<TaskRef>, kind: EventKind) {
+    /// Times `event` (now) and queues it for the reporters; waits only while the queue is full.
+    /// After [`EventBus::finish`] events are dropped.
+    pub fn emit(&self, mut event: Event) {
         let sender = lock(&self.sender);
         if let Some(sender) = sender.as_ref() {
-            let _ = sender.send(Queued::Event(Event { ts: SystemTime::now(), task, kind }));
+            event.ts = SystemTime::now();
+            let _ = sender.send(Queued::Event(Box::new(event)));
         }
     }
 
@@ -111,18 +154,21 @@ impl Drop for EventBus {
     }
 }
 
-/// The dispatcher thread: every event to every reporter, in queue order, until the queue
-/// closes; then every reporter's `finish`. Returns the I/O failures seen and what the record got.
-fn dispatch(receiver: Receiver<Queued>, mut reporters: Vec<Box<dyn Reporter>>) -> Ending {
+/// The dispatcher thread: every event, stamped, to every reporter, in queue order, until the
+/// queue closes; then every reporter's `finish`. Returns the I/O failures seen and what the
+/// record got.
+fn dispatch(receiver: Receiver<Queued>, mut stamp: Stamp, mut reporters: Vec<Box<dyn Reporter>>) -> Ending {
     let mut failures = Vec::new();
     let mut recorded = None;
     let mut finished = vec![false; reporters.len()];
     for message in receiver {
         match message {
-            Queued::Event(event) if matches!(event.kind, EventKind::RunFinished(_)) => {
-                recorded = Some(run_finished(&mut reporters, &mut finished, event, &mut failures));
+            Queued::Event(mut event) if matches!(event.record, WireEvent::RunFinished { .. }) => {
+                stamp.stamp(&mut event);
+                recorded = Some(run_finished(&mut reporters, &mut finished, *event, &mut failures));
             }
-            Queued::Event(event) => {
+            Queued::Event(mut event) => {
+                stamp.stamp(&mut event);
                 for reporter in &mut reporters {
                     if let Err(e) = reporter.on_event(&event) {
                         failures.push(e.to_string());
@@ -145,16 +191,17 @@ fn dispatch(receiver: Receiver<Queued>, mut reporters: Vec<Box<dyn Reporter>>) -
 /// Hands `run.finished` to the reporters in [`RunEnd`] order. The whole-run files are written
 /// (and their reporters finished) first; before each later group the event's exit code becomes
 /// [`dracode_results::exit_codes::ARTIFACTS_FAILED`] if anything failed so far (an interrupt's code
-/// stays), so the record never claims a success its own files do not have. Returns the exit
-/// code the record got and the failures it counted.
+/// stays), so the record never claims a success its own files do not have; each group gets the
+/// failures so far beside it ([`Attachment::ArtifactFailures`]). Returns the exit code the record
+/// got and the failures it counted.
 fn run_finished(reporters: &mut [Box<dyn Reporter>], finished: &mut [bool], mut event: Event, failures: &mut Vec<String>) -> (i32, usize) {
     let mut recorded = (0, 0);
     for group in [RunEnd::WritesFiles, RunEnd::Shows, RunEnd::ReadsFolder, RunEnd::Records] {
-        if let EventKind::RunFinished(totals) = &mut event.kind {
-            totals.exit_code = dracode_results::exit_codes::after_artifacts(totals.exit_code, failures.len());
-            totals.artifact_failures = failures.len();
-            recorded = (totals.exit_code, failures.len());
+        if let WireEvent::RunFinished { exit_code, .. } = &mut event.record {
+            *exit_code = dracode_results::exit_codes::after_artifacts(*exit_code, failures.len());
+            recorded = (*exit_code, failures.len());
         }
+        event.attachment = Some(Box::new(Attachment::ArtifactFailures(failures.len())));
         for (reporter, done) in reporters.iter_mut().zip(finished.iter_mut()).filter(|(r, _)| r.run_end() == group) {
             let result = reporter.on_event(&event);
             if let Err(e) = result {
@@ -180,12 +227,21 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// each arrival of bytes (a streamed answer, a keep-alive) restarts the idle clock.
 impl dracode_llm::CallObserver for Emitter {
     fn on_retry(&self, notice: dracode_llm::RetryNotice) {
-        self.emit(EventKind::Retry { scope: RetryScope::Http, reason: notice.reason, delay: notice.delay, next_attempt: notice.attempt });
+        self.emit(Event::retry(RetryScope::Http, notice.reason, notice.delay, notice.attempt));
     }
 
     fn on_bytes(&self) {
         self.keep_alive();
     }
+}
+
+/// Which task and attempt an emitter's events belong to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct TaskRef {
+    /// The task's id.
+    task_id: Arc<str>,
+    /// 1-based attempt number.
+    attempt: u32,
 }
 
 /// A handle that emits events on behalf of one task attempt (or of the run).
@@ -220,17 +276,22 @@ impl Emitter {
         }
     }
 
-    /// Emits `kind` for this emitter's task.
-    pub fn emit(&self, kind: EventKind) {
+    /// Emits `event` (a record with an unstamped header, or an [`Event`] made with what lives
+    /// beside it) for this emitter's task ([`Event::of_task`]).
+    pub fn emit(&self, event: impl Into<Event>) {
+        let mut event = event.into();
+        if let Some(task) = &self.task {
+            event = event.of_task(&task.task_id, task.attempt);
+        }
         if let Some(activity) = &self.activity {
             activity.touch();
         }
-        self.bus.emit(self.task.clone(), kind);
+        self.bus.emit(event);
     }
 
-    /// An emitter that drops everything (for unit tests of tools).
+    /// An emitter that drops everything (for unit tests of tools, and the setups of `combine`).
     pub fn discard() -> Self {
-        Emitter::run(EventBus::new(Vec::new()))
+        Emitter::run(EventBus::new(Stamp::new("", None), Vec::new()))
     }
 }
 
@@ -256,7 +317,7 @@ impl Activity {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::RunTotals;
+    use crate::events::{Header, RunTotals};
     use std::sync::mpsc::Sender;
 
     /// Records the message text of every event; sleeps `delay` on each; fails on "fail".
@@ -268,7 +329,7 @@ mod tests {
     impl Reporter for Record {
         fn on_event(&mut self, event: &Event) -> std::io::Result<()> {
             std::thread::sleep(self.delay);
-            let EventKind::AgentMessage { text } = &event.kind else { return Ok(()) };
+            let WireEvent::AgentMessage { text, .. } = &event.record else { return Ok(()) };
             let _ = self.seen.send(text.clone());
             if text == "fail" { Err(std::io::Error::other("disk full")) } else { Ok(()) }
         }
@@ -278,14 +339,55 @@ mod tests {
         }
     }
 
-    fn message(text: &str) -> EventKind {
-        EventKind::AgentMessage { text: text.to_string() }
+    fn message(text: &str) -> WireEvent {
+        WireEvent::AgentMessage { header: Header::unstamped(None), text: text.to_string() }
+    }
+
+    /// A bus of `reporters` for the run `r`.
+    fn bus(reporters: Vec<Box<dyn Reporter>>) -> Arc<EventBus> {
+        EventBus::new(Stamp::new("r", None), reporters)
+    }
+
+    /// The stamp numbers, times and names every event once; a task's emitter names the task and
+    /// attempt (but on a retry, whose own `attempt` is the next); an unsharded stamp leaves a
+    /// `run.started`'s own shard.
+    #[test]
+    fn the_stamp_numbers_times_and_names_every_event_and_the_emitter_its_task() {
+        struct Headers(Arc<Mutex<Vec<Header>>>);
+        impl Reporter for Headers {
+            fn on_event(&mut self, event: &Event) -> std::io::Result<()> {
+                assert_eq!(event.record.header().ts, humantime::format_rfc3339_millis(event.ts).to_string());
+                lock(&self.0).push(event.record.header().clone());
+                Ok(())
+            }
+        }
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let bus = bus(vec![Box::new(Headers(seen.clone()))]);
+        let (run, task) = (Emitter::run(bus.clone()), Emitter::run(bus.clone()).task("t", 2));
+        let started = WireEvent::RunStarted {
+            header: Header { shard: Some("1/2".into()), ..Header::unstamped(None) },
+            version: "0".into(),
+            manifests: Vec::new(),
+            task_count: 1,
+            jobs: 1,
+            warnings: Vec::new(),
+            config_files: None,
+            merged_from: None,
+        };
+        run.emit(started);
+        task.emit(message("x"));
+        task.emit(Event::retry(RetryScope::Http, "429".into(), Duration::ZERO, 3));
+        assert!(bus.finish().is_empty());
+        let headers = lock(&seen);
+        let ids: Vec<String> =
+            headers.iter().map(|h| format!("{} {} {:?} {:?} {:?}", h.seq, h.run_id, h.task_id, h.attempt, h.shard)).collect();
+        assert_eq!(ids, [r#"1 r None None Some("1/2")"#, r#"2 r Some("t") Some(2) None"#, r#"3 r Some("t") None None"#]);
     }
 
     #[test]
     fn a_slow_reporter_does_not_hold_the_emitter_and_finish_drains_in_order() {
         let (seen, received) = std::sync::mpsc::channel();
-        let bus = EventBus::new(vec![Box::new(Record { seen, delay: Duration::from_millis(20) })]);
+        let bus = bus(vec![Box::new(Record { seen, delay: Duration::from_millis(20) })]);
         let emitter = Emitter::run(bus.clone());
         let started = std::time::Instant::now();
         for i in 0..20 {
@@ -310,7 +412,7 @@ mod tests {
             }
         }
         let times = Arc::new(Mutex::new(Vec::new()));
-        let bus = EventBus::new(vec![Box::new(Times(times.clone()))]);
+        let bus = bus(vec![Box::new(Times(times.clone()))]);
         std::thread::scope(|s| {
             for t in 0..4 {
                 let emitter = Emitter::run(bus.clone()).task(&format!("t{t}"), 1);
@@ -331,7 +433,7 @@ mod tests {
 
     impl Reporter for EndReporter {
         fn on_event(&mut self, event: &Event) -> std::io::Result<()> {
-            if let EventKind::RunFinished(totals) = &event.kind {
+            if let Some(totals) = event.as_run_finished() {
                 let _ = self.codes.send((self.role, totals.exit_code, totals.artifact_failures));
             }
             Ok(())
@@ -353,10 +455,10 @@ mod tests {
             .into_iter()
             .map(|role| Box::new(EndReporter { role, codes: codes.clone() }) as Box<dyn Reporter>)
             .collect();
-        let bus = EventBus::new(reporters);
+        let bus = bus(reporters);
         let totals = RunTotals::of(&[], Duration::ZERO);
         assert_eq!(totals.exit_code, dracode_results::exit_codes::OK);
-        bus.emit(None, EventKind::RunFinished(totals));
+        bus.emit(Event::run_finished(&totals));
         assert_eq!(bus.finish(), ["cannot write junit.xml: disk full"]);
         let seen: Vec<(RunEnd, i32, usize)> = received.try_iter().collect();
         let failed = dracode_results::exit_codes::ARTIFACTS_FAILED;
@@ -377,9 +479,9 @@ mod tests {
     #[test]
     fn reporter_failures_come_back_from_finish_and_flush_waits_for_delivery() {
         let (seen, received) = std::sync::mpsc::channel();
-        let bus = EventBus::new(vec![Box::new(Record { seen, delay: Duration::from_millis(5) })]);
-        bus.emit(None, message("fail"));
-        bus.emit(None, message("ok"));
+        let bus = bus(vec![Box::new(Record { seen, delay: Duration::from_millis(5) })]);
+        bus.emit(message("fail").into());
+        bus.emit(message("ok").into());
         assert!(bus.flush(Duration::from_secs(5)));
         assert_eq!(received.try_iter().collect::<Vec<_>>(), ["fail", "ok"]);
         assert_eq!(bus.finish(), ["disk full"]);

@@ -1,202 +1,124 @@
 //! The one seam between running tasks and reporting them.
 //!
-//! The agent loop and the scheduler never print or write artifacts: they [`Emitter::emit`] typed
-//! [`EventKind`]s. The [`EventBus`] stamps each with a time and queues it; a dispatcher thread
-//! of its own hands it, in order, to every [`Reporter`] (JSONL, JUnit, summary, transcripts,
-//! diffs, progress), so no task waits on a disk or a terminal. A new output format is a new
-//! reporter; it touches no other file.
+//! The agent loop and the scheduler never print or write artifacts: they [`Emitter::emit`] the
+//! results contract's own records ([`WireEvent`], `dracode_results::records`), with what only
+//! lives in memory beside them ([`Attachment`]). The [`EventBus`] stamps each (`seq`, `ts`,
+//! `run_id`, `shard`: once, for every reporter) and queues it; a dispatcher thread of its own
+//! hands it, in order, to every [`Reporter`] (JSONL, JUnit, summary, transcripts, diffs,
+//! progress), so no task waits on a disk or a terminal. A new output format is a new reporter;
+//! it touches no other file. `merge`, `regrade` and `combine` replay recorded lines through the
+//! same reporters as they were read: there is no second event model to map to or from.
 //!
-//! Here: what happened ([`EventKind`], [`Event`]) and who listens ([`Reporter`]); a finished
-//! task's record in `outcome` ([`TaskOutcome`]: the contract's own `task.finished` record and
-//! the patches and conversations beside it); the bus and its emitters in `bus`.
+//! Here: an event ([`Event`]: a record, its time and its [`Attachment`]) and who listens
+//! ([`Reporter`]); the records made from typed values where they are emitted (durations to
+//! `*_ms`, stop reasons to words, a finished task, a run's totals) and read back by the reporters
+//! in `records`; a finished task's record in `outcome` ([`TaskOutcome`]: the contract's own
+//! `task.finished` record and the patches and conversations beside it); the bus, its stamp and
+//! its emitters in `bus`.
 
 mod bus;
 mod outcome;
+mod records;
+#[cfg(test)]
+pub(crate) mod test_support;
 
-pub use bus::{Activity, Emitter, Ending, EventBus, QUEUE_BOUND};
+pub use bus::{Activity, Emitter, Ending, EventBus, QUEUE_BOUND, Stamp};
+pub use dracode_results::records::{Header, WireEvent};
 pub use dracode_results::{
     CacheHit, CheckRecord, CompactionMethod, DeniedCall, FailureKind, RegradedFrom, RepeatVerdict, RetryScope, Status, TaskError,
 };
 pub use outcome::{Attachments, RunTotals, TaskOutcome, Transcript, millis};
+pub use records::{RunFinished, TaskFinished};
 
-use dracode_llm::{StopReason, Usage};
-use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
-/// Which task and attempt an event belongs to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TaskRef {
-    /// The task's id.
-    pub task_id: Arc<str>,
-    /// 1-based attempt number.
-    pub attempt: u32,
+/// What only lives in memory beside an event's record: the whole of what the record carries cut,
+/// and the files a finished task leaves.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Attachment {
+    /// `tool.started`: the tool's whole arguments (the record's `input` has its strings cut).
+    ToolInput(serde_json::Value),
+    /// `tool.completed`: the tool's whole output (the record's `output` is cut to
+    /// [`dracode_results::records::TOOL_OUTPUT_LIMIT`] bytes).
+    ToolOutput(String),
+    /// `task.finished`: the task's patches and conversations.
+    Task(Attachments),
+    /// `run.finished`: the artifacts that could not be written before this reporter got it
+    /// (the bus sets it for each group of reporters, see [`RunEnd`]).
+    ArtifactFailures(usize),
 }
 
-/// What happened.
-#[derive(Debug, Clone)]
-pub enum EventKind {
-    /// The run began.
-    RunStarted {
-        /// dracode's version.
-        version: String,
-        /// The manifest paths.
-        manifests: Vec<String>,
-        /// Tasks selected to run.
-        task_count: usize,
-        /// `K/N` when sharded.
-        shard: Option<String>,
-        /// Parallel tasks.
-        jobs: usize,
-        /// The plan's warnings (shown in summary.md).
-        warnings: Vec<String>,
-        /// The config files read, lowest layer first (absolute paths); empty when none was,
-        /// `None` for a run put together by `dracode merge`.
-        config_files: Option<Vec<String>>,
-    },
-    /// A task attempt began.
-    TaskStarted {
-        /// Provider name.
-        provider: String,
-        /// Model name.
-        model: String,
-        /// `worktree`, `copy` or `none`.
-        isolation: String,
-        /// Where its tools run.
-        workdir: PathBuf,
-        /// The commit its workspace started from, in a git repository.
-        base_commit: Option<String>,
-        /// How long making the workspace took (just before this event).
-        workspace_ms: Option<u64>,
-    },
-    /// An LLM call returned.
-    TurnCompleted {
-        /// 1-based.
-        turn: u32,
-        /// Why the model stopped.
-        stop_reason: StopReason,
-        /// This call's tokens.
-        usage: Usage,
-        /// Wall time of the call, retries included.
-        duration: Duration,
-    },
-    /// A tool call began.
-    ToolStarted {
-        /// The provider's call id.
-        call_id: String,
-        /// Tool name.
-        name: String,
-        /// Its arguments.
-        input: serde_json::Value,
-    },
-    /// A tool call ended.
-    ToolCompleted {
-        /// The provider's call id.
-        call_id: String,
-        /// Tool name.
-        name: String,
-        /// False when the tool returned an error.
-        ok: bool,
-        /// The full text sent back to the model (reporters truncate).
-        output: String,
-        /// Wall time.
-        duration: Duration,
-    },
-    /// Something is about to be tried again.
-    Retry {
-        /// `http` or `task`.
-        scope: RetryScope,
-        /// Error kind or HTTP status.
-        reason: String,
-        /// Wait before the retry.
-        delay: Duration,
-        /// The attempt about to start.
-        next_attempt: u32,
-    },
-    /// Text the agent showed (`display_text` or its final message).
-    AgentMessage {
-        /// The text.
-        text: String,
-    },
-    /// The conversation was shrunk to stay within the model's context window.
-    ContextCompacted {
-        /// Estimated tokens of the next request before.
-        tokens_before: u64,
-        /// Estimated tokens of the next request after.
-        tokens_after: u64,
-        /// How.
-        method: CompactionMethod,
-    },
-    /// A connection of the task's commands that the egress allowlist or the sandbox refused.
-    NetworkDenied {
-        /// The host (name or address) asked for; a socket path or `udp` from the sandbox.
-        host: String,
-        /// The port (0 when none applies).
-        port: u16,
-        /// The command that asked (`unknown` when none was running in the foreground).
-        command: String,
-        /// Why, in words, when known.
-        reason: Option<String>,
-    },
-    /// A limit of the task is close and the agent was told so, in the request about to be sent
-    /// (the task's deadline).
-    LimitWarning {
-        /// Which limit.
-        limit: dracode_results::Limit,
-        /// What is left, in the limit's unit (calls, seconds, tokens, USD).
-        remaining: f64,
-        /// The limit, in the same unit.
-        allowed: f64,
-        /// What the agent was told.
-        message: String,
-    },
-    /// The batch's setup command began (run-level: before any task).
-    SetupStarted {
-        /// The command.
-        command: String,
-        /// The repository its workspace was made from.
-        repo: PathBuf,
-        /// The commit its workspace started from, in a git repository.
-        base_commit: Option<String>,
-        /// How many tasks it serves.
-        tasks: usize,
-    },
-    /// The batch's setup command ended.
-    SetupFinished(Box<SetupReport>),
-    /// A task ended (exactly once per task).
-    TaskFinished(Box<TaskOutcome>),
-    /// The run ended.
-    RunFinished(RunTotals),
-}
-
-/// How a batch's setup command ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SetupReport {
-    /// The command.
-    pub command: String,
-    /// Its exit code; `None` when it was killed, timed out or did not start.
-    pub exit_code: Option<i32>,
-    /// Wall time, making its workspace included.
-    pub duration: Duration,
-    /// The last part of its output, secrets masked.
-    pub output_tail: String,
-    /// What it made, copied into each task's workspace (the batch's `setup` module).
-    pub outputs: Vec<String>,
-    /// Files of the base it changed: not carried.
-    pub not_carried: Vec<String>,
-    /// Why the setup failed; `None` when it passed.
-    pub error: Option<String>,
-}
-
-/// An event with its time and task.
-#[derive(Debug, Clone)]
+/// An event: the record it is on the wire, when it happened, and what lives beside it.
+///
+/// An emitted record's header is unstamped ([`Header::unstamped`]); the bus stamps it before any
+/// reporter sees it. A replayed record (`merge`) keeps the header it was read with.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Event {
-    /// When it was emitted.
+    /// When it happened (what the record's `ts` says, to the millisecond).
     pub ts: SystemTime,
+    /// The record, as `results.jsonl` writes it.
+    pub record: WireEvent,
+    /// What only lives in memory beside it.
+    pub attachment: Option<Box<Attachment>>,
+}
+
+impl From<WireEvent> for Event {
+    fn from(record: WireEvent) -> Self {
+        Event::new(record)
+    }
+}
+
+impl Event {
+    /// `record`, now, with nothing beside it.
+    pub fn new(record: WireEvent) -> Self {
+        Event { ts: SystemTime::now(), record, attachment: None }
+    }
+
+    /// This event with `attachment` beside its record.
+    pub fn with(self, attachment: Attachment) -> Self {
+        Event { attachment: Some(Box::new(attachment)), ..self }
+    }
+
+    /// This event as one of the attempt `attempt` of the task `task_id`: its header names them
+    /// where it names none — but a `retry`'s attempt, which the record's own `attempt` gives.
+    pub fn of_task(mut self, task_id: &str, attempt: u32) -> Self {
+        let retry = matches!(self.record, WireEvent::Retry { .. });
+        let header = self.record.header_mut();
+        header.task_id.get_or_insert_with(|| task_id.to_string());
+        if !retry {
+            header.attempt.get_or_insert(attempt);
+        }
+        self
+    }
+
     /// The task it belongs to, for task events.
-    pub task: Option<TaskRef>,
-    /// What happened.
-    pub kind: EventKind,
+    pub fn task_id(&self) -> Option<&str> {
+        self.record.header().task_id.as_deref()
+    }
+
+    /// The attempt it belongs to, for task events (none on `retry`: its own `attempt` is the
+    /// next one).
+    pub fn attempt(&self) -> Option<u32> {
+        self.record.header().attempt
+    }
+
+    /// A tool's whole arguments (`tool.started`): the attachment's, else the record's.
+    pub fn tool_input(&self) -> Option<&serde_json::Value> {
+        match (&self.record, self.attachment.as_deref()) {
+            (WireEvent::ToolStarted { .. }, Some(Attachment::ToolInput(input))) => Some(input),
+            (WireEvent::ToolStarted { input, .. }, _) => Some(input),
+            _ => None,
+        }
+    }
+
+    /// A tool's whole output (`tool.completed`): the attachment's, else the record's.
+    pub fn tool_output(&self) -> Option<&str> {
+        match (&self.record, self.attachment.as_deref()) {
+            (WireEvent::ToolCompleted { .. }, Some(Attachment::ToolOutput(output))) => Some(output),
+            (WireEvent::ToolCompleted { output, .. }, _) => Some(output),
+            _ => None,
+        }
+    }
 }
 
 /// A consumer of the event stream. Reporters never decide outcomes.

@@ -92,15 +92,6 @@ impl TaskOutcome {
     }
 }
 
-impl super::EventKind {
-    /// The `task.finished` event of `outcome`, which is finished first ([`TaskOutcome::finish`]):
-    /// how every producer reports a task's end.
-    pub fn task_finished(outcome: &mut TaskOutcome) -> Self {
-        outcome.finish();
-        super::EventKind::TaskFinished(Box::new(outcome.clone()))
-    }
-}
-
 /// Whether a patch changes anything (an empty one is no patch).
 fn has_patch(diff: &Option<String>) -> bool {
     diff.as_deref().is_some_and(|d| !d.is_empty())
@@ -122,10 +113,9 @@ pub struct RunTotals {
     pub cost_usd: Option<f64>,
     /// Wall time of the run.
     pub duration: Duration,
-    /// The process exit code.
+    /// The process exit code, as the tasks (and an interrupt) left it; the bus makes it
+    /// [`exit_codes::ARTIFACTS_FAILED`] in `run.finished` when an artifact could not be written.
     pub exit_code: i32,
-    /// Artifacts that could not be written before `run.finished` was recorded (0 when all were).
-    pub artifact_failures: usize,
 }
 
 impl RunTotals {
@@ -143,7 +133,6 @@ impl RunTotals {
             cost_usd,
             duration,
             exit_code: exit_codes::of_tasks(outcomes.iter().map(TaskOutcome::ending)),
-            artifact_failures: 0,
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use super::write_atomic;
 use crate::disk::Reserve;
-use crate::events::{Event, EventKind, Reporter};
+use crate::events::{Event, Reporter};
 use dracode_results::file_names::file_stem;
 use dracode_secrets::Redactor;
 use std::path::PathBuf;
@@ -35,17 +35,17 @@ impl DiffReporter {
 
 impl Reporter for DiffReporter {
     fn on_event(&mut self, event: &Event) -> std::io::Result<()> {
-        let EventKind::TaskFinished(outcome) = &event.kind else { return Ok(()) };
+        let Some(outcome) = event.as_task_finished() else { return Ok(()) };
         // Each attempt of a repeated task has its own patch too, `diffs/<id>@<repeat>.patch`.
         for (repeat, files) in outcome.record.repeats.iter().zip(&outcome.attachments.repeats) {
             if let Some(diff) = files.diff.as_deref().filter(|d| !d.is_empty()) {
-                let path = self.dir.join(format!("{}@{}.patch", file_stem(&outcome.task_id), repeat.repeat));
+                let path = self.dir.join(format!("{}@{}.patch", file_stem(outcome.task_id), repeat.repeat));
                 self.write(&path, diff)?;
             }
         }
         match outcome.attachments.diff.as_deref() {
             Some(diff) if !diff.is_empty() => {
-                let path = self.dir.join(format!("{}.patch", file_stem(&outcome.task_id)));
+                let path = self.dir.join(format!("{}.patch", file_stem(outcome.task_id)));
                 self.write(&path, diff)
             }
             _ => Ok(()),

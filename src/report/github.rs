@@ -12,7 +12,8 @@
 //! multi-line-safe `name<<DELIMITER` form.
 
 use super::{clean_text_keeping, short_reason};
-use crate::events::{Event, EventKind, Reporter, RetryScope, RunTotals, Status, TaskOutcome};
+use crate::events::{Event, Reporter, RetryScope, RunFinished, Status, TaskFinished, WireEvent};
+use dracode_results::records::WireOutcome;
 use dracode_secrets::Redactor;
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -77,19 +78,19 @@ impl AnnotationReporter {
         relative.to_string_lossy().into_owned()
     }
 
-    fn on_finished(&mut self, o: &TaskOutcome) -> std::io::Result<()> {
-        let place = place(o);
-        let reason = short_reason(&o.record);
+    fn on_finished(&mut self, o: TaskFinished<'_>) -> std::io::Result<()> {
+        let place = place(o.record);
+        let reason = short_reason(o.record);
         let title = format!("dracode {}: {}", o.task_id, o.record.status.as_str());
         match o.record.status {
             Status::Passed if o.record.flaky => {
                 let title = format!("dracode {}: flaky", o.task_id);
-                self.command("warning", place, &o.task_id, &title, &format!("passed after {} attempts", o.record.attempts))
+                self.command("warning", place, o.task_id, &title, &format!("passed after {} attempts", o.record.attempts))
             }
             Status::Passed => Ok(()),
             // A budget cut is the run's limit speaking, not the task failing on its own.
-            Status::BudgetExceeded => self.command("warning", place, &o.task_id, &title, non_empty(&reason, o.record.status.as_str())),
-            _ => self.command("error", place, &o.task_id, &title, non_empty(&reason, o.record.status.as_str())),
+            Status::BudgetExceeded => self.command("warning", place, o.task_id, &title, non_empty(&reason, o.record.status.as_str())),
+            _ => self.command("error", place, o.task_id, &title, non_empty(&reason, o.record.status.as_str())),
         }
     }
 
@@ -110,10 +111,10 @@ impl AnnotationReporter {
 }
 
 /// Where a task's annotation points: its manifest and line; nothing for an ad-hoc `--task`.
-fn place(o: &TaskOutcome) -> Option<(&Path, Option<usize>)> {
-    let manifest = Path::new(&o.record.manifest);
+fn place(record: &WireOutcome) -> Option<(&Path, Option<usize>)> {
+    let manifest = Path::new(&record.manifest);
     let ad_hoc = manifest.as_os_str().is_empty() || manifest == Path::new("--task");
-    (!ad_hoc).then_some((manifest, o.record.line))
+    (!ad_hoc).then_some((manifest, record.line))
 }
 
 fn non_empty<'a>(text: &'a str, fallback: &'a str) -> &'a str {
@@ -122,11 +123,11 @@ fn non_empty<'a>(text: &'a str, fallback: &'a str) -> &'a str {
 
 impl Reporter for AnnotationReporter {
     fn on_event(&mut self, event: &Event) -> std::io::Result<()> {
-        match (&event.kind, &event.task) {
-            (EventKind::TaskFinished(outcome), _) => self.on_finished(outcome),
-            (EventKind::Retry { scope, reason, next_attempt, .. }, Some(task)) => {
-                self.on_retry(&task.task_id, *scope, reason, *next_attempt)
-            }
+        if let Some(done) = event.as_task_finished() {
+            return self.on_finished(done);
+        }
+        match (&event.record, event.task_id()) {
+            (WireEvent::Retry { scope, reason, attempt, .. }, Some(task_id)) => self.on_retry(task_id, *scope, reason, *attempt),
             _ => Ok(()),
         }
     }
@@ -140,7 +141,7 @@ impl Reporter for AnnotationReporter {
 pub struct OutputsReporter {
     path: PathBuf,
     out_dir: PathBuf,
-    totals: Option<RunTotals>,
+    totals: Option<RunFinished>,
 }
 
 impl OutputsReporter {
@@ -153,8 +154,8 @@ impl OutputsReporter {
 
 impl Reporter for OutputsReporter {
     fn on_event(&mut self, event: &Event) -> std::io::Result<()> {
-        if let EventKind::RunFinished(totals) = &event.kind {
-            self.totals = Some(totals.clone());
+        if let Some(totals) = event.as_run_finished() {
+            self.totals = Some(totals);
         }
         Ok(())
     }
@@ -168,9 +169,9 @@ impl Reporter for OutputsReporter {
 }
 
 /// The outputs of a run, in `$GITHUB_OUTPUT` syntax.
-pub fn render_outputs(totals: &RunTotals, out_dir: &Path) -> String {
-    let total: usize = totals.counts.values().sum();
-    let passed = totals.counts.get(&Status::Passed).copied().unwrap_or(0);
+pub fn render_outputs(totals: &RunFinished, out_dir: &Path) -> String {
+    let total = totals.counts.total();
+    let passed = totals.counts.get(Status::Passed);
     let path = |name: &str| out_dir.join(name).to_string_lossy().into_owned();
     let pairs = [
         ("exit-code", totals.exit_code.to_string()),
@@ -178,7 +179,7 @@ pub fn render_outputs(totals: &RunTotals, out_dir: &Path) -> String {
         ("passed", passed.to_string()),
         ("failed", (total - passed).to_string()),
         // An unknown price stays unknown: empty, never a guessed 0.
-        ("cost-usd", totals.cost_usd.map(|c| format!("{c:.6}")).unwrap_or_default()),
+        ("cost-usd", totals.total_cost_usd.map(|c| format!("{c:.6}")).unwrap_or_default()),
         ("input-tokens", totals.usage.input_tokens.to_string()),
         ("output-tokens", totals.usage.output_tokens.to_string()),
         ("results", path("results.jsonl")),
@@ -208,7 +209,7 @@ fn output_line(name: &str, value: &str) -> String {
 mod tests {
     use super::*;
     use crate::events::{FailureKind, TaskError};
-    use crate::report::test_support::{Shared, event, finished, outcome, totals};
+    use crate::report::test_support::{Shared, event, finished, outcome, run_end, totals};
 
     fn annotate(events: &[Event], workspace: Option<&str>) -> String {
         let sink = Shared::default();
@@ -242,9 +243,7 @@ mod tests {
         (flaky.record.flaky, flaky.record.attempts, flaky.record.line) = (true, 2, Some(3));
         let mut cut = outcome("cut", Status::BudgetExceeded);
         cut.record.error = Some(TaskError::internal("not started: the run's token budget of 100 is spent"));
-        let retry = |scope| {
-            event(Some(("slow", 1)), EventKind::Retry { scope, reason: "429".into(), delay: std::time::Duration::ZERO, next_attempt: 2 })
-        };
+        let retry = |scope| event(Some(("slow", 1)), Event::retry(scope, "429".into(), std::time::Duration::ZERO, 2));
         let text = annotate(
             &[finished(passed), finished(flaky), finished(cut), retry(RetryScope::Http), retry(RetryScope::Http), retry(RetryScope::Task)],
             None,
@@ -276,10 +275,10 @@ mod tests {
 
     #[test]
     fn outputs_use_the_heredoc_form_for_line_breaks_and_leave_an_unknown_cost_empty() {
-        let mut t = totals(&[(Status::Passed, 2), (Status::Failed, 1), (Status::Skipped, 1)]);
+        let mut t = run_end(&totals(&[(Status::Passed, 2), (Status::Failed, 1), (Status::Skipped, 1)]));
         t.usage.input_tokens = 1200;
         t.usage.output_tokens = 34;
-        t.cost_usd = Some(0.0125);
+        t.total_cost_usd = Some(0.0125);
         let text = render_outputs(&t, Path::new("/w/out dir"));
         assert!(
             text.starts_with("exit-code=1\ntotal=4\npassed=2\nfailed=2\ncost-usd=0.012500\ninput-tokens=1200\noutput-tokens=34\n"),
@@ -290,7 +289,7 @@ mod tests {
         let text = render_outputs(&t, Path::new("/w/two\nlines"));
         assert!(text.contains(&format!("results<<{d}\n/w/two\nlines/results.jsonl\n{d}\n")), "{text}");
         assert!(text.ends_with(&format!("out<<{d}\n/w/two\nlines\n{d}\n")), "{text}");
-        t.cost_usd = None;
+        t.total_cost_usd = None;
         assert!(render_outputs(&t, Path::new("o")).contains("\ncost-usd=\n"), "unknown, not 0");
     }
 
@@ -301,7 +300,7 @@ mod tests {
         std::fs::write(&path, "earlier=1\n").unwrap();
         let mut reporter = OutputsReporter::new(&path, "out");
         reporter.on_event(&finished(outcome("a", Status::Passed))).unwrap();
-        reporter.on_event(&event(None, EventKind::RunFinished(totals(&[(Status::Passed, 1)])))).unwrap();
+        reporter.on_event(&Event::run_finished(&totals(&[(Status::Passed, 1)]))).unwrap();
         reporter.finish().unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(text.starts_with("earlier=1\nexit-code=0\ntotal=1\npassed=1\nfailed=0\n"), "{text}");

@@ -1,15 +1,17 @@
-//! `results.jsonl` and `--jsonl`: every event as one line of [`dracode_results::records`], written and
-//! flushed as it happens so a tailing reader sees it at once and a crash loses nothing.
+//! `results.jsonl` and `--jsonl`: every event's record ([`dracode_results::records`]) as one line,
+//! as the bus stamped it and redacted, written and flushed as it happens so a tailing reader sees
+//! it at once and a crash loses nothing.
 
-use super::contract::to_wire;
 use crate::disk::Reserve;
-use crate::events::{Event, EventKind, Reporter, RunEnd};
+use crate::events::{Event, Reporter, RunEnd, WireEvent};
+use dracode_results::records::{TOOL_OUTPUT_LIMIT, cut_at};
 use dracode_secrets::Redactor;
 use std::borrow::Cow;
 use std::io::Write;
 use std::sync::Arc;
 
-/// Writes each event as one redacted JSON line.
+/// Writes each event as one redacted JSON line: its record as the bus stamped it (`seq`, `ts`,
+/// `run_id`, `shard`), so every JSONL reporter of a run writes the same lines.
 ///
 /// When a line cannot be written (a full disk), the file is cut back to the last whole line; a
 /// file with the output folder's [`Reserve`] gets the line again into the reserve's room. When
@@ -18,10 +20,7 @@ use std::sync::Arc;
 /// a gap.
 pub struct JsonlReporter {
     writer: Box<dyn Write + Send>,
-    run_id: String,
-    shard: Option<String>,
     redactor: Arc<Redactor>,
-    seq: u64,
     /// What failures call the destination (`dracode-out/results.jsonl`, `stdout`).
     name: String,
     /// The file again, to cut a half-written line off; `None` for a stream.
@@ -35,15 +34,11 @@ pub struct JsonlReporter {
 }
 
 impl JsonlReporter {
-    /// A reporter writing to `writer` (a file, or stdout for `--jsonl -`), stamping every line
-    /// with `run_id` and, when sharded, `shard` (`K/N`).
-    pub fn new(writer: Box<dyn Write + Send>, run_id: &str, shard: Option<&str>, redactor: Arc<Redactor>) -> Self {
+    /// A reporter writing to `writer` (a file, or stdout for `--jsonl -`).
+    pub fn new(writer: Box<dyn Write + Send>, redactor: Arc<Redactor>) -> Self {
         JsonlReporter {
             writer,
-            run_id: run_id.to_string(),
-            shard: shard.map(str::to_string),
             redactor,
-            seq: 0,
             name: "the event stream".to_string(),
             file: None,
             written: 0,
@@ -53,10 +48,10 @@ impl JsonlReporter {
     }
 
     /// A reporter writing to a new (or truncated) file at `path`, which failures name.
-    pub fn create(path: &std::path::Path, run_id: &str, shard: Option<&str>, redactor: Arc<Redactor>) -> std::io::Result<Self> {
+    pub fn create(path: &std::path::Path, redactor: Arc<Redactor>) -> std::io::Result<Self> {
         let file = std::fs::File::create(path).map_err(|e| super::cannot_write(path, &e))?;
         let again = file.try_clone().map_err(|e| super::cannot_write(path, &e))?;
-        Ok(JsonlReporter { file: Some(again), ..Self::new(Box::new(file), run_id, shard, redactor).named(&path.display().to_string()) })
+        Ok(JsonlReporter { file: Some(again), ..Self::new(Box::new(file), redactor).named(&path.display().to_string()) })
     }
 
     /// This reporter, with failures naming its destination `name`.
@@ -70,9 +65,9 @@ impl JsonlReporter {
         JsonlReporter { reserve, ..self }
     }
 
-    /// Writes one whole line — after a full disk, once more into the reserve's room — or cuts
-    /// the file back to the lines before it.
-    fn write_line(&mut self, line: &str) -> std::io::Result<()> {
+    /// Writes one whole line, the event `seq` — after a full disk, once more into the reserve's
+    /// room — or cuts the file back to the lines before it.
+    fn write_line(&mut self, line: &str, seq: u64) -> std::io::Result<()> {
         let reserve = if self.file.is_some() { self.reserve.clone() } else { Reserve::none() };
         let result = reserve.write(|| self.try_line(line));
         match result {
@@ -83,10 +78,9 @@ impl JsonlReporter {
             Err(e) => {
                 self.broken = true;
                 let message = format!(
-                    "cannot write {}: {}; it ends before event {} and records nothing after it",
+                    "cannot write {}: {}; it ends before event {seq} and records nothing after it",
                     self.name,
                     super::os_reason(&e),
-                    self.seq + 1
                 );
                 Err(std::io::Error::new(e.kind(), message))
             }
@@ -107,28 +101,34 @@ impl JsonlReporter {
         result
     }
 
-    fn line(&self, event: &Event, seq: u64) -> std::io::Result<String> {
-        // Tool output is redacted before it is cut to 2 KB, so the cut cannot split a secret
-        // and leave its first half unmasked.
-        let event = match &event.kind {
-            EventKind::ToolCompleted { call_id, name, ok, output, duration } => match self.redactor.redact(output) {
-                Cow::Borrowed(_) => Cow::Borrowed(event),
-                Cow::Owned(output) => Cow::Owned(Event {
-                    ts: event.ts,
-                    task: event.task.clone(),
-                    kind: EventKind::ToolCompleted { call_id: call_id.clone(), name: name.clone(), ok: *ok, output, duration: *duration },
-                }),
-            },
-            _ => Cow::Borrowed(event),
-        };
-        let wire = to_wire(&event, seq, &self.run_id, self.shard.as_deref());
-        let mut value = serde_json::to_value(wire)?;
+    fn line(&self, event: &Event) -> std::io::Result<String> {
+        let record = self.tool_output_redacted(event).map_or(Cow::Borrowed(&event.record), Cow::Owned);
+        let mut value = serde_json::to_value(&*record)?;
         // Redacting string values rather than the serialised line keeps the line valid JSON
         // and also catches secrets containing characters JSON escapes.
         redact_event(&mut value, &self.redactor);
         let mut line = serde_json::to_string(&value)?;
         line.push('\n');
         Ok(line)
+    }
+
+    /// A `tool.completed` record whose output holds a secret, with the whole output (the
+    /// event's attachment) redacted before it is cut to 2 KB, so the cut cannot split a secret
+    /// and leave its first half unmasked; `None` for every other record (and for a record
+    /// without its whole output, whose strings are masked as any).
+    fn tool_output_redacted(&self, event: &Event) -> Option<WireEvent> {
+        let whole = event.tool_output()?;
+        let WireEvent::ToolCompleted { output_bytes, .. } = &event.record else { return None };
+        if whole.len() != *output_bytes {
+            return None;
+        }
+        let Cow::Owned(redacted) = self.redactor.redact(whole) else { return None };
+        let mut record = event.record.clone();
+        if let WireEvent::ToolCompleted { output, output_bytes, .. } = &mut record {
+            *output = cut_at(&redacted, TOOL_OUTPUT_LIMIT).to_string();
+            *output_bytes = redacted.len();
+        }
+        Some(record)
     }
 }
 
@@ -200,10 +200,8 @@ impl Reporter for JsonlReporter {
         if self.broken {
             return Ok(());
         }
-        let line = self.line(event, self.seq + 1)?;
-        self.write_line(&line)?;
-        self.seq += 1;
-        Ok(())
+        let line = self.line(event)?;
+        self.write_line(&line, event.record.header().seq)
     }
 
     fn finish(&mut self) -> std::io::Result<()> {
@@ -218,7 +216,7 @@ impl Reporter for JsonlReporter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::test_support::{event, sample_run};
+    use crate::report::test_support::{event, sample_run, stamped, unstamped};
     use std::time::Duration;
 
     /// What the JSONL reporter writes is what is read back: for an outcome with every field
@@ -235,21 +233,22 @@ mod tests {
             o
         };
         let written = [every_field("full"), outcome("plain", Status::Passed), blank];
-        let started = EventKind::RunStarted {
+        let started = WireEvent::RunStarted {
+            header: unstamped(),
             version: "0.1.0".into(),
             manifests: vec!["tasks.toml".into()],
             task_count: written.len(),
-            shard: None,
             jobs: 1,
             warnings: Vec::new(),
             config_files: None,
+            merged_from: None,
         };
         let mut events = vec![event(None, started)];
         events.extend(written.iter().cloned().map(finished));
-        events.push(event(None, EventKind::RunFinished(RunTotals::of(&written, Duration::from_secs(1)))));
+        events.push(event(None, Event::run_finished(&RunTotals::of(&written, Duration::from_secs(1)))));
+        let events = stamped(events, "run-1", None);
         let reserve = Reserve::none();
-        let mut reporters =
-            crate::report::artifact_reporters(dir.path(), "run-1", None, Arc::new(Redactor::default()), None, &reserve).unwrap();
+        let mut reporters = crate::report::artifact_reporters(dir.path(), Arc::new(Redactor::default()), None, &reserve).unwrap();
         for reporter in &mut reporters {
             for e in &events {
                 reporter.on_event(e).unwrap();
@@ -277,8 +276,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("results.jsonl");
         let file = std::fs::File::create(&path).unwrap();
-        let mut reporter = JsonlReporter::new(Box::new(file), "run-9", Some("1/2"), Arc::new(Redactor::default()));
-        let events = sample_run();
+        let mut reporter = JsonlReporter::new(Box::new(file), Arc::new(Redactor::default()));
+        let events = stamped(sample_run(), "run-9", Some("1/2"));
         for (i, e) in events.iter().enumerate() {
             reporter.on_event(e).unwrap();
             // No finish(): a reader tailing the file must already see this line.
@@ -341,8 +340,8 @@ mod tests {
     fn a_line_that_does_not_fit_is_cut_off_and_nothing_is_written_after_it() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("results.jsonl");
-        let mut reporter = JsonlReporter::create(&path, "r", None, Arc::new(Redactor::default())).unwrap();
-        let events = sample_run();
+        let mut reporter = JsonlReporter::create(&path, Arc::new(Redactor::default())).unwrap();
+        let events = stamped(sample_run(), "r", None);
         reporter.on_event(&events[0]).unwrap();
         let whole = std::fs::metadata(&path).unwrap().len();
         // The next line gets 10 bytes on disk, then the disk is full.
@@ -369,8 +368,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("results.jsonl");
         let reserve = Reserve::hold_bytes(dir.path(), 64 * 1024);
-        let mut reporter = JsonlReporter::create(&path, "r", None, Arc::new(Redactor::default())).unwrap().with_reserve(reserve.clone());
-        let events = sample_run();
+        let mut reporter = JsonlReporter::create(&path, Arc::new(Redactor::default())).unwrap().with_reserve(reserve.clone());
+        let events = stamped(sample_run(), "r", None);
         reporter.on_event(&events[0]).unwrap();
         // The next line gets 10 bytes on disk, then the disk is full, once. The writer shares the
         // file's offset, as the file it replaces did: the retry must start where the line did.
@@ -392,7 +391,7 @@ mod tests {
     fn masking(secret: &str) -> (tempfile::TempDir, JsonlReporter) {
         let dir = tempfile::tempdir().unwrap();
         let file = std::fs::File::create(dir.path().join("results.jsonl")).unwrap();
-        let reporter = JsonlReporter::new(Box::new(file), "r", None, Arc::new(Redactor::new([secret.to_string()])));
+        let reporter = JsonlReporter::new(Box::new(file), Arc::new(Redactor::new([secret.to_string()])));
         (dir, reporter)
     }
 
@@ -403,22 +402,9 @@ mod tests {
         let path = dir.path().join("results.jsonl");
         // The secret straddles the 2 KB cut: cutting first would leave "sk-test-01" behind.
         let output = format!("{}{secret} tail", "x".repeat(2030));
-        reporter
-            .on_event(&event(
-                Some(("t", 1)),
-                EventKind::ToolCompleted { call_id: "c".into(), name: "run_command".into(), ok: true, output, duration: Duration::ZERO },
-            ))
-            .unwrap();
-        reporter
-            .on_event(&event(
-                Some(("t", 1)),
-                EventKind::ToolStarted {
-                    call_id: "c\"2".into(),
-                    name: "run_command".into(),
-                    input: serde_json::json!({"command": format!("echo {secret}")}),
-                },
-            ))
-            .unwrap();
+        reporter.on_event(&event(Some(("t", 1)), Event::tool_completed("c", "run_command", true, output, Duration::ZERO))).unwrap();
+        let input = serde_json::json!({"command": format!("echo {secret}")});
+        reporter.on_event(&event(Some(("t", 1)), Event::tool_started("c\"2", "run_command", input))).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(!text.contains("sk-test-01"), "{text}");
         let lines = read_lines(&path);
@@ -435,7 +421,7 @@ mod tests {
         let path = dir.path().join("results.jsonl");
         let encoded = base64::engine::general_purpose::STANDARD.encode(format!("user:{secret}"));
         let output = format!("b64 {encoded}\nurl s3cr3t%2FK3Y\ncut s3cr3\x1b[1mt/K3Y\n");
-        let kind = EventKind::ToolCompleted { call_id: "c".into(), name: "run_command".into(), ok: true, output, duration: Duration::ZERO };
+        let kind = Event::tool_completed("c", "run_command", true, output, Duration::ZERO);
         reporter.on_event(&event(Some(("t", 1)), kind)).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         let output = read_lines(&path)[0]["output"].as_str().unwrap().to_string();
@@ -471,5 +457,58 @@ mod tests {
             (line["result"].as_str(), line["check"]["output_tail"].as_str()),
             (Some("rotated [REDACTED]"), Some("still [REDACTED]"))
         );
+    }
+
+    /// Keeps every record it is handed.
+    struct Capture(Arc<std::sync::Mutex<Vec<WireEvent>>>);
+
+    impl Reporter for Capture {
+        fn on_event(&mut self, event: &Event) -> std::io::Result<()> {
+            self.0.lock().unwrap().push(event.record.clone());
+            Ok(())
+        }
+    }
+
+    /// Through the bus, `results.jsonl` and a `--jsonl -` stream get the same lines, stamped once
+    /// (`seq` 1, 2, …, the run's id and shard, the event's time, the emitter's task and attempt),
+    /// and each line reads back as the record every reporter was handed.
+    #[test]
+    fn the_bus_stamps_each_event_once_and_every_jsonl_reporter_writes_the_same_lines() {
+        use crate::events::{Emitter, EventBus, RetryScope, RunTotals, Stamp, Status};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("results.jsonl");
+        let (stream, seen) = (crate::report::test_support::Shared::default(), Arc::new(std::sync::Mutex::new(Vec::new())));
+        let redactor = Arc::new(Redactor::default());
+        let reporters: Vec<Box<dyn Reporter>> = vec![
+            Box::new(JsonlReporter::create(&path, redactor.clone()).unwrap()),
+            Box::new(JsonlReporter::new(Box::new(stream.clone()), redactor).named("stdout (--jsonl -)")),
+            Box::new(Capture(seen.clone())),
+        ];
+        let bus = EventBus::new(Stamp::new("run-7", Some("2/3")), reporters);
+        let (run, task) = (Emitter::run(bus.clone()), Emitter::run(bus.clone()).task("t", 2));
+        run.emit(sample_run().remove(0));
+        task.emit(Event::tool_completed("c1", "read_file", true, "é".repeat(1500), Duration::from_millis(4)));
+        task.emit(Event::retry(RetryScope::Task, "server".into(), Duration::from_millis(1500), 3));
+        task.emit(Event::task_finished(&mut crate::report::test_support::outcome("t", Status::Passed)));
+        run.emit(Event::run_finished(&RunTotals::of(&[], Duration::ZERO)));
+        assert!(bus.finish().is_empty());
+        let file = std::fs::read_to_string(&path).unwrap();
+        let streamed = String::from_utf8(stream.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(file, streamed, "the file and the stream hold the same lines");
+        let read: Vec<WireEvent> = file.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(read, *seen.lock().unwrap(), "each line reads back as the record the reporters were handed");
+        let lines = read_lines(&path);
+        for (i, line) in lines.iter().enumerate() {
+            assert_eq!((line["seq"].as_u64(), &line["run_id"], &line["shard"]), (Some(i as u64 + 1), &"run-7".into(), &"2/3".into()));
+            let ts = line["ts"].as_str().unwrap();
+            assert!(ts.len() == 24 && ts.ends_with('Z') && humantime::parse_rfc3339(ts).is_ok(), "{ts}");
+        }
+        let task_of = |l: &serde_json::Value| (l["task_id"].as_str().map(str::to_string), l["attempt"].as_u64());
+        let tasks: Vec<_> = lines.iter().map(task_of).collect();
+        let t = |attempt| (Some("t".to_string()), Some(attempt));
+        assert_eq!(tasks, [(None, None), t(2), t(3), t(2), (None, None)], "a retry's attempt is the next one");
+        let cut = &lines[1];
+        assert_eq!((cut["output"].as_str().unwrap().len(), cut["output_bytes"].as_u64()), (TOOL_OUTPUT_LIMIT, Some(3000)));
+        assert!(file.lines().nth(2).unwrap().matches("\"attempt\"").count() == 1, "one attempt key on a retry");
     }
 }

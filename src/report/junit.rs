@@ -23,7 +23,7 @@
 
 use super::{clean_text_keeping, short_reason, strip_control, write_atomic};
 use crate::disk::Reserve;
-use crate::events::{Event, EventKind, Reporter, RunEnd, Status, TaskOutcome};
+use crate::events::{Event, Reporter, RunEnd, Status, TaskOutcome, WireEvent};
 use dracode_results::records::WireAttempt;
 use dracode_secrets::Redactor;
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestRerun, TestSuite};
@@ -231,19 +231,12 @@ impl JunitReporter {
 impl Reporter for JunitReporter {
     fn on_event(&mut self, event: &Event) -> std::io::Result<()> {
         self.started.get_or_insert(event.ts);
-        match &event.kind {
-            EventKind::RunStarted { version, manifests, .. } => {
-                self.version = Some(version.clone());
-                self.manifests = manifests.clone();
-            }
-            EventKind::TaskFinished(outcome) => {
-                // The conversation and the patch are other reporters' business; don't hold them.
-                let mut outcome = TaskOutcome::clone(outcome);
-                outcome.attachments.transcript = None;
-                outcome.attachments.diff = None;
-                self.outcomes.push(outcome);
-            }
-            _ => {}
+        if let WireEvent::RunStarted { version, manifests, .. } = &event.record {
+            self.version = Some(version.clone());
+            self.manifests = manifests.clone();
+        }
+        if let Some(done) = event.as_task_finished() {
+            self.outcomes.push(done.to_bare_outcome());
         }
         Ok(())
     }
@@ -392,7 +385,7 @@ mod tests {
     use super::*;
     use crate::events::FailureKind;
     use crate::events::{CheckRecord, TaskError};
-    use crate::report::test_support::{event, finished, outcome, totals};
+    use crate::report::test_support::{event, finished, outcome, totals, unstamped};
     use dracode_llm::ErrorKind;
 
     use crate::report::test_support::xmllint::{assert_valid, complaints};
@@ -463,14 +456,15 @@ mod tests {
         reporter
             .on_event(&event(
                 None,
-                EventKind::RunStarted {
+                WireEvent::RunStarted {
+                    header: unstamped(),
                     version: "0.1.0".into(),
                     manifests: vec!["tasks.toml".into(), "more/extra.yaml".into()],
                     task_count: outcomes.len(),
-                    shard: None,
                     jobs: 2,
                     warnings: Vec::new(),
                     config_files: None,
+                    merged_from: None,
                 },
             ))
             .unwrap();
@@ -478,7 +472,7 @@ mod tests {
         for o in outcomes.into_iter().rev() {
             reporter.on_event(&finished(o)).unwrap();
         }
-        reporter.on_event(&event(None, EventKind::RunFinished(totals(&[])))).unwrap();
+        reporter.on_event(&Event::run_finished(&totals(&[]))).unwrap();
         assert!(!path.exists(), "junit.xml is written by finish()");
         reporter.finish().unwrap();
         let xml = std::fs::read_to_string(&path).unwrap();

@@ -4,7 +4,7 @@
 
 use super::progress::{ProgressReporter, Verbosity};
 use super::{human_cost, thousands};
-use crate::events::{Event, EventKind, Reporter};
+use crate::events::{Event, Reporter, WireEvent};
 use dracode_secrets::Redactor;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::BTreeSet;
@@ -49,19 +49,21 @@ impl LiveReporter {
 impl Reporter for LiveReporter {
     fn on_event(&mut self, event: &Event) -> std::io::Result<()> {
         self.lines.on_event(event)?;
-        match &event.kind {
-            EventKind::TaskStarted { .. } => {
-                if let Some(task) = &event.task {
-                    self.running.insert(task.task_id.to_string());
+        match &event.record {
+            WireEvent::TaskStarted { .. } => {
+                if let Some(task_id) = event.task_id() {
+                    self.running.insert(task_id.to_string());
                 }
             }
-            EventKind::TurnCompleted { usage, .. } => self.tokens += usage.total_tokens,
-            EventKind::TaskFinished(outcome) => {
-                self.running.remove(&outcome.task_id);
-                self.cost += outcome.record.total_cost_usd.unwrap_or(0.0);
+            WireEvent::TurnCompleted { usage, .. } => self.tokens += usage.total_tokens,
+            WireEvent::TaskFinished { header, outcome } => {
+                if let Some(task_id) = &header.task_id {
+                    self.running.remove(task_id);
+                }
+                self.cost += outcome.total_cost_usd.unwrap_or(0.0);
                 self.bar.inc(1);
             }
-            EventKind::RunFinished(_) => {
+            WireEvent::RunFinished { .. } => {
                 self.bar.finish_and_clear();
                 return Ok(());
             }

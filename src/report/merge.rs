@@ -25,10 +25,9 @@
 //! fails as the job did — and unlike a failed task — also for a reader that only looks at the
 //! file. The shard count comes from the inputs' `run.started` (`shard` = `K/N`).
 
-use super::contract::to_wire;
 use super::jsonl::redact_event;
 use super::{DiffReporter, JunitReporter, SummaryReporter, write_atomic};
-use crate::events::{Event, EventKind, Reporter, RunTotals, TaskOutcome, TaskRef};
+use crate::events::{Attachment, Event, Header, Reporter, RunTotals, Stamp, TaskOutcome};
 use crate::shard::Shard;
 use dracode_results::exit_codes;
 use dracode_results::file_names::file_stem;
@@ -135,11 +134,19 @@ fn list(dirs: &[PathBuf]) -> String {
     dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
 }
 
-/// A `task.finished` line, rebuilt.
+/// A `task.finished` line as read (its header, its record), with the patches read back beside.
 struct Finished {
     outcome: TaskOutcome,
-    attempt: u32,
+    header: Header,
     ts: SystemTime,
+}
+
+impl Finished {
+    /// The line replayed to the reporters: as read, the patches beside it.
+    fn event(&self) -> Event {
+        let record = WireEvent::TaskFinished { header: self.header.clone(), outcome: Box::new(self.outcome.record.clone()) };
+        Event { ts: self.ts, record, attachment: Some(Box::new(Attachment::Task(self.outcome.attachments.clone()))) }
+    }
 }
 
 /// What one input folder holds.
@@ -375,11 +382,11 @@ fn parse_input(dir: &Path, path: &Path, text: &str, warnings: &mut Vec<String>) 
         match event {
             WireEvent::RunFinished { exit_code, .. } => input.exit_code = Some(exit_code),
             WireEvent::TaskFinished { header, outcome } => {
-                let Some(task_id) = header.task_id else {
+                let Some(task_id) = header.task_id.clone() else {
                     return Err(invalid("task.finished without task_id".into()));
                 };
                 let outcome = rebuild(dir, task_id, *outcome, warnings)?;
-                input.finished.push(Finished { outcome, attempt: header.attempt.unwrap_or(1), ts });
+                input.finished.push(Finished { outcome, header, ts });
                 input.lines.push(value);
             }
             _ => input.lines.push(value),
@@ -496,16 +503,24 @@ impl MergedRun {
         self.busy.unwrap_or_else(|| self.finished.duration_since(self.started).unwrap_or_default())
     }
 
-    fn started_kind(&self) -> EventKind {
-        EventKind::RunStarted {
+    /// The merged `run.started` (unstamped), naming the inputs in `merged_from` when given.
+    fn started(&self, merged_from: Option<Vec<MergedFrom>>) -> Event {
+        let record = WireEvent::RunStarted {
+            header: Header::unstamped(None),
             version: self.version.clone(),
             manifests: self.manifests.clone(),
             task_count: self.task_count,
-            shard: None,
             jobs: self.jobs,
             warnings: self.warnings.clone(),
             config_files: None,
-        }
+            merged_from,
+        };
+        Event { ts: self.started, ..Event::new(record) }
+    }
+
+    /// The merged `run.finished` (unstamped).
+    fn finished(&self, totals: &RunTotals) -> Event {
+        Event { ts: self.finished, ..Event::run_finished(totals) }
     }
 }
 
@@ -570,13 +585,9 @@ fn write_reports(
         Box::new(DiffReporter::new(out).with_redactor(redactor.clone())),
         Box::new(super::outputs::OutputsReporter::new(out, redactor)),
     ];
-    let mut events = vec![Event { ts: run.started, task: None, kind: run.started_kind() }];
-    events.extend(outcomes.iter().map(|f| Event {
-        ts: f.ts,
-        task: Some(TaskRef { task_id: f.outcome.task_id.as_str().into(), attempt: f.attempt }),
-        kind: EventKind::TaskFinished(Box::new(f.outcome.clone())),
-    }));
-    events.push(Event { ts: run.finished, task: None, kind: EventKind::RunFinished(run_totals.clone()) });
+    let mut events = vec![run.started(None)];
+    events.extend(outcomes.iter().map(|f| f.event()));
+    events.push(run.finished(run_totals));
     for reporter in &mut reporters {
         for event in &events {
             reporter.on_event(event).map_err(write_err)?;
@@ -591,35 +602,30 @@ fn write_reports(
 fn write_results(inputs: &[Input], run: &MergedRun, run_totals: &RunTotals, out: &Path, redactor: &Redactor) -> Result<(), MergeError> {
     let path = out.join("results.jsonl");
     let write_err = |e: serde_json::Error| MergeError::Write { path: path.clone(), source: e.into() };
-    let started = Event { ts: run.started, task: None, kind: run.started_kind() };
     // One shard throughout (a shard's rerun into its folder): the file stays that shard's.
     let same = inputs.len() > 1 && inputs.iter().all(|i| i.shard_text == inputs[0].shard_text);
     let shard = inputs[0].shard_text.clone().filter(|_| same);
-    let mut first = to_wire(&started, 1, &run.run_id, shard.as_deref());
-    if let WireEvent::RunStarted { merged_from, .. } = &mut first {
-        *merged_from = Some(
-            inputs
-                .iter()
-                .map(|i| MergedFrom {
-                    dir: i.dir.display().to_string(),
-                    run_id: i.run_id.clone(),
-                    shard: i.shard_text.clone(),
-                    task_count: i.finished.len(),
-                })
-                .collect(),
-        );
-    }
-    let mut lines = vec![serde_json::to_value(first).map_err(write_err)?];
+    let mut stamp = Stamp::new(&run.run_id, shard.as_deref());
+    let merged_from = inputs
+        .iter()
+        .map(|i| MergedFrom {
+            dir: i.dir.display().to_string(),
+            run_id: i.run_id.clone(),
+            shard: i.shard_text.clone(),
+            task_count: i.finished.len(),
+        })
+        .collect();
+    let mut first = run.started(Some(merged_from));
+    stamp.stamp(&mut first);
+    let mut lines = vec![serde_json::to_value(first.record).map_err(write_err)?];
     for value in inputs.iter().flat_map(|i| &i.lines) {
         let mut value = value.clone();
-        if let Some(fields) = value.as_object_mut() {
-            fields.insert("seq".into(), (lines.len() as u64 + 1).into());
-            fields.insert("run_id".into(), run.run_id.clone().into());
-        }
+        stamp.restamp_line(&mut value);
         lines.push(value);
     }
-    let finished = Event { ts: run.finished, task: None, kind: EventKind::RunFinished(run_totals.clone()) };
-    lines.push(serde_json::to_value(to_wire(&finished, lines.len() as u64 + 1, &run.run_id, shard.as_deref())).map_err(write_err)?);
+    let mut last = run.finished(run_totals);
+    stamp.stamp(&mut last);
+    lines.push(serde_json::to_value(last.record).map_err(write_err)?);
     let mut text = String::new();
     for mut line in lines {
         // The shards redacted their own secrets; this also masks the ones the merge knows.
@@ -744,39 +750,30 @@ mod tests {
     /// at [`fixed_ts`] and ends 3 s later.
     fn write_run(dir: &Path, run_id: &str, shard: Option<&str>, tasks: &[TaskOutcome]) -> PathBuf {
         let start = fixed_ts();
-        let mut events = vec![Event {
-            ts: start,
-            task: None,
-            kind: EventKind::RunStarted {
-                version: "0.1.0".into(),
-                manifests: vec!["tasks.toml".into(), "more/extra.yaml".into()],
-                task_count: tasks.len(),
-                shard: shard.map(str::to_string),
-                jobs: 2,
-                warnings: Vec::new(),
-                config_files: Some(Vec::new()),
-            },
-        }];
+        let started = WireEvent::RunStarted {
+            header: Header { shard: shard.map(str::to_string), ..Header::unstamped(None) },
+            version: "0.1.0".into(),
+            manifests: vec!["tasks.toml".into(), "more/extra.yaml".into()],
+            task_count: tasks.len(),
+            jobs: 2,
+            warnings: Vec::new(),
+            config_files: Some(Vec::new()),
+            merged_from: None,
+        };
+        let mut events = vec![Event { ts: start, ..Event::new(started) }];
         for o in tasks {
             let ts = start + Duration::from_millis(100 * (o.record.index as u64 + 1));
-            let task = Some(TaskRef { task_id: o.task_id.as_str().into(), attempt: o.record.attempts.max(1) });
+            let attempt = o.record.attempts.max(1);
             if o.record.status != Status::Skipped {
-                events.push(Event {
-                    ts,
-                    task: task.clone(),
-                    kind: EventKind::TurnCompleted {
-                        turn: 1,
-                        stop_reason: StopReason::EndTurn,
-                        usage: o.record.usage,
-                        duration: Duration::from_millis(50),
-                    },
-                });
+                let turn = Event::turn_completed(1, &StopReason::EndTurn, o.record.usage, Duration::from_millis(50));
+                events.push(Event { ts, ..turn.of_task(&o.task_id, attempt) });
             }
-            events.push(Event { ts, task, kind: EventKind::task_finished(&mut o.clone()) });
+            events.push(Event { ts, ..Event::task_finished(&mut o.clone()).of_task(&o.task_id, attempt) });
         }
         let run_totals = RunTotals::of(tasks, Duration::from_secs(3));
-        events.push(Event { ts: start + Duration::from_secs(3), task: None, kind: EventKind::RunFinished(run_totals) });
-        let mut reporters = artifact_reporters(dir, run_id, shard, redactor(), None, &crate::disk::Reserve::none()).unwrap();
+        events.push(Event { ts: start + Duration::from_secs(3), ..Event::run_finished(&run_totals) });
+        let events = crate::report::test_support::stamped(events, run_id, shard);
+        let mut reporters = artifact_reporters(dir, redactor(), None, &crate::disk::Reserve::none()).unwrap();
         for reporter in &mut reporters {
             for event in &events {
                 reporter.on_event(event).unwrap();

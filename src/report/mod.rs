@@ -1,6 +1,6 @@
 //! Artifacts, each an independent [`crate::events::Reporter`] of the event stream.
 //!
-//! One file per output: [`jsonl`] (`results.jsonl`, mapped to the results records by [`contract`]),
+//! One file per output: [`jsonl`] (`results.jsonl`: each event's record, redacted),
 //! [`junit`] (`junit.xml`), [`summary`] (`summary.md`), [`transcript`] (`transcripts/`),
 //! [`diff`] (`diffs/`) and [`progress`] (human lines for CI logs). [`artifact_reporters`] builds
 //! the set that writes into `--out`; the caller adds progress and a `--jsonl -` stream.
@@ -8,7 +8,6 @@
 //! [`merge`] joins the outputs of sharded runs (or a run and its rerun) into one. [`github`] speaks to GitHub Actions:
 //! annotations and step outputs.
 
-pub mod contract;
 pub mod diff;
 pub mod github;
 pub mod jsonl;
@@ -45,17 +44,16 @@ pub use transcript::TranscriptReporter;
 /// `summary.md` (also appended to `step_summary`, `$GITHUB_STEP_SUMMARY`), `transcripts/`,
 /// `diffs/` and `outputs/`, each writing into `reserve`'s room when the disk is full; and the
 /// one that takes the reserve back after a task finished ([`Reserve::take_back`]).
-/// `results.jsonl` is truncated now, so a reader never mixes two runs.
+/// `results.jsonl` is truncated now, so a reader never mixes two runs. The lines are the
+/// events' records as the bus stamped them (run id, shard, `seq`).
 pub fn artifact_reporters(
     out_dir: &Path,
-    run_id: &str,
-    shard: Option<&str>,
     redactor: Arc<Redactor>,
     step_summary: Option<PathBuf>,
     reserve: &Arc<Reserve>,
 ) -> std::io::Result<Vec<Box<dyn Reporter>>> {
     std::fs::create_dir_all(out_dir)?;
-    let results = JsonlReporter::create(&out_dir.join("results.jsonl"), run_id, shard, redactor.clone())?;
+    let results = JsonlReporter::create(&out_dir.join("results.jsonl"), redactor.clone())?;
     let summary = SummaryReporter::new(out_dir.join("summary.md"), redactor.clone()).with_step_summary(step_summary);
     Ok(vec![
         Box::new(results.with_reserve(reserve.clone())),
@@ -75,7 +73,7 @@ struct TakeBack(Arc<Reserve>);
 
 impl Reporter for TakeBack {
     fn on_event(&mut self, event: &crate::events::Event) -> std::io::Result<()> {
-        if matches!(event.kind, crate::events::EventKind::TaskFinished(_)) {
+        if matches!(event.record, crate::events::WireEvent::TaskFinished { .. }) {
             self.0.take_back();
         }
         Ok(())
@@ -341,8 +339,8 @@ mod tests {
 
     #[test]
     fn summary_and_junit_strip_links_then_mask_a_secret_cut_by_an_escape() {
-        use crate::events::{EventKind, Status, TaskError};
-        use crate::report::test_support::{event, finished, outcome, totals};
+        use crate::events::{Event, Status, TaskError};
+        use crate::report::test_support::{finished, outcome, totals};
         let dir = tempfile::tempdir().unwrap();
         let redactor = Arc::new(Redactor::new(["sk-live-98765".to_string()]));
         let message = "fixed, see \x1b]8;;https://example.com/pr/1\x1b\\PR 1\x1b]8;;\x1b\\ key sk-live\x1b[0m-98765";
@@ -355,7 +353,7 @@ mod tests {
         ];
         for reporter in &mut reporters {
             reporter.on_event(&finished(o.clone())).unwrap();
-            reporter.on_event(&event(None, EventKind::RunFinished(totals(&[(Status::Failed, 1)])))).unwrap();
+            reporter.on_event(&Event::run_finished(&totals(&[(Status::Failed, 1)]))).unwrap();
             reporter.finish().unwrap();
         }
         for file in ["junit.xml", "summary.md"] {
@@ -386,7 +384,7 @@ mod tests {
     fn artifact_reporters_create_the_out_dir_and_results_file() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("nested/out");
-        let reporters = artifact_reporters(&out, "run-1", None, Arc::new(Redactor::default()), None, &Reserve::none()).unwrap();
+        let reporters = artifact_reporters(&out, Arc::new(Redactor::default()), None, &Reserve::none()).unwrap();
         assert_eq!(reporters.len(), 7);
         assert!(out.join("results.jsonl").is_file());
     }

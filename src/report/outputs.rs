@@ -2,7 +2,7 @@
 //! `findings.sarif` (plus GitHub annotations) for `output = "findings"` tasks.
 
 use crate::disk::Reserve;
-use crate::events::{Event, EventKind, Reporter};
+use crate::events::{Event, Reporter, WireEvent};
 use crate::structured::annotations::{self, MAX_ANNOTATIONS};
 use crate::structured::findings::{self, PathBase};
 use crate::structured::sarif::{self, Located};
@@ -63,10 +63,10 @@ impl OutputsReporter {
 
 impl Reporter for OutputsReporter {
     fn on_event(&mut self, event: &Event) -> std::io::Result<()> {
-        let EventKind::TaskFinished(outcome) = &event.kind else { return Ok(()) };
-        let Some(value) = &outcome.record.structured_output else { return Ok(()) };
+        let Some(done) = event.as_task_finished() else { return Ok(()) };
+        let Some(value) = &done.record.structured_output else { return Ok(()) };
         let text = serde_json::to_string_pretty(value).map_err(std::io::Error::other)? + "\n";
-        let (path, text) = (self.out_dir.join(output_path(&outcome.task_id)), self.redactor.redact(&text));
+        let (path, text) = (self.out_dir.join(output_path(done.task_id)), self.redactor.redact(&text));
         self.reserve.write(|| super::write_atomic(&path, text.as_bytes()))
     }
 }
@@ -146,18 +146,15 @@ impl SarifReporter {
 
 impl Reporter for SarifReporter {
     fn on_event(&mut self, event: &Event) -> std::io::Result<()> {
-        match (&event.kind, &event.task) {
-            (EventKind::TaskStarted { workdir, .. }, Some(task)) => {
-                if let Some(base) = self.bases.get_mut(&*task.task_id) {
-                    base.absolute_workdir = Some(workdir.clone());
-                }
-                Ok(())
+        if let (WireEvent::TaskStarted { workdir, .. }, Some(task_id)) = (&event.record, event.task_id()) {
+            if let Some(base) = self.bases.get_mut(task_id) {
+                base.absolute_workdir = Some(workdir.into());
             }
-            (EventKind::TaskFinished(outcome), _) => match &outcome.record.structured_output {
-                Some(answer) => self.add(&outcome.task_id, answer),
-                None => Ok(()),
-            },
-            _ => Ok(()),
+            return Ok(());
+        }
+        match event.as_task_finished() {
+            Some(done) => done.record.structured_output.as_ref().map_or(Ok(()), |answer| self.add(done.task_id, answer)),
+            None => Ok(()),
         }
     }
 
@@ -265,7 +262,8 @@ mod tests {
         reporter
             .on_event(&event(
                 Some(("review", 1)),
-                EventKind::TaskStarted {
+                WireEvent::TaskStarted {
+                    header: crate::report::test_support::unstamped(),
                     workspace_ms: None,
                     provider: "p".into(),
                     model: "m".into(),

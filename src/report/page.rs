@@ -4,7 +4,7 @@
 
 use super::{short_reason, strip_control};
 use crate::disk::Reserve;
-use crate::events::{Event, EventKind, Reporter, RunEnd};
+use crate::events::{Event, Reporter, RunEnd};
 use dracode_report_page::PageError;
 use dracode_results::records::{WireEvent, WireOutcome};
 use std::path::{Path, PathBuf};
@@ -38,34 +38,26 @@ fn write_ending(out: &Path, history: &[PathBuf], cache: Option<&Path>, end: Opti
 pub struct PageReporter {
     out: PathBuf,
     cache: Option<PathBuf>,
-    run_id: String,
-    shard: Option<String>,
     reserve: Arc<Reserve>,
 }
 
 impl PageReporter {
-    /// The page of the run `run_id` in `out`; with a `cache`, its record also kept there.
-    pub fn new(out: &Path, cache: Option<&Path>, run_id: &str, shard: Option<&str>, reserve: Arc<Reserve>) -> Self {
-        PageReporter {
-            out: out.to_path_buf(),
-            cache: cache.map(Path::to_path_buf),
-            run_id: run_id.to_string(),
-            shard: shard.map(str::to_string),
-            reserve,
-        }
+    /// The page of the run in `out` (its `run.finished` as the bus stamped it); with a `cache`,
+    /// its record also kept there.
+    pub fn new(out: &Path, cache: Option<&Path>, reserve: Arc<Reserve>) -> Self {
+        PageReporter { out: out.to_path_buf(), cache: cache.map(Path::to_path_buf), reserve }
     }
 }
 
 impl Reporter for PageReporter {
     fn on_event(&mut self, event: &Event) -> std::io::Result<()> {
-        if !matches!(event.kind, EventKind::RunFinished(_)) {
+        if !matches!(event.record, WireEvent::RunFinished { .. }) {
             return Ok(());
         }
         self.reserve.remove().map_err(|e| {
             std::io::Error::new(e.kind(), format!("cannot remove {}: {e}", self.out.join(crate::disk::RESERVE_NAME).display()))
         })?;
-        let end = super::contract::to_wire(event, 0, &self.run_id, self.shard.as_deref());
-        write_ending(&self.out, &[], self.cache.as_deref(), Some(end)).map(drop).map_err(std::io::Error::other)
+        write_ending(&self.out, &[], self.cache.as_deref(), Some(event.record.clone())).map(drop).map_err(std::io::Error::other)
     }
 
     fn run_end(&self) -> RunEnd {

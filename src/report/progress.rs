@@ -16,7 +16,7 @@
 
 use super::slow::{SharedWriter, SlowPolicy, SlowWatch};
 use super::{human_cost, human_duration, short_reason, strip_control, thousands};
-use crate::events::{Event, EventKind, Reporter, RetryScope, RunTotals, Status, TaskOutcome};
+use crate::events::{Event, Reporter, RetryScope, RunFinished, Status, TaskFinished, WireEvent};
 use dracode_llm::prices::PriceTable;
 use dracode_secrets::Redactor;
 use std::collections::HashMap;
@@ -132,11 +132,11 @@ impl ProgressReporter {
         (self.verbosity != Verbosity::Quiet).then(|| format!("{:>7}  [{number}/{}] {id}{again}", "START", self.total))
     }
 
-    fn finished(&mut self, o: &TaskOutcome) -> Option<String> {
+    fn finished(&mut self, o: TaskFinished<'_>) -> Option<String> {
         self.finished += 1;
-        let number = self.number(&o.task_id);
+        let number = self.number(o.task_id);
         if let Some(slow) = &self.slow {
-            slow.finished(&o.task_id);
+            slow.finished(o.task_id);
         }
         if self.verbosity == Verbosity::Quiet {
             return None;
@@ -163,7 +163,7 @@ impl ProgressReporter {
             text.push_str(&format!("  cached (run {})", hit.run_id));
         }
         if !o.record.status.is_pass() {
-            let reason = strip_control(&short_reason(&o.record));
+            let reason = strip_control(&short_reason(o.record));
             let reason = reason.lines().next().unwrap_or("");
             let mut short: String = reason.chars().take(REASON_CHARS).collect();
             if short.len() < reason.len() {
@@ -180,19 +180,18 @@ impl ProgressReporter {
 
     /// The TOTAL line: task counts, tokens, cost, and what the exit code says when it is not
     /// just the tasks' (results not written, tasks not judged).
-    fn total_line(&self, t: &RunTotals) -> String {
-        let tasks: usize = t.counts.values().sum();
-        let counts: Vec<String> =
-            Status::ALL.iter().filter_map(|s| t.counts.get(s).filter(|n| **n > 0).map(|n| format!("{n} {}", s.as_str()))).collect();
+    fn total_line(&self, t: &RunFinished) -> String {
+        let tasks = t.counts.total();
+        let counts: Vec<String> = t.counts.iter().filter(|(_, n)| *n > 0).map(|(s, n)| format!("{n} {}", s.as_str())).collect();
         let counts = if counts.is_empty() { "nothing run".to_string() } else { counts.join(", ") };
         let mut text = format!(
             "{:>7}  {tasks} {} in {}: {counts}  {} tok",
             "TOTAL",
             if tasks == 1 { "task" } else { "tasks" },
-            human_duration(t.duration),
+            human_duration(t.duration()),
             thousands(t.usage.total_tokens)
         );
-        if let Some(cost) = t.cost_usd {
+        if let Some(cost) = t.total_cost_usd {
             text.push_str(&format!("  {}", human_cost(cost)));
         }
         if t.artifact_failures > 0 {
@@ -210,36 +209,38 @@ impl ProgressReporter {
 
 impl Reporter for ProgressReporter {
     fn on_event(&mut self, event: &Event) -> std::io::Result<()> {
-        let id = event.task.as_ref().map_or("", |t| &*t.task_id);
+        let id = event.task_id().unwrap_or_default();
         let verbose = self.verbosity == Verbosity::Verbose;
-        let text = match &event.kind {
-            EventKind::TaskStarted { model, .. } => {
-                let attempt = event.task.as_ref().map_or(1, |t| t.attempt);
-                self.started(id, attempt, model)
-            }
-            EventKind::TurnCompleted { usage, .. } => {
+        let text = match &event.record {
+            WireEvent::TaskStarted { model, .. } => self.started(id, event.attempt().unwrap_or(1), model),
+            WireEvent::TurnCompleted { usage, .. } => {
                 if let Some(slow) = &self.slow {
                     slow.turn(id, usage);
                 }
                 None
             }
-            EventKind::TaskFinished(outcome) => self.finished(outcome),
-            EventKind::ToolCompleted { name, ok, duration, .. } if verbose => {
-                Some(format!("{:>7}  {id}  {name} {} {}", "TOOL", if *ok { "ok" } else { "error" }, short_duration(*duration)))
+            WireEvent::TaskFinished { .. } => event.as_task_finished().and_then(|done| self.finished(done)),
+            WireEvent::ToolCompleted { name, ok, duration_ms, .. } if verbose => {
+                let took = short_duration(Duration::from_millis(*duration_ms));
+                Some(format!("{:>7}  {id}  {name} {} {took}", "TOOL", if *ok { "ok" } else { "error" }))
             }
-            EventKind::Retry { scope, reason, delay, next_attempt } if verbose => {
+            WireEvent::Retry { scope, reason, delay_ms, attempt, .. } if verbose => {
                 let scope = match scope {
                     RetryScope::Http => "http",
                     RetryScope::Task => "task",
                 };
-                Some(format!("{:>7}  {id}  {scope} {reason}: attempt {next_attempt} in {}", "RETRY", short_duration(*delay)))
+                Some(format!(
+                    "{:>7}  {id}  {scope} {reason}: attempt {attempt} in {}",
+                    "RETRY",
+                    short_duration(Duration::from_millis(*delay_ms))
+                ))
             }
-            EventKind::SetupStarted { command, tasks, .. } if self.verbosity != Verbosity::Quiet => {
+            WireEvent::SetupStarted { command, tasks, .. } if self.verbosity != Verbosity::Quiet => {
                 Some(format!("{:>7}  {command}  (for {tasks} task{})", "SETUP", if *tasks == 1 { "" } else { "s" }))
             }
             // A setup that failed is an error: `-q` shows it too.
-            EventKind::SetupFinished(report) if self.verbosity != Verbosity::Quiet || report.error.is_some() => Some(setup_line(report)),
-            EventKind::RunFinished(totals) if self.verbosity != Verbosity::Quiet => Some(self.total_line(totals)),
+            WireEvent::SetupFinished { error, .. } if self.verbosity != Verbosity::Quiet || error.is_some() => setup_line(&event.record),
+            WireEvent::RunFinished { .. } if self.verbosity != Verbosity::Quiet => event.as_run_finished().map(|t| self.total_line(&t)),
             _ => None,
         };
         match text {
@@ -255,16 +256,18 @@ impl Reporter for ProgressReporter {
     }
 }
 
-/// The line that says how the batch's setup ended: its outputs, or why it failed.
-fn setup_line(report: &crate::events::SetupReport) -> String {
-    let took = human_duration(report.duration);
-    match &report.error {
-        None => format!("{:>7}  {}  {took}, {} output(s) for every task", "SETUP", report.command, report.outputs.len()),
-        Some(why) => match super::failure_line(&report.output_tail).filter(|line| !why.contains(line.as_str())) {
-            Some(line) => format!("{:>7}  {}  {took}: {why}\n         {line}", "SETUP", report.command),
-            None => format!("{:>7}  {}  {took}: {why}", "SETUP", report.command),
+/// The line that says how the batch's setup ended (`setup.finished`): its outputs, or why it
+/// failed.
+fn setup_line(record: &WireEvent) -> Option<String> {
+    let WireEvent::SetupFinished { command, duration_ms, output_tail, outputs, error, .. } = record else { return None };
+    let took = human_duration(Duration::from_millis(*duration_ms));
+    Some(match error {
+        None => format!("{:>7}  {command}  {took}, {} output(s) for every task", "SETUP", outputs.len()),
+        Some(why) => match super::failure_line(output_tail).filter(|line| !why.contains(line.as_str())) {
+            Some(line) => format!("{:>7}  {command}  {took}: {why}\n         {line}", "SETUP"),
+            None => format!("{:>7}  {command}  {took}: {why}", "SETUP"),
         },
-    }
+    })
 }
 
 /// Whether a stream that `is_terminal` gets colour: not when `NO_COLOR` is set to anything
@@ -296,7 +299,7 @@ fn short_duration(d: Duration) -> String {
 mod tests {
     use super::*;
     use crate::events::{CheckRecord, TaskError};
-    use crate::report::test_support::{Shared, event, finished, outcome, totals};
+    use crate::report::test_support::{Shared, event, finished, outcome, run_end, totals, unstamped};
     use dracode_llm::ErrorKind;
 
     fn run(verbosity: Verbosity) -> String {
@@ -306,7 +309,8 @@ mod tests {
         let start = |id: &str, attempt| {
             event(
                 Some((id, attempt)),
-                EventKind::TaskStarted {
+                WireEvent::TaskStarted {
+                    header: unstamped(),
                     workspace_ms: None,
                     provider: "openai".into(),
                     model: "m".into(),
@@ -317,24 +321,10 @@ mod tests {
             )
         };
         p.on_event(&start("a", 1)).unwrap();
-        p.on_event(&event(
-            Some(("a", 1)),
-            EventKind::ToolCompleted {
-                call_id: "c".into(),
-                name: "read_file".into(),
-                ok: false,
-                output: "x".into(),
-                duration: Duration::from_millis(12),
-            },
-        ))
-        .unwrap();
+        p.on_event(&event(Some(("a", 1)), Event::tool_completed("c", "read_file", false, "x".into(), Duration::from_millis(12)))).unwrap();
         p.on_event(&finished(outcome("a", Status::Passed))).unwrap();
         p.on_event(&start("b", 1)).unwrap();
-        p.on_event(&event(
-            Some(("b", 1)),
-            EventKind::Retry { scope: RetryScope::Task, reason: "server".into(), delay: Duration::from_millis(1500), next_attempt: 2 },
-        ))
-        .unwrap();
+        p.on_event(&event(Some(("b", 1)), Event::retry(RetryScope::Task, "server".into(), Duration::from_millis(1500), 2))).unwrap();
         p.on_event(&start("b", 2)).unwrap();
         let mut b = outcome("b", Status::Failed);
         b.record.total_cost_usd = None;
@@ -354,7 +344,7 @@ mod tests {
         p.on_event(&finished(c)).unwrap();
         let mut t = totals(&[(Status::Passed, 1), (Status::Failed, 1), (Status::Error, 1)]);
         t.usage = dracode_llm::Usage::from_counts(3000, 702);
-        p.on_event(&event(None, EventKind::RunFinished(t))).unwrap();
+        p.on_event(&Event::run_finished(&t)).unwrap();
         p.finish().unwrap();
         let bytes = out.0.lock().unwrap().clone();
         String::from_utf8(bytes).unwrap()
@@ -363,7 +353,7 @@ mod tests {
     #[test]
     fn the_total_line_says_when_tasks_could_not_be_judged() {
         let p = ProgressReporter::new(Box::new(std::io::sink()), Verbosity::Normal, 2);
-        let mut t = totals(&[(Status::Failed, 1), (Status::NotConfigured, 1)]);
+        let mut t = run_end(&totals(&[(Status::Failed, 1), (Status::NotConfigured, 1)]));
         assert!(!p.total_line(&t).contains("NOT JUDGED"));
         t.exit_code = dracode_results::exit_codes::NOT_JUDGED;
         let line = p.total_line(&t);
@@ -373,7 +363,7 @@ mod tests {
     #[test]
     fn the_total_line_does_not_claim_success_when_artifacts_failed() {
         let p = ProgressReporter::new(Box::new(std::io::sink()), Verbosity::Normal, 1);
-        let mut t = totals(&[(Status::Passed, 1)]);
+        let mut t = run_end(&totals(&[(Status::Passed, 1)]));
         assert!(!p.total_line(&t).contains("NOT WRITTEN"));
         t.artifact_failures = 2;
         t.exit_code = dracode_results::exit_codes::ARTIFACTS_FAILED;
@@ -417,7 +407,8 @@ mod tests {
         let out = Shared::default();
         let mut p = ProgressReporter::new(Box::new(out.clone()), Verbosity::Normal, 2);
         for id in ["a", "b"] {
-            let kind = EventKind::TaskStarted {
+            let kind = WireEvent::TaskStarted {
+                header: unstamped(),
                 workspace_ms: None,
                 provider: "p".into(),
                 model: "m".into(),
@@ -455,19 +446,20 @@ mod tests {
     #[test]
     fn a_failed_setup_shows_its_telling_line_not_pips_notice() {
         let tail = "  error: subprocess-exited-with-error\n      LookupError: unable to detect version\n  note: see above\n\n[notice] A new release of pip is available\n[notice] To update, run: pip install --upgrade pip\n";
-        let report = |error: &str| crate::events::SetupReport {
+        let report = |error: &str| WireEvent::SetupFinished {
+            header: unstamped(),
             command: "pip install -e .".into(),
             exit_code: Some(1),
-            duration: Duration::from_secs(3),
+            duration_ms: 3000,
             output_tail: tail.into(),
             outputs: Vec::new(),
             not_carried: Vec::new(),
             error: Some(error.into()),
         };
-        let line = setup_line(&report("it exited 1"));
+        let line = setup_line(&report("it exited 1")).unwrap();
         assert!(line.ends_with("\n         LookupError: unable to detect version"), "{line}");
         // The reason already holds it (as the setup step writes it): shown once.
-        let line = setup_line(&report("it exited 1: LookupError: unable to detect version"));
+        let line = setup_line(&report("it exited 1: LookupError: unable to detect version")).unwrap();
         assert_eq!(line.lines().count(), 1, "{line}");
         assert!(!line.contains("[notice]"), "{line}");
     }

@@ -7,7 +7,7 @@
 
 use super::{clean_text, clean_text_keeping, human_cost, human_duration, os_reason, strip_control, thousands, write_atomic};
 use crate::disk::Reserve;
-use crate::events::{Event, EventKind, Reporter, RunEnd, RunTotals, Status, TaskOutcome};
+use crate::events::{Event, Reporter, RunEnd, RunFinished, Status, TaskOutcome, WireEvent};
 use dracode_secrets::Redactor;
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -47,10 +47,10 @@ pub struct SummaryReporter {
     path: PathBuf,
     redactor: Arc<Redactor>,
     outcomes: Vec<TaskOutcome>,
-    totals: Option<RunTotals>,
+    totals: Option<RunFinished>,
     warnings: Vec<String>,
-    /// How each of the batch's setups ended.
-    setups: Vec<crate::events::SetupReport>,
+    /// How each of the batch's setups ended: their `setup.finished` records.
+    setups: Vec<WireEvent>,
     step_summary: Option<PathBuf>,
     reserve: Arc<Reserve>,
 }
@@ -84,17 +84,18 @@ impl SummaryReporter {
     /// end of its output.
     fn setup_section(&self, md: &mut String) {
         for setup in &self.setups {
-            let command = clean_text(&self.redactor, &setup.command);
-            let took = human_duration(setup.duration);
-            match &setup.error {
+            let WireEvent::SetupFinished { command, duration_ms, output_tail, outputs, error, .. } = setup else { continue };
+            let command = clean_text(&self.redactor, command);
+            let took = human_duration(std::time::Duration::from_millis(*duration_ms));
+            match error {
                 None => {
-                    let outputs: Vec<String> = setup.outputs.iter().map(|o| format!("`{}`", escape_cell(o))).collect();
+                    let outputs: Vec<String> = outputs.iter().map(|o| format!("`{}`", escape_cell(o))).collect();
                     let _ = writeln!(md, "\n**Setup** `{}` passed in {took}; every task got {}", escape_cell(&command), outputs.join(", "));
                 }
                 Some(why) => {
                     let why = clean_text(&self.redactor, why);
                     let _ = writeln!(md, "\n**Setup** `{}` failed after {took}: {}", escape_cell(&command), escape_cell(&why));
-                    let tail: Vec<&str> = setup.output_tail.lines().rev().take(TAIL_LINES).collect();
+                    let tail: Vec<&str> = output_tail.lines().rev().take(TAIL_LINES).collect();
                     let tail: Vec<&str> = tail.into_iter().rev().collect();
                     let _ = writeln!(md, "\n```\n{}\n```", clean_text(&self.redactor, &tail.join("\n")).replace("```", "'''"));
                 }
@@ -228,7 +229,7 @@ impl SummaryReporter {
         md.push('\n');
 
         let (tokens, cost) = match &self.totals {
-            Some(t) => (t.usage.total_tokens, t.cost_usd),
+            Some(t) => (t.usage.total_tokens, t.total_cost_usd),
             None => (
                 outcomes.iter().map(|o| o.record.usage.total_tokens).sum(),
                 outcomes.iter().map(|o| o.record.total_cost_usd).sum::<Option<f64>>(),
@@ -236,7 +237,7 @@ impl SummaryReporter {
         };
         let _ = write!(md, "\n**Tokens** {} · **Cost** {}", thousands(tokens), cost.map_or("unknown".to_string(), human_cost));
         if let Some(t) = &self.totals {
-            let _ = write!(md, " · **Duration** {}", human_duration(t.duration));
+            let _ = write!(md, " · **Duration** {}", human_duration(t.duration()));
         }
         md.push('\n');
         let carried: Vec<&str> = outcomes.iter().filter_map(|o| o.record.carried_from.as_deref()).collect();
@@ -276,16 +277,11 @@ fn exact_cell(text: &str) -> String {
 
 impl Reporter for SummaryReporter {
     fn on_event(&mut self, event: &Event) -> std::io::Result<()> {
-        match &event.kind {
-            EventKind::TaskFinished(outcome) => {
-                let mut outcome = TaskOutcome::clone(outcome);
-                outcome.attachments.transcript = None;
-                outcome.attachments.diff = None;
-                self.outcomes.push(outcome);
-            }
-            EventKind::RunFinished(totals) => self.totals = Some(totals.clone()),
-            EventKind::RunStarted { warnings, .. } => self.warnings.clone_from(warnings),
-            EventKind::SetupFinished(report) => self.setups.push((**report).clone()),
+        match &event.record {
+            WireEvent::TaskFinished { .. } => self.outcomes.extend(event.as_task_finished().map(|done| done.to_bare_outcome())),
+            WireEvent::RunFinished { .. } => self.totals = event.as_run_finished(),
+            WireEvent::RunStarted { warnings, .. } => self.warnings.clone_from(warnings),
+            WireEvent::SetupFinished { .. } => self.setups.push(event.record.clone()),
             _ => {}
         }
         Ok(())
@@ -388,8 +384,9 @@ fn escape_cell(text: &str) -> String {
 mod tests {
     use super::*;
     use crate::events::FailureKind;
+    use crate::events::RunTotals;
     use crate::events::{CheckRecord, TaskError};
-    use crate::report::test_support::{event, finished, outcome, totals};
+    use crate::report::test_support::{event, finished, outcome, totals, unstamped};
 
     fn summary(outcomes: Vec<TaskOutcome>, run: Option<RunTotals>) -> String {
         let dir = tempfile::tempdir().unwrap();
@@ -400,7 +397,7 @@ mod tests {
             reporter.on_event(&finished(o)).unwrap();
         }
         if let Some(t) = run {
-            reporter.on_event(&event(None, EventKind::RunFinished(t))).unwrap();
+            reporter.on_event(&Event::run_finished(&t)).unwrap();
         }
         reporter.finish().unwrap();
         std::fs::read_to_string(path).unwrap()
@@ -413,14 +410,15 @@ mod tests {
         let mut reporter = SummaryReporter::new(&path, Arc::new(Redactor::new(["sk_live_secret_1234".to_string()])));
         let warnings =
             vec!["commands of 2 task(s) ran unconfined (sandbox = \"off\")".to_string(), "key sk_live_secret_1234 <b>".to_string()];
-        let started = EventKind::RunStarted {
+        let started = WireEvent::RunStarted {
+            header: unstamped(),
             version: "0.1.0".into(),
             manifests: Vec::new(),
             task_count: 1,
-            shard: None,
             jobs: 1,
             warnings,
             config_files: None,
+            merged_from: None,
         };
         reporter.on_event(&event(None, started)).unwrap();
         reporter.on_event(&finished(outcome("alpha", Status::Passed))).unwrap();

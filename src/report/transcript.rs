@@ -4,7 +4,7 @@
 use super::jsonl::redact_event;
 use super::write_atomic;
 use crate::disk::Reserve;
-use crate::events::{Event, EventKind, Reporter, Status};
+use crate::events::{Event, Reporter, Status};
 use dracode_llm::Message;
 use dracode_results::file_names::file_stem;
 use dracode_secrets::Redactor;
@@ -45,16 +45,16 @@ impl TranscriptReporter {
 
 impl Reporter for TranscriptReporter {
     fn on_event(&mut self, event: &Event) -> std::io::Result<()> {
-        let EventKind::TaskFinished(outcome) = &event.kind else { return Ok(()) };
+        let Some(outcome) = event.as_task_finished() else { return Ok(()) };
         // Each attempt of a repeated task has its own, `transcripts/<id>@<repeat>.json`.
         for (repeat, files) in outcome.record.repeats.iter().zip(&outcome.attachments.repeats) {
             if let Some(transcript) = &files.transcript {
-                let name = format!("{}@{}", file_stem(&outcome.task_id), repeat.repeat);
-                self.write(&name, &outcome.task_id, repeat.status, transcript)?;
+                let name = format!("{}@{}", file_stem(outcome.task_id), repeat.repeat);
+                self.write(&name, outcome.task_id, repeat.status, transcript)?;
             }
         }
         let Some(transcript) = &outcome.attachments.transcript else { return Ok(()) };
-        self.write(&file_stem(&outcome.task_id), &outcome.task_id, outcome.record.status, transcript)
+        self.write(&file_stem(outcome.task_id), outcome.task_id, outcome.record.status, transcript)
     }
 }
 

@@ -2,7 +2,7 @@
 //! event stream) without ending the task.
 
 use super::{Tool, ToolContext, ToolError, parse_args, schema_of};
-use crate::events::EventKind;
+use crate::events::{Header, WireEvent};
 use dracode_llm::BoxFuture;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -31,7 +31,7 @@ impl Tool for DisplayText {
     fn call<'a>(&'a self, ctx: &'a ToolContext, input: serde_json::Value) -> BoxFuture<'a, Result<String, ToolError>> {
         Box::pin(async move {
             let args: Args = parse_args(input)?;
-            ctx.emitter.emit(EventKind::AgentMessage { text: args.text });
+            ctx.emitter.emit(WireEvent::AgentMessage { header: Header::unstamped(None), text: args.text });
             Ok("displayed".to_string())
         })
     }
@@ -40,7 +40,7 @@ impl Tool for DisplayText {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::{Emitter, Event, EventBus, Reporter};
+    use crate::events::{Emitter, Event, EventBus, Reporter, Stamp};
     use crate::tools::{ErrorCode, test_context};
     use serde_json::json;
     use std::sync::{Arc, Mutex};
@@ -49,7 +49,7 @@ mod tests {
 
     impl Reporter for Collect {
         fn on_event(&mut self, event: &Event) -> std::io::Result<()> {
-            if let EventKind::AgentMessage { text } = &event.kind {
+            if let WireEvent::AgentMessage { text, .. } = &event.record {
                 self.0.lock().unwrap().push(text.clone());
             }
             Ok(())
@@ -61,7 +61,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let mut ctx = test_context(dir.path());
-        let bus = EventBus::new(vec![Box::new(Collect(seen.clone()))]);
+        let bus = EventBus::new(Stamp::new("run", None), vec![Box::new(Collect(seen.clone()))]);
         ctx.emitter = Emitter::run(bus.clone());
         let out = DisplayText.call(&ctx, json!({"text": "halfway there"})).await.unwrap();
         assert_eq!(out, "displayed");

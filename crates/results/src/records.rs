@@ -1,8 +1,10 @@
 //! The JSONL wire format of `results.jsonl` and `--jsonl`: one [`WireEvent`] a line.
 //!
-//! These types are the user contract (docs/src/reference/output.md), kept apart from the
-//! internal events so that an internal change never silently changes the wire (the one, pure,
-//! mapping is the report's); [`events_schema`] is what `dracode schema events` prints.
+//! These types are the user contract (docs/src/reference/output.md) and the events themselves:
+//! dracode's engine emits these records (with [`Header::unstamped`] headers its event bus
+//! stamps), every reporter reads them, and `merge`, `regrade` and `combine` replay them as read;
+//! [`events_schema`] is what `dracode schema events` prints. A change here is a change of the
+//! wire, which the schema shows.
 //!
 //! # Wire format
 //!
@@ -38,6 +40,21 @@ pub fn cut_at(text: &str, limit: usize) -> &str {
     &text[..end]
 }
 
+/// `value` with every string longer than `limit` bytes cut (by [`cut_at`]) and a note of how many
+/// bytes were cut: how `tool.started` carries a tool's arguments.
+pub fn cap_strings(value: &serde_json::Value, limit: usize) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::String(text) if text.len() > limit => {
+            let kept = cut_at(text, limit);
+            Value::String(format!("{kept}[... {} bytes cut]", text.len() - kept.len()))
+        }
+        Value::Array(items) => Value::Array(items.iter().map(|v| cap_strings(v, limit)).collect()),
+        Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), cap_strings(v, limit))).collect()),
+        other => other.clone(),
+    }
+}
+
 /// The fields every line carries.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[cfg_attr(test, derive(proptest_derive::Arbitrary))]
@@ -60,6 +77,23 @@ pub struct Header {
     /// `K/N` when the run is sharded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<String>,
+}
+
+impl Header {
+    /// The header of an event about to be emitted, not yet stamped: this format's version, `seq`
+    /// 0 and no `ts` or `run_id` (what the bus that delivers it fills), and the task (its id and
+    /// attempt) when it is a task's.
+    pub fn unstamped(task: Option<(&str, u32)>) -> Self {
+        Header {
+            schema_version: SCHEMA_VERSION,
+            seq: 0,
+            ts: String::new(),
+            run_id: String::new(),
+            task_id: task.map(|(id, _)| id.to_string()),
+            attempt: task.map(|(_, attempt)| attempt),
+            shard: None,
+        }
+    }
 }
 
 /// One line of `results.jsonl`.
@@ -638,6 +672,32 @@ impl StatusCounts {
         counts
     }
 
+    /// The tasks counted under `status`.
+    pub fn get(&self, status: Status) -> usize {
+        match status {
+            Status::Passed => self.passed,
+            Status::Failed => self.failed,
+            Status::Error => self.error,
+            Status::NotConfigured => self.not_configured,
+            Status::MaxIterations => self.max_iterations,
+            Status::Timeout => self.timeout,
+            Status::Stalled => self.stalled,
+            Status::BudgetExceeded => self.budget_exceeded,
+            Status::Cancelled => self.cancelled,
+            Status::Skipped => self.skipped,
+        }
+    }
+
+    /// Every status with its count, in [`Status::ALL`]'s order (0 included).
+    pub fn iter(&self) -> impl Iterator<Item = (Status, usize)> + '_ {
+        Status::ALL.iter().map(|&status| (status, self.get(status)))
+    }
+
+    /// The tasks counted, all statuses together.
+    pub fn total(&self) -> usize {
+        self.iter().map(|(_, n)| n).sum()
+    }
+
     fn slot(&mut self, status: Status) -> &mut usize {
         match status {
             Status::Passed => &mut self.passed,
@@ -655,6 +715,26 @@ impl StatusCounts {
 }
 
 impl WireEvent {
+    /// The common fields of this line, to fill in (the bus stamps them once per event).
+    pub fn header_mut(&mut self) -> &mut Header {
+        match self {
+            WireEvent::RunStarted { header, .. }
+            | WireEvent::SetupStarted { header, .. }
+            | WireEvent::SetupFinished { header, .. }
+            | WireEvent::TaskStarted { header, .. }
+            | WireEvent::TurnCompleted { header, .. }
+            | WireEvent::ToolStarted { header, .. }
+            | WireEvent::ToolCompleted { header, .. }
+            | WireEvent::Retry { header, .. }
+            | WireEvent::AgentMessage { header, .. }
+            | WireEvent::ContextCompacted { header, .. }
+            | WireEvent::NetworkDenied { header, .. }
+            | WireEvent::LimitWarning { header, .. }
+            | WireEvent::TaskFinished { header, .. }
+            | WireEvent::RunFinished { header, .. } => header,
+        }
+    }
+
     /// The common fields of this line.
     pub fn header(&self) -> &Header {
         match self {

@@ -20,7 +20,7 @@ mod metrics;
 mod proto;
 
 use super::clean_text;
-use crate::events::{Event, EventKind, Reporter, TaskOutcome};
+use crate::events::{Event, Reporter, TaskFinished, WireEvent};
 use dracode_llm::preset::ProviderType;
 use dracode_secrets::Redactor;
 use std::collections::{BTreeMap, HashMap};
@@ -209,17 +209,18 @@ impl OtelReporter {
     fn on_task_event(&mut self, task_id: &str, event: &Event) {
         let log_content = self.config.log_content;
         let redactor = self.redactor.clone();
-        let provider_name = match &event.kind {
-            EventKind::TaskStarted { provider, .. } => self.provider_of(provider),
+        let provider_name = match &event.record {
+            WireEvent::TaskStarted { provider, .. } => self.provider_of(provider),
             _ => String::new(),
         };
         let state = self.task(task_id, event.ts);
-        match &event.kind {
-            EventKind::TaskStarted { model, .. } => {
+        match &event.record {
+            WireEvent::TaskStarted { model, .. } => {
                 state.provider = provider_name;
                 state.model.clone_from(model);
             }
-            EventKind::TurnCompleted { turn, stop_reason, usage, duration } => {
+            WireEvent::TurnCompleted { turn, stop_reason, usage, duration_ms, .. } => {
+                let duration = Duration::from_millis(*duration_ms);
                 let attributes = vec![
                     attr("gen_ai.operation.name", "chat"),
                     attr("gen_ai.provider.name", &state.provider),
@@ -227,18 +228,19 @@ impl OtelReporter {
                     attr("gen_ai.response.model", &state.model),
                     int("gen_ai.usage.input_tokens", usage.input_tokens),
                     int("gen_ai.usage.output_tokens", usage.output_tokens),
-                    ("gen_ai.response.finish_reasons".to_string(), Value::Strs(vec![stop_reason.as_str().to_string()])),
+                    ("gen_ai.response.finish_reasons".to_string(), Value::Strs(vec![stop_reason.clone()])),
                     int("dracode.turn", u64::from(*turn)),
                 ];
-                let span = child(state, format!("chat {}", state.model), 3, event.ts, *duration, attributes, None);
+                let span = child(state, format!("chat {}", state.model), 3, event.ts, duration, attributes, None);
                 state.children.push(span);
                 let (provider, model) = (state.provider.clone(), state.model.clone());
-                self.metrics.record_call(&provider, &model, usage.input_tokens, usage.output_tokens, *duration);
+                self.metrics.record_call(&provider, &model, usage.input_tokens, usage.output_tokens, duration);
             }
-            EventKind::ToolStarted { call_id, input, .. } if log_content => {
-                state.tool_inputs.insert(call_id.clone(), input.clone());
+            // The whole arguments and output (the event's attachments), not the record's cut ones.
+            WireEvent::ToolStarted { call_id, .. } if log_content => {
+                state.tool_inputs.insert(call_id.clone(), event.tool_input().cloned().unwrap_or_default());
             }
-            EventKind::ToolCompleted { call_id, name, ok, output, duration } => {
+            WireEvent::ToolCompleted { call_id, name, ok, duration_ms, .. } => {
                 let mut attributes = vec![
                     attr("gen_ai.operation.name", "execute_tool"),
                     attr("gen_ai.tool.name", name),
@@ -248,13 +250,14 @@ impl OtelReporter {
                     if let Some(input) = state.tool_inputs.remove(call_id) {
                         attributes.push(attr("gen_ai.tool.call.arguments", &clean_text(&redactor, &input.to_string())));
                     }
-                    attributes.push(attr("gen_ai.tool.call.result", &clean_text(&redactor, output)));
+                    attributes.push(attr("gen_ai.tool.call.result", &clean_text(&redactor, event.tool_output().unwrap_or_default())));
                 }
                 let error = (!ok).then(|| "the tool returned an error".to_string());
                 if error.is_some() {
                     attributes.push(attr("error.type", "tool_error"));
                 }
-                let span = child(state, format!("execute_tool {name}"), 1, event.ts, *duration, attributes, error);
+                let span =
+                    child(state, format!("execute_tool {name}"), 1, event.ts, Duration::from_millis(*duration_ms), attributes, error);
                 state.children.push(span);
             }
             _ => {}
@@ -262,15 +265,15 @@ impl OtelReporter {
     }
 
     /// The task's spans, its own last, once it finished.
-    fn finished_task(&mut self, outcome: &TaskOutcome, ts: SystemTime) -> Vec<Span> {
-        let Some(state) = self.tasks.remove(&outcome.task_id) else { return Vec::new() };
+    fn finished_task(&mut self, outcome: TaskFinished<'_>, ts: SystemTime) -> Vec<Span> {
+        let Some(state) = self.tasks.remove(outcome.task_id) else { return Vec::new() };
         let start = state.start.min(ts.checked_sub(outcome.duration()).unwrap_or(state.start));
         let mut attributes = vec![
             attr("gen_ai.operation.name", "invoke_agent"),
             attr("gen_ai.agent.name", "dracode"),
             attr("gen_ai.provider.name", &self.provider_of(&outcome.record.provider)),
             attr("gen_ai.request.model", &outcome.record.model),
-            attr("dracode.task.id", &outcome.task_id),
+            attr("dracode.task.id", outcome.task_id),
             attr("dracode.task.status", outcome.record.status.as_str()),
             int("dracode.task.attempt", u64::from(outcome.record.attempts)),
             int("gen_ai.usage.input_tokens", outcome.record.usage.input_tokens),
@@ -330,20 +333,21 @@ impl OtelReporter {
 
 impl Reporter for OtelReporter {
     fn on_event(&mut self, event: &Event) -> std::io::Result<()> {
-        match (&event.kind, &event.task) {
-            (EventKind::RunStarted { shard, jobs, task_count, .. }, _) => {
+        match (&event.record, event.task_id()) {
+            (WireEvent::RunStarted { header, jobs, task_count, .. }, _) => {
                 self.run_start = Some(event.ts);
                 self.run_attributes.push(int("dracode.run.tasks", *task_count as u64));
                 self.run_attributes.push(int("dracode.run.jobs", *jobs as u64));
-                if let Some(shard) = shard {
+                if let Some(shard) = &header.shard {
                     self.run_attributes.push(attr("dracode.shard", shard));
                 }
             }
-            (EventKind::TaskFinished(outcome), _) => {
-                let spans = self.finished_task(outcome, event.ts);
+            (WireEvent::TaskFinished { .. }, _) => {
+                let spans = event.as_task_finished().map(|done| self.finished_task(done, event.ts)).unwrap_or_default();
                 self.export(&spans);
             }
-            (EventKind::RunFinished(totals), _) => {
+            (WireEvent::RunFinished { .. }, _) => {
+                let Some(totals) = event.as_run_finished() else { return Ok(()) };
                 self.run_attributes.push(int("gen_ai.usage.input_tokens", totals.usage.input_tokens));
                 self.run_attributes.push(int("gen_ai.usage.output_tokens", totals.usage.output_tokens));
                 self.run_attributes.push(int("dracode.run.exit_code", u64::try_from(totals.exit_code).unwrap_or(0)));
@@ -366,10 +370,7 @@ impl Reporter for OtelReporter {
                     self.post(&self.config.metrics_url.clone(), body);
                 }
             }
-            (_, Some(task)) => {
-                let id = task.task_id.clone();
-                self.on_task_event(&id, event);
-            }
+            (_, Some(task_id)) => self.on_task_event(task_id, event),
             _ => {}
         }
         Ok(())

@@ -192,7 +192,7 @@ fn answers_longer_than_a_screen_are_cut_in_messages() {
 }
 
 /// The schemas dracode ships (findings, SARIF 2.1.0 that `findings.sarif` follows; the events of
-/// `dracode schema events` are checked in `report::contract`) compile and accept what dracode
+/// `dracode schema events` are checked in `events::records`) compile and accept what dracode
 /// writes; a broken record fails.
 #[test]
 fn shipped_schemas_accept_what_dracode_writes() {

@@ -1,169 +1,193 @@
-//! The one, pure, mapping between dracode's internal events and the results contract
-//! ([`dracode_results::records`]): [`to_wire`] makes a line of an event. A finished task needs
-//! no mapping: its [`crate::events::TaskOutcome`] holds the contract's record itself.
+//! The records the engine emits that need more than their fields: typed values converted once,
+//! where the event happens (a duration in whole milliseconds, a stop reason in words, a tool's
+//! arguments and output cut with their whole kept beside, a finished task, a run's totals); and
+//! the views through which reporters read a finished task ([`TaskFinished`]) and a finished run
+//! ([`RunFinished`]).
 
-use crate::events::{Event, EventKind, millis};
-use dracode_results::records::{Header, SCHEMA_VERSION, StatusCounts, TOOL_OUTPUT_LIMIT, WireEvent, exact_cost};
+use super::{Attachment, Attachments, Event, RetryScope, RunTotals, TaskOutcome, millis};
+use dracode_llm::{StopReason, Usage};
+use dracode_results::records::{Header, StatusCounts, TOOL_OUTPUT_LIMIT, WireEvent, WireOutcome, cap_strings, cut_at, exact_cost};
+use std::time::Duration;
 
-/// The fields every line of `event` starts with.
-fn header(event: &Event, seq: u64, run_id: &str, shard: Option<&str>) -> Header {
-    Header {
-        schema_version: SCHEMA_VERSION,
-        seq,
-        ts: humantime::format_rfc3339_millis(event.ts).to_string(),
-        run_id: run_id.to_string(),
-        task_id: event.task.as_ref().map(|t| t.task_id.to_string()),
-        attempt: event.task.as_ref().map(|t| t.attempt),
-        shard: shard.map(str::to_string),
+impl Event {
+    /// `tool.started`: the arguments with every string cut to [`TOOL_OUTPUT_LIMIT`] bytes
+    /// ([`cap_strings`]) and their whole size; the whole arguments beside, when anything was cut.
+    pub fn tool_started(call_id: &str, name: &str, input: serde_json::Value) -> Self {
+        let input_bytes = serde_json::to_string(&input).map_or(0, |text| text.len());
+        let record = WireEvent::ToolStarted {
+            header: Header::unstamped(None),
+            call_id: call_id.to_string(),
+            name: name.to_string(),
+            // Arguments no longer than the limit as JSON hold no string to cut.
+            input: if input_bytes > TOOL_OUTPUT_LIMIT { cap_strings(&input, TOOL_OUTPUT_LIMIT) } else { input.clone() },
+            input_bytes,
+        };
+        let event = Event::new(record);
+        if input_bytes > TOOL_OUTPUT_LIMIT { event.with(Attachment::ToolInput(input)) } else { event }
     }
-}
 
-/// Maps one internal event to its wire line. Pure: the same arguments always give the same line.
-pub fn to_wire(event: &Event, seq: u64, run_id: &str, shard: Option<&str>) -> WireEvent {
-    let mut header = header(event, seq, run_id, shard);
-    match &event.kind {
-        EventKind::RunStarted { .. } => run_started(header, &event.kind),
-        EventKind::TaskStarted { provider, model, isolation, workdir, base_commit, workspace_ms } => WireEvent::TaskStarted {
-            workspace_ms: *workspace_ms,
-            header,
-            provider: provider.clone(),
-            model: model.clone(),
-            isolation: isolation.clone(),
-            workdir: workdir.to_string_lossy().into_owned(),
-            base_commit: base_commit.clone(),
-        },
-        EventKind::TurnCompleted { turn, stop_reason, usage, duration } => WireEvent::TurnCompleted {
-            header,
-            turn: *turn,
-            stop_reason: stop_reason.as_str().to_string(),
-            usage: *usage,
-            duration_ms: millis(*duration),
-        },
-        EventKind::ToolStarted { call_id, name, input } => WireEvent::ToolStarted {
-            header,
-            call_id: call_id.clone(),
-            name: name.clone(),
-            input: cap_strings(input, TOOL_OUTPUT_LIMIT),
-            input_bytes: serde_json::to_string(input).map_or(0, |text| text.len()),
-        },
-        EventKind::ToolCompleted { call_id, name, ok, output, duration } => WireEvent::ToolCompleted {
-            header,
-            call_id: call_id.clone(),
-            name: name.clone(),
-            ok: *ok,
-            output: dracode_results::records::cut_at(output, TOOL_OUTPUT_LIMIT).to_string(),
+    /// `tool.completed`: the output cut to [`TOOL_OUTPUT_LIMIT`] bytes on a character boundary
+    /// ([`cut_at`]) and its whole length; the whole output beside, when it was cut.
+    pub fn tool_completed(call_id: &str, name: &str, ok: bool, output: String, duration: Duration) -> Self {
+        let record = WireEvent::ToolCompleted {
+            header: Header::unstamped(None),
+            call_id: call_id.to_string(),
+            name: name.to_string(),
+            ok,
+            output: cut_at(&output, TOOL_OUTPUT_LIMIT).to_string(),
             output_bytes: output.len(),
-            duration_ms: millis(*duration),
-        },
-        EventKind::Retry { scope, reason, delay, next_attempt } => WireEvent::Retry {
-            // The contract names the retry's own field `attempt` too; one key cannot hold two
-            // numbers, so here it is the attempt about to start.
-            header: Header { attempt: None, ..header },
-            scope: *scope,
-            reason: reason.clone(),
-            delay_ms: millis(*delay),
-            attempt: *next_attempt,
-        },
-        EventKind::AgentMessage { text } => WireEvent::AgentMessage { header, text: text.clone() },
-        EventKind::ContextCompacted { tokens_before, tokens_after, method } => {
-            WireEvent::ContextCompacted { header, tokens_before: *tokens_before, tokens_after: *tokens_after, method: *method }
-        }
-        EventKind::NetworkDenied { host, port, command, reason } => {
-            WireEvent::NetworkDenied { header, host: host.clone(), port: *port, command: command.clone(), reason: reason.clone() }
-        }
-        EventKind::LimitWarning { limit, remaining, allowed, message } => {
-            WireEvent::LimitWarning { header, limit: *limit, remaining: *remaining, allowed: *allowed, message: message.clone() }
-        }
-        EventKind::SetupStarted { .. } | EventKind::SetupFinished(_) => setup_event(header, &event.kind),
-        EventKind::TaskFinished(outcome) => {
-            // The outcome names its task even when the scheduler emits it run-level (a task
-            // skipped before it started has no attempt).
-            header.task_id = Some(outcome.task_id.clone());
-            WireEvent::TaskFinished { header, outcome: Box::new(outcome.record.clone()) }
-        }
-        EventKind::RunFinished(totals) => WireEvent::RunFinished {
-            header,
+            duration_ms: millis(duration),
+        };
+        let event = Event::new(record);
+        if output.len() > TOOL_OUTPUT_LIMIT { event.with(Attachment::ToolOutput(output)) } else { event }
+    }
+
+    /// `turn.completed`: an LLM call that returned after `duration`, retries included.
+    pub fn turn_completed(turn: u32, stop_reason: &StopReason, usage: Usage, duration: Duration) -> Self {
+        Event::new(WireEvent::TurnCompleted {
+            header: Header::unstamped(None),
+            turn,
+            stop_reason: stop_reason.as_str().to_string(),
+            usage,
+            duration_ms: millis(duration),
+        })
+    }
+
+    /// `retry`: its header names no attempt (the emitter leaves it out): the record's own
+    /// `attempt` is the one about to start, and one key cannot hold two numbers.
+    pub fn retry(scope: RetryScope, reason: String, delay: Duration, next_attempt: u32) -> Self {
+        Event::new(WireEvent::Retry { header: Header::unstamped(None), scope, reason, delay_ms: millis(delay), attempt: next_attempt })
+    }
+
+    /// The `task.finished` event of `outcome`, which is finished first ([`TaskOutcome::finish`]):
+    /// how every producer reports a task's end. Its header names the task even when the
+    /// scheduler emits it run-level (a task skipped before it started has no attempt).
+    pub fn task_finished(outcome: &mut TaskOutcome) -> Self {
+        outcome.finish();
+        let header = Header { task_id: Some(outcome.task_id.clone()), ..Header::unstamped(None) };
+        let record = WireEvent::TaskFinished { header, outcome: Box::new(outcome.record.clone()) };
+        Event::new(record).with(Attachment::Task(outcome.attachments.clone()))
+    }
+
+    /// The `run.finished` event of `totals`: every status counted, the cost as results keep it
+    /// ([`exact_cost`]).
+    pub fn run_finished(totals: &RunTotals) -> Self {
+        Event::new(WireEvent::RunFinished {
+            header: Header::unstamped(None),
             counts: StatusCounts::from_counts(&totals.counts),
             usage: totals.usage,
             total_cost_usd: totals.cost_usd.map(exact_cost),
             duration_ms: millis(totals.duration),
             exit_code: totals.exit_code,
-        },
+        })
+    }
+
+    /// This event as a finished task, when it is `task.finished`.
+    pub fn as_task_finished(&self) -> Option<TaskFinished<'_>> {
+        let WireEvent::TaskFinished { header, outcome } = &self.record else { return None };
+        let attachments = match self.attachment.as_deref() {
+            Some(Attachment::Task(attachments)) => attachments,
+            _ => &NO_ATTACHMENTS,
+        };
+        Some(TaskFinished { task_id: header.task_id.as_deref().unwrap_or_default(), record: outcome, attachments })
+    }
+
+    /// This event as a finished run, when it is `run.finished`.
+    pub fn as_run_finished(&self) -> Option<RunFinished> {
+        let WireEvent::RunFinished { counts, usage, total_cost_usd, duration_ms, exit_code, .. } = &self.record else { return None };
+        let artifact_failures = match self.attachment.as_deref() {
+            Some(Attachment::ArtifactFailures(n)) => *n,
+            _ => 0,
+        };
+        Some(RunFinished {
+            counts: *counts,
+            usage: *usage,
+            total_cost_usd: *total_cost_usd,
+            duration_ms: *duration_ms,
+            exit_code: *exit_code,
+            artifact_failures,
+        })
     }
 }
 
-/// The `setup.started` or `setup.finished` line of a setup event.
-fn setup_event(header: Header, kind: &EventKind) -> WireEvent {
-    match kind {
-        EventKind::SetupStarted { command, repo, base_commit, tasks } => WireEvent::SetupStarted {
-            header,
-            command: command.clone(),
-            repo: repo.to_string_lossy().into_owned(),
-            base_commit: base_commit.clone(),
-            tasks: *tasks,
-        },
-        EventKind::SetupFinished(report) => WireEvent::SetupFinished {
-            header,
-            command: report.command.clone(),
-            exit_code: report.exit_code,
-            duration_ms: millis(report.duration),
-            output_tail: report.output_tail.clone(),
-            outputs: report.outputs.clone(),
-            not_carried: report.not_carried.clone(),
-            error: report.error.clone(),
-        },
-        other => unreachable!("not a setup event: {other:?}"),
+/// A recorded task's attachments when its event has none (a line read back): no patch, no
+/// conversation.
+static NO_ATTACHMENTS: Attachments = Attachments { diff: None, transcript: None, repeats: Vec::new() };
+
+/// A `task.finished` event as a reporter reads it: its task, its record, and its patches and
+/// conversations ([`Event::as_task_finished`]).
+#[derive(Debug, Clone, Copy)]
+pub struct TaskFinished<'a> {
+    /// The task's id.
+    pub task_id: &'a str,
+    /// Its `task.finished` fields.
+    pub record: &'a WireOutcome,
+    /// Its patches and conversations (none for a line read back).
+    pub attachments: &'a Attachments,
+}
+
+impl TaskFinished<'_> {
+    /// Its wall time, all attempts.
+    pub fn duration(&self) -> Duration {
+        Duration::from_millis(self.record.duration_ms)
+    }
+
+    /// The whole outcome, for a reporter that keeps it past the event.
+    pub fn to_outcome(&self) -> TaskOutcome {
+        TaskOutcome { task_id: self.task_id.to_string(), record: self.record.clone(), attachments: self.attachments.clone() }
+    }
+
+    /// The outcome without its patches and conversations, for a reporter that keeps the record
+    /// past the event (the files are other reporters' business: it need not hold them).
+    pub fn to_bare_outcome(&self) -> TaskOutcome {
+        TaskOutcome { task_id: self.task_id.to_string(), record: self.record.clone(), attachments: Attachments::default() }
     }
 }
 
-/// The `run.started` line of a [`EventKind::RunStarted`] event (its shard fills the header's).
-fn run_started(mut header: Header, kind: &EventKind) -> WireEvent {
-    let EventKind::RunStarted { version, manifests, task_count, shard, jobs, warnings, config_files } = kind else {
-        unreachable!("run_started is given run.started events only")
-    };
-    header.shard = header.shard.or_else(|| shard.clone());
-    WireEvent::RunStarted {
-        header,
-        version: version.clone(),
-        manifests: manifests.clone(),
-        task_count: *task_count,
-        jobs: *jobs,
-        warnings: warnings.clone(),
-        config_files: config_files.clone(),
-        merged_from: None,
-    }
+/// A `run.finished` event as a reporter reads it ([`Event::as_run_finished`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RunFinished {
+    /// Tasks per status.
+    pub counts: StatusCounts,
+    /// Summed token usage.
+    pub usage: Usage,
+    /// Summed cost; `None` when any task's price was unknown.
+    pub total_cost_usd: Option<f64>,
+    /// Wall time of the run.
+    pub duration_ms: u64,
+    /// The process exit code.
+    pub exit_code: i32,
+    /// Artifacts that could not be written before this reporter got it (0 when all were).
+    pub artifact_failures: usize,
 }
 
-/// `value` with every string longer than `limit` bytes cut to its first `limit` bytes and a
-/// note of how many bytes were cut.
-fn cap_strings(value: &serde_json::Value, limit: usize) -> serde_json::Value {
-    use serde_json::Value;
-    match value {
-        Value::String(text) if text.len() > limit => {
-            let kept = dracode_results::records::cut_at(text, limit);
-            Value::String(format!("{kept}[... {} bytes cut]", text.len() - kept.len()))
-        }
-        Value::Array(items) => Value::Array(items.iter().map(|v| cap_strings(v, limit)).collect()),
-        Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), cap_strings(v, limit))).collect()),
-        other => other.clone(),
+impl RunFinished {
+    /// Wall time of the run.
+    pub fn duration(&self) -> Duration {
+        Duration::from_millis(self.duration_ms)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::RunTotals;
-    use crate::report::test_support::{event, outcome};
-    use dracode_llm::StopReason;
+    use crate::events::test_support::{event, outcome, sample_run, stamped, unstamped};
     use dracode_results::records::events_schema;
-    use dracode_results::records::{WireAttempt, WireCheckRound, WireOutcome, WireRepeat};
-    use dracode_results::{CheckRecord, ErrorKind, FailureKind, RetryScope, Status, TaskError, Usage};
+    use dracode_results::records::{WireAttempt, WireCheckRound, WireRepeat};
+    use dracode_results::{CheckRecord, ErrorKind, FailureKind, Status, TaskError};
     use serde_json::json;
     use std::collections::BTreeMap;
-    use std::time::Duration;
 
-    fn line(event: &Event) -> serde_json::Value {
-        serde_json::to_value(to_wire(event, 7, "run-1", None)).unwrap()
+    /// `event` as the bus of the run `run_id` (sharded `shard`) stamps it, as line `seq`.
+    fn wire(event: Event, seq: u64, run_id: &str, shard: Option<&str>) -> WireEvent {
+        let mut event = stamped([event], run_id, shard).remove(0);
+        event.record.header_mut().seq = seq;
+        event.record
+    }
+
+    /// `event`'s line, the 7th of the run `run-1`.
+    fn line(event: Event) -> serde_json::Value {
+        serde_json::to_value(wire(event, 7, "run-1", None)).unwrap()
     }
 
     #[test]
@@ -187,7 +211,7 @@ mod tests {
             error: Some(TaskError { kind: ErrorKind::Server.into(), message: "502".into(), http_status: Some(502) }),
             duration_ms: 1500,
         }];
-        let v = line(&event(Some(("fix/clippy", 2)), EventKind::task_finished(&mut o)));
+        let v = line(event(Some(("fix/clippy", 2)), Event::task_finished(&mut o)));
         assert_eq!(
             v,
             json!({
@@ -218,7 +242,7 @@ mod tests {
     fn a_structured_answer_is_on_the_line_and_in_the_schema() {
         let mut o = outcome("t", Status::Passed);
         o.record.structured_output = Some(json!({"risk": 2, "reasons": ["small"]}));
-        let v = line(&event(Some(("t", 1)), EventKind::task_finished(&mut o.clone())));
+        let v = line(event(Some(("t", 1)), Event::task_finished(&mut o.clone())));
         assert_eq!(v["structured_output"], json!({"risk": 2, "reasons": ["small"]}));
         let schema = events_schema();
         assert!(jsonschema::validator_for(&schema).unwrap().is_valid(&v));
@@ -233,7 +257,7 @@ mod tests {
         o.record.error = Some(TaskError::new(FailureKind::Denied, "run_command call denied"));
         let call = crate::events::DeniedCall { call_id: "c1".into(), tool: "run_command".into(), message: "denied (policy rule x)".into() };
         o.record.denied = vec![call];
-        let v = line(&event(Some(("t", 1)), EventKind::task_finished(&mut o.clone())));
+        let v = line(event(Some(("t", 1)), Event::task_finished(&mut o.clone())));
         assert_eq!(v["denied_calls"], 1);
         assert_eq!(v["denied"], json!([{"call_id": "c1", "tool": "run_command", "message": "denied (policy rule x)"}]));
         assert_eq!(v["error"]["kind"], "denied");
@@ -269,7 +293,7 @@ mod tests {
         o.record.repeats = vec![repeat(1, Status::Failed, false), repeat(2, Status::Passed, true)];
         let files = Attachments { diff: Some("diff --git a/a.txt b/a.txt\n".into()), transcript: None, repeats: Vec::new() };
         o.attachments.repeats = vec![files.clone(), files];
-        let v = line(&event(Some(("t", 2)), EventKind::task_finished(&mut o.clone())));
+        let v = line(event(Some(("t", 2)), Event::task_finished(&mut o.clone())));
         assert_eq!(v["repairs"], 1);
         assert_eq!(v["check_rounds"][0], json!({"exit_code": 3, "duration_ms": 40, "output_tail": "MISMATCH", "started_ms": 900}));
         assert_eq!((v["pass_rate"].clone(), v["verdict"].clone()), (json!(0.5), json!("flaky")));
@@ -286,7 +310,7 @@ mod tests {
             [(Status::Failed, false), (Status::Passed, true)]
         );
         // A task without them has none of these keys.
-        let plain = line(&event(Some(("t", 1)), EventKind::task_finished(&mut outcome("t", Status::Passed))));
+        let plain = line(event(Some(("t", 1)), Event::task_finished(&mut outcome("t", Status::Passed))));
         for key in ["repairs", "check_rounds", "pass_rate", "verdict", "repeats"] {
             assert!(plain.get(key).is_none(), "{key}");
         }
@@ -294,9 +318,14 @@ mod tests {
 
     #[test]
     fn a_limit_warning_says_which_limit_and_what_is_left() {
-        let kind =
-            EventKind::LimitWarning { limit: crate::deadline::Limit::MaxCostUsd, remaining: 0.05, allowed: 1.0, message: "close".into() };
-        let v = line(&event(Some(("t", 1)), kind));
+        let kind = WireEvent::LimitWarning {
+            header: unstamped(),
+            limit: dracode_results::Limit::MaxCostUsd,
+            remaining: 0.05,
+            allowed: 1.0,
+            message: "close".into(),
+        };
+        let v = line(event(Some(("t", 1)), kind));
         assert_eq!(
             v,
             json!({"type": "limit.warning", "schema_version": 1, "seq": 7, "ts": "2023-11-14T22:13:20.123Z", "run_id": "run-1",
@@ -310,7 +339,7 @@ mod tests {
         o.record.total_cost_usd = None;
         o.attachments.diff = Some(String::new());
         o.record.result = None;
-        let v = line(&event(Some(("t", 1)), EventKind::task_finished(&mut o)));
+        let v = line(event(Some(("t", 1)), Event::task_finished(&mut o)));
         assert_eq!(v["is_error"], false);
         for key in ["total_cost_usd", "diff_path", "check", "error", "result", "structured_output"] {
             assert!(v[key].is_null(), "{key} should be null: {v}");
@@ -325,9 +354,8 @@ mod tests {
             cost_usd: None,
             duration: Duration::from_secs(3),
             exit_code: 1,
-            artifact_failures: 0,
         };
-        let wire = to_wire(&event(None, EventKind::RunFinished(totals)), 9, "r", Some("2/3"));
+        let wire = wire(event(None, Event::run_finished(&totals)), 9, "r", Some("2/3"));
         let v = serde_json::to_value(wire).unwrap();
         assert_eq!(v["type"], "run.finished");
         assert_eq!(v["shard"], "2/3");
@@ -348,16 +376,17 @@ mod tests {
 
     #[test]
     fn run_started_names_manifests_and_shard() {
-        let v = line(&event(
+        let v = line(event(
             None,
-            EventKind::RunStarted {
+            WireEvent::RunStarted {
+                header: Header { shard: Some("1/2".into()), ..unstamped() },
                 version: "0.1.0".into(),
                 manifests: vec!["tasks.toml".into()],
                 task_count: 3,
-                shard: Some("1/2".into()),
                 jobs: 2,
                 warnings: Vec::new(),
                 config_files: Some(vec!["/repo/dracode.toml".into()]),
+                merged_from: None,
             },
         ));
         assert_eq!(
@@ -371,16 +400,17 @@ mod tests {
 
     #[test]
     fn run_started_warnings_are_written_when_present_and_optional_when_read() {
-        let kind = EventKind::RunStarted {
+        let kind = WireEvent::RunStarted {
+            header: unstamped(),
             version: "0.1.0".into(),
             manifests: Vec::new(),
             task_count: 1,
-            shard: None,
             jobs: 1,
             warnings: vec!["w1".into()],
             config_files: Some(Vec::new()),
+            merged_from: None,
         };
-        let v = line(&event(None, kind));
+        let v = line(event(None, kind));
         assert_eq!(v["warnings"], json!(["w1"]));
         assert_eq!(v["config_files"], json!([]), "no config file read: an empty list, not absent");
         // A file of an older version has no `warnings` (nor `config_files`).
@@ -394,8 +424,9 @@ mod tests {
     fn tool_inputs_are_capped_like_outputs_with_their_size() {
         let big = "x".repeat(5 * 1024 * 1024);
         let input = serde_json::json!({"file_path": "a.txt", "content": big});
-        let ev = event(None, EventKind::ToolStarted { call_id: "c".into(), name: "write_file".into(), input: input.clone() });
-        let v = serde_json::to_value(to_wire(&ev, 1, "run", None)).unwrap();
+        let ev = event(None, Event::tool_started("c", "write_file", input.clone()));
+        assert_eq!(ev.tool_input(), Some(&input), "the whole arguments stay beside the record");
+        let v = serde_json::to_value(wire(ev, 1, "run", None)).unwrap();
         assert_eq!(v["input"]["file_path"], "a.txt");
         let kept = v["input"]["content"].as_str().unwrap();
         assert!(kept.len() < TOOL_OUTPUT_LIMIT + 40 && kept.ends_with(&format!("[... {} bytes cut]", big.len() - TOOL_OUTPUT_LIMIT)));
@@ -406,16 +437,9 @@ mod tests {
     fn tool_completed_output_is_cut_on_a_char_boundary() {
         // 'é' is two bytes: 2047 ASCII bytes then 'é' would straddle the 2048 limit.
         let output = format!("{}é{}", "a".repeat(2047), "b".repeat(100));
-        let v = line(&event(
-            Some(("t", 1)),
-            EventKind::ToolCompleted {
-                call_id: "c1".into(),
-                name: "read_file".into(),
-                ok: true,
-                output: output.clone(),
-                duration: Duration::from_millis(12),
-            },
-        ));
+        let completed = event(Some(("t", 1)), Event::tool_completed("c1", "read_file", true, output.clone(), Duration::from_millis(12)));
+        assert_eq!(completed.tool_output(), Some(output.as_str()), "the whole output stays beside the record");
+        let v = line(completed);
         assert_eq!(v["output"].as_str().unwrap(), "a".repeat(2047));
         assert_eq!(v["output_bytes"], output.len());
         assert_eq!(v["duration_ms"], 12);
@@ -425,14 +449,9 @@ mod tests {
 
     #[test]
     fn turn_retry_and_tool_started_use_contract_names() {
-        let turn = line(&event(
+        let turn = line(event(
             Some(("t", 1)),
-            EventKind::TurnCompleted {
-                turn: 1,
-                stop_reason: StopReason::ToolUse,
-                usage: Usage::from_counts(3, 4),
-                duration: Duration::from_millis(1500),
-            },
+            Event::turn_completed(1, &StopReason::ToolUse, Usage::from_counts(3, 4), Duration::from_millis(1500)),
         ));
         assert_eq!(turn["type"], "turn.completed");
         assert_eq!(turn["stop_reason"], "tool_use");
@@ -440,19 +459,13 @@ mod tests {
         assert_eq!(turn["duration_ms"], 1500);
         assert_eq!(turn["usage"]["output_tokens"], 4);
 
-        let retry = line(&event(
-            Some(("t", 1)),
-            EventKind::Retry { scope: RetryScope::Http, reason: "rate_limit".into(), delay: Duration::from_millis(2000), next_attempt: 2 },
-        ));
+        let retry = line(event(Some(("t", 1)), Event::retry(RetryScope::Http, "rate_limit".into(), Duration::from_millis(2000), 2)));
         assert_eq!(
             (retry["type"].clone(), retry["scope"].clone(), retry["delay_ms"].clone(), retry["attempt"].clone()),
             (json!("retry"), json!("http"), json!(2000), json!(2))
         );
-        let text = serde_json::to_string(&to_wire(
-            &event(
-                Some(("t", 1)),
-                EventKind::Retry { scope: RetryScope::Task, reason: "server".into(), delay: Duration::ZERO, next_attempt: 2 },
-            ),
+        let text = serde_json::to_string(&wire(
+            event(Some(("t", 1)), Event::retry(RetryScope::Task, "server".into(), Duration::ZERO, 2)),
             1,
             "r",
             None,
@@ -461,20 +474,17 @@ mod tests {
         assert_eq!(text.matches("\"attempt\"").count(), 1, "one attempt key: {text}");
         assert!(text.contains("\"attempt\":2"), "{text}");
 
-        let started = line(&event(
-            Some(("t", 1)),
-            EventKind::ToolStarted { call_id: "c".into(), name: "list_files".into(), input: json!({"path": "."}) },
-        ));
+        let started = line(event(Some(("t", 1)), Event::tool_started("c", "list_files", json!({"path": "."}))));
         assert_eq!(started["type"], "tool.started");
         assert_eq!(started["input"], json!({"path": "."}));
-        let msg = line(&event(Some(("t", 1)), EventKind::AgentMessage { text: "hi".into() }));
+        let msg = line(event(Some(("t", 1)), WireEvent::AgentMessage { header: unstamped(), text: "hi".into() }));
         assert_eq!((msg["type"].clone(), msg["text"].clone()), (json!("agent.message"), json!("hi")));
     }
 
     #[test]
     fn refused_connections_are_events_counted_in_task_finished_and_read_back() {
-        let denied = EventKind::NetworkDenied { host: "::1".into(), port: 53, command: "dig x".into(), reason: None };
-        let v = line(&event(Some(("t", 1)), denied));
+        let denied = WireEvent::NetworkDenied { header: unstamped(), host: "::1".into(), port: 53, command: "dig x".into(), reason: None };
+        let v = line(event(Some(("t", 1)), denied));
         assert_eq!(
             v,
             json!({"type": "network.denied", "schema_version": 1, "seq": 7, "ts": "2023-11-14T22:13:20.123Z", "run_id": "run-1",
@@ -482,7 +492,7 @@ mod tests {
         );
         let mut o = outcome("t", Status::Passed);
         (o.record.network_denied, o.record.network_denied_hosts) = (2, vec!["[::1]:53".into()]);
-        let v = line(&event(Some(("t", 1)), EventKind::task_finished(&mut o.clone())));
+        let v = line(event(Some(("t", 1)), Event::task_finished(&mut o.clone())));
         assert_eq!((v["network_denied"].clone(), v["network_denied_hosts"].clone()), (json!(2), json!(["[::1]:53"])));
         assert!(jsonschema::validator_for(&events_schema()).unwrap().is_valid(&v));
         let back: WireOutcome = serde_json::from_value(v).unwrap();
@@ -491,14 +501,9 @@ mod tests {
 
     #[test]
     fn stop_reason_other_is_kept_verbatim() {
-        let v = line(&event(
+        let v = line(event(
             Some(("t", 1)),
-            EventKind::TurnCompleted {
-                turn: 2,
-                stop_reason: StopReason::Other("recitation".into()),
-                usage: Usage::default(),
-                duration: Duration::ZERO,
-            },
+            Event::turn_completed(2, &StopReason::Other("recitation".into()), Usage::default(), Duration::ZERO),
         ));
         assert_eq!(v["stop_reason"], "recitation");
     }
@@ -507,9 +512,10 @@ mod tests {
     fn every_event_validates_against_the_published_schema_and_round_trips() {
         let schema = events_schema();
         let validator = jsonschema::validator_for(&schema).unwrap();
-        let events = crate::report::test_support::sample_run();
-        for (i, e) in events.iter().enumerate() {
-            let wire = to_wire(e, i as u64 + 1, "run", Some("1/1"));
+        let events = stamped(sample_run(), "run", Some("1/1"));
+        for (i, e) in events.into_iter().enumerate() {
+            assert_eq!(e.record.header().seq, i as u64 + 1);
+            let wire = e.record;
             let v = serde_json::to_value(&wire).unwrap();
             let errors: Vec<String> = validator.iter_errors(&v).map(|e| e.to_string()).collect();
             assert!(errors.is_empty(), "{v}\n{errors:?}");
@@ -524,9 +530,8 @@ mod tests {
     #[test]
     fn the_events_schema_accepts_every_line_of_a_run() {
         let events = crate::structured::schema::JsonSchema::compile(&events_schema()).unwrap();
-        let run = crate::report::test_support::sample_run();
-        for (i, event) in run.iter().enumerate() {
-            let mut wire = serde_json::to_value(to_wire(event, i as u64 + 1, "run", None)).unwrap();
+        for event in stamped(sample_run(), "run", None) {
+            let mut wire = serde_json::to_value(event.record).unwrap();
             assert_eq!(events.errors(&wire), [], "{wire}");
             wire["seq"] = json!("one");
             assert!(!events.is_valid(&wire), "{wire}");

@@ -5,7 +5,7 @@ use super::{RunFolder, signals};
 use crate::batch::options::{NoTasks, RunOptions};
 use crate::batch::plan::{self, Plan, PlanError, RerunSource};
 use crate::batch::{cache::Cache, runner, task::Shared, task::SharedPaths};
-use crate::events::{Emitter, EventBus, Reporter, RunTotals, Stamp};
+use crate::events::{Emitter, Ending, EventBus, Reporter, RunTotals, Stamp};
 use dracode_secrets::Redactor;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -119,10 +119,7 @@ impl Batch {
             ));
         }
         if let Some(rerun) = rerun.filter(|r| r.in_place) {
-            add_up_rerun(&rerun, &out, &redactor, &mut ending.failures, &mut notes);
-            if let Err(e) = crate::report::page::write(&out, &[], cache.as_deref()) {
-                ending.failures.push(e.to_string());
-            }
+            add_up_rerun(&rerun, &out, &redactor, cache.as_deref(), &mut ending, &mut notes);
         }
         let tasks = dracode_results::exit_codes::after_signal(signal, totals.exit_code);
         Ok(RunSummary { exit_code: ending.exit_code(tasks), totals, failures: ending.failures, notes })
@@ -192,16 +189,27 @@ impl Batch {
     }
 }
 
-/// After `--rerun-failed DIR/results.jsonl --out DIR`: DIR's results, JUnit and summary cover
-/// the whole batch, the earlier run's tasks that were not run again carried over.
-fn add_up_rerun(rerun: &RerunSource, out: &Path, redactor: &Arc<Redactor>, failures: &mut Vec<String>, notes: &mut Vec<String>) {
-    match crate::report::merge::add_up_rerun(&rerun.text, out, redactor.clone()) {
-        Ok(summary) => notes.push(format!(
-            "{} now describes the whole batch: {} task(s), {} carried over from the earlier run",
-            out.display(),
-            summary.tasks,
-            rerun.carried.len()
-        )),
-        Err(e) => failures.push(format!("cannot add the rerun to the earlier results in {}: {e}", out.display())),
+/// After `--rerun-failed DIR/results.jsonl --out DIR`: DIR's results, JUnit, summary and page
+/// cover the whole batch, the earlier run's tasks that were not run again carried over; the
+/// added-up record is the run's record, its exit code the process's.
+fn add_up_rerun(
+    rerun: &RerunSource,
+    out: &Path,
+    redactor: &Arc<Redactor>,
+    cache: Option<&Path>,
+    ending: &mut Ending,
+    notes: &mut Vec<String>,
+) {
+    match crate::report::merge::add_up_rerun(&rerun.text, out, redactor.clone(), cache, &mut ending.failures) {
+        Ok(summary) => {
+            ending.recorded = Some((summary.exit_code, ending.failures.len()));
+            notes.push(format!(
+                "{} now describes the whole batch: {} task(s), {} carried over from the earlier run",
+                out.display(),
+                summary.tasks,
+                rerun.carried.len()
+            ));
+        }
+        Err(e) => ending.failures.push(format!("cannot add the rerun to the earlier results in {}: {e}", out.display())),
     }
 }

@@ -4,7 +4,7 @@
 
 use crate::disk::Reserve;
 use crate::events::{Event, Reporter, RunEnd, WireEvent};
-use dracode_results::records::{TOOL_OUTPUT_LIMIT, cut_at};
+use dracode_results::records::{TOOL_OUTPUT_LIMIT, cap_strings, cut_at};
 use dracode_secrets::Redactor;
 use std::borrow::Cow;
 use std::io::Write;
@@ -102,7 +102,8 @@ impl JsonlReporter {
     }
 
     fn line(&self, event: &Event) -> std::io::Result<String> {
-        let record = self.tool_output_redacted(event).map_or(Cow::Borrowed(&event.record), Cow::Owned);
+        let redacted = self.tool_output_redacted(event).or_else(|| self.tool_input_redacted(event));
+        let record = redacted.map_or(Cow::Borrowed(&event.record), Cow::Owned);
         let mut value = serde_json::to_value(&*record)?;
         // Redacting string values rather than the serialised line keeps the line valid JSON
         // and also catches secrets containing characters JSON escapes.
@@ -127,6 +128,23 @@ impl JsonlReporter {
         if let WireEvent::ToolCompleted { output, output_bytes, .. } = &mut record {
             *output = cut_at(&redacted, TOOL_OUTPUT_LIMIT).to_string();
             *output_bytes = redacted.len();
+        }
+        Some(record)
+    }
+    /// A `tool.started` record whose arguments were cut, made again from the whole arguments
+    /// (the event's attachment) with their secrets masked before the cut, as for an output;
+    /// `None` for every other record.
+    fn tool_input_redacted(&self, event: &Event) -> Option<WireEvent> {
+        let WireEvent::ToolStarted { input_bytes, .. } = &event.record else { return None };
+        if *input_bytes <= TOOL_OUTPUT_LIMIT {
+            return None;
+        }
+        let mut whole = event.tool_input()?.clone();
+        redact_strings(&mut whole, &self.redactor);
+        let mut record = event.record.clone();
+        if let WireEvent::ToolStarted { input, input_bytes, .. } = &mut record {
+            *input_bytes = serde_json::to_string(&whole).map_or(0, |text| text.len());
+            *input = cap_strings(&whole, TOOL_OUTPUT_LIMIT);
         }
         Some(record)
     }
@@ -411,6 +429,21 @@ mod tests {
         assert!(lines[0]["output"].as_str().unwrap().ends_with("[REDACTED] tail"), "{}", lines[0]);
         assert_eq!(lines[1]["input"]["command"], "echo [REDACTED]");
         assert_eq!(lines[1]["call_id"], "c\"2");
+    }
+
+    #[test]
+    fn secrets_are_masked_even_where_the_arguments_are_cut() {
+        let secret = "sk-test-0123456789abcdef";
+        let (dir, mut reporter) = masking(secret);
+        let path = dir.path().join("results.jsonl");
+        // A file written with the secret across the 2 KB cut of its `content`.
+        let input = serde_json::json!({"path": "notes.txt", "content": format!("{}{secret} tail", "x".repeat(2030))});
+        reporter.on_event(&event(Some(("t", 1)), Event::tool_started("c", "write_file", input))).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(!text.contains("sk-test"), "{text}");
+        let line = &read_lines(&path)[0];
+        assert!(line["input"]["content"].as_str().unwrap().ends_with("[REDACTED] tail"), "{line}");
+        assert_eq!(line["input"]["path"], "notes.txt");
     }
 
     #[test]

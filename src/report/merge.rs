@@ -58,6 +58,9 @@ pub struct MergeSummary {
 /// Why nothing was merged.
 #[derive(Debug, thiserror::Error)]
 pub enum MergeError {
+    /// `report.html` could not be written.
+    #[error(transparent)]
+    Page(dracode_report_page::PageError),
     /// No input folder was given.
     #[error("nothing to merge: give the output folders of the shards")]
     NoInputs,
@@ -213,12 +216,29 @@ pub fn merge(inputs: &[PathBuf], out: &Path, redactor: Arc<Redactor>) -> Result<
 /// describes the whole batch. `earlier` is the text DIR's results.jsonl had before the rerun;
 /// its tasks that were not run again are carried over (`carried_from` its run id; their patch
 /// and transcript were left in DIR), the rerun's tasks replace theirs.
-pub fn add_up_rerun(earlier: &str, out: &Path, redactor: Arc<Redactor>) -> Result<MergeSummary, MergeError> {
+///
+/// Written in a run's own order: the record without its `run.finished`, then the reports, then
+/// `report.html` (with `cache`, its history there too), then the `run.finished`, whose exit code
+/// counts `failures` — the run's artifacts that could not be written, to which the add-up's own
+/// are added — so that it is the process's. Returns that exit code with the summary.
+pub fn add_up_rerun(
+    earlier: &str,
+    out: &Path,
+    redactor: Arc<Redactor>,
+    cache: Option<&Path>,
+    failures: &mut Vec<String>,
+) -> Result<MergeSummary, MergeError> {
     let path = out.join("results.jsonl");
     // Patches of the rerun tasks were removed before the rerun: not worth a warning.
     let mut earlier = parse_input(out, &path, earlier, &mut Vec::new())?;
     let mut warnings = Vec::new();
-    let rerun = read_input(out, &mut warnings)?;
+    let mut rerun = read_input(out, &mut warnings)?;
+    // An interrupted rerun stays interrupted, as the process does.
+    let signal = rerun.exit_code.filter(|c| matches!(*c, exit_codes::INTERRUPTED | exit_codes::TERMINATED)).unwrap_or(exit_codes::OK);
+    // The rerun's own artifact failures are in `failures`, not a reason to doubt its tasks.
+    if rerun.exit_code == Some(exit_codes::ARTIFACTS_FAILED) {
+        rerun.exit_code = Some(exit_codes::of_tasks(rerun.finished.iter().map(|f| f.outcome.ending())));
+    }
     let carried_from = earlier.run_id.clone();
     for f in &mut earlier.finished {
         f.outcome.record.carried_from = Some(carried_from.clone());
@@ -230,7 +250,42 @@ pub fn add_up_rerun(earlier: &str, out: &Path, redactor: Arc<Redactor>) -> Resul
     }
     let mut read = vec![earlier, rerun];
     supersede(&mut read, true);
-    write_merged(&read, &[], out, redactor, warnings)
+    let inputs_code = exit_codes::worst(problems(&read, &[], &mut warnings), signal);
+    let merged = Merged::of(&read, inputs_code);
+    let record = merged.record(&read, &redactor)?;
+    write_atomic(&path, record.lines.as_bytes()).map_err(|source| MergeError::Write { path: path.clone(), source })?;
+    let failed = |result: Result<(), MergeError>, failures: &mut Vec<String>| {
+        if let Err(e) = result {
+            failures.push(e.to_string());
+        }
+    };
+    failed(merged.write_reports(&read, out, redactor.clone(), &warnings), failures);
+    let mut finished = merged.finished();
+    set_exit_code(&mut finished.record, exit_codes::after_artifacts(merged.totals.exit_code, failures.len()));
+    failed(super::page::write_ending(out, &[], cache, Some(finished.record)).map(drop).map_err(MergeError::Page), failures);
+    let exit_code = exit_codes::after_artifacts(merged.totals.exit_code, failures.len());
+    let last = record.finished_line(exit_code, &redactor)?;
+    failed(append(&path, last.as_bytes()).map_err(|source| MergeError::Write { path: path.clone(), source }), failures);
+    Ok(MergeSummary {
+        tasks: merged.outcomes.len(),
+        shards: read.len(),
+        warnings,
+        exit_code: exit_codes::after_artifacts(exit_code, failures.len()),
+    })
+}
+
+/// Sets a `run.finished` record's exit code.
+fn set_exit_code(record: &mut WireEvent, code: i32) {
+    if let WireEvent::RunFinished { exit_code, .. } = record {
+        *exit_code = code;
+    }
+}
+
+/// Appends `bytes` to the file at `path` and syncs it.
+fn append(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut file = std::fs::OpenOptions::new().append(true).open(path)?;
+    std::io::Write::write_all(&mut file, bytes)?;
+    file.sync_all()
 }
 
 /// Leaves out of each unsharded input (of any input when `any`: a rerun into its own folder)
@@ -267,20 +322,54 @@ fn write_merged(
     mut warnings: Vec<String>,
 ) -> Result<MergeSummary, MergeError> {
     let inputs_code = problems(read, missing, &mut warnings);
-    let run = merged_run(read);
-    let outcomes: Vec<&Finished> = read.iter().flat_map(|i| &i.finished).collect();
-    let plain: Vec<TaskOutcome> = outcomes.iter().map(|f| f.outcome.clone()).collect();
-    let mut run_totals = RunTotals::of(&plain, run.duration());
-    run_totals.exit_code = exit_codes::worst(run_totals.exit_code, inputs_code);
-
+    let merged = Merged::of(read, inputs_code);
     std::fs::create_dir_all(out).map_err(|source| MergeError::Write { path: out.to_path_buf(), source })?;
-    write_results(read, &run, &run_totals, out, &redactor)?;
-    write_reports(&outcomes, &run, &run_totals, out, redactor)?;
-    copy_transcripts(read, out)?;
-    if !warnings.is_empty() {
-        append_warnings(&out.join("summary.md"), &warnings)?;
+    let record = merged.record(read, &redactor)?;
+    let text = record.lines.clone() + &record.finished_line(merged.totals.exit_code, &redactor)?;
+    let path = out.join("results.jsonl");
+    write_atomic(&path, text.as_bytes()).map_err(|source| MergeError::Write { path: path.clone(), source })?;
+    merged.write_reports(read, out, redactor, &warnings)?;
+    Ok(MergeSummary { tasks: merged.outcomes.len(), shards: read.len(), warnings, exit_code: merged.totals.exit_code })
+}
+
+/// The merged run of some inputs: its header fields, its tasks and its totals.
+struct Merged<'a> {
+    run: MergedRun,
+    outcomes: Vec<&'a Finished>,
+    totals: RunTotals,
+}
+
+impl<'a> Merged<'a> {
+    /// The run `read` makes together, its exit code no better than `inputs_code`.
+    fn of(read: &'a [Input], inputs_code: i32) -> Self {
+        let run = merged_run(read);
+        let outcomes: Vec<&Finished> = read.iter().flat_map(|i| &i.finished).collect();
+        let plain: Vec<TaskOutcome> = outcomes.iter().map(|f| f.outcome.clone()).collect();
+        let mut totals = RunTotals::of(&plain, run.duration());
+        totals.exit_code = exit_codes::worst(totals.exit_code, inputs_code);
+        Merged { run, outcomes, totals }
     }
-    Ok(MergeSummary { tasks: plain.len(), shards: read.len(), warnings, exit_code: run_totals.exit_code })
+
+    /// Its `run.finished`.
+    fn finished(&self) -> Event {
+        self.run.finished(&self.totals)
+    }
+
+    /// Its record ([`write_results`]'s lines).
+    fn record(&self, read: &[Input], redactor: &Redactor) -> Result<MergedRecord, MergeError> {
+        merged_record(read, &self.run, &self.totals, redactor)
+    }
+
+    /// `junit.xml`, `summary.md` (with `warnings` at its end), the patches, outputs and
+    /// transcripts.
+    fn write_reports(&self, read: &[Input], out: &Path, redactor: Arc<Redactor>, warnings: &[String]) -> Result<(), MergeError> {
+        write_reports(&self.outcomes, &self.run, &self.totals, out, redactor)?;
+        copy_transcripts(read, out)?;
+        if !warnings.is_empty() {
+            append_warnings(&out.join("summary.md"), warnings)?;
+        }
+        Ok(())
+    }
 }
 
 /// Adds a warning for each missing or unfinished shard and for inputs of different versions;
@@ -597,11 +686,33 @@ fn write_reports(
     Ok(())
 }
 
-/// `out/results.jsonl`: a `run.started` naming the inputs, their lines renumbered, a
-/// `run.finished` with the merged totals.
-fn write_results(inputs: &[Input], run: &MergedRun, run_totals: &RunTotals, out: &Path, redactor: &Redactor) -> Result<(), MergeError> {
-    let path = out.join("results.jsonl");
-    let write_err = |e: serde_json::Error| MergeError::Write { path: path.clone(), source: e.into() };
+/// The lines of a merged `results.jsonl`: a `run.started` naming the inputs, their lines
+/// renumbered, and its `run.finished` apart (its exit code is set when it is written).
+struct MergedRecord {
+    /// Every line but the last, each ending in a newline.
+    lines: String,
+    /// The `run.finished` record, stamped.
+    finished: WireEvent,
+}
+
+impl MergedRecord {
+    /// The `run.finished` line, with `exit_code`.
+    fn finished_line(&self, exit_code: i32, redactor: &Redactor) -> Result<String, MergeError> {
+        let mut record = self.finished.clone();
+        set_exit_code(&mut record, exit_code);
+        let mut value = serde_json::to_value(record).map_err(json_err)?;
+        redact_event(&mut value, redactor);
+        Ok(serde_json::to_string(&value).map_err(json_err)? + "\n")
+    }
+}
+
+/// A record line that could not be made (it cannot happen: every record is JSON).
+fn json_err(e: serde_json::Error) -> MergeError {
+    MergeError::Write { path: PathBuf::from("results.jsonl"), source: e.into() }
+}
+
+/// The merged record of `inputs`, `run` and `run_totals`.
+fn merged_record(inputs: &[Input], run: &MergedRun, run_totals: &RunTotals, redactor: &Redactor) -> Result<MergedRecord, MergeError> {
     // One shard throughout (a shard's rerun into its folder): the file stays that shard's.
     let same = inputs.len() > 1 && inputs.iter().all(|i| i.shard_text == inputs[0].shard_text);
     let shard = inputs[0].shard_text.clone().filter(|_| same);
@@ -617,23 +728,22 @@ fn write_results(inputs: &[Input], run: &MergedRun, run_totals: &RunTotals, out:
         .collect();
     let mut first = run.started(Some(merged_from));
     stamp.stamp(&mut first);
-    let mut lines = vec![serde_json::to_value(first.record).map_err(write_err)?];
+    let mut lines = vec![serde_json::to_value(first.record).map_err(json_err)?];
     for value in inputs.iter().flat_map(|i| &i.lines) {
         let mut value = value.clone();
         stamp.restamp_line(&mut value);
         lines.push(value);
     }
-    let mut last = run.finished(run_totals);
-    stamp.stamp(&mut last);
-    lines.push(serde_json::to_value(last.record).map_err(write_err)?);
     let mut text = String::new();
     for mut line in lines {
         // The shards redacted their own secrets; this also masks the ones the merge knows.
         redact_event(&mut line, redactor);
-        text.push_str(&serde_json::to_string(&line).map_err(write_err)?);
+        text.push_str(&serde_json::to_string(&line).map_err(json_err)?);
         text.push('\n');
     }
-    write_atomic(&path, text.as_bytes()).map_err(|source| MergeError::Write { path: path.clone(), source })
+    let mut last = run.finished(run_totals);
+    stamp.stamp(&mut last);
+    Ok(MergedRecord { lines: text, finished: last.record })
 }
 
 /// Copies each merged task's `transcripts/<id>.json` (and a repeated task's

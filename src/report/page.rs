@@ -19,7 +19,7 @@ pub fn write(out: &Path, history: &[PathBuf], cache: Option<&Path>) -> Result<Pa
 
 /// [`write`], with the run's `run.finished` line given (`end`) when `results.jsonl` does not
 /// hold it yet.
-fn write_ending(out: &Path, history: &[PathBuf], cache: Option<&Path>, end: Option<WireEvent>) -> Result<PathBuf, PageError> {
+pub fn write_ending(out: &Path, history: &[PathBuf], cache: Option<&Path>, end: Option<WireEvent>) -> Result<PathBuf, PageError> {
     let reason = |w: &WireOutcome| Some(strip_control(&short_reason(w)));
     let mut sources = history.to_vec();
     sources.extend(cache.filter(|c| c.join("history").is_dir()).map(Path::to_path_buf));

@@ -424,7 +424,8 @@ pub struct WireOutcome {
     pub branch: Option<String>,
     /// The task's final answer as JSON, valid against its `output_schema`/`output_schema_file`
     /// (or the findings schema of `output = "findings"`); also `outputs/<id>.json`. `null` when
-    /// the task has no schema or gave no valid answer.
+    /// the task has no schema or gave no valid answer (or when its answer was JSON `null`, which
+    /// its schema allowed).
     // serde_json::Value has no Arbitrary: small JSON values (`roundtrip_tests::json`).
     #[cfg_attr(test, proptest(strategy = "crate::roundtrip_tests::json_or_none()"))]
     #[serde(default)]

@@ -13,7 +13,7 @@
 use super::grade::{self, DEFAULT_CHECK_TIMEOUT};
 use super::judge::{AgentPhase, Evidence, judge};
 use super::spec::{CheckSpec, TaskSpec};
-use super::task::{Shared, run_check_in};
+use super::task::{Shared, network_log, run_check_in};
 use super::workspace::{Carried, Workspace};
 use super::world::World;
 use crate::agent::AgentEnd;
@@ -24,7 +24,6 @@ use crate::manifest::Isolation;
 use crate::report::read_back::{FinishedTask as RecordedTask, OutputFolder as RecordedRun};
 use dracode_llm::Usage;
 use dracode_results::records::WireOutcome;
-use dracode_sandbox::egress::NetworkLog;
 use dracode_secrets::Redactor;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -295,16 +294,7 @@ async fn check_again(job: &Job<'_>, check: Option<&str>) -> Result<(CheckRecord,
     let world = made.map_err(|e| TaskError::internal(format!("making the check's world panicked: {e}")))??;
     let place = world.place.clone();
     let world = std::sync::Mutex::new(Some(world));
-    let denials = job.emitter.task(&job.spec.id, 1);
-    let log = Arc::new(NetworkLog::new(move |d: dracode_sandbox::egress::Denial| {
-        denials.emit(WireEvent::NetworkDenied {
-            header: Header::unstamped(None),
-            host: d.host,
-            port: d.port,
-            command: d.command,
-            reason: d.reason,
-        });
-    }));
+    let log = network_log(job.emitter.task(&job.spec.id, 1));
     let checked = run_check_in(&check, job.spec, &place, job.shared, log, None).await;
     let world = world.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
     let _ = tokio::task::spawn_blocking(move || drop(world)).await;

@@ -569,8 +569,12 @@ pub(crate) async fn command_kit(
     shared: &Shared,
     emitter: &Emitter,
 ) -> Result<CommandKit, TaskError> {
-    let denials = emitter.clone();
-    let network_log = Arc::new(NetworkLog::new(move |d: dracode_sandbox::egress::Denial| {
+    command_kit_logging(spec, root, paths, shared, network_log(emitter.clone())).await
+}
+
+/// The log of refused connections that emits each as a `network.denied` event of `denials`.
+pub(crate) fn network_log(denials: Emitter) -> Arc<NetworkLog> {
+    Arc::new(NetworkLog::new(move |d: dracode_sandbox::egress::Denial| {
         denials.emit(WireEvent::NetworkDenied {
             header: Header::unstamped(None),
             host: d.host,
@@ -578,8 +582,7 @@ pub(crate) async fn command_kit(
             command: d.command,
             reason: d.reason,
         });
-    }));
-    command_kit_logging(spec, root, paths, shared, network_log).await
+    }))
 }
 
 /// [`command_kit`] whose refused connections go to `network_log`: each call makes a TMPDIR (and

@@ -715,10 +715,10 @@ impl StatusCounts {
     }
 }
 
-impl WireEvent {
-    /// The common fields of this line, to fill in (the bus stamps them once per event).
-    pub fn header_mut(&mut self) -> &mut Header {
-        match self {
+/// The header of a [`WireEvent`] (`$event`: the event, or a reference to it), whichever its type.
+macro_rules! header_of {
+    ($event:expr) => {
+        match $event {
             WireEvent::RunStarted { header, .. }
             | WireEvent::SetupStarted { header, .. }
             | WireEvent::SetupFinished { header, .. }
@@ -734,26 +734,18 @@ impl WireEvent {
             | WireEvent::TaskFinished { header, .. }
             | WireEvent::RunFinished { header, .. } => header,
         }
+    };
+}
+
+impl WireEvent {
+    /// The common fields of this line, to fill in (the bus stamps them once per event).
+    pub fn header_mut(&mut self) -> &mut Header {
+        header_of!(self)
     }
 
     /// The common fields of this line.
     pub fn header(&self) -> &Header {
-        match self {
-            WireEvent::RunStarted { header, .. }
-            | WireEvent::SetupStarted { header, .. }
-            | WireEvent::SetupFinished { header, .. }
-            | WireEvent::TaskStarted { header, .. }
-            | WireEvent::TurnCompleted { header, .. }
-            | WireEvent::ToolStarted { header, .. }
-            | WireEvent::ToolCompleted { header, .. }
-            | WireEvent::Retry { header, .. }
-            | WireEvent::AgentMessage { header, .. }
-            | WireEvent::ContextCompacted { header, .. }
-            | WireEvent::NetworkDenied { header, .. }
-            | WireEvent::LimitWarning { header, .. }
-            | WireEvent::TaskFinished { header, .. }
-            | WireEvent::RunFinished { header, .. } => header,
-        }
+        header_of!(self)
     }
 }
 

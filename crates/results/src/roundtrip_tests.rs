@@ -141,22 +141,7 @@ fn run() -> impl Strategy<Value = (WireEvent, BTreeMap<String, GeneratedTask>, W
 
 /// `event` as an event of task `task_id`, attempt `attempt`: its header names them.
 fn of_task(mut event: WireEvent, task_id: &str, attempt: Option<u32>) -> WireEvent {
-    let header: &mut Header = match &mut event {
-        WireEvent::RunStarted { header, .. }
-        | WireEvent::SetupStarted { header, .. }
-        | WireEvent::SetupFinished { header, .. }
-        | WireEvent::TaskStarted { header, .. }
-        | WireEvent::TurnCompleted { header, .. }
-        | WireEvent::ToolStarted { header, .. }
-        | WireEvent::ToolCompleted { header, .. }
-        | WireEvent::Retry { header, .. }
-        | WireEvent::AgentMessage { header, .. }
-        | WireEvent::ContextCompacted { header, .. }
-        | WireEvent::NetworkDenied { header, .. }
-        | WireEvent::LimitWarning { header, .. }
-        | WireEvent::TaskFinished { header, .. }
-        | WireEvent::RunFinished { header, .. } => header,
-    };
+    let header = event.header_mut();
     header.task_id = Some(task_id.to_string());
     header.attempt = attempt;
     normalise(event)

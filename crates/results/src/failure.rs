@@ -70,7 +70,10 @@ pub enum FailureKind {
     /// An LLM call failed (infrastructure: rate limit, auth, network, …).
     // Never `Llm(Internal)`: it is written `internal`, which reads back as `Internal` (as `From`
     // makes it), so the wire cannot keep the two apart.
-    #[cfg_attr(test, proptest(strategy = "crate::roundtrip_tests::llm_failure()"))]
+    #[cfg_attr(
+        test,
+        proptest(strategy = "proptest::strategy::Strategy::prop_map(proptest::prelude::any::<ErrorKind>(), FailureKind::from)")
+    )]
     Llm(ErrorKind),
     /// A tool failed in a way that ended the task.
     Tool,

@@ -57,7 +57,7 @@ pub struct CacheHit {
     pub usage: Usage,
     /// That run's cost for the task, in USD (`null` when unknown).
     // Finite: JSON has no NaN or infinity.
-    #[cfg_attr(test, proptest(strategy = "crate::roundtrip_tests::finite_or_none()"))]
+    #[cfg_attr(test, proptest(strategy = "crate::strategies::finite_or_none()"))]
     pub total_cost_usd: Option<f64>,
     /// That run's wall time for the task.
     pub duration_ms: u64,

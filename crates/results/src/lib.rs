@@ -17,6 +17,8 @@ pub mod records;
 #[cfg(test)]
 mod roundtrip_tests;
 mod status;
+#[cfg(test)]
+mod strategies;
 
 pub use failure::{ErrorKind, FailureKind, TaskError};
 pub use fields::{CacheHit, CheckRecord, CompactionMethod, Denials, DeniedCall, Limit, RegradedFrom, RetryScope, Usage};

@@ -222,7 +222,7 @@ pub enum WireEvent {
         /// The arguments, each string value cut to 2,048 bytes (`TOOL_OUTPUT_LIMIT`: a `write_file`
         /// of megabytes is not copied whole into every results file).
         // serde_json::Value has no Arbitrary: small JSON values (`roundtrip_tests::json`).
-        #[cfg_attr(test, proptest(strategy = "crate::roundtrip_tests::json()"))]
+        #[cfg_attr(test, proptest(strategy = "crate::strategies::json()"))]
         input: serde_json::Value,
         /// Size of the whole arguments as JSON, in bytes.
         #[serde(default)]
@@ -318,12 +318,12 @@ pub enum WireEvent {
         limit: Limit,
         /// What is left: calls (this request included), seconds, tokens or USD.
         // Finite: JSON has no NaN or infinity.
-        #[cfg_attr(test, proptest(strategy = "crate::roundtrip_tests::finite()"))]
+        #[cfg_attr(test, proptest(strategy = "crate::strategies::finite()"))]
         #[serde(serialize_with = "whole_or_fraction")]
         remaining: f64,
         /// The limit in the same unit.
         // Finite: JSON has no NaN or infinity.
-        #[cfg_attr(test, proptest(strategy = "crate::roundtrip_tests::finite()"))]
+        #[cfg_attr(test, proptest(strategy = "crate::strategies::finite()"))]
         #[serde(serialize_with = "whole_or_fraction")]
         allowed: f64,
         /// What the agent was told.
@@ -351,7 +351,7 @@ pub enum WireEvent {
         usage: Usage,
         /// Summed cost; `null` when any task's price was unknown.
         // Finite: JSON has no NaN or infinity.
-        #[cfg_attr(test, proptest(strategy = "crate::roundtrip_tests::finite_or_none()"))]
+        #[cfg_attr(test, proptest(strategy = "crate::strategies::finite_or_none()"))]
         total_cost_usd: Option<f64>,
         /// Wall time of the run.
         duration_ms: u64,
@@ -377,7 +377,7 @@ pub struct WireOutcome {
     /// Cost in USD; `null` when the model's price is unknown. Written as [`exact_cost`] keeps
     /// it (a record in memory may hold the unrounded sum).
     // What `exact_cost` keeps (the line is written so), and finite: JSON has no NaN or infinity.
-    #[cfg_attr(test, proptest(strategy = "crate::roundtrip_tests::cost()"))]
+    #[cfg_attr(test, proptest(strategy = "crate::strategies::cost()"))]
     #[serde(serialize_with = "exact_cost_or_null")]
     pub total_cost_usd: Option<f64>,
     /// The agent's final message.
@@ -427,7 +427,7 @@ pub struct WireOutcome {
     /// the task has no schema or gave no valid answer (or when its answer was JSON `null`, which
     /// its schema allowed).
     // serde_json::Value has no Arbitrary: small JSON values (`roundtrip_tests::json`).
-    #[cfg_attr(test, proptest(strategy = "crate::roundtrip_tests::json_or_none()"))]
+    #[cfg_attr(test, proptest(strategy = "crate::strategies::json_or_none()"))]
     #[serde(default)]
     pub structured_output: Option<serde_json::Value>,
     /// Times the last attempt's conversation was shrunk or compacted (`context.compacted`
@@ -491,7 +491,7 @@ pub struct WireOutcome {
     /// A repeated task's (`repeat`) share of attempts that passed, 0 to 1; absent without
     /// `repeat`.
     // Finite: JSON has no NaN or infinity.
-    #[cfg_attr(test, proptest(strategy = "crate::roundtrip_tests::finite_or_none()"))]
+    #[cfg_attr(test, proptest(strategy = "crate::strategies::finite_or_none()"))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pass_rate: Option<f64>,
     /// A repeated task's verdict: `stable_pass` (every attempt passed), `stable_fail` (none) or

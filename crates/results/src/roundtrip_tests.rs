@@ -4,68 +4,18 @@
 //! valid against [`events_schema`].
 //!
 //! The record types derive `Arbitrary` under test; the few fields whose arbitrary values the
-//! wire cannot carry by design take the strategies below (named in their
+//! wire cannot carry by design take the strategies of `strategies` (named in their
 //! `#[cfg_attr(test, proptest(strategy = ...))]`), and [`normalise`] makes the one constraint
 //! across fields that a derive cannot express.
 
+use crate::Usage;
 use crate::file_names::file_stem;
 use crate::output_folder;
-use crate::records::{Header, MergedFrom, StatusCounts, WireEvent, WireOutcome, events_schema, exact_cost};
-use crate::{ErrorKind, FailureKind, Usage};
+use crate::records::{Header, MergedFrom, StatusCounts, WireEvent, WireOutcome, events_schema};
+use crate::strategies::finite_or_none;
 use proptest::prelude::*;
 use serde_json::Value;
 use std::collections::BTreeMap;
-
-/// A finite `f64`, of either sign, whole or not, subnormals included: JSON has no NaN or
-/// infinity (serde_json writes them `null`).
-pub(crate) fn finite() -> impl Strategy<Value = f64> {
-    use proptest::num::f64::{NEGATIVE, NORMAL, POSITIVE, SUBNORMAL, ZERO};
-    POSITIVE | NEGATIVE | NORMAL | SUBNORMAL | ZERO
-}
-
-/// [`finite`] or `None` (`null`).
-pub(crate) fn finite_or_none() -> impl Strategy<Value = Option<f64>> {
-    proptest::option::of(finite())
-}
-
-/// A `task.finished` cost: as [`exact_cost`] keeps it, since the line is written so (a cost in
-/// memory that `exact_cost` would change reads back changed, by design), and finite.
-pub(crate) fn cost() -> impl Strategy<Value = Option<f64>> {
-    proptest::option::of(finite().prop_map(exact_cost).prop_filter("finite once kept", |usd| usd.is_finite()))
-}
-
-/// Small JSON values (serde_json's `Value` has no `Arbitrary`): null, booleans, integers
-/// (both signs, past `i64::MAX` too), finite floats, strings, and arrays and objects of them, a
-/// few levels deep.
-pub(crate) fn json() -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::from),
-        any::<i64>().prop_map(Value::from),
-        any::<u64>().prop_map(Value::from),
-        finite().prop_map(Value::from),
-        any::<String>().prop_map(Value::from),
-    ];
-    leaf.prop_recursive(3, 24, 4, |inner| {
-        prop_oneof![
-            proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
-            proptest::collection::vec((any::<String>(), inner), 0..4).prop_map(|pairs| Value::Object(pairs.into_iter().collect())),
-        ]
-    })
-}
-
-/// [`json`] or `None` (`null`), but never `Some(null)`: the wire writes both `Some(null)` and
-/// `None` as `null`, which reads back `None` (see `a_null_answer_reads_back_as_no_answer`).
-pub(crate) fn json_or_none() -> impl Strategy<Value = Option<Value>> {
-    proptest::option::of(json().prop_filter("not null", |v| !v.is_null()))
-}
-
-/// An LLM call's failure as a task carries it: through `From`, so never `Llm(Internal)`, which
-/// is written `internal` and so reads back as the task kind `Internal` (the wire has one name
-/// for the two, on purpose).
-pub(crate) fn llm_failure() -> impl Strategy<Value = FailureKind> {
-    any::<ErrorKind>().prop_map(FailureKind::from)
-}
 
 /// A generated event made one the wire can carry, where a constraint spans fields: a `retry`
 /// carries no header `attempt`, because its own `attempt` (the attempt about to start) takes

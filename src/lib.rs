@@ -22,6 +22,7 @@ pub mod deadline;
 pub mod disk;
 pub mod engine;
 pub mod events;
+pub mod instructions;
 pub mod manifest;
 pub mod report;
 pub mod shard;

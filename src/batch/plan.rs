@@ -409,6 +409,7 @@ fn resolve(
     Ok(TaskSpec {
         line: task.line,
         system_prompt,
+        agents_md: f.agents_md != Some(false),
         provider,
         workspace,
         max_iterations: f.max_iterations.unwrap_or(DEFAULT_MAX_ITERATIONS),
@@ -455,8 +456,9 @@ fn context_window(config: &Config, provider: &dracode_llm::preset::ResolvedProvi
     config.providers.get(&provider.name).and_then(|p| p.context_window).or(model_window)
 }
 
-/// The whole system prompt: dracode's own, the task's limits, the task's own text
-/// (`system_prompt`), and the structured answer's instructions when it has a schema.
+/// The system prompt as planned: dracode's own, the task's limits, how the work is graded
+/// (unless `tell_check` and `tell_protect` say not to), the task's own text (`system_prompt`),
+/// and the structured answer's instructions when it has a schema.
 fn system_prompt(f: &TaskFields, timeout: Duration, structured: bool) -> String {
     let limits = crate::deadline::Limits {
         max_iterations: f.max_iterations.unwrap_or(DEFAULT_MAX_ITERATIONS),
@@ -464,6 +466,15 @@ fn system_prompt(f: &TaskFields, timeout: Duration, structured: bool) -> String 
         budget: Budget { max_tokens: f.max_tokens, max_cost_usd: f.max_cost_usd },
     };
     let mut prompt = format!("{SYSTEM_PROMPT}\n\n{}", crate::deadline::system_paragraph(&limits));
+    let protect = f.protect.as_deref().filter(|_| f.tell_protect != Some(false)).unwrap_or_default();
+    let grading = crate::instructions::Grading {
+        check: f.check.as_deref().filter(|_| f.tell_check != Some(false)),
+        repairs: f.check_repairs.unwrap_or(super::spec::DEFAULT_CHECK_REPAIRS),
+        protect,
+    };
+    if let Some(told) = crate::instructions::grading_paragraph(&grading) {
+        prompt = format!("{prompt}\n\n{told}");
+    }
     if let Some(extra) = &f.system_prompt {
         prompt = format!("{prompt}\n\n{extra}");
     }
@@ -978,6 +989,28 @@ mod tests {
         assert!(!has_patch("provider = \"openai\"\nmodel = \"qwen2.5-coder\"\n"));
         let spec = specs(&task("tools = [\"read_file\"]\n"), None).unwrap().remove(0);
         assert_eq!(spec.tools, ["read_file"]);
+    }
+
+    /// The system prompt names the check and the protected globs unless the task says not to;
+    /// `agents_md` is on unless turned off.
+    #[test]
+    fn the_agent_is_told_its_check_and_protected_paths_unless_the_task_says_not_to() {
+        let task = |extra: &str| {
+            format!("[[tasks]]\nid = \"a\"\nprompt = \"p\"\nisolation = \"copy\"\ncheck = \"make test\"\nprotect = [\"tests/**\"]\n{extra}")
+        };
+        let spec = |extra: &str| specs(&task(extra), None).unwrap().remove(0);
+        let told = spec("");
+        assert!(
+            told.system_prompt.contains("the check `make test`") && told.system_prompt.contains("`tests/**`"),
+            "{}",
+            told.system_prompt
+        );
+        assert!(told.agents_md);
+        let hidden = spec("tell_check = false\nagents_md = false\n");
+        assert!(!hidden.system_prompt.contains("make test") && hidden.system_prompt.contains("`tests/**`") && !hidden.agents_md);
+        let unlisted = spec("tell_protect = false\n");
+        assert!(unlisted.system_prompt.contains("make test") && !unlisted.system_prompt.contains("tests/**"));
+        assert_eq!(unlisted.protect, ["tests/**"], "still protected");
     }
 
     #[test]

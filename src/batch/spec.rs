@@ -28,8 +28,12 @@ pub struct TaskSpec {
     pub line: Option<usize>,
     /// What the agent is asked to do.
     pub prompt: String,
-    /// The whole system prompt: dracode's own, then the task's `system_prompt`.
+    /// The system prompt as planned: dracode's own, the limits, how the work is graded, the
+    /// task's `system_prompt`; the repository's `AGENTS.md` files are added when the workspace is
+    /// made ([`crate::instructions`]).
     pub system_prompt: String,
+    /// Whether the repository's `AGENTS.md` files are added to the system prompt (`agents_md`).
+    pub agents_md: bool,
     /// Its provider, model and limits.
     pub provider: ResolvedProvider,
     /// Where it works.

@@ -260,7 +260,7 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
     // Without a check, a full disk still makes the record (and so the verdict) worthless.
     let unrunnable = unrunnable.or_else(|| if outcome.record.check.is_some() { None } else { disk_full_at(&kit) });
     (outcome.record.status, outcome.record.error) = verdict(spec, &kit, &phase, unrunnable.as_deref(), &outcome);
-    finalize(spec, shared, &workspace, &mut outcome, state.history);
+    finalize(spec, shared, &workspace, &mut outcome, (&kit.system, state.history));
     let outcome = stamp(outcome, started);
     // Removing the task's folders (workspace, record, TMPDIR) blocks on the disk: it runs off
     // the async workers that serve the other tasks' model calls.
@@ -415,7 +415,7 @@ impl AttemptCtx<'_> {
             tool_ctx: &kit.tool_ctx,
             emitter: self.emitter,
             redactor: &shared.redactor,
-            system: spec.system_prompt.clone(),
+            system: kit.system.clone(),
             max_iterations: spec.max_iterations,
             max_output_tokens: spec.provider.max_tokens,
             budget: spec.budget,
@@ -481,6 +481,8 @@ struct Prepared {
 
 /// What the agent runs with.
 struct AgentKit {
+    /// The whole system prompt: the planned one, then the repository's `AGENTS.md` files.
+    system: String,
     provider: Arc<dyn Provider>,
     tool_ctx: ToolContext,
     registry: Registry,
@@ -517,8 +519,19 @@ async fn prepare(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Result<
     let shared_tools = run_scope_tools(spec, shared, Some(confine.as_ref()))?;
     let mcp = start_mcp_servers(spec, shared, &tool_ctx).await?;
     let registry = registry.with_mcp(shared_tools).with_mcp(mcp.tools());
-    let kit = AgentKit { provider, tool_ctx, registry, mcp, _proxy: proxy, _task_temp: task_temp };
+    let system = system_prompt(spec, &workspace, &shared.redactor);
+    let kit = AgentKit { system, provider, tool_ctx, registry, mcp, _proxy: proxy, _task_temp: task_temp };
     Ok(Prepared { workspace, kit, announced })
+}
+
+/// The task's whole system prompt: the planned one, then (unless `agents_md = false`) the
+/// repository's `AGENTS.md` files as the workspace holds them, masked as a tool's output is.
+fn system_prompt(spec: &TaskSpec, workspace: &Workspace, redactor: &Redactor) -> String {
+    let files = if spec.agents_md { crate::instructions::read_agents_md(&workspace.root, &workspace.workdir) } else { Vec::new() };
+    match crate::instructions::repository_section(&files) {
+        Some(section) => format!("{}\n\n{}", spec.system_prompt, redactor.redact(&section)),
+        None => spec.system_prompt.clone(),
+    }
 }
 
 /// What the commands run for a task in `workspace` get — the agent's tools, its MCP servers,
@@ -919,9 +932,10 @@ fn secret_in_changes(names: &[String]) -> TaskError {
     )
 }
 
-/// After the verdict: the commit of a passed task (`commit = true`), the conversation and the
-/// cost.
-fn finalize(spec: &TaskSpec, shared: &Shared, workspace: &Workspace, outcome: &mut TaskOutcome, messages: Vec<Message>) {
+/// After the verdict: the commit of a passed task (`commit = true`), the conversation (its
+/// system prompt and messages) and the cost.
+fn finalize(spec: &TaskSpec, shared: &Shared, workspace: &Workspace, outcome: &mut TaskOutcome, conversation: (&str, Vec<Message>)) {
+    let (system, messages) = conversation;
     if outcome.record.status == Status::Passed && spec.commit && !outcome.record.files_changed.is_empty() {
         let branch = format!("dracode/{}/{}", shared.run_id, spec.id);
         let title = spec.prompt.lines().next().unwrap_or_default().chars().take(72).collect::<String>();
@@ -939,7 +953,7 @@ fn finalize(spec: &TaskSpec, shared: &Shared, workspace: &Workspace, outcome: &m
     outcome.attachments.transcript = Some(Arc::new(Transcript {
         provider: spec.provider.name.clone(),
         model,
-        system: spec.system_prompt.clone(),
+        system: system.to_string(),
         tools: spec.tools.iter().cloned().chain(spec.output.as_ref().map(|_| crate::structured::ANSWER_TOOL.to_string())).collect(),
         messages,
     }));

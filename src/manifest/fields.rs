@@ -163,6 +163,14 @@ task_fields! {
         replay: PathBuf => replace, skip "a path of this machine: the recording's contents are in the key",
         /// Text appended to the system prompt.
         system_prompt: String => replace, key,
+        /// Give the agent the repository's `AGENTS.md` files — the workspace root's and those of the
+        /// folders down to `workdir`, nearest last, each cut at 32 KiB — as instructions (default true).
+        agents_md: bool => replace, key,
+        /// Tell the agent the `check` command it is graded by (default true; `false` keeps a hidden
+        /// test's command hidden).
+        tell_check: bool => replace, key,
+        /// Tell the agent the `protect` globs it may not change (default true).
+        tell_protect: bool => replace, key,
         /// Output token limit per LLM call.
         max_output_tokens: u32 => replace, key,
         /// How hard the model thinks (`low`, `medium`, `high`); overrides the provider's.

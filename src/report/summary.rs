@@ -146,6 +146,7 @@ impl SummaryReporter {
         self.cached_section(&mut md, &outcomes);
         self.overlap_section(&mut md, &outcomes);
         self.denied_section(&mut md, &outcomes);
+        self.protected_section(&mut md, &outcomes);
         self.network_section(&mut md, &outcomes);
         md.push_str(&super::outputs::summary_section(&outcomes, &self.redactor));
         md
@@ -189,6 +190,26 @@ impl SummaryReporter {
         for o in denied {
             let first = o.record.denied.first().map(|d| format!("{}: {}", d.tool, d.message)).unwrap_or_default();
             let _ = writeln!(md, "| {} | {} | {} |", exact_cell(&o.task_id), o.record.denied.len(), self.cell_about(&first, o));
+        }
+    }
+
+    /// The tasks that wrote or tried to write protected paths: the writes a tool refused
+    /// (`protected_refused`) and the changes made otherwise, put back before the check
+    /// (`protected`).
+    fn protected_section(&self, md: &mut String, outcomes: &[&TaskOutcome]) {
+        let touched: Vec<&&TaskOutcome> =
+            outcomes.iter().filter(|o| !o.record.protected_refused.is_empty() || !o.record.protected.is_empty()).collect();
+        if touched.is_empty() {
+            return;
+        }
+        md.push_str("\n### Protected paths\n\n| task | writes refused | changed, put back |\n|---|---|---|\n");
+        for o in touched {
+            let list = |paths: &[String]| match paths.len() {
+                0 => "—".to_string(),
+                n => format!("{n}: {}", paths.join(", ")),
+            };
+            let (refused, put_back) = (list(&o.record.protected_refused), list(&o.record.protected));
+            let _ = writeln!(md, "| {} | {} | {} |", exact_cell(&o.task_id), self.cell_about(&refused, o), self.cell_about(&put_back, o));
         }
     }
 
@@ -516,6 +537,20 @@ mod tests {
         assert!(section.contains("| egress | 3 | evil.example:443, 127.0.0.1:53 |"), "{md}");
         assert!(!section.contains("| quiet"), "{md}");
         assert!(!summary(vec![outcome("quiet", Status::Passed)], None).contains("Refused connections"));
+    }
+
+    #[test]
+    fn refused_and_put_back_writes_to_protected_paths_get_a_line_per_task() {
+        let mut refused = outcome("guarded", Status::Passed);
+        refused.record.protected_refused = vec!["check.sh".into(), "tests/a.py".into()];
+        let mut tampered = outcome("tamper", Status::Failed);
+        tampered.record.protected = vec!["test.sh".into()];
+        let md = summary(vec![refused, tampered, outcome("quiet", Status::Passed)], None);
+        let section = &md[md.find("### Protected paths").unwrap()..];
+        assert!(section.contains("| guarded | 2: check.sh, tests/a.py | — |"), "{md}");
+        assert!(section.contains("| tamper | — | 1: test.sh |"), "{md}");
+        assert!(!section.contains("| quiet"), "{md}");
+        assert!(!summary(vec![outcome("quiet", Status::Passed)], None).contains("Protected paths"));
     }
 
     #[test]

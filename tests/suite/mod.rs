@@ -1,5 +1,6 @@
 //! Integration scenarios, one file per capability.
 
+mod agent_instructions;
 mod anthropic_provider;
 mod apply_patch;
 mod attack_processes;

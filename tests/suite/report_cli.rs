@@ -166,7 +166,8 @@ fn cache_runs_leave_their_history_and_the_next_report_shows_it() {
     assert_eq!(past, [first.as_str()], "the first run, not this one");
     let task = &data["tasks"][0];
     assert_eq!((task["id"].as_str(), task["cached"].as_bool()), (Some("fix-greeting"), Some(true)));
-    assert_eq!(task["history"], json!([{"status": "passed", "group": "passed", "cost_usd": record["tasks"]["fix-greeting"]["cost_usd"]}]));
+    let cost = &record["tasks"]["fix-greeting"]["cost_usd"];
+    assert_eq!(task["history"], json!([{"status": "passed", "group": "passed", "cost_usd": cost, "protected_refused": 0}]));
     assert!(cache.join(format!("history/{second}.json")).is_file());
 
     // `dracode report --history` reads the cache folder, and an earlier output folder, alike.

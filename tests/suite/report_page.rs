@@ -401,3 +401,85 @@ fn report_page_shows_a_repeated_tasks_attempts_and_the_protected_paths_put_back(
     );
     assert_inert(&page, &report);
 }
+
+/// A check that warns in colour, as compilers and test runners do on a terminal, then passes
+/// when `add 2 3` prints 5.
+const COLOUR_CHECK_SH: &str = "printf '\\033[33mwarning\\033[39;49;00m: unused variable\\n'\nout=$(sh calc.sh 2 3)\n[ \"$out\" = 5 ] && printf '\\033[1;32mok\\033[0m\\n'\n";
+
+#[test]
+fn report_page_draws_terminal_colours_puts_the_patch_first_and_counts_refused_protected_writes() {
+    let Some(browser) = Browser::shared() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    git_repo(&dir.join("calc"), &[("calc.sh", "echo $(($1 - $2))\n"), ("check.sh", COLOUR_CHECK_SH)]);
+    let replay = dir.join("replay");
+    std::fs::create_dir_all(&replay).unwrap();
+    let colour = recording(
+        &[
+            ("w1", "write_file", json!({"file_path": "calc.sh", "content": "echo $(($1 + $2))\n"})),
+            ("w2", "write_file", json!({"file_path": "check.sh", "content": "exit 0\n"})),
+            ("r1", "run_command", json!({"command": "printf '\\033[1;31mred alert\\033[0m\\n'", "shell": true, "timeout_seconds": 20})),
+        ],
+        "",
+        "Fixed \u{1b}[32mcalc.sh\u{1b}[0m: it subtracted.",
+    );
+    std::fs::write(replay.join("colour.json"), colour.to_string()).unwrap();
+    let manifest = "[defaults]\nprovider = \"replay\"\nreplay = \"replay\"\nrepo = \"calc\"\nisolation = \"worktree\"\n\n\
+        [[tasks]]\nid = \"colour\"\nprompt = \"fix calc\"\ncheck = \"sh check.sh\"\nprotect = [\"check.sh\"]\n\
+        tools = [\"write_file\", \"run_command\"]\n";
+    std::fs::write(dir.join("tasks.toml"), manifest).unwrap();
+    // Two nights through one cache folder: the second night's page has the first as history.
+    for night in ["night-1", "night-2"] {
+        std::thread::sleep(Duration::from_millis(20));
+        let run = dracode(dir).args(["run", "tasks.toml", "--cache", "cache", "--no-cache", "--out", night]).output().unwrap();
+        let all = read_jsonl(&dir.join(night).join("results.jsonl"));
+        assert_eq!(finished(&all, "colour")["status"], "passed", "{}", String::from_utf8_lossy(&run.stderr));
+        assert_eq!(finished(&all, "colour")["protected_refused"], json!(["check.sh"]));
+    }
+    let summary = std::fs::read_to_string(dir.join("night-2/summary.md")).unwrap();
+    assert!(summary.contains("### Protected paths") && summary.contains("| colour | 1: check.sh | — |"), "{summary}");
+    let report = dir.join("night-2/report.html");
+
+    let page = open(browser, &report, "#colour");
+    page.wait_for("document.querySelector('#task-view')?.dataset.taskId === 'colour'", WAIT);
+    // The check's warning is drawn in colour, not as escape codes.
+    let warning = page.eval(
+        "(() => { const out = document.querySelector('#task-view .check-output[data-phase=after]');
+                  const s = [...out.querySelectorAll('span.ansi')].find(e => e.textContent === 'warning');
+                  return s ? [s.className, getComputedStyle(s).color, getComputedStyle(out).color] : null; })()",
+    );
+    let [class, colour, plain] = [0, 1, 2].map(|n| warning[n].as_str().unwrap_or_default().to_string());
+    assert!(class.contains("ansi-fg-3"), "the warning is yellow: {warning}");
+    assert_ne!(colour, plain, "coloured unlike the rest of the output: {warning}");
+    let rgb: Vec<f64> = colour.trim_start_matches("rgb(").trim_end_matches(')').split(',').filter_map(|c| c.trim().parse().ok()).collect();
+    assert!(rgb.len() == 3 && rgb[0] > rgb[2] + 60.0 && rgb[1] > rgb[2] + 40.0, "a yellow: {colour}");
+    let bold = page.eval(
+        "[...document.querySelectorAll('#task-view .check-output[data-phase=after] span.ansi-bold')].map(s => [s.textContent, getComputedStyle(s).fontWeight])",
+    );
+    assert_eq!(bold, json!([["ok", "700"]]), "bold green ok");
+    let text = page.eval("document.body.innerText").as_str().unwrap_or_default().to_string();
+    // (The command of the tool call itself shows `\033[1;31m` as written: it holds no escape byte.)
+    for residue in ["\u{1b}", "[33m", "[39;49;00m", "[1;32m", "[32m"] {
+        assert!(!text.contains(residue), "{residue:?} is visible on the page");
+    }
+    assert!(text.contains("warning: unused variable") && text.contains("red alert") && text.contains("Fixed calc.sh: it subtracted."));
+    assert!(shown(&page, ".tool-result span.ansi-fg-1").contains("red alert"), "the tool's output in colour");
+    assert!(shown(&page, ".msg-assistant span.ansi-fg-2").contains("calc.sh"), "the agent's message in colour");
+
+    // The patch comes first: above the check's output.
+    let top = |selector: &str| page.eval(&format!("document.querySelector('#task-view {selector}').getBoundingClientRect().top")).as_f64();
+    let (patch, check) = (top(".diff-file[data-file=\"calc.sh\"]"), top(".check-output[data-phase=after]"));
+    assert!(patch.zip(check).is_some_and(|(p, c)| p < c), "patch at {patch:?}, check output at {check:?}");
+    assert_eq!(shown(&page, "#protected-refused li"), "check.sh");
+    assert!(shown(&page, "h1 .tag").contains("1 protected refused"), "{}", shown(&page, "h1"));
+    shot(&page, "report-task-colours.png", Shot::Element("#task-view #check"));
+    assert_inert(&page, &report);
+
+    // Across runs: each night's refused protected writes are counted.
+    page.press_key("Escape");
+    page.wait_for(OVERVIEW_SHOWN, WAIT);
+    let refused = page.eval("[...document.querySelectorAll('#history-trend li[data-run] .refused-count')].map(e => e.dataset.refused)");
+    assert_eq!(refused, json!(["1", "1"]), "{}", page.text("#history-trend"));
+    let dots = page.eval("[...document.querySelectorAll('#task-table tr[data-task-id=colour] .hist-dot')].map(d => d.dataset.refused)");
+    assert_eq!(dots, json!(["1", "1"]));
+}

@@ -18,7 +18,7 @@
 //   html[data-ready="1"]            set once the first render is done; html[data-render-ms] its time
 //   #fatal                          a visible error (another format, unreadable data, a script error)
 //   #overview, #run-header          the overview and its header ([data-field=run-id|exit|cost|...])
-//   #jump button[data-target=ID]    buttons that scroll to the overview's sections
+//   #jump button[data-target=ID]    buttons that scroll to the overview's sections (#task-jump: the task's)
 //   #counts [data-count=K]          K in total passed failed not_judged cached carried flaky,
 //                                   status:<status>; the number is in .count-value
 //   #shards li[data-shard]          the shards of a merged run
@@ -42,7 +42,10 @@
 //   #task-view[data-task-id]        the task's own view ([data-missing] for an unknown id);
 //                                   #task-back the link back; h1 .task-id; .task-reason; .task-error
 //   .status-badge[data-status]      a status word
-//   .check-output[data-phase=before|round-N|after|combine]   check outputs (pre)
+//   .check-output[data-phase=before|round-N|after|combine]   check outputs (pre); in any output,
+//                                   span.ansi.ansi-fg-N / .ansi-bg-N / .ansi-bold … its terminal colours
+//   #history-trend li[data-run] .refused-count[data-refused]   protected writes refused per run;
+//                                   .hist-dot[data-refused] the same per task and run
 //   .diff-file[data-file] .diff-add .diff-del .diff-hunk .diff-meta .diff-ctx   the diff
 //   #diff-cut                       the note that the diff was cut
 //   .msg.msg-user .msg.msg-assistant .msg-system .msg-text .reasoning   the transcript
@@ -191,7 +194,97 @@ function tag(text, cls) {
 }
 
 function pre(text, attrs) {
-  return el('pre', attrs || {}, String(text === null || text === undefined ? '' : text));
+  return el('pre', attrs || {}, ...ansiNodes(text === null || text === undefined ? '' : text));
+}
+
+/* ----- terminal colours ----- */
+
+// Commands and models write ANSI escape sequences (a compiler's or a test runner's colours). The
+// page shows SGR colours and styles as classes on spans (the 16 colours, bold, dim, italic,
+// underline, inverse; a 256-colour or RGB colour as the nearest of the 16: the policy forbids
+// inline styles) and drops every other sequence, so no escape byte or `[33m` is left in the text.
+// The text still only ever becomes text nodes.
+const ANSI_SEQ = /\x1b(?:\[([0-?]*)[ -\/]*(?:[@-~]|$)|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[PX^_][^\x1b]*(?:\x1b\\)?|[ -\/]*[0-~]?)|\x9b[0-?]*[ -\/]*[@-~]/g;
+const ANSI_RGB = [[0, 0, 0], [205, 0, 0], [0, 205, 0], [205, 205, 0], [0, 0, 238], [205, 0, 205], [0, 205, 205], [229, 229, 229],
+  [127, 127, 127], [255, 0, 0], [0, 255, 0], [255, 255, 0], [92, 92, 255], [255, 0, 255], [0, 255, 255], [255, 255, 255]];
+
+function ansiNodes(value) {
+  const text = String(value);
+  if (!text.includes('\x1b') && !text.includes('\x9b')) return [text];
+  const nodes = [];
+  const sgr = { fg: null, bg: null, bold: false, dim: false, italic: false, underline: false, inverse: false };
+  let at = 0;
+  ANSI_SEQ.lastIndex = 0;
+  for (let m = ANSI_SEQ.exec(text); m; m = ANSI_SEQ.exec(text)) {
+    if (m.index > at) nodes.push(ansiSpan(text.slice(at, m.index), sgr));
+    if (m[0].endsWith('m') && m[1] !== undefined && /^[\d;:]*$/.test(m[1])) applySgr(sgr, m[1]);
+    at = m.index + m[0].length;
+  }
+  if (at < text.length) nodes.push(ansiSpan(text.slice(at), sgr));
+  return nodes;
+}
+
+function ansiSpan(text, sgr) {
+  const cls = [];
+  let fg = sgr.fg, bg = sgr.bg;
+  if (sgr.inverse) [fg, bg] = [bg === null ? 'inverse' : bg, fg === null ? 'inverse' : fg];
+  if (fg !== null) cls.push('ansi-fg-' + fg);
+  if (bg !== null) cls.push('ansi-bg-' + bg);
+  for (const k of ['bold', 'dim', 'italic', 'underline']) if (sgr[k]) cls.push('ansi-' + k);
+  return cls.length ? el('span', { cls: 'ansi ' + cls.join(' ') }, text) : text;
+}
+
+function applySgr(sgr, params) {
+  const codes = params === '' ? [0] : params.split(/[;:]/).map((p) => (p === '' ? 0 : Number(p)));
+  for (let i = 0; i < codes.length; i++) {
+    const c = codes[i];
+    if (c === 0) Object.assign(sgr, { fg: null, bg: null, bold: false, dim: false, italic: false, underline: false, inverse: false });
+    else if (c === 1) sgr.bold = true;
+    else if (c === 2) sgr.dim = true;
+    else if (c === 3) sgr.italic = true;
+    else if (c === 4) sgr.underline = true;
+    else if (c === 7) sgr.inverse = true;
+    else if (c === 22) sgr.bold = sgr.dim = false;
+    else if (c === 23) sgr.italic = false;
+    else if (c === 24) sgr.underline = false;
+    else if (c === 27) sgr.inverse = false;
+    else if (c >= 30 && c <= 37) sgr.fg = c - 30;
+    else if (c >= 90 && c <= 97) sgr.fg = c - 90 + 8;
+    else if (c === 39) sgr.fg = null;
+    else if (c >= 40 && c <= 47) sgr.bg = c - 40;
+    else if (c >= 100 && c <= 107) sgr.bg = c - 100 + 8;
+    else if (c === 49) sgr.bg = null;
+    else if (c === 38 || c === 48) {
+      const [colour, used] = extendedColour(codes, i + 1);
+      if (colour !== null) sgr[c === 38 ? 'fg' : 'bg'] = colour;
+      i += used;
+    }
+  }
+}
+
+// `5;N` (256 colours) or `2;R;G;B` from codes[i]: the nearest of the 16, and how many codes it took.
+function extendedColour(codes, i) {
+  if (codes[i] === 5 && i + 1 < codes.length) {
+    const n = codes[i + 1];
+    if (n < 16) return [n, 2];
+    if (n < 232) {
+      const level = (v) => (v === 0 ? 0 : 55 + v * 40);
+      return [nearestColour(level(Math.floor((n - 16) / 36)), level(Math.floor((n - 16) / 6) % 6), level((n - 16) % 6)), 2];
+    }
+    const grey = 8 + (n - 232) * 10;
+    return [nearestColour(grey, grey, grey), 2];
+  }
+  if (codes[i] === 2 && i + 3 < codes.length) return [nearestColour(codes[i + 1], codes[i + 2], codes[i + 3]), 4];
+  return [null, codes.length - i];
+}
+
+function nearestColour(r, g, b) {
+  let best = 0, bestD = Infinity;
+  ANSI_RGB.forEach(([R, G, B], n) => {
+    const d = (R - r) ** 2 + (G - g) ** 2 + (B - b) ** 2;
+    if (d < bestD) { best = n; bestD = d; }
+  });
+  return best;
 }
 
 function fileLink(path) {
@@ -223,13 +316,14 @@ function renderOverview(report) {
     barChartCard('turns-chart', 'Turns per task', report.tasks, (t) => t.turns, String)));
   if (report.history.length) root.append(historyCard(report));
   root.append(tableCard(report));
-  root.querySelector('#run-header').after(jumpNav(root));
+  root.querySelector('#run-header').after(jumpNav(root, 'jump', 'sections of the overview'));
   return root;
 }
 
-// Buttons that scroll to the overview's sections (the hash is the task router's, so no #links).
-function jumpNav(root) {
-  const nav = el('nav', { id: 'jump', 'aria-label': 'sections of the overview' });
+// Buttons that scroll to the sections of the overview or a task's view (the hash is the task
+// router's, so no #links).
+function jumpNav(root, id, label) {
+  const nav = el('nav', { id, cls: 'jump', 'aria-label': label });
   for (const card of root.querySelectorAll('section.card[id]')) {
     const title = card.querySelector('h2');
     if (!title) continue;
@@ -592,16 +686,20 @@ function barChartCard(id, title, tasks, value, fmt) {
 }
 
 function historyCard(report) {
-  const points = report.history.map((h) => ({ label: h.run_id, when: h.started_at, passed: h.passed, total: h.total, cost: h.total_cost_usd }));
-  points.push({ label: report.run.run_id + ' (this run)', when: report.run.started_at, passed: report.counts.passed, total: report.counts.total, cost: report.run.total_cost_usd, now: true });
+  const points = report.history.map((h) => ({ label: h.run_id, when: h.started_at, passed: h.passed, total: h.total, cost: h.total_cost_usd,
+    refused: h.protected_refused }));
+  points.push({ label: report.run.run_id + ' (this run)', when: report.run.started_at, passed: report.counts.passed, total: report.counts.total,
+    cost: report.run.total_cost_usd, refused: report.tasks.reduce((n, t) => n + t.protected_refused, 0), now: true });
   const rate = points.map((p) => ({ ...p, value: p.total ? p.passed / p.total : 0 }));
   const cost = points.map((p) => ({ ...p, value: p.cost }));
   const card = section('history-trend', 'Across runs');
   card.append(el('div', { cls: 'two-col' },
     el('figure', {}, lineChart(rate, 'pass-rate', 1, (v) => fmtPct(v, 1)), el('figcaption', { text: 'Pass rate, oldest first' })),
     el('figure', {}, lineChart(cost, 'cost', null, fmtCost), el('figcaption', { text: 'Cost, oldest first' }))));
-  card.append(el('ol', { cls: 'plain small' }, ...points.map((p) => el('li', {},
-    el('code', { text: p.label }), ' ' + fmtTime(p.when) + ': ' + p.passed + '/' + p.total + ' passed, ' + fmtCost(p.cost)))));
+  card.append(el('ol', { cls: 'plain small' }, ...points.map((p) => el('li', { 'data-run': p.now ? 'now' : p.label },
+    el('code', { text: p.label }), ' ' + fmtTime(p.when) + ': ' + p.passed + '/' + p.total + ' passed, ' + fmtCost(p.cost),
+    el('span', { cls: 'refused-count' + (p.refused ? ' warn' : ''), 'data-refused': String(p.refused || 0),
+      text: ', ' + (p.refused || 0) + ' protected write' + (p.refused === 1 ? '' : 's') + ' refused' })))));
   return card;
 }
 
@@ -788,6 +886,9 @@ function rowFlags(r) {
   if (r.attempts > 1) flags.push(tag(r.attempts + ' attempts', 'flag'));
   if (r.denied_calls) flags.push(tag(r.denied_calls + ' refused', 'flag bad'));
   if (r.network_denied) flags.push(tag('net ' + r.network_denied, 'flag bad'));
+  if (r.protected_refused) {
+    flags.push(el('span', { cls: 'tag flag warn', title: 'writes to protected paths refused', text: r.protected_refused + ' protected refused' }));
+  }
   return flags;
 }
 
@@ -800,9 +901,12 @@ function flipOf(r) {
 
 function historyDots(r) {
   const dots = r.history.map((p, i) => p
-    ? el('span', { cls: 'hist-dot g-' + p.group, 'data-group': p.group, title: 'run ' + (i - r.history.length) + ': ' + p.status + (p.cost_usd === null ? '' : ', ' + fmtCost(p.cost_usd)) })
+    ? el('span', { cls: 'hist-dot g-' + p.group, 'data-group': p.group, 'data-refused': String(p.protected_refused || 0),
+      title: 'run ' + (i - r.history.length) + ': ' + p.status + (p.cost_usd === null ? '' : ', ' + fmtCost(p.cost_usd)) +
+        (p.protected_refused ? ', ' + p.protected_refused + ' protected write(s) refused' : '') })
     : el('span', { cls: 'hist-dot missing', 'data-group': 'none', title: 'run ' + (i - r.history.length) + ': not in that run' }));
-  dots.push(el('span', { cls: 'hist-dot now g-' + r.group, 'data-group': r.group, title: 'this run: ' + r.status }));
+  dots.push(el('span', { cls: 'hist-dot now g-' + r.group, 'data-group': r.group, 'data-refused': String(r.protected_refused),
+    title: 'this run: ' + r.status + (r.protected_refused ? ', ' + r.protected_refused + ' protected write(s) refused' : '') }));
   const flip = flipOf(r);
   if (flip) dots.push(el('span', { cls: 'flip ' + (flip === 'newly-failing' ? 'bad' : 'warn'), 'data-flip': flip, text: flip === 'newly-failing' ? 'newly failing' : 'flipped' }));
   return dots;
@@ -816,15 +920,17 @@ function renderTask(row) {
   view.append(el('nav', { cls: 'back' }, el('a', { id: 'task-back', href: '#', text: '← back to overview' }),
     el('span', { cls: 'muted', text: ' (Esc)' })));
   view.append(taskHeader(row, d));
+  // What a reviewer reads first: the patch, then the check that graded it.
+  if (d.diff || (d.files_changed || []).length) view.append(diffCard(d));
+  if (d.check || (d.check_rounds || []).length) view.append(checkCard(d));
+  if ((d.protected || []).length || (d.protected_refused || []).length || (d.kept_ignored || []).length) view.append(pathsCard(d));
   if (d.result || d.structured_output) view.append(answerCard(d));
   if ((d.prior_attempts || []).length || (d.retries || []).length || (d.limit_warnings || []).length) view.append(attemptsCard(d));
-  if (d.check || (d.check_rounds || []).length) view.append(checkCard(d));
-  if (d.diff || (d.files_changed || []).length) view.append(diffCard(d));
-  if ((d.protected || []).length || (d.protected_refused || []).length || (d.kept_ignored || []).length) view.append(pathsCard(d));
   if ((d.network_denied || []).length) view.append(networkCard(d.network_denied));
   view.append(transcriptCard(d));
   if ((d.repeats || []).length) view.append(repeatsCard(d.repeats));
   if ((d.files || []).length) view.append(filesCard(d.files));
+  view.querySelector('.task-head').after(jumpNav(view, 'task-jump', 'sections of the task'));
   return view;
 }
 
@@ -869,7 +975,7 @@ function phaseLine(row) {
 
 function answerCard(d) {
   const card = section('answer', 'Final answer');
-  if (d.result) card.append(el('div', { cls: 'msg-text answer' }, d.result));
+  if (d.result) card.append(el('div', { cls: 'msg-text answer' }, ...ansiNodes(d.result)));
   if (d.structured_output !== null && d.structured_output !== undefined) {
     card.append(el('h3', { text: 'Structured output' }), pre(JSON.stringify(d.structured_output, null, 2), { cls: 'json' }));
   }
@@ -1055,7 +1161,7 @@ function transcriptCard(d) {
   const ctx = transcriptContext(d);
   card.append(el('details', { cls: 'msg msg-system' },
     el('summary', { text: 'System prompt (' + String(t.system || '').split('\n').length + ' lines) · tools: ' + ((t.tools || []).join(', ') || 'none') }),
-    el('div', { cls: 'msg-text' }, String(t.system || ''))));
+    el('div', { cls: 'msg-text' }, ...ansiNodes(t.system || ''))));
   for (const m of t.messages || []) {
     const node = messageEl(m, ctx);
     if (node) card.append(node);
@@ -1085,7 +1191,7 @@ function blockEl(b, ctx) {
     case 'reasoning':
       return el('details', { cls: 'reasoning' },
         el('summary', { text: b.text ? 'reasoning (' + String(b.text).length + ' characters)' : 'reasoning (hidden by the provider)' }),
-        el('div', { cls: 'msg-text' }, String(b.text || '')));
+        el('div', { cls: 'msg-text' }, ...ansiNodes(b.text || '')));
     case 'tool_use':
       return toolCallEl(b, ctx);
     case 'tool_result':
@@ -1133,10 +1239,11 @@ function resultEl(b, label) {
 // a <details>.
 function collapsible(text, cls, tag = 'pre', maxLines = 16, maxChars = 2400) {
   const lines = text.split('\n');
-  if (lines.length <= maxLines && text.length <= maxChars) return el(tag, { cls }, text);
+  if (lines.length <= maxLines && text.length <= maxChars) return el(tag, { cls }, ...ansiNodes(text));
   const head = lines.slice(0, Math.ceil(maxLines / 2)).join('\n').slice(0, maxChars / 2);
-  const preview = el(tag, { cls: cls + ' preview', 'aria-hidden': 'true' }, head + '\n…');
-  const full = el('details', { cls: 'long' }, el('summary', { text: 'show all ' + lines.length + ' lines (' + fmtTokens(text.length) + ' characters)' }), el(tag, { cls }, text));
+  const preview = el(tag, { cls: cls + ' preview', 'aria-hidden': 'true' }, ...ansiNodes(head + '\n…'));
+  const full = el('details', { cls: 'long' }, el('summary', { text: 'show all ' + lines.length + ' lines (' + fmtTokens(text.length) + ' characters)' }),
+    el(tag, { cls }, ...ansiNodes(text)));
   full.addEventListener('toggle', () => { preview.hidden = full.open; });
   return el('div', { cls: 'collapsible' }, preview, full);
 }

@@ -90,6 +90,7 @@ fn row(run: &RunEvents, n: usize, id: &str, o: &WireOutcome, options: &Options<'
         pass_rate: o.pass_rate,
         verdict: o.verdict.map(|v| v.as_str().to_string()),
         protected: o.protected.len(),
+        protected_refused: o.protected_refused.len(),
         denied_calls: o.denied_calls,
         network_denied: o.network_denied,
         timeline: crate::timeline::bars(run, id, o),

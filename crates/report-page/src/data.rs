@@ -186,6 +186,8 @@ pub struct TaskRow {
     pub verdict: Option<String>,
     /// Protected paths the agent changed (put back before the check).
     pub protected: usize,
+    /// Protected paths a tool was refused to write (`protected_refused`).
+    pub protected_refused: usize,
     /// Tool calls the policy refused.
     pub denied_calls: u32,
     /// Connections the sandbox refused.
@@ -237,6 +239,8 @@ pub struct PastResult {
     pub group: String,
     /// Its cost then.
     pub cost_usd: Option<f64>,
+    /// Protected paths a tool was refused to write then (0 in a record that did not count them).
+    pub protected_refused: usize,
 }
 
 /// An earlier run given with `--history`.
@@ -254,6 +258,8 @@ pub struct PastRun {
     pub total: usize,
     /// Its summed cost.
     pub total_cost_usd: Option<f64>,
+    /// Protected paths tools were refused to write, over its tasks.
+    pub protected_refused: usize,
 }
 
 /// What a task's own view shows, parsed when it is opened.

@@ -33,6 +33,9 @@ pub struct TaskRecord {
     pub group: String,
     /// Its cost.
     pub cost_usd: Option<f64>,
+    /// Protected paths a tool was refused to write (absent, 0, in a record of an earlier version).
+    #[serde(default)]
+    pub protected_refused: usize,
 }
 
 /// The record of the run `report` draws.
@@ -40,7 +43,15 @@ pub fn record_of(report: &Report) -> RunRecord {
     let tasks = report
         .tasks
         .iter()
-        .map(|t| (t.id.clone(), TaskRecord { status: t.status.clone(), group: t.group.clone(), cost_usd: t.cost_usd }))
+        .map(|t| {
+            let record = TaskRecord {
+                status: t.status.clone(),
+                group: t.group.clone(),
+                cost_usd: t.cost_usd,
+                protected_refused: t.protected_refused,
+            };
+            (t.id.clone(), record)
+        })
         .collect();
     RunRecord {
         run_id: report.run.run_id.clone(),
@@ -115,13 +126,19 @@ pub fn attach(report: &mut Report, runs: &[(PathBuf, RunRecord)]) {
             passed: r.tasks.values().filter(|t| t.group == "passed").count(),
             total: r.tasks.len(),
             total_cost_usd: r.total_cost_usd,
+            protected_refused: r.tasks.values().map(|t| t.protected_refused).sum(),
         })
         .collect();
     for task in &mut report.tasks {
         task.history = runs
             .iter()
             .map(|(_, r)| {
-                r.tasks.get(&task.id).map(|t| PastResult { status: t.status.clone(), group: t.group.clone(), cost_usd: t.cost_usd })
+                r.tasks.get(&task.id).map(|t| PastResult {
+                    status: t.status.clone(),
+                    group: t.group.clone(),
+                    cost_usd: t.cost_usd,
+                    protected_refused: t.protected_refused,
+                })
             })
             .collect();
     }
@@ -138,7 +155,8 @@ mod tests {
         let tasks = tasks
             .iter()
             .map(|(t, status, group)| {
-                (t.to_string(), TaskRecord { status: status.to_string(), group: group.to_string(), cost_usd: Some(0.5) })
+                let record = TaskRecord { status: status.to_string(), group: group.to_string(), cost_usd: Some(0.5), protected_refused: 1 };
+                (t.to_string(), record)
             })
             .collect();
         RunRecord { run_id: id.to_string(), started_at: ts(ms), total_cost_usd: Some(1.0), tasks }
@@ -236,6 +254,18 @@ mod tests {
             |n: usize| -> Vec<Option<&str>> { report.tasks[n].history.iter().map(|p| p.as_ref().map(|p| p.status.as_str())).collect() };
         assert_eq!(of(0), [Some("failed"), Some("passed")]);
         assert_eq!(of(1), [Some("passed"), None]);
-        assert_eq!(json!(report.tasks[1].history), json!([{"status": "passed", "group": "passed", "cost_usd": 0.5}, null]));
+        assert_eq!(
+            json!(report.tasks[1].history),
+            json!([{"status": "passed", "group": "passed", "cost_usd": 0.5, "protected_refused": 1}, null])
+        );
+        assert_eq!(report.history.iter().map(|r| r.protected_refused).collect::<Vec<_>>(), [2, 2], "counted over each run's tasks");
+    }
+
+    #[test]
+    fn a_record_of_an_earlier_version_reads_with_no_refused_writes() {
+        let old = r#"{"run_id": "r0", "started_at": "2026-01-01T00:00:00Z", "total_cost_usd": null,
+            "tasks": {"a": {"status": "passed", "group": "passed", "cost_usd": null}}}"#;
+        let record: RunRecord = serde_json::from_str(old).unwrap();
+        assert_eq!(record.tasks["a"].protected_refused, 0);
     }
 }

@@ -70,6 +70,11 @@ impl Publisher<'_> {
         let branch = format!("{prefix}{}", task.task_id);
         let title = self.clean(&body::task_title(&task.task_id));
         (item.branch, item.title) = (Some(branch.clone()), Some(title.clone()));
+        if super::valid_branch("--branch-prefix", &branch).is_err() {
+            item.action =
+                Action::Failed { error: format!("its branch {branch:?} is not a name git allows (pass another --branch-prefix)") };
+            return item;
+        }
         let Some(base) = task.base_commit.as_deref() else {
             item.action = Action::Failed { error: "its attempt recorded no base commit (it did not run in a git repository)".into() };
             return item;

@@ -315,10 +315,18 @@ pub async fn publish(opts: &PublishOptions, redactor: &Redactor) -> Result<Publi
         Mode::Comment { .. } => None,
         _ => Some(Git::open(&opts.repo_dir, &opts.remote, &opts.env).map_err(PublishError::Git)?),
     };
+    // The remote is asked for its default branch only when a pull request may be opened.
+    let publishable = match opts.mode {
+        Mode::Tasks { .. } => {
+            run.tasks.iter().any(|t| t.outcome.status.is_pass() && t.diff.as_deref().is_some_and(|d| !d.trim().is_empty()))
+        }
+        Mode::Combined { .. } => true,
+        Mode::Comment { .. } => false,
+    };
     let base_branch = match (&git, &opts.base_branch) {
         (Some(_), Some(given)) => Some(given.clone()),
-        (Some(git), None) => Some(default_branch(git, &opts.remote)?),
-        (None, _) => None,
+        (Some(git), None) if publishable => Some(default_branch(git, &opts.remote)?),
+        _ => None,
     };
     let publisher = flow::Publisher {
         opts,

@@ -341,7 +341,8 @@ async fn publish_names_bad_input_and_exits_2() {
     let scene = Scene::new();
     scene.run();
     let api = scene.api().await;
-    let cases: [(&[&str], &[(&str, &str)], &str); 5] = [
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let cases: [Case; 5] = [
         (&[], &[("GITHUB_TOKEN", "")], "$GITHUB_TOKEN is not set or empty"),
         (&["--token-env", "NIGHTLY_TOKEN"], &[], "$NIGHTLY_TOKEN is not set or empty"),
         (&["--repository", "not-a-repository"], &[], "repository \"not-a-repository\" is not OWNER/NAME"),

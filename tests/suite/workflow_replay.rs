@@ -437,12 +437,15 @@ impl Runner {
 }
 
 impl Runner {
-    /// A workflow with a `dracode publish` step opened its pull requests on the fake GitHub,
-    /// every request one the spec allows; one without sent it nothing.
+    /// A workflow that publishes (a `dracode publish` step, the action's `publish` input) opened
+    /// its pull requests on the fake GitHub, every request one the spec allows; one that does not
+    /// sent it nothing.
     fn published(&self, name: &str, workflow: &Value) {
         let github = self.github.as_ref().unwrap();
         assert_eq!(github.violations(), Vec::<String>::new(), "{name}: requests the GitHub spec refuses");
-        if serde_json::to_string(workflow).unwrap().contains("dracode publish") {
+        let text = serde_json::to_string(workflow).unwrap();
+        // A `dracode publish` step, or the action's `publish` input.
+        if text.contains("dracode publish") || text.contains(r#""publish":"tasks""#) || text.contains(r#""publish":"combined""#) {
             let heads: Vec<String> = github.pulls().iter().map(|p| p.head.clone()).collect();
             assert!(!heads.is_empty() && heads.iter().all(|h| h.starts_with("dracode/")), "{name}: pull requests {heads:?}");
         } else {

@@ -166,8 +166,14 @@ impl Respond for Responder {
     }
 }
 
+/// A refusal: the status and GitHub's error body.
+type Refusal = (u16, Value);
+
+/// An operation of the spec and the request's parameters (path, then query) by name.
+type Matched = (Value, Vec<(String, String)>);
+
 /// GitHub's validation failure, as the `validation-error` schema has it.
-fn invalid(message: &str, errors: Value) -> (u16, Value) {
+fn invalid(message: &str, errors: Value) -> Refusal {
     (422, json!({"message": message, "documentation_url": "https://docs.github.com/rest", "errors": errors}))
 }
 
@@ -178,7 +184,7 @@ impl Responder {
 
     /// The headers, then the operation the spec has for the method and path, its parameters and
     /// its body; the operation and the path's parameters, or the refusal to send.
-    fn check(&self, request: &Request, body: &Value) -> Result<(Value, Vec<(String, String)>), (u16, Value)> {
+    fn check(&self, request: &Request, body: &Value) -> Result<Matched, Refusal> {
         let header = |name: &str| request.headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
         if header("user-agent").is_empty() {
             self.violation(format!("{} {}: no User-Agent", request.method, request.url.path()));

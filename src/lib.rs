@@ -8,7 +8,8 @@
 //! - [`batch`] schedules tasks and prepares their workspaces;
 //! - [`events`] is the one seam: everything that happens is an [`events::Event`], and every
 //!   artifact in [`report`] is an independent reporter of that stream;
-//! - [`disk`] keeps those artifacts whole, and grading honest, when a task fills the disk.
+//! - [`disk`] keeps those artifacts whole, and grading honest, when a task fills the disk;
+//! - [`publish`] turns a run's output folder into pull requests through [`github`]'s REST client.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -22,8 +23,10 @@ pub mod deadline;
 pub mod disk;
 pub mod engine;
 pub mod events;
+pub mod github;
 pub mod instructions;
 pub mod manifest;
+pub mod publish;
 pub mod report;
 pub mod shard;
 pub mod structured;

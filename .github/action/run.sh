@@ -19,6 +19,10 @@
 #   INPUT_ARTIFACT_NAME  the artifact's name (default dracode-out, plus -shard-K-of-N)
 #   INPUT_UPLOAD_ARTIFACTS  true (default) when the next step uploads the output folder: the step
 #                    summary then names the artifact that holds report.html
+#   INPUT_PUBLISH    tasks: `dracode publish OUT` after the run (one pull request per passed task);
+#                    combined: `dracode combine OUT`, then `dracode publish OUT --combined`; empty: none.
+#                    Only when the run judged every task (exit 0 or 1); the token is GITHUB_TOKEN.
+#   INPUT_PUBLISH_ARGS  more `dracode publish` arguments, shell-like quoting
 # Also read: DRACODE_BIN (default: dracode on PATH), RUNNER_TEMP, GITHUB_OUTPUT.
 set -u
 
@@ -43,6 +47,8 @@ append_words() {
 out=${INPUT_OUT:-dracode-out}
 fail_on=${INPUT_FAIL_ON:-any}
 case $fail_on in any | error | never) ;; *) fail "fail-on must be any, error or never, not \"$fail_on\"" ;; esac
+publish=${INPUT_PUBLISH:-}
+case $publish in '' | tasks | combined) ;; *) fail "publish must be tasks, combined or empty, not \"$publish\"" ;; esac
 
 cmd=("${DRACODE_BIN:-dracode}" run)
 append_words "${INPUT_MANIFEST:-}" "manifest"
@@ -96,6 +102,34 @@ if [ -n "${GITHUB_OUTPUT:-}" ]; then
   fi
 fi
 rm -f "$outputs"
+
+# Publishes the run's passed tasks (INPUT_PUBLISH); its exit code.
+publish_run() {
+  local bin=${DRACODE_BIN:-dracode} combined=() code=0
+  if [ "$publish" = combined ]; then
+    "$bin" combine "$out" || code=$?
+    # 1: a patch conflicts (the union holds the rest); 4: nothing to combine.
+    if [ "$code" -eq 4 ]; then return 0; fi
+    if [ "$code" -ne 0 ] && [ "$code" -ne 1 ]; then return "$code"; fi
+    combined=(--combined)
+  fi
+  # (bash 3.2 takes an empty array for unset under `set -u`: hence the `+` form)
+  cmd=("$bin" publish "$out" ${combined[@]+"${combined[@]}"})
+  append_words "${INPUT_PUBLISH_ARGS:-}" "publish-args"
+  printf 'dracode action: publishing'
+  printf ' %q' "${cmd[@]}"
+  printf '\n'
+  "${cmd[@]}"
+}
+
+if [ -n "$publish" ] && { [ "$code" -eq 0 ] || [ "$code" -eq 1 ]; }; then
+  publish_code=0
+  publish_run || publish_code=$?
+  if [ "$publish_code" -ne 0 ]; then
+    printf '::error title=dracode publish::exit code %s: the passed tasks were not all published (see above)\n' "$publish_code"
+    if [ "$fail_on" != never ]; then exit "$publish_code"; fi
+  fi
+fi
 
 case $fail_on in
   any) exit "$code" ;;

@@ -25,7 +25,7 @@ use crate::events::{CheckRecord, Status};
 use crate::manifest::Isolation;
 use crate::report::read_back::{self, FinishedTask as RecordedTask, OutputFolder};
 use dracode_secrets::Redactor;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -54,7 +54,7 @@ pub struct CombineOptions {
 }
 
 /// A patch that did not apply on top of the ones before it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Conflict {
     /// The task whose patch was skipped.
     pub task_id: String,
@@ -67,7 +67,7 @@ pub struct Conflict {
 }
 
 /// A patch whose changes the union held already, in part or whole: two tasks made the same fix.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Agreement {
     /// The task whose patch made a change already applied (the rest of its patch is applied).
     pub task_id: String,
@@ -78,7 +78,7 @@ pub struct Agreement {
 }
 
 /// The branch the union was committed onto.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BranchRecord {
     /// Its name.
     pub name: String,
@@ -87,7 +87,7 @@ pub struct BranchRecord {
 }
 
 /// What `combine.json` holds.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CombineReport {
     /// The combined run's `run_id`.
     pub run_id: String,
@@ -110,7 +110,7 @@ pub struct CombineReport {
     /// The branch made with `--branch`.
     pub branch: Option<BranchRecord>,
     /// What the user should know about how the check ran (absent when nothing).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
     /// 0: everything combined (and the check passed); 1: a conflict or a failed check.
     pub exit_code: i32,
@@ -397,7 +397,9 @@ fn commit_message(report: &CombineReport) -> String {
     for conflict in &report.conflicts {
         let _ = writeln!(message, "- skipped {} (conflicts on {})", conflict.task_id, conflict.files.join(", "));
     }
-    message
+    let mut trailers: Vec<(&str, &str)> = report.applied.iter().map(|id| (super::trailers::TASK, id.as_str())).collect();
+    trailers.push((super::trailers::RUN, &report.run_id));
+    super::trailers::append(&message, &trailers)
 }
 
 fn write(path: &Path, text: &str) -> Result<(), CombineError> {

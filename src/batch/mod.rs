@@ -22,6 +22,7 @@ pub mod setups;
 pub mod snapshot;
 pub mod spec;
 pub mod task;
+pub mod trailers;
 pub mod unrecorded;
 pub mod workspace;
 pub mod worktree;

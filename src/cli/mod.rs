@@ -6,6 +6,7 @@
 mod choices;
 mod inspect;
 mod login;
+mod publish;
 mod results;
 mod run;
 mod run_args;
@@ -16,6 +17,7 @@ use crate::tools::render::ToolFormat;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use dracode_results::exit_codes;
+pub use publish::PublishArgs;
 pub use run_args::RunArgs;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -116,6 +118,12 @@ pub enum Command {
         after_help = "Examples:\n  dracode regrade dracode-out --out regraded\n  dracode regrade dracode-out --check 'pytest -q' --filter 'tag:py' --out regraded\n\nRegrades the tasks that ended passed or failed (the others are carried over as they were),\neach patch on the commit its attempt started from, with the task's check from its manifest\n(or --check). Every regraded task.finished names the attempt it grades (`regraded_from`).\nExit codes as `dracode run` (0 all passed, 1 a task did not pass, 2 bad input, 3 results\nnot written, 4 nothing selected)."
     )]
     Regrade(RegradeArgs),
+    /// Turn a run's output folder into review on GitHub: one pull request per passed task
+    /// (branch `dracode/<task-id>`), or one with `dracode combine`'s union, or a comment.
+    #[command(
+        after_help = "Examples:\n  dracode publish dracode-out --report-url https://example.com/nightly/report.html\n  dracode publish dracode-out --dry-run\n  dracode combine dracode-out --check 'make test' && dracode publish dracode-out --combined\n  dracode publish dracode-out --comment-on 42\n\nThe token is read from $GITHUB_TOKEN (--token-env names another variable); the repository\nfrom --repository or $GITHUB_REPOSITORY; the API from $GITHUB_API_URL. Branches are pushed\nwith git to --remote. A task's branch is created, or moved only while its tip is a commit\ndracode made (trailers Dracode-Task and Dracode-Run); a branch someone else pushed to is\nleft alone and the task reported skipped. An open pull request of the branch is updated,\nnever duplicated. Pull requests opened with GitHub Actions' GITHUB_TOKEN start no\n`on: pull_request` workflow: see docs/src/recipes/pull-requests.md.\n\nExit codes:\n  0 everything that passed is published (or nothing was to be)\n  2 bad input: OUT is not a run's output, no token, no repository, not in a git repository,\n    no such remote, --combined without dracode combine's report\n  3 a publication failed (a push, or GitHub refused: each named on stderr)"
+    )]
+    Publish(Box<PublishArgs>),
     /// Sign in to a provider that needs an interactive login.
     #[command(after_help = "Example:\n  dracode auth copilot   # prints a URL and a code; stores the token (mode 0600)")]
     Auth {
@@ -427,6 +435,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Report { out, history, save_history } => results::write_report(&out, &history, save_history.as_deref()),
         Command::Combine(args) => results::combine(&args, &cwd, &env),
         Command::Regrade(args) => results::regrade(&args, &cwd, &env),
+        Command::Publish(args) => publish::publish(&args, &cwd, &env),
         Command::Auth { target: AuthTarget::Copilot } => login::auth_copilot(&env),
         Command::Mcp { action: McpAction::Login { server, no_browser, config } } => {
             login::mcp_login(&server, no_browser, config.as_deref(), &cwd, &env)

@@ -143,7 +143,7 @@ pub(crate) fn clean_text_keeping(redactor: &Redactor, text: &str, keep: &[&str])
 }
 
 /// `n` with `,` between thousands: `1,234,567`.
-fn thousands(n: u64) -> String {
+pub(crate) fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, d) in digits.chars().enumerate() {
@@ -168,7 +168,7 @@ fn human_duration(d: Duration) -> String {
 }
 
 /// A cost in USD as shown to humans: `$0.0123`, `$0` for nothing, `<$0.0001` for a trace.
-fn human_cost(usd: f64) -> String {
+pub(crate) fn human_cost(usd: f64) -> String {
     if usd == 0.0 {
         "$0".to_string()
     } else if usd < 0.000_05 {
@@ -189,7 +189,7 @@ pub fn failure_line(output: &str) -> Option<String> {
 
 /// The reason a task did not pass, in one line: the error's message (a failed check's with the
 /// telling line of its output), else the check's exit code and telling (or last) output line.
-fn short_reason(record: &dracode_results::records::WireOutcome) -> String {
+pub(crate) fn short_reason(record: &dracode_results::records::WireOutcome) -> String {
     let check_failed = |e: &crate::events::TaskError| e.kind == crate::events::FailureKind::Check;
     if let Some(error) = &record.error {
         let first = error.message.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");

@@ -513,7 +513,21 @@ fn workflows_and_the_action_parse_pin_their_actions_and_read_only_by_default() {
     }
     let action = yaml(&root.join("action.yml"));
     let inputs: Vec<&str> = action["inputs"].as_object().unwrap().keys().map(String::as_str).collect();
-    for name in ["manifest", "provider", "model", "jobs", "shard", "filter", "args", "out", "version", "upload-artifacts", "fail-on"] {
+    for name in [
+        "manifest",
+        "provider",
+        "model",
+        "jobs",
+        "shard",
+        "filter",
+        "args",
+        "out",
+        "version",
+        "upload-artifacts",
+        "fail-on",
+        "publish",
+        "publish-args",
+    ] {
         assert!(inputs.contains(&name), "input {name} missing: {inputs:?}");
     }
     let outputs: Vec<&str> = action["outputs"].as_object().unwrap().keys().map(String::as_str).collect();
@@ -634,4 +648,48 @@ fn the_step_summary_names_the_artifact_that_holds_report_html() {
     let manifest = quickstart_copy(tmp.path(), "sh test.sh");
     let step = run_step(tmp.path(), &[("INPUT_MANIFEST", &manifest), ("INPUT_UPLOAD_ARTIFACTS", "false")]);
     assert!(step.summary.contains("**Report:** `dracode-out/report.html`"), "the step summary:\n{}", step.summary);
+}
+
+/// The action's `publish` input: after a batch whose tasks passed, one pull request per task on
+/// the fake GitHub (its token from the step's env, as a workflow passes an app token); a bad
+/// value fails the step before anything runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_publish_input_opens_a_pull_request_per_passed_task() {
+    use crate::support::cli::git;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().canonicalize().unwrap();
+    let manifest = quickstart_copy(&dir, "sh test.sh");
+    let remote = dir.join("remote.git");
+    std::fs::create_dir(&remote).unwrap();
+    git(&remote, &["init", "-q", "--bare", "-b", "main"]);
+    git(&dir, &["init", "-q", "-b", "main"]);
+    git(&dir, &["add", "ex"]);
+    git(&dir, &["commit", "-qm", "base"]);
+    git(&dir, &["remote", "add", "origin", remote.to_str().unwrap()]);
+    git(&dir, &["push", "-q", "origin", "main"]);
+    let api = crate::support::github_api::GithubApi::start("ghs_app", "octo/quick", &remote).await;
+    let url = api.url();
+    let env = [("GITHUB_TOKEN", "ghs_app"), ("GITHUB_REPOSITORY", "octo/quick"), ("GITHUB_API_URL", url.as_str())];
+    let step = run_step(&dir, &[&[("INPUT_MANIFEST", manifest.as_str()), ("INPUT_PUBLISH", "pulls")][..], &env[..]].concat());
+    assert_eq!(step.code, Some(2), "{}", step.stderr);
+    assert!(step.stderr.contains("publish must be tasks, combined or empty"), "{}", step.stderr);
+
+    let inputs = [("INPUT_MANIFEST", manifest.as_str()), ("INPUT_PUBLISH", "tasks"), ("INPUT_PUBLISH_ARGS", "--base-branch main")];
+    let step = run_step(&dir, &[&inputs[..], &env[..]].concat());
+    assert_eq!(step.code, Some(0), "{}", step.stderr);
+    let heads: Vec<String> = api.pulls().iter().map(|p| p.head.clone()).collect();
+    assert_eq!(heads, ["dracode/fix-greeting", "dracode/add-readme"], "{}", step.stderr);
+    assert_eq!(api.violations(), Vec::<String>::new());
+    assert!(step.summary.contains("## dracode publish"), "{}", step.summary);
+
+    // GitHub refusing the pull request fails the step, unless fail-on is never.
+    let other = crate::support::github_api::GithubApi::start("ghs_app", "octo/quick", &remote).await;
+    other.refuse_creation(403, crate::support::github_api::actions_not_permitted());
+    let url = other.url();
+    let env = [("GITHUB_TOKEN", "ghs_app"), ("GITHUB_REPOSITORY", "octo/quick"), ("GITHUB_API_URL", url.as_str())];
+    let step = run_step(&dir, &[&inputs[..], &env[..]].concat());
+    assert_eq!(step.code, Some(3), "{}", step.stderr);
+    assert!(step.stderr.contains("::error title=dracode publish::exit code 3"), "{}", step.stderr);
+    let never = [("INPUT_MANIFEST", manifest.as_str()), ("INPUT_PUBLISH", "tasks"), ("INPUT_FAIL_ON", "never")];
+    assert_eq!(run_step(&dir, &[&never[..], &env[..]].concat()).code, Some(0));
 }

@@ -46,6 +46,7 @@ mod openai_provider;
 mod otel_export;
 mod outcomes;
 mod provider_matrix;
+mod publish;
 mod reasoning;
 mod repair_and_repeat;
 mod report_cli;

@@ -6,12 +6,16 @@
 //! when `path` is not given), `${{ runner.temp }}` is a folder outside the checkout, the action
 //! (`OWNER/dracode@…`) runs its own composite steps from action.yml (its install steps write into
 //! the runner's tool cache, its run step is the real run.sh with the real dracode), and `run:`
-//! steps run with bash as the runner would. After every step `git status` must show nothing a
-//! create-pull-request step would commit besides what a step staged on purpose (`git apply
-//! --index`): no untracked and no unstaged change.
+//! steps run with bash as the runner would. `actions/create-github-app-token` hands out a token
+//! of a fake GitHub (`tests/support/github_api.rs`, checked against GitHub's OpenAPI
+//! description), which `GITHUB_API_URL` names, with a local bare repository as the checkout's
+//! `origin`: a `dracode publish` step pushes there and opens its pull requests on the fake.
+//! After every step `git status` must show nothing a pull request step would commit besides
+//! what a step staged on purpose (`git apply --index`): no untracked and no unstaged change.
 
 use super::github_action::{quickstart_copy, yaml};
 use crate::support::cli::{crate_root, git};
+use crate::support::github_api::GithubApi;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -26,6 +30,23 @@ struct Runner {
     artifacts: PathBuf,
     caches: PathBuf,
     steps_run: usize,
+    /// The fake GitHub the workflow's `dracode publish` talks to, and the runtime it runs on.
+    github: Option<GithubApi>,
+    runtime: tokio::runtime::Runtime,
+}
+
+/// The token the replayed `actions/create-github-app-token` hands out.
+const APP_TOKEN: &str = "ghs_replayed-app-token";
+
+/// The repository the replayed workflows run in (`GITHUB_REPOSITORY`).
+const REPOSITORY: &str = "octo/fixture";
+
+impl Drop for Runner {
+    fn drop(&mut self) {
+        // The fake's server ends inside its runtime.
+        let _inside = self.runtime.enter();
+        drop(self.github.take());
+    }
 }
 
 /// The state of one job (or of one composite action inside it): expression values and whether
@@ -90,7 +111,7 @@ fn subst(text: &str, ctx: &BTreeMap<String, String>) -> String {
         let name = rest[start + 3..end].trim();
         let value = match ctx.get(name) {
             Some(v) => v.clone(),
-            None if name.starts_with("secrets.") || name.starts_with("steps.") => String::new(),
+            None if name.starts_with("secrets.") || name.starts_with("vars.") || name.starts_with("steps.") => String::new(),
             None => panic!("the replay knows no value for ${{{{ {name} }}}} in {text:?}"),
         };
         out.push_str(&value);
@@ -170,7 +191,16 @@ impl Runner {
         git(&fixture, &["init", "-q", "-b", "main"]);
         git(&fixture, &["add", "-A"]);
         git(&fixture, &["commit", "-qm", "base"]);
-        let runner = Runner { artifacts: root.join("artifacts"), caches: root.join("caches"), root, fixture, manifest, steps_run: 0 };
+        // The repository on the fake GitHub: every job's checkout has it as `origin`.
+        let remote = root.join("remote.git");
+        std::fs::create_dir(&remote).unwrap();
+        git(&remote, &["init", "-q", "--bare", "-b", "main"]);
+        git(&fixture, &["remote", "add", "origin", remote.to_str().unwrap()]);
+        git(&fixture, &["push", "-q", "origin", "main"]);
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let github = Some(runtime.block_on(GithubApi::start(APP_TOKEN, REPOSITORY, &remote)));
+        let (artifacts, caches) = (root.join("artifacts"), root.join("caches"));
+        let runner = Runner { artifacts, caches, root, fixture, manifest, steps_run: 0, github, runtime };
         (dir, runner)
     }
 
@@ -261,6 +291,12 @@ impl Runner {
         let action = uses.split('@').next().unwrap();
         match action {
             "actions/checkout" | "mikepenz/action-junit-report" | "peter-evans/create-pull-request" => {}
+            // An installation token of the fake GitHub, as the action's `token` output.
+            "actions/create-github-app-token" => {
+                if let Some(id) = step["id"].as_str() {
+                    scope.ctx.insert(format!("steps.{id}.outputs.token"), APP_TOKEN.to_string());
+                }
+            }
             "actions/cache" => {
                 let paths: Vec<String> = with["path"].lines().filter(|l| !l.trim().is_empty()).map(str::to_string).collect();
                 let restore: Vec<String> =
@@ -364,7 +400,9 @@ impl Runner {
                 .env_clear();
             cmd.env("PATH", path.join(":")).env("HOME", &job.home).env("GITHUB_ACTIONS", "true").env("RUNNER_TEMP", &job.temp);
             cmd.env("RUNNER_TOOL_CACHE", &job.tool_cache).env("GITHUB_WORKSPACE", &job.workspace);
-            cmd.env("GITHUB_OUTPUT", &github_output).env("GITHUB_STEP_SUMMARY", &summary).envs(&env);
+            cmd.env("GITHUB_OUTPUT", &github_output).env("GITHUB_STEP_SUMMARY", &summary);
+            cmd.env("GITHUB_REPOSITORY", REPOSITORY).env("GITHUB_API_URL", self.github.as_ref().map(GithubApi::url).unwrap_or_default());
+            cmd.envs(&env);
             for (k, v) in scope.ctx.iter().filter_map(|(k, v)| Some((k.strip_prefix("env.")?, v))) {
                 cmd.env(k, v);
             }
@@ -398,6 +436,24 @@ impl Runner {
     }
 }
 
+impl Runner {
+    /// A workflow that publishes (a `dracode publish` step, the action's `publish` input) opened
+    /// its pull requests on the fake GitHub, every request one the spec allows; one that does not
+    /// sent it nothing.
+    fn published(&self, name: &str, workflow: &Value) {
+        let github = self.github.as_ref().unwrap();
+        assert_eq!(github.violations(), Vec::<String>::new(), "{name}: requests the GitHub spec refuses");
+        let text = serde_json::to_string(workflow).unwrap();
+        // A `dracode publish` step, or the action's `publish` input.
+        if text.contains("dracode publish") || text.contains(r#""publish":"tasks""#) || text.contains(r#""publish":"combined""#) {
+            let heads: Vec<String> = github.pulls().iter().map(|p| p.head.clone()).collect();
+            assert!(!heads.is_empty() && heads.iter().all(|h| h.starts_with("dracode/")), "{name}: pull requests {heads:?}");
+        } else {
+            assert!(github.requests().is_empty(), "{name} has no publish step but talked to GitHub");
+        }
+    }
+}
+
 /// The YAML blocks of the README and the book that are whole workflows (they have `jobs:`),
 /// each named by its page.
 fn documented_workflows() -> Vec<(String, Value)> {
@@ -422,12 +478,16 @@ fn the_shipped_workflows_leave_the_checkout_clean_at_every_step() {
     files.sort();
     for file in files.iter().filter(|f| f.extension().is_some_and(|e| e == "yml" || e == "yaml")) {
         let (_dir, mut runner) = Runner::new();
-        runner.workflow(&file.display().to_string(), &yaml(file));
+        let workflow = yaml(file);
+        runner.workflow(&file.display().to_string(), &workflow);
+        runner.published(&file.display().to_string(), &workflow);
         replayed += 1;
     }
     for (i, (page, workflow)) in documented_workflows().iter().enumerate() {
         let (_dir, mut runner) = Runner::new();
-        runner.workflow(&format!("{page} workflow #{i}"), workflow);
+        let name = format!("{page} workflow #{i}");
+        runner.workflow(&name, workflow);
+        runner.published(&name, workflow);
         replayed += 1;
     }
     assert!(replayed >= 3, "the nightly workflow and the documentation's were replayed");

@@ -6,6 +6,7 @@ pub mod browser;
 pub mod cli;
 pub mod docs;
 pub mod gemini_server;
+pub mod github_api;
 pub mod github_server;
 pub mod in_process;
 pub mod oauth_server;

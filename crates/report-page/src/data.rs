@@ -29,6 +29,25 @@ pub fn group(status: Status, error: Option<&TaskError>) -> &'static str {
 /// The version of this shape; the page refuses data of another.
 pub const FORMAT: u32 = 1;
 
+/// What JavaScript's `encodeURIComponent` leaves as it is: letters, digits and `-_.!~*'()`.
+const URI_COMPONENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'!')
+    .remove(b'~')
+    .remove(b'*')
+    .remove(b'\'')
+    .remove(b'(')
+    .remove(b')');
+
+/// The fragment that opens task `id`'s own view in the page: `#` and the id as the script's
+/// `taskHref` writes it (`encodeURIComponent`), so `report.html` + this, in a pull request or
+/// a chat message, lands on the task.
+pub fn task_fragment(id: &str) -> String {
+    format!("#{}", percent_encoding::utf8_percent_encode(id, URI_COMPONENT))
+}
+
 /// Everything the overview shows.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
@@ -432,3 +451,18 @@ pub const DIFF_LIMIT: usize = 256 * 1024;
 
 /// The largest tool result a transcript embeds, in bytes (the whole one is in `transcripts/`).
 pub const TOOL_RESULT_LIMIT: usize = 16 * 1024;
+
+#[cfg(test)]
+mod tests {
+    use super::task_fragment;
+
+    #[test]
+    fn a_task_fragment_is_what_the_script_routes_on() {
+        assert_eq!(task_fragment("fix-lint_2.x"), "#fix-lint_2.x");
+        assert_eq!(task_fragment("a b/c#d?é"), "#a%20b%2Fc%23d%3F%C3%A9");
+        assert_eq!(task_fragment("!~*'()"), "#!~*'()");
+        // The script's own encoding, which this mirrors.
+        let script = include_str!("../assets/report.js");
+        assert!(script.contains("return '#' + encodeURIComponent(id);"), "report.js's taskHref changed: change task_fragment too");
+    }
+}

@@ -5,7 +5,7 @@ use super::body;
 use super::git::{Git, GitError};
 use super::{Action, Item, PublishOptions, Push};
 use crate::batch::combine::CombineReport;
-use crate::github::pulls::{NewPull, PullUpdate};
+use crate::github::pulls::{NewPull, PullRequest, PullUpdate};
 use crate::github::{Client, Repo};
 use crate::report::short_reason;
 use dracode_results::output_folder::{FinishedTask, OutputFolder};
@@ -141,14 +141,22 @@ impl Publisher<'_> {
         item
     }
 
-    /// The branch first (GitHub needs the head to exist), then the pull request; a branch that
-    /// is someone else's is left alone, and so is its pull request.
+    /// The branch's open pull request looked up first (so that nothing is pushed when GitHub
+    /// cannot be asked), then the branch (GitHub needs the head to exist), then the pull request;
+    /// a branch that is someone else's is left alone, and so is its pull request.
     async fn publish_change(&self, change: &Change<'_>) -> (Option<Push>, Action) {
         let Some(git) = self.git else {
             return (None, Action::Failed { error: "no git repository to make the branch in".into() });
         };
+        let open = match self.github {
+            Some(github) => match github.open_pulls_from(self.repo, change.branch).await {
+                Ok(open) => Some(open),
+                Err(e) => return (None, Action::Failed { error: format!("nothing pushed: {e}") }),
+            },
+            None => None,
+        };
         match self.branch(git, change) {
-            Ok(BranchState::Ready(push)) => (Some(push), self.pull(change).await),
+            Ok(BranchState::Ready(push)) => (Some(push), self.pull(change, open).await),
             Ok(BranchState::Foreign { tip, committer }) => {
                 let reason = format!(
                     "branch has commits not made by dracode (its tip {} is {committer}'s); it and its pull request are left as they are",
@@ -189,13 +197,10 @@ impl Publisher<'_> {
         }))
     }
 
-    /// The branch's open pull request updated, or one opened; in a dry run, which.
-    async fn pull(&self, change: &Change<'_>) -> Action {
-        let Some(github) = self.github else { return Action::NotLookedUp };
-        let open = match github.open_pulls_from(self.repo, change.branch).await {
-            Ok(open) => open,
-            Err(e) => return Action::Failed { error: e.to_string() },
-        };
+    /// The branch's open pull request (`open`, as looked up) updated, or one opened; in a dry
+    /// run, which.
+    async fn pull(&self, change: &Change<'_>, open: Option<Vec<PullRequest>>) -> Action {
+        let (Some(github), Some(open)) = (self.github, open) else { return Action::NotLookedUp };
         let dry_run = self.opts.dry_run;
         match open.first() {
             Some(pull) if dry_run => Action::WouldUpdate { number: pull.number, url: pull.html_url.clone() },

@@ -325,6 +325,8 @@ pub async fn publish(opts: &PublishOptions, redactor: &Redactor) -> Result<Publi
     };
     let base_branch = match (&git, &opts.base_branch) {
         (Some(_), Some(given)) => Some(given.clone()),
+        // A dry run says what it would do even when the remote cannot say (an empty one).
+        (Some(git), None) if publishable && opts.dry_run => default_branch(git, &opts.remote).ok(),
         (Some(git), None) if publishable => Some(default_branch(git, &opts.remote)?),
         _ => None,
     };

@@ -426,3 +426,37 @@ fn walk(dir: &Path) -> Vec<String> {
     }
     files
 }
+
+/// GitHub unreachable: the pull requests cannot be looked up, so no branch is pushed (a branch
+/// with no pull request would be left behind), and a dry run still says what it would do when the
+/// remote is empty and so names no default branch.
+#[tokio::test(flavor = "multi_thread")]
+async fn publish_pushes_nothing_when_github_cannot_be_asked() {
+    let scene = Scene::new();
+    scene.run();
+    let before = scene.branches();
+    // A port nothing listens on.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let mut cmd = dracode(&scene.dir);
+    cmd.env("TMPDIR", &scene.tmpdir).env("GITHUB_TOKEN", TOKEN).env("GITHUB_REPOSITORY", REPOSITORY).env("GITHUB_API_URL", &url);
+    let out = cmd.args(["publish", "out", "--repo", "repo"]).output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(3), "{stdout}{stderr}");
+    assert!(stdout.contains("fix-a\tFAILED: nothing pushed: "), "{stdout}");
+    assert_eq!(scene.branches(), before, "no branch without its pull request");
+
+    let empty = scene.dir.join("empty.git");
+    std::fs::create_dir(&empty).unwrap();
+    git(&empty, &["init", "-q", "--bare"]);
+    let out = dracode(&scene.dir)
+        .env("TMPDIR", &scene.tmpdir)
+        .args(["publish", "out", "--repo", "repo", "--dry-run"])
+        .args(["--repository", REPOSITORY, "--remote", empty.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("fix-a\tbranch would be created at "), "{stdout}");
+}

@@ -63,7 +63,7 @@ impl Scene {
     /// Asserts no task folder is left in dracode's TMPDIR.
     fn assert_no_leftovers(&self) {
         let left: Vec<_> = std::fs::read_dir(&self.tmpdir).unwrap().flatten().map(|e| e.file_name()).collect();
-        assert!(left.is_empty(), "left in TMPDIR: {left:?}");
+        assert!(left.is_empty(), "left in TMPDIR: {left:?} (this process is {})", std::process::id());
     }
 }
 
@@ -240,8 +240,10 @@ fn worktrees_at_scale(tasks: usize, jobs: usize, files: usize) -> std::time::Dur
         assert!(std::time::Instant::now() < deadline, "the second run made no progress");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    let killed_pid = child.id();
     child.kill().unwrap();
     child.wait().unwrap();
+    eprintln!("killed run: pid {killed_pid}");
     let finished_before_kill = passed_in(&killed_results);
     assert!(finished_before_kill.len() < tasks, "killed mid-run");
     assert!(std::fs::read_dir(&scene.tmpdir).unwrap().next().is_some(), "a killed run leaves its task folders behind");

@@ -3,7 +3,7 @@
 //! OpenAPI description (`tests/support/github_api.rs`), with a local bare repository as the
 //! remote the branches are pushed to.
 
-use crate::support::cli::{dracode, git, git_repo};
+use crate::support::cli::{dracode, files_under, git, git_repo};
 use crate::support::github_api::{GithubApi, actions_not_permitted};
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -66,8 +66,13 @@ impl Scene {
 
     /// `dracode publish out --repo repo ARGS` against `api`: (exit code, stdout, stderr).
     fn publish(&self, api: &GithubApi, args: &[&str]) -> (i32, String, String) {
+        self.publish_to(&api.url(), args)
+    }
+
+    /// `dracode publish out --repo repo ARGS` against the API at `url`.
+    fn publish_to(&self, url: &str, args: &[&str]) -> (i32, String, String) {
         let mut cmd = dracode(&self.dir);
-        cmd.env("TMPDIR", &self.tmpdir).env("GITHUB_TOKEN", TOKEN).env("GITHUB_REPOSITORY", REPOSITORY).env("GITHUB_API_URL", api.url());
+        cmd.env("TMPDIR", &self.tmpdir).env("GITHUB_TOKEN", TOKEN).env("GITHUB_REPOSITORY", REPOSITORY).env("GITHUB_API_URL", url);
         let out = cmd.args(["publish", "out", "--repo", "repo"]).args(args).output().unwrap();
         let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
         (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
@@ -412,19 +417,7 @@ async fn the_fake_github_refuses_what_the_spec_refuses() {
 
 /// Every file under `dir`, relative.
 fn walk(dir: &Path) -> Vec<String> {
-    let mut files = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                files.push(path.strip_prefix(dir).unwrap().display().to_string());
-            }
-        }
-    }
-    files
+    files_under(dir).iter().map(|path| path.strip_prefix(dir).unwrap().display().to_string()).collect()
 }
 
 /// GitHub unreachable: the pull requests cannot be looked up, so no branch is pushed (a branch
@@ -439,11 +432,8 @@ async fn publish_pushes_nothing_when_github_cannot_be_asked() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", closed.local_addr().unwrap());
     drop(closed);
-    let mut cmd = dracode(&scene.dir);
-    cmd.env("TMPDIR", &scene.tmpdir).env("GITHUB_TOKEN", TOKEN).env("GITHUB_REPOSITORY", REPOSITORY).env("GITHUB_API_URL", &url);
-    let out = cmd.args(["publish", "out", "--repo", "repo"]).output().unwrap();
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert_eq!(out.status.code(), Some(3), "{stdout}{stderr}");
+    let (code, stdout, stderr) = scene.publish_to(&url, &[]);
+    assert_eq!(code, 3, "{stdout}{stderr}");
     assert!(stdout.contains("fix-a\tFAILED: nothing pushed: "), "{stdout}");
     assert_eq!(scene.branches(), before, "no branch without its pull request");
 

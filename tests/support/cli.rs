@@ -204,19 +204,25 @@ pub fn git_repo(dir: &Path, files: &[(&str, &str)]) {
     git(dir, &["commit", "-q", "-m", "base"]);
 }
 
-/// Every file under `dir` whose bytes contain `needle` (to prove a secret went nowhere).
-pub fn files_containing(dir: &Path, needle: &str) -> Vec<PathBuf> {
-    let mut hits = Vec::new();
+/// Every file under `dir` (not its folders), in no set order.
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
         for entry in std::fs::read_dir(&d).unwrap().flatten() {
             let path = entry.path();
             if path.is_dir() {
                 stack.push(path);
-            } else if std::fs::read(&path).is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle.as_bytes())) {
-                hits.push(path);
+            } else {
+                files.push(path);
             }
         }
     }
-    hits
+    files
+}
+
+/// Every file under `dir` whose bytes contain `needle` (to prove a secret went nowhere).
+pub fn files_containing(dir: &Path, needle: &str) -> Vec<PathBuf> {
+    let contains = |path: &PathBuf| std::fs::read(path).is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle.as_bytes()));
+    files_under(dir).into_iter().filter(contains).collect()
 }

@@ -143,7 +143,9 @@ pub fn plan(args: &RunOptions, cwd: &Path, env: &BTreeMap<String, String>) -> Re
         return Err(PlanError::Usage("nothing to run: give a manifest file or --task TEXT".into()));
     }
     let config = Config::load_for(cwd, &args.manifests, args.config.as_deref(), env)?;
-    let mut tasks: Vec<Task> = manifest::load_all(&args.manifests, &config.defaults)?.into_iter().flat_map(|m| m.tasks).collect();
+    let manifests = manifest::load_all(&args.manifests, &config.defaults)?;
+    let reads_issues = manifests.iter().any(|m| m.issues.is_some());
+    let (mut tasks, issues_left_out) = manifest::tasks_with_issues(manifests, env)?;
     for (i, text) in args.tasks.iter().enumerate() {
         tasks.push(adhoc_task(i, text, tasks.len(), cwd, &config.defaults)?);
     }
@@ -161,6 +163,9 @@ pub fn plan(args: &RunOptions, cwd: &Path, env: &BTreeMap<String, String>) -> Re
         None => None,
     };
     let mut narrowing = Narrowing::new(tasks.len());
+    if tasks.is_empty() && reads_issues {
+        narrowing.emptied_by = Some(format!("no issue was taken from [issues] ({} left out), and the manifests hold no other task", issues_left_out.len()));
+    }
     let tasks: Vec<Task> = tasks.into_iter().filter(|t| filter.selects(t)).collect();
     narrowing.step(tasks.len(), || filter_sentence(&args.filter));
     let tasks: Vec<Task> = tasks.into_iter().filter(|t| rerun.as_ref().is_none_or(|r| r.selects(&t.id))).collect();
@@ -181,6 +186,7 @@ pub fn plan(args: &RunOptions, cwd: &Path, env: &BTreeMap<String, String>) -> Re
     check_out(&cwd.join(&args.out), &specs, &also)?;
     let rerun = rerun.map(|r| r.source(&specs, &cwd.join(&args.out)));
     let mut warnings: Vec<String> = rerun.as_ref().and_then(|(_, w)| w.clone()).into_iter().collect();
+    warnings.extend(issues_left_out);
     let rerun = rerun.map(|(source, _)| source);
     warnings.extend(dirty_warnings(&specs));
     warnings.extend(sandbox_warnings(&specs));
@@ -207,18 +213,21 @@ pub fn plan(args: &RunOptions, cwd: &Path, env: &BTreeMap<String, String>) -> Re
 }
 
 /// What `dracode validate` checks: every check `run` makes before it starts a task, on every
-/// task of `manifests`. Returns the resolved tasks.
+/// task of `manifests` (an `[issues]` table is checked, its issues are not read). Returns the
+/// resolved tasks, and how many manifests take more tasks from issues.
 pub fn validate(
     manifests: &[PathBuf],
     config: Option<&Path>,
     cwd: &Path,
     env: &BTreeMap<String, String>,
-) -> Result<Vec<TaskSpec>, PlanError> {
+) -> Result<(Vec<TaskSpec>, usize), PlanError> {
     let config = Config::load_for(cwd, manifests, config, env)?;
-    let tasks = manifest::load_all(manifests, &config.defaults)?.into_iter().flat_map(|m| m.tasks);
+    let loaded = manifest::load_all(manifests, &config.defaults)?;
+    let with_issues = loaded.iter().filter(|m| m.issues.is_some()).count();
+    let tasks = loaded.into_iter().flat_map(|m| m.tasks);
     let specs = resolve_all(&config, tasks, &TaskFields::default(), None, cwd, env)?;
     unpriced_cost_caps(&specs, None, &PriceTable::with_overrides(&config.prices))?;
-    Ok(specs)
+    Ok((specs, with_issues))
 }
 
 /// A cost cap (the task's `max_cost_usd`, or the run's `--max-cost-usd`) on a model without a
@@ -340,7 +349,7 @@ fn adhoc_task(i: usize, text: &str, index: usize, cwd: &Path, base: &TaskFields)
     }
     let mut fields = base.clone();
     fields.repo = fields.repo.or_else(|| Some(cwd.to_path_buf()));
-    Ok(Task { id: format!("task-{}", i + 1), index, manifest: PathBuf::from("--task"), line: None, prompt, fields, setup: None })
+    Ok(Task { id: format!("task-{}", i + 1), index, manifest: PathBuf::from("--task"), line: None, prompt, fields, setup: None, issue: None })
 }
 
 /// The problems found in one task, each located at the task.
@@ -446,6 +455,7 @@ fn resolve(
         manifest: task.manifest,
         manifest_name: None,
         tags: f.tags.unwrap_or_default(),
+        issue: task.issue,
         prompt: task.prompt,
     })
 }
@@ -886,7 +896,7 @@ pub fn list(
     let config = Config::load_for(cwd, manifests, config, env)?;
     let filter = Filter::new(filters)?;
     let shard = parse_shard(shard, env)?;
-    let tasks: Vec<Task> = manifest::load_all(manifests, &config.defaults)?.into_iter().flat_map(|m| m.tasks).collect();
+    let (tasks, _) = manifest::tasks_with_issues(manifest::load_all(manifests, &config.defaults)?, env)?;
     let mut narrowing = Narrowing::new(tasks.len());
     let tasks: Vec<Task> = tasks.into_iter().filter(|t| filter.selects(t)).collect();
     narrowing.step(tasks.len(), || filter_sentence(filters));
@@ -915,7 +925,7 @@ mod tests {
         if let Some(config) = config {
             std::fs::write(dir.path().join("dracode.toml"), config).unwrap();
         }
-        validate(&[dir.path().join("m.toml")], None, dir.path(), &BTreeMap::new())
+        validate(&[dir.path().join("m.toml")], None, dir.path(), &BTreeMap::new()).map(|(specs, _)| specs)
     }
 
     #[test]

@@ -211,6 +211,7 @@ async fn regrade_or_carry(job: Job<'_>, check: Option<&str>) -> TaskOutcome {
             workdir: spec.workspace.workdir.to_string_lossy().into_owned(),
             base_commit: task.base_commit.clone(),
             workspace_ms: None,
+            issue: task.issue.clone(),
         });
         regrade_one(&job, check).await
     } else {

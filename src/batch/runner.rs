@@ -234,6 +234,7 @@ fn ended(spec: &TaskSpec, mut outcome: TaskOutcome, emitter: &Emitter, stop: Opt
             workdir: spec.workspace.workdir.to_string_lossy().into_owned(),
             base_commit: super::cache::Cache::base_commit(spec),
             workspace_ms: None,
+            issue: spec.issue.clone(),
         });
     }
     task_emitter.emit(Event::task_finished(&mut outcome));

@@ -24,6 +24,8 @@ pub struct TaskSpec {
     pub manifest_name: Option<String>,
     /// Its `tags`.
     pub tags: Vec<String>,
+    /// The GitHub issue it was made from (a manifest's `[issues]`).
+    pub issue: Option<dracode_results::IssueOrigin>,
     /// The 1-based line where the task begins in its manifest, when the format gives one.
     pub line: Option<usize>,
     /// What the agent is asked to do.

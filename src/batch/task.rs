@@ -509,6 +509,7 @@ async fn prepare(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Result<
         isolation: spec.workspace.isolation.as_str().to_string(),
         workdir: workspace.workdir.to_string_lossy().into_owned(),
         base_commit: workspace.base_commit.clone(),
+        issue: spec.issue.clone(),
     });
     let provider = build_provider(spec, shared)?;
     let CommandKit { env: child_env, confine, network_log, proxy, temp: task_temp } =

@@ -64,7 +64,7 @@ pub(super) fn find_task(
     cwd: &Path,
     env: &BTreeMap<String, String>,
 ) -> Result<crate::batch::spec::TaskSpec, anyhow::Result<i32>> {
-    let tasks = plan::validate(manifests, config, cwd, env).map_err(|e| usage_error(&e))?;
+    let (tasks, _) = plan::validate(manifests, config, cwd, env).map_err(|e| usage_error(&e))?;
     let ids: Vec<String> = tasks.iter().map(|t| t.id.clone()).collect();
     tasks
         .into_iter()

@@ -418,12 +418,13 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Run(args) => run::run_batch(*args, &cwd, env),
         Command::Validate { manifests, config, offline } => match plan::validate(&manifests, config.as_deref(), &cwd, &env) {
-            Ok(tasks) => {
+            Ok((tasks, with_issues)) => {
                 if !offline && !preflight_passes(&tasks) {
                     return Ok(exit_codes::NOT_JUDGED);
                 }
                 let skipped = if offline { " (providers not checked: --offline)" } else { "" };
-                println!("ok: {} manifest(s), {} task(s){skipped}", manifests.len(), tasks.len());
+                let issues = if with_issues > 0 { " and the tasks of [issues] (read from GitHub when a run starts)" } else { "" };
+                println!("ok: {} manifest(s), {} task(s){issues}{skipped}", manifests.len(), tasks.len());
                 Ok(exit_codes::OK)
             }
             Err(e) => usage_error(&e),

@@ -52,6 +52,9 @@ pub struct PublishArgs {
     /// Print what would be pushed, opened, updated or skipped; push and write nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Leave the issues that tasks were made from (a manifest's [issues]) without dracode's comment.
+    #[arg(long)]
+    pub no_issue_comments: bool,
 }
 
 /// Runs `dracode publish`.
@@ -73,6 +76,7 @@ pub(super) fn publish(args: &PublishArgs, cwd: &Path, env: &BTreeMap<String, Str
         base_branch: args.base_branch.clone(),
         report_url: args.report_url.clone(),
         dry_run: args.dry_run,
+        issue_comments: !args.no_issue_comments,
         env: env.clone(),
     };
     let redactor = Redactor::from_env(env.clone(), Vec::new());

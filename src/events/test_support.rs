@@ -166,6 +166,7 @@ pub fn sample_run() -> Vec<Event> {
             WireEvent::TaskStarted {
                 header: unstamped(),
                 workspace_ms: None,
+                issue: None,
                 provider: "openai".into(),
                 model: "gpt-4o".into(),
                 isolation: "worktree".into(),

@@ -101,12 +101,30 @@ impl Client {
         &self.base
     }
 
-    /// Sends `call` and reads the answer as `T`; an error status is a [`GithubError`].
+    /// Sends `call` and reads the answer as `T`; an error status is a [`GithubError`]. A call
+    /// that can be repeated without effect (GET, PATCH) is sent again after a transient failure
+    /// — no answer, a 5xx, a 429 — up to [`ATTEMPTS`] times, waiting [`RETRY_WAIT`] times the
+    /// attempt; a POST is sent once, as a repeat could open a second pull request or comment.
     pub(super) async fn send<T: DeserializeOwned>(&self, call: Call<'_>) -> Result<T, GithubError> {
+        let repeatable = matches!(call.method, Method::GET | Method::PATCH);
+        let mut attempt = 1;
+        loop {
+            match self.send_once(&call).await {
+                Err(e) if repeatable && attempt < ATTEMPTS && transient(&e) => {
+                    tokio::time::sleep(RETRY_WAIT * attempt).await;
+                    attempt += 1;
+                }
+                answer => return answer,
+            }
+        }
+    }
+
+    /// One try of [`Client::send`].
+    async fn send_once<T: DeserializeOwned>(&self, call: &Call<'_>) -> Result<T, GithubError> {
         let url = query_url(&format!("{}{}", self.base, call.path), call.query);
         let mut request = self
             .http
-            .request(call.method, &url)
+            .request(call.method.clone(), &url)
             .bearer_auth(&self.token)
             .header(reqwest::header::ACCEPT, MEDIA_TYPE)
             .header("X-GitHub-Api-Version", API_VERSION);
@@ -123,6 +141,22 @@ impl Client {
             return Err(refusal(operation, &call.path, status, spent, &text));
         }
         serde_json::from_str(&text).map_err(|e| GithubError::BadResponse { operation, reason: e.to_string() })
+    }
+}
+
+/// Tries of a call that can be repeated.
+pub const ATTEMPTS: u32 = 3;
+
+/// The wait before a second try (twice that before a third).
+const RETRY_WAIT: Duration = Duration::from_millis(500);
+
+/// True when trying again may succeed: no answer, a server error, too many requests.
+fn transient(error: &GithubError) -> bool {
+    match error {
+        GithubError::Network { .. } => true,
+        GithubError::Status { status, .. } => *status >= 500,
+        GithubError::RateLimited { status, .. } => *status == 429,
+        _ => false,
     }
 }
 

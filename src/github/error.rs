@@ -16,6 +16,19 @@ pub enum Operation {
     UpdatePull,
     /// `POST /repos/{owner}/{repo}/issues/{issue_number}/comments` (`issues/create-comment`).
     CreateComment,
+    /// `GET /repos/{owner}/{repo}/issues/{issue_number}/comments` (`issues/list-comments`).
+    ListComments,
+    /// `PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}` (`issues/update-comment`).
+    UpdateComment,
+    /// `GET /repos/{owner}/{repo}/issues` (`issues/list-for-repo`).
+    ListIssues,
+    /// `GET /search/issues` (`search/issues-and-pull-requests`).
+    SearchIssues,
+    /// `GET /repos/{owner}/{repo}/issues/{issue_number}/events` (`issues/list-events`).
+    ListIssueEvents,
+    /// `GET /repos/{owner}/{repo}/collaborators/{username}/permission`
+    /// (`repos/get-collaborator-permission-level`).
+    GetPermission,
 }
 
 impl Operation {
@@ -26,6 +39,12 @@ impl Operation {
             Operation::CreatePull => "create a pull request",
             Operation::UpdatePull => "update a pull request",
             Operation::CreateComment => "comment on an issue or pull request",
+            Operation::ListComments => "list an issue's comments",
+            Operation::UpdateComment => "update a comment",
+            Operation::ListIssues => "list the repository's issues",
+            Operation::SearchIssues => "search the repository's issues",
+            Operation::ListIssueEvents => "read who labelled an issue",
+            Operation::GetPermission => "read a labeller's permission on the repository",
         }
     }
 
@@ -35,7 +54,11 @@ impl Operation {
         match self {
             Operation::ListPulls => "pull-requests: read",
             Operation::CreatePull | Operation::UpdatePull => "pull-requests: write",
-            Operation::CreateComment => "issues: write (pull-requests: write for a pull request's conversation)",
+            Operation::CreateComment | Operation::UpdateComment => {
+                "issues: write (pull-requests: write for a pull request's conversation)"
+            }
+            Operation::ListComments | Operation::ListIssues | Operation::SearchIssues | Operation::ListIssueEvents => "issues: read",
+            Operation::GetPermission => "metadata: read",
         }
     }
 }
@@ -63,6 +86,12 @@ pub enum GithubError {
         /// The URL given.
         url: String,
         /// What is wrong with it.
+        reason: String,
+    },
+    /// The client could not run: no async runtime could start, or the reader panicked.
+    #[error("cannot talk to GitHub: {reason}")]
+    Internal {
+        /// What went wrong.
         reason: String,
     },
     /// `OWNER/NAME` is not a repository's name.

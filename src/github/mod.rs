@@ -3,14 +3,17 @@
 //! ([`error::GithubError`]) that name what a refusal needs — the token's permission, or the
 //! repository setting that lets GitHub Actions create pull requests.
 //!
-//! One file per resource: [`pulls`] (list, create, update) and [`issues`] (comments); the
-//! operations are checked in the tests against GitHub's own OpenAPI description
-//! (`tests/fixtures/schemas/github-rest-publish.json`). Used by `dracode publish`.
+//! One file per resource: [`pulls`] (list, create, update) and [`issues`] (labelled issues, who
+//! labelled them, permissions, comments); [`queue`] picks the issues a manifest's `[issues]`
+//! takes as tasks. The operations are checked in the tests against GitHub's own OpenAPI
+//! description (`tests/fixtures/schemas/github-rest-publish.json`). Used by `dracode publish`
+//! and by the plan of a run whose manifest has `[issues]`.
 
 pub mod client;
 pub mod error;
 pub mod issues;
 pub mod pulls;
+pub mod queue;
 
 pub use client::{Client, Repo};
 pub use error::{GithubError, Operation};

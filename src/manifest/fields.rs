@@ -273,7 +273,32 @@ pub struct ManifestFile {
     /// The tasks, in run order.
     #[serde(default)]
     pub tasks: Vec<TaskFields>,
+    /// Tasks from a GitHub repository's labelled issues (`[issues]`), after `tasks`.
+    #[serde(default)]
+    pub issues: Option<IssuesFields>,
 }
+
+/// The `[issues]` table.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct IssuesFields {
+    /// The label that queues an issue (required). An open issue carrying it is a task when the
+    /// person who last put it on may push to the repository.
+    pub label: Option<String>,
+    /// More qualifiers of GitHub's issue search (`milestone:v2 -label:wontfix`): only the
+    /// labelled issues that search also finds.
+    pub query: Option<String>,
+    /// The repository, `OWNER/NAME` (default `$GITHUB_REPOSITORY`).
+    pub repository: Option<String>,
+    /// The variable holding the GitHub token (default `GITHUB_TOKEN`; it needs issues: read).
+    pub token_env: Option<String>,
+    /// At most this many issues per run, oldest first (default 20).
+    pub max: Option<u32>,
+    /// Settings of one issue's task, by issue number (`[issues.overrides.42]`): any task field
+    /// but `id`, `prompt` and `prompt_file`, over `[defaults]`.
+    #[serde(default)]
+    pub overrides: BTreeMap<String, TaskFields>,
+}
+
 
 /// The manifest's `[setup]` table: a command run once, before any agent, on the base every task
 /// of the manifest starts from; what it makes (dependency folders, build caches, virtualenvs)

@@ -6,9 +6,10 @@
 //! named by file, line, task and field ([`ManifestError`]).
 
 mod fields;
+pub mod issues;
 mod locate;
 
-pub use fields::{FIELD_CACHE_ROLES, FIELD_NAMES, Isolation, SandboxMode, SetupFields, TaskFields};
+pub use fields::{FIELD_CACHE_ROLES, FIELD_NAMES, IssuesFields, Isolation, SandboxMode, SetupFields, TaskFields};
 pub(crate) use locate::line_col;
 
 use dracode_input::duration;
@@ -100,6 +101,9 @@ pub struct Task {
     pub fields: TaskFields,
     /// Its manifest's `[setup]`, shared by every task of the manifest.
     pub setup: Option<std::sync::Arc<SetupFields>>,
+    /// The GitHub issue it was made from (a manifest's `[issues]`); `None` for a task written in
+    /// the manifest.
+    pub issue: Option<dracode_results::IssueOrigin>,
 }
 
 /// A loaded manifest.
@@ -109,6 +113,8 @@ pub struct Manifest {
     pub path: PathBuf,
     /// Its tasks, defaults merged.
     pub tasks: Vec<Task>,
+    /// Its `[issues]`: more tasks, read from GitHub when the run is planned.
+    pub issues: Option<issues::IssueSource>,
 }
 
 /// Loads a manifest whose tasks inherit `base` (config-file defaults) under the manifest's own
@@ -135,16 +141,26 @@ pub fn parse(path: &Path, text: &str, format: Format, base: &TaskFields) -> Resu
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let top_servers = TaskFields { mcp_servers: Some(file.mcp_servers.clone()), ..TaskFields::default() };
     let defaults = base.clone().overlay(top_servers).overlay(fields::resolve_paths(file.defaults.clone(), dir));
-    if file.tasks.is_empty() {
+    if file.tasks.is_empty() && file.issues.is_none() {
         errors.push(ManifestError {
             file: path.to_path_buf(),
             position: None,
             task: None,
             field: Some("tasks".into()),
-            message: "no tasks: add at least one [[tasks]] entry with an id and a prompt".into(),
+            message: "no tasks: add at least one [[tasks]] entry with an id and a prompt (or an [issues] table)".into(),
         });
     }
     let setup = file.setup.clone().map(std::sync::Arc::new);
+    let issues = file.issues.clone().map(|table| {
+        let mut push =
+            |field: &str, message: String| errors.push(ctx.at_key(&format!("issues.{field}"), format!("[issues] {field}: {message}")));
+        issues::check(&table, &mut push);
+        for (number, own) in &table.overrides {
+            check_fields(own, &mut |field: &str, message: String| push(&format!("overrides.{number}.{field}"), message));
+        }
+        let line = ctx.at_key("issues", String::new()).position.map(|(line, _)| line);
+        issues::IssueSource { manifest: path.to_path_buf(), line, fields: table, defaults: defaults.clone(), setup: setup.clone() }
+    });
     if let Some(setup) = &setup {
         let mut push =
             |field: &str, message: String| errors.push(ctx.at_key(&format!("setup.{field}"), format!("[setup] {field}: {message}")));
@@ -168,10 +184,10 @@ pub fn parse(path: &Path, text: &str, format: Format, base: &TaskFields) -> Resu
         let prompt = task_prompt(raw, &merged, &mut push);
         if let (true, Some(prompt), Some(id)) = (id_ok, prompt, raw.id.clone()) {
             let (manifest, line, setup) = (path.to_path_buf(), ctx.task_line(i), setup.clone());
-            tasks.push(Task { id, index: i, manifest, line, prompt, fields: merged, setup });
+            tasks.push(Task { id, index: i, manifest, line, prompt, fields: merged, setup, issue: None });
         }
     }
-    if errors.is_empty() { Ok(Manifest { path: path.to_path_buf(), tasks }) } else { Err(ManifestErrors(errors)) }
+    if errors.is_empty() { Ok(Manifest { path: path.to_path_buf(), tasks, issues }) } else { Err(ManifestErrors(errors)) }
 }
 
 /// Types the neutral tree, pushing every unknown key and the `[defaults]` problems; `None` when
@@ -476,6 +492,29 @@ pub fn load_all(paths: &[PathBuf], base: &TaskFields) -> Result<Vec<Manifest>, M
         }
     }
     if errors.is_empty() { Ok(manifests) } else { Err(ManifestErrors(errors)) }
+}
+
+/// The tasks of `manifests`, each manifest's own followed by those of its `[issues]` (read from
+/// GitHub with the token and repository `env` names), numbered in that order; and one line per
+/// issue left out, for the run's warnings.
+pub fn tasks_with_issues(manifests: Vec<Manifest>, env: &BTreeMap<String, String>) -> Result<(Vec<Task>, Vec<String>), ManifestErrors> {
+    let own: std::collections::BTreeSet<String> = manifests.iter().flat_map(|m| m.tasks.iter().map(|t| t.id.clone())).collect();
+    let (mut tasks, mut left_out, mut errors) = (Vec::new(), Vec::new(), Vec::new());
+    for manifest in manifests {
+        tasks.extend(manifest.tasks);
+        match manifest.issues.as_ref().map(|source| source.read(env, &own)) {
+            Some(Ok(read)) => {
+                tasks.extend(read.tasks);
+                left_out.extend(read.left_out);
+            }
+            Some(Err(e)) => errors.push(e),
+            None => {}
+        }
+    }
+    for (index, task) in tasks.iter_mut().enumerate() {
+        task.index = index;
+    }
+    if errors.is_empty() { Ok((tasks, left_out)) } else { Err(ManifestErrors(errors)) }
 }
 
 #[cfg(test)]

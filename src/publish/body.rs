@@ -58,6 +58,10 @@ pub fn combined_commit_message(report: &CombineReport) -> String {
 pub fn task_body(task: &FinishedTask, run_id: &str, branch: &str, report_url: Option<&str>) -> String {
     let o = &task.outcome;
     let mut md = format!("**dracode** task {} **{}**{}.\n\n", code(&task.task_id), o.status.as_str(), check_story(o));
+    if let Some(issue) = &task.issue {
+        // GitHub closes the issue when this pull request is merged into the default branch.
+        let _ = write!(md, "Closes {}#{}.\n\n", one_line(&issue.repository), issue.number);
+    }
     md.push_str("| | |\n|---|---|\n");
     for (label, value) in facts(task, run_id, report_url) {
         let _ = writeln!(md, "| {label} | {value} |");
@@ -114,6 +118,52 @@ pub fn combined_body(report: &CombineReport, run: &OutputFolder, branch: &str, r
         trailers::RUN
     );
     cut(&md, MAX_BODY)
+}
+
+/// The hidden line that marks the comment dracode keeps on an issue for task `task_id`, so that
+/// the next publish updates it instead of adding another.
+pub fn issue_marker(task_id: &str) -> String {
+    format!("<!-- dracode: the report of task {} -->", one_line(task_id).replace("--", "-"))
+}
+
+/// The comment on the issue task `task` was made from: its verdict and check, `pull` (a line
+/// that says what became of its pull request), the agent's summary and a link to the report.
+pub fn issue_comment(task: &FinishedTask, run_id: &str, pull: &str, report_url: Option<&str>) -> String {
+    let o = &task.outcome;
+    let mut md = format!("{}\n**dracode** worked on this issue as task {}: **{}**{}.\n\n", issue_marker(&task.task_id), code(&task.task_id), o.status.as_str(), check_story(o));
+    let _ = writeln!(md, "{pull}\n");
+    if !o.status.is_pass() {
+        let why = short_reason(o);
+        if !why.is_empty() {
+            let _ = writeln!(md, "Why it did not pass: {}\n", code(&why));
+        }
+    }
+    if let Some(summary) = o.result.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+        let _ = write!(md, "**What the agent said**\n\n{}\n", fenced(&cut(summary, MAX_SUMMARY)));
+    }
+    let _ = write!(md, "Run {} · {} · {}", code(run_id), tokens(o), cost(o));
+    if let Some(url) = report_url {
+        let _ = write!(md, " · [the task in the run's report]({})", task_target(url, &task.task_id));
+    }
+    md.push_str("\n\n<sub>Kept up to date by `dracode publish`: each run edits this comment.</sub>\n");
+    cut(&md, MAX_BODY)
+}
+
+/// What became of a task's pull request, as its issue's comment says it.
+pub fn pull_line(action: &super::Action) -> String {
+    use super::Action;
+    match action {
+        Action::Created { number, url } => format!("Its pull request: [#{number}]({}), opened by this run.", link_target(url)),
+        Action::Updated { number, url } => format!("Its pull request: [#{number}]({}), updated by this run.", link_target(url)),
+        Action::WouldUpdate { number, url } => format!("Its pull request: [#{number}]({}) (would be updated).", link_target(url)),
+        Action::WouldCreate | Action::NotLookedUp => "A pull request would be opened.".to_string(),
+        Action::NotPublished { reason } => format!("No pull request: {}.", code(reason)),
+        Action::Skipped { reason } => format!("Its branch was left alone: {}.", code(reason)),
+        Action::Failed { error } => format!("Its pull request could not be published: {}.", code(error)),
+        Action::Commented { .. } | Action::CommentUpdated { .. } | Action::WouldComment | Action::WouldUpdateComment { .. } => {
+            String::new()
+        }
+    }
 }
 
 /// The comment that reports a whole run: each task's verdict, its check before and after, and

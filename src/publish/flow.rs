@@ -6,8 +6,9 @@ use super::git::{Git, GitError};
 use super::{Action, Item, PublishOptions, Push};
 use crate::batch::combine::CombineReport;
 use crate::github::pulls::{NewPull, PullRequest, PullUpdate};
-use crate::github::{Client, Repo};
+use crate::github::{Client, GithubError, Repo};
 use crate::report::short_reason;
+use dracode_results::IssueOrigin;
 use dracode_results::output_folder::{FinishedTask, OutputFolder};
 use dracode_secrets::Redactor;
 
@@ -139,6 +140,68 @@ impl Publisher<'_> {
             None => Action::NotLookedUp,
         };
         item
+    }
+
+    /// For each task made from an issue, the comment on that issue kept up to date, saying what
+    /// became of the task's pull request (its item among `items`; with `applied`, the union's for
+    /// the tasks it holds).
+    pub(super) async fn issue_reports(&self, items: &[Item], applied: Option<&[String]>) -> Vec<Item> {
+        let mut reports = Vec::new();
+        for task in &self.run.tasks {
+            let Some(issue) = &task.issue else { continue };
+            let own = match applied {
+                Some(applied) if applied.contains(&task.task_id) => items.first(),
+                Some(_) => None,
+                None => items.iter().find(|i| i.subject == task.task_id),
+            };
+            let pull = match own {
+                Some(item) => body::pull_line(&item.action),
+                None if !task.outcome.status.is_pass() => "No pull request: the task did not pass.".to_string(),
+                None => "No pull request: its patch was left out of the union (it conflicts; see combine.md).".to_string(),
+            };
+            reports.push(self.issue_report(task, issue, &pull).await);
+        }
+        reports
+    }
+
+    /// The comment on `issue`: the one dracode left before (found by its marker) edited, else
+    /// one added; a comment that cannot be edited (someone else's, with the marker copied) is
+    /// left, and a new one added.
+    async fn issue_report(&self, task: &FinishedTask, issue: &IssueOrigin, pull: &str) -> Item {
+        let mut item = Item { subject: format!("#{}", issue.number), branch: None, title: None, push: None, action: Action::WouldComment };
+        let repo = Repo::parse(&issue.repository).unwrap_or_else(|_| self.repo.clone());
+        let text = self.clean(&body::issue_comment(task, &self.run.run_id, pull, self.opts.report_url.as_deref()));
+        let Some(github) = self.github else {
+            item.action = Action::NotLookedUp;
+            return item;
+        };
+        let marker = body::issue_marker(&task.task_id);
+        let earlier = match github.comments(&repo, issue.number).await {
+            Ok(comments) => comments.into_iter().rev().find(|c| c.body.as_deref().is_some_and(|b| b.contains(&marker))),
+            Err(e) => {
+                item.action = Action::Failed { error: e.to_string() };
+                return item;
+            }
+        };
+        item.action = match (earlier, self.opts.dry_run) {
+            (Some(comment), true) => Action::WouldUpdateComment { url: comment.html_url },
+            (None, true) => Action::WouldComment,
+            (Some(comment), false) => match github.update_comment(&repo, comment.id, &text).await {
+                Ok(comment) => Action::CommentUpdated { url: comment.html_url },
+                Err(GithubError::Forbidden { .. } | GithubError::NotFound { .. }) => self.add_comment(github, &repo, issue.number, &text).await,
+                Err(e) => Action::Failed { error: e.to_string() },
+            },
+            (None, false) => self.add_comment(github, &repo, issue.number, &text).await,
+        };
+        item
+    }
+
+    /// `text` added to the conversation of `number`.
+    async fn add_comment(&self, github: &Client, repo: &Repo, number: u64, text: &str) -> Action {
+        match github.create_comment(repo, number, text).await {
+            Ok(comment) => Action::Commented { url: comment.html_url },
+            Err(e) => Action::Failed { error: e.to_string() },
+        }
     }
 
     /// The branch's open pull request looked up first (so that nothing is pushed when GitHub

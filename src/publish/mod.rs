@@ -55,6 +55,8 @@ pub struct PublishOptions {
     pub report_url: Option<String>,
     /// Show what would be done; push and write nothing.
     pub dry_run: bool,
+    /// Keep a comment on the issue each task was made from (a manifest's `[issues]`).
+    pub issue_comments: bool,
     /// The environment git runs with (its credentials and config).
     pub env: BTreeMap<String, String>,
 }
@@ -206,7 +208,9 @@ impl Item {
             Action::Commented { url } => format!("commented: {url}"),
             Action::WouldCreate => format!("would open a pull request{title}"),
             Action::WouldUpdate { number, url } => format!("would update pull request #{number}{title}: {url}"),
+            Action::CommentUpdated { url } => format!("comment updated: {url}"),
             Action::WouldComment => "would comment".to_string(),
+            Action::WouldUpdateComment { url } => format!("would update the comment {url}"),
             Action::NotLookedUp => format!("would open or update the pull request{title} (not looked up: no token)"),
             Action::NotPublished { reason } => format!("not published: {reason}"),
             Action::Skipped { reason } => format!("skipped: {reason}"),
@@ -269,8 +273,18 @@ pub enum Action {
         /// Its page.
         url: String,
     },
+    /// The comment dracode left before updated.
+    CommentUpdated {
+        /// Its place in the conversation.
+        url: String,
+    },
     /// Dry run: the comment would be added.
     WouldComment,
+    /// Dry run: the comment dracode left before would be updated.
+    WouldUpdateComment {
+        /// Its place in the conversation.
+        url: String,
+    },
     /// Dry run without a token: the pull requests were not looked up.
     NotLookedUp,
     /// Nothing to publish: the task did not pass, or changed nothing.
@@ -339,7 +353,7 @@ pub async fn publish(opts: &PublishOptions, redactor: &Redactor) -> Result<Publi
         base_branch: base_branch.as_deref(),
         redactor,
     };
-    let items = match &opts.mode {
+    let mut items = match &opts.mode {
         Mode::Tasks { prefix } => publisher.tasks(prefix).await,
         Mode::Combined { branch } => match &combined {
             Some((report, patch)) => vec![publisher.combined(report, patch, branch).await],
@@ -347,6 +361,10 @@ pub async fn publish(opts: &PublishOptions, redactor: &Redactor) -> Result<Publi
         },
         Mode::Comment { number } => vec![publisher.comment(*number).await],
     };
+    if opts.issue_comments && !matches!(opts.mode, Mode::Comment { .. }) {
+        let applied = combined.as_ref().map(|(report, _)| report.applied.as_slice());
+        items.extend(publisher.issue_reports(&items, applied).await);
+    }
     Ok(PublishReport { run_id: run.run_id.clone(), repository: repo.to_string(), base_branch, dry_run: opts.dry_run, items })
 }
 

@@ -265,6 +265,7 @@ mod tests {
                 WireEvent::TaskStarted {
                     header: crate::report::test_support::unstamped(),
                     workspace_ms: None,
+                    issue: None,
                     provider: "p".into(),
                     model: "m".into(),
                     isolation: "copy".into(),

@@ -312,6 +312,7 @@ mod tests {
                 WireEvent::TaskStarted {
                     header: unstamped(),
                     workspace_ms: None,
+                    issue: None,
                     provider: "openai".into(),
                     model: "m".into(),
                     isolation: "none".into(),
@@ -410,6 +411,7 @@ mod tests {
             let kind = WireEvent::TaskStarted {
                 header: unstamped(),
                 workspace_ms: None,
+                issue: None,
                 provider: "p".into(),
                 model: "m".into(),
                 isolation: "copy".into(),

@@ -28,6 +28,7 @@ mod git_process_tools;
 mod github_action;
 mod grading_world;
 mod honest_record;
+mod issues_in;
 mod ignored_files;
 mod junit_readers;
 mod manifest_errors;

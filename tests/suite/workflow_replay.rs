@@ -15,7 +15,7 @@
 
 use super::github_action::{quickstart_copy, yaml};
 use crate::support::cli::{crate_root, git};
-use crate::support::github_api::GithubApi;
+use crate::support::github_api::{GithubApi, Issue};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -40,6 +40,13 @@ const APP_TOKEN: &str = "ghs_replayed-app-token";
 
 /// The repository the replayed workflows run in (`GITHUB_REPOSITORY`).
 const REPOSITORY: &str = "octo/fixture";
+
+/// The manifest that stands for a workflow's `examples/issues.toml`, beside the quickstart's.
+const ISSUES_MANIFEST: &str = "issues.toml";
+
+/// Its text: the quickstart's project and check, tasks from the issues labelled `dracode`.
+const ISSUES_TOML: &str = "[defaults]\nprovider = \"replay\"\nreplay = \"quickstart/replay\"\nrepo = \"quickstart/project\"\n\
+    isolation = \"copy\"\ncheck = \"sh test.sh\"\n\n[issues]\nlabel = \"dracode\"\n";
 
 impl Drop for Runner {
     fn drop(&mut self) {
@@ -188,6 +195,11 @@ impl Runner {
         let root = dir.path().canonicalize().unwrap();
         let fixture = root.join("fixture");
         let manifest = quickstart_copy(&fixture, "sh test.sh");
+        // What stands for a workflow's examples/issues.toml: the quickstart's project, its tasks
+        // from the issues labelled `dracode`, issue #1's recording the greeting's fix.
+        std::fs::write(fixture.join("ex").join(ISSUES_MANIFEST), ISSUES_TOML).unwrap();
+        let replay = fixture.join("ex/quickstart/replay");
+        std::fs::copy(replay.join("fix-greeting.json"), replay.join("issue-1.json")).unwrap();
         git(&fixture, &["init", "-q", "-b", "main"]);
         git(&fixture, &["add", "-A"]);
         git(&fixture, &["commit", "-qm", "base"]);
@@ -198,7 +210,18 @@ impl Runner {
         git(&fixture, &["remote", "add", "origin", remote.to_str().unwrap()]);
         git(&fixture, &["push", "-q", "origin", "main"]);
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-        let github = Some(runtime.block_on(GithubApi::start(APP_TOKEN, REPOSITORY, &remote)));
+        let github = runtime.block_on(GithubApi::start(APP_TOKEN, REPOSITORY, &remote));
+        github.set_permission("maintainer", "admin");
+        github.add_issue(Issue {
+            number: 1,
+            title: "The greeting is misspelled".into(),
+            body: "greet.sh says it wrong; `sh test.sh` fails.".into(),
+            author: "a-user".into(),
+            labels: vec!["dracode".into()],
+            labelled_by: vec![("dracode".into(), "maintainer".into())],
+            state: "open".into(),
+        });
+        let github = Some(github);
         let (artifacts, caches) = (root.join("artifacts"), root.join("caches"));
         let runner = Runner { artifacts, caches, root, fixture, manifest, steps_run: 0, github, runtime };
         (dir, runner)
@@ -256,6 +279,7 @@ impl Runner {
         ctx.insert("runner.os".into(), "Linux".into());
         ctx.insert("runner.arch".into(), "X64".into());
         ctx.insert("github.run_id".into(), "42".into());
+        ctx.insert("github.token".into(), APP_TOKEN.into());
         ctx.insert("github.workspace".into(), job_state.workspace.display().to_string());
         let mut job_state = job_state;
         let mut scope = Scope { ctx, failed: false, action_path: None };
@@ -350,7 +374,8 @@ impl Runner {
             ctx.insert(format!("inputs.{name}"), value);
         }
         if !ctx["inputs.manifest"].is_empty() {
-            ctx.insert("inputs.manifest".into(), self.manifest.clone());
+            let issues = if ctx["inputs.manifest"].contains("issues.toml") { format!(" ex/{ISSUES_MANIFEST}") } else { String::new() };
+            ctx.insert("inputs.manifest".into(), format!("{}{issues}", self.manifest));
             ctx.insert("inputs.provider".into(), String::new());
         }
         ctx.insert("github.action_ref".into(), "v0.1.0".into());
@@ -448,6 +473,14 @@ impl Runner {
         if text.contains("dracode publish") || text.contains(r#""publish":"tasks""#) || text.contains(r#""publish":"combined""#) {
             let heads: Vec<String> = github.pulls().iter().map(|p| p.head.clone()).collect();
             assert!(!heads.is_empty() && heads.iter().all(|h| h.starts_with("dracode/")), "{name}: pull requests {heads:?}");
+            if text.contains("issues.toml") {
+                // The labelled issue was a task: its pull request closes it, and it got one comment.
+                let pull = github.pulls().into_iter().find(|p| p.head == "dracode/issue-1");
+                assert!(pull.is_some_and(|p| p.body.contains("Closes octo/fixture#1.")), "{name}: issue #1's pull request: {heads:?}");
+                let comments: Vec<(u64, String)> = github.comments().into_iter().filter(|(n, _)| *n == 1).collect();
+                assert_eq!(comments.len(), 1, "{name}: one comment on issue #1: {comments:?}");
+                assert!(comments[0].1.contains("**passed**") && comments[0].1.contains("opened by this run"), "{name}: {comments:?}");
+            }
         } else {
             assert!(github.requests().is_empty(), "{name} has no publish step but talked to GitHub");
         }

@@ -189,3 +189,18 @@ pub struct Denials {
     /// The first distinct `host:port`s refused (at most [`MAX_HOSTS`]).
     pub hosts: Vec<String>,
 }
+
+/// The GitHub issue a task was made from (a manifest's `[issues]`): where `dracode publish`
+/// reports the task's verdict, and which issue its pull request closes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
+pub struct IssueOrigin {
+    /// The repository, `OWNER/NAME`.
+    pub repository: String,
+    /// The issue's number.
+    pub number: u64,
+    /// The issue's page.
+    pub url: String,
+    /// The login of who put the manifest's label on it (someone with write access).
+    pub labelled_by: String,
+}

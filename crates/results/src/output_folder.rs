@@ -6,6 +6,7 @@
 //! id, never by a path the file names), and paired with the `base_commit` of that attempt's
 //! `task.started`: the commit the patch applies to.
 
+use crate::fields::IssueOrigin;
 use crate::file_names::file_stem;
 use crate::records::{WireEvent, WireOutcome};
 use serde::Deserialize;
@@ -38,6 +39,8 @@ pub struct FinishedTask {
     pub attempt: u32,
     /// The commit that attempt's workspace started from (`None` outside git).
     pub base_commit: Option<String>,
+    /// The GitHub issue the task was made from (its `task.started`'s `issue`).
+    pub issue: Option<crate::fields::IssueOrigin>,
 }
 
 /// Why a recorded run could not be read back; each names the file and, for a bad line, its
@@ -105,7 +108,7 @@ pub fn read(dir: &Path) -> Result<OutputFolder, ReadError> {
     let path = dir.join("results.jsonl");
     let text = std::fs::read_to_string(&path).map_err(|source| ReadError::Io { path: path.clone(), source })?;
     let mut run: Option<OutputFolder> = None;
-    let mut bases: BTreeMap<(String, u32), Option<String>> = BTreeMap::new();
+    let mut starts: BTreeMap<(String, u32), (Option<String>, Option<IssueOrigin>)> = BTreeMap::new();
     for (n, raw) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
         let invalid = |problem| ReadError::Line { path: path.clone(), line: n + 1, problem };
         let value: serde_json::Value = serde_json::from_str(raw).map_err(|e| invalid(LineProblem::NotJson(e)))?;
@@ -114,8 +117,8 @@ pub fn read(dir: &Path) -> Result<OutputFolder, ReadError> {
             WireEvent::RunStarted { header, manifests, .. } => {
                 run = Some(OutputFolder { dir: dir.to_path_buf(), run_id: header.run_id, manifests, tasks: Vec::new() });
             }
-            WireEvent::TaskStarted { header, base_commit, .. } => {
-                bases.insert((header.task_id.unwrap_or_default(), header.attempt.unwrap_or(1)), base_commit);
+            WireEvent::TaskStarted { header, base_commit, issue, .. } => {
+                starts.insert((header.task_id.unwrap_or_default(), header.attempt.unwrap_or(1)), (base_commit, issue));
             }
             WireEvent::TaskFinished { header, outcome } => {
                 let run = run.as_mut().ok_or_else(|| invalid(LineProblem::FinishedBeforeStart))?;
@@ -125,9 +128,9 @@ pub fn read(dir: &Path) -> Result<OutputFolder, ReadError> {
                     Some(_) => Some(read_patch(dir, &task_id)?),
                     None => None,
                 };
-                let base_commit = bases.get(&(task_id.clone(), attempt)).cloned().flatten();
+                let (base_commit, issue) = starts.get(&(task_id.clone(), attempt)).cloned().unwrap_or_default();
                 run.tasks.retain(|t| t.task_id != task_id);
-                run.tasks.push(FinishedTask { task_id, outcome: *outcome, diff, attempt, base_commit });
+                run.tasks.push(FinishedTask { task_id, outcome: *outcome, diff, attempt, base_commit, issue });
             }
             _ => {}
         }

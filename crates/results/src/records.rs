@@ -191,6 +191,10 @@ pub enum WireEvent {
         /// versions and where no workspace was made).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         workspace_ms: Option<u64>,
+        /// The GitHub issue the task was made from (a manifest's `[issues]`); absent for a task
+        /// the manifest wrote.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        issue: Option<crate::fields::IssueOrigin>,
     },
     /// An LLM call returned.
     #[serde(rename = "turn.completed")]

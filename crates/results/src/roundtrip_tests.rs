@@ -147,6 +147,7 @@ proptest! {
                 workdir: "/w".into(),
                 base_commit: task.base_commit.clone(),
                 workspace_ms: None,
+                issue: None,
             };
             text += &line(&of_task(task_started, task_id, task.attempt));
             for event in &task.between {

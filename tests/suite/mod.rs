@@ -26,6 +26,7 @@ mod gemini_provider;
 mod git_isolation;
 mod git_process_tools;
 mod github_action;
+mod github_fake;
 mod grading_world;
 mod honest_record;
 mod issues_in;

@@ -164,7 +164,8 @@ pub fn plan(args: &RunOptions, cwd: &Path, env: &BTreeMap<String, String>) -> Re
     };
     let mut narrowing = Narrowing::new(tasks.len());
     if tasks.is_empty() && reads_issues {
-        narrowing.emptied_by = Some(format!("no issue was taken from [issues] ({} left out), and the manifests hold no other task", issues_left_out.len()));
+        narrowing.emptied_by =
+            Some(format!("no issue was taken from [issues] ({} left out), and the manifests hold no other task", issues_left_out.len()));
     }
     let tasks: Vec<Task> = tasks.into_iter().filter(|t| filter.selects(t)).collect();
     narrowing.step(tasks.len(), || filter_sentence(&args.filter));
@@ -349,7 +350,16 @@ fn adhoc_task(i: usize, text: &str, index: usize, cwd: &Path, base: &TaskFields)
     }
     let mut fields = base.clone();
     fields.repo = fields.repo.or_else(|| Some(cwd.to_path_buf()));
-    Ok(Task { id: format!("task-{}", i + 1), index, manifest: PathBuf::from("--task"), line: None, prompt, fields, setup: None, issue: None })
+    Ok(Task {
+        id: format!("task-{}", i + 1),
+        index,
+        manifest: PathBuf::from("--task"),
+        line: None,
+        prompt,
+        fields,
+        setup: None,
+        issue: None,
+    })
 }
 
 /// The problems found in one task, each located at the task.

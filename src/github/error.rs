@@ -29,6 +29,8 @@ pub enum Operation {
     /// `GET /repos/{owner}/{repo}/collaborators/{username}/permission`
     /// (`repos/get-collaborator-permission-level`).
     GetPermission,
+    /// `GET /user` (`users/get-authenticated`).
+    GetUser,
 }
 
 impl Operation {
@@ -45,6 +47,7 @@ impl Operation {
             Operation::SearchIssues => "search the repository's issues",
             Operation::ListIssueEvents => "read who labelled an issue",
             Operation::GetPermission => "read a labeller's permission on the repository",
+            Operation::GetUser => "ask whose token it is",
         }
     }
 
@@ -54,11 +57,9 @@ impl Operation {
         match self {
             Operation::ListPulls => "pull-requests: read",
             Operation::CreatePull | Operation::UpdatePull => "pull-requests: write",
-            Operation::CreateComment | Operation::UpdateComment => {
-                "issues: write (pull-requests: write for a pull request's conversation)"
-            }
+            Operation::CreateComment | Operation::UpdateComment => "issues: write (pull-requests: write for a pull request's conversation)",
             Operation::ListComments | Operation::ListIssues | Operation::SearchIssues | Operation::ListIssueEvents => "issues: read",
-            Operation::GetPermission => "metadata: read",
+            Operation::GetPermission | Operation::GetUser => "metadata: read",
         }
     }
 }

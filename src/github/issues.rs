@@ -37,6 +37,21 @@ pub struct Comment {
 pub struct User {
     /// Its login.
     pub login: String,
+    /// `User`, `Bot` (an app, GitHub Actions) or `Organization`.
+    #[serde(default, rename = "type")]
+    pub kind: String,
+}
+
+impl Comment {
+    /// True when the comment was written by `me` (the token's user, when GitHub says who that
+    /// is), else — an app's or a workflow's token, which is no user — by any `Bot` account.
+    pub fn written_by(&self, me: Option<&str>) -> bool {
+        let Some(user) = &self.user else { return false };
+        match me {
+            Some(login) => user.login.eq_ignore_ascii_case(login),
+            None => user.kind == "Bot",
+        }
+    }
 }
 
 /// A label of an issue: GitHub answers an object, or (in older answers) a plain name.
@@ -176,11 +191,16 @@ impl Client {
     pub async fn labeller(&self, repo: &Repo, number: u64, label: &str) -> Result<Option<String>, GithubError> {
         let path = format!("{}/issues/{number}/events", repo.path());
         let events: Vec<IssueEvent> = self.pages(Operation::ListIssueEvents, path, Vec::new(), std::convert::identity).await?;
-        let labelled = events
-            .into_iter()
-            .rev()
-            .find(|e| e.event == "labeled" && e.label.as_ref().is_some_and(|l| l.name.eq_ignore_ascii_case(label)));
+        let labelled =
+            events.into_iter().rev().find(|e| e.event == "labeled" && e.label.as_ref().is_some_and(|l| l.name.eq_ignore_ascii_case(label)));
         Ok(labelled.and_then(|e| e.actor).map(|a| a.login))
+    }
+
+    /// The login of the token's user; `None` when the token is no user's (an app's installation
+    /// token, a workflow's `GITHUB_TOKEN`: GitHub answers 403) or GitHub cannot say.
+    pub async fn me(&self) -> Option<String> {
+        let call = Call { operation: Operation::GetUser, method: Method::GET, path: "/user".into(), query: &[], body: None };
+        self.send::<User>(call).await.ok().map(|user| user.login)
     }
 
     /// What `login` may do in `repo`; `None` when GitHub knows no such collaborator (404).

@@ -299,7 +299,6 @@ pub struct IssuesFields {
     pub overrides: BTreeMap<String, TaskFields>,
 }
 
-
 /// The manifest's `[setup]` table: a command run once, before any agent, on the base every task
 /// of the manifest starts from; what it makes (dependency folders, build caches, virtualenvs)
 /// is copied into each task's workspace.

@@ -177,7 +177,7 @@ mod tests {
             title: "  Dates are off by one\n".into(),
             body: body.map(str::to_string),
             html_url: "https://github.com/o/r/issues/12".into(),
-            user: Some(User { login: "stranger".into() }),
+            user: Some(User { login: "stranger".into(), kind: "User".into() }),
             labels: Vec::new(),
             state: "open".into(),
             pull_request: None,
@@ -217,7 +217,7 @@ mod tests {
             label: Some(" ".into()),
             repository: Some("nope".into()),
             max: Some(0),
-            token_env: Some("".into()),
+            token_env: Some(String::new()),
             overrides: [("0".to_string(), TaskFields { id: Some("x".into()), ..TaskFields::default() })].into(),
             ..IssuesFields::default()
         };

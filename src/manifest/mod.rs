@@ -9,7 +9,7 @@ mod fields;
 pub mod issues;
 mod locate;
 
-pub use fields::{FIELD_CACHE_ROLES, FIELD_NAMES, IssuesFields, Isolation, SandboxMode, SetupFields, TaskFields};
+pub use fields::{FIELD_CACHE_ROLES, FIELD_NAMES, Isolation, IssuesFields, SandboxMode, SetupFields, TaskFields};
 pub(crate) use locate::line_col;
 
 use dracode_input::duration;

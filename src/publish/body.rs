@@ -130,7 +130,13 @@ pub fn issue_marker(task_id: &str) -> String {
 /// that says what became of its pull request), the agent's summary and a link to the report.
 pub fn issue_comment(task: &FinishedTask, run_id: &str, pull: &str, report_url: Option<&str>) -> String {
     let o = &task.outcome;
-    let mut md = format!("{}\n**dracode** worked on this issue as task {}: **{}**{}.\n\n", issue_marker(&task.task_id), code(&task.task_id), o.status.as_str(), check_story(o));
+    let mut md = format!(
+        "{}\n**dracode** worked on this issue as task {}: **{}**{}.\n\n",
+        issue_marker(&task.task_id),
+        code(&task.task_id),
+        o.status.as_str(),
+        check_story(o)
+    );
     let _ = writeln!(md, "{pull}\n");
     if !o.status.is_pass() {
         let why = short_reason(o);

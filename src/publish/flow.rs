@@ -147,6 +147,13 @@ impl Publisher<'_> {
     /// the tasks it holds).
     pub(super) async fn issue_reports(&self, items: &[Item], applied: Option<&[String]>) -> Vec<Item> {
         let mut reports = Vec::new();
+        if !self.run.tasks.iter().any(|t| t.issue.is_some()) {
+            return reports;
+        }
+        let me = match self.github {
+            Some(github) => github.me().await,
+            None => None,
+        };
         for task in &self.run.tasks {
             let Some(issue) = &task.issue else { continue };
             let own = match applied {
@@ -159,15 +166,16 @@ impl Publisher<'_> {
                 None if !task.outcome.status.is_pass() => "No pull request: the task did not pass.".to_string(),
                 None => "No pull request: its patch was left out of the union (it conflicts; see combine.md).".to_string(),
             };
-            reports.push(self.issue_report(task, issue, &pull).await);
+            reports.push(self.issue_report(task, issue, &pull, me.as_deref()).await);
         }
         reports
     }
 
-    /// The comment on `issue`: the one dracode left before (found by its marker) edited, else
-    /// one added; a comment that cannot be edited (someone else's, with the marker copied) is
-    /// left, and a new one added.
-    async fn issue_report(&self, task: &FinishedTask, issue: &IssueOrigin, pull: &str) -> Item {
+    /// The comment on `issue`: the one dracode left before edited, else one added. dracode's is
+    /// the last comment that holds the task's marker and was written by `me` (the token's user;
+    /// without one, by a bot account): a copy of the marker in someone else's comment is never
+    /// edited (a token with issues: write could).
+    async fn issue_report(&self, task: &FinishedTask, issue: &IssueOrigin, pull: &str, me: Option<&str>) -> Item {
         let mut item = Item { subject: format!("#{}", issue.number), branch: None, title: None, push: None, action: Action::WouldComment };
         let repo = Repo::parse(&issue.repository).unwrap_or_else(|_| self.repo.clone());
         let text = self.clean(&body::issue_comment(task, &self.run.run_id, pull, self.opts.report_url.as_deref()));
@@ -177,7 +185,7 @@ impl Publisher<'_> {
         };
         let marker = body::issue_marker(&task.task_id);
         let earlier = match github.comments(&repo, issue.number).await {
-            Ok(comments) => comments.into_iter().rev().find(|c| c.body.as_deref().is_some_and(|b| b.contains(&marker))),
+            Ok(comments) => comments.into_iter().rev().find(|c| c.written_by(me) && c.body.as_deref().is_some_and(|b| b.contains(&marker))),
             Err(e) => {
                 item.action = Action::Failed { error: e.to_string() };
                 return item;
@@ -188,7 +196,8 @@ impl Publisher<'_> {
             (None, true) => Action::WouldComment,
             (Some(comment), false) => match github.update_comment(&repo, comment.id, &text).await {
                 Ok(comment) => Action::CommentUpdated { url: comment.html_url },
-                Err(GithubError::Forbidden { .. } | GithubError::NotFound { .. }) => self.add_comment(github, &repo, issue.number, &text).await,
+                // Deleted in between: a new one.
+                Err(GithubError::NotFound { .. }) => self.add_comment(github, &repo, issue.number, &text).await,
                 Err(e) => Action::Failed { error: e.to_string() },
             },
             (None, false) => self.add_comment(github, &repo, issue.number, &text).await,

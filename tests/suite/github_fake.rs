@@ -176,20 +176,23 @@ async fn the_fake_github_serves_issues_search_events_permissions_and_comments() 
     let (_, list) = client.get(&format!("{repo}/issues?state=all&sort=comments")).await;
     assert_eq!((list[0]["number"].as_u64(), list[0]["comments"].as_u64()), (Some(1), Some(4)));
 
-    // issues/update-comment: dracode's own comment only.
+    // issues/update-comment: any comment, as a token with issues: write may on GitHub.
     let edit = |id: u64, body: &str| {
         let (client, path, body) = (&client, format!("{repo}/issues/comments/{id}"), json!({"body": body}));
         async move { client.send(reqwest::Method::PATCH, &path, Some(body)).await }
     };
     let (status, edited) = edit(mine, "first, edited").await;
     assert_eq!((status, edited["body"].as_str()), (200, Some("first, edited")));
-    let (status, refused) = edit(foreign, "not yours").await;
-    assert_eq!(status, 403, "{refused}");
-    assert_eq!(refused["message"], "Resource not accessible by integration");
+    let (status, edited) = edit(foreign, "not yours").await;
+    assert_eq!((status, edited["user"]["login"].as_str()), (200, Some("stranger")), "{edited}");
     assert_eq!(edit(999, "x").await.0, 404);
-    assert_eq!(api.comment_edits(), 1);
+
+    // users/get-authenticated: an installation token is no user.
+    let (status, refused) = client.get("/user").await;
+    assert_eq!((status, refused["message"].as_str()), (403, Some("Resource not accessible by integration")));
+    assert_eq!(api.comment_edits(), 2);
     let list = api.comment_list();
-    assert_eq!(list[0], (foreign, 1, "me too".to_string()));
+    assert_eq!(list[0], (foreign, 1, "not yours".to_string()));
     assert_eq!(list[1], (mine, 1, "first, edited".to_string()));
     assert_eq!(api.comments()[1], (1, "first, edited".to_string()), "comments() still gives (number, body)");
 

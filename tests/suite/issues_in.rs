@@ -74,7 +74,7 @@ fn issue(number: u64, author: &str, labels: &[&str], labelled_by: &[(&str, &str)
         title: format!("Issue {number}: a.txt is broken"),
         body: body.to_string(),
         author: author.to_string(),
-        labels: labels.iter().map(|l| l.to_string()).collect(),
+        labels: labels.iter().map(ToString::to_string).collect(),
         labelled_by: labelled_by.iter().map(|(l, who)| (l.to_string(), who.to_string())).collect(),
         state: "open".into(),
     }
@@ -117,7 +117,7 @@ async fn a_labelled_issue_becomes_a_task_its_pull_request_and_one_comment_on_the
     assert_eq!(origin["labelled_by"], "alice");
     assert!(origin["url"].as_str().unwrap().ends_with("/octo/widgets/issues/3"), "{origin}");
     assert!(stderr.contains("#4: labelled `dracode` by @bob, who cannot push to octo/widgets"), "{stderr}");
-    assert!(stderr.contains("#5: labelled `dracode` by @github-actions[bot], who is not a collaborator"), "{stderr}");
+    assert!(stderr.contains("#5: labelled `dracode` by @github-actions[bot], who cannot push to octo/widgets"), "{stderr}");
     let warnings = events(&results, "run.started")[0]["warnings"].to_string();
     assert!(warnings.contains("#4") && warnings.contains("#5") && !warnings.contains("#6"), "{warnings}");
 

@@ -424,6 +424,35 @@ fn walk(dir: &Path) -> Vec<String> {
 /// with no pull request would be left behind), and a dry run still says what it would do when the
 /// remote is empty and so names no default branch.
 #[tokio::test(flavor = "multi_thread")]
+async fn publish_asks_github_again_after_a_bad_moment_but_never_sends_a_creation_twice() {
+    let scene = Scene::new();
+    scene.run();
+    let api = scene.api().await;
+    // The first two lookups meet a 502 and a 503: asked again, they are answered.
+    api.fail_next("GET", &[502, 503]);
+    let (code, stdout, stderr) = scene.publish(&api, &[]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert_eq!(api.pulls().len(), 2, "{stdout}");
+    let lookups = api.requests().iter().filter(|r| r.method == "GET" && r.path.ends_with("/pulls")).count();
+    assert_eq!(lookups, 4, "fix-a's lookup thrice, fix-b's once");
+
+    // A creation that meets a 502 may have been made: it is not sent again, and says so.
+    let other = Scene::new();
+    other.run();
+    let api = other.api().await;
+    api.fail_next("POST", &[502]);
+    let (code, stdout, stderr) = other.publish(&api, &[]);
+    assert_eq!(code, 3, "{stdout}{stderr}");
+    assert!(
+        stdout.contains("fix-a	branch created at ") && stdout.contains("FAILED: cannot create a pull request: GitHub answered 502"),
+        "{stdout}"
+    );
+    let creations = api.requests().iter().filter(|r| r.method == "POST" && r.path.ends_with("/pulls")).count();
+    assert_eq!(creations, 2, "one per task, none repeated");
+    assert_eq!(api.pulls().iter().map(|p| p.head.as_str()).collect::<Vec<_>>(), ["dracode/fix-b"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn publish_pushes_nothing_when_github_cannot_be_asked() {
     let scene = Scene::new();
     scene.run();

@@ -110,6 +110,8 @@ struct Data {
     requests: Vec<Seen>,
     violations: Vec<String>,
     refusal: Option<(u16, Value)>,
+    /// The next requests of a method answered with these statuses, as a GitHub having a bad moment.
+    outages: Vec<(String, u16)>,
 }
 
 impl Data {
@@ -227,7 +229,7 @@ impl GithubApi {
     }
 
     /// Adds a comment by someone else (`login`, a `User`) to issue or pull request `number`;
-    /// returns its id. dracode's token may not edit it (see `issues/update-comment`).
+    /// returns its id. dracode's token may edit it, as a token with issues: write may on GitHub.
     pub fn add_foreign_comment(&self, number: u64, login: &str, body: &str) -> u64 {
         let mut data = self.state.data.lock().unwrap();
         let id = data.comments.len() as u64 + 1;
@@ -272,6 +274,13 @@ impl GithubApi {
     pub fn refuse_creation(&self, status: u16, body: Value) {
         self.state.data.lock().unwrap().refusal = Some((status, body));
     }
+
+    /// Answers the next requests of `method` (`GET`, `POST`, …) with `statuses`, one each, in
+    /// order, and an HTML page as GitHub's front end does (`502 Bad Gateway`), before serving
+    /// them again.
+    pub fn fail_next(&self, method: &str, statuses: &[u16]) {
+        self.state.data.lock().unwrap().outages = statuses.iter().map(|s| (method.to_string(), *s)).collect();
+    }
 }
 
 struct Responder(Arc<State>);
@@ -286,7 +295,14 @@ impl Respond for Responder {
             query: request.url.query().unwrap_or_default().to_string(),
             body: body.clone(),
         };
-        self.0.data.lock().unwrap().requests.push(seen);
+        {
+            let mut data = self.0.data.lock().unwrap();
+            data.requests.push(seen);
+            if data.outages.first().is_some_and(|(method, _)| *method == request.method.to_string()) {
+                let (_, status) = data.outages.remove(0);
+                return ResponseTemplate::new(status).set_body_string("<html><body><h1>Bad gateway</h1></body></html>");
+            }
+        }
         let (status, answer, operation) = match self.check(request, &body) {
             Err((status, answer)) => (status, answer, None),
             Ok((operation, params)) => {
@@ -425,22 +441,22 @@ impl Responder {
                 data.comments.push(comment.clone());
                 (201, self.comment_json(&data, &comment))
             }
+            "users/get-authenticated" if self.0.token.starts_with("ghs_") => {
+                // An installation token is no user: GitHub answers 403.
+                (
+                    403,
+                    json!({"message": "Resource not accessible by integration",
+                           "documentation_url": "https://docs.github.com/rest/users/users#get-the-authenticated-user", "status": "403"}),
+                )
+            }
+            "users/get-authenticated" => (200, self.private_user()),
             "issues/update-comment" => {
                 let id: u64 = param("comment_id").and_then(|n| n.parse().ok()).unwrap_or(0);
                 let Some(index) = data.comments.iter().position(|c| c.id == id) else {
                     return not_found();
                 };
-                if data.comments[index].login != BOT {
-                    // GitHub's words to a token that may not edit the comment (as users report
-                    // them). A token with write access may edit anyone's comment on GitHub; the
-                    // fake refuses all but dracode-bot's own, so a test sees dracode edit only
-                    // what it wrote.
-                    return (
-                        403,
-                        json!({"message": "Resource not accessible by integration",
-                               "documentation_url": "https://docs.github.com/rest/issues/comments#update-an-issue-comment", "status": "403"}),
-                    );
-                }
+                // As on GitHub, a token with issues: write may edit anyone's comment: what dracode
+                // must not edit, it must not try to.
                 let comment = &mut data.comments[index];
                 comment.body = body["body"].as_str().unwrap_or_default().into();
                 comment.edited = true;
@@ -568,6 +584,23 @@ impl Responder {
             "organizations_url": u("/orgs"), "repos_url": u("/repos"), "events_url": u("/events{/privacy}"),
             "received_events_url": u("/received_events"), "type": kind, "site_admin": false
         })
+    }
+
+    /// The token's user as `users/get-authenticated` answers it (`private-user`): `dracode-bot`,
+    /// here a `User`, as a personal access token's owner is.
+    fn private_user(&self) -> Value {
+        let mut user = self.user();
+        let more = json!({
+            "type": "User", "name": "dracode bot", "company": null, "blog": "", "location": null, "email": null,
+            "hireable": null, "bio": null, "public_repos": 1, "public_gists": 0, "followers": 0, "following": 0,
+            "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z", "private_gists": 0,
+            "total_private_repos": 0, "owned_private_repos": 0, "disk_usage": 0, "collaborators": 0,
+            "two_factor_authentication": true, "user_view_type": "private"
+        });
+        if let (Value::Object(user), Value::Object(more)) = (&mut user, more) {
+            user.extend(more);
+        }
+        user
     }
 
     /// How `login` is associated with the repository, as GitHub's `author_association` says it.

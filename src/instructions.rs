@@ -14,6 +14,9 @@ use std::path::{Component, Path, PathBuf};
 
 /// The file name read in each folder.
 pub const FILE_NAME: &str = "AGENTS.md";
+/// The file that replaces [`FILE_NAME`] in its folder when it is there and not empty (as Codex
+/// reads them: at most one file per folder, the override first).
+pub const OVERRIDE_FILE_NAME: &str = "AGENTS.override.md";
 /// The most of one `AGENTS.md` the agent is shown, in bytes (its head; a note says what was cut).
 pub const MAX_FILE_BYTES: usize = 32 * 1024;
 /// The most of all `AGENTS.md` files together, in bytes: a file past it is cut or left out (noted).
@@ -79,14 +82,20 @@ pub struct RepositoryFile {
 }
 
 /// The `AGENTS.md` files of the folders from `root` down to `workdir` (a folder under it),
-/// root first, each cut to the limits. Unreadable, empty and linked files are left out.
+/// root first, each cut to the limits — in a folder with a non-empty `AGENTS.override.md`, that
+/// file instead. Unreadable, empty and linked files are left out.
 pub fn read_agents_md(root: &Path, workdir: &Path) -> Vec<RepositoryFile> {
     let mut files = Vec::new();
     let mut left = MAX_TOTAL_BYTES;
     for (dir, shown) in folders(root, workdir) {
-        let path = if shown.is_empty() { FILE_NAME.to_string() } else { format!("{shown}/{FILE_NAME}") };
         let limit = MAX_FILE_BYTES.min(left);
-        let Some((bytes, size)) = read_head(&dir.join(FILE_NAME), limit) else { continue };
+        let not_blank = |(bytes, size): &(Vec<u8>, u64)| *size > 0 && !String::from_utf8_lossy(bytes).trim().is_empty();
+        let (name, found) = match read_head(&dir.join(OVERRIDE_FILE_NAME), limit.max(1)).filter(not_blank) {
+            Some(found) => (OVERRIDE_FILE_NAME, Some(found)),
+            None => (FILE_NAME, read_head(&dir.join(FILE_NAME), limit)),
+        };
+        let path = if shown.is_empty() { name.to_string() } else { format!("{shown}/{name}") };
+        let Some((bytes, size)) = found else { continue };
         if left == 0 && size > 0 {
             let cut = format!("left out: the {FILE_NAME} files above reached the limit of {MAX_TOTAL_BYTES} bytes in all");
             files.push(RepositoryFile { path, text: String::new(), size, cut: Some(cut) });
@@ -179,6 +188,53 @@ mod tests {
         let path = root.join(path);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, text).unwrap();
+    }
+
+    #[test]
+    fn an_override_file_replaces_its_folders_agents_md_unless_it_is_empty() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        write(
+            root,
+            "AGENTS.md",
+            "root rules
+",
+        );
+        write(
+            root,
+            "AGENTS.override.md",
+            "for now: root override
+",
+        );
+        write(
+            root,
+            "a/AGENTS.md",
+            "a rules
+",
+        );
+        write(
+            root,
+            "a/AGENTS.override.md",
+            " 
+",
+        );
+        let files = read_agents_md(root, &root.join("a"));
+        let got: Vec<(&str, &str)> = files.iter().map(|f| (f.path.as_str(), f.text.as_str())).collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    "AGENTS.override.md",
+                    "for now: root override
+"
+                ),
+                (
+                    "a/AGENTS.md",
+                    "a rules
+"
+                )
+            ]
+        );
     }
 
     #[test]

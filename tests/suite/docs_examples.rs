@@ -15,7 +15,8 @@ enum Example {
 
 fn classify(block: &str) -> Example {
     let tables: Vec<&str> = block.lines().map(str::trim_start).filter(|l| l.starts_with('[')).collect();
-    let manifest_only = |t: &&str| t.starts_with("[[tasks]]") || t.starts_with("[tasks.") || t.starts_with("[setup]");
+    let manifest_only =
+        |t: &&str| t.starts_with("[[tasks]]") || t.starts_with("[tasks.") || t.starts_with("[setup]") || t.starts_with("[issues");
     if block.contains("[[tasks]]") {
         Example::Manifest(block.to_string())
     } else if tables.first().is_some_and(|t| t.starts_with("[tasks.")) {

@@ -40,7 +40,7 @@ pub struct FinishedTask {
     /// The commit that attempt's workspace started from (`None` outside git).
     pub base_commit: Option<String>,
     /// The GitHub issue the task was made from (its `task.started`'s `issue`).
-    pub issue: Option<crate::fields::IssueOrigin>,
+    pub issue: Option<IssueOrigin>,
 }
 
 /// Why a recorded run could not be read back; each names the file and, for a bad line, its

@@ -16,7 +16,8 @@
 //! follow. Durations are `*_ms` integers; a cost is `null` when the model's price is unknown.
 
 use crate::{
-    CacheHit, CheckRecord, CompactionMethod, DeniedCall, Limit, RegradedFrom, RepeatVerdict, RetryScope, Status, TaskError, Usage,
+    CacheHit, CheckRecord, CompactionMethod, DeniedCall, IssueOrigin, Limit, RegradedFrom, RepeatVerdict, RetryScope, Status, TaskError,
+    Usage,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -194,7 +195,7 @@ pub enum WireEvent {
         /// The GitHub issue the task was made from (a manifest's `[issues]`); absent for a task
         /// the manifest wrote.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        issue: Option<crate::fields::IssueOrigin>,
+        issue: Option<IssueOrigin>,
     },
     /// An LLM call returned.
     #[serde(rename = "turn.completed")]

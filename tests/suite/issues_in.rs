@@ -213,6 +213,15 @@ async fn issue_overrides_apply_a_manifest_task_of_the_same_id_wins_and_an_empty_
     assert_eq!(listed[1]["model"], "issue-three-model");
     assert!(listed[1]["tags"].to_string().contains("\"issue\""), "{stdout}");
 
+    // `query` narrows the labelled issues through GitHub's issue search: only #3's text has it.
+    let searched = Scene::new("[issues]\nlabel = \"dracode\"\nquery = \"developer mode\"\n");
+    let api = queue(&searched).await;
+    let (code, stdout, stderr) = searched.dracode(&api, &["list", "issues.toml"]);
+    assert_eq!((code, stdout.as_str()), (0, "issue-3\n"), "{stderr}");
+    let search = api.requests().into_iter().find(|r| r.path == "/search/issues").expect("a search");
+    assert!(search.query.contains("label%3A%22dracode%22") && search.query.contains("is%3Aopen"), "{}", search.query);
+    assert_eq!(api.violations(), Vec::<String>::new());
+
     // No issue carries the label: nothing selected (exit 4), or a pass when the workflow says so.
     let empty = Scene::new("[issues]\nlabel = \"nothing-has-this\"\n");
     let api = queue(&empty).await;

@@ -5,7 +5,7 @@
 //! the fake GitHub checked by GitHub's OpenAPI description (`tests/support/github_api.rs`) and a
 //! local bare repository as the remote.
 
-use crate::support::cli::{dracode, events, git, git_repo, read_jsonl};
+use crate::support::cli::{dracode, events, git, read_jsonl, repo_with_origin};
 use crate::support::github_api::{GithubApi, Issue};
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -27,15 +27,7 @@ impl Scene {
     fn new(issues_table: &str) -> Scene {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().canonicalize().unwrap();
-        let remote = dir.join("remote.git");
-        std::fs::create_dir(&remote).unwrap();
-        git(&remote, &["init", "-q", "--bare", "-b", "main"]);
-        let repo = dir.join("repo");
-        git_repo(&repo, &[("a.txt", "broken\n")]);
-        git(&repo, &["remote", "add", "origin", remote.to_str().unwrap()]);
-        git(&repo, &["push", "-q", "origin", "main"]);
-        let tmpdir = dir.join("tmp");
-        std::fs::create_dir_all(&tmpdir).unwrap();
+        let (_, remote, tmpdir) = repo_with_origin(&dir, &[("a.txt", "broken\n")]);
         std::fs::create_dir_all(dir.join("recordings")).unwrap();
         let manifest = format!(
             "[defaults]\nprovider = \"replay\"\nreplay = \"recordings\"\nrepo = \"repo\"\ncheck_before = true\ncheck = \"{}\"\n\n{issues_table}",

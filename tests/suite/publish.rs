@@ -3,7 +3,7 @@
 //! OpenAPI description (`tests/support/github_api.rs`), with a local bare repository as the
 //! remote the branches are pushed to.
 
-use crate::support::cli::{dracode, files_under, git, git_repo};
+use crate::support::cli::{dracode, files_under, git, repo_with_origin};
 use crate::support::github_api::{GithubApi, actions_not_permitted};
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -32,15 +32,7 @@ impl Scene {
     fn new() -> Scene {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().canonicalize().unwrap();
-        let remote = dir.join("remote.git");
-        std::fs::create_dir(&remote).unwrap();
-        git(&remote, &["init", "-q", "--bare", "-b", "main"]);
-        let repo = dir.join("repo");
-        git_repo(&repo, &[("a.txt", "one\n"), ("b.txt", "b\n"), ("c.txt", "c\n")]);
-        git(&repo, &["remote", "add", "origin", remote.to_str().unwrap()]);
-        git(&repo, &["push", "-q", "origin", "main"]);
-        let tmpdir = dir.join("tmp");
-        std::fs::create_dir(&tmpdir).unwrap();
+        let (repo, remote, tmpdir) = repo_with_origin(&dir, &[("a.txt", "one\n"), ("b.txt", "b\n"), ("c.txt", "c\n")]);
         let scene = Scene { _tmp: tmp, dir, repo, remote, tmpdir };
         std::fs::write(scene.dir.join("tasks.toml"), TASKS).unwrap();
         scene.night("ONE\n", "B\n", "nope\n");

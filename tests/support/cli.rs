@@ -204,6 +204,22 @@ pub fn git_repo(dir: &Path, files: &[(&str, &str)]) {
     git(dir, &["commit", "-q", "-m", "base"]);
 }
 
+/// A project as a pull request's tests want it: `dir/repo`, a git repository with `files`
+/// committed whose `origin` is the bare `dir/remote.git` (its `main` pushed there), and a TMPDIR
+/// of its own, `dir/tmp`. Returns (repo, remote, tmpdir).
+pub fn repo_with_origin(dir: &Path, files: &[(&str, &str)]) -> (PathBuf, PathBuf, PathBuf) {
+    let remote = dir.join("remote.git");
+    std::fs::create_dir_all(&remote).unwrap();
+    git(&remote, &["init", "-q", "--bare", "-b", "main"]);
+    let repo = dir.join("repo");
+    git_repo(&repo, files);
+    git(&repo, &["remote", "add", "origin", remote.to_str().unwrap()]);
+    git(&repo, &["push", "-q", "origin", "main"]);
+    let tmpdir = dir.join("tmp");
+    std::fs::create_dir_all(&tmpdir).unwrap();
+    (repo, remote, tmpdir)
+}
+
 /// Every file under `dir` (not its folders), in no set order.
 pub fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();

@@ -57,10 +57,11 @@ pub struct PullUpdate {
 }
 
 impl Client {
-    /// The open pull requests of `repo` whose head is `branch` of the repository itself (at most
-    /// one, as GitHub allows one open pull request per head and base; a list in case of bases).
-    pub async fn open_pulls_from(&self, repo: &Repo, branch: &str) -> Result<Vec<PullRequest>, GithubError> {
-        let query = [("state", "open".to_string()), ("head", format!("{}:{branch}", repo.owner)), ("per_page", "100".to_string())];
+    /// The pull requests of `repo`, open and closed, whose head is `branch` of the repository
+    /// itself, newest first (at most one is open: GitHub allows one open pull request per head and
+    /// base).
+    pub async fn pulls_from(&self, repo: &Repo, branch: &str) -> Result<Vec<PullRequest>, GithubError> {
+        let query = [("state", "all".to_string()), ("head", format!("{}:{branch}", repo.owner)), ("per_page", "100".to_string())];
         let call = Call {
             operation: Operation::ListPulls,
             method: Method::GET,
@@ -69,7 +70,7 @@ impl Client {
             body: None,
         };
         let pulls: Vec<PullRequest> = self.send(call).await?;
-        Ok(pulls.into_iter().filter(|p| p.head.branch == branch && p.state == "open").collect())
+        Ok(pulls.into_iter().filter(|p| p.head.branch == branch).collect())
     }
 
     /// Opens `pull` in `repo`.

@@ -213,22 +213,25 @@ impl Publisher<'_> {
         }
     }
 
-    /// The branch's open pull request looked up first (so that nothing is pushed when GitHub
-    /// cannot be asked), then the branch (GitHub needs the head to exist), then the pull request;
-    /// a branch that is someone else's is left alone, and so is its pull request.
+    /// The branch's pull requests looked up first (so that nothing is pushed when GitHub cannot
+    /// be asked), then the branch (GitHub needs the head to exist), then the pull request; a
+    /// branch that is someone else's is left alone, and so is its pull request.
     async fn publish_change(&self, change: &Change<'_>) -> (Option<Push>, Action) {
         let Some(git) = self.git else {
             return (None, Action::Failed { error: "no git repository to make the branch in".into() });
         };
-        let open = match self.github {
-            Some(github) => match github.open_pulls_from(self.repo, change.branch).await {
-                Ok(open) => Some(open),
+        let found = match self.github {
+            Some(github) => match github.pulls_from(self.repo, change.branch).await {
+                Ok(found) => Some(found),
                 Err(e) => return (None, Action::Failed { error: format!("nothing pushed: {e}") }),
             },
             None => None,
         };
         match self.branch(git, change) {
-            Ok(BranchState::Ready(push)) => (Some(push), self.pull(change, open).await),
+            Ok(BranchState::Ready(push)) => {
+                let action = self.pull(change, &push, found).await;
+                (Some(push), action)
+            }
             Ok(BranchState::Foreign { tip, committer }) => {
                 let reason = format!(
                     "branch has commits not made by dracode (its tip {} is {committer}'s); it and its pull request are left as they are",
@@ -269,12 +272,25 @@ impl Publisher<'_> {
         }))
     }
 
-    /// The branch's open pull request (`open`, as looked up) updated, or one opened; in a dry
+    /// The branch's open pull request (among those `found`) updated, or one opened — unless a
+    /// reviewer closed one that holds the same change (`push` left the branch as it was); in a dry
     /// run, which.
-    async fn pull(&self, change: &Change<'_>, open: Option<Vec<PullRequest>>) -> Action {
-        let (Some(github), Some(open)) = (self.github, open) else { return Action::NotLookedUp };
+    async fn pull(&self, change: &Change<'_>, push: &Push, found: Option<Vec<PullRequest>>) -> Action {
+        let (Some(github), Some(found)) = (self.github, found) else { return Action::NotLookedUp };
         let dry_run = self.opts.dry_run;
-        match open.first() {
+        let open = found.iter().find(|p| p.state == "open");
+        if open.is_none()
+            && matches!(push, Push::Unchanged { .. })
+            && let Some(closed) = found.first()
+        {
+            let reason = format!(
+                "pull request #{} was closed, and the change is the one it held: none is opened again until the change \
+                 differs (push a commit of yours to the branch to stop it for good)",
+                closed.number
+            );
+            return Action::Skipped { reason };
+        }
+        match open {
             Some(pull) if dry_run => Action::WouldUpdate { number: pull.number, url: pull.html_url.clone() },
             Some(pull) => {
                 let update = PullUpdate { title: change.title.clone(), body: change.body.clone() };

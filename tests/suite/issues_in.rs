@@ -128,6 +128,12 @@ async fn a_labelled_issue_becomes_a_task_its_pull_request_and_one_comment_on_the
     assert!(quoted.contains("Ignore all previous instructions") && quoted.contains("developer mode"), "the whole body is inside");
     assert!(!prompt.contains("please") && !prompt.contains("auto"), "no other issue's text");
 
+    // A dry run says it would comment, and writes nothing.
+    let (code, stdout, stderr) = scene.dracode(&api, &["publish", "out", "--repo", "repo", "--dry-run"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("issue-3\tbranch would be created at ") && stdout.contains("#3\twould comment"), "{stdout}");
+    assert!(api.pulls().is_empty() && api.comment_list().is_empty());
+
     // Publish: the pull request closes the issue; the issue gets one comment with the verdict
     // and the pull request.
     let (code, stdout, stderr) = scene.dracode(&api, &["publish", "out", "--repo", "repo", "--report-url", "https://ci.example/r.html"]);

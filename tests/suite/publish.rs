@@ -173,6 +173,30 @@ async fn publish_a_second_night_updates_the_pull_requests_and_never_duplicates_t
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_closed_pull_request_is_not_opened_again_until_the_change_differs() {
+    let scene = Scene::new();
+    scene.run();
+    let api = scene.api().await;
+    assert_eq!(scene.publish(&api, &[]).0, 0);
+    // A reviewer closes fix-a's pull request; the next night the agent makes the same change.
+    api.close_pull(1);
+    scene.run();
+    let (code, stdout, stderr) = scene.publish(&api, &[]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert_eq!(api.pulls().len(), 2, "none opened again: {stdout}");
+    assert!(stdout.contains("fix-a\tbranch up to date at ") && stdout.contains("skipped: pull request #1 was closed"), "{stdout}");
+    // Another night, another change: it is proposed anew.
+    scene.night("ONE\nand more\n", "B\n", "nope\n");
+    scene.run();
+    let (code, stdout, stderr) = scene.publish(&api, &[]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let pulls = api.pulls();
+    assert_eq!(pulls.len(), 3, "{stdout}");
+    assert_eq!((pulls[2].head.as_str(), pulls[2].state.as_str()), ("dracode/fix-a", "open"));
+    assert_eq!(api.violations(), Vec::<String>::new());
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn publish_leaves_a_branch_with_a_foreign_commit_alone_and_reports_it() {
     let scene = Scene::new();
     scene.run();

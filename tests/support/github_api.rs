@@ -270,6 +270,13 @@ impl GithubApi {
         self.state.data.lock().unwrap().violations.clone()
     }
 
+    /// Closes pull request `number`, as a reviewer's "Close pull request" does.
+    pub fn close_pull(&self, number: u64) {
+        let mut data = self.state.data.lock().unwrap();
+        let pull = data.pulls.iter_mut().find(|p| p.number == number).expect("a pull request of that number");
+        pull.state = "closed".into();
+    }
+
     /// Makes every `pulls/create` answer `status` with `body`.
     pub fn refuse_creation(&self, status: u16, body: Value) {
         self.state.data.lock().unwrap().refusal = Some((status, body));

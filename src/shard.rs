@@ -1,8 +1,12 @@
 //! Splitting a batch across CI matrix jobs: `--shard K/N` picks a stable, disjoint subset.
 //!
-//! By default a task belongs to shard `fnv1a(id) % N + 1` (as nextest's `hash:K/N`), so adding
-//! or removing a task never moves the others; `slice:K/N` takes every N-th task by position
-//! instead, which balances counts exactly but moves tasks when the list changes.
+//! By default (`hash:K/N`) tasks are placed by a stable hash of their ids, balanced: the shards
+//! of a batch differ by at most one task, and adding or removing a task moves few others.
+//! Each shard has room for `T / N` tasks (the first `T % N` shards one more); the tasks, taken in
+//! the order of `fnv1a(id)`, each go to the first shard with room in their own order of
+//! preference (the shards ranked by `fnv1a(id, shard)`, rendezvous hashing). Every job of a
+//! matrix sees the same task list, so each computes the same placement. `slice:K/N` takes every
+//! N-th task by position instead.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -90,14 +94,40 @@ impl Shard {
         }
     }
 
-    /// True when the task with `id` at `position` (0-based, in run order) belongs here.
-    pub fn selects(&self, id: &str, position: usize) -> bool {
-        let bucket = match self.scheme {
-            Scheme::Hash => fnv1a(id.as_bytes()) % u64::from(self.count),
-            Scheme::Slice => position as u64 % u64::from(self.count),
-        };
-        bucket == u64::from(self.index - 1)
+    /// Which of the tasks `ids` (in run order) belong here.
+    pub fn selects(&self, ids: &[&str]) -> Vec<bool> {
+        let here = self.index - 1;
+        match self.scheme {
+            Scheme::Slice => (0..ids.len()).map(|position| position as u64 % u64::from(self.count) == u64::from(here)).collect(),
+            Scheme::Hash => placement(ids, self.count).into_iter().map(|shard| shard == here).collect(),
+        }
     }
+}
+
+impl Shard {
+    /// True when task `id` belongs here by its id alone (`fnv1a(id) % N`), whatever the other
+    /// tasks: for tasks that the shards of a matrix may not all see (issues read by each job at
+    /// its own moment), so none runs twice or never. Not balanced.
+    pub fn selects_alone(&self, id: &str) -> bool {
+        fnv1a(id.as_bytes()) % u64::from(self.count) == u64::from(self.index - 1)
+    }
+}
+
+/// The 0-based shard of each of `ids` among `count`, balanced and stable (the module's doc).
+fn placement(ids: &[&str], count: u32) -> Vec<u32> {
+    let n = count as usize;
+    let mut room: Vec<usize> = (0..n).map(|k| ids.len() / n + usize::from(k < ids.len() % n)).collect();
+    let mut order: Vec<usize> = (0..ids.len()).collect();
+    order.sort_by_key(|&i| (fnv1a(ids[i].as_bytes()), ids[i], i));
+    let mut shard_of = vec![0u32; ids.len()];
+    for i in order {
+        let mut preference: Vec<u32> = (0..count).collect();
+        preference.sort_by_key(|&k| std::cmp::Reverse(fnv1a(format!("{}\u{0}{k}", ids[i]).as_bytes())));
+        let chosen = preference.into_iter().find(|&k| room[k as usize] > 0).unwrap_or(0);
+        room[chosen as usize] = room[chosen as usize].saturating_sub(1);
+        shard_of[i] = chosen;
+    }
+    shard_of
 }
 
 /// FNV-1a, 64 bit (the `fnv` crate's hasher fed the bytes alone): the same on every platform and
@@ -122,17 +152,20 @@ mod tests {
         assert_eq!(Shard::parse("mod:1/2").unwrap_err().to_string(), "unknown shard scheme \"mod\": use hash:K/N or slice:K/N");
     }
 
+    fn sizes(scheme: &str, ids: &[&str], n: u32) -> Vec<usize> {
+        (1..=n).map(|k| Shard::parse(&format!("{scheme}{k}/{n}")).unwrap().selects(ids).iter().filter(|&&x| x).count()).collect()
+    }
+
     #[test]
     fn shards_are_disjoint_and_cover_every_task() {
-        let ids: Vec<String> = (0..200).map(|i| format!("task-{i}")).collect();
+        let owned: Vec<String> = (0..200).map(|i| format!("task-{i}")).collect();
+        let ids: Vec<&str> = owned.iter().map(String::as_str).collect();
         for scheme in ["", "slice:"] {
             let mut seen = vec![0; ids.len()];
             for k in 1..=3 {
                 let shard = Shard::parse(&format!("{scheme}{k}/3")).unwrap();
-                for (pos, id) in ids.iter().enumerate() {
-                    if shard.selects(id, pos) {
-                        seen[pos] += 1;
-                    }
+                for (pos, picked) in shard.selects(&ids).into_iter().enumerate() {
+                    seen[pos] += usize::from(picked);
                 }
             }
             assert!(seen.iter().all(|&n| n == 1), "{scheme}: every task exactly once");
@@ -140,10 +173,38 @@ mod tests {
     }
 
     #[test]
-    fn hash_assignment_is_stable() {
-        // Pinned: a task must not move between shards across versions or machines.
-        let shard = Shard::parse("1/2").unwrap();
-        assert_eq!(shard.selects("a", 0), shard.selects("a", 99), "position does not matter for hash");
+    fn hash_shards_of_a_batch_differ_by_at_most_one_task() {
+        // The batch a user split 6 ways into 2 shards got 1 and 5.
+        let six = ["fix-clippy", "add-docs", "replace-deprecated", "bump-deps", "fix-typos", "format"];
+        assert_eq!(sizes("", &six, 2), [3, 3]);
+        for total in 0..40 {
+            let owned: Vec<String> = (0..total).map(|i| format!("t{i}")).collect();
+            let ids: Vec<&str> = owned.iter().map(String::as_str).collect();
+            for n in 1..=7 {
+                let got = sizes("", &ids, n);
+                let (lo, hi) = (got.iter().min().unwrap(), got.iter().max().unwrap());
+                assert!(hi - lo <= 1 && got.iter().sum::<usize>() == total, "{total} tasks in {n}: {got:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn hash_placement_ignores_order_and_an_added_task_moves_few_others() {
+        let owned: Vec<String> = (0..60).map(|i| format!("task-{i}")).collect();
+        let ids: Vec<&str> = owned.iter().map(String::as_str).collect();
+        let before = placement(&ids, 4);
+        let mut reversed = ids.clone();
+        reversed.reverse();
+        let mut again = placement(&reversed, 4);
+        again.reverse();
+        assert_eq!(before, again, "the run order does not matter");
+        let mut more = ids.clone();
+        more.push("a-new-task");
+        let after = placement(&more, 4);
+        let moved = before.iter().zip(&after).filter(|(a, b)| a != b).count();
+        assert!(moved <= 6, "adding one task of 61 moved {moved} others");
+        // Pinned: the same ids land on the same shards across versions and machines.
+        assert_eq!(placement(&["a", "b", "c", "d"], 2), [1, 0, 1, 0]);
         assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
         assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
     }

@@ -147,7 +147,7 @@ pub fn plan(args: &RunOptions, cwd: &Path, env: &BTreeMap<String, String>) -> Re
     let reads_issues = manifests.iter().any(|m| m.issues.is_some());
     let (mut tasks, issues_left_out) = manifest::tasks_with_issues(manifests, env)?;
     for (i, text) in args.tasks.iter().enumerate() {
-        tasks.push(adhoc_task(i, text, tasks.len(), cwd, &config.defaults)?);
+        tasks.push(adhoc_task(i, text, tasks.len(), cwd, &adhoc_defaults(args, &config.defaults))?);
     }
     if let Some(name) = args.provider.as_deref() {
         // A typo in the flag is the flag's, once, not each task's.
@@ -163,6 +163,9 @@ pub fn plan(args: &RunOptions, cwd: &Path, env: &BTreeMap<String, String>) -> Re
         None => None,
     };
     let mut narrowing = Narrowing::new(tasks.len());
+    // A task's shard is decided over every task of the manifests, before any filter: a rerun of
+    // a shard's failed tasks stays in that shard.
+    let in_this_shard = shard_members(&tasks, shard);
     if tasks.is_empty() && reads_issues {
         narrowing.emptied_by =
             Some(format!("no issue was taken from [issues] ({} left out), and the manifests hold no other task", issues_left_out.len()));
@@ -171,8 +174,7 @@ pub fn plan(args: &RunOptions, cwd: &Path, env: &BTreeMap<String, String>) -> Re
     narrowing.step(tasks.len(), || filter_sentence(&args.filter));
     let tasks: Vec<Task> = tasks.into_iter().filter(|t| rerun.as_ref().is_none_or(|r| r.selects(&t.id))).collect();
     narrowing.step(tasks.len(), || args.rerun_failed.as_ref().map(|p| (format!("--rerun-failed {}", p.display()), String::new())));
-    let selected: Vec<Task> =
-        tasks.into_iter().enumerate().filter(|(position, t)| shard.is_none_or(|s| s.selects(&t.id, *position))).map(|(_, t)| t).collect();
+    let selected: Vec<Task> = tasks.into_iter().filter(|t| in_this_shard.as_ref().is_none_or(|ids| ids.contains(&t.id))).collect();
     narrowing.step(selected.len(), || shard.map(|s| (format!("shard {s}"), String::new())));
     let mut specs = resolve_all(&config, selected.into_iter(), &flag_fields(args), args.provider.as_deref(), cwd, env)?;
     let min_pass_rate = min_pass_rate(args.min_pass_rate)?;
@@ -335,6 +337,36 @@ fn flag_fields(args: &RunOptions) -> TaskFields {
         sandbox: args.sandbox,
         ..TaskFields::default()
     }
+}
+
+/// The ids of the tasks of `shard` among every task of the manifests (`None` without a shard):
+/// the manifests' own balanced across the shards; those made from issues — which each shard
+/// job reads at its own moment, so the jobs' lists may differ — by their ids alone.
+fn shard_members(tasks: &[Task], shard: Option<Shard>) -> Option<std::collections::HashSet<String>> {
+    let shard = shard?;
+    let ids: Vec<&str> = tasks.iter().filter(|t| t.issue.is_none()).map(|t| t.id.as_str()).collect();
+    let mut picked = shard.selects(&ids).into_iter();
+    let members = tasks
+        .iter()
+        .filter(|t| match t.issue {
+            Some(_) => shard.selects_alone(&t.id),
+            None => picked.next().unwrap_or(false),
+        })
+        .map(|t| t.id.clone())
+        .collect();
+    Some(members)
+}
+
+/// What the ad-hoc tasks inherit: the config's defaults, then `--check` (run before the agent
+/// too: a task whose check already passes proves nothing) and `--protect`.
+fn adhoc_defaults(args: &RunOptions, base: &TaskFields) -> TaskFields {
+    let flags = TaskFields {
+        check: args.adhoc_check.clone(),
+        check_before: args.adhoc_check.as_ref().map(|_| true),
+        protect: (!args.adhoc_protect.is_empty()).then(|| args.adhoc_protect.clone()),
+        ..TaskFields::default()
+    };
+    base.clone().overlay(flags)
 }
 
 /// A `--task TEXT` task: the text, or the contents of the file it names.
@@ -703,7 +735,8 @@ fn manifest_name(path: &Path) -> Option<String> {
     if let Ok(repo) = git2::Repository::discover(parent) {
         let root = repo.workdir().and_then(|w| w.canonicalize().ok());
         if let Some((root, inside)) = root.as_ref().and_then(|r| Some((r, path.strip_prefix(r).ok()?))) {
-            let name = origin_name(&repo).or_else(|| Some(root.file_name()?.to_string_lossy().into_owned()))?;
+            let origin = repo.find_remote("origin").ok().and_then(|r| r.url().ok().map(str::to_string));
+            let name = origin.as_deref().and_then(slug_of).or_else(|| Some(root.file_name()?.to_string_lossy().into_owned()))?;
             let parts: Vec<String> = inside.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
             return Some(format!("{name}/{}", parts.join("/")));
         }
@@ -711,13 +744,21 @@ fn manifest_name(path: &Path) -> Option<String> {
     Some(format!("{}/{file}", parent.file_name()?.to_string_lossy()))
 }
 
-/// The repository's name in its `origin` remote's URL (`…/itoa.git` → `itoa`).
-fn origin_name(repo: &git2::Repository) -> Option<String> {
-    let remote = repo.find_remote("origin").ok()?;
-    let url = remote.url().ok()?.trim_end_matches('/');
-    let last = url.rsplit(['/', ':']).next()?;
-    let name = last.strip_suffix(".git").unwrap_or(last);
-    (!name.is_empty()).then(|| name.to_string())
+/// The repository's `OWNER/NAME` in a hosted remote's URL (`https://github.com/dtolnay/itoa.git`,
+/// `git@github.com:dtolnay/itoa.git` → `dtolnay/itoa`); `None` for a local path (a clone of a
+/// folder names that folder, not the project: the working tree's own name says more).
+fn slug_of(url: &str) -> Option<String> {
+    let url = url.trim().trim_end_matches('/');
+    let path = match url.split_once("://") {
+        Some(("file", _)) => return None,
+        Some((_, rest)) => rest.split_once('/')?.1,
+        // scp-like `user@host:path`, never a local path (which has no `@…:` before a slash).
+        None => url.split_once(':').filter(|(host, _)| host.contains('@') && !host.contains('/'))?.1,
+    };
+    let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+    let [.., owner, name] = parts.as_slice() else { return None };
+    let name = name.strip_suffix(".git").unwrap_or(name);
+    (!name.is_empty() && !owner.is_empty()).then(|| format!("{owner}/{name}"))
 }
 
 fn absolute(path: &Path) -> PathBuf {
@@ -908,10 +949,10 @@ pub fn list(
     let shard = parse_shard(shard, env)?;
     let (tasks, _) = manifest::tasks_with_issues(manifest::load_all(manifests, &config.defaults)?, env)?;
     let mut narrowing = Narrowing::new(tasks.len());
+    let in_this_shard = shard_members(&tasks, shard);
     let tasks: Vec<Task> = tasks.into_iter().filter(|t| filter.selects(t)).collect();
     narrowing.step(tasks.len(), || filter_sentence(filters));
-    let selected: Vec<Task> =
-        tasks.into_iter().enumerate().filter(|(position, t)| shard.is_none_or(|s| s.selects(&t.id, *position))).map(|(_, t)| t).collect();
+    let selected: Vec<Task> = tasks.into_iter().filter(|t| in_this_shard.as_ref().is_none_or(|ids| ids.contains(&t.id))).collect();
     narrowing.step(selected.len(), || shard.map(|s| (format!("shard {s}"), String::new())));
     let tasks = selected
         .into_iter()
@@ -928,6 +969,22 @@ pub fn list(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_hosted_remote_names_the_repository_by_its_slug_and_a_local_one_not_at_all() {
+        for (url, slug) in [
+            ("https://github.com/dtolnay/itoa.git", Some("dtolnay/itoa")),
+            ("https://github.com/lukeed/kleur/", Some("lukeed/kleur")),
+            ("git@github.com:python-humanize/humanize.git", Some("python-humanize/humanize")),
+            ("ssh://git@gitlab.example.com:2222/group/sub/tool.git", Some("sub/tool")),
+            ("/tmp/work/repo", None),
+            ("../repo.git", None),
+            ("file:///tmp/work/repo", None),
+            ("C:/x/repo", None),
+        ] {
+            assert_eq!(slug_of(url).as_deref(), slug, "{url}");
+        }
+    }
 
     fn specs(manifest: &str, config: Option<&str>) -> Result<Vec<TaskSpec>, PlanError> {
         let dir = tempfile::tempdir().unwrap();

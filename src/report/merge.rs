@@ -83,6 +83,12 @@ pub enum MergeError {
         /// What is wrong.
         message: String,
     },
+    /// An input is a file, not a folder (a glob such as `shards/*` caught a log file).
+    #[error("{}: not an output folder but a file; give the output folders of the shards (did a glob catch a file?)", path.display())]
+    NotAFolder {
+        /// The input.
+        path: PathBuf,
+    },
     /// An input's `results.jsonl` has no `run.started`.
     #[error("{}: no run.started line: not the results of a dracode run", path.display())]
     NoRunStarted {
@@ -423,6 +429,9 @@ fn refuse_out_as_input(inputs: &[PathBuf], out: &Path) -> Result<(), MergeError>
 
 /// Reads and checks `dir/results.jsonl`, with the patches its tasks name.
 fn read_input(dir: &Path, warnings: &mut Vec<String>) -> Result<Input, MergeError> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(MergeError::NotAFolder { path: dir.to_path_buf() });
+    }
     let path = dir.join("results.jsonl");
     let text = std::fs::read_to_string(&path).map_err(|source| MergeError::Read { path: path.clone(), source })?;
     parse_input(dir, &path, &text, warnings)
@@ -898,8 +907,9 @@ mod tests {
         (1..=n)
             .map(|k| {
                 let shard = Shard::parse(&format!("{k}/{n}")).unwrap();
+                let ids: Vec<&str> = tasks.iter().map(|t| t.task_id.as_str()).collect();
                 let mine: Vec<TaskOutcome> =
-                    tasks.iter().enumerate().filter(|(position, t)| shard.selects(&t.task_id, *position)).map(|(_, t)| t.clone()).collect();
+                    tasks.iter().zip(shard.selects(&ids)).filter(|(_, here)| *here).map(|(t, _)| t.clone()).collect();
                 assert!(!mine.is_empty(), "shard {k}/{n} should get a task");
                 write_run(&root.join(format!("shard-{k}")), &format!("run-{k}"), Some(&shard.to_string()), &mine)
             })
@@ -1209,6 +1219,10 @@ mod tests {
         let missing = root.path().join("nowhere");
         let err = merge(std::slice::from_ref(&missing), &root.path().join("merged"), redactor()).unwrap_err();
         assert!(matches!(&err, MergeError::Read { path, .. } if *path == missing.join("results.jsonl")), "{err}");
+        let log = root.path().join("shard.log");
+        std::fs::write(&log, "a log a glob caught\n").unwrap();
+        let err = merge(&[shards[0].clone(), log.clone()], &root.path().join("merged"), redactor()).unwrap_err();
+        assert!(matches!(&err, MergeError::NotAFolder { path } if *path == log), "{err}");
     }
 
     #[test]

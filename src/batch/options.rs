@@ -42,6 +42,10 @@ pub struct RunOptions {
     pub manifests: Vec<PathBuf>,
     /// Ad-hoc task prompts (a path to an existing file is read as the prompt).
     pub tasks: Vec<String>,
+    /// The check of the ad-hoc tasks (`--check`), also run before the agent.
+    pub adhoc_check: Option<String>,
+    /// Globs the ad-hoc tasks may not change (`--protect`).
+    pub adhoc_protect: Vec<String>,
     /// Provider name for every task.
     pub provider: Option<String>,
     /// Model for every task.

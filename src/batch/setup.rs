@@ -104,7 +104,14 @@ async fn run_one(setup: &SetupSpec, first: &TaskSpec, count: usize, shared: &Sha
     emitter.emit(WireEvent::SetupStarted {
         header: Header::unstamped(None),
         command: setup.command.clone(),
-        repo: spec.workspace.repo.to_string_lossy().into_owned(),
+        // The folder itself, not the manifest-relative way to it (`./.`).
+        repo: spec
+            .workspace
+            .repo
+            .canonicalize()
+            .unwrap_or_else(|_| dracode_input::lexical(&spec.workspace.repo))
+            .to_string_lossy()
+            .into_owned(),
         base_commit: workspace.base_commit.clone(),
         tasks: count,
     });

@@ -939,7 +939,7 @@ fn finalize(spec: &TaskSpec, shared: &Shared, workspace: &Workspace, outcome: &m
     let (system, messages) = conversation;
     if outcome.record.status == Status::Passed && spec.commit && !outcome.record.files_changed.is_empty() {
         let branch = format!("dracode/{}/{}", shared.run_id, spec.id);
-        let title = spec.prompt.lines().next().unwrap_or_default().chars().take(72).collect::<String>();
+        let title = super::trailers::subject(&spec.prompt);
         let message = format!("{title}\n\ndracode task {:?}: {}", spec.id, outcome.record.result.as_deref().unwrap_or_default());
         let message = super::trailers::append(&message, &[(super::trailers::TASK, &spec.id), (super::trailers::RUN, &shared.run_id)]);
         match workspace.commit(&branch, &message) {

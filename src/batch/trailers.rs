@@ -2,13 +2,38 @@
 //! lines in the message's last paragraph): `Dracode-Task: <id>` for each task whose work it
 //! holds and `Dracode-Run: <run_id>` for the run. Written by `commit = true`, `dracode combine
 //! --branch` and `dracode publish`; `dracode publish` reads them back to tell its own branch tip
-//! from a commit someone else pushed.
+//! from a commit someone else pushed. [`subject`] makes a commit's first line from a prompt.
 
 /// The trailer naming a task whose work the commit holds (one per task).
 pub const TASK: &str = "Dracode-Task";
 
 /// The trailer naming the run the commit was made from.
 pub const RUN: &str = "Dracode-Run";
+
+/// The longest subject line [`subject`] makes, as git's conventions ask.
+pub const MAX_SUBJECT_CHARS: usize = 72;
+
+/// A commit's subject from `text` (a task's prompt): its first non-blank line, blanks collapsed,
+/// at most [`MAX_SUBJECT_CHARS`] characters. A longer line is cut at a word boundary and ends in
+/// `…`; a code span the cut left open is closed first, so the subject never runs `…` into code.
+pub fn subject(text: &str) -> String {
+    let line = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or_default();
+    let line = line.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.chars().count() <= MAX_SUBJECT_CHARS {
+        return line;
+    }
+    // Room for a closing backtick and the ellipsis.
+    let room: String = line.chars().take(MAX_SUBJECT_CHARS - 2).collect();
+    let mut kept = match room.rfind(' ') {
+        Some(at) if at >= room.len() / 2 => room[..at].trim_end().to_string(),
+        _ => room,
+    };
+    if kept.matches('`').count() % 2 == 1 {
+        kept.push('`');
+    }
+    kept.push('…');
+    kept
+}
 
 /// `message` with the trailers `pairs` as its last paragraph (after one blank line). A value is
 /// cut at its first line break: a trailer is one line.
@@ -46,6 +71,19 @@ pub fn values(message: &str, key: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_subject_is_one_line_cut_at_a_word_with_its_code_span_closed() {
+        assert_eq!(subject("\n  Fix   the greeting \nmore"), "Fix the greeting");
+        let prompt = "Fix `red('a ' + blue('b') + 'c') + green('d') + yellow('e') + magenta('f')` so the outer colour comes back";
+        let made = subject(prompt);
+        assert!(made.chars().count() <= MAX_SUBJECT_CHARS, "{made}");
+        assert_eq!(made.matches('`').count(), 2, "the code span the cut left open is closed: {made}");
+        assert!(made.ends_with('…') && prompt.starts_with(made.trim_end_matches('…').trim_end_matches('`')), "{made}");
+        assert!(!made.trim_end_matches('…').ends_with(' '), "{made}");
+        let word = "x".repeat(100);
+        assert_eq!(subject(&word).chars().count(), MAX_SUBJECT_CHARS - 1, "one long word is cut where it must be");
+    }
 
     #[test]
     fn trailers_written_are_read_back_and_prose_is_not_taken_for_them() {

@@ -93,38 +93,72 @@ pub(super) fn announce_empty_selection(args: &RunArgs, plan: &plan::Plan) -> i32
     policy.exit_code()
 }
 
-/// `--dry-run`: each task, its provider, model, isolation, repository, time limits and
-/// effective `require_change` (and `repeat`, `check_repairs` when set), and whether the provider
-/// is configured; then (on stderr) how to see a task's sandbox.
+/// `--dry-run`: each task, its provider, model, isolation, repository, time limits, its check
+/// (with `check_before`, `check_repairs`), `protect`, the effective `require_change`, `repeat`,
+/// the setup and its network, and whether the provider is configured; then (on stderr) how to
+/// see a task's sandbox.
 pub(super) fn print_dry_run(plan: &plan::Plan) {
     for p in &plan.tasks {
         let status = p.provider.not_configured_reason().map_or("ready".to_string(), |w| format!("not configured: {w}"));
         let limit = |d: Option<std::time::Duration>| d.map_or("none".to_string(), |d| humantime::format_duration(d).to_string());
-        let mut extra = String::new();
-        if p.repeat.count > 1 {
-            extra.push_str(&format!(" repeat={} min_pass_rate={}", p.repeat.count, p.repeat.min_pass_rate));
-        }
-        if let Some(check) = p.check.as_ref().filter(|c| c.repairs > 0) {
-            extra.push_str(&format!(" check_repairs={}", check.repairs));
-        }
-        if let Some(setup) = &p.setup {
-            extra.push_str(&format!(" setup={:?}", setup.command));
-        }
         println!(
-            "{}\tprovider={} model={} isolation={} repo={} require_change={} timeout={} idle_timeout={}{extra}\t{status}",
+            "{}\tprovider={} model={} isolation={} repo={} {} timeout={} idle_timeout={}{}\t{status}",
             p.id,
             p.provider.name,
             p.provider.model.as_deref().unwrap_or("-"),
             p.workspace.isolation.as_str(),
             dracode_input::lexical(&p.workspace.repo).display(),
-            p.require_change.applies(),
+            grading(p),
             limit(p.timeout),
             limit(p.idle_timeout),
+            extras(p),
         );
     }
     if let Some(task) = plan.tasks.iter().find(|t| t.sandbox != dracode_sandbox::SandboxMode::Off) {
         eprintln!("what a task's commands may read, write and reach: dracode sandbox --task {} {}", task.id, task.manifest.display());
     }
+}
+
+/// How a task is graded, as `--dry-run` shows it: `check="…" check_before=… check_repairs=N`,
+/// `protect=[…]`, and `require_change` — `true`, `false`, or `if_check_passes_before` (a task
+/// whose check already passed before the agent must change something: the check graded nothing).
+fn grading(p: &crate::batch::spec::TaskSpec) -> String {
+    let mut text = String::new();
+    if let Some(check) = &p.check {
+        text.push_str(&format!("check={:?} check_before={} ", check.command, check.before));
+        if check.repairs > 0 {
+            text.push_str(&format!("check_repairs={} ", check.repairs));
+        }
+    }
+    if !p.protect.is_empty() {
+        text.push_str(&format!("protect={:?} ", p.protect));
+    }
+    let require = match p.require_change {
+        _ if p.require_change.applies() => "true",
+        crate::batch::spec::RequireChange::Unset if p.check.as_ref().is_some_and(|c| c.before) => "if_check_passes_before",
+        _ => "false",
+    };
+    text.push_str(&format!("require_change={require}"));
+    text
+}
+
+/// The rest of a `--dry-run` line: `repeat`, the setup and its network.
+fn extras(p: &crate::batch::spec::TaskSpec) -> String {
+    let mut extra = String::new();
+    if p.repeat.count > 1 {
+        extra.push_str(&format!(" repeat={} min_pass_rate={}", p.repeat.count, p.repeat.min_pass_rate));
+    }
+    if let Some(setup) = &p.setup {
+        extra.push_str(&format!(" setup={:?}", setup.command));
+        let network = match &setup.network {
+            None => "task".to_string(),
+            Some(dracode_sandbox::egress::Network::Off) => "off".to_string(),
+            Some(dracode_sandbox::egress::Network::All) => "all".to_string(),
+            Some(dracode_sandbox::egress::Network::Allow(list)) => format!("{:?}", list.allowed()),
+        };
+        extra.push_str(&format!(" setup_network={network}"));
+    }
+    extra
 }
 
 /// The run's displays and streams beside its artifacts (which the engine writes): the live

@@ -14,6 +14,14 @@ pub struct RunArgs {
     /// An ad-hoc task prompt (a path to an existing file is read as the prompt); repeatable.
     #[arg(long = "task", value_name = "TEXT")]
     pub tasks: Vec<String>,
+    /// With --task: the command that grades it (the task passes only if it exits 0), run before
+    /// the agent too (`check_before`), in a world built from the task's change.
+    #[arg(long, value_name = "COMMAND", requires = "tasks")]
+    pub check: Option<String>,
+    /// With --task: a glob (relative to the workspace root) of paths the agent may not change;
+    /// repeatable.
+    #[arg(long, value_name = "GLOB", requires = "tasks")]
+    pub protect: Vec<String>,
     /// Provider name for every task.
     #[arg(long)]
     pub provider: Option<String>,
@@ -129,6 +137,8 @@ impl RunArgs {
         RunOptions {
             manifests: self.manifests.clone(),
             tasks: self.tasks.clone(),
+            adhoc_check: self.check.clone(),
+            adhoc_protect: self.protect.clone(),
             provider: self.provider.clone(),
             model: self.model.clone(),
             config: self.config.clone(),

@@ -169,12 +169,14 @@ impl TomlSection {
     }
 }
 
-/// The positions of a TOML manifest's top-level keys, `[defaults]` and tasks.
+/// The positions of a TOML manifest's top-level keys, `[defaults]`, tasks, and the other
+/// tables of fields (`[setup]`, `[issues]`).
 #[derive(Debug, Default)]
 struct TomlLayout {
     top: TomlSection,
     defaults: Option<TomlSection>,
     tasks: Vec<TomlSection>,
+    tables: Vec<(String, TomlSection)>,
 }
 
 impl TomlLayout {
@@ -187,6 +189,7 @@ impl TomlLayout {
             match (key.get_ref().as_ref(), value.get_ref()) {
                 ("defaults", _) => layout.defaults = Some(TomlSection::of(value)),
                 ("tasks", toml::de::DeValue::Array(tasks)) => layout.tasks = tasks.iter().map(TomlSection::of).collect(),
+                (name, toml::de::DeValue::Table(_)) => layout.tables.push((name.to_string(), TomlSection::of(value))),
                 _ => {}
             }
         }
@@ -231,10 +234,14 @@ impl<'a> Locator<'a> {
         const SETUP_FIELDS: &[&str] = &["command", "timeout", "network", "env"];
         let segs = segments(key);
         let name = segs.last().copied().unwrap_or(key);
+        /// The fields of `[issues]`.
+        const ISSUES_FIELDS: &[&str] = &["label", "query", "repository", "token_env", "max", "overrides"];
         let hint = if segs.len() <= 1 {
-            dracode_input::did_you_mean(name, &["defaults", "tasks", "setup", "mcp_servers"])
+            dracode_input::did_you_mean(name, &["defaults", "tasks", "setup", "mcp_servers", "issues"])
         } else if segs.len() == 2 && segs[0] == "setup" {
             dracode_input::did_you_mean(name, SETUP_FIELDS)
+        } else if segs.len() == 2 && segs[0] == "issues" {
+            dracode_input::did_you_mean(name, ISSUES_FIELDS)
         } else {
             dracode_input::did_you_mean(name, FIELD_NAMES)
         };
@@ -257,6 +264,24 @@ impl<'a> Locator<'a> {
                     let position = self.task_start(i).map(|o| line_col(self.text, o));
                     return ManifestError { position, ..self.plain(Some(self.label(i)), None, message) };
                 }
+            }
+            [table @ ("setup" | "issues"), field, ..] => {
+                let start = self.top_key(table);
+                let position = match &self.toml {
+                    Some(layout) => layout.tables.iter().find(|(name, _)| name == table).and_then(|(_, t)| t.key(field)),
+                    None => start.and_then(|s| self.find_key(s, self.text.len(), field)),
+                }
+                .or(start);
+                let header = format!("[{table}]");
+                let message = if message.starts_with(&header) || message.starts_with("unknown field") {
+                    message
+                } else {
+                    format!("{header} field {field:?}: {message}")
+                };
+                return ManifestError {
+                    position: position.map(|o| line_col(self.text, o)),
+                    ..self.plain(None, Some(format!("{table}.{field}")), message)
+                };
             }
             ["defaults", field, ..] => {
                 let start = self.defaults_start();
@@ -315,6 +340,14 @@ impl<'a> Locator<'a> {
     }
 
     /// Byte offset where the `[defaults]` section begins.
+    /// Byte offset of the top-level key `name` (a table's header, in TOML).
+    fn top_key(&self, name: &str) -> Option<usize> {
+        match &self.toml {
+            Some(layout) => layout.tables.iter().find(|(n, _)| n == name).map(|(_, t)| t.start).or_else(|| layout.top.key(name)),
+            None => self.find_key(0, self.text.len(), name),
+        }
+    }
+
     fn defaults_start(&self) -> Option<usize> {
         match &self.toml {
             Some(layout) => layout.defaults.as_ref().map(|d| d.start),

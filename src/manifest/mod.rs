@@ -8,6 +8,7 @@
 mod fields;
 pub mod issues;
 mod locate;
+mod typing;
 
 pub use fields::{FIELD_CACHE_ROLES, FIELD_NAMES, Isolation, IssuesFields, SandboxMode, SetupFields, TaskFields};
 pub(crate) use locate::line_col;
@@ -137,7 +138,7 @@ pub fn parse(path: &Path, text: &str, format: Format, base: &TaskFields) -> Resu
     for (key, value) in locate::non_finite_numbers(text, format) {
         errors.push(ctx.at_key(&key, format!("{value} is not a finite amount of 0 or more")));
     }
-    let Some(file) = typed_file(&ctx, &tree, &mut errors) else { return Err(ManifestErrors(errors)) };
+    let Some(typing::Typed { file, broken_tasks }) = typed_file(&ctx, &tree, &mut errors) else { return Err(ManifestErrors(errors)) };
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let top_servers = TaskFields { mcp_servers: Some(file.mcp_servers.clone()), ..TaskFields::default() };
     let defaults = base.clone().overlay(top_servers).overlay(fields::resolve_paths(file.defaults.clone(), dir));
@@ -172,6 +173,10 @@ pub fn parse(path: &Path, text: &str, format: Format, base: &TaskFields) -> Resu
         let label = raw.id.clone().unwrap_or_else(|| format!("#{}", i + 1));
         let mut push = |field: &str, message: String| errors.push(ctx.task_error(i, &label, field, message));
         let id_ok = check_id(raw.id.as_deref(), &mut seen, &mut push);
+        if broken_tasks.contains(&i) {
+            // Its wrong types are named; its other checks wait for a task that types.
+            continue;
+        }
         check_fields(raw, &mut push);
         let merged = defaults.clone().overlay(fields::resolve_paths(raw.clone(), dir));
         check_input_paths(&merged, dir, &mut push);
@@ -190,26 +195,11 @@ pub fn parse(path: &Path, text: &str, format: Format, base: &TaskFields) -> Resu
     if errors.is_empty() { Ok(Manifest { path: path.to_path_buf(), tasks, issues }) } else { Err(ManifestErrors(errors)) }
 }
 
-/// Types the neutral tree, pushing every unknown key and the `[defaults]` problems; `None` when
-/// the tree does not fit the schema at all.
-fn typed_file(ctx: &locate::Locator<'_>, tree: &serde_json::Value, errors: &mut Vec<ManifestError>) -> Option<ManifestFile> {
-    let mut unknown = Vec::new();
-    let typed: Result<ManifestFile, _> = {
-        let mut on_unknown = |p: serde_ignored::Path<'_>| unknown.push(p.to_string());
-        let de = serde_ignored::Deserializer::new(tree, &mut on_unknown);
-        serde_path_to_error::deserialize(de)
-    };
-    for key in &unknown {
-        errors.push(ctx.unknown_field(key));
-    }
-    let file = match typed {
-        Ok(file) => file,
-        Err(e) => {
-            let key = e.path().to_string();
-            errors.push(ctx.at_key(&key, e.into_inner().to_string()));
-            return None;
-        }
-    };
+/// Types the neutral tree part by part ([`typing`]), pushing every unknown key, every wrong type
+/// and the `[defaults]` problems; `None` when the tree is not a table.
+fn typed_file(ctx: &locate::Locator<'_>, tree: &serde_json::Value, errors: &mut Vec<ManifestError>) -> Option<typing::Typed> {
+    let typed = typing::typed_file(ctx, tree, errors)?;
+    let file = &typed.file;
     for field in ["id", "prompt", "prompt_file"] {
         if file.defaults.is_set(field) {
             errors.push(ctx.at_key(&format!("defaults.{field}"), format!("`{field}` cannot be set in [defaults]; set it per task")));
@@ -221,7 +211,7 @@ fn typed_file(ctx: &locate::Locator<'_>, tree: &serde_json::Value, errors: &mut 
             errors.push(ctx.at_key(&key, message));
         }
     }
-    Some(file)
+    Some(typed)
 }
 
 /// Checks a config file's `[defaults]` (given as a JSON tree) like a manifest's: unknown keys,

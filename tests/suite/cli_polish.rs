@@ -162,3 +162,49 @@ fn paths_are_shown_normalised() {
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains(" repo=.. "), "{stdout}");
 }
+
+/// An ad-hoc task (`--task`, the `codex exec` way) graded like a manifest's: `--check` runs
+/// before and after the agent, `--protect` keeps a path; a changed file alone no longer passes.
+#[test]
+fn an_adhoc_task_is_graded_by_check_and_keeps_protect() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = &tmp.path().join("repo");
+    git_repo(dir, &[("a.txt", "broken\n"), ("test.sh", "grep -qx FIXED a.txt\n"), (".gitignore", "rec/\n")]);
+    std::fs::create_dir(dir.join("rec")).unwrap();
+    let record = |content: &str| {
+        let turns = json!([
+            {"content": [{"type": "tool_use", "id": "c1", "name": "write_file", "input": {"file_path": "a.txt", "content": content}}], "stop_reason": "tool_use"},
+            {"content": [{"type": "tool_use", "id": "c2", "name": "write_file", "input": {"file_path": "test.sh", "content": "true\n"}}], "stop_reason": "tool_use"},
+            {"content": [{"type": "text", "text": "done"}], "stop_reason": "end_turn"}
+        ]);
+        std::fs::write(dir.join("rec/task-1.json"), turns.to_string()).unwrap();
+    };
+    let run = |out: &str| {
+        let out = tmp.path().join(out);
+        dracode(dir)
+            .env("DRACODE_DEFAULTS__REPLAY", "rec")
+            .args(["run", "--task", "make a.txt say FIXED", "--provider", "replay", "--out", out.to_str().unwrap()])
+            .args(["--check", "sh test.sh", "--protect", "test.sh", "--isolation", "copy"])
+            .output()
+            .unwrap()
+    };
+    record("FIXED\n");
+    let out = run("out-pass");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let all = read_jsonl(&tmp.path().join("out-pass/results.jsonl"));
+    let done = finished(&all, "task-1");
+    assert_eq!(
+        (done["check"]["command"].as_str(), done["check"]["before"].as_i64(), done["check"]["exit_code"].as_i64()),
+        (Some("sh test.sh"), Some(1), Some(0)),
+        "{done}"
+    );
+    assert_eq!(done["protected_refused"], json!(["test.sh"]), "the agent's write to test.sh was refused: {done}");
+
+    record("still broken\n");
+    let out = run("out-fail");
+    assert_eq!(out.status.code(), Some(1), "a change that does not pass the check fails: {}", String::from_utf8_lossy(&out.stderr));
+
+    let out = dracode(dir).args(["run", "--check", "true", "--provider", "replay"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "--check needs --task");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--task"), "{}", String::from_utf8_lossy(&out.stderr));
+}

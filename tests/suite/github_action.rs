@@ -693,3 +693,37 @@ async fn the_publish_input_opens_a_pull_request_per_passed_task() {
     let never = [("INPUT_MANIFEST", manifest.as_str()), ("INPUT_PUBLISH", "tasks"), ("INPUT_FAIL_ON", "never")];
     assert_eq!(run_step(&dir, &[&never[..], &env[..]].concat()).code, Some(0));
 }
+
+/// The rows of the table whose header row begins `| {first} |` on `page`: each row's cells.
+fn table_rows(page: &str, first: &str) -> Vec<Vec<String>> {
+    let header = format!("| {first} |");
+    let lines: Vec<&str> = page.lines().skip_while(|l| !l.starts_with(&header)).skip(2).take_while(|l| l.starts_with('|')).collect();
+    lines.iter().map(|l| l.trim_matches('|').split(" | ").map(|c| c.trim().to_string()).collect()).collect()
+}
+
+#[test]
+fn the_actions_page_lists_every_input_and_output_of_action_yml_and_no_other() {
+    let root = crate_root();
+    let page = std::fs::read_to_string(root.join("docs/src/github-actions.md")).unwrap();
+    let action = yaml(&root.join("action.yml"));
+    let code = |cell: &str| cell.trim_matches('`').to_string();
+    let inputs = action["inputs"].as_object().unwrap();
+    let rows = table_rows(&page, "input");
+    let documented: Vec<String> = rows.iter().map(|r| code(&r[0])).collect();
+    let declared: Vec<String> = inputs.keys().cloned().collect();
+    let (mut a, mut b) = (documented.clone(), declared.clone());
+    a.sort();
+    b.sort();
+    assert_eq!(a, b, "the inputs on the page and in action.yml");
+    for row in &rows {
+        let default = inputs[&code(&row[0])]["default"].as_str().unwrap_or_default();
+        let shown = if default.is_empty() { "none".to_string() } else { format!("`{default}`") };
+        assert!(row[1].starts_with(&shown), "input {}: the page says {:?}, action.yml's default is {default:?}", row[0], row[1]);
+    }
+    let outputs: Vec<String> = action["outputs"].as_object().unwrap().keys().cloned().collect();
+    let mut documented: Vec<String> = table_rows(&page, "output").iter().map(|r| code(&r[0])).collect();
+    let mut declared = outputs;
+    documented.sort();
+    declared.sort();
+    assert_eq!(documented, declared, "the outputs on the page and in action.yml");
+}

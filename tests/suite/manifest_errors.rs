@@ -183,3 +183,33 @@ fn a_keep_ignored_glob_outside_the_workspace_is_exit_2_naming_the_field() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("field \"keep_ignored\"") && stderr.contains("relative to the workspace root"), "{stderr}");
 }
+
+/// A manifest with ten mistakes in `[defaults]`, `[setup]` and three tasks — wrong types among
+/// them — is named whole by one `validate`: no mistake waits for another to be fixed.
+#[test]
+fn every_mistake_of_a_manifest_is_named_in_one_pass() {
+    let tmp = tempfile::tempdir().unwrap();
+    let manifest = "[defaults]\ntimeout = 5\nmax_iterations = \"ten\"\nbogus = 1\n\n\
+        [setup]\ncommand = \"\"\ntimeout = \"soon\"\n\n\
+        [[tasks]]\nid = \"a\"\nprompt = \"p\"\nretries = \"two\"\nrepeat = -1\n\n\
+        [[tasks]]\nid = \"a\"\nprompt = \"q\"\nidle_timeout = \"x\"\n\n\
+        [[tasks]]\nid = \"bad id!\"\nprompt = \"r\"\ntools = [\"nope\"]\n";
+    std::fs::write(tmp.path().join("tasks.toml"), manifest).unwrap();
+    let output = dracode(tmp.path()).args(["validate", "--offline", "tasks.toml"]).assert().code(2).get_output().clone();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    for (line, needle) in [
+        ("tasks.toml:2:", "[defaults] field \"timeout\""),
+        ("tasks.toml:3:", "[defaults] field \"max_iterations\""),
+        ("tasks.toml:4:", "unknown field \"bogus\""),
+        ("tasks.toml:7:", "[setup] command"),
+        ("tasks.toml:8:", "[setup] timeout"),
+        ("tasks.toml:13:", "task \"a\": field \"retries\""),
+        ("tasks.toml:14:", "task \"a\": field \"repeat\""),
+        ("tasks.toml:", "duplicate id \"a\""),
+        ("tasks.toml:19:", "field \"idle_timeout\""),
+        ("tasks.toml:", "invalid id \"bad id!\""),
+        ("tasks.toml:24:", "unknown tool \"nope\""),
+    ] {
+        assert!(stderr.lines().any(|l| l.contains(line) && l.contains(needle)), "{needle:?} at {line} in:\n{stderr}");
+    }
+}

@@ -102,6 +102,8 @@ fn a_setup_runs_once_and_every_task_reads_what_it_made_at_its_own_path() {
     let started = events(&r.events, "setup.started");
     assert_eq!(started.len(), 1, "the setup runs once for the batch: {started:?}");
     assert_eq!(started[0]["tasks"], 3);
+    let repo = b.root.join("repo").canonicalize().unwrap();
+    assert_eq!(started[0]["repo"].as_str(), repo.to_str(), "the folder itself, not the manifest's way to it");
     let setup = r.setup_finished();
     assert_eq!((setup["exit_code"].as_i64(), &setup["error"]), (Some(0), &Value::Null), "{setup}");
     assert_eq!(setup["outputs"], serde_json::json!(["build", "deps"]), "{setup}");

@@ -132,6 +132,7 @@ fn a_task_with_nothing_to_grade_it_must_change_something_to_pass() {
     let tmp = tempfile::tempdir().unwrap();
     let tasks = "[[tasks]]\nid = \"idle\"\nprompt = \"p\"\n\
                  [[tasks]]\nid = \"checked\"\nprompt = \"p\"\ncheck = \"true\"\n\
+                 [[tasks]]\nid = \"red-first\"\nprompt = \"p\"\ncheck = \"true\"\ncheck_before = true\nprotect = [\"tests/**\"]\n\
                  [[tasks]]\nid = \"review\"\nprompt = \"p\"\nsandbox = \"read-only\"\n\
                  [[tasks]]\nid = \"opted-out\"\nprompt = \"p\"\nrequire_change = false\n";
     scene(tmp.path(), "http://127.0.0.1:9/v1", tasks);
@@ -148,7 +149,8 @@ fn a_task_with_nothing_to_grade_it_must_change_something_to_pass() {
         assert_eq!(finished(&all, passed)["status"], "passed", "{passed}");
         assert_eq!(finished(&all, passed)["files_changed"], json!([]), "{passed}");
     }
-    assert_eq!(events(&all, "task.finished").len(), 4);
+    assert_eq!(finished(&all, "red-first")["status"], "failed", "its check passed before the agent, and nothing changed");
+    assert_eq!(events(&all, "task.finished").len(), 5);
 
     let dry = dracode(tmp.path()).args(["run", "tasks.toml", "--dry-run"]).output().unwrap();
     let text = String::from_utf8_lossy(&dry.stdout);
@@ -157,6 +159,11 @@ fn a_task_with_nothing_to_grade_it_must_change_something_to_pass() {
     for id in ["checked", "review", "opted-out"] {
         assert!(line(id).contains("require_change=false"), "{text}");
     }
+    // The whole grading: the check, whether it runs first, what is protected, and that a task
+    // whose check passed before the agent must change something.
+    assert!(line("checked").contains("check=\"true\" check_before=false require_change=false"), "{text}");
+    let red = line("red-first");
+    assert!(red.contains("check=\"true\" check_before=true protect=[\"tests/**\"] require_change=if_check_passes_before"), "{red}");
 }
 
 #[test]

@@ -71,16 +71,16 @@ fn replacement(matched: &[String], hunk: &Hunk, new_len: usize) -> Vec<String> {
 /// Where `hunk` applies at or after `cursor`: the start line (0-based), how many lines it
 /// replaces and how many of its new lines replace them; or why it does not apply.
 fn place(lines: &[String], hunk: &Hunk, mut cursor: usize) -> Result<(usize, usize, usize), Unplaced> {
-    if let Some(anchor) = &hunk.anchor {
+    for anchor in &hunk.anchors {
         let found = seek(lines, std::slice::from_ref(anchor), cursor, None, false).ok_or_else(|| Unplaced::Anchor(anchor.clone()))?;
         cursor = found + 1;
     }
     if hunk.old.is_empty() {
         // Only additions: after the anchor, at the unified diff's line, or at the end.
-        let at = match (&hunk.anchor, hunk.line_hint) {
-            (Some(_), _) => cursor,
-            (None, Some(line)) => line.clamp(cursor, lines.len()),
-            (None, None) => lines.len(),
+        let at = match (hunk.anchors.is_empty(), hunk.line_hint) {
+            (false, _) => cursor,
+            (true, Some(line)) => line.clamp(cursor, lines.len()),
+            (true, None) => lines.len(),
         };
         return Ok((at, 0, hunk.new.len()));
     }
@@ -207,6 +207,13 @@ mod tests {
             ("x\nend\nx\nend\n", envelope("@@\n x\n-end\n+END\n*** End of File\n"), "x\nend\nx\nEND\n"),
             // A trailing blank context line the file lacks is dropped, not added.
             ("a\nb\n", envelope("@@\n a\n-b\n+c\n \n"), "a\nc\n"),
+            // Stacked `@@` lines (Codex's prompt asks for them): the class, then its method, then
+            // the lines — the same lines elsewhere are left alone.
+            (
+                "class Other:\n    def method():\n        x = 1\nclass BaseClass:\n    def other():\n        x = 1\n    def method():\n        x = 1\n",
+                envelope("@@ class BaseClass:\n@@     def method():\n-        x = 1\n+        x = 2\n"),
+                "class Other:\n    def method():\n        x = 1\nclass BaseClass:\n    def other():\n        x = 1\n    def method():\n        x = 2\n",
+            ),
             // Only additions after an anchor go right after it.
             ("fn a() {\n}\nfn b() {\n}\n", envelope("@@ fn b() {\n+    body();\n"), "fn a() {\n}\nfn b() {\n    body();\n}\n"),
             // A -U0 unified diff inserts after the line it names.

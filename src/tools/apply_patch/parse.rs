@@ -25,9 +25,9 @@ pub(crate) enum FileOp {
 /// One hunk: the lines to find (`old`) and what replaces them (`new`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Hunk {
-    /// The text after `@@` in the envelope format: a line to find first (a function or class
-    /// header) so the hunk matches after it.
-    pub anchor: Option<String>,
+    /// The texts after `@@` in the envelope format: lines to find first, in order (a class,
+    /// then a method of it: Codex's stacked `@@` lines), so the hunk matches after the last.
+    pub anchors: Vec<String>,
     /// Context and removed lines, in order.
     pub old: Vec<String>,
     /// Context and added lines, in order.
@@ -226,12 +226,21 @@ impl<'a> Envelope<'a> {
                 continue;
             }
             if let Some(anchor) = line.strip_prefix("@@") {
-                if let Some((hunk, at)) = current.take() {
-                    hunks.push(non_empty(hunk, at)?);
-                }
                 let anchor = anchor.trim();
-                let hunk = Hunk { anchor: (!anchor.is_empty()).then(|| anchor.to_string()), envelope: true, ..Hunk::default() };
-                current = Some((hunk, self.line_no()));
+                match current.as_mut() {
+                    // `@@` lines in a row narrow one hunk's place (Codex's grammar: a change is
+                    // `(change_context | change_line)+`).
+                    Some((hunk, _)) if hunk.old.is_empty() && hunk.new.is_empty() => {}
+                    _ => {
+                        if let Some((hunk, at)) = current.take() {
+                            hunks.push(non_empty(hunk, at)?);
+                        }
+                        current = Some((Hunk { envelope: true, ..Hunk::default() }, self.line_no()));
+                    }
+                }
+                if let Some((hunk, _)) = current.as_mut().filter(|_| !anchor.is_empty()) {
+                    hunk.anchors.push(anchor.to_string());
+                }
                 self.pos += 1;
                 continue;
             }
@@ -487,7 +496,6 @@ mod tests {
             // An empty hunk is an error, as in codex: before `*** End of File`, another hunk,
             // the next file or the end.
             ("*** Begin Patch\n*** Update File: a\n@@\n*** End of File\n*** End Patch", 3, "does not contain any lines"),
-            ("*** Begin Patch\n*** Update File: a\n@@ fn f()\n@@\n-a\n+b\n*** End Patch", 3, "does not contain any lines"),
             ("*** Begin Patch\n*** Update File: a\n-a\n+b\n@@\n*** Delete File: b\n*** End Patch", 5, "does not contain any lines"),
             ("*** Begin Patch\n*** Update File: a\n@@\n-a\n+b\n@@\n*** End Patch", 6, "does not contain any lines"),
             ("*** Begin Patch\n*** End Patch", 0, "changes no file"),

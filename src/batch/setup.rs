@@ -177,7 +177,7 @@ async fn run_command(setup: &SetupSpec, root: &Path, kit: &task::CommandKit, sha
     };
     let mut cancel = shared.cancel.clone();
     let record = {
-        let _running = kit.network_log.running(&setup.command);
+        let _running = kit.network_log.running(&setup.command, dracode_sandbox::egress::Phase::Setup);
         // An interrupt ends the setup at once: dropping the run kills its process group.
         tokio::select! {
             record = super::check::run(&setup.command, root, setup.timeout, ctx) => record,

@@ -595,6 +595,8 @@ pub(crate) fn network_log(denials: Emitter) -> Arc<NetworkLog> {
             port: d.port,
             command: d.command,
             reason: d.reason,
+            phase: Some(d.phase.as_str().to_string()),
+            lookup: d.lookup,
         });
     }))
 }
@@ -831,7 +833,7 @@ pub(crate) async fn run_check_in(
     let sweep = dracode_sandbox::sweep::TaskSweep::register(vec![world.root.clone(), tmp.clone()]);
     let ctx = CheckContext { env: &kit.env, tmp_dir: Some(&tmp), confine: Some(&kit.confine), redactor: &shared.redactor, reports };
     let record = {
-        let _running = kit.network_log.running(&check.command);
+        let _running = kit.network_log.running(&check.command, dracode_sandbox::egress::Phase::Check);
         let mut cancel = shared.cancel.clone();
         tokio::select! {
             record = super::check::run(&check.command, &world.workdir, check.timeout, ctx) => record,
@@ -1080,9 +1082,11 @@ fn reports_to(log: &Arc<NetworkLog>) -> dracode_sandbox::incidents::ReportSink {
     sink.listen(move |report| {
         if let dracode_sandbox::incidents::Report::NetworkDenied { host, port, command } = report {
             // The broker reports a refused datagram socket as `udp`: what a name lookup opens.
-            let reason =
-                (host == "udp" && *port == 0).then_some("a UDP socket, as a name lookup (DNS) opens: commands have no direct network");
-            log.denied(host, *port, Some(command), reason);
+            if host == "udp" && *port == 0 {
+                log.lookup_denied(Some(command), Some("a name lookup (DNS): commands have no direct network"));
+            } else {
+                log.denied(host, *port, Some(command), None);
+            }
         }
     });
     sink

@@ -483,7 +483,15 @@ mod tests {
 
     #[test]
     fn refused_connections_are_events_counted_in_task_finished_and_read_back() {
-        let denied = WireEvent::NetworkDenied { header: unstamped(), host: "::1".into(), port: 53, command: "dig x".into(), reason: None };
+        let denied = WireEvent::NetworkDenied {
+            header: unstamped(),
+            host: "::1".into(),
+            port: 53,
+            command: "dig x".into(),
+            reason: None,
+            phase: None,
+            lookup: false,
+        };
         let v = line(event(Some(("t", 1)), denied));
         assert_eq!(
             v,

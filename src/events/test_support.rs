@@ -195,6 +195,8 @@ pub fn sample_run() -> Vec<Event> {
                 port: 443,
                 command: "curl https://evil.example".into(),
                 reason: Some("evil.example:443 is not in the task's network allowlist".into()),
+                phase: Some("agent".into()),
+                lookup: false,
             },
         ),
         event(t1, limit_warning()),

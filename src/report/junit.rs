@@ -93,7 +93,7 @@ impl JunitReporter {
             report.add_test_suite(suite);
         }
         let xml = report.to_string().map_err(std::io::Error::other)?;
-        Ok(readable_by_all(&bare_root(xml)))
+        Ok(readable_by_all(&bare_root(reruns_before_error(xml))))
     }
 
     /// Outcomes grouped by manifest, suites in the order of `run.started`'s manifest list, then
@@ -380,6 +380,48 @@ fn bare_root(xml: String) -> String {
     out
 }
 
+/// `xml` with each test case's `<rerunFailure>` elements moved before its `<error>`: quick-junit
+/// writes the status element first, and Surefire's schema orders a test case's children
+/// `failure*, rerunFailure*, flakyFailure*, skipped?, error?, rerunError*, flakyError*` — so a
+/// task that failed, then ended `error`, was refused by it.
+fn reruns_before_error(xml: String) -> String {
+    let mut out = String::with_capacity(xml.len());
+    let mut rest = xml.as_str();
+    while let Some(start) = rest.find("<testcase") {
+        let Some(len) = rest[start..].find("</testcase>") else { break };
+        let end = start + len + "</testcase>".len();
+        out.push_str(&rest[..start]);
+        out.push_str(&reruns_first(&rest[start..end]));
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// One test case with the `<rerunFailure>` elements after its `<error` (each with the blank
+/// before it) moved to just before it.
+fn reruns_first(case: &str) -> String {
+    let Some(error) = case.find("<error") else { return case.to_string() };
+    let (before, after) = case.split_at(case[..error].trim_end().len());
+    let (mut moved, mut kept, mut rest) = (String::new(), String::new(), after);
+    while let Some(at) = rest.find("<rerunFailure") {
+        let blank = rest[..at].trim_end().len();
+        let Some(tag_end) = rest[at..].find('>').map(|n| at + n + 1) else { break };
+        let end = if rest[..tag_end].ends_with("/>") {
+            tag_end
+        } else {
+            match rest[tag_end..].find("</rerunFailure>") {
+                Some(n) => tag_end + n + "</rerunFailure>".len(),
+                None => break,
+            }
+        };
+        kept.push_str(&rest[..blank]);
+        moved.push_str(&rest[blank..end]);
+        rest = &rest[end..];
+    }
+    format!("{before}{moved}{kept}{rest}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -604,10 +646,16 @@ mod tests {
         failed.record.index = 1;
         failed.record.error = Some(TaskError { kind: FailureKind::Check, message: "check failed".into(), http_status: None });
         failed.record.prior_attempts = vec![check("check `make` exited with 1")];
+        // Failed, then errored: Surefire wants the `rerunFailure` before the `error`.
+        let mut broke = outcome("broke", Status::Error);
+        broke.record.index = 2;
+        broke.record.error =
+            Some(TaskError { kind: ErrorKind::Network.into(), message: "connection reset".into(), http_status: Some(502) });
+        broke.record.prior_attempts = vec![check("check `make` exited with 1")];
         let mut other = outcome("elsewhere", Status::Passed);
         other.record.manifest = "more/extra.yaml".into();
-        other.record.index = 2;
-        vec![flaky, failed, other]
+        other.record.index = 3;
+        vec![flaky, failed, broke, other]
     }
 
     #[test]
@@ -619,7 +667,9 @@ mod tests {
         assert!(xml.contains("<stackTrace>error: connection reset (HTTP 502)</stackTrace>"), "{xml}");
         assert!(xml.find("<flakyFailure").unwrap() < xml.find("<flakyError").unwrap(), "failures before errors: {xml}");
         assert!(xml.contains("<stackTrace>failed: check `make` exited with 1</stackTrace>"), "{xml}");
-        assert_eq!(xml.matches("<stackTrace>").count(), 3, "{xml}");
+        assert_eq!(xml.matches("<stackTrace>").count(), 4, "{xml}");
+        let broke = &xml[xml.find(r#"<testcase name="broke""#).unwrap()..];
+        assert!(broke.find("<rerunFailure").unwrap() < broke.find("<error").unwrap(), "the earlier failure first: {broke}");
         assert_valid(JENKINS_XSD, &path);
         let profile = crate::report::test_support::xmllint::assert_surefire_valid(&path);
         assert_eq!(profile, 2, "one document per suite");

@@ -130,7 +130,7 @@ async fn run(ctx: &ToolContext, args: Args) -> Result<String, ToolError> {
         output_limit: ctx.output_limit,
         confine: ctx.confine.as_deref(),
     };
-    let _running = ctx.network_log.running(&display_line(&argv));
+    let _running = ctx.network_log.running(&display_line(&argv), dracode_sandbox::egress::Phase::Agent);
     let finished = process::run_observed(&spec, &keep_alive).await.map_err(|e| spawn_error(&e, &argv[0], args.shell))?;
     ctx.reports.extend(finished.reports.iter().cloned());
     let mut text = finished.output.clone();

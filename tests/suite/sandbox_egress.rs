@@ -257,7 +257,7 @@ fn egress_a_direct_connection_and_a_dns_query_fail_and_are_reported() {
         "the direct connection is reported: {denied:?}"
     );
     assert!(
-        denied.iter().any(|e| (e["port"] == 53 || e["host"] == "udp") && e["command"].as_str().is_some_and(|c| c.contains("python3"))),
+        denied.iter().any(|e| (e["port"] == 53 || e["lookup"] == true) && e["command"].as_str().is_some_and(|c| c.contains("python3"))),
         "the datagram socket is reported: {denied:?}"
     );
     assert!(r.task()["network_denied"].as_u64().unwrap_or(0) >= 2, "{}", r.task());

@@ -76,8 +76,15 @@ fn sandbox_a_name_lookup_with_the_network_off_is_reported_and_explained() {
     let getent = denied.iter().find(|e| e["command"].as_str().is_some_and(|c| c.contains("getent hosts example.invalid")));
     let getent = getent.unwrap_or_else(|| panic!("no network.denied for the lookup: {denied:?}\n{}", r.all_output()));
     assert!(getent["reason"].as_str().is_some_and(|why| why.contains("name lookup")), "{getent}");
+    // A name lookup names no host to allow (it said `udp`), and says whose it was.
+    assert_eq!(
+        (getent["host"].as_str(), getent["lookup"].as_bool(), getent["phase"].as_str()),
+        (Some(""), Some(true), Some("agent")),
+        "{getent}"
+    );
     let finished = crate::support::cli::finished(&r.events, "attack");
     assert!(finished["network_denied"].as_u64().is_some_and(|n| n >= 1), "{finished}");
+    assert!(!finished["network_denied_hosts"].to_string().contains("udp"), "{finished}");
     let out = r.outputs();
     for (i, output) in out.iter().enumerate().take(2) {
         assert!(output.contains("[dracode: the sandbox refused") && output.contains("name lookup"), "command {i}: {output}");
@@ -97,4 +104,20 @@ fn sandbox_a_check_that_fails_on_a_name_lookup_says_the_network_was_refused() {
     let finished = crate::support::cli::finished(&r.events, "attack");
     let tail = finished["check"]["output_tail"].as_str().unwrap_or("");
     assert!(tail.contains("[dracode: the sandbox refused") && tail.contains("name lookup"), "{finished}");
+    // The lookup was the check's, not the agent's: the event says so, and the report page
+    // shows it as the check's (a neutral `check net 1`), not as the agent's red `net 1`.
+    let denied: Vec<&serde_json::Value> = r.events.iter().filter(|e| e["type"] == "network.denied").collect();
+    assert!(!denied.is_empty() && denied.iter().all(|e| e["phase"] == "check" && e["lookup"] == true), "{denied:?}");
+    let Some(browser) = crate::support::browser::Browser::shared() else { return };
+    let page = browser.open(r.out.join("report.html"));
+    page.wait_for("document.querySelectorAll('#task-table tr[data-task-id=attack]').length === 1", crate::support::browser::WAIT);
+    let tags: Vec<String> = page
+        .eval("[...document.querySelectorAll('#task-table tr[data-task-id=attack] .tag.flag')].map(t => t.textContent + '|' + t.className)")
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(tags.iter().any(|t| t.starts_with("check net ") && !t.contains("bad")), "{tags:?}");
+    assert!(!tags.iter().any(|t| t.starts_with("net ")), "no agent badge: {tags:?}");
 }

@@ -885,7 +885,10 @@ function rowFlags(r) {
   if (r.repairs) flags.push(tag(r.repairs + ' repair' + (r.repairs > 1 ? 's' : ''), 'flag'));
   if (r.attempts > 1) flags.push(tag(r.attempts + ' attempts', 'flag'));
   if (r.denied_calls) flags.push(tag(r.denied_calls + ' refused', 'flag bad'));
-  if (r.network_denied) flags.push(tag('net ' + r.network_denied, 'flag bad'));
+  if (r.network_denied) flags.push(el('span', { cls: 'tag flag bad', title: 'network refused to the agent', text: 'net ' + r.network_denied }));
+  if (r.network_denied_check) {
+    flags.push(el('span', { cls: 'tag flag', title: 'network refused to the check or the setup, not the agent', text: 'check net ' + r.network_denied_check }));
+  }
   if (r.protected_refused) {
     flags.push(el('span', { cls: 'tag flag warn', title: 'writes to protected paths refused', text: r.protected_refused + ' protected refused' }));
   }
@@ -1102,8 +1105,10 @@ function pathsCard(d) {
 }
 
 function networkCard(list) {
-  return section('network', 'Network refused', el('ul', { id: 'network-denied' }, ...list.map((n) => el('li', { cls: 'bad', 'data-host': n.host },
-    el('strong', { text: 'refused ' }), el('code', { text: n.host + ':' + n.port }), ' — ', el('code', { text: n.command }),
+  const what = (n) => n.lookup ? el('span', { text: 'a name lookup' }) : el('code', { text: n.host + ':' + n.port });
+  return section('network', 'Network refused', el('ul', { id: 'network-denied' }, ...list.map((n) => el('li', {
+    cls: n.phase === 'agent' ? 'bad' : 'muted', 'data-host': n.host, 'data-phase': n.phase },
+    el('strong', { text: 'refused ' }), what(n), ' — ', el('span', { cls: 'tag', text: n.phase }), ' ', el('code', { text: n.command }),
     n.reason ? ' (' + n.reason + ')' : ''))));
 }
 

@@ -92,11 +92,17 @@ fn row(run: &RunEvents, n: usize, id: &str, o: &WireOutcome, options: &Options<'
         protected: o.protected.len(),
         protected_refused: o.protected_refused.len(),
         denied_calls: o.denied_calls,
-        network_denied: o.network_denied,
+        network_denied: o.network_denied - network_not_agent(run, id).min(o.network_denied),
+        network_denied_check: network_not_agent(run, id).min(o.network_denied),
         timeline: crate::timeline::bars(run, id, o),
         history: Vec::new(),
         detail: n,
     }
+}
+
+/// The refusals of task `id` that its check or the setup asked for (`network.denied` lines).
+fn network_not_agent(run: &RunEvents, id: &str) -> u64 {
+    run.notes.get(id).map_or(0, |n| n.network.iter().filter(|d| d.phase != "agent").count() as u64)
 }
 
 /// Counts by group and status.

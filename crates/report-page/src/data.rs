@@ -209,8 +209,11 @@ pub struct TaskRow {
     pub protected_refused: usize,
     /// Tool calls the policy refused.
     pub denied_calls: u32,
-    /// Connections the sandbox refused.
+    /// Connections (and name lookups) the sandbox refused the agent's commands.
     pub network_denied: u64,
+    /// Those it refused the check's or the setup's commands: what the project's own tests asked,
+    /// not the agent.
+    pub network_denied_check: u64,
     /// Its attempts on the run's timeline.
     pub timeline: Vec<AttemptBar>,
     /// Its results in the runs given with `--history`, in [`Report::history`]'s order (`None`
@@ -393,7 +396,7 @@ pub struct Denied {
 /// A refused connection (`network.denied`).
 #[derive(Debug, Clone, Serialize)]
 pub struct NetworkDenied {
-    /// The host asked for.
+    /// The host asked for (empty for a name lookup).
     pub host: String,
     /// Its port.
     pub port: u16,
@@ -401,6 +404,10 @@ pub struct NetworkDenied {
     pub command: String,
     /// Why, when more than "network off".
     pub reason: Option<String>,
+    /// `agent`, `check` or `setup`.
+    pub phase: String,
+    /// A refused name lookup, not a connection.
+    pub lookup: bool,
 }
 
 /// An earlier attempt.

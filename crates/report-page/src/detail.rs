@@ -2,7 +2,7 @@
 //! output folder (`diffs/`, `transcripts/`), and what `results.jsonl` says besides.
 
 use crate::data::{
-    Check, CheckRound, DIFF_LIMIT, Denied, ErrorText, NetworkDenied, PriorAttempt, Repeat, Retry, TOOL_RESULT_LIMIT, TaskDetail, Transcript,
+    Check, CheckRound, DIFF_LIMIT, Denied, ErrorText, PriorAttempt, Repeat, Retry, TOOL_RESULT_LIMIT, TaskDetail, Transcript,
 };
 use crate::events::TaskNotes;
 use dracode_results::TaskError;
@@ -54,16 +54,7 @@ pub fn build(dir: &Path, id: &str, outcome: &WireOutcome, notes: Option<&TaskNot
             .iter()
             .map(|d| Denied { call_id: d.call_id.clone(), tool: d.tool.clone(), message: d.message.clone() })
             .collect(),
-        network_denied: notes
-            .network
-            .iter()
-            .map(|(host, port, command, reason)| NetworkDenied {
-                host: host.clone(),
-                port: *port,
-                command: command.clone(),
-                reason: reason.clone(),
-            })
-            .collect(),
+        network_denied: notes.network.clone(),
         prior_attempts: outcome
             .prior_attempts
             .iter()

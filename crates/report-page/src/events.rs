@@ -106,8 +106,8 @@ pub struct AttemptEvents {
 pub struct TaskNotes {
     /// `retry` lines: scope, reason, delay.
     pub retries: Vec<(String, String, u64)>,
-    /// `network.denied` lines: host, port, command, reason.
-    pub network: Vec<(String, u16, String, Option<String>)>,
+    /// `network.denied` lines.
+    pub network: Vec<crate::data::NetworkDenied>,
     /// `limit.warning` messages.
     pub limit_warnings: Vec<String>,
 }
@@ -183,8 +183,13 @@ impl RunEvents {
                 let scope = serde_json::to_value(scope).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
                 self.notes.entry(task).or_default().retries.push((scope, reason, delay_ms));
             }
-            WireEvent::NetworkDenied { host, port, command, reason, .. } => {
-                self.notes.entry(task).or_default().network.push((host, port, command, reason));
+            WireEvent::NetworkDenied { host, port, command, reason, phase, lookup, .. } => {
+                // Files of older versions name a refused name lookup `udp`, with no phase.
+                let lookup = lookup || (host == "udp" && port == 0);
+                let host = if lookup { String::new() } else { host };
+                let phase = phase.unwrap_or_else(|| "agent".to_string());
+                let denied = crate::data::NetworkDenied { host, port, command, reason, phase, lookup };
+                self.notes.entry(task).or_default().network.push(denied);
             }
             WireEvent::LimitWarning { message, .. } => self.notes.entry(task).or_default().limit_warnings.push(message),
             WireEvent::TaskFinished { outcome, .. } => {

@@ -300,8 +300,8 @@ pub enum WireEvent {
         /// Common fields.
         #[serde(flatten)]
         header: Header,
-        /// The host name or address asked for (a socket path, or `udp` for a datagram socket,
-        /// when the sandbox refused it).
+        /// The host name or address asked for (or a socket path); empty for a name lookup
+        /// (`lookup`), whose name the sandbox does not see (files of older versions say `udp`).
         host: String,
         /// The port; 0 when none applies.
         port: u16,
@@ -310,6 +310,14 @@ pub enum WireEvent {
         /// Why, in words; absent when the sandbox did not say.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
+        /// Who asked: `agent` (its commands, `web_fetch`, its MCP servers), `check` or `setup`
+        /// (absent in files of older versions).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        phase: Option<String>,
+        /// A name lookup (DNS) refused, not a connection to a host: nothing to add to an
+        /// allowlist, the command wanted the network (absent when false).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        lookup: bool,
     },
     /// A limit of the task is close (the last 2 calls of `max_iterations`, the last 10% of
     /// `timeout` — at least a minute — or of `max_tokens`/`max_cost_usd`), and the agent was told

@@ -21,7 +21,7 @@ pub mod proxy;
 pub mod resolve;
 
 pub use allowlist::{Allowlist, Host, HostPattern, Network, NetworkField, PatternError, Refusal};
-pub use log::{Denial, Denials, NetworkLog};
+pub use log::{Denial, Denials, NetworkLog, Phase};
 pub use proxy::EgressProxy;
 
 /// The variables that point a command's HTTP clients at the proxy at `url`

@@ -90,6 +90,8 @@ pub struct RunOptions {
     pub no_cache: bool,
     /// Save every provider response to DIR/<task-id>.json.
     pub record: Option<PathBuf>,
+    /// Replay these recordings (a folder of `<task-id>.json`, or one file) for every task.
+    pub replay: Option<PathBuf>,
     /// What an empty selection does (`None`: [`NoTasks::resolve`]'s default).
     pub no_tasks: Option<NoTasks>,
 }

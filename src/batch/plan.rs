@@ -176,7 +176,8 @@ pub fn plan(args: &RunOptions, cwd: &Path, env: &BTreeMap<String, String>) -> Re
     narrowing.step(tasks.len(), || args.rerun_failed.as_ref().map(|p| (format!("--rerun-failed {}", p.display()), String::new())));
     let selected: Vec<Task> = tasks.into_iter().filter(|t| in_this_shard.as_ref().is_none_or(|ids| ids.contains(&t.id))).collect();
     narrowing.step(selected.len(), || shard.map(|s| (format!("shard {s}"), String::new())));
-    let mut specs = resolve_all(&config, selected.into_iter(), &flag_fields(args), args.provider.as_deref(), cwd, env)?;
+    let flags = flag_fields(args, cwd);
+    let mut specs = resolve_all(&config, selected.into_iter(), &flags, flags.provider.as_deref(), cwd, env)?;
     let min_pass_rate = min_pass_rate(args.min_pass_rate)?;
     let mut names: BTreeMap<PathBuf, Option<String>> = BTreeMap::new();
     for spec in &mut specs {
@@ -325,9 +326,10 @@ fn min_pass_rate(flag: Option<f64>) -> Result<f64, PlanError> {
 }
 
 /// The task fields the command line sets.
-fn flag_fields(args: &RunOptions) -> TaskFields {
+fn flag_fields(args: &RunOptions, cwd: &Path) -> TaskFields {
     TaskFields {
-        provider: args.provider.clone(),
+        provider: args.provider.clone().or_else(|| args.replay.as_ref().map(|_| "replay".to_string())),
+        replay: args.replay.as_ref().map(|path| cwd.join(path)),
         model: args.model.clone(),
         max_iterations: args.max_iterations,
         retries: args.retries,

@@ -103,6 +103,10 @@ pub struct RunArgs {
     /// Save every provider response to DIR/<task-id>.json, replayable with the `replay` provider.
     #[arg(long, value_name = "DIR")]
     pub record: Option<PathBuf>,
+    /// Replay recordings instead of calling a model: a folder of <task-id>.json (as --record
+    /// writes them) or one recording file, for every task (as --provider replay with `replay`).
+    #[arg(long, value_name = "PATH", conflicts_with = "provider")]
+    pub replay: Option<PathBuf>,
     /// What an empty selection (a filter or shard matching no task) does: `fail` exits 4
     /// (the default), `warn` and `pass` exit 0 (`warn` says so on stderr). `--shard` implies
     /// `warn`: an empty shard of a matrix is normal.
@@ -161,6 +165,7 @@ impl RunArgs {
             cache: self.cache.clone(),
             no_cache: self.no_cache,
             record: self.record.clone(),
+            replay: self.replay.clone(),
             no_tasks: self.no_tasks,
         }
     }

@@ -208,3 +208,36 @@ fn an_adhoc_task_is_graded_by_check_and_keeps_protect() {
     assert_eq!(out.status.code(), Some(2), "--check needs --task");
     assert!(String::from_utf8_lossy(&out.stderr).contains("--task"), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// `--replay PATH` plays recordings back for every task without a provider in the manifest (it
+/// took `DRACODE_DEFAULTS__REPLAY=… --provider replay`), and refuses to be mixed with
+/// `--provider`.
+#[test]
+fn replay_flag_plays_a_folder_of_recordings_back_for_every_task() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = &tmp.path().join("repo");
+    git_repo(dir, &[("a.txt", "a\n"), (".gitignore", "recordings/\n")]);
+    std::fs::create_dir(dir.join("recordings")).unwrap();
+    for id in ["one", "two"] {
+        let turns = json!([
+            {"content": [{"type": "tool_use", "id": "c1", "name": "write_file", "input": {"file_path": format!("{id}.txt"), "content": "x\n"}}], "stop_reason": "tool_use"},
+            {"content": [{"type": "text", "text": "done"}], "stop_reason": "end_turn"}
+        ]);
+        std::fs::write(dir.join(format!("recordings/{id}.json")), turns.to_string()).unwrap();
+    }
+    std::fs::write(
+        dir.join("recordings/../tasks.toml"),
+        "[[tasks]]\nid = \"one\"\nprompt = \"p\"\n[[tasks]]\nid = \"two\"\nprompt = \"q\"\n",
+    )
+    .unwrap();
+    let out_dir = tmp.path().join("out");
+    let out = dracode(dir).args(["run", "tasks.toml", "--replay", "recordings", "--out", out_dir.to_str().unwrap()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let all = read_jsonl(&out_dir.join("results.jsonl"));
+    for id in ["one", "two"] {
+        assert_eq!(finished(&all, id)["status"], "passed");
+        assert_eq!(finished(&all, id)["provider"], "replay");
+    }
+    let out = dracode(dir).args(["run", "tasks.toml", "--replay", "recordings", "--provider", "openai"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+}

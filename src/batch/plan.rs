@@ -726,9 +726,10 @@ fn check_out(out: &Path, tasks: &[TaskSpec], also: &[PathBuf]) -> Result<(), Pla
 }
 
 /// `path` made absolute and free of symlinks as far as it exists (the rest appended as given).
-/// The manifest's stable name: the name of the git repository holding it (its `origin`'s, else
-/// its folder's) and its path there, `itoa/ci/nightly.toml` — the same from any folder and in
-/// any clone; outside a repository, its folder's name and its file name. `None` when `path`
+/// The manifest's stable name: the name of the git repository holding it (its hosted
+/// `origin`'s `OWNER/NAME`, else its working tree's folder name) and its path there,
+/// `dtolnay/itoa/ci/nightly.toml` — the same from any folder and in any clone; outside a
+/// repository, its folder's name and its file name. `None` when `path`
 /// is not a file (an ad-hoc `--task`).
 fn manifest_name(path: &Path) -> Option<String> {
     let path = path.canonicalize().ok().filter(|p| p.is_file())?;

@@ -1,0 +1,1 @@
+//! The model endpoint dracode serves an external coding agent on loopback.

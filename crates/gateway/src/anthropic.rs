@@ -1,0 +1,1 @@
+//! anthropic wire format (to be filled in).

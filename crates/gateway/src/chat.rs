@@ -1,0 +1,1 @@
+//! chat wire format (to be filled in).

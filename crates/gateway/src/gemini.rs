@@ -1,0 +1,1 @@
+//! gemini wire format (to be filled in).

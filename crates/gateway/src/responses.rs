@@ -1,0 +1,1 @@
+//! responses wire format (to be filled in).

@@ -1,1 +1,245 @@
-//! gemini wire format (to be filled in).
+//! Google's Gemini API (`POST /v1beta/models/{model}:generateContent` and
+//! `:streamGenerateContent`), as Gemini CLI speaks it.
+//!
+//! Decoding: `systemInstruction.parts[].text` is the system prompt; `contents[]` (`user` and
+//! `model` turns) hold `text` parts (`thought: true` ones are reasoning, a `thoughtSignature`
+//! is kept as a reasoning block's signature), `functionCall` and `functionResponse` parts,
+//! inline and file data as placeholders. Gemini's calls may carry no id: a call without one is
+//! given `call_<n>` (the n-th call of the request, so the ids stay the same from one request to
+//! the next), and a response without one answers the oldest unanswered call of its name.
+//! Tools: `functionDeclarations` (`parametersJsonSchema`, else `parameters` with its OpenAPI
+//! type names lowercased); other tools (search, code execution) are dropped.
+//! `generationConfig.maxOutputTokens`.
+//!
+//! Encoding: a `GenerateContentResponse` (calls carry the backend's ids, which Gemini CLI
+//! sends back in its `functionResponse`s); a stream is that response as one `data:` frame.
+
+use std::collections::VecDeque;
+
+use dracode_llm::{ContentBlock, LlmResponse, Role, StopReason, ToolSpec};
+use serde_json::{Value, json};
+
+use crate::{Answer, Call, Context, Format, as_u32, fresh_id, push_blocks, sse_frame, str_at};
+
+/// The request body for `model` as a [`Call`], or what is wrong with it.
+pub(crate) fn decode(body: &Value, model: &str, stream: bool) -> Result<(Call, Context), String> {
+    let system = body
+        .pointer("/systemInstruction/parts")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p.get("text").and_then(Value::as_str))
+        .collect::<Vec<_>>()
+        .join("\n\n");
+    let contents = body.get("contents").and_then(Value::as_array).ok_or("`contents` is missing or not an array")?;
+    let mut ids = Ids::default();
+    let mut messages = Vec::new();
+    for (i, content) in contents.iter().enumerate() {
+        let role = match content.get("role").and_then(Value::as_str) {
+            Some("model") => Role::Assistant,
+            Some("user" | "function" | "tool") | None => Role::User,
+            Some(other) => return Err(format!("contents[{i}].role `{other}` is not user or model")),
+        };
+        let parts = content.get("parts").and_then(Value::as_array).ok_or(format!("contents[{i}] has no parts"))?;
+        let mut blocks = Vec::new();
+        for part in parts {
+            part_blocks(part, &mut ids, &mut blocks);
+        }
+        push_blocks(&mut messages, role, blocks);
+    }
+    let tools = body
+        .get("tools")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t.get("functionDeclarations").and_then(Value::as_array))
+        .flatten()
+        .map(declaration)
+        .collect();
+    let max_tokens = as_u32(body.pointer("/generationConfig/maxOutputTokens"));
+    let context = Context { model: model.to_string(), stream, ..Context::default() };
+    Ok((Call { format: Format::Gemini, model: model.to_string(), system, messages, tools, max_tokens, stream }, context))
+}
+
+/// Call ids: those synthesized so far, and the calls not answered yet (name, id).
+#[derive(Default)]
+struct Ids {
+    calls: usize,
+    open: VecDeque<(String, String)>,
+}
+
+impl Ids {
+    /// The id of a call: its own, else `call_<n>`.
+    fn call(&mut self, name: &str, own: Option<&str>) -> String {
+        self.calls += 1;
+        let id = own.filter(|id| !id.is_empty()).map_or_else(|| format!("call_{}", self.calls), str::to_string);
+        self.open.push_back((name.to_string(), id.clone()));
+        id
+    }
+
+    /// The id a response answers: its own, else the oldest open call of its name, else the
+    /// oldest open call.
+    fn answer(&mut self, name: &str, own: Option<&str>) -> String {
+        let position = match own.filter(|id| !id.is_empty()) {
+            Some(id) => self.open.iter().position(|(_, open)| open == id),
+            None => self.open.iter().position(|(open, _)| open == name).or(if self.open.is_empty() { None } else { Some(0) }),
+        };
+        let found = position.and_then(|p| self.open.remove(p)).map(|(_, id)| id);
+        found.or_else(|| own.map(str::to_string)).unwrap_or_else(|| {
+            self.calls += 1;
+            format!("call_{}", self.calls)
+        })
+    }
+}
+
+/// One part as blocks onto `out`.
+fn part_blocks(part: &Value, ids: &mut Ids, out: &mut Vec<ContentBlock>) {
+    let signature = part.get("thoughtSignature").and_then(Value::as_str).map(str::to_string);
+    if part.get("thought").and_then(Value::as_bool) == Some(true) {
+        out.push(ContentBlock::Reasoning { text: str_at(part, "text").to_string(), signature, id: None, redacted: false });
+        return;
+    }
+    if signature.is_some() {
+        out.push(ContentBlock::Reasoning { text: String::new(), signature, id: None, redacted: false });
+    }
+    if let Some(text) = part.get("text").and_then(Value::as_str) {
+        if !text.is_empty() {
+            out.push(ContentBlock::text(text));
+        }
+    } else if let Some(call) = part.get("functionCall") {
+        let name = str_at(call, "name");
+        let id = ids.call(name, call.get("id").and_then(Value::as_str));
+        let input = call.get("args").filter(|a| !a.is_null()).cloned().unwrap_or_else(|| json!({}));
+        out.push(ContentBlock::ToolUse { id, name: name.to_string(), input });
+    } else if let Some(response) = part.get("functionResponse") {
+        let id = ids.answer(str_at(response, "name"), response.get("id").and_then(Value::as_str));
+        let body = response.get("response").cloned().unwrap_or(Value::Null);
+        let (content, is_error) = match (body.get("output"), body.get("error")) {
+            (_, Some(error)) => (text_or_json(error), true),
+            (Some(output), None) => (text_or_json(output), false),
+            (None, None) => (text_or_json(&body), false),
+        };
+        out.push(ContentBlock::ToolResult { tool_use_id: id, content, is_error });
+    } else if part.get("inlineData").is_some() || part.get("fileData").is_some() {
+        out.push(ContentBlock::text("[file]"));
+    } else if let Some(code) = part.get("executableCode") {
+        out.push(ContentBlock::text(str_at(code, "code")));
+    } else if let Some(result) = part.get("codeExecutionResult") {
+        out.push(ContentBlock::text(str_at(result, "output")));
+    }
+}
+
+/// A string as itself, anything else as JSON.
+fn text_or_json(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// A function declaration as a tool.
+fn declaration(declaration: &Value) -> ToolSpec {
+    let parameters = match (declaration.get("parametersJsonSchema"), declaration.get("parameters")) {
+        (Some(schema), _) if schema.is_object() => schema.clone(),
+        (_, Some(schema)) if schema.is_object() => lowercase_types(schema),
+        _ => json!({"type": "object", "properties": {}}),
+    };
+    ToolSpec { name: str_at(declaration, "name").to_string(), description: str_at(declaration, "description").to_string(), parameters }
+}
+
+/// An OpenAPI-style schema (`"type": "OBJECT"`) with JSON Schema's lowercase type names.
+fn lowercase_types(schema: &Value) -> Value {
+    match schema {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(key, value)| match (key.as_str(), value) {
+                    ("type", Value::String(kind)) => (key.clone(), Value::String(kind.to_lowercase())),
+                    _ => (key.clone(), lowercase_types(value)),
+                })
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(lowercase_types).collect()),
+        other => other.clone(),
+    }
+}
+
+/// The answer's parts; a reasoning block without text lends its signature to the next part.
+fn parts(response: &LlmResponse) -> Vec<Value> {
+    let mut parts = Vec::new();
+    let mut signature: Option<String> = None;
+    for block in &response.content {
+        let mut part = match block {
+            ContentBlock::Reasoning { text, signature: sig, .. } if text.is_empty() => {
+                signature = sig.clone().or(signature);
+                continue;
+            }
+            ContentBlock::Reasoning { text, signature: sig, .. } => {
+                let mut part = json!({"text": text, "thought": true});
+                if let Some(sig) = sig {
+                    part["thoughtSignature"] = json!(sig);
+                }
+                parts.push(part);
+                continue;
+            }
+            ContentBlock::Text { text, .. } => json!({"text": text}),
+            ContentBlock::ToolUse { id, name, input } => json!({"functionCall": {"id": id, "name": name, "args": input}}),
+            ContentBlock::ToolResult { .. } => continue,
+        };
+        if let Some(sig) = signature.take() {
+            part["thoughtSignature"] = json!(sig);
+        }
+        parts.push(part);
+    }
+    if let Some(sig) = signature {
+        parts.push(json!({"text": "", "thought": true, "thoughtSignature": sig}));
+    }
+    parts
+}
+
+/// The backend's answer as a `GenerateContentResponse`, or a stream of it.
+pub(crate) fn encode(response: &LlmResponse, context: &Context) -> Answer {
+    let finish = match response.stop_reason {
+        StopReason::MaxTokens => "MAX_TOKENS",
+        StopReason::ContentFilter | StopReason::Refusal => "SAFETY",
+        StopReason::MalformedToolCall => "MALFORMED_FUNCTION_CALL",
+        _ => "STOP",
+    };
+    let usage = &response.usage;
+    let mut metadata = json!({
+        "promptTokenCount": usage.input_tokens,
+        "candidatesTokenCount": usage.output_tokens.saturating_sub(usage.reasoning_output_tokens),
+        "totalTokenCount": usage.input_tokens + usage.output_tokens,
+    });
+    if usage.cached_input_tokens > 0 {
+        metadata["cachedContentTokenCount"] = json!(usage.cached_input_tokens);
+    }
+    if usage.reasoning_output_tokens > 0 {
+        metadata["thoughtsTokenCount"] = json!(usage.reasoning_output_tokens);
+    }
+    let body = json!({
+        "candidates": [{"content": {"role": "model", "parts": parts(response)}, "finishReason": finish, "index": 0}],
+        "usageMetadata": metadata,
+        "modelVersion": response.model.clone().unwrap_or_else(|| context.model.clone()),
+        "responseId": fresh_id("resp_"),
+    });
+    if !context.stream {
+        return Answer::Json(body);
+    }
+    let mut out = String::new();
+    sse_frame(&mut out, None, &body);
+    Answer::Sse(out)
+}
+
+/// An error body in Gemini's shape.
+pub(crate) fn error(status: u16, message: &str) -> Value {
+    let kind = match status {
+        401 => "UNAUTHENTICATED",
+        403 => "PERMISSION_DENIED",
+        404 => "NOT_FOUND",
+        429 => "RESOURCE_EXHAUSTED",
+        503 => "UNAVAILABLE",
+        500..=599 => "INTERNAL",
+        _ => "INVALID_ARGUMENT",
+    };
+    json!({"error": {"code": status, "message": message, "status": kind}})
+}

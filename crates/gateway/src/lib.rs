@@ -8,17 +8,18 @@
 //! agent's format: as server-sent events when the request asked for a stream, else as one JSON
 //! body.
 
-pub mod anthropic;
-pub mod chat;
-pub mod gemini;
-pub mod responses;
+mod anthropic;
+mod chat;
+mod gemini;
+mod responses;
 mod server;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 pub use dracode_llm::BoxFuture;
-use dracode_llm::{LlmResponse, Message, ToolSpec};
+use dracode_llm::{ContentBlock, LlmResponse, Message, Role, ToolSpec};
+use serde_json::Value;
 
 /// The wire format a call came in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,4 +104,73 @@ impl Gateway {
     pub fn base_url(&self) -> String {
         format!("http://{}", self.addr)
     }
+}
+
+/// What encoding the answer needs besides the [`Call`] handed to the backend.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Context {
+    /// The model the agent asked for, echoed in the answer when the backend names none.
+    pub(crate) model: String,
+    /// The agent asked for server-sent events.
+    pub(crate) stream: bool,
+    /// Responses: the names of this request's `custom` (freeform) tools.
+    pub(crate) custom_tools: Vec<String>,
+    /// Chat Completions: `stream_options.include_usage`.
+    pub(crate) include_usage: bool,
+}
+
+/// An encoded answer: one JSON body, or a whole stream of server-sent events.
+#[derive(Debug)]
+pub(crate) enum Answer {
+    /// `application/json`.
+    Json(Value),
+    /// `text/event-stream`.
+    Sse(String),
+}
+
+/// Appends `blocks` as a `role` message, merged into the last message when it has the same
+/// role (the neutral model alternates; tool results of one turn travel in one user message).
+pub(crate) fn push_blocks(messages: &mut Vec<Message>, role: Role, blocks: Vec<ContentBlock>) {
+    if blocks.is_empty() {
+        return;
+    }
+    match messages.last_mut() {
+        Some(last) if last.role == role => last.content.extend(blocks),
+        _ => messages.push(Message { role, content: blocks }),
+    }
+}
+
+/// A JSON count as `u32`, saturating.
+pub(crate) fn as_u32(value: Option<&Value>) -> Option<u32> {
+    value.and_then(Value::as_u64).map(|n| u32::try_from(n).unwrap_or(u32::MAX))
+}
+
+/// The string at `key`, or empty.
+pub(crate) fn str_at<'a>(value: &'a Value, key: &str) -> &'a str {
+    value.get(key).and_then(Value::as_str).unwrap_or_default()
+}
+
+/// A fresh id with `prefix` (`msg_`, `fc_`, …): unique within the process.
+pub(crate) fn fresh_id(prefix: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!("{prefix}{:x}{n:04x}", std::process::id())
+}
+
+/// Seconds since the Unix epoch.
+pub(crate) fn now_secs() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+/// One SSE frame: `event: NAME` (when named) and `data: JSON`, then a blank line.
+pub(crate) fn sse_frame(out: &mut String, event: Option<&str>, data: &Value) {
+    if let Some(event) = event {
+        out.push_str("event: ");
+        out.push_str(event);
+        out.push('\n');
+    }
+    out.push_str("data: ");
+    out.push_str(&data.to_string());
+    out.push_str("\n\n");
 }

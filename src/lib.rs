@@ -23,6 +23,7 @@ pub mod deadline;
 pub mod disk;
 pub mod engine;
 pub mod events;
+pub mod external;
 pub mod github;
 pub mod instructions;
 pub mod manifest;

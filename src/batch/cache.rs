@@ -263,6 +263,7 @@ mod tests {
     const SAMPLES: &[(&str, &str, Option<Setting>)] = &[
         ("prompt", "\"q\"", None),
         ("provider", "\"anthropic\"", None),
+        ("agent", "\"codex\"", None),
         ("model", "\"m2\"", None),
         ("max_iterations", "3", None),
         ("timeout", "\"5m\"", None),

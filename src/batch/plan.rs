@@ -445,6 +445,7 @@ fn resolve(
     });
     let policy = resolve_policy(&mut problems, network.as_ref().is_ok_and(dracode_sandbox::egress::Network::is_on));
     let limits = resolve_limits(&mut problems);
+    let agent = resolve_agent(config, &mut problems);
     check_read_paths(&mut problems);
     check_plain_fields(&mut problems);
     let (Some(mut provider), Some(workspace), Ok(network), true) = (provider, workspace, network, problems.errors.is_empty()) else {
@@ -464,6 +465,7 @@ fn resolve(
         system_prompt,
         agents_md: f.agents_md != Some(false),
         provider,
+        agent,
         workspace,
         max_iterations: f.max_iterations.unwrap_or(DEFAULT_MAX_ITERATIONS),
         timeout: Some(timeout),
@@ -502,6 +504,23 @@ fn resolve(
         issue: task.issue,
         prompt: task.prompt,
     })
+}
+
+/// The task's external agent (`agent`), `None` for dracode's own.
+fn resolve_agent(config: &Config, problems: &mut Problems<'_>) -> Option<crate::external::ExternalAgent> {
+    let name = problems.task.fields.agent.as_deref().filter(|name| *name != "dracode")?;
+    let Some(kind) = crate::external::launch::AgentKind::parse(name) else {
+        let known: Vec<&str> = std::iter::once("dracode")
+            .chain(crate::external::launch::AgentKind::ALL.map(crate::external::launch::AgentKind::as_str))
+            .collect();
+        problems.push("agent", format!("unknown agent {name:?}; the agents are {}", known.join(", ")));
+        return None;
+    };
+    let command = config.agents.get(name).and_then(|a| a.command.clone());
+    if command.as_ref().is_some_and(Vec::is_empty) {
+        problems.push("agent", format!("[agents.{name}] command is empty"));
+    }
+    Some(crate::external::ExternalAgent { kind, command })
 }
 
 /// The provider's configured `context_window`, else the model table's.

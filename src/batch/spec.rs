@@ -38,6 +38,8 @@ pub struct TaskSpec {
     pub agents_md: bool,
     /// Its provider, model and limits.
     pub provider: ResolvedProvider,
+    /// An external agent (`agent = "codex"`, …); `None`: dracode's own.
+    pub agent: Option<crate::external::ExternalAgent>,
     /// Where it works.
     pub workspace: WorkspaceSpec,
     /// LLM calls allowed.

@@ -9,6 +9,8 @@ use crate::agent::{Agent, AgentEnd, AgentState, RunMeter};
 use crate::events::{
     Activity, CheckRecord, Emitter, Event, FailureKind, Header, RetryScope, Status, TaskError, TaskOutcome, Transcript, WireEvent, millis,
 };
+use crate::external::ExternalAgent;
+use crate::external::calls::Answerer;
 use crate::tools::{Registry, ToolContext};
 use dracode_llm::governor::{Gate, Governed, Limits};
 use dracode_llm::http::HttpClient;
@@ -435,9 +437,10 @@ impl AttemptCtx<'_> {
         let limit = spec.timeout.unwrap_or(Duration::MAX);
         let left = limit.saturating_sub(self.clock.elapsed());
         let work = async {
-            match repair {
-                Some(message) => agent.resume(&spec.prompt, message, state).await,
-                None => agent.run(&spec.prompt, state).await,
+            match (&spec.agent, repair) {
+                (Some(external), repair) => self.run_external(external, &agent, repair, state).await,
+                (None, Some(message)) => agent.resume(&spec.prompt, message, state).await,
+                (None, None) => agent.run(&spec.prompt, state).await,
             }
         };
         tokio::select! {
@@ -448,6 +451,41 @@ impl AttemptCtx<'_> {
             idle = stalled(self.activity, spec.idle_timeout) => AgentPhase::Stalled(idle),
             _ = cancel.wait_for(|c| *c) => AgentPhase::Cancelled,
         }
+    }
+}
+
+impl AttemptCtx<'_> {
+    /// Runs the task's external agent ([`crate::external`]) with the limits `agent` holds: on
+    /// the task (and the runner's notes for it), or on a repair's message in its own session.
+    async fn run_external(&self, external: &ExternalAgent, agent: &Agent<'_>, repair: Option<String>, state: &mut AgentState) -> AgentEnd {
+        let (spec, kit) = (self.spec, self.kit);
+        let answerer = Answerer {
+            provider: agent.provider,
+            emitter: agent.emitter,
+            redactor: agent.redactor,
+            max_iterations: agent.max_iterations,
+            max_output_tokens: agent.max_output_tokens,
+            budget: agent.budget,
+            run_meter: &self.shared.run_meter,
+            cost: agent.cost,
+        };
+        let tmp_dir = kit.tool_ctx.tmp_dir.clone().unwrap_or_else(std::env::temp_dir);
+        let limit = spec.timeout.unwrap_or(Duration::from_secs(24 * 3600));
+        let run = crate::external::Run {
+            agent: external,
+            workdir: kit.tool_ctx.sandbox.root(),
+            env: &kit.tool_ctx.child_env,
+            tmp_dir: &tmp_dir,
+            confine: kit.tool_ctx.confine.as_deref(),
+            model: spec.provider.model.as_deref().unwrap_or("default"),
+            time_left: limit.saturating_sub(self.clock.elapsed()).max(Duration::from_secs(1)),
+            output_limit: COMMAND_OUTPUT_LIMIT,
+        };
+        let (text, resume) = match repair {
+            Some(message) => (message, true),
+            None => (crate::external::task_text(&spec.prompt, &spec.system_prompt), false),
+        };
+        run.run(&answerer, &text, resume, state).await
     }
 }
 
@@ -498,6 +536,10 @@ struct AgentKit {
 /// and the tools.
 async fn prepare(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Result<Prepared, TaskError> {
     ensure_confinable(spec)?;
+    if let Some(agent) = &spec.agent {
+        // A missing agent program ends the task before its workspace is made.
+        agent.resolve(shared.process_env.get("PATH").map(String::as_str)).map_err(crate::external::not_configured)?;
+    }
     let making = Instant::now();
     let workspace = prepare_workspace(spec, shared).await?;
     let announced = Instant::now();

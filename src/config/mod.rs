@@ -49,6 +49,10 @@ pub struct Config {
     /// loaded, below its own `mcp_servers`.
     #[serde(default)]
     pub mcp_servers: BTreeMap<String, dracode_mcp::McpServerConfig>,
+    /// Where the external agents' programs are (`[agents.NAME] command = [...]`), by the name a
+    /// task's `agent` field gives.
+    #[serde(default)]
+    pub agents: BTreeMap<String, AgentSettings>,
     /// Settings of `dracode run` itself (`[run]`).
     #[serde(default)]
     pub run: RunSettings,
@@ -64,6 +68,15 @@ pub struct Config {
 pub struct RunSettings {
     /// The cache folder (`--cache`), relative to the current folder.
     pub cache: Option<PathBuf>,
+}
+
+/// `[agents.NAME]`: how an external agent is started.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSettings {
+    /// The program and its leading arguments (`["/opt/claude/bin/claude"]`), instead of the
+    /// agent's program looked up on `PATH`.
+    pub command: Option<Vec<String>>,
 }
 
 /// What config says about one model besides its price.

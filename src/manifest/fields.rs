@@ -97,6 +97,10 @@ task_fields! {
         prompt: String => replace, key,
         /// A file holding the prompt, relative to the manifest.
         prompt_file: PathBuf => replace, skip "a path of this machine: the prompt it holds is in the key",
+        /// The task's agent: `dracode` (the built-in agent, the default), or an installed coding
+        /// agent run in the task's sandbox against dracode's endpoint: `claude-code`, `codex`,
+        /// `gemini-cli` or `opencode` (see `[agents.NAME]` in the config for its program).
+        agent: String => replace, key,
         /// Provider name (a `[providers.NAME]` table, or a type such as `openai`).
         provider: String => replace, key,
         /// Model, overriding the provider's.

@@ -21,6 +21,7 @@ mod docs_links;
 mod docs_manifest;
 mod engine_in_process;
 mod examples;
+mod external_agents;
 mod first_run;
 mod gemini_provider;
 mod git_isolation;

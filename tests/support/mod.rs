@@ -1,6 +1,7 @@
 //! Shared helpers for the integration scenarios.
 #![allow(dead_code)]
 
+pub mod agents;
 pub mod anthropic_server;
 pub mod browser;
 pub mod cli;

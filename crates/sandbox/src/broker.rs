@@ -27,7 +27,7 @@
 //!   Abstract addresses are refused: the broker runs outside the command's Landlock domain, so
 //!   it cannot let Landlock's abstract-socket scope decide, and a command rarely needs them.
 //! - `AF_INET`/`AF_INET6` anywhere when [`Policy::network`] is on; otherwise only the exact
-//!   address of the [`Policy::proxy`], if any, and the command's own loopback listeners.
+//!   address of the [`Policy::proxy`] and of the [`Policy::endpoint`], if any, and the command's own loopback listeners.
 //!
 //! A refused connect fails with `EACCES` ("Permission denied": a policy refusal that retry loops
 //! should not spin on, unlike `ECONNREFUSED`) and appends a [`Report::NetworkDenied`] to the
@@ -223,6 +223,8 @@ pub(super) struct Broker {
     sockets: Vec<PathBuf>,
     network: bool,
     proxy: Option<SocketAddr>,
+    /// The agent's model endpoint ([`Policy::endpoint`]).
+    endpoint: Option<SocketAddr>,
     report: Option<PathBuf>,
     /// The command line, for reports.
     command: String,
@@ -240,6 +242,7 @@ impl Broker {
             sockets: policy.unix_sockets.iter().map(|p| canonical(p)).collect(),
             network: policy.network,
             proxy: policy.proxy,
+            endpoint: policy.endpoint,
             report,
             command,
             listening: std::sync::Mutex::new(Vec::new()),
@@ -306,7 +309,9 @@ impl Broker {
             return connect_raw(socket, address);
         }
         match inet_address(address) {
-            Some(target) if self.proxy.is_some_and(|proxy| same_address(proxy, target)) => connect_raw(socket, address),
+            Some(target) if self.proxy.into_iter().chain(self.endpoint).any(|allowed| same_address(allowed, target)) => {
+                connect_raw(socket, address)
+            }
             Some(target) if target.ip().to_canonical().is_loopback() => self.connect_loopback(socket, address, target),
             Some(target) => Err(self.refuse(target.ip().to_string(), target.port())),
             None => Err(libc::EAFNOSUPPORT),

@@ -81,6 +81,10 @@ pub struct Policy {
     /// the one address besides their own listeners that commands may connect to.
     #[serde(default)]
     pub proxy: Option<std::net::SocketAddr>,
+    /// The model endpoint dracode serves an external agent (`agent = "codex"`, …) on loopback:
+    /// reachable like the proxy, whatever `network` says.
+    #[serde(default)]
+    pub endpoint: Option<std::net::SocketAddr>,
     /// Unix sockets outside the writable roots that commands may connect to (`unix_sockets`).
     #[serde(default)]
     pub unix_sockets: Vec<PathBuf>,
@@ -121,6 +125,7 @@ impl Policy {
             hidden: reads.hidden,
             network: false,
             proxy: None,
+            endpoint: None,
             unix_sockets: Vec::new(),
             limits: super::Limits::default(),
         }

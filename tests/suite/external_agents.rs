@@ -1,0 +1,148 @@
+//! Real coding agents as a task's agent (`agent = "claude-code"`, `"codex"`): installed from the
+//! npm registry at the pinned versions (tests/support/agents.rs), run by the real binary in the
+//! task's sandbox against dracode's endpoint, which forwards to the strict local servers of the
+//! provider's wire format — servers that accept only the real key, which the agent never has.
+
+use crate::support::agents::{installed, path_with};
+use crate::support::anthropic_server::{self, AnthropicServer};
+use crate::support::cli::{dracode, events, finished, git_repo, read_jsonl};
+use crate::support::responses_server::{self, Out, Reply, ResponsesServer};
+use serde_json::{Value, json};
+use std::path::Path;
+
+/// The provider's real key: only dracode holds it.
+const REAL_KEY: &str = "sk-real-provider-key-4f1d2c9a7b";
+
+/// The planted bug and the check that catches it.
+const BUGGY: &str = "def add(a, b):\n    return a - b\n";
+const CHECK: &str = "python3 -c 'import calc; assert calc.add(2, 3) == 5'";
+const FIX: &str = "sed -i 's/a - b/a + b/' calc.py";
+/// What the agent runs to see its own environment and configuration.
+const LOOK: &str = "env; cat \"$HOME\"/.claude.json \"$HOME\"/.codex/config.toml 2>/dev/null; ls -la \"$HOME\"";
+
+/// A project: a repository with the planted bug, a config naming provider `mock` of `kind` at
+/// `base_url`, and a manifest of one task run by `agent`.
+fn project(kind: &str, base_url: &str, model: &str, agent: &str, extra: &str) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = format!("[providers.mock]\ntype = \"{kind}\"\nbase_url = \"{base_url}\"\nmodel = \"{model}\"\n{extra}");
+    std::fs::write(tmp.path().join("dracode.toml"), config).unwrap();
+    let manifest = format!(
+        "[defaults]\nrepo = \"repo\"\nprovider = \"mock\"\nagent = \"{agent}\"\ncheck = \"{}\"\ncheck_before = true\n\n[[tasks]]\nid = \"fix\"\nprompt = \"Fix add in calc.py\"\n",
+        CHECK.replace('"', "\\\"")
+    );
+    std::fs::write(tmp.path().join("tasks.toml"), manifest).unwrap();
+    git_repo(&tmp.path().join("repo"), &[("calc.py", BUGGY)]);
+    tmp
+}
+
+/// Runs the manifest with the agent's folder on PATH and the real key in both providers'
+/// variables: exit code, stderr, results.jsonl.
+async fn run(dir: &Path, bin: &Path, args: &[&str]) -> (i32, String, Vec<Value>) {
+    let (dir, path) = (dir.to_path_buf(), path_with(bin));
+    let args: Vec<String> = args.iter().map(|a| (*a).to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let output = dracode(&dir)
+            .env("PATH", path)
+            .env("ANTHROPIC_API_KEY", REAL_KEY)
+            .env("OPENAI_API_KEY", REAL_KEY)
+            .args(&args)
+            .output()
+            .unwrap();
+        let results = dir.join("out/results.jsonl");
+        let all = if results.exists() { read_jsonl(&results) } else { Vec::new() };
+        (output.status.code().unwrap_or(-1), String::from_utf8_lossy(&output.stderr).into_owned(), all)
+    })
+    .await
+    .unwrap()
+}
+
+/// Every file under `dir` that holds `needle`.
+fn files_holding(dir: &Path, needle: &str) -> Vec<String> {
+    crate::support::cli::files_containing(dir, needle).iter().map(|p| p.display().to_string()).collect()
+}
+
+/// What a passing fix looks like in the results: red before, green after, the server's tokens.
+fn assert_fixed(all: &[Value], stderr: &str, input: u64, output: u64, calls: u64) {
+    let task = finished(all, "fix");
+    assert_eq!(task["status"], "passed", "{stderr}\n{task:#}");
+    assert_eq!(task["check"]["before"], 1, "{task:#}");
+    assert_eq!(task["check"]["exit_code"], 0, "{task:#}");
+    assert_eq!(task["usage"]["input_tokens"], input, "{task:#}");
+    assert_eq!(task["usage"]["output_tokens"], output, "{task:#}");
+    assert_eq!(task["num_turns"], calls, "{task:#}");
+    let started: Vec<&str> = events(all, "tool.started").iter().map(|e| e["tool"].as_str().unwrap_or_default()).collect();
+    assert!(!started.is_empty(), "the agent's tool calls are events");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_code_fixes_a_planted_bug_and_never_holds_the_key() {
+    let Some(bin) = installed("claude-code") else { return };
+    let tokens = anthropic_server::Tokens::new;
+    let server = AnthropicServer::start_with_key(
+        REAL_KEY,
+        vec![
+            anthropic_server::ScriptedReply::tool_use("toolu_1", "Bash", json!({"command": FIX, "description": "fix"}), tokens(300, 20)),
+            anthropic_server::ScriptedReply::tool_use("toolu_2", "Bash", json!({"command": LOOK, "description": "look"}), tokens(400, 20)),
+            anthropic_server::ScriptedReply::text("Fixed add.", tokens(500, 5)),
+        ],
+    )
+    .await;
+    let tmp = project("anthropic", &server.base_url(), "claude-sonnet-4-5", "claude-code", "");
+    let (code, stderr, all) = run(tmp.path(), &bin, &["run", "tasks.toml", "--out", "out"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_fixed(&all, &stderr, 1200, 45, 3);
+    let sent: Vec<String> = server.requests().iter().map(Value::to_string).collect();
+    assert_eq!(sent.len(), 3);
+    // The agent ran `env` and read its configuration; the results went back to the model.
+    assert!(sent[2].contains("ANTHROPIC_BASE_URL=http://127.0.0.1:"), "{}", sent[2]);
+    assert!(sent.iter().all(|body| !body.contains(REAL_KEY)), "the key reached the agent");
+    assert_eq!(files_holding(tmp.path(), REAL_KEY), Vec::<String>::new(), "the key is in no file");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_fixes_a_planted_bug_and_never_holds_the_key() {
+    let Some(bin) = installed("codex") else { return };
+    let tokens = responses_server::Tokens::new;
+    let server = ResponsesServer::start(
+        REAL_KEY,
+        vec![
+            Reply::answer(vec![Out::call("call_1", "exec_command", json!({"cmd": FIX}))], tokens(300, 20)),
+            Reply::answer(vec![Out::call("call_2", "exec_command", json!({"cmd": LOOK}))], tokens(400, 20)),
+            Reply::text("Fixed add.", tokens(500, 5)),
+        ],
+    )
+    .await;
+    let tmp = project("openai", &server.base_url(), "gpt-5.5", "codex", "wire_api = \"responses\"\n");
+    let (code, stderr, all) = run(tmp.path(), &bin, &["run", "tasks.toml", "--out", "out"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_fixed(&all, &stderr, 1200, 45, 3);
+    let sent: Vec<String> = server.received().iter().filter_map(|r| r.body.as_ref().map(Value::to_string)).collect();
+    assert_eq!(sent.len(), 3);
+    assert!(sent[2].contains("DRACODE_AGENT_TOKEN=dracode-"), "{}", sent[2]);
+    assert!(sent.iter().all(|body| !body.contains(REAL_KEY)), "the key reached the agent");
+    assert_eq!(files_holding(tmp.path(), REAL_KEY), Vec::<String>::new(), "the key is in no file");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn max_iterations_stops_a_real_agent_after_two_calls() {
+    let Some(bin) = installed("claude-code") else { return };
+    let tokens = anthropic_server::Tokens::new;
+    let call = |n: u32| {
+        anthropic_server::ScriptedReply::tool_use(
+            &format!("toolu_{n}"),
+            "Bash",
+            json!({"command": format!("echo {n} >> log.txt")}),
+            tokens(100, 10),
+        )
+    };
+    let server = AnthropicServer::start_with_key(REAL_KEY, vec![call(1), call(2), call(3), call(4)]).await;
+    let tmp = project("anthropic", &server.base_url(), "claude-sonnet-4-5", "claude-code", "");
+    let manifest = std::fs::read_to_string(tmp.path().join("tasks.toml")).unwrap().replace("[[tasks]]", "max_iterations = 2\n\n[[tasks]]");
+    std::fs::write(tmp.path().join("tasks.toml"), manifest).unwrap();
+    let (code, stderr, all) = run(tmp.path(), &bin, &["run", "tasks.toml", "--out", "out"]).await;
+    assert_ne!(code, 0, "{stderr}");
+    let task = finished(&all, "fix");
+    assert_eq!(task["status"], "max_iterations", "{stderr}\n{task:#}");
+    assert_eq!(server.remaining(), 2, "the third call never reached the provider");
+    assert_eq!(task["usage"]["input_tokens"], 200, "{task:#}");
+}

@@ -1,0 +1,57 @@
+//! The real coding agents, installed from the npm registry into the test cache on first use:
+//! the versions the tests (and `docs/src/agents.md`) pin are here and nowhere else.
+//!
+//! [`installed`] gives the folder holding the agent's program, or `None` after printing why it
+//! could not be installed (no npm, no registry) — unless `DRACODE_REQUIRE_AGENTS` is set (CI),
+//! which makes that a failure.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// The agents the tests run: (the `agent` field's name, npm package, pinned version, program).
+pub const AGENTS: &[(&str, &str, &str, &str)] = &[
+    ("claude-code", "@anthropic-ai/claude-code", "2.1.332", "claude"),
+    ("codex", "@openai/codex", "0.171.0", "codex"),
+    ("gemini-cli", "@google/gemini-cli", "0.61.0", "gemini"),
+    ("opencode", "opencode-ai", "1.18.33", "opencode"),
+];
+
+/// One install at a time: two tests installing the same agent into one prefix would collide.
+static INSTALLING: Mutex<()> = Mutex::new(());
+
+/// The pinned entry of agent `name`.
+pub fn pinned(name: &str) -> (&'static str, &'static str, &'static str, &'static str) {
+    *AGENTS.iter().find(|a| a.0 == name).unwrap_or_else(|| panic!("no pinned agent {name}"))
+}
+
+/// The folder holding agent `name`'s program (`node_modules/.bin` of its own prefix in the test
+/// cache), installed on first use.
+pub fn installed(name: &str) -> Option<PathBuf> {
+    let (_, package, version, program) = pinned(name);
+    let prefix = Path::new(env!("CARGO_TARGET_TMPDIR")).join("agents").join(format!("{name}-{version}"));
+    let bin = prefix.join("node_modules/.bin");
+    let _one = INSTALLING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !bin.join(program).is_file() {
+        let installed = std::process::Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund", "--loglevel=error", "--prefix"])
+            .arg(&prefix)
+            .arg(format!("{package}@{version}"))
+            .output();
+        let why = match installed {
+            Ok(out) if out.status.success() && bin.join(program).is_file() => None,
+            Ok(out) => Some(format!("npm install {package}@{version} failed: {}", String::from_utf8_lossy(&out.stderr))),
+            Err(e) => Some(format!("cannot run npm: {e}")),
+        };
+        if let Some(why) = why {
+            assert!(std::env::var_os("DRACODE_REQUIRE_AGENTS").is_none(), "{why}");
+            eprintln!("skipping the {name} test: {why}");
+            return None;
+        }
+    }
+    Some(bin)
+}
+
+/// `PATH` with `bin` first.
+pub fn path_with(bin: &Path) -> String {
+    format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default())
+}

@@ -27,9 +27,16 @@ struct Scripted {
 /// Arguments for `tool` that run `command`, built from its schema.
 fn arguments(tool: &ToolSpec, command: &str) -> Value {
     let props = tool.parameters.get("properties").cloned().unwrap_or_else(|| json!({}));
-    let key = if props.get("command").is_some() { "command" } else if props.get("cmd").is_some() { "cmd" } else { "command" };
+    let key = if props.get("command").is_some() {
+        "command"
+    } else if props.get("cmd").is_some() {
+        "cmd"
+    } else {
+        "command"
+    };
     let mut args = json!({});
-    args[key] = if props.pointer(&format!("/{key}/type")) == Some(&json!("array")) { json!(["bash", "-lc", command]) } else { json!(command) };
+    args[key] =
+        if props.pointer(&format!("/{key}/type")) == Some(&json!("array")) { json!(["bash", "-lc", command]) } else { json!(command) };
     for required in tool.parameters.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
         if args.get(required).is_some() {
             continue;
@@ -68,7 +75,11 @@ impl Backend for Scripted {
             let usage = Usage::from_counts(100, 20);
             let response = match shell {
                 Some(tool) if !answered => LlmResponse {
-                    content: vec![ContentBlock::ToolUse { id: "call_scripted_1".into(), name: tool.name.clone(), input: arguments(tool, &self.command) }],
+                    content: vec![ContentBlock::ToolUse {
+                        id: "call_scripted_1".into(),
+                        name: tool.name.clone(),
+                        input: arguments(tool, &self.command),
+                    }],
                     stop_reason: StopReason::ToolUse,
                     usage,
                     model: None,

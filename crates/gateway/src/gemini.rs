@@ -278,7 +278,11 @@ mod tests {
                      {"googleSearch": {}}],
            "generationConfig": {"maxOutputTokens": 77}});
         let (call, _) = decode(&body, "m", false).unwrap();
-        let ids: Vec<&str> = call.messages[1].content.iter().filter_map(|b| if let ContentBlock::ToolUse { id, .. } = b { Some(id.as_str()) } else { None }).collect();
+        let ids: Vec<&str> = call.messages[1]
+            .content
+            .iter()
+            .filter_map(|b| if let ContentBlock::ToolUse { id, .. } = b { Some(id.as_str()) } else { None })
+            .collect();
         assert_eq!(ids, ["call_1", "call_2"]);
         assert_eq!(
             call.messages[2].content,
@@ -305,7 +309,7 @@ mod tests {
         assert_eq!(body["candidates"][0]["content"]["parts"][2]["functionCall"]["id"], "call_7");
         let parsed = parse_response(&body, &[]).unwrap();
         assert_eq!(without_item_ids(&parsed.content), expected);
-        assert_eq!((parsed.stop_reason, parsed.usage), (StopReason::ToolUse, response.usage.clone()));
+        assert_eq!((parsed.stop_reason, parsed.usage), (StopReason::ToolUse, response.usage));
         let Answer::Sse(sse) = encode(&response, &Context { stream: true, ..Context::default() }) else { panic!() };
         assert!(sse.starts_with("data: {"));
         let (body, complete) = fold(Box::new(ChunkDecoder::default()), &sse);

@@ -341,7 +341,10 @@ mod tests {
                 ContentBlock::ToolUse { id: "c1".into(), name: "apply_patch".into(), input: json!({"input": "*** Begin Patch"}) },
             ]
         );
-        assert_eq!(call.messages[2].content, vec![ContentBlock::ToolResult { tool_use_id: "c1".into(), content: "ok".into(), is_error: false }]);
+        assert_eq!(
+            call.messages[2].content,
+            vec![ContentBlock::ToolResult { tool_use_id: "c1".into(), content: "ok".into(), is_error: false }]
+        );
         assert!(decode(&json!({"input": [{"type": "function_call", "name": "x"}]})).unwrap_err().contains("call_id"));
     }
 
@@ -358,7 +361,11 @@ mod tests {
     #[test]
     fn a_streamed_answer_round_trips_and_custom_tools_stay_custom() {
         let mut response = sample();
-        response.content.push(ContentBlock::ToolUse { id: "call_8".into(), name: "apply_patch".into(), input: json!({"input": "*** Begin Patch"}) });
+        response.content.push(ContentBlock::ToolUse {
+            id: "call_8".into(),
+            name: "apply_patch".into(),
+            input: json!({"input": "*** Begin Patch"}),
+        });
         let context = Context { stream: true, custom_tools: vec!["apply_patch".into()], ..Context::default() };
         let Answer::Sse(sse) = encode(&response, &context) else { panic!() };
         let names = event_names(&sse);

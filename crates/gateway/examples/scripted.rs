@@ -1,11 +1,12 @@
 //! A gateway answering from a script, to drive the real agents against it by hand.
 //!
-//! `cargo run -p dracode-gateway --example scripted -- TOKEN [--fail STATUS] [--cmd COMMAND]`
+//! `cargo run -p dracode-gateway --example scripted -- TOKEN [--fail STATUS] [--cmd COMMAND] [--reasoning]`
 //!
 //! Prints `PORT <n>` on stdout once listening, then logs each decoded call on stderr. A call
 //! that offers a shell tool and carries no tool result yet is answered with a call of that tool
 //! running COMMAND (default `echo hi > out.txt`); any other call with the text `done`. With
-//! `--fail STATUS` every call is refused with that status.
+//! `--fail STATUS` every call is refused with that status; with `--reasoning` each answer starts
+//! with a reasoning block (text and an opaque signature).
 #![allow(clippy::print_stdout, clippy::print_stderr, reason = "a command-line example")]
 
 use std::io::Write;
@@ -21,6 +22,7 @@ const SHELLS: [&str; 5] = ["Bash", "exec_command", "shell", "run_shell_command",
 /// The script.
 struct Scripted {
     fail: Option<u16>,
+    reasoning: bool,
     command: String,
 }
 
@@ -59,8 +61,16 @@ impl Backend for Scripted {
             let answered = call.messages.iter().flat_map(|m| &m.content).any(|b| matches!(b, ContentBlock::ToolResult { .. }));
             let last = call.messages.last().map(|m| serde_json::to_string(&m.content).unwrap_or_default()).unwrap_or_default();
             let last: String = last.chars().take(300).collect();
+            let signatures: Vec<&str> = call
+                .messages
+                .iter()
+                .flat_map(|m| &m.content)
+                .filter_map(|b| {
+                    if let ContentBlock::Reasoning { signature, .. } = b { Some(signature.as_deref().unwrap_or("-")) } else { None }
+                })
+                .collect();
             eprintln!(
-                "CALL format={} model={} stream={} max_tokens={:?} system={}B messages={} tools={tools:?} last={last}",
+                "CALL format={} model={} stream={} max_tokens={:?} system={}B messages={} reasoning={signatures:?} tools={tools:?} last={last}",
                 call.format.as_str(),
                 call.model,
                 call.stream,
@@ -86,6 +96,16 @@ impl Backend for Scripted {
                 },
                 _ => LlmResponse { content: vec![ContentBlock::text("done")], stop_reason: StopReason::EndTurn, usage, model: None },
             };
+            let mut response = response;
+            if self.reasoning {
+                let thought = ContentBlock::Reasoning {
+                    text: "Planning the step.".into(),
+                    signature: Some("c2lnbmF0dXJl".into()),
+                    id: None,
+                    redacted: false,
+                };
+                response.content.insert(0, thought);
+            }
             Ok(response)
         })
     }
@@ -98,7 +118,8 @@ async fn main() -> std::io::Result<()> {
     let flag = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
     let fail = flag("--fail").and_then(|s| s.parse().ok());
     let command = flag("--cmd").unwrap_or_else(|| "echo hi > out.txt".into());
-    let gateway = Gateway::start(token, Arc::new(Scripted { fail, command })).await?;
+    let reasoning = args.iter().any(|a| a == "--reasoning");
+    let gateway = Gateway::start(token, Arc::new(Scripted { fail, reasoning, command })).await?;
     println!("PORT {}", gateway.addr().port());
     std::io::stdout().flush()?;
     tokio::signal::ctrl_c().await?;

@@ -163,7 +163,8 @@ fn lowercase_types(schema: &Value) -> Value {
     }
 }
 
-/// The answer's parts; a reasoning block without text lends its signature to the next part.
+/// The answer's parts; a reasoning block's signature goes on the next part that is not a
+/// thought (a function call, text), as Gemini sends it.
 fn parts(response: &LlmResponse) -> Vec<Value> {
     let mut parts = Vec::new();
     let mut signature: Option<String> = None;
@@ -174,11 +175,10 @@ fn parts(response: &LlmResponse) -> Vec<Value> {
                 continue;
             }
             ContentBlock::Reasoning { text, signature: sig, .. } => {
-                let mut part = json!({"text": text, "thought": true});
-                if let Some(sig) = sig {
-                    part["thoughtSignature"] = json!(sig);
-                }
-                parts.push(part);
+                // Gemini CLI keeps no thought parts in its history: the signature rides on
+                // the next part, where Gemini itself puts it.
+                parts.push(json!({"text": text, "thought": true}));
+                signature = sig.clone().or(signature);
                 continue;
             }
             ContentBlock::Text { text, .. } => json!({"text": text}),
@@ -300,13 +300,16 @@ mod tests {
     #[test]
     fn answers_round_trip_through_dracodes_parser_streamed_or_not() {
         let response = sample();
-        // Gemini's parser numbers calls itself.
+        // Gemini's parser numbers calls itself, and the signature travels on the next part.
         let mut expected = response.content.clone();
         if let ContentBlock::ToolUse { id, .. } = &mut expected[2] {
             *id = "call_1".into();
         }
+        expected[0] = ContentBlock::Reasoning { text: "Let me think.".into(), signature: None, id: None, redacted: false };
+        expected.insert(1, ContentBlock::Reasoning { text: String::new(), signature: Some("sig-abc".into()), id: None, redacted: false });
         let Answer::Json(body) = encode(&response, &Context::default()) else { panic!() };
         assert_eq!(body["candidates"][0]["content"]["parts"][2]["functionCall"]["id"], "call_7");
+        assert_eq!(body["candidates"][0]["content"]["parts"][1]["thoughtSignature"], "sig-abc");
         let parsed = parse_response(&body, &[]).unwrap();
         assert_eq!(without_item_ids(&parsed.content), expected);
         assert_eq!((parsed.stop_reason, parsed.usage), (StopReason::ToolUse, response.usage));

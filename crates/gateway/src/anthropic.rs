@@ -219,3 +219,96 @@ pub(crate) fn error(status: u16, message: &str) -> Value {
     };
     json!({"type": "error", "error": {"type": kind, "message": message}})
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::{event_names, fixture, fold, sample};
+    use dracode_llm::anthropic::{EventDecoder, parse_response};
+
+    #[test]
+    fn decodes_the_claude_code_request() {
+        let (call, context) = decode(&fixture("anthropic-messages.json")).unwrap();
+        assert_eq!(call.format, Format::AnthropicMessages);
+        assert_eq!(call.model, "claude-sonnet-4-5");
+        assert!(call.stream && context.stream);
+        assert_eq!(call.max_tokens, Some(32000));
+        assert!(call.system.contains("Claude"), "{}", call.system);
+        assert!(call.tools.iter().any(|t| t.name == "Bash" && t.parameters["properties"]["command"].is_object()));
+        let roles: Vec<Role> = call.messages.iter().map(|m| m.role).collect();
+        assert_eq!(roles, [Role::User, Role::Assistant, Role::User]);
+        let ContentBlock::ToolUse { id, name, input } = &call.messages[1].content[0] else { panic!("{:?}", call.messages[1]) };
+        assert_eq!((name.as_str(), input["command"].as_str()), ("Bash", Some("echo hi > out.txt")));
+        let ContentBlock::ToolResult { tool_use_id, is_error, .. } = &call.messages[2].content[0] else { panic!() };
+        assert_eq!((tool_use_id, *is_error), (id, false));
+    }
+
+    #[test]
+    fn decodes_system_messages_thinking_and_block_results() {
+        let body = json!({
+            "model": "m", "system": [{"type": "text", "text": "one"}, {"type": "text", "text": "two"}],
+            "messages": [
+                {"role": "user", "content": "hi"},
+                {"role": "system", "content": "note"},
+                {"role": "assistant", "content": [
+                    {"type": "thinking", "thinking": "hmm", "signature": "s1"},
+                    {"type": "redacted_thinking", "data": "enc"},
+                    {"type": "tool_use", "id": "t1", "name": "Read", "input": {"path": "a"}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "is_error": true,
+                    "content": [{"type": "text", "text": "no"}, {"type": "image", "source": {}}]}]}],
+            "tools": [{"name": "Read", "input_schema": {"type": "object"}}, {"type": "web_search_20250305", "name": "web_search"}],
+        });
+        let (call, _) = decode(&body).unwrap();
+        assert_eq!(call.system, "one\n\ntwo");
+        assert_eq!(call.messages[0].content, vec![ContentBlock::text("hi"), ContentBlock::text("[system] note")]);
+        assert_eq!(
+            call.messages[1].content[..2],
+            [
+                ContentBlock::Reasoning { text: "hmm".into(), signature: Some("s1".into()), id: None, redacted: false },
+                ContentBlock::Reasoning { text: String::new(), signature: Some("enc".into()), id: None, redacted: true },
+            ]
+        );
+        assert_eq!(
+            call.messages[2].content,
+            vec![ContentBlock::ToolResult { tool_use_id: "t1".into(), content: "no\n[image]".into(), is_error: true }]
+        );
+        assert_eq!(call.tools.len(), 1);
+        assert!(!call.stream);
+    }
+
+    #[test]
+    fn refuses_a_malformed_body_naming_what_is_wrong() {
+        let err = decode(&json!({"model": "m", "messages": [{"role": "tool", "content": "x"}]})).unwrap_err();
+        assert!(err.contains("messages[0].role"), "{err}");
+        assert!(decode(&json!({"model": "m"})).unwrap_err().contains("messages"));
+    }
+
+    #[test]
+    fn an_answer_round_trips_through_dracodes_parser() {
+        let response = sample();
+        let context = Context { model: "asked".into(), ..Context::default() };
+        let Answer::Json(body) = encode(&response, &context) else { panic!() };
+        assert_eq!(body["usage"]["input_tokens"], 70);
+        let parsed = parse_response(&body).unwrap();
+        assert_eq!(parsed.content, response.content);
+        assert_eq!(parsed.stop_reason, StopReason::ToolUse);
+        assert_eq!((parsed.usage.input_tokens, parsed.usage.cached_input_tokens, parsed.usage.output_tokens), (100, 30, 20));
+        assert_eq!(parsed.model.as_deref(), Some("backend-model"));
+    }
+
+    #[test]
+    fn a_streamed_answer_round_trips_through_dracodes_decoder() {
+        let response = sample();
+        let Answer::Sse(sse) = encode(&response, &Context { stream: true, ..Context::default() }) else { panic!() };
+        let names = event_names(&sse);
+        assert_eq!(names.first().map(String::as_str), Some("message_start"));
+        assert_eq!(names[names.len() - 2..], ["message_delta", "message_stop"]);
+        assert_eq!(names.iter().filter(|n| *n == "content_block_start").count(), 3);
+        let (body, complete) = fold(Box::new(EventDecoder::default()), &sse);
+        assert!(complete);
+        let parsed = parse_response(&body).unwrap();
+        assert_eq!(parsed.content, response.content);
+        assert_eq!(parsed.stop_reason, StopReason::ToolUse);
+        assert_eq!((parsed.usage.input_tokens, parsed.usage.output_tokens), (100, 20));
+    }
+}

@@ -193,3 +193,63 @@ pub(crate) fn encode(response: &LlmResponse, context: &Context) -> Answer {
     out.push_str("data: [DONE]\n\n");
     Answer::Sse(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::{fixture, fold, sample};
+    use dracode_llm::openai::{ChunkDecoder, parse_response};
+
+    #[test]
+    fn decodes_the_opencode_request() {
+        let (call, context) = decode(&fixture("chat-completions.json")).unwrap();
+        assert_eq!(call.format, Format::ChatCompletions);
+        assert!(call.stream && context.include_usage);
+        assert_eq!(call.max_tokens, Some(32000));
+        assert!(!call.system.is_empty());
+        assert!(call.tools.iter().any(|t| t.name == "bash"));
+        let roles: Vec<Role> = call.messages.iter().map(|m| m.role).collect();
+        assert_eq!(roles, [Role::User, Role::Assistant, Role::User]);
+        let ContentBlock::ToolUse { id, name, input } = &call.messages[1].content[0] else { panic!("{:?}", call.messages[1]) };
+        assert_eq!((name.as_str(), input["command"].as_str()), ("bash", Some("echo hi > out.txt")));
+        let ContentBlock::ToolResult { tool_use_id, .. } = &call.messages[2].content[0] else { panic!() };
+        assert_eq!(tool_use_id, id);
+    }
+
+    #[test]
+    fn merges_system_and_developer_and_groups_tool_results() {
+        let body = json!({"model": "m", "max_completion_tokens": 9, "messages": [
+            {"role": "system", "content": "a"}, {"role": "developer", "content": [{"type": "text", "text": "b"}]},
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "x", "type": "function", "function": {"name": "f", "arguments": "{\"k\":1}"}},
+                {"id": "y", "type": "function", "function": {"name": "f", "arguments": ""}}]},
+            {"role": "tool", "tool_call_id": "x", "content": "1"}, {"role": "tool", "tool_call_id": "y", "content": "2"}]});
+        let (call, _) = decode(&body).unwrap();
+        assert_eq!((call.system.as_str(), call.max_tokens), ("a\n\nb", Some(9)));
+        assert_eq!(call.messages.len(), 3);
+        assert_eq!(call.messages[1].content[1], ContentBlock::ToolUse { id: "y".into(), name: "f".into(), input: json!({}) });
+        assert_eq!(call.messages[2].content.len(), 2);
+        assert!(decode(&json!({"messages": [{"role": "tool", "content": "1"}]})).unwrap_err().contains("tool_call_id"));
+    }
+
+    #[test]
+    fn answers_round_trip_through_dracodes_parser_streamed_or_not() {
+        let response = sample();
+        let expected: Vec<ContentBlock> = response.content[1..].to_vec();
+        let Answer::Json(body) = encode(&response, &Context::default()) else { panic!() };
+        assert_eq!(body["choices"][0]["message"]["reasoning_content"], "Let me think.");
+        let parsed = parse_response(&body).unwrap();
+        assert_eq!(parsed.content, expected);
+        assert_eq!((parsed.stop_reason, parsed.usage), (StopReason::ToolUse, response.usage));
+        let context = Context { stream: true, include_usage: true, ..Context::default() };
+        let Answer::Sse(sse) = encode(&response, &context) else { panic!() };
+        assert!(sse.ends_with("data: [DONE]\n\n"));
+        let (body, complete) = fold(Box::new(ChunkDecoder::default()), &sse);
+        assert!(complete);
+        assert_eq!(body["choices"][0]["finish_reason"], "tool_calls");
+        let parsed = parse_response(&body).unwrap();
+        assert_eq!(parsed.content, expected);
+        assert_eq!(parsed.usage, response.usage);
+    }
+}

@@ -163,7 +163,8 @@ fn lowercase_types(schema: &Value) -> Value {
     }
 }
 
-/// The answer's parts; a reasoning block without text lends its signature to the next part.
+/// The answer's parts; a reasoning block's signature goes on the next part that is not a
+/// thought (a function call, text), as Gemini sends it.
 fn parts(response: &LlmResponse) -> Vec<Value> {
     let mut parts = Vec::new();
     let mut signature: Option<String> = None;
@@ -174,11 +175,10 @@ fn parts(response: &LlmResponse) -> Vec<Value> {
                 continue;
             }
             ContentBlock::Reasoning { text, signature: sig, .. } => {
-                let mut part = json!({"text": text, "thought": true});
-                if let Some(sig) = sig {
-                    part["thoughtSignature"] = json!(sig);
-                }
-                parts.push(part);
+                // Gemini CLI keeps no thought parts in its history: the signature rides on
+                // the next part, where Gemini itself puts it.
+                parts.push(json!({"text": text, "thought": true}));
+                signature = sig.clone().or(signature);
                 continue;
             }
             ContentBlock::Text { text, .. } => json!({"text": text}),
@@ -242,4 +242,83 @@ pub(crate) fn error(status: u16, message: &str) -> Value {
         _ => "INVALID_ARGUMENT",
     };
     json!({"error": {"code": status, "message": message, "status": kind}})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::{fixture, fold, sample, without_item_ids};
+    use dracode_llm::gemini::{ChunkDecoder, parse_response};
+
+    #[test]
+    fn decodes_the_gemini_cli_request() {
+        let (call, context) = decode(&fixture("gemini.json"), "gemini-2.5-pro", true).unwrap();
+        assert_eq!((call.format, call.model.as_str(), call.stream), (Format::Gemini, "gemini-2.5-pro", true));
+        assert_eq!(context.model, "gemini-2.5-pro");
+        assert!(!call.system.is_empty());
+        assert!(call.tools.iter().any(|t| t.name == "run_shell_command" && t.parameters["properties"]["command"].is_object()));
+        let roles: Vec<Role> = call.messages.iter().map(|m| m.role).collect();
+        assert_eq!(roles, [Role::User, Role::Assistant, Role::User]);
+        let call_block = call.messages[1].content.iter().find(|b| matches!(b, ContentBlock::ToolUse { .. })).unwrap();
+        let ContentBlock::ToolUse { id, name, .. } = call_block else { panic!() };
+        assert_eq!(name, "run_shell_command");
+        let ContentBlock::ToolResult { tool_use_id, .. } = &call.messages[2].content[0] else { panic!() };
+        assert_eq!(tool_use_id, id);
+    }
+
+    #[test]
+    fn synthesizes_call_ids_by_order_and_name() {
+        let body = json!({"contents": [
+            {"role": "user", "parts": [{"text": "go"}]},
+            {"role": "model", "parts": [{"functionCall": {"name": "a", "args": {}}}, {"functionCall": {"name": "b", "args": {"x": 1}}}]},
+            {"role": "user", "parts": [{"functionResponse": {"name": "b", "response": {"output": "B"}}},
+                                       {"functionResponse": {"name": "a", "response": {"error": "A failed"}}}]},
+            {"role": "model", "parts": [{"functionCall": {"name": "a", "args": {}}}]},
+        ], "tools": [{"functionDeclarations": [{"name": "a", "parameters": {"type": "OBJECT", "properties": {"p": {"type": "STRING"}}}}]},
+                     {"googleSearch": {}}],
+           "generationConfig": {"maxOutputTokens": 77}});
+        let (call, _) = decode(&body, "m", false).unwrap();
+        let ids: Vec<&str> = call.messages[1]
+            .content
+            .iter()
+            .filter_map(|b| if let ContentBlock::ToolUse { id, .. } = b { Some(id.as_str()) } else { None })
+            .collect();
+        assert_eq!(ids, ["call_1", "call_2"]);
+        assert_eq!(
+            call.messages[2].content,
+            vec![
+                ContentBlock::ToolResult { tool_use_id: "call_2".into(), content: "B".into(), is_error: false },
+                ContentBlock::ToolResult { tool_use_id: "call_1".into(), content: "A failed".into(), is_error: true },
+            ]
+        );
+        assert!(matches!(&call.messages[3].content[0], ContentBlock::ToolUse { id, .. } if id == "call_3"));
+        assert_eq!(call.tools[0].parameters["properties"]["p"]["type"], "string");
+        assert_eq!(call.max_tokens, Some(77));
+        assert!(decode(&json!({}), "m", false).unwrap_err().contains("contents"));
+    }
+
+    #[test]
+    fn answers_round_trip_through_dracodes_parser_streamed_or_not() {
+        let response = sample();
+        // Gemini's parser numbers calls itself, and the signature travels on the next part.
+        let mut expected = response.content.clone();
+        if let ContentBlock::ToolUse { id, .. } = &mut expected[2] {
+            *id = "call_1".into();
+        }
+        expected[0] = ContentBlock::Reasoning { text: "Let me think.".into(), signature: None, id: None, redacted: false };
+        expected.insert(1, ContentBlock::Reasoning { text: String::new(), signature: Some("sig-abc".into()), id: None, redacted: false });
+        let Answer::Json(body) = encode(&response, &Context::default()) else { panic!() };
+        assert_eq!(body["candidates"][0]["content"]["parts"][2]["functionCall"]["id"], "call_7");
+        assert_eq!(body["candidates"][0]["content"]["parts"][1]["thoughtSignature"], "sig-abc");
+        let parsed = parse_response(&body, &[]).unwrap();
+        assert_eq!(without_item_ids(&parsed.content), expected);
+        assert_eq!((parsed.stop_reason, parsed.usage), (StopReason::ToolUse, response.usage));
+        let Answer::Sse(sse) = encode(&response, &Context { stream: true, ..Context::default() }) else { panic!() };
+        assert!(sse.starts_with("data: {"));
+        let (body, complete) = fold(Box::new(ChunkDecoder::default()), &sse);
+        assert!(complete);
+        let parsed = parse_response(&body, &[]).unwrap();
+        assert_eq!(without_item_ids(&parsed.content), expected);
+        assert_eq!(parsed.usage, response.usage);
+    }
 }

@@ -174,3 +174,65 @@ pub(crate) fn sse_frame(out: &mut String, event: Option<&str>, data: &Value) {
     out.push_str(&data.to_string());
     out.push_str("\n\n");
 }
+
+#[cfg(test)]
+pub(crate) mod test_support {
+    //! Helpers of the format modules' tests.
+
+    use dracode_llm::stream::{Framer, Framing, StreamDecoder};
+    use dracode_llm::{ContentBlock, LlmResponse, StopReason, Usage};
+    use serde_json::{Value, json};
+
+    /// A fixture captured from a real agent (see tests/fixtures/README.md).
+    pub(crate) fn fixture(name: &str) -> Value {
+        let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    /// An answer with reasoning, text and a tool call.
+    pub(crate) fn sample() -> LlmResponse {
+        LlmResponse {
+            content: vec![
+                ContentBlock::Reasoning { text: "Let me think.".into(), signature: Some("sig-abc".into()), id: None, redacted: false },
+                ContentBlock::text("I will run it."),
+                ContentBlock::ToolUse { id: "call_7".into(), name: "Bash".into(), input: json!({"command": "echo hi > out.txt"}) },
+            ],
+            stop_reason: StopReason::ToolUse,
+            usage: Usage { cached_input_tokens: 30, reasoning_output_tokens: 5, ..Usage::from_counts(100, 20) },
+            model: Some("backend-model".into()),
+        }
+    }
+
+    /// Feeds an SSE body through dracode's own framer and `decoder`: the folded body and
+    /// whether the stream was whole.
+    pub(crate) fn fold(decoder: Box<dyn StreamDecoder>, sse: &str) -> (Value, bool) {
+        let mut decoder = decoder;
+        let mut framer = Framer::new(Framing::Sse);
+        for piece in sse.as_bytes().chunks(5) {
+            for frame in framer.push(piece) {
+                decoder.feed(&frame).unwrap();
+            }
+        }
+        let complete = decoder.complete();
+        (decoder.into_body(), complete)
+    }
+
+    /// `content` with the API item ids of text and reasoning dropped (and tool ids kept).
+    pub(crate) fn without_item_ids(content: &[ContentBlock]) -> Vec<ContentBlock> {
+        content
+            .iter()
+            .map(|block| match block {
+                ContentBlock::Text { text, .. } => ContentBlock::text(text.clone()),
+                ContentBlock::Reasoning { text, signature, redacted, .. } => {
+                    ContentBlock::Reasoning { text: text.clone(), signature: signature.clone(), id: None, redacted: *redacted }
+                }
+                other => other.clone(),
+            })
+            .collect()
+    }
+
+    /// The SSE event names of a stream, in order.
+    pub(crate) fn event_names(sse: &str) -> Vec<String> {
+        sse.lines().filter_map(|l| l.strip_prefix("event: ")).map(str::to_string).collect()
+    }
+}

@@ -295,3 +295,90 @@ pub(crate) fn error(status: u16, message: &str) -> Value {
     };
     json!({"error": {"message": message, "type": kind, "param": null, "code": code}})
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::{event_names, fixture, fold, sample, without_item_ids};
+    use dracode_llm::responses::{EventDecoder, parse_response};
+
+    #[test]
+    fn decodes_the_codex_request() {
+        let (call, context) = decode(&fixture("openai-responses.json")).unwrap();
+        assert_eq!(call.format, Format::OpenAiResponses);
+        assert_eq!(call.model, "gpt-5.5");
+        assert!(call.stream);
+        let names: Vec<&str> = call.tools.iter().map(|t| t.name.as_str()).collect();
+        assert!(names.contains(&"exec_command") && names.contains(&"apply_patch"), "{names:?}");
+        assert!(!names.contains(&"web_search"));
+        assert_eq!(context.custom_tools, ["apply_patch"]);
+        let patch = call.tools.iter().find(|t| t.name == "apply_patch").unwrap();
+        assert_eq!(patch.parameters["required"], json!(["input"]));
+        assert!(patch.description.contains("grammar"), "{}", patch.description);
+        let roles: Vec<Role> = call.messages.iter().map(|m| m.role).collect();
+        assert_eq!(roles, [Role::User, Role::Assistant, Role::User]);
+        assert!(call.messages[0].text().starts_with("[developer] "));
+        let ContentBlock::ToolUse { id, name, input } = &call.messages[1].content[0] else { panic!() };
+        assert_eq!((name.as_str(), input["cmd"].as_str()), ("exec_command", Some("echo hi > out.txt")));
+        let ContentBlock::ToolResult { tool_use_id, .. } = &call.messages[2].content[0] else { panic!() };
+        assert_eq!(tool_use_id, id);
+    }
+
+    #[test]
+    fn decodes_custom_calls_and_reasoning() {
+        let body = json!({"model": "m", "instructions": "be brief", "input": [
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]},
+            {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "plan"}], "encrypted_content": "enc"},
+            {"type": "custom_tool_call", "call_id": "c1", "name": "apply_patch", "input": "*** Begin Patch"},
+            {"type": "custom_tool_call_output", "call_id": "c1", "output": "ok"},
+        ], "max_output_tokens": 500});
+        let (call, _) = decode(&body).unwrap();
+        assert_eq!((call.system.as_str(), call.max_tokens), ("be brief", Some(500)));
+        assert_eq!(
+            call.messages[1].content,
+            vec![
+                ContentBlock::Reasoning { text: "plan".into(), signature: Some("enc".into()), id: Some("rs_1".into()), redacted: false },
+                ContentBlock::ToolUse { id: "c1".into(), name: "apply_patch".into(), input: json!({"input": "*** Begin Patch"}) },
+            ]
+        );
+        assert_eq!(
+            call.messages[2].content,
+            vec![ContentBlock::ToolResult { tool_use_id: "c1".into(), content: "ok".into(), is_error: false }]
+        );
+        assert!(decode(&json!({"input": [{"type": "function_call", "name": "x"}]})).unwrap_err().contains("call_id"));
+    }
+
+    #[test]
+    fn an_answer_round_trips_through_dracodes_parser() {
+        let response = sample();
+        let Answer::Json(body) = encode(&response, &Context::default()) else { panic!() };
+        let parsed = parse_response(&body).unwrap();
+        assert_eq!(without_item_ids(&parsed.content), response.content);
+        assert_eq!(parsed.stop_reason, StopReason::ToolUse);
+        assert_eq!(parsed.usage, response.usage);
+    }
+
+    #[test]
+    fn a_streamed_answer_round_trips_and_custom_tools_stay_custom() {
+        let mut response = sample();
+        response.content.push(ContentBlock::ToolUse {
+            id: "call_8".into(),
+            name: "apply_patch".into(),
+            input: json!({"input": "*** Begin Patch"}),
+        });
+        let context = Context { stream: true, custom_tools: vec!["apply_patch".into()], ..Context::default() };
+        let Answer::Sse(sse) = encode(&response, &context) else { panic!() };
+        let names = event_names(&sse);
+        assert_eq!(names[..2], ["response.created", "response.in_progress"]);
+        assert_eq!(names.last().map(String::as_str), Some("response.completed"));
+        assert_eq!(names.iter().filter(|n| *n == "response.output_item.done").count(), 4);
+        assert!(sse.contains("\"sequence_number\":0"));
+        let (body, complete) = fold(Box::new(EventDecoder::default()), &sse);
+        assert!(complete);
+        assert_eq!(body["output"][3]["type"], "custom_tool_call");
+        assert_eq!(body["output"][3]["input"], "*** Begin Patch");
+        let parsed = parse_response(&body).unwrap();
+        assert_eq!(without_item_ids(&parsed.content), response.content);
+        assert_eq!(parsed.usage, response.usage);
+    }
+}

@@ -480,6 +480,8 @@ impl AttemptCtx<'_> {
             model: spec.provider.model.as_deref().unwrap_or("default"),
             time_left: limit.saturating_sub(self.clock.elapsed()).max(Duration::from_secs(1)),
             output_limit: COMMAND_OUTPUT_LIMIT,
+            reports: &kit.tool_ctx.reports,
+            network_log: &kit.tool_ctx.network_log,
         };
         let (text, resume) = match repair {
             Some(message) => (message, true),

@@ -96,6 +96,11 @@ pub struct Run<'a> {
     pub time_left: Duration,
     /// Bytes of the agent's own output kept (head and tail), for the error when it fails.
     pub output_limit: usize,
+    /// Where the sandbox's reports about the agent's process tree go (refused connections,
+    /// limits reached), as for the built-in agent's commands.
+    pub reports: &'a dracode_sandbox::incidents::ReportSink,
+    /// Names the running agent in refused connections (`network.denied`, phase `agent`).
+    pub network_log: &'a dracode_sandbox::egress::NetworkLog,
 }
 
 /// The endpoint's side of the channel: each call goes to the attempt's loop, which answers it.
@@ -154,6 +159,7 @@ impl Run<'_> {
             confine: confine.as_ref(),
         };
         let keep_alive = || answerer.emitter.keep_alive();
+        let _running = self.network_log.running(self.agent.kind.as_str(), dracode_sandbox::egress::Phase::Agent);
         let process = dracode_sandbox::process::run_observed(&spec, &keep_alive);
         tokio::pin!(process);
         let (mut pending, mut end) = (Pending::new(), None);
@@ -172,6 +178,7 @@ impl Run<'_> {
             }
         };
         let finished = finished.map_err(|e| TaskError::new(FailureKind::Agent, format!("cannot run {program_text}: {e}")))?;
+        self.reports.extend(finished.reports.iter().cloned());
         Ok(ended(self.agent.kind, &finished))
     }
 }

@@ -6,6 +6,8 @@
 use crate::support::agents::{installed, path_with};
 use crate::support::anthropic_server::{self, AnthropicServer};
 use crate::support::cli::{dracode, events, finished, git_repo, read_jsonl};
+use crate::support::gemini_server::{self, GeminiServer};
+use crate::support::openai_server::{self, OpenAiServer};
 use crate::support::responses_server::{self, Out, Reply, ResponsesServer};
 use serde_json::{Value, json};
 use std::path::Path;
@@ -45,6 +47,7 @@ async fn run(dir: &Path, bin: &Path, args: &[&str]) -> (i32, String, Vec<Value>)
             .env("PATH", path)
             .env("ANTHROPIC_API_KEY", REAL_KEY)
             .env("OPENAI_API_KEY", REAL_KEY)
+            .env("GEMINI_API_KEY", REAL_KEY)
             .args(&args)
             .output()
             .unwrap();
@@ -145,4 +148,150 @@ async fn max_iterations_stops_a_real_agent_after_two_calls() {
     assert_eq!(task["status"], "max_iterations", "{stderr}\n{task:#}");
     assert_eq!(server.remaining(), 2, "the third call never reached the provider");
     assert_eq!(task["usage"]["input_tokens"], 200, "{task:#}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_code_on_an_openai_type_provider_passes_the_same_task() {
+    let Some(bin) = installed("claude-code") else { return };
+    let tokens = openai_server::Tokens::new;
+    let server = OpenAiServer::start_with_key(
+        REAL_KEY,
+        vec![
+            openai_server::ScriptedReply::tool_call("call_1", "Bash", json!({"command": FIX, "description": "fix"}), tokens(300, 20)),
+            openai_server::ScriptedReply::text("Fixed add.", tokens(500, 5)),
+        ],
+    )
+    .await;
+    let tmp = project("openai", &server.base_url(), "qwen3-coder", "claude-code", "");
+    let (code, stderr, all) = run(tmp.path(), &bin, &["run", "tasks.toml", "--out", "out"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_fixed(&all, &stderr, 800, 25, 2);
+    // Claude Code's Anthropic request became a Chat Completions request with its tools.
+    let first = &server.requests()[0];
+    assert!(first["tools"].as_array().unwrap().iter().any(|t| t["function"]["name"] == "Bash"), "{first}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_on_an_anthropic_provider_passes_the_same_task() {
+    let Some(bin) = installed("codex") else { return };
+    let tokens = anthropic_server::Tokens::new;
+    let server = AnthropicServer::start_with_key(
+        REAL_KEY,
+        vec![
+            anthropic_server::ScriptedReply::tool_use("toolu_1", "exec_command", json!({"cmd": FIX}), tokens(300, 20)),
+            anthropic_server::ScriptedReply::text("Fixed add.", tokens(500, 5)),
+        ],
+    )
+    .await;
+    let tmp = project("anthropic", &server.base_url(), "claude-sonnet-4-5", "codex", "");
+    let (code, stderr, all) = run(tmp.path(), &bin, &["run", "tasks.toml", "--out", "out"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_fixed(&all, &stderr, 800, 25, 2);
+    let first = &server.requests()[0];
+    assert!(first["tools"].as_array().unwrap().iter().any(|t| t["name"] == "exec_command"), "{first}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn gemini_cli_completes_a_task() {
+    let Some(bin) = installed("gemini-cli") else { return };
+    let server = GeminiServer::start(
+        REAL_KEY,
+        vec![
+            gemini_server::Reply::Calls(vec![("run_shell_command".into(), json!({"command": FIX}))], [300, 20, 0, 0]),
+            gemini_server::Reply::Text("Fixed add.".into(), [500, 5, 0, 0]),
+        ],
+    )
+    .await;
+    let tmp = project("gemini", &server.base_url(), "gemini-2.5-pro", "gemini-cli", "");
+    let (code, stderr, all) = run(tmp.path(), &bin, &["run", "tasks.toml", "--out", "out"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_fixed(&all, &stderr, 800, 25, 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_recorded_claude_code_run_replays_offline_to_the_same_verdict() {
+    let Some(bin) = installed("claude-code") else { return };
+    let tokens = anthropic_server::Tokens::new;
+    let server = AnthropicServer::start_with_key(
+        REAL_KEY,
+        vec![
+            anthropic_server::ScriptedReply::tool_use("toolu_1", "Bash", json!({"command": FIX, "description": "fix"}), tokens(300, 20)),
+            anthropic_server::ScriptedReply::text("Fixed add.", tokens(500, 5)),
+        ],
+    )
+    .await;
+    let tmp = project("anthropic", &server.base_url(), "claude-sonnet-4-5", "claude-code", "");
+    let recordings = tmp.path().join("recordings");
+    let (code, stderr, recorded) =
+        run(tmp.path(), &bin, &["run", "tasks.toml", "--out", "out", "--record", recordings.to_str().unwrap()]).await;
+    assert_eq!(code, 0, "{stderr}");
+    drop(server);
+    std::fs::remove_dir_all(tmp.path().join("out")).unwrap();
+    let (code, stderr, replayed) =
+        run(tmp.path(), &bin, &["run", "tasks.toml", "--out", "out", "--replay", recordings.to_str().unwrap()]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let (before, after) = (finished(&recorded, "fix"), finished(&replayed, "fix"));
+    assert_eq!(after["status"], "passed", "{after:#}");
+    assert_eq!((&after["check"]["before"], &after["check"]["exit_code"]), (&before["check"]["before"], &before["check"]["exit_code"]));
+    assert_eq!(after["usage"], before["usage"]);
+    assert_eq!(after["files_changed"], before["files_changed"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hostile_script_driving_claude_code_is_refused_as_the_built_in_agent_is() {
+    let Some(bin) = installed("claude-code") else { return };
+    let tokens = anthropic_server::Tokens::new;
+    let tmp = tempfile::tempdir().unwrap();
+    // The user's HOME is the test's folder (tests/support/cli.rs): a key the agent must not read.
+    let secret = "PRIVATE-KEY-a1b2c3d4e5";
+    std::fs::create_dir_all(tmp.path().join(".ssh")).unwrap();
+    std::fs::write(tmp.path().join(".ssh/id_ed25519"), secret).unwrap();
+    let outside = tmp.path().join("outside.txt");
+    let attack = format!(
+        "cat {home}/.ssh/id_ed25519; echo pwned > {out}; python3 -c \"import socket; socket.create_connection(('192.0.2.1', 80), timeout=3)\"; echo done",
+        home = tmp.path().display(),
+        out = outside.display()
+    );
+    let server = AnthropicServer::start_with_key(
+        REAL_KEY,
+        vec![
+            anthropic_server::ScriptedReply::tool_use("toolu_1", "Bash", json!({"command": attack, "description": "x"}), tokens(300, 20)),
+            anthropic_server::ScriptedReply::text("Done.", tokens(500, 5)),
+        ],
+    )
+    .await;
+    let project = project("anthropic", &server.base_url(), "claude-sonnet-4-5", "claude-code", "");
+    for name in ["dracode.toml", "tasks.toml", "repo"] {
+        std::fs::rename(project.path().join(name), tmp.path().join(name)).unwrap();
+    }
+    let (_, stderr, all) = run(tmp.path(), &bin, &["run", "tasks.toml", "--out", "out"]).await;
+    let results: Vec<&Value> = events(&all, "tool.completed");
+    assert_eq!(results.len(), 1, "{stderr}");
+    let output = results[0]["output"].as_str().unwrap();
+    assert!(output.contains("done"), "the script ran: {output}");
+    assert!(!output.contains(secret), "the agent read the user's key: {output}");
+    assert!(server.requests().iter().all(|r| !r.to_string().contains(secret)), "the key reached the model");
+    assert!(!outside.exists(), "the agent wrote outside its workspace");
+    let denied = events(&all, "network.denied");
+    assert!(denied.iter().any(|d| d["host"] == "192.0.2.1" && d["phase"] == "agent"), "{denied:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn opencode_completes_a_task() {
+    let Some(bin) = installed("opencode") else { return };
+    let tokens = openai_server::Tokens::new;
+    let server = OpenAiServer::start_with_key(
+        REAL_KEY,
+        vec![
+            // opencode first asks a title for the session (no tools), then works.
+            openai_server::ScriptedReply::text("Fix add", tokens(50, 3)),
+            openai_server::ScriptedReply::tool_call("call_1", "bash", json!({"command": FIX, "description": "fix"}), tokens(300, 20)),
+            openai_server::ScriptedReply::text("Fixed add.", tokens(500, 5)),
+        ],
+    )
+    .await;
+    let tmp = project("openai", &server.base_url(), "qwen3-coder", "opencode", "");
+    let (code, stderr, all) = run(tmp.path(), &bin, &["run", "tasks.toml", "--out", "out"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_fixed(&all, &stderr, 850, 28, 3);
 }

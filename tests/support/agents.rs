@@ -8,6 +8,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+/// The Node that Gemini CLI (a Node script that wants Node 20 or later) runs on: the `node`
+/// package, installed beside it.
+pub const NODE_VERSION: &str = "22.23.3";
+
 /// The agents the tests run: (the `agent` field's name, npm package, pinned version, program).
 pub const AGENTS: &[(&str, &str, &str, &str)] = &[
     ("claude-code", "@anthropic-ai/claude-code", "2.1.332", "claude"),
@@ -36,6 +40,7 @@ pub fn installed(name: &str) -> Option<PathBuf> {
             .args(["install", "--no-audit", "--no-fund", "--loglevel=error", "--prefix"])
             .arg(&prefix)
             .arg(format!("{package}@{version}"))
+            .args((name == "gemini-cli").then(|| format!("node@{NODE_VERSION}")))
             .output();
         let why = match installed {
             Ok(out) if out.status.success() && bin.join(program).is_file() => None,

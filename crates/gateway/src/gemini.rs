@@ -92,9 +92,15 @@ impl Ids {
     }
 }
 
+/// The signatures Google documents as placeholders for a function call that has none (the
+/// model never signed it): Gemini CLI puts the first on calls it did not get signed. They
+/// carry no reasoning, and no other provider could take them back: dropped.
+const PLACEHOLDER_SIGNATURES: [&str; 2] = ["skip_thought_signature_validator", "context_engineering_is_the_way_to_go"];
+
 /// One part as blocks onto `out`.
 fn part_blocks(part: &Value, ids: &mut Ids, out: &mut Vec<ContentBlock>) {
-    let signature = part.get("thoughtSignature").and_then(Value::as_str).map(str::to_string);
+    let signature =
+        part.get("thoughtSignature").and_then(Value::as_str).filter(|sig| !PLACEHOLDER_SIGNATURES.contains(sig)).map(str::to_string);
     if part.get("thought").and_then(Value::as_bool) == Some(true) {
         out.push(ContentBlock::Reasoning { text: str_at(part, "text").to_string(), signature, id: None, redacted: false });
         return;
@@ -264,6 +270,8 @@ mod tests {
         assert_eq!(name, "run_shell_command");
         let ContentBlock::ToolResult { tool_use_id, .. } = &call.messages[2].content[0] else { panic!() };
         assert_eq!(tool_use_id, id);
+        // Gemini CLI's placeholder signature (`skip_thought_signature_validator`) is no reasoning.
+        assert!(!call.messages[1].content.iter().any(|b| matches!(b, ContentBlock::Reasoning { .. })), "{:?}", call.messages[1]);
     }
 
     #[test]

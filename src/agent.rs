@@ -89,6 +89,8 @@ pub struct AgentState {
     pub calls_used: u32,
     /// The limits the agent was already warned about ([`crate::deadline`]).
     pub warned: crate::deadline::Warned,
+    /// An external agent's version, as its requests told it ([`crate::external`]).
+    pub agent_version: Option<String>,
 }
 
 /// What was refused of a task's tool calls.

@@ -51,6 +51,9 @@ impl Answerer<'_> {
         end: &mut Option<AgentEnd>,
     ) -> Result<LlmResponse, Refusal> {
         self.report_results(&call.messages, pending);
+        if state.agent_version.is_none() {
+            state.agent_version = call.user_agent.as_deref().and_then(version_of);
+        }
         if let Some(done) = end.as_ref() {
             return Err(refusal(&format!("the task has ended ({done:?})")));
         }
@@ -141,7 +144,36 @@ impl Answerer<'_> {
     }
 }
 
+/// The version in a `User-Agent` such as `claude-cli/2.1.332 (external, sdk-cli)`,
+/// `codex_exec/0.171.0 (…)`, `GeminiCLI/0.61.0/gemini-2.5-pro (…)` or `opencode/1.18.33 ai-sdk/…`:
+/// what follows the first `/`, up to the next `/` or space, when it starts with a digit.
+pub fn version_of(user_agent: &str) -> Option<String> {
+    let (_, rest) = user_agent.split_once('/')?;
+    let version = rest.split(['/', ' ']).next()?;
+    version.starts_with(|c: char| c.is_ascii_digit()).then(|| version.to_string())
+}
+
 /// A refusal the agent takes as final.
 fn refusal(message: &str) -> Refusal {
     Refusal { status: REFUSED_STATUS, message: message.to_string() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::version_of;
+
+    #[test]
+    fn the_version_comes_from_each_agents_user_agent() {
+        let seen = [
+            ("claude-cli/2.1.332 (external, sdk-cli)", Some("2.1.332")),
+            ("codex_exec/0.171.0 (Debian 12.0.0; x86_64) dumb (codex_exec; 0.171.0)", Some("0.171.0")),
+            ("GeminiCLI-tui/0.61.0/gemini-2.5-pro (linux; x64; terminal)", Some("0.61.0")),
+            ("opencode/1.18.33 ai-sdk/provider-utils/4.0.23 runtime/bun/1.3.14", Some("1.18.33")),
+            ("python-requests", None),
+            ("x/latest", None),
+        ];
+        for (agent, version) in seen {
+            assert_eq!(version_of(agent).as_deref(), version, "{agent}");
+        }
+    }
 }

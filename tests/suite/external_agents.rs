@@ -73,6 +73,8 @@ fn assert_fixed(all: &[Value], stderr: &str, input: u64, output: u64, calls: u64
     assert_eq!(task["usage"]["input_tokens"], input, "{task:#}");
     assert_eq!(task["usage"]["output_tokens"], output, "{task:#}");
     assert_eq!(task["num_turns"], calls, "{task:#}");
+    let version = crate::support::agents::pinned(task["agent"]["name"].as_str().unwrap_or_default()).2;
+    assert_eq!(task["agent"]["version"], version, "{task:#}");
     let started: Vec<&str> = events(all, "tool.started").iter().map(|e| e["tool"].as_str().unwrap_or_default()).collect();
     assert!(!started.is_empty(), "the agent's tool calls are events");
 }
@@ -294,4 +296,32 @@ async fn opencode_completes_a_task() {
     let (code, stderr, all) = run(tmp.path(), &bin, &["run", "tasks.toml", "--out", "out"]).await;
     assert_eq!(code, 0, "{stderr}");
     assert_fixed(&all, &stderr, 850, 28, 3);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_repair_is_a_follow_up_turn_in_the_agents_own_session() {
+    let Some(bin) = installed("claude-code") else { return };
+    let tokens = anthropic_server::Tokens::new;
+    let wrong = "sed -i 's/a - b/a * b/' calc.py";
+    let server = AnthropicServer::start_with_key(
+        REAL_KEY,
+        vec![
+            anthropic_server::ScriptedReply::tool_use("toolu_1", "Bash", json!({"command": wrong, "description": "x"}), tokens(300, 20)),
+            anthropic_server::ScriptedReply::text("Done.", tokens(400, 5)),
+            anthropic_server::ScriptedReply::tool_use("toolu_2", "Bash", json!({"command": "sed -i 's/a \\* b/a + b/' calc.py", "description": "x"}), tokens(500, 20)),
+            anthropic_server::ScriptedReply::text("Fixed add.", tokens(600, 5)),
+        ],
+    )
+    .await;
+    let tmp = project("anthropic", &server.base_url(), "claude-sonnet-4-5", "claude-code", "");
+    let manifest = std::fs::read_to_string(tmp.path().join("tasks.toml")).unwrap().replace("[[tasks]]", "check_repairs = 1\n\n[[tasks]]");
+    std::fs::write(tmp.path().join("tasks.toml"), manifest).unwrap();
+    let (code, stderr, all) = run(tmp.path(), &bin, &["run", "tasks.toml", "--out", "out"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let task = finished(&all, "fix");
+    assert_eq!((&task["status"], &task["repairs"]), (&json!("passed"), &json!(1)), "{task:#}");
+    // The repair's first call holds the whole first round, then the check's failure.
+    let repair = server.requests()[2].to_string();
+    assert!(repair.contains("toolu_1") && repair.contains("Done."), "not the same session: {repair}");
+    assert!(repair.contains("AssertionError") || repair.contains("exit code 1"), "{repair}");
 }

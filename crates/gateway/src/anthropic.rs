@@ -53,7 +53,7 @@ pub(crate) fn decode(body: &Value) -> Result<(Call, Context), String> {
     let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
     let max_tokens = as_u32(body.get("max_tokens"));
     let context = Context { model: model.clone(), stream, ..Context::default() };
-    Ok((Call { format: Format::AnthropicMessages, model, system, messages, tools, max_tokens, stream }, context))
+    Ok((Call { format: Format::AnthropicMessages, model, system, messages, tools, max_tokens, stream, user_agent: None }, context))
 }
 
 /// A message's content as blocks; `prefix` goes before each text.

@@ -62,7 +62,7 @@ pub(crate) fn decode(body: &Value) -> Result<(Call, Context), String> {
     let max_tokens = as_u32(body.get("max_completion_tokens")).or_else(|| as_u32(body.get("max_tokens")));
     let context = Context { model: model.clone(), stream, custom_tools: Vec::new(), include_usage };
     let system = system.join("\n\n");
-    Ok((Call { format: Format::ChatCompletions, model, system, messages, tools, max_tokens, stream }, context))
+    Ok((Call { format: Format::ChatCompletions, model, system, messages, tools, max_tokens, stream, user_agent: None }, context))
 }
 
 /// An assistant message's reasoning, text and tool calls.

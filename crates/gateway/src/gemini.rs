@@ -58,7 +58,7 @@ pub(crate) fn decode(body: &Value, model: &str, stream: bool) -> Result<(Call, C
         .collect();
     let max_tokens = as_u32(body.pointer("/generationConfig/maxOutputTokens"));
     let context = Context { model: model.to_string(), stream, ..Context::default() };
-    Ok((Call { format: Format::Gemini, model: model.to_string(), system, messages, tools, max_tokens, stream }, context))
+    Ok((Call { format: Format::Gemini, model: model.to_string(), system, messages, tools, max_tokens, stream, user_agent: None }, context))
 }
 
 /// Call ids: those synthesized so far, and the calls not answered yet (name, id).

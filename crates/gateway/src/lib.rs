@@ -65,6 +65,8 @@ pub struct Call {
     pub max_tokens: Option<u32>,
     /// True when the agent asked for a streamed answer (server-sent events).
     pub stream: bool,
+    /// The request's `User-Agent` (the agent's name and version, as it tells them).
+    pub user_agent: Option<String>,
 }
 
 /// A call the backend refuses (a limit, a provider failure), told to the agent in its own format.

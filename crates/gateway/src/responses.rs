@@ -41,7 +41,7 @@ pub(crate) fn decode(body: &Value) -> Result<(Call, Context), String> {
     let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
     let max_tokens = as_u32(body.get("max_output_tokens"));
     let context = Context { model: model.clone(), stream, custom_tools, include_usage: false };
-    Ok((Call { format: Format::OpenAiResponses, model, system, messages, tools, max_tokens, stream }, context))
+    Ok((Call { format: Format::OpenAiResponses, model, system, messages, tools, max_tokens, stream, user_agent: None }, context))
 }
 
 /// One input item as blocks of a role (no blocks for items the backend has no use for).

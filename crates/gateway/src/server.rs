@@ -186,6 +186,7 @@ async fn handle(state: Arc<State>, request: Request<Incoming>) -> Result<Respons
         let list = json!({"object": "list", "data": [{"id": model, "object": "model", "created": 0, "owned_by": "dracode"}]});
         return Ok(json_response(200, &list));
     }
+    let user_agent = request.headers().get(hyper::header::USER_AGENT).and_then(|v| v.to_str().ok()).map(str::to_string);
     let body = match read_body(request).await {
         Ok(body) => body,
         Err((status, message)) => return Ok(error(format, status, &message)),
@@ -196,7 +197,7 @@ async fn handle(state: Arc<State>, request: Request<Incoming>) -> Result<Respons
         return Ok(json_response(200, &answer));
     }
     let Route::Model(format, gemini_route) = route else { return Ok(error(format, 404, "no such route")) };
-    Ok(model_call(&state, format, gemini_route, &body).await)
+    Ok(model_call(&state, format, gemini_route, &body, user_agent).await)
 }
 
 /// The body, whole and uncompressed, or the status and message refusing it.
@@ -219,7 +220,13 @@ async fn read_body(request: Request<Incoming>) -> Result<Bytes, (u16, String)> {
 }
 
 /// Decodes a model call, hands it to the backend, encodes the answer.
-async fn model_call(state: &State, format: Format, gemini_route: Option<(String, bool)>, body: &[u8]) -> Response<Full<Bytes>> {
+async fn model_call(
+    state: &State,
+    format: Format,
+    gemini_route: Option<(String, bool)>,
+    body: &[u8],
+    user_agent: Option<String>,
+) -> Response<Full<Bytes>> {
     let json: Value = match serde_json::from_slice(body) {
         Ok(json @ Value::Object(_)) => json,
         Ok(_) => return error(format, 400, "the request body is not a JSON object"),
@@ -233,7 +240,7 @@ async fn model_call(state: &State, format: Format, gemini_route: Option<(String,
         (Format::Gemini, None) => Err("no model in the path".to_string()),
     };
     let (call, context) = match decoded {
-        Ok(decoded) => decoded,
+        Ok((call, context)) => (Call { user_agent, ..call }, context),
         Err(message) => return error(format, 400, &format!("malformed {} request: {message}", format.as_str())),
     };
     if let Ok(mut model) = state.model.lock() {

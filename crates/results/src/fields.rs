@@ -204,3 +204,15 @@ pub struct IssueOrigin {
     /// The login of who put the manifest's label on it (someone with write access).
     pub labelled_by: String,
 }
+
+/// The agent that did a task's work when it was not dracode's own (`agent = "codex"`, …).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
+pub struct AgentOrigin {
+    /// The `agent` field's name: `claude-code`, `codex`, `gemini-cli`, `opencode`, or an
+    /// `[agents.NAME]` table's name.
+    pub name: String,
+    /// Its version as its requests told it (`User-Agent`), when they did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}

@@ -16,7 +16,7 @@
 //! follow. Durations are `*_ms` integers; a cost is `null` when the model's price is unknown.
 
 use crate::{
-    CacheHit, CheckRecord, CompactionMethod, DeniedCall, IssueOrigin, Limit, RegradedFrom, RepeatVerdict, RetryScope, Status, TaskError,
+    AgentOrigin, CacheHit, CheckRecord, CompactionMethod, DeniedCall, IssueOrigin, Limit, RegradedFrom, RepeatVerdict, RetryScope, Status, TaskError,
     Usage,
 };
 use schemars::JsonSchema;
@@ -430,6 +430,10 @@ pub struct WireOutcome {
     pub provider: String,
     /// Model name.
     pub model: String,
+    /// The agent that did the work, when it was not dracode's own (`agent`): its name and
+    /// version. Absent for dracode's own agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentOrigin>,
     /// The attempts before the last, in order; empty when the first attempt was final.
     pub prior_attempts: Vec<WireAttempt>,
     /// The branch holding the task's changes as a commit (with `commit = true`), else `null`.
@@ -541,6 +545,7 @@ impl WireOutcome {
             index,
             provider: provider.to_string(),
             model: model.to_string(),
+            agent: None,
             prior_attempts: Vec::new(),
             branch: None,
             structured_output: None,
@@ -820,6 +825,7 @@ mod tests {
             index: 4,
             provider: "openai".into(),
             model: "gpt-4o".into(),
+            agent: Some(AgentOrigin { name: "codex".into(), version: Some("0.171.0".into()) }),
             prior_attempts: vec![WireAttempt { status: Status::Error, error: error(ErrorKind::Server.into(), "502"), duration_ms: 1500 }],
             branch: Some("dracode/t".into()),
             structured_output: Some(serde_json::json!({"risk": 2})),

@@ -727,3 +727,44 @@ fn the_actions_page_lists_every_input_and_output_of_action_yml_and_no_other() {
     declared.sort();
     assert_eq!(documented, declared, "the outputs on the page and in action.yml");
 }
+
+/// `agents.sh` with stand-ins for npm (which records its arguments and "installs" the program)
+/// on PATH: exit code, output, the npm command lines.
+fn install_agents(input: &str) -> (Option<i32>, String, Vec<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let npm = format!(
+        "#!/bin/sh\necho \"$*\" >> {log}\nfor p in claude codex gemini opencode; do printf '#!/bin/sh\\necho \"%s 9.9.9\"\\n' $p > {bin}/$p; chmod +x {bin}/$p; done\n",
+        log = dir.path().join("npm.log").display(),
+        bin = bin.display()
+    );
+    std::fs::write(bin.join("npm"), npm).unwrap();
+    assert!(Command::new("chmod").arg("+x").arg(bin.join("npm")).status().unwrap().success());
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let out = bash(dir.path(), "agents.sh", &[input], &[("PATH", &path)]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    let log = std::fs::read_to_string(dir.path().join("npm.log")).unwrap_or_default();
+    (out.status.code(), text, log.lines().map(str::to_string).collect())
+}
+
+#[test]
+fn the_agents_input_installs_the_named_agents_at_the_tested_versions_and_nothing_else() {
+    let (code, text, npm) = install_agents("claude-code, codex@0.200.0");
+    assert_eq!(code, Some(0), "{text}");
+    let claude = crate::support::agents::pinned("claude-code");
+    assert_eq!(
+        npm,
+        [
+            format!("install -g --no-audit --no-fund --loglevel=error {}@{}", claude.1, claude.2),
+            "install -g --no-audit --no-fund --loglevel=error @openai/codex@0.200.0".to_string()
+        ]
+    );
+    assert!(text.contains("claude-code: claude 9.9.9"), "{text}");
+    let (code, _, npm) = install_agents("");
+    assert_eq!((code, npm.len()), (Some(0), 0), "an empty input installs nothing");
+    let (code, text, npm) = install_agents("claude-code goose");
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("unknown agent 'goose'; the agents are: claude-code codex gemini-cli opencode"), "{text}");
+    assert_eq!(npm.len(), 0, "nothing is installed when a name is unknown: {npm:?}");
+}

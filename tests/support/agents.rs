@@ -1,5 +1,5 @@
-//! The real coding agents, installed from the npm registry into the test cache on first use:
-//! the versions the tests (and `docs/src/agents.md`) pin are here and nowhere else.
+//! The real coding agents, installed from the npm registry into the test cache on first use, at
+//! the versions `.github/action/agents.tsv` pins (the action installs the same).
 //!
 //! [`installed`] gives the folder holding the agent's program, or `None` after printing why it
 //! could not be installed (no npm, no registry) — unless `DRACODE_REQUIRE_AGENTS` is set (CI),
@@ -12,20 +12,28 @@ use std::sync::Mutex;
 /// package, installed beside it.
 pub const NODE_VERSION: &str = "22.23.3";
 
-/// The agents the tests run: (the `agent` field's name, npm package, pinned version, program).
-pub const AGENTS: &[(&str, &str, &str, &str)] = &[
-    ("claude-code", "@anthropic-ai/claude-code", "2.1.332", "claude"),
-    ("codex", "@openai/codex", "0.171.0", "codex"),
-    ("gemini-cli", "@google/gemini-cli", "0.61.0", "gemini"),
-    ("opencode", "opencode-ai", "1.18.33", "opencode"),
-];
+/// The agents and their pinned versions, as the action installs them: one row each, tab
+/// separated — the `agent` field's name, npm package, version, program.
+pub const TABLE: &str = include_str!("../../.github/action/agents.tsv");
+
+/// The rows of [`TABLE`]: (name, npm package, pinned version, program).
+pub fn agents() -> Vec<(&'static str, &'static str, &'static str, &'static str)> {
+    TABLE
+        .lines()
+        .filter(|line| !line.starts_with('#') && !line.trim().is_empty())
+        .map(|line| {
+            let cells: Vec<&str> = line.split('\t').collect();
+            (cells[0], cells[1], cells[2], cells[3])
+        })
+        .collect()
+}
 
 /// One install at a time: two tests installing the same agent into one prefix would collide.
 static INSTALLING: Mutex<()> = Mutex::new(());
 
 /// The pinned entry of agent `name`.
 pub fn pinned(name: &str) -> (&'static str, &'static str, &'static str, &'static str) {
-    *AGENTS.iter().find(|a| a.0 == name).unwrap_or_else(|| panic!("no pinned agent {name}"))
+    agents().into_iter().find(|a| a.0 == name).unwrap_or_else(|| panic!("no pinned agent {name}"))
 }
 
 /// The folder holding agent `name`'s program (`node_modules/.bin` of its own prefix in the test

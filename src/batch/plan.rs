@@ -267,20 +267,24 @@ fn unpriced_cost_caps(specs: &[TaskSpec], run_cap: Option<f64>, prices: &PriceTa
 }
 
 /// The pre-flight of `validate` and `run --dry-run`: every task whose provider could not send
-/// a request (no key, no endpoint, no model, no readable recording), by file, line and task — the check
+/// a request (no key, no endpoint, no model, no readable recording) or whose agent is not installed,
+/// by file, line and task — the check
 /// `run` makes before a task's first call, so a task listed here would end `not_configured`.
 /// Nothing is sent.
 pub fn preflight(tasks: &[TaskSpec]) -> Vec<ManifestError> {
+    let path = dracode_input::process_env().get("PATH").cloned();
     tasks
         .iter()
         .filter_map(|task| {
             let binding = dracode_llm::preset::TaskBinding { task_id: task.id.clone() };
-            let why = dracode_llm::registry::preflight(&task.provider, &binding)?;
+            let provider = dracode_llm::registry::preflight(&task.provider, &binding).map(|why| ("provider", why));
+            let agent = || task.agent.as_ref()?.resolve(path.as_deref()).err().map(|why| ("agent", why));
+            let (field, why) = provider.or_else(agent)?;
             Some(ManifestError {
                 file: task.manifest.clone(),
                 position: task.line.map(|line| (line, 1)),
                 task: Some(task.id.clone()),
-                field: Some("provider".into()),
+                field: Some(field.into()),
                 message: format!("not configured: {why}"),
             })
         })

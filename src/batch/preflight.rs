@@ -38,7 +38,9 @@ pub async fn check(tasks: &[&TaskSpec], env: &Env) -> Vec<Option<TaskError>> {
 /// The error of a task whose provider could not send a request, as the task would end.
 fn not_configured(spec: &TaskSpec) -> Option<TaskError> {
     let binding = TaskBinding { task_id: spec.id.clone() };
-    let why = dracode_llm::registry::preflight(&spec.provider, &binding)?;
+    let path = || dracode_input::process_env().get("PATH").cloned();
+    let why =
+        dracode_llm::registry::preflight(&spec.provider, &binding).or_else(|| spec.agent.as_ref()?.resolve(path().as_deref()).err())?;
     Some(TaskError::new(FailureKind::Llm(dracode_llm::ErrorKind::NotConfigured), why))
 }
 

@@ -244,10 +244,10 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
     (outcome.record.num_turns, outcome.record.usage, outcome.record.result) = (state.turns, state.usage, state.final_text.take());
     outcome.record.structured_output = state.answer.value.take();
     outcome.record.compactions = state.compactions;
-    outcome.record.agent = spec.agent.as_ref().map(|agent| dracode_results::AgentOrigin {
-        name: agent.kind.as_str().to_string(),
-        version: state.agent_version.take(),
-    });
+    outcome.record.agent = spec
+        .agent
+        .as_ref()
+        .map(|agent| dracode_results::AgentOrigin { name: agent.kind.as_str().to_string(), version: state.agent_version.take() });
     outcome.record.denied = std::mem::take(&mut state.refused.denied);
     outcome.record.protected_refused = std::mem::take(&mut state.refused.protected).into_iter().collect();
     let (workspace, phase, unrunnable) = match graded {

@@ -308,7 +308,12 @@ async fn a_repair_is_a_follow_up_turn_in_the_agents_own_session() {
         vec![
             anthropic_server::ScriptedReply::tool_use("toolu_1", "Bash", json!({"command": wrong, "description": "x"}), tokens(300, 20)),
             anthropic_server::ScriptedReply::text("Done.", tokens(400, 5)),
-            anthropic_server::ScriptedReply::tool_use("toolu_2", "Bash", json!({"command": "sed -i 's/a \\* b/a + b/' calc.py", "description": "x"}), tokens(500, 20)),
+            anthropic_server::ScriptedReply::tool_use(
+                "toolu_2",
+                "Bash",
+                json!({"command": "sed -i 's/a \\* b/a + b/' calc.py", "description": "x"}),
+                tokens(500, 20),
+            ),
             anthropic_server::ScriptedReply::text("Fixed add.", tokens(600, 5)),
         ],
     )
@@ -324,4 +329,31 @@ async fn a_repair_is_a_follow_up_turn_in_the_agents_own_session() {
     let repair = server.requests()[2].to_string();
     assert!(repair.contains("toolu_1") && repair.contains("Done."), "not the same session: {repair}");
     assert!(repair.contains("AssertionError") || repair.contains("exit code 1"), "{repair}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_that_is_not_installed_is_named_before_any_task_runs() {
+    let tmp = project("anthropic", "http://127.0.0.1:9", "claude-sonnet-4-5", "codex", "");
+    let empty = tempfile::tempdir().unwrap();
+    let (code, stderr, _) = run(tmp.path(), empty.path(), &["validate", "tasks.toml"]).await;
+    assert_eq!(code, 5, "{stderr}");
+    assert!(
+        stderr.contains("tasks.toml:8:1: task \"fix\": not configured: agent \"codex\": its program `codex` is not on PATH"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("npm install -g @openai/codex"), "{stderr}");
+    let (code, stderr, all) = run(tmp.path(), empty.path(), &["run", "tasks.toml", "--out", "out"]).await;
+    assert_eq!(code, 5, "{stderr}");
+    let task = finished(&all, "fix");
+    assert_eq!(task["status"], "not_configured", "{task:#}");
+    assert!(events(&all, "turn.completed").is_empty());
+    // An unknown agent is a manifest error.
+    let manifest = std::fs::read_to_string(tmp.path().join("tasks.toml")).unwrap().replace("\"codex\"", "\"goose\"");
+    std::fs::write(tmp.path().join("tasks.toml"), manifest).unwrap();
+    let (code, stderr, _) = run(tmp.path(), empty.path(), &["validate", "tasks.toml"]).await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("field \"agent\": unknown agent \"goose\"; the agents are dracode, claude-code, codex, gemini-cli, opencode"),
+        "{stderr}"
+    );
 }

@@ -21,5 +21,7 @@ mod status;
 mod strategies;
 
 pub use failure::{ErrorKind, FailureKind, TaskError};
-pub use fields::{AgentOrigin, CacheHit, CheckRecord, CompactionMethod, Denials, DeniedCall, IssueOrigin, Limit, RegradedFrom, RetryScope, Usage};
+pub use fields::{
+    AgentOrigin, CacheHit, CheckRecord, CompactionMethod, Denials, DeniedCall, IssueOrigin, Limit, RegradedFrom, RetryScope, Usage,
+};
 pub use status::{RepeatVerdict, Status};

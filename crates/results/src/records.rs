@@ -16,8 +16,8 @@
 //! follow. Durations are `*_ms` integers; a cost is `null` when the model's price is unknown.
 
 use crate::{
-    AgentOrigin, CacheHit, CheckRecord, CompactionMethod, DeniedCall, IssueOrigin, Limit, RegradedFrom, RepeatVerdict, RetryScope, Status, TaskError,
-    Usage,
+    AgentOrigin, CacheHit, CheckRecord, CompactionMethod, DeniedCall, IssueOrigin, Limit, RegradedFrom, RepeatVerdict, RetryScope, Status,
+    TaskError, Usage,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -296,6 +296,9 @@ async fn opencode_completes_a_task() {
     let (code, stderr, all) = run(tmp.path(), &bin, &["run", "tasks.toml", "--out", "out"]).await;
     assert_eq!(code, 0, "{stderr}");
     assert_fixed(&all, &stderr, 850, 28, 3);
+    // Its plugin install from the npm registry, at every start, is refused (docs/src/agents.md).
+    let denied = events(&all, "network.denied");
+    assert!(denied.iter().all(|d| d["phase"] == "agent" && d["lookup"] == true), "{denied:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

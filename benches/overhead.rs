@@ -38,6 +38,8 @@
 mod chat_server;
 #[path = "overhead/copy.rs"]
 mod copy;
+#[path = "overhead/endpoint.rs"]
+mod endpoint;
 #[path = "overhead/scale.rs"]
 mod scale;
 
@@ -52,7 +54,7 @@ fn main() {
         return;
     }
     // `cargo bench --bench overhead -- worktree` runs only the sections whose name contains it:
-    // sandbox, proxy, run-cost, jobs, scale, copy, worktree, search_code (carrying a setup's
+    // sandbox, proxy, endpoint, run-cost, jobs, scale, copy, worktree, search_code (carrying a setup's
     // outputs has a bench of its own: `cargo bench --bench carry`).
     let only = std::env::args().skip(1).find(|a| !a.starts_with("--"));
     let wants = |section: &str| only.as_deref().is_none_or(|o| section.contains(o));
@@ -67,6 +69,9 @@ fn main() {
     }
     if wants("proxy") {
         proxy_overhead();
+    }
+    if wants("endpoint") {
+        endpoint::endpoint_overhead();
     }
     if wants("run-cost") {
         run_cost(&exe, root);

@@ -93,7 +93,7 @@ pub(super) fn announce_empty_selection(args: &RunArgs, plan: &plan::Plan) -> i32
     policy.exit_code()
 }
 
-/// `--dry-run`: each task, its provider, model, isolation, repository, time limits, its check
+/// `--dry-run`: each task, its agent (when not dracode's own), provider, model, isolation, repository, time limits, its check
 /// (with `check_before`, `check_repairs`), `protect`, the effective `require_change`, `repeat`,
 /// the setup and its network, and whether the provider is configured; then (on stderr) how to
 /// see a task's sandbox.
@@ -102,8 +102,9 @@ pub(super) fn print_dry_run(plan: &plan::Plan) {
         let status = p.provider.not_configured_reason().map_or("ready".to_string(), |w| format!("not configured: {w}"));
         let limit = |d: Option<std::time::Duration>| d.map_or("none".to_string(), |d| humantime::format_duration(d).to_string());
         println!(
-            "{}\tprovider={} model={} isolation={} repo={} {} timeout={} idle_timeout={}{}\t{status}",
+            "{}\t{}provider={} model={} isolation={} repo={} {} timeout={} idle_timeout={}{}\t{status}",
             p.id,
+            p.agent.as_ref().map_or(String::new(), |a| format!("agent={} ", a.kind.as_str())),
             p.provider.name,
             p.provider.model.as_deref().unwrap_or("-"),
             p.workspace.isolation.as_str(),

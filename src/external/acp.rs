@@ -19,7 +19,7 @@
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    ContentBlock, InitializeRequest, NewSessionRequest, PermissionOptionKind, PromptRequest, RequestPermissionOutcome,
+    ContentBlock, Implementation, InitializeRequest, NewSessionRequest, PermissionOptionKind, PromptRequest, RequestPermissionOutcome,
     RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome, SessionId, TextContent,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
@@ -84,7 +84,8 @@ impl AcpSession {
     /// of kind `allow_always`, else `allow_once` (dracode's sandbox is the boundary), else
     /// cancelled; `session/update` notifications are kept (see [`AcpSession::updates`]); any
     /// other request from the agent gets JSON-RPC error -32601. Can be called again on the same
-    /// session (a follow-up turn).
+    /// session (a follow-up turn). Dropping the call does not cancel the turn in the agent: the
+    /// next call's turn is sent once the agent has answered it (dracode kills the agent instead).
     pub async fn prompt(&mut self, text: &str) -> Result<String, String> {
         let (reply, answer) = oneshot::channel();
         if self.turns.send(Turn { text: text.to_string(), reply }).is_err() {
@@ -177,8 +178,8 @@ fn connection(
 
 /// `initialize`, then `session/new` in `cwd`: the session's id.
 async fn open(cx: &ConnectionTo<Agent>, cwd: PathBuf) -> Result<SessionId, String> {
-    // The defaults offer neither file system nor terminal methods.
-    let init = InitializeRequest::new(ProtocolVersion::V1);
+    // The default capabilities offer neither file system nor terminal methods.
+    let init = InitializeRequest::new(ProtocolVersion::V1).client_info(Implementation::new("dracode", env!("CARGO_PKG_VERSION")));
     let answer = cx.send_request(init).block_task().await.map_err(|e| failed("initialize", &e))?;
     if answer.protocol_version != ProtocolVersion::V1 {
         return Err(format!("initialize: the agent speaks ACP version {}, not 1", answer.protocol_version));
@@ -323,5 +324,51 @@ mod tests {
         assert!(error.contains("the agent closed its output"), "{error}");
         let error = prompt(&mut session, "and again").await.unwrap_err();
         assert!(error.contains("the agent closed its output"), "{error}");
+    }
+
+    /// The real Gemini CLI in ACP mode against the gateway's scripted example, by hand:
+    /// `DRACODE_ACP_GEMINI=path/to/gemini DRACODE_ACP_SCRIPTED=target/debug/examples/scripted
+    /// cargo test --lib external::acp -- --ignored --nocapture` (build the example first:
+    /// `cargo build -p dracode-gateway --example scripted`). `DRACODE_ACP_ARGS` adds arguments
+    /// (e.g. `--approval-mode yolo`).
+    #[tokio::test]
+    #[ignore = "needs the Gemini CLI and the gateway's scripted example"]
+    async fn real_gemini_cli() {
+        use tokio::io::AsyncBufReadExt;
+        let (gemini, scripted) = (std::env::var("DRACODE_ACP_GEMINI").unwrap(), std::env::var("DRACODE_ACP_SCRIPTED").unwrap());
+        let mut gateway = Command::new(scripted).arg("TOKEN").stdout(Stdio::piped()).kill_on_drop(true).spawn().unwrap();
+        let mut lines = tokio::io::BufReader::new(gateway.stdout.take().unwrap()).lines();
+        let port = lines.next_line().await.unwrap().unwrap().strip_prefix("PORT ").unwrap().to_string();
+        let (home, work) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        std::fs::create_dir(home.path().join(".gemini")).unwrap();
+        let settings = r#"{"security":{"auth":{"selectedType":"gemini-api-key"}},"general":{"enableAutoUpdate":false,"enableAutoUpdateNotification":false},"privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false}}"#;
+        std::fs::write(home.path().join(".gemini/settings.json"), settings).unwrap();
+        let extra = std::env::var("DRACODE_ACP_ARGS").unwrap_or_default();
+        let mut child = Command::new(gemini)
+            .args(["--acp", "-m", "gemini-2.5-pro"])
+            .args(extra.split_whitespace())
+            .current_dir(work.path())
+            .env("HOME", home.path())
+            .env("GEMINI_API_KEY", "TOKEN")
+            .env("GOOGLE_GEMINI_BASE_URL", format!("http://127.0.0.1:{port}"))
+            .env("GEMINI_CLI_TRUST_WORKSPACE", "true")
+            .env("NO_PROXY", "127.0.0.1,localhost")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let (stdin, stdout) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
+        let cwd = work.path().canonicalize().unwrap();
+        let mut session = tokio::time::timeout(Duration::from_secs(60), AcpSession::start(stdin, stdout, &cwd)).await.unwrap().unwrap();
+        let first =
+            tokio::time::timeout(Duration::from_secs(120), session.prompt("Write hi into out.txt with the shell.")).await.unwrap().unwrap();
+        let written = std::fs::read_to_string(cwd.join("out.txt"));
+        println!("turn 1: {first}; out.txt: {written:?}; updates: {:?}", session.updates());
+        let second = tokio::time::timeout(Duration::from_secs(120), session.prompt("Thanks. Anything else?")).await.unwrap().unwrap();
+        println!("turn 2: {second}; updates: {:?}", session.updates());
+        assert_eq!(first, "end_turn");
+        assert_eq!(written.unwrap().trim(), "hi");
+        assert_eq!(second, "end_turn");
     }
 }

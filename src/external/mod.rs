@@ -6,6 +6,7 @@
 //! the task's provider with the real key, metering and events — so everything after the agent
 //! (protect, record, check, repairs, retries, reports) is what it is for the built-in agent.
 
+pub mod acp;
 pub mod calls;
 pub mod launch;
 

@@ -26,10 +26,15 @@ impl Backend for Forward {
 /// An agent's request of twenty turns with ten tools, streamed.
 fn agent_request() -> Value {
     let tools: Vec<Value> = (0..10)
-        .map(|i| json!({"type": "function", "function": {"name": format!("tool_{i}"), "description": "Does a thing. ".repeat(20),
-            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}))
+        .map(|i| {
+            json!({"type": "function", "function": {"name": format!("tool_{i}"), "description": "Does a thing. ".repeat(20),
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}})
+        })
         .collect();
-    let mut messages = vec![json!({"role": "system", "content": "You are a coding agent. ".repeat(200)}), json!({"role": "user", "content": "Fix the bug."})];
+    let mut messages = vec![
+        json!({"role": "system", "content": "You are a coding agent. ".repeat(200)}),
+        json!({"role": "user", "content": "Fix the bug."}),
+    ];
     for turn in 0..20 {
         let id = format!("call_{turn}");
         messages.push(json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function",

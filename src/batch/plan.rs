@@ -510,21 +510,55 @@ fn resolve(
     })
 }
 
-/// The task's external agent (`agent`), `None` for dracode's own.
+/// The task's external agent (`agent`), `None` for dracode's own: a command-line agent
+/// dracode knows, or an `[agents.NAME]` table of an ACP agent.
 fn resolve_agent(config: &Config, problems: &mut Problems<'_>) -> Option<crate::external::ExternalAgent> {
+    use crate::external::{ExternalAgent, How, launch::AgentKind};
     let name = problems.task.fields.agent.as_deref().filter(|name| *name != "dracode")?;
-    let Some(kind) = crate::external::launch::AgentKind::parse(name) else {
-        let known: Vec<&str> = std::iter::once("dracode")
-            .chain(crate::external::launch::AgentKind::ALL.map(crate::external::launch::AgentKind::as_str))
-            .collect();
-        problems.push("agent", format!("unknown agent {name:?}; the agents are {}", known.join(", ")));
-        return None;
+    let table = config.agents.get(name);
+    let how = match (AgentKind::parse(name), table) {
+        (Some(_), Some(table)) if table.protocol.is_some() => {
+            problems.push(
+                "agent",
+                format!("[agents.{name}] sets `protocol`: {name} is run by its own command line; give the ACP agent another name"),
+            );
+            return None;
+        }
+        (Some(kind), table) => How::Cli { kind, command: table.and_then(|t| t.command.clone()) },
+        (None, Some(table)) if table.protocol.is_some() => How::Acp(acp_agent(name, table).map_err(|e| problems.push("agent", e)).ok()?),
+        (None, _) => {
+            let known: Vec<&str> = std::iter::once("dracode").chain(AgentKind::ALL.map(AgentKind::as_str)).collect();
+            problems.push(
+                "agent",
+                format!("unknown agent {name:?}; the agents are {}, or an [agents.NAME] table with protocol = \"acp\"", known.join(", ")),
+            );
+            return None;
+        }
     };
-    let command = config.agents.get(name).and_then(|a| a.command.clone());
-    if command.as_ref().is_some_and(Vec::is_empty) {
+    if let How::Cli { command: Some(words), .. } = &how
+        && words.is_empty()
+    {
         problems.push("agent", format!("[agents.{name}] command is empty"));
     }
-    Some(crate::external::ExternalAgent { kind, command })
+    Some(ExternalAgent { name: name.to_string(), how })
+}
+
+/// The ACP agent an `[agents.NAME]` table with `protocol` describes, or what is wrong with it.
+fn acp_agent(name: &str, table: &crate::config::AgentSettings) -> Result<crate::external::AcpAgent, String> {
+    if table.protocol.as_deref() != Some("acp") {
+        return Err(format!("[agents.{name}] protocol {:?}: the one protocol is \"acp\"", table.protocol.as_deref().unwrap_or_default()));
+    }
+    let command = table.command.clone().filter(|c| !c.is_empty()).ok_or_else(|| format!("[agents.{name}] needs a `command`"))?;
+    let formats: Vec<&str> = dracode_gateway::Format::ALL.iter().map(|f| f.as_str()).collect();
+    let format = table.endpoint.as_deref().and_then(dracode_gateway::Format::parse).ok_or_else(|| {
+        format!(
+            "[agents.{name}] endpoint {:?}: say which wire format the agent speaks: {}",
+            table.endpoint.as_deref().unwrap_or_default(),
+            formats.join(", ")
+        )
+    })?;
+    let files = table.files.iter().map(|(path, text)| (PathBuf::from(path), text.clone())).collect();
+    Ok(crate::external::AcpAgent { command, format, env: table.env.clone(), files })
 }
 
 /// The provider's configured `context_window`, else the model table's.

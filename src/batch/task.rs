@@ -230,12 +230,25 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
     let sweep = dracode_sandbox::sweep::TaskSweep::register(
         [Some(workspace.root.clone()), kit.tool_ctx.tmp_dir.clone()].into_iter().flatten().collect(),
     );
-    let ctx = AttemptCtx { spec, shared, kit: &kit, emitter, activity: &activity, began: announced, clock: Instant::now(), sweep: &sweep };
+    let sessions = crate::external::Sessions::default();
+    let ctx = AttemptCtx {
+        spec,
+        shared,
+        kit: &kit,
+        emitter,
+        activity: &activity,
+        began: announced,
+        clock: Instant::now(),
+        sweep: &sweep,
+        sessions: &sessions,
+    };
     let mut state = AgentState::default();
     let phase = ctx.agent_unless_stopped(check_before.as_ref(), &mut state).await;
     let graded = ctx.grade(workspace, phase, &mut state, &mut outcome).await;
-    // However the agent ended, its MCP servers end with it; then nothing it started may run on.
+    // However the agent ended, its MCP servers (and an ACP agent) end with it; then nothing it
+    // started may run on.
     kit.mcp.stop().await;
+    sessions.stop().await;
     let graded = match (graded, sweep_now(&sweep).await) {
         (Ok(_), Err(error)) => Err(error),
         (graded, _) => graded,
@@ -244,10 +257,8 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
     (outcome.record.num_turns, outcome.record.usage, outcome.record.result) = (state.turns, state.usage, state.final_text.take());
     outcome.record.structured_output = state.answer.value.take();
     outcome.record.compactions = state.compactions;
-    outcome.record.agent = spec
-        .agent
-        .as_ref()
-        .map(|agent| dracode_results::AgentOrigin { name: agent.kind.as_str().to_string(), version: state.agent_version.take() });
+    outcome.record.agent =
+        spec.agent.as_ref().map(|agent| dracode_results::AgentOrigin { name: agent.name.clone(), version: state.agent_version.take() });
     outcome.record.denied = std::mem::take(&mut state.refused.denied);
     outcome.record.protected_refused = std::mem::take(&mut state.refused.protected).into_iter().collect();
     let (workspace, phase, unrunnable) = match graded {
@@ -316,6 +327,8 @@ struct AttemptCtx<'a> {
     clock: Instant,
     /// The attempt's registration with the sweep of escaped processes.
     sweep: &'a dracode_sandbox::sweep::TaskSweep,
+    /// The attempt's running ACP agent, between its turns ([`crate::external::Sessions`]).
+    sessions: &'a crate::external::Sessions,
 }
 
 impl AttemptCtx<'_> {
@@ -491,7 +504,7 @@ impl AttemptCtx<'_> {
             Some(message) => (message, true),
             None => (crate::external::task_text(&spec.prompt, &spec.system_prompt), false),
         };
-        run.run(&answerer, &text, resume, state).await
+        run.run(&answerer, self.sessions, &text, resume, state).await
     }
 }
 

@@ -104,7 +104,7 @@ pub(super) fn print_dry_run(plan: &plan::Plan) {
         println!(
             "{}\t{}provider={} model={} isolation={} repo={} {} timeout={} idle_timeout={}{}\t{status}",
             p.id,
-            p.agent.as_ref().map_or(String::new(), |a| format!("agent={} ", a.kind.as_str())),
+            p.agent.as_ref().map_or(String::new(), |a| format!("agent={} ", a.name)),
             p.provider.name,
             p.provider.model.as_deref().unwrap_or("-"),
             p.workspace.isolation.as_str(),

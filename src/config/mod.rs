@@ -70,13 +70,28 @@ pub struct RunSettings {
     pub cache: Option<PathBuf>,
 }
 
-/// `[agents.NAME]`: how an external agent is started.
+/// `[agents.NAME]`: how an external agent is started — for `claude-code`, `codex`,
+/// `gemini-cli` and `opencode` only where its program is (`command`); for any other name, an
+/// agent that speaks the Agent Client Protocol (`protocol = "acp"`) and how it is pointed at
+/// dracode's endpoint (`endpoint`, `env`, `files`; see [`crate::external::AcpAgent`]).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentSettings {
-    /// The program and its leading arguments (`["/opt/claude/bin/claude"]`), instead of the
-    /// agent's program looked up on `PATH`.
+    /// The program and its leading arguments (`["/opt/claude/bin/claude"]`, `["goose", "acp"]`),
+    /// instead of the agent's program looked up on `PATH`.
     pub command: Option<Vec<String>>,
+    /// `acp`: the agent speaks the Agent Client Protocol on its stdin and stdout.
+    pub protocol: Option<String>,
+    /// The wire format the agent speaks to its model, which dracode's endpoint serves it:
+    /// `anthropic-messages`, `openai-responses`, `chat-completions` or `gemini`.
+    pub endpoint: Option<String>,
+    /// Variables set for the agent (`{endpoint}`, `{token}`, `{model}` and `{home}` filled in).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Files written in the agent's HOME before it starts, by path relative to it (the same
+    /// placeholders filled in).
+    #[serde(default)]
+    pub files: BTreeMap<String, String>,
 }
 
 /// What config says about one model besides its price.

@@ -177,13 +177,14 @@ fn codex(input: &LaunchInput<'_>) -> Launch {
 
 /// Gemini CLI: `gemini -p` with its stream of events; the key as `x-goog-api-key` (API-key
 /// auth must be selected in its settings); the workspace trusted and tools approved; updates
-/// and usage statistics off.
+/// and usage statistics off; its shell without a terminal (the sandbox opens no PTY).
 fn gemini(input: &LaunchInput<'_>) -> Launch {
     let settings = r#"{
   "security": { "auth": { "selectedType": "gemini-api-key" } },
   "general": { "enableAutoUpdate": false, "enableAutoUpdateNotification": false },
   "privacy": { "usageStatisticsEnabled": false },
-  "telemetry": { "enabled": false }
+  "telemetry": { "enabled": false },
+  "tools": { "shell": { "enableInteractiveShell": false } }
 }
 "#;
     let mut args = strings(&["-p", input.text, "--output-format", "stream-json", "--approval-mode", "yolo", "-m", input.model]);

@@ -1,14 +1,22 @@
 //! Agents other than dracode's own as a task's agent (`agent = "claude-code"`, `"codex"`,
-//! `"gemini-cli"`, `"opencode"`): the agent's program runs in the task's sandbox, in the
-//! workspace, with a scratch HOME of the attempt holding its configuration ([`launch`]); its
-//! model is dracode's endpoint on loopback ([`dracode_gateway`]), which it reaches with a token
-//! worth nothing outside the attempt. Every call it makes is answered by [`calls`]: limits,
-//! the task's provider with the real key, metering and events — so everything after the agent
-//! (protect, record, check, repairs, retries, reports) is what it is for the built-in agent.
+//! `"gemini-cli"`, `"opencode"`, or an `[agents.NAME]` table of an agent that speaks the Agent
+//! Client Protocol): the agent's program runs in the task's sandbox, in the workspace, with a
+//! scratch HOME of the attempt holding its configuration ([`launch`]); its model is dracode's
+//! endpoint on loopback ([`dracode_gateway`]), which it reaches with a token worth nothing
+//! outside the attempt. Every call it makes is answered by [`calls`]: limits, the task's
+//! provider with the real key, metering and events — so everything after the agent (protect,
+//! record, check, repairs, retries, reports) is what it is for the built-in agent.
+//!
+//! A command-line agent ([`How::Cli`]) runs once per turn: a repair starts it again on its own
+//! session (in the same HOME). An ACP agent ([`How::Acp`], [`acp`]) is started once per attempt
+//! and kept in [`Sessions`] between its turns.
 
 pub mod acp;
 pub mod calls;
 pub mod launch;
+mod live;
+
+pub use live::Sessions;
 
 use crate::agent::{AgentEnd, AgentState};
 use crate::events::{FailureKind, TaskError};
@@ -25,34 +33,65 @@ use tokio::sync::{mpsc, oneshot};
 /// A task's external agent, as planned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExternalAgent {
-    /// Which agent.
-    pub kind: AgentKind,
-    /// Its program as `[agents.NAME] command` gives it (`None`: the kind's program on `PATH`).
-    pub command: Option<Vec<String>>,
+    /// The `agent` field's name.
+    pub name: String,
+    /// How it is run.
+    pub how: How,
+}
+
+/// How an external agent is run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum How {
+    /// A command-line agent dracode knows ([`launch`]), its program as `[agents.NAME] command`
+    /// gives it (`None`: the kind's program on `PATH`).
+    Cli {
+        /// Which agent.
+        kind: AgentKind,
+        /// The program and its leading arguments, if configured.
+        command: Option<Vec<String>>,
+    },
+    /// An agent that speaks the Agent Client Protocol, as its `[agents.NAME]` table says.
+    Acp(AcpAgent),
+}
+
+/// An `[agents.NAME]` table with `protocol = "acp"`: the agent's command, the wire format
+/// dracode's endpoint speaks to it, and how it is pointed at that endpoint. In `command`,
+/// `env` and `files`, `{endpoint}` is the endpoint's base URL, `{token}` the attempt's token,
+/// `{model}` the task's model and `{home}` the agent's scratch HOME.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AcpAgent {
+    /// The program and its arguments.
+    pub command: Vec<String>,
+    /// The wire format the agent speaks to its model.
+    pub format: dracode_gateway::Format,
+    /// Variables set for it.
+    pub env: BTreeMap<String, String>,
+    /// Files written in its HOME first: path relative to HOME, contents.
+    pub files: BTreeMap<PathBuf, String>,
 }
 
 impl ExternalAgent {
-    /// The program and its leading arguments, found: `[agents.NAME] command`'s first word or
+    /// The program and its leading arguments, found: the configured command's first word or
     /// the kind's program, looked up on `path` (the commands' `PATH`). The error says how to
     /// install it.
     pub fn resolve(&self, path: Option<&str>) -> Result<(PathBuf, Vec<String>), String> {
-        let (program, args) = match &self.command {
-            Some(words) if !words.is_empty() => (words[0].clone(), words[1..].to_vec()),
-            _ => (self.kind.program().to_string(), Vec::new()),
+        let (program, args) = match &self.how {
+            How::Cli { command: Some(words), .. } | How::Acp(AcpAgent { command: words, .. }) if !words.is_empty() => {
+                (words[0].clone(), words[1..].to_vec())
+            }
+            How::Cli { kind, .. } => (kind.program().to_string(), Vec::new()),
+            How::Acp(_) => return Err(format!("agent {:?}: `[agents.{}] command` is empty", self.name, self.name)),
         };
         let found = if program.contains('/') {
             Some(PathBuf::from(&program)).filter(|p| p.is_file())
         } else {
             path.unwrap_or_default().split(':').filter(|d| !d.is_empty()).map(|d| Path::new(d).join(&program)).find(|p| p.is_file())
         };
-        found.map(|p| (p, args)).ok_or_else(|| {
-            format!(
-                "agent {:?}: its program `{program}` is not on PATH; install it (`npm install -g {}`) or set `[agents.{}] command`",
-                self.kind.as_str(),
-                self.kind.package(),
-                self.kind.as_str()
-            )
-        })
+        let install = match &self.how {
+            How::Cli { kind, .. } => format!("install it (`npm install -g {}`) or set `[agents.{}] command`", kind.package(), self.name),
+            How::Acp(_) => format!("install it or give its path in `[agents.{}] command`", self.name),
+        };
+        found.map(|p| (p, args)).ok_or_else(|| format!("agent {:?}: its program `{program}` is not on PATH; {install}", self.name))
     }
 }
 
@@ -118,84 +157,142 @@ impl dracode_gateway::Backend for Channel {
     }
 }
 
-impl Run<'_> {
-    /// Runs the agent on `text` (a repair with `resume`: continues its session) until it exits
-    /// or a limit ends it; what it did is in `state`.
-    pub async fn run(&self, answerer: &Answerer<'_>, text: &str, resume: bool, state: &mut AgentState) -> AgentEnd {
-        match self.run_checked(answerer, text, resume, state).await {
-            Ok(end) => end,
-            Err(error) => AgentEnd::Failed(error),
-        }
-    }
+/// dracode's endpoint for one agent process: the gateway, the calls it hands over, and the
+/// attempt's token.
+pub(crate) struct Endpoint {
+    gateway: Gateway,
+    calls: mpsc::Receiver<(Call, oneshot::Sender<Result<LlmResponse, Refusal>>)>,
+    token: String,
+}
 
-    async fn run_checked(&self, answerer: &Answerer<'_>, text: &str, resume: bool, state: &mut AgentState) -> Result<AgentEnd, TaskError> {
-        let (program, lead) = self.agent.resolve(self.env.get("PATH").map(String::as_str)).map_err(not_configured)?;
-        let home = self.tmp_dir.join("agent-home");
-        std::fs::create_dir_all(&home).map_err(|e| TaskError::internal(format!("cannot make the agent's HOME: {e}")))?;
+impl Endpoint {
+    /// Starts an endpoint with a fresh token.
+    async fn start() -> Result<Endpoint, TaskError> {
         let token = attempt_token()?;
-        let (sender, mut calls) = mpsc::channel(4);
+        let (sender, calls) = mpsc::channel(4);
         let gateway = Gateway::start(token.clone(), Arc::new(Channel(sender)))
             .await
             .map_err(|e| TaskError::internal(format!("cannot start the agent's endpoint: {e}")))?;
-        let input = LaunchInput { base_url: &gateway.base_url(), token: &token, model: self.model, text, resume };
-        let launch = launch::launch(self.agent.kind, &input);
+        Ok(Endpoint { gateway, calls, token })
+    }
+
+    /// Answers the agent's calls while `work` runs; `Err` with how the agent ended when a limit
+    /// or a provider failure ends it first (dropping `work`).
+    async fn serve_while<F: std::future::Future>(
+        &mut self,
+        work: F,
+        answerer: &Answerer<'_>,
+        state: &mut AgentState,
+    ) -> Result<F::Output, AgentEnd> {
+        tokio::pin!(work);
+        let (mut pending, mut end) = (Pending::new(), None);
+        loop {
+            tokio::select! {
+                done = &mut work => return Ok(done),
+                Some((call, reply)) = self.calls.recv() => {
+                    let answer = answerer.answer(call, state, &mut pending, &mut end).await;
+                    let _ = reply.send(answer);
+                    if let Some(end) = end.take() {
+                        return Err(end);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Run<'_> {
+    /// Runs the agent on `text` (a repair with `resume`: continues its session) until it exits
+    /// or a limit ends it; what it did is in `state`. An ACP agent's process lives in
+    /// `sessions` between its turns.
+    pub async fn run(&self, answerer: &Answerer<'_>, sessions: &Sessions, text: &str, resume: bool, state: &mut AgentState) -> AgentEnd {
+        let ran = match &self.agent.how {
+            How::Cli { kind, .. } => self.run_cli(*kind, answerer, text, resume, state).await,
+            How::Acp(acp) => sessions.turn(self, acp, answerer, text, state).await,
+        };
+        ran.unwrap_or_else(AgentEnd::Failed)
+    }
+
+    /// The agent's HOME (made on first use) and its environment: the task's, with HOME there.
+    fn home_and_env(&self) -> Result<(PathBuf, BTreeMap<String, String>), TaskError> {
+        let home = self.tmp_dir.join("agent-home");
+        std::fs::create_dir_all(&home).map_err(|e| TaskError::internal(format!("cannot make the agent's HOME: {e}")))?;
+        let mut env = self.env.clone();
+        env.insert("HOME".into(), home.display().to_string());
+        Ok((home, env))
+    }
+
+    /// The spawn of `program` with `args` and `env`, confined to reach `endpoint` and read the
+    /// agent's installation.
+    fn spec<'s>(
+        &'s self,
+        program: &'s str,
+        args: &'s [String],
+        env: &'s BTreeMap<String, String>,
+        confine: Option<&'s dracode_sandbox::Policy>,
+    ) -> dracode_sandbox::process::Spec<'s> {
+        dracode_sandbox::process::Spec {
+            program,
+            args,
+            cwd: self.workdir,
+            env,
+            tmp_dir: Some(self.tmp_dir),
+            timeout: self.time_left,
+            output_limit: self.output_limit,
+            confine,
+        }
+    }
+
+    /// One run of a command-line agent, to its exit.
+    async fn run_cli(
+        &self,
+        kind: AgentKind,
+        answerer: &Answerer<'_>,
+        text: &str,
+        resume: bool,
+        state: &mut AgentState,
+    ) -> Result<AgentEnd, TaskError> {
+        let (program, lead) = self.agent.resolve(self.env.get("PATH").map(String::as_str)).map_err(not_configured)?;
+        let (home, mut env) = self.home_and_env()?;
+        let mut endpoint = Endpoint::start().await?;
+        let input = LaunchInput { base_url: &endpoint.gateway.base_url(), token: &endpoint.token, model: self.model, text, resume };
+        let launch = launch::launch(kind, &input);
         let home_text = home.display().to_string();
         for (relative, contents) in &launch.files {
             write_config(&home.join(relative), contents)?;
         }
-        let mut env = self.env.clone();
-        env.insert("HOME".into(), home_text.clone());
         env.extend(launch.env.iter().map(|(k, v)| (k.clone(), v.replace("{HOME}", &home_text))));
-        let confine = self.confine.map(|policy| widened(policy, &gateway, &program));
+        let confine = self.confine.map(|policy| widened(policy, &endpoint.gateway, &program));
         let args: Vec<String> = lead.into_iter().chain(launch.args).collect();
         let program_text = program.display().to_string();
-        let spec = dracode_sandbox::process::Spec {
-            program: &program_text,
-            args: &args,
-            cwd: self.workdir,
-            env: &env,
-            tmp_dir: Some(self.tmp_dir),
-            timeout: self.time_left,
-            output_limit: self.output_limit,
-            confine: confine.as_ref(),
-        };
+        let spec = self.spec(&program_text, &args, &env, confine.as_ref());
         let keep_alive = || answerer.emitter.keep_alive();
-        let _running = self.network_log.running(self.agent.kind.as_str(), dracode_sandbox::egress::Phase::Agent);
+        let _running = self.network_log.running(&self.agent.name, dracode_sandbox::egress::Phase::Agent);
         let process = dracode_sandbox::process::run_observed(&spec, &keep_alive);
-        tokio::pin!(process);
-        let (mut pending, mut end) = (Pending::new(), None);
-        let finished = loop {
-            tokio::select! {
-                finished = &mut process => break finished,
-                Some((call, reply)) = calls.recv() => {
-                    let answer = answerer.answer(call, state, &mut pending, &mut end).await;
-                    let _ = reply.send(answer);
-                    if end.is_some() {
-                        // A limit or a provider failure ends the agent: its process group is
-                        // stopped when `process` is dropped.
-                        return Ok(end.unwrap_or(AgentEnd::Finished));
-                    }
-                }
-            }
+        // A limit or a provider failure ends the agent: its process group is stopped when
+        // `process` is dropped.
+        let finished = match endpoint.serve_while(process, answerer, state).await {
+            Ok(finished) => finished,
+            Err(end) => return Ok(end),
         };
         let finished = finished.map_err(|e| TaskError::new(FailureKind::Agent, format!("cannot run {program_text}: {e}")))?;
         self.reports.extend(finished.reports.iter().cloned());
-        Ok(ended(self.agent.kind, &finished))
+        Ok(ended(&self.agent.name, &finished))
     }
 }
 
 /// How an agent that exited on its own ended.
-fn ended(kind: AgentKind, finished: &dracode_sandbox::process::Finished) -> AgentEnd {
+fn ended(name: &str, finished: &dracode_sandbox::process::Finished) -> AgentEnd {
     if finished.exit_code == Some(0) {
         return AgentEnd::Finished;
     }
     let tail: String = finished.output.lines().rev().take(20).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
     let status = finished.status_line(Duration::ZERO);
-    AgentEnd::Failed(TaskError::new(FailureKind::Agent, format!("{} ended with {status}; its last output:\n{tail}", kind.as_str())))
+    AgentEnd::Failed(TaskError::new(FailureKind::Agent, format!("{name} ended with {status}; its last output:\n{tail}")))
 }
 
 /// `policy` with the endpoint reachable and the agent's installation readable.
-fn widened(policy: &dracode_sandbox::Policy, gateway: &Gateway, program: &Path) -> dracode_sandbox::Policy {
+pub(crate) fn widened(policy: &dracode_sandbox::Policy, gateway: &Gateway, program: &Path) -> dracode_sandbox::Policy {
     let mut policy = policy.clone();
     policy.endpoint = Some(gateway.addr());
     policy.readable.extend(installation_dirs(program));
@@ -203,7 +300,7 @@ fn widened(policy: &dracode_sandbox::Policy, gateway: &Gateway, program: &Path) 
 }
 
 /// Writes one of the agent's configuration files, its folders first.
-fn write_config(path: &Path, contents: &str) -> Result<(), TaskError> {
+pub(crate) fn write_config(path: &Path, contents: &str) -> Result<(), TaskError> {
     let write = || -> std::io::Result<()> {
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)?;

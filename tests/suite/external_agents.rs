@@ -360,3 +360,89 @@ async fn an_agent_that_is_not_installed_is_named_before_any_task_runs() {
         "{stderr}"
     );
 }
+
+/// An `[agents.NAME]` table running Gemini CLI as an Agent Client Protocol agent (`gemini --acp`).
+const GEMINI_ACP: &str = r#"
+[agents.gemini-acp]
+command = ["gemini", "--acp", "-m", "{model}"]
+protocol = "acp"
+endpoint = "gemini"
+env = { GEMINI_API_KEY = "{token}", GOOGLE_GEMINI_BASE_URL = "{endpoint}", GEMINI_CLI_TRUST_WORKSPACE = "true" }
+files = { ".gemini/settings.json" = '{"security": {"auth": {"selectedType": "gemini-api-key"}}, "general": {"enableAutoUpdate": false}, "privacy": {"usageStatisticsEnabled": false}, "telemetry": {"enabled": false}, "tools": {"shell": {"enableInteractiveShell": false}}}' }
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_acp_agent_fixes_a_planted_bug_and_repairs_in_the_same_session() {
+    let Some(bin) = installed("gemini-cli") else { return };
+    let wrong = "sed -i 's/a - b/a * b/' calc.py";
+    let server = GeminiServer::start(
+        REAL_KEY,
+        vec![
+            gemini_server::Reply::Calls(vec![("run_shell_command".into(), json!({"command": wrong}))], [300, 20, 0, 0]),
+            gemini_server::Reply::Text("Done.".into(), [400, 5, 0, 0]),
+            gemini_server::Reply::Calls(
+                vec![("run_shell_command".into(), json!({"command": "sed -i 's/a \\* b/a + b/' calc.py"}))],
+                [500, 20, 0, 0],
+            ),
+            gemini_server::Reply::Text("Fixed add.".into(), [600, 5, 0, 0]),
+        ],
+    )
+    .await;
+    let tmp = project("gemini", &server.base_url(), "gemini-2.5-pro", "gemini-acp", GEMINI_ACP);
+    let manifest = std::fs::read_to_string(tmp.path().join("tasks.toml")).unwrap().replace("[[tasks]]", "check_repairs = 1\n\n[[tasks]]");
+    std::fs::write(tmp.path().join("tasks.toml"), manifest).unwrap();
+    let (code, stderr, all) = run(tmp.path(), &bin, &["run", "tasks.toml", "--out", "out"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let task = finished(&all, "fix");
+    assert_eq!((&task["status"], &task["repairs"]), (&json!("passed"), &json!(1)), "{stderr}\n{task:#}");
+    assert_eq!((&task["check"]["before"], &task["check"]["exit_code"]), (&json!(1), &json!(0)), "{task:#}");
+    assert_eq!(task["usage"]["input_tokens"], 1800, "{task:#}");
+    assert_eq!(task["agent"]["name"], "gemini-acp", "{task:#}");
+    // One session: the repair's first call carries the first round's conversation.
+    let (_, repair) = &server.requests()[2];
+    let repair = repair.to_string();
+    assert!(repair.contains("a * b") && repair.contains("Done."), "not the same session: {repair}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_acp_table_that_cannot_run_is_a_clear_error() {
+    let empty = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "[agents.goose]\ncommand = [\"goose\", \"acp\"]\nprotocol = \"acp\"\n",
+            "goose",
+            "[agents.goose] endpoint \"\": say which wire format the agent speaks: anthropic-messages, openai-responses, chat-completions, gemini",
+        ),
+        ("[agents.goose]\nprotocol = \"acp\"\nendpoint = \"gemini\"\n", "goose", "[agents.goose] needs a `command`"),
+        (
+            "[agents.goose]\ncommand = [\"goose\"]\nprotocol = \"mcp\"\nendpoint = \"gemini\"\n",
+            "goose",
+            "[agents.goose] protocol \"mcp\": the one protocol is \"acp\"",
+        ),
+        (
+            "[agents.codex]\ncommand = [\"codex\"]\nprotocol = \"acp\"\n",
+            "codex",
+            "[agents.codex] sets `protocol`: codex is run by its own command line",
+        ),
+    ];
+    for (table, agent, message) in cases {
+        let tmp = project("anthropic", "http://127.0.0.1:9", "claude-sonnet-4-5", agent, table);
+        let (code, stderr, _) = run(tmp.path(), empty.path(), &["validate", "tasks.toml", "--offline"]).await;
+        assert_eq!(code, 2, "{table}: {stderr}");
+        assert!(stderr.contains(&format!("task \"fix\": field \"agent\": {message}")), "{table}: {stderr}");
+    }
+    // A well-formed table whose program is missing: not configured.
+    let tmp = project(
+        "anthropic",
+        "http://127.0.0.1:9",
+        "claude-sonnet-4-5",
+        "goose",
+        "[agents.goose]\ncommand = [\"goose\", \"acp\"]\nprotocol = \"acp\"\nendpoint = \"anthropic-messages\"\n",
+    );
+    let (code, stderr, _) = run(tmp.path(), empty.path(), &["validate", "tasks.toml"]).await;
+    assert_eq!(code, 5, "{stderr}");
+    assert!(
+        stderr.contains("agent \"goose\": its program `goose` is not on PATH; install it or give its path in `[agents.goose] command`"),
+        "{stderr}"
+    );
+}

@@ -35,6 +35,14 @@ pub enum Format {
 }
 
 impl Format {
+    /// Every format, in the order [`Format::as_str`] names them.
+    pub const ALL: [Format; 4] = [Format::AnthropicMessages, Format::OpenAiResponses, Format::ChatCompletions, Format::Gemini];
+
+    /// The format named `name` ([`Format::as_str`]), if it is one.
+    pub fn parse(name: &str) -> Option<Format> {
+        Format::ALL.into_iter().find(|f| f.as_str() == name)
+    }
+
     /// The format's name in events and logs: `anthropic-messages`, `openai-responses`,
     /// `chat-completions` or `gemini`.
     pub fn as_str(self) -> &'static str {

@@ -89,7 +89,8 @@ pub struct AgentState {
     pub calls_used: u32,
     /// The limits the agent was already warned about ([`crate::deadline`]).
     pub warned: crate::deadline::Warned,
-    /// An external agent's version, as its requests told it ([`crate::external`]).
+    /// The version of an agent other than dracode's own, as its requests told it (their
+    /// `User-Agent`).
     pub agent_version: Option<String>,
 }
 

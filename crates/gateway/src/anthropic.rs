@@ -98,19 +98,7 @@ fn blocks(content: Option<&Value>, prefix: &str) -> Result<Vec<ContentBlock>, St
 
 /// A tool result's content: a string, or its text blocks joined (images as `[image]`).
 fn result_text(content: Option<&Value>) -> String {
-    match content {
-        Some(Value::String(text)) => text.clone(),
-        Some(Value::Array(parts)) => parts
-            .iter()
-            .map(|p| match str_at(p, "type") {
-                "text" => str_at(p, "text").to_string(),
-                "image" => "[image]".to_string(),
-                other => format!("[{other}]"),
-            })
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
+    crate::parts_text(content, &[("image", "[image]")])
 }
 
 /// The stop reason as Messages names it.

@@ -91,21 +91,7 @@ fn assistant(message: &Value, text: String) -> Result<Vec<ContentBlock>, String>
 
 /// A message's content: a string, or its parts joined (non-text parts as placeholders).
 fn content_text(content: Option<&Value>) -> String {
-    match content {
-        Some(Value::String(text)) => text.clone(),
-        Some(Value::Array(parts)) => parts
-            .iter()
-            .map(|p| match str_at(p, "type") {
-                "text" => str_at(p, "text").to_string(),
-                "image_url" => "[image]".to_string(),
-                "input_audio" => "[audio]".to_string(),
-                "file" => "[file]".to_string(),
-                other => format!("[{other}]"),
-            })
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
+    crate::parts_text(content, &[("image_url", "[image]"), ("input_audio", "[audio]"), ("file", "[file]")])
 }
 
 /// The finish reason as Chat Completions names it.

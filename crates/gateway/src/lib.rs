@@ -150,6 +150,24 @@ pub(crate) fn push_blocks(messages: &mut Vec<Message>, role: Role, blocks: Vec<C
     }
 }
 
+/// A content that is a string, or an array of typed parts joined with newlines: `text` parts as
+/// their text, the part types `placeholders` names as their placeholder (`("image", "[image]")`),
+/// any other as `[TYPE]`.
+pub(crate) fn parts_text(content: Option<&Value>, placeholders: &[(&str, &str)]) -> String {
+    match content {
+        Some(Value::String(text)) => text.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .map(|p| match str_at(p, "type") {
+                "text" => str_at(p, "text").to_string(),
+                other => placeholders.iter().find(|(kind, _)| *kind == other).map_or(format!("[{other}]"), |(_, text)| (*text).to_string()),
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
 /// A JSON count as `u32`, saturating.
 pub(crate) fn as_u32(value: Option<&Value>) -> Option<u32> {
     value.and_then(Value::as_u64).map(|n| u32::try_from(n).unwrap_or(u32::MAX))

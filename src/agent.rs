@@ -481,18 +481,13 @@ impl Agent<'_> {
     /// allowance out) against the task's and the run's cost caps; `Err` with the reason when it
     /// could pass one, and then the call is not sent ([`crate::budget`]).
     fn reserve_call(&self, spent: &Usage, input_tokens: u64) -> Result<Option<crate::budget::Reservation<'_>>, BudgetExceeded> {
-        let output = self.max_output_tokens.map_or(crate::budget::RESERVED_OUTPUT_TOKENS, u64::from);
-        let worst = (self.cost)(&Usage::from_counts(input_tokens, output));
-        if let (Some(limit), Some(worst)) = (self.budget.max_cost_usd, worst) {
-            let so_far = (self.cost)(spent).unwrap_or(0.0);
-            if so_far + worst > limit {
-                return Err(BudgetExceeded::Task { worst, left: (limit - so_far).max(0.0), limit });
-            }
-        }
-        match self.run_meter {
-            Some(meter) => meter.reserve(worst),
-            None => Ok(None),
-        }
+        let call = crate::budget::CallCost {
+            budget: self.budget,
+            max_output_tokens: self.max_output_tokens,
+            cost: self.cost,
+            run_meter: self.run_meter,
+        };
+        call.reserve(spent, input_tokens)
     }
 
     /// Why `usage` is over the task's budget, if it is.

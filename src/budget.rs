@@ -50,6 +50,39 @@ pub enum BudgetExceeded {
     },
 }
 
+/// What a call's cost reservation depends on: the task's budget and output allowance, the
+/// model's price, and the run's meter (if the run has one).
+pub struct CallCost<'a> {
+    /// The task's limits.
+    pub budget: Budget,
+    /// The task's `max_output_tokens`.
+    pub max_output_tokens: Option<u32>,
+    /// The price of a usage on the task's model (`None` when unpriced).
+    pub cost: &'a (dyn Fn(&Usage) -> Option<f64> + Send + Sync),
+    /// The run's shared spend and limits.
+    pub run_meter: Option<&'a RunMeter>,
+}
+
+impl<'a> CallCost<'a> {
+    /// Holds the next call's largest possible cost (`input_tokens` in, the whole output
+    /// allowance out) against the task's and the run's cost caps, the task having `spent` so
+    /// far; `Err` with the reason when it could pass one, and then the call is not sent.
+    pub fn reserve(&self, spent: &Usage, input_tokens: u64) -> Result<Option<Reservation<'a>>, BudgetExceeded> {
+        let output = self.max_output_tokens.map_or(RESERVED_OUTPUT_TOKENS, u64::from);
+        let worst = (self.cost)(&Usage::from_counts(input_tokens, output));
+        if let (Some(limit), Some(worst)) = (self.budget.max_cost_usd, worst) {
+            let so_far = (self.cost)(spent).unwrap_or(0.0);
+            if so_far + worst > limit {
+                return Err(BudgetExceeded::Task { worst, left: (limit - so_far).max(0.0), limit });
+            }
+        }
+        match self.run_meter {
+            Some(meter) => meter.reserve(worst),
+            None => Ok(None),
+        }
+    }
+}
+
 /// Spend in millionths of a dollar (exact sums, no float drift).
 type Micros = u64;
 

@@ -65,6 +65,20 @@ impl Answerer<'_> {
             *end = Some(AgentEnd::BudgetExceeded(reason.clone()));
             return Err(refusal(&format!("dracode: {reason}")));
         }
+        let call_cost = crate::budget::CallCost {
+            budget: self.budget,
+            max_output_tokens: self.max_output_tokens,
+            cost: self.cost,
+            run_meter: Some(self.run_meter),
+        };
+        let estimate = crate::context::estimate_request(&call.system, &call.tools, &call.messages);
+        let held = match call_cost.reserve(&state.usage, estimate) {
+            Ok(held) => held,
+            Err(reason) => {
+                *end = Some(AgentEnd::BudgetExceeded(reason.to_string()));
+                return Err(refusal(&format!("dracode: {reason}")));
+            }
+        };
         state.calls_used += 1;
         let max_tokens = match (call.max_tokens, self.max_output_tokens) {
             (Some(asked), Some(cap)) => Some(asked.min(cap)),
@@ -81,6 +95,7 @@ impl Answerer<'_> {
             }
         };
         self.count(state, &call.messages, &response, started);
+        drop(held);
         for block in &response.content {
             if let ContentBlock::ToolUse { id, name, input } = block {
                 self.emitter.emit(Event::tool_started(id, name, input.clone()));

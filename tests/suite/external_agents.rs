@@ -37,6 +37,12 @@ fn project(kind: &str, base_url: &str, model: &str, agent: &str, extra: &str) ->
     tmp
 }
 
+/// Adds `line` to the manifest's `[defaults]` in `dir`.
+fn add_default(dir: &Path, line: &str) {
+    let manifest = std::fs::read_to_string(dir.join("tasks.toml")).unwrap().replace("[[tasks]]", &format!("{line}\n\n[[tasks]]"));
+    std::fs::write(dir.join("tasks.toml"), manifest).unwrap();
+}
+
 /// Runs the manifest with the agent's folder on PATH and the real key in both providers'
 /// variables: exit code, stderr, results.jsonl.
 async fn run(dir: &Path, bin: &Path, args: &[&str]) -> (i32, String, Vec<Value>) {
@@ -142,8 +148,7 @@ async fn max_iterations_stops_a_real_agent_after_two_calls() {
     };
     let server = AnthropicServer::start_with_key(REAL_KEY, vec![call(1), call(2), call(3), call(4)]).await;
     let tmp = project("anthropic", &server.base_url(), "claude-sonnet-4-5", "claude-code", "");
-    let manifest = std::fs::read_to_string(tmp.path().join("tasks.toml")).unwrap().replace("[[tasks]]", "max_iterations = 2\n\n[[tasks]]");
-    std::fs::write(tmp.path().join("tasks.toml"), manifest).unwrap();
+    add_default(tmp.path(), "max_iterations = 2");
     let (code, stderr, all) = run(tmp.path(), &bin, &["run", "tasks.toml", "--out", "out"]).await;
     assert_ne!(code, 0, "{stderr}");
     let task = finished(&all, "fix");
@@ -322,8 +327,7 @@ async fn a_repair_is_a_follow_up_turn_in_the_agents_own_session() {
     )
     .await;
     let tmp = project("anthropic", &server.base_url(), "claude-sonnet-4-5", "claude-code", "");
-    let manifest = std::fs::read_to_string(tmp.path().join("tasks.toml")).unwrap().replace("[[tasks]]", "check_repairs = 1\n\n[[tasks]]");
-    std::fs::write(tmp.path().join("tasks.toml"), manifest).unwrap();
+    add_default(tmp.path(), "check_repairs = 1");
     let (code, stderr, all) = run(tmp.path(), &bin, &["run", "tasks.toml", "--out", "out"]).await;
     assert_eq!(code, 0, "{stderr}");
     let task = finished(&all, "fix");
@@ -389,8 +393,7 @@ async fn an_acp_agent_fixes_a_planted_bug_and_repairs_in_the_same_session() {
     )
     .await;
     let tmp = project("gemini", &server.base_url(), "gemini-2.5-pro", "gemini-acp", GEMINI_ACP);
-    let manifest = std::fs::read_to_string(tmp.path().join("tasks.toml")).unwrap().replace("[[tasks]]", "check_repairs = 1\n\n[[tasks]]");
-    std::fs::write(tmp.path().join("tasks.toml"), manifest).unwrap();
+    add_default(tmp.path(), "check_repairs = 1");
     let (code, stderr, all) = run(tmp.path(), &bin, &["run", "tasks.toml", "--out", "out"]).await;
     assert_eq!(code, 0, "{stderr}");
     let task = finished(&all, "fix");
@@ -445,4 +448,50 @@ async fn an_acp_table_that_cannot_run_is_a_clear_error() {
         stderr.contains("agent \"goose\": its program `goose` is not on PATH; install it or give its path in `[agents.goose] command`"),
         "{stderr}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_that_could_pass_the_cost_cap_is_refused_before_it_is_sent() {
+    let Some(bin) = installed("codex") else { return };
+    let server = ResponsesServer::start(REAL_KEY, vec![Reply::text("Fixed add.", responses_server::Tokens::new(500, 5))]).await;
+    let tmp = project("openai", &server.base_url(), "gpt-5.5", "codex", "wire_api = \"responses\"\n");
+    add_default(tmp.path(), "max_cost_usd = 0.0001");
+    let (code, stderr, all) = run(tmp.path(), &bin, &["run", "tasks.toml", "--out", "out"]).await;
+    assert_ne!(code, 0, "{stderr}");
+    let task = finished(&all, "fix");
+    assert_eq!(task["status"], "budget_exceeded", "{stderr}\n{task:#}");
+    assert!(task["error"]["message"].as_str().unwrap().contains("max_cost_usd of $0.0001"), "{task:#}");
+    assert_eq!(server.remaining(), 1, "the call was never sent to the provider");
+    assert_eq!(task["usage"]["requests"], 0, "{task:#}");
+}
+
+/// The live processes whose command line holds `needle` (zombies excepted).
+fn processes_mentioning(needle: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let live = |pid: &u32| std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "));
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(live)
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle)))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_past_its_timeout_is_stopped_and_nothing_of_it_runs_on() {
+    let Some(bin) = installed("claude-code") else { return };
+    let slow = anthropic_server::ScriptedReply::text("too late", anthropic_server::Tokens::new(10, 1))
+        .with_delay(std::time::Duration::from_secs(30));
+    let server = AnthropicServer::start_with_key(REAL_KEY, vec![slow]).await;
+    let tmp = project("anthropic", &server.base_url(), "claude-sonnet-4-5", "claude-code", "");
+    let marker = format!("marker-{}", tmp.path().file_name().unwrap().to_string_lossy());
+    let manifest =
+        std::fs::read_to_string(tmp.path().join("tasks.toml")).unwrap().replace("Fix add in calc.py", &format!("Fix add ({marker})"));
+    std::fs::write(tmp.path().join("tasks.toml"), manifest).unwrap();
+    add_default(tmp.path(), "timeout = \"3s\"");
+    let started = std::time::Instant::now();
+    let (_, stderr, all) = run(tmp.path(), &bin, &["run", "tasks.toml", "--out", "out"]).await;
+    assert!(started.elapsed() < std::time::Duration::from_secs(25), "the run waited for the slow answer");
+    let task = finished(&all, "fix");
+    assert_eq!(task["status"], "timeout", "{stderr}\n{task:#}");
+    assert_eq!(processes_mentioning(&marker), Vec::<u32>::new(), "the agent runs on after its task ended");
 }

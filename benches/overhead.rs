@@ -40,6 +40,8 @@ mod chat_server;
 mod copy;
 #[path = "overhead/endpoint.rs"]
 mod endpoint;
+#[path = "overhead/gate.rs"]
+mod gate;
 #[path = "overhead/scale.rs"]
 mod scale;
 
@@ -69,6 +71,14 @@ fn main() {
     }
     if wants("proxy") {
         proxy_overhead();
+    }
+    // The benchmark gate runs only when asked by name, with the base's binary to compare.
+    if only.as_deref() == Some("gate") {
+        let base = std::env::var_os("DRACODE_BENCH_BASE_BIN").map(PathBuf::from).expect("DRACODE_BENCH_BASE_BIN: the base's binary");
+        if !gate::gate(&exe, &base, root) {
+            std::process::exit(1);
+        }
+        return;
     }
     if wants("endpoint") {
         endpoint::endpoint_overhead();

@@ -9,17 +9,17 @@ use std::process::Command;
 use std::time::Duration;
 
 /// The model's latency per reply.
-const LATENCY: Duration = Duration::from_millis(250);
+pub(crate) const LATENCY: Duration = Duration::from_millis(250);
 
 /// A folder with a 3-file git repository `ws`, a `dracode.toml` naming the server as provider
 /// `mock`, and manifests of one-turn tasks in copy isolation.
-struct Bench {
+pub(crate) struct Bench {
     exe: PathBuf,
     dir: PathBuf,
 }
 
 impl Bench {
-    fn new(exe: &Path, root: &Path, name: &str) -> Bench {
+    pub(crate) fn new(exe: &Path, root: &Path, name: &str) -> Bench {
         let dir = root.join(name);
         let ws = dir.join("ws");
         std::fs::create_dir_all(ws.join("src")).unwrap();
@@ -33,13 +33,13 @@ impl Bench {
     }
 
     /// Makes provider `mock` the (vLLM-typed, OpenAI Chat Completions) server at `server`.
-    fn point_at(&self, server: &ChatServer) {
+    pub(crate) fn point_at(&self, server: &ChatServer) {
         let config = format!("[providers.mock]\ntype = \"vllm\"\nbase_url = \"{}\"\nmodel = \"m\"\n", server.base_url);
         std::fs::write(self.dir.join("dracode.toml"), config).unwrap();
     }
 
     /// A manifest of `n` one-turn tasks.
-    fn manifest(&self, n: usize) -> PathBuf {
+    pub(crate) fn manifest(&self, n: usize) -> PathBuf {
         let path = self.dir.join(format!("m{n}.toml"));
         let mut text = "[defaults]\nprovider = \"mock\"\nrepo = \"ws\"\nisolation = \"copy\"\nrequire_change = false\n".to_string();
         for i in 0..n {
@@ -50,7 +50,7 @@ impl Bench {
     }
 
     /// Runs `manifest` at `--jobs jobs`; what it cost and how many tasks passed.
-    fn run(&self, manifest: &Path, jobs: usize) -> (Measured, usize) {
+    pub(crate) fn run(&self, manifest: &Path, jobs: usize) -> (Measured, usize) {
         let out = self.dir.join("out");
         let mut cmd = Command::new(&self.exe);
         cmd.arg("run").arg(manifest).args(["--quiet", "--jobs", &jobs.to_string(), "--out"]).arg(&out).current_dir(&self.dir);

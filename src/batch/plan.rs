@@ -278,7 +278,7 @@ pub fn preflight(tasks: &[TaskSpec]) -> Vec<ManifestError> {
         .filter_map(|task| {
             let binding = dracode_llm::preset::TaskBinding { task_id: task.id.clone() };
             let provider = dracode_llm::registry::preflight(&task.provider, &binding).map(|why| ("provider", why));
-            let agent = || task.agent.as_ref()?.resolve(path.as_deref()).err().map(|why| ("agent", why));
+            let agent = || task.agent.as_ref()?.resolve(path.as_deref()).err().map(|why| ("agent", why.0));
             let (field, why) = provider.or_else(agent)?;
             Some(ManifestError {
                 file: task.manifest.clone(),

@@ -39,8 +39,8 @@ pub async fn check(tasks: &[&TaskSpec], env: &Env) -> Vec<Option<TaskError>> {
 fn not_configured(spec: &TaskSpec) -> Option<TaskError> {
     let binding = TaskBinding { task_id: spec.id.clone() };
     let path = || dracode_input::process_env().get("PATH").cloned();
-    let why =
-        dracode_llm::registry::preflight(&spec.provider, &binding).or_else(|| spec.agent.as_ref()?.resolve(path().as_deref()).err())?;
+    let why = dracode_llm::registry::preflight(&spec.provider, &binding)
+        .or_else(|| spec.agent.as_ref()?.resolve(path().as_deref()).err().map(|why| why.0))?;
     Some(TaskError::new(FailureKind::Llm(dracode_llm::ErrorKind::NotConfigured), why))
 }
 

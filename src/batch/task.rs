@@ -253,14 +253,7 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
         (Ok(_), Err(error)) => Err(error),
         (graded, _) => graded,
     };
-    // Recorded at once: the usage of every call counts, whatever happens next.
-    (outcome.record.num_turns, outcome.record.usage, outcome.record.result) = (state.turns, state.usage, state.final_text.take());
-    outcome.record.structured_output = state.answer.value.take();
-    outcome.record.compactions = state.compactions;
-    outcome.record.agent =
-        spec.agent.as_ref().map(|agent| dracode_results::AgentOrigin { name: agent.name.clone(), version: state.agent_version.take() });
-    outcome.record.denied = std::mem::take(&mut state.refused.denied);
-    outcome.record.protected_refused = std::mem::take(&mut state.refused.protected).into_iter().collect();
+    record_agent_work(spec, &mut state, &mut outcome);
     let (workspace, phase, unrunnable) = match graded {
         Ok(graded) => graded,
         Err(error) => {
@@ -283,6 +276,18 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
     // the async workers that serve the other tasks' model calls.
     let _ = tokio::task::spawn_blocking(move || drop((workspace, kit))).await;
     outcome
+}
+
+/// What the agent did, into `outcome`'s record at once: the usage of every call counts,
+/// whatever happens next.
+fn record_agent_work(spec: &TaskSpec, state: &mut AgentState, outcome: &mut TaskOutcome) {
+    (outcome.record.num_turns, outcome.record.usage, outcome.record.result) = (state.turns, state.usage, state.final_text.take());
+    outcome.record.structured_output = state.answer.value.take();
+    outcome.record.compactions = state.compactions;
+    outcome.record.agent =
+        spec.agent.as_ref().map(|agent| dracode_results::AgentOrigin { name: agent.name.clone(), version: state.agent_version.take() });
+    outcome.record.denied = std::mem::take(&mut state.refused.denied);
+    outcome.record.protected_refused = std::mem::take(&mut state.refused.protected).into_iter().collect();
 }
 
 /// Why the agent's work cannot be judged when the disk its commands wrote to is full

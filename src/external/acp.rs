@@ -37,12 +37,18 @@ use tokio_util::compat::{Compat, TokioAsyncReadCompatExt, TokioAsyncWriteCompatE
 type Driver = Pin<Box<dyn Future<Output = Result<(), agent_client_protocol::Error>> + Send>>;
 
 /// What a call waits for: the outcome the connection sends back.
-type Reply<T> = oneshot::Receiver<Result<T, String>>;
+/// Why a session with an ACP agent could not start or run a turn: the method that failed and
+/// the agent's error, or that the agent closed its output.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct AcpError(pub String);
+
+type Reply<T> = oneshot::Receiver<Result<T, AcpError>>;
 
 /// One turn to run: the prompt's text and where its stop reason goes.
 struct Turn {
     text: String,
-    reply: oneshot::Sender<Result<String, String>>,
+    reply: oneshot::Sender<Result<String, AcpError>>,
 }
 
 /// A session with an ACP agent over its stdin/stdout.
@@ -67,7 +73,7 @@ impl AcpSession {
     /// `initialize` (protocol version 1; client capabilities: no fs, no terminal), then
     /// `session/new` with `cwd` and no MCP servers. Errors name what failed (the agent's error
     /// message, or "the agent closed its output").
-    pub async fn start(stdin: ChildStdin, stdout: ChildStdout, cwd: &Path) -> Result<AcpSession, String> {
+    pub async fn start(stdin: ChildStdin, stdout: ChildStdout, cwd: &Path) -> Result<AcpSession, AcpError> {
         let updates = Arc::new(Mutex::new(Vec::new()));
         let (started_tx, started) = oneshot::channel();
         let (turns, turns_rx) = mpsc::unbounded_channel();
@@ -86,10 +92,10 @@ impl AcpSession {
     /// other request from the agent gets JSON-RPC error -32601. Can be called again on the same
     /// session (a follow-up turn). Dropping the call does not cancel the turn in the agent: the
     /// next call's turn is sent once the agent has answered it (dracode kills the agent instead).
-    pub async fn prompt(&mut self, text: &str) -> Result<String, String> {
+    pub async fn prompt(&mut self, text: &str) -> Result<String, AcpError> {
         let (reply, answer) = oneshot::channel();
         if self.turns.send(Turn { text: text.to_string(), reply }).is_err() {
-            return Err(self.ended_reason());
+            return Err(AcpError(self.ended_reason()));
         }
         self.run_until(answer).await
     }
@@ -106,13 +112,13 @@ impl AcpSession {
     }
 
     /// Polls the connection until `answer` comes; an error if the connection ends first.
-    async fn run_until<T>(&mut self, mut answer: Reply<T>) -> Result<T, String> {
+    async fn run_until<T>(&mut self, mut answer: Reply<T>) -> Result<T, AcpError> {
         let Some(driver) = self.driver.as_mut() else {
-            return Err(self.ended_reason());
+            return Err(AcpError(self.ended_reason()));
         };
         let end = tokio::select! {
             biased;
-            reply = &mut answer => return reply.unwrap_or_else(|_| Err("the connection to the agent has ended".to_string())),
+            reply = &mut answer => return reply.unwrap_or_else(|_| Err(AcpError("the connection to the agent has ended".to_string()))),
             end = driver => end,
         };
         self.driver = None;
@@ -122,7 +128,7 @@ impl AcpSession {
         };
         self.ended = Some(reason.clone());
         // The last thing the connection did may have been to answer.
-        answer.try_recv().unwrap_or(Err(reason))
+        answer.try_recv().unwrap_or(Err(AcpError(reason)))
     }
 }
 
@@ -132,7 +138,7 @@ fn connection(
     transport: ByteStreams<Compat<ChildStdin>, Compat<ChildStdout>>,
     updates: Arc<Mutex<Vec<String>>>,
     cwd: PathBuf,
-    started: oneshot::Sender<Result<(), String>>,
+    started: oneshot::Sender<Result<(), AcpError>>,
     mut turns: mpsc::UnboundedReceiver<Turn>,
 ) -> Driver {
     let builder = Client
@@ -177,25 +183,25 @@ fn connection(
 }
 
 /// `initialize`, then `session/new` in `cwd`: the session's id.
-async fn open(cx: &ConnectionTo<Agent>, cwd: PathBuf) -> Result<SessionId, String> {
+async fn open(cx: &ConnectionTo<Agent>, cwd: PathBuf) -> Result<SessionId, AcpError> {
     // The default capabilities offer neither file system nor terminal methods.
     let init = InitializeRequest::new(ProtocolVersion::V1).client_info(Implementation::new("dracode", env!("CARGO_PKG_VERSION")));
     let answer = cx.send_request(init).block_task().await.map_err(|e| failed("initialize", &e))?;
     if answer.protocol_version != ProtocolVersion::V1 {
-        return Err(format!("initialize: the agent speaks ACP version {}, not 1", answer.protocol_version));
+        return Err(AcpError(format!("initialize: the agent speaks ACP version {}, not 1", answer.protocol_version)));
     }
     let session = cx.send_request(NewSessionRequest::new(cwd)).block_task().await.map_err(|e| failed("session/new", &e))?;
     Ok(session.session_id)
 }
 
 /// One `session/prompt`: the stop reason the agent answers with.
-async fn run_turn(cx: &ConnectionTo<Agent>, session: &SessionId, text: String) -> Result<String, String> {
+async fn run_turn(cx: &ConnectionTo<Agent>, session: &SessionId, text: String) -> Result<String, AcpError> {
     let request = PromptRequest::new(session.clone(), vec![ContentBlock::Text(TextContent::new(text))]);
     let message = UntypedMessage::new("session/prompt", request).map_err(|e| failed("session/prompt", &e))?;
     let answer = cx.send_request(message).block_task().await.map_err(|e| failed("session/prompt", &e))?;
     match answer.get("stopReason").and_then(Value::as_str) {
         Some(reason) => Ok(reason.to_string()),
-        None => Err(format!("session/prompt: the agent's answer has no stopReason: {}", clip(&answer.to_string()))),
+        None => Err(AcpError(format!("session/prompt: the agent's answer has no stopReason: {}", clip(&answer.to_string())))),
     }
 }
 
@@ -221,8 +227,8 @@ fn answer_permission(params: &Value, responder: Responder<Value>) -> Result<(), 
 }
 
 /// `method` failed: the agent's error, or that it closed its output.
-fn failed(method: &str, error: &agent_client_protocol::Error) -> String {
-    format!("{method}: {}", describe(error))
+fn failed(method: &str, error: &agent_client_protocol::Error) -> AcpError {
+    AcpError(format!("{method}: {}", describe(error)))
 }
 
 /// An error of the connection, in words.
@@ -262,11 +268,11 @@ mod tests {
 
     async fn start(child: &mut Child, cwd: &Path) -> Result<AcpSession, String> {
         let (stdin, stdout) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
-        tokio::time::timeout(Duration::from_secs(20), AcpSession::start(stdin, stdout, cwd)).await.unwrap()
+        tokio::time::timeout(Duration::from_secs(20), AcpSession::start(stdin, stdout, cwd)).await.unwrap().map_err(|e| e.0)
     }
 
     async fn prompt(session: &mut AcpSession, text: &str) -> Result<String, String> {
-        tokio::time::timeout(Duration::from_secs(20), session.prompt(text)).await.unwrap()
+        tokio::time::timeout(Duration::from_secs(20), session.prompt(text)).await.unwrap().map_err(|e| e.0)
     }
 
     fn observed(cwd: &Path) -> Value {

@@ -52,7 +52,7 @@ impl Sessions {
         let Live { endpoint, session, stderr, .. } = live;
         let stop = match endpoint.serve_while(session.prompt(text), answerer, state).await {
             Ok(Ok(reason)) => return Ok(stop_reason(&reason)),
-            Ok(Err(why)) => AgentEnd::Failed(failed(&run.agent.name, &why, stderr)),
+            Ok(Err(why)) => AgentEnd::Failed(failed(&run.agent.name, &why.0, stderr)),
             Err(end) => end,
         };
         // The agent does not answer again: it ends here.
@@ -92,7 +92,7 @@ async fn start(run: &Run<'_>, acp: &AcpAgent) -> Result<Live, TaskError> {
     if let Some(pipe) = child.stderr.take() {
         tokio::spawn(keep_tail(pipe, stderr.clone()));
     }
-    let session = AcpSession::start(stdin, stdout, run.workdir).await.map_err(|why| failed(&run.agent.name, &why, &stderr))?;
+    let session = AcpSession::start(stdin, stdout, run.workdir).await.map_err(|why| failed(&run.agent.name, &why.0, &stderr))?;
     Ok(Live { endpoint, session, _child: child, _group: group, stderr })
 }
 

@@ -70,17 +70,23 @@ pub struct AcpAgent {
     pub files: BTreeMap<PathBuf, String>,
 }
 
+/// Why an external agent cannot be started: its program is not where it should be (the message
+/// says how to install it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct NotInstalled(pub String);
+
 impl ExternalAgent {
     /// The program and its leading arguments, found: the configured command's first word or
     /// the kind's program, looked up on `path` (the commands' `PATH`). The error says how to
     /// install it.
-    pub fn resolve(&self, path: Option<&str>) -> Result<(PathBuf, Vec<String>), String> {
+    pub fn resolve(&self, path: Option<&str>) -> Result<(PathBuf, Vec<String>), NotInstalled> {
         let (program, args) = match &self.how {
             How::Cli { command: Some(words), .. } | How::Acp(AcpAgent { command: words, .. }) if !words.is_empty() => {
                 (words[0].clone(), words[1..].to_vec())
             }
             How::Cli { kind, .. } => (kind.program().to_string(), Vec::new()),
-            How::Acp(_) => return Err(format!("agent {:?}: `[agents.{}] command` is empty", self.name, self.name)),
+            How::Acp(_) => return Err(NotInstalled(format!("agent {:?}: `[agents.{}] command` is empty", self.name, self.name))),
         };
         let found = if program.contains('/') {
             Some(PathBuf::from(&program)).filter(|p| p.is_file())
@@ -91,7 +97,9 @@ impl ExternalAgent {
             How::Cli { kind, .. } => format!("install it (`npm install -g {}`) or set `[agents.{}] command`", kind.package(), self.name),
             How::Acp(_) => format!("install it or give its path in `[agents.{}] command`", self.name),
         };
-        found.map(|p| (p, args)).ok_or_else(|| format!("agent {:?}: its program `{program}` is not on PATH; {install}", self.name))
+        found
+            .map(|p| (p, args))
+            .ok_or_else(|| NotInstalled(format!("agent {:?}: its program `{program}` is not on PATH; {install}", self.name)))
     }
 }
 
@@ -319,6 +327,6 @@ fn attempt_token() -> Result<String, TaskError> {
 }
 
 /// The error of a task whose agent is not installed: it ends `not_configured`.
-pub fn not_configured(why: String) -> TaskError {
-    TaskError::new(FailureKind::Llm(dracode_llm::ErrorKind::NotConfigured), why)
+pub fn not_configured(why: NotInstalled) -> TaskError {
+    TaskError::new(FailureKind::Llm(dracode_llm::ErrorKind::NotConfigured), why.0)
 }

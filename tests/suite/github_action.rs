@@ -483,7 +483,13 @@ fn uses(value: &serde_json::Value, found: &mut Vec<String>) {
 #[test]
 fn workflows_and_the_action_parse_pin_their_actions_and_read_only_by_default() {
     let root = crate_root();
-    let files = [".github/workflows/ci.yml", ".github/workflows/release.yml", ".github/workflows/bench-gate.yml", "examples/workflows/nightly.yml", "action.yml"];
+    let files = [
+        ".github/workflows/ci.yml",
+        ".github/workflows/release.yml",
+        ".github/workflows/bench-gate.yml",
+        "examples/workflows/nightly.yml",
+        "action.yml",
+    ];
     for file in files {
         let doc = yaml(&root.join(file));
         if file != "action.yml" {

@@ -270,7 +270,7 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
     // Without a check, a full disk still makes the record (and so the verdict) worthless.
     let unrunnable = unrunnable.or_else(|| if outcome.record.check.is_some() { None } else { disk_full_at(&kit) });
     (outcome.record.status, outcome.record.error) = verdict(spec, &kit, &phase, unrunnable.as_deref(), &outcome);
-    finalize(spec, shared, &workspace, &mut outcome, (&kit.system, state.history));
+    finalize(spec, shared, &workspace, &mut outcome, (&kit.system, state.history), kit.provider.model());
     let outcome = stamp(outcome, started);
     // Removing the task's folders (workspace, record, TMPDIR) blocks on the disk: it runs off
     // the async workers that serve the other tasks' model calls.
@@ -431,7 +431,8 @@ impl AttemptCtx<'_> {
     /// run is interrupted; what it did is left in `state`.
     async fn run_agent(&self, state: &mut AgentState, repair: Option<String>) -> AgentPhase {
         let (spec, shared, kit) = (self.spec, self.shared, self.kit);
-        let model = spec.provider.model.as_deref().unwrap_or_default();
+        // Priced as the model the provider answers as (a replay: the recorded one).
+        let model = kit.provider.model();
         let cost = |u: &Usage| shared.prices.cost(model, u);
         let agent = Agent {
             provider: kit.provider.as_ref(),
@@ -1002,8 +1003,16 @@ fn secret_in_changes(names: &[String]) -> TaskError {
 }
 
 /// After the verdict: the commit of a passed task (`commit = true`), the conversation (its
-/// system prompt and messages) and the cost.
-fn finalize(spec: &TaskSpec, shared: &Shared, workspace: &Workspace, outcome: &mut TaskOutcome, conversation: (&str, Vec<Message>)) {
+/// system prompt and messages) and the cost, priced as model `priced_as` (the one the provider
+/// answers as: a replay's is the recorded model).
+fn finalize(
+    spec: &TaskSpec,
+    shared: &Shared,
+    workspace: &Workspace,
+    outcome: &mut TaskOutcome,
+    conversation: (&str, Vec<Message>),
+    priced_as: &str,
+) {
     let (system, messages) = conversation;
     if outcome.record.status == Status::Passed && spec.commit && !outcome.record.files_changed.is_empty() {
         let branch = format!("dracode/{}/{}", shared.run_id, spec.id);
@@ -1019,7 +1028,7 @@ fn finalize(spec: &TaskSpec, shared: &Shared, workspace: &Workspace, outcome: &m
         }
     }
     let model = spec.provider.model.clone().unwrap_or_default();
-    outcome.record.total_cost_usd = shared.prices.cost(&model, &outcome.record.usage);
+    outcome.record.total_cost_usd = shared.prices.cost(priced_as, &outcome.record.usage);
     outcome.attachments.transcript = Some(Arc::new(Transcript {
         provider: spec.provider.name.clone(),
         model,

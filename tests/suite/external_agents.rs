@@ -241,6 +241,9 @@ async fn a_recorded_claude_code_run_replays_offline_to_the_same_verdict() {
     assert_eq!(after["status"], "passed", "{after:#}");
     assert_eq!((&after["check"]["before"], &after["check"]["exit_code"]), (&before["check"]["before"], &before["check"]["exit_code"]));
     assert_eq!(after["usage"], before["usage"]);
+    // Priced as the model that answered when it was recorded, not as `replay` ($0).
+    assert!(before["total_cost_usd"].as_f64().unwrap() > 0.0, "{before:#}");
+    assert_eq!(after["total_cost_usd"], before["total_cost_usd"], "{after:#}");
     assert_eq!(after["files_changed"], before["files_changed"]);
 }
 

@@ -23,14 +23,21 @@ pub struct Replay {
 #[derive(Deserialize)]
 #[serde(untagged)]
 enum Recording {
-    Wrapped { responses: Vec<LlmResponse> },
+    Wrapped {
+        responses: Vec<LlmResponse>,
+        /// The model the recorded provider sent (`--record` writes it).
+        #[serde(default)]
+        model: Option<String>,
+    },
     Bare(Vec<LlmResponse>),
 }
 
 impl Recording {
-    fn into_responses(self) -> Vec<LlmResponse> {
+    /// The responses, and the model that gave them when the recording says.
+    fn into_parts(self) -> (Vec<LlmResponse>, Option<String>) {
         match self {
-            Recording::Wrapped { responses } | Recording::Bare(responses) => responses,
+            Recording::Wrapped { responses, model } => (responses, model),
+            Recording::Bare(responses) => (responses, None),
         }
     }
 }
@@ -51,9 +58,11 @@ impl Replay {
         } else {
             (path.to_path_buf(), true)
         };
-        let responses = read_recording(&file, by_task.then_some(task.task_id.as_str()))?;
+        let (responses, recorded) = read_recording(&file, by_task.then_some(task.task_id.as_str()))?;
+        // The recorded model answered: a replayed run is priced as the recorded one was.
+        let recorded = recorded.filter(|m| !m.is_empty() && m != "replay");
         Ok(Replay {
-            model: resolved.model.clone().unwrap_or_else(|| "replay".into()),
+            model: recorded.or_else(|| resolved.model.clone()).unwrap_or_else(|| "replay".into()),
             source: file.display().to_string(),
             responses,
             next: Mutex::new(0),
@@ -66,8 +75,9 @@ impl Replay {
     }
 }
 
-/// Reads a recording file; with `task_id`, a `{"tasks": {…}}` file is indexed by it.
-fn read_recording(file: &Path, task_id: Option<&str>) -> Result<Vec<LlmResponse>, LlmError> {
+/// Reads a recording file (its responses, and its model when it names one); with `task_id`, a
+/// `{"tasks": {…}}` file is indexed by it.
+fn read_recording(file: &Path, task_id: Option<&str>) -> Result<(Vec<LlmResponse>, Option<String>), LlmError> {
     // Only a regular file of at most 1 MiB: a FIFO would block the task for ever and
     // `/dev/zero` would grow until memory runs out.
     let text = dracode_input::read_input(file).map_err(|e| LlmError::not_configured(format!("replay recording: {e}")))?;
@@ -80,7 +90,7 @@ fn read_recording(file: &Path, task_id: Option<&str>) -> Result<Vec<LlmResponse>
         _ => value,
     };
     serde_json::from_value::<Recording>(value)
-        .map(Recording::into_responses)
+        .map(Recording::into_parts)
         .map_err(|e| bad(format!("replay recording {}: not a list of responses: {e}", file.display())))
 }
 
@@ -137,9 +147,10 @@ mod tests {
         std::fs::write(dir.path().join("bare.json"), &one).unwrap();
         std::fs::write(dir.path().join("wrapped.json"), format!("{{\"model\":\"x\",\"responses\":{one}}}")).unwrap();
         std::fs::write(dir.path().join("all.json"), format!("{{\"tasks\":{{\"t1\":{one}}}}}")).unwrap();
-        assert_eq!(read_recording(&dir.path().join("bare.json"), None).unwrap().len(), 1);
-        assert_eq!(read_recording(&dir.path().join("wrapped.json"), Some("t1")).unwrap().len(), 1);
-        assert_eq!(read_recording(&dir.path().join("all.json"), Some("t1")).unwrap().len(), 1);
+        assert_eq!(read_recording(&dir.path().join("bare.json"), None).unwrap().0.len(), 1);
+        assert_eq!(read_recording(&dir.path().join("wrapped.json"), Some("t1")).unwrap().0.len(), 1);
+        assert_eq!(read_recording(&dir.path().join("wrapped.json"), Some("t1")).unwrap().1.as_deref(), Some("x"), "its model is read");
+        assert_eq!(read_recording(&dir.path().join("all.json"), Some("t1")).unwrap().0.len(), 1);
         let err = read_recording(&dir.path().join("all.json"), Some("t2")).unwrap_err();
         assert_eq!(err.kind, ErrorKind::NotConfigured);
     }

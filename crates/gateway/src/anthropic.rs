@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use crate::{Answer, Call, Context, Format, as_u32, fresh_id, push_blocks, sse_frame, str_at};
 
 /// The request body as a [`Call`], or what is wrong with it.
-pub(crate) fn decode(body: &Value) -> Result<(Call, Context), String> {
+pub(crate) fn decode(body: &Value) -> Result<(Call, Context), crate::Malformed> {
     let model = str_at(body, "model").to_string();
     let system = match body.get("system") {
         None | Some(Value::Null) => String::new(),
@@ -33,7 +33,7 @@ pub(crate) fn decode(body: &Value) -> Result<(Call, Context), String> {
             "user" => (Role::User, ""),
             "assistant" => (Role::Assistant, ""),
             "system" => (Role::User, "[system] "),
-            other => return Err(format!("messages[{i}].role `{other}` is not user, assistant or system")),
+            other => return Err(format!("messages[{i}].role `{other}` is not user, assistant or system").into()),
         };
         let blocks = blocks(message.get("content"), prefix).map_err(|e| format!("messages[{i}]: {e}"))?;
         push_blocks(&mut messages, role, blocks);
@@ -57,7 +57,7 @@ pub(crate) fn decode(body: &Value) -> Result<(Call, Context), String> {
 }
 
 /// A message's content as blocks; `prefix` goes before each text.
-fn blocks(content: Option<&Value>, prefix: &str) -> Result<Vec<ContentBlock>, String> {
+fn blocks(content: Option<&Value>, prefix: &str) -> Result<Vec<ContentBlock>, crate::Malformed> {
     let wire = match content {
         Some(Value::String(text)) => return Ok(vec![ContentBlock::text(format!("{prefix}{text}"))]),
         Some(Value::Array(blocks)) => blocks,

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use crate::{Answer, Call, Context, Format, as_u32, fresh_id, now_secs, push_blocks, sse_frame, str_at};
 
 /// The request body as a [`Call`], or what is wrong with it.
-pub(crate) fn decode(body: &Value) -> Result<(Call, Context), String> {
+pub(crate) fn decode(body: &Value) -> Result<(Call, Context), crate::Malformed> {
     let model = str_at(body, "model").to_string();
     let wire = body.get("messages").and_then(Value::as_array).ok_or("`messages` is missing or not an array")?;
     let mut system: Vec<String> = Vec::new();
@@ -37,7 +37,7 @@ pub(crate) fn decode(body: &Value) -> Result<(Call, Context), String> {
                 let result = ContentBlock::ToolResult { tool_use_id: id.to_string(), content: text, is_error: false };
                 push_blocks(&mut messages, Role::User, vec![result]);
             }
-            other => return Err(format!("messages[{i}].role `{other}` is not system, developer, user, assistant or tool")),
+            other => return Err(format!("messages[{i}].role `{other}` is not system, developer, user, assistant or tool").into()),
         }
     }
     let tools = body
@@ -66,7 +66,7 @@ pub(crate) fn decode(body: &Value) -> Result<(Call, Context), String> {
 }
 
 /// An assistant message's reasoning, text and tool calls.
-fn assistant(message: &Value, text: String) -> Result<Vec<ContentBlock>, String> {
+fn assistant(message: &Value, text: String) -> Result<Vec<ContentBlock>, crate::Malformed> {
     let mut blocks = Vec::new();
     let reasoning = message.get("reasoning_content").or_else(|| message.get("reasoning")).and_then(Value::as_str);
     if let Some(reasoning) = reasoning.filter(|r| !r.is_empty()) {

@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use crate::{Answer, Call, Context, Format, as_u32, fresh_id, push_blocks, sse_frame, str_at};
 
 /// The request body for `model` as a [`Call`], or what is wrong with it.
-pub(crate) fn decode(body: &Value, model: &str, stream: bool) -> Result<(Call, Context), String> {
+pub(crate) fn decode(body: &Value, model: &str, stream: bool) -> Result<(Call, Context), crate::Malformed> {
     let system = body
         .pointer("/systemInstruction/parts")
         .and_then(Value::as_array)
@@ -38,7 +38,7 @@ pub(crate) fn decode(body: &Value, model: &str, stream: bool) -> Result<(Call, C
         let role = match content.get("role").and_then(Value::as_str) {
             Some("model") => Role::Assistant,
             Some("user" | "function" | "tool") | None => Role::User,
-            Some(other) => return Err(format!("contents[{i}].role `{other}` is not user or model")),
+            Some(other) => return Err(format!("contents[{i}].role `{other}` is not user or model").into()),
         };
         let parts = content.get("parts").and_then(Value::as_array).ok_or(format!("contents[{i}] has no parts"))?;
         let mut blocks = Vec::new();

@@ -77,6 +77,33 @@ pub struct Call {
     pub user_agent: Option<String>,
 }
 
+/// What is wrong with a request an agent sent (a field missing or of the wrong shape): the
+/// 400 the endpoint answers says it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct Malformed(pub(crate) String);
+
+impl From<String> for Malformed {
+    fn from(message: String) -> Self {
+        Malformed(message)
+    }
+}
+
+impl std::ops::Deref for Malformed {
+    type Target = str;
+
+    /// The message.
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for Malformed {
+    fn from(message: &str) -> Self {
+        Malformed(message.to_string())
+    }
+}
+
 /// A call the backend refuses (a limit, a provider failure), told to the agent in its own format.
 #[derive(Debug, Clone)]
 pub struct Refusal {

@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use crate::{Answer, Call, Context, Format, as_u32, fresh_id, now_secs, push_blocks, sse_frame, str_at};
 
 /// The request body as a [`Call`], or what is wrong with it.
-pub(crate) fn decode(body: &Value) -> Result<(Call, Context), String> {
+pub(crate) fn decode(body: &Value) -> Result<(Call, Context), crate::Malformed> {
     let model = str_at(body, "model").to_string();
     let system = str_at(body, "instructions").to_string();
     let mut messages = Vec::new();
@@ -45,7 +45,7 @@ pub(crate) fn decode(body: &Value) -> Result<(Call, Context), String> {
 }
 
 /// One input item as blocks of a role (no blocks for items the backend has no use for).
-fn item_block(item: &Value) -> Result<(Role, Vec<ContentBlock>), String> {
+fn item_block(item: &Value) -> Result<(Role, Vec<ContentBlock>), crate::Malformed> {
     let field = |key: &str| item.get(key).and_then(Value::as_str).map(str::to_string);
     let call_id = || field("call_id").ok_or_else(|| format!("a `{}` item has no call_id", str_at(item, "type")));
     let kind = item.get("type").and_then(Value::as_str).unwrap_or(if item.get("role").is_some() { "message" } else { "" });
@@ -56,7 +56,7 @@ fn item_block(item: &Value) -> Result<(Role, Vec<ContentBlock>), String> {
                 "assistant" => (Role::Assistant, ""),
                 "developer" => (Role::User, "[developer] "),
                 "system" => (Role::User, "[system] "),
-                other => return Err(format!("message role `{other}` is not user, assistant, developer or system")),
+                other => return Err(format!("message role `{other}` is not user, assistant, developer or system").into()),
             };
             let text = content_text(item.get("content"));
             let id = if role == Role::Assistant { field("id") } else { None };

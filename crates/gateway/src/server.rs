@@ -232,12 +232,12 @@ async fn model_call(
         Ok(_) => return error(format, 400, "the request body is not a JSON object"),
         Err(e) => return error(format, 400, &format!("the request body is not JSON: {e}")),
     };
-    let decoded: Result<(Call, Context), String> = match (format, gemini_route) {
+    let decoded: Result<(Call, Context), crate::Malformed> = match (format, gemini_route) {
         (Format::AnthropicMessages, _) => anthropic::decode(&json),
         (Format::OpenAiResponses, _) => responses::decode(&json),
         (Format::ChatCompletions, _) => chat::decode(&json),
         (Format::Gemini, Some((model, stream))) => gemini::decode(&json, &model, stream),
-        (Format::Gemini, None) => Err("no model in the path".to_string()),
+        (Format::Gemini, None) => Err("no model in the path".into()),
     };
     let (call, context) = match decoded {
         Ok((call, context)) => (Call { user_agent, ..call }, context),

@@ -26,6 +26,9 @@ pub struct Record {
     /// The working tree's path in its git repository (`sub/dir/`, empty at the root): patch
     /// paths start with it, so `git apply` at the repository's root reproduces the change.
     prefix: String,
+    /// Ignore rules of dracode's own (what the batch's setup made), held in memory: a record's
+    /// store may be shared by the tasks of a run (a copy base's records store).
+    rules: String,
 }
 
 impl Record {
@@ -49,7 +52,8 @@ impl Record {
             std::fs::write(&alternates, listed).map_err(io)?;
         }
         repo.set_workdir(workdir, false)?;
-        let mut record = Record { repo, base: Oid::ZERO_SHA1, tracked_base: base.is_some(), prefix: prefix.to_string() };
+        let mut record =
+            Record { repo, base: Oid::ZERO_SHA1, tracked_base: base.is_some(), prefix: prefix.to_string(), rules: String::new() };
         record.base = match base {
             Some(tree) => tree,
             None => record.snapshot()?,
@@ -58,6 +62,23 @@ impl Record {
         // `.gitignore` the agent writes cannot make a file of the start vanish from the record.
         record.tracked_base = true;
         Ok(record)
+    }
+
+    /// A record of the working tree `workdir` whose objects go to the existing bare repository
+    /// `store` (shared by the records of a run, each with its own handle and working tree), its
+    /// base the tree `base` (which `store` holds or borrows). Nothing is written.
+    pub fn in_store(store: &Path, workdir: &Path, base: Oid, prefix: &str) -> Result<Record, git2::Error> {
+        let repo = Repository::open_bare(store)?;
+        repo.set_workdir(workdir, false)?;
+        Ok(Record { repo, base, tracked_base: true, prefix: prefix.to_string(), rules: String::new() })
+    }
+
+    /// Leaves the paths `lines` ignores (gitignore lines, from the root) out of every later
+    /// snapshot but where the base has them, as `info/exclude` would.
+    pub fn exclude(&mut self, lines: &str) -> Result<(), git2::Error> {
+        self.repo.add_ignore_rule(lines)?;
+        self.rules.push_str(lines);
+        Ok(())
     }
 
     /// The tree the task started from.
@@ -84,6 +105,10 @@ impl Record {
             index.read_tree(&writer.find_tree(self.base)?)?;
         }
         writer.set_index(&mut index)?;
+        // A second handle (`snapshot::packed`) does not have this one's rules yet.
+        if !self.rules.is_empty() && !std::ptr::eq(writer, &self.repo) {
+            writer.add_ignore_rule(&self.rules)?;
+        }
         index.update_all(["*"].iter(), None)?;
         index.add_all(["*"].iter(), IndexAddOption::DEFAULT, None)?;
         index.write_tree()

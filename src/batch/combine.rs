@@ -147,8 +147,8 @@ pub async fn combine(
         None => None,
     };
     let carried = grader.as_ref().and_then(Grader::carried);
-    super::workspace::sweep_killed_runs();
-    let workspace = Workspace::prepare_carrying(&root, Isolation::Worktree, &base, None, carried.as_deref())
+    super::owned_dir::sweep_killed_runs();
+    let workspace = Workspace::prepare_carrying(&Default::default(), &root, Isolation::Worktree, &base, None, carried.as_deref())
         .map_err(|e| input(format!("base {base:?}: {e}")))?;
     let mut report = CombineReport {
         run_id: run.run_id.clone(),

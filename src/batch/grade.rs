@@ -4,11 +4,12 @@
 //! regrade` (each patch alone), whose checks then run there as a task's does
 //! ([`super::task::run_check_in`]).
 //!
-//! The workspace is an owned temp folder ([`super::workspace::OwnedDir`]): removed when the
+//! The workspace is an owned temp folder ([`super::owned_dir::OwnedDir`]): removed when the
 //! [`Workspace`] is dropped, on an error or an interrupt too, or by the next run after a
 //! SIGKILL; nothing is written to the user's repository.
 
-use super::workspace::{OwnedDir, TASK_TEMP_PREFIX, Workspace};
+use super::owned_dir::{OwnedDir, TASK_TEMP_PREFIX};
+use super::workspace::Workspace;
 use std::time::Duration;
 
 /// How long a check runs when nothing says otherwise (a task's `check_timeout` default).

@@ -307,7 +307,7 @@ async fn check_again(job: &Job<'_>, check: Option<&str>) -> Result<(CheckRecord,
 fn checked_out(spec: &TaskSpec, base: Option<&str>, patch: Option<&str>, carried: Option<&Carried>) -> Result<World, TaskError> {
     let base = base.ok_or_else(|| TaskError::internal("no base commit recorded: the task did not run in a git repository"))?;
     let workdir = Some(spec.workspace.workdir.as_path()).filter(|w| !w.as_os_str().is_empty());
-    let workspace = Workspace::prepare_carrying(&spec.workspace.repo, Isolation::Worktree, base, workdir, carried)
+    let workspace = Workspace::prepare_carrying(&Default::default(), &spec.workspace.repo, Isolation::Worktree, base, workdir, carried)
         .map_err(|e| TaskError::internal(format!("workspace at {base}: {e}")))?;
     if let Some(patch) = patch.filter(|d| !d.is_empty()) {
         grade::apply(&workspace, patch).map_err(|e| TaskError::internal(format!("the recorded patch does not apply to {base}: {e}")))?;

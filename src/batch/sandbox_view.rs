@@ -12,9 +12,10 @@
 //! `isolation = "none"`) and the TMPDIR are made when the task runs: their names here hold the
 //! placeholder `<pid>-<random>`, and the lines that mention them say so.
 
+use super::owned_dir::{TASK_DIR_PREFIX, TASK_TEMP_PREFIX};
 use super::spec::TaskSpec;
 use super::task::{CommandLayout, SharedPaths, command_policy};
-use super::workspace::{SandboxPaths, TASK_DIR_PREFIX, TASK_TEMP_PREFIX};
+use super::workspace::SandboxPaths;
 use crate::manifest::Isolation;
 use dracode_sandbox::Policy;
 use std::collections::BTreeMap;

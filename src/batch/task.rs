@@ -3,8 +3,9 @@
 
 use super::check::CheckContext;
 use super::judge::{AgentPhase, Evidence, failure_status, judge};
+use super::owned_dir::OwnedDir;
 use super::spec::{CheckSpec, TaskSpec};
-use super::workspace::{OwnedDir, SandboxPaths, Workspace, WorkspaceError};
+use super::workspace::{SandboxPaths, Workspace, WorkspaceError};
 use crate::agent::{Agent, AgentEnd, AgentState, RunMeter};
 use crate::events::{
     Activity, CheckRecord, Emitter, Event, FailureKind, Header, RetryScope, Status, TaskError, TaskOutcome, Transcript, WireEvent, millis,
@@ -62,6 +63,8 @@ pub struct Shared {
     pub setups: std::sync::OnceLock<super::setups::Setups>,
     /// What every task's commands must not read: `--out`, `$RUNNER_TEMP`.
     pub paths: SharedPaths,
+    /// What the run's `copy` workspaces are copied from, made once per source.
+    pub stores: Arc<super::run_stores::RunStores>,
 }
 
 impl Shared {
@@ -87,6 +90,7 @@ impl Shared {
             run_mcp: Default::default(),
             setups: Default::default(),
             paths: SharedPaths::new(Some(out), process_env),
+            stores: Default::default(),
         }
     }
 
@@ -786,7 +790,7 @@ pub fn command_policy(spec: &TaskSpec, layout: &CommandLayout, env: &BTreeMap<St
     policy.readable.extend(spec.read_paths.iter().cloned());
     policy.hidden.extend(paths.hidden);
     let temp = std::env::temp_dir();
-    for prefix in [super::workspace::TASK_DIR_PREFIX, super::workspace::TASK_TEMP_PREFIX, dracode_mcp::RUN_DIR_PREFIX] {
+    for prefix in [super::owned_dir::TASK_DIR_PREFIX, super::owned_dir::TASK_TEMP_PREFIX, dracode_mcp::RUN_DIR_PREFIX] {
         policy.hidden.push(temp.join(format!("{prefix}*")));
     }
     policy.hidden.extend(shared.out.iter().cloned());
@@ -821,9 +825,10 @@ async fn prepare_workspace(spec: &TaskSpec, shared: &Shared) -> Result<Workspace
     let ws = spec.workspace.clone();
     let carried = shared.setups.get().and_then(|setups| setups.carried_for(spec));
     let keeps = !spec.keep_ignored.is_empty();
+    let stores = shared.stores.clone();
     let prepared = tokio::task::spawn_blocking(move || {
         let workdir = Some(ws.workdir.as_path()).filter(|w| !w.as_os_str().is_empty());
-        let mut workspace = Workspace::prepare_carrying(&ws.repo, ws.isolation, &ws.base, workdir, carried.as_deref())?;
+        let mut workspace = Workspace::prepare_carrying(&stores, &ws.repo, ws.isolation, &ws.base, workdir, carried.as_deref())?;
         if keeps {
             workspace.take_inventory()?;
         }
@@ -1086,7 +1091,7 @@ pub(crate) struct TaskTemp {
 
 impl TaskTemp {
     fn new(isolate_home: bool) -> std::io::Result<Self> {
-        let dir = OwnedDir::create(super::workspace::TASK_TEMP_PREFIX)?;
+        let dir = OwnedDir::create(super::owned_dir::TASK_TEMP_PREFIX)?;
         std::fs::create_dir(dir.path().join("tmp"))?;
         if isolate_home {
             // Inside the TMPDIR: the one folder of its own a command may write in every mode.

@@ -16,22 +16,16 @@
 //! whose process is gone and whose lock is free ([`sweep_leftovers`]).
 
 use super::change_record::Record;
-use super::snapshot::{self, Changes};
+use super::owned_dir::{OwnedDir, TASK_DIR_PREFIX};
+use super::run_stores::{CopyBase, RunStores};
+use super::snapshot::Changes;
 use super::unrecorded::{Inventory, Recorded, Rules};
-use super::worktree::{self, GitDirs};
+use super::worktree::{self, GitDirs, repo_prefix};
 use crate::manifest::Isolation;
 use git2::{Oid, Repository};
-use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-
-/// Task folders in the temp dir start with this, then the owner's pid and `-`.
-pub const TASK_DIR_PREFIX: &str = "dracode-workspace-";
-/// The prefix of a task's own TMPDIR/HOME folder (an [`OwnedDir`] too).
-pub const TASK_TEMP_PREFIX: &str = "dracode-task-";
-
-/// The file in a task folder that holds the owner's pid and its lock.
-const OWNER_FILE: &str = "owner.lock";
+use std::sync::Arc;
 
 /// A prepared workspace.
 pub struct Workspace {
@@ -58,6 +52,8 @@ pub struct Workspace {
     source: Option<PathBuf>,
     /// The git directories of the repository the workspace was made from (not with `none`).
     source_git: Option<GitDirs>,
+    /// What a `copy` workspace was copied from, with the objects its `.git` borrows.
+    copy_base: Option<Arc<CopyBase>>,
     /// Last: the folder goes after the repository handles are closed.
     _dir: TaskDir,
 }
@@ -95,6 +91,9 @@ pub enum WorkspaceError {
     /// git failed.
     #[error("git: {0}")]
     Git(#[from] git2::Error),
+    /// The run's copy of the source could not be made ([`super::run_stores`]).
+    #[error(transparent)]
+    Base(#[from] super::run_stores::BaseError),
     /// Preparing the workspace panicked (a bug).
     #[error("preparing the workspace panicked: {0}")]
     Panicked(String),
@@ -115,14 +114,16 @@ pub struct Carried {
 impl Workspace {
     /// Prepares `repo` for a task with `isolation`; `workdir` is relative to the root.
     pub fn prepare(repo: &Path, isolation: Isolation, base: &str, workdir: Option<&Path>) -> Result<Workspace, WorkspaceError> {
-        Self::prepare_carrying(repo, isolation, base, workdir, None)
+        Self::prepare_carrying(&RunStores::default(), repo, isolation, base, workdir, None)
     }
 
     /// [`Workspace::prepare`], then what `carried` names copied in from where the setup ran
     /// ([`super::carry`]) and left out of the change record (and of the task's own `git
     /// status`): the task's patch never holds it. Each check gets it again as the setup left
-    /// it (`world.rs`).
+    /// it (`world.rs`). A `copy` workspace is copied from the run's base of `repo` in
+    /// `stores` ([`super::run_stores`]), made by the first.
     pub fn prepare_carrying(
+        stores: &RunStores,
         repo: &Path,
         isolation: Isolation,
         base: &str,
@@ -133,7 +134,7 @@ impl Workspace {
         let source = repo.canonicalize().map_err(io)?;
         let mut ws = match isolation {
             Isolation::None => Self::prepare_in_place(&source)?,
-            Isolation::Copy => Self::prepare_copy(&source)?,
+            Isolation::Copy => Self::prepare_copy(&stores.copy_base(&source)?)?,
             Isolation::Worktree => Self::prepare_worktree(&source, base)?,
         };
         if let Some(carried) = carried {
@@ -182,32 +183,33 @@ impl Workspace {
             git: user.as_ref().and_then(|r| Some((r.path().to_path_buf(), r.workdir()?.to_path_buf()))),
             source: None,
             source_git: None,
+            copy_base: None,
             _dir: dir,
         })
     }
 
-    /// A copy of `source` with a baseline repository of its own (for the agent's git); the
-    /// record starts from the copy as made, its patches rooted at the user's repository root.
-    fn prepare_copy(source: &Path) -> Result<Workspace, WorkspaceError> {
+    /// A copy of the run's `base` of the source with a baseline repository of its own (for
+    /// the agent's git) borrowing the base's objects; the record starts from the baseline tree,
+    /// its patches rooted at the user's repository root.
+    fn prepare_copy(base: &Arc<CopyBase>) -> Result<Workspace, WorkspaceError> {
         let dir = TaskDir::create()?;
         let root = dir.root.clone();
-        copy_tree(source, &root).map_err(|e| WorkspaceError::Io { path: source.to_path_buf(), source: e })?;
-        snapshot::init_baseline(&root)?;
-        let user = Repository::discover(source).ok().filter(|r| r.workdir().is_some());
-        let base_commit = user.as_ref().and_then(|r| r.head().ok()?.target()).map(|o| o.to_string());
-        let prefix = user.as_ref().map(|r| repo_prefix(r, source)).unwrap_or_default();
-        let record = Record::create_at(&dir.record, &root, &[], None, &prefix)?;
+        let io = |e| WorkspaceError::Io { path: root.clone(), source: e };
+        base.copy_into(&root).map_err(io)?;
+        base.write_git(&root).map_err(io)?;
+        let record = base.record(&root)?;
         Ok(Workspace {
             git: Some((root.join(".git"), root.clone())),
             root: root.clone(),
-            workdir: root,
-            base_commit,
+            workdir: root.clone(),
+            base_commit: base.source.base_commit.clone(),
             isolation: Isolation::Copy,
             record,
             recorded: Default::default(),
             inventory: Default::default(),
             source: None,
-            source_git: user.as_ref().map(GitDirs::of),
+            source_git: base.source.git.clone(),
+            copy_base: Some(base.clone()),
             _dir: dir,
         })
     }
@@ -231,16 +233,17 @@ impl Workspace {
             inventory: Default::default(),
             source: Some(source.to_path_buf()),
             source_git: Some(task.source),
+            copy_base: None,
             _dir: dir,
         })
     }
 
     /// Copies `carried` in (unless it is here already) and excludes its paths from the record
     /// and, when the workspace has one (`own_git`: not the user's), from the task's repository.
-    fn carry_in(&self, carried: &Carried, own_git: bool) -> std::io::Result<()> {
-        let own = self.git.as_ref().filter(|_| own_git).map(|(git_dir, _)| git_dir.clone());
-        let git_dirs: Vec<PathBuf> = std::iter::once(self.record.repo().path().to_path_buf()).chain(own).collect();
-        carry_into(&self.root, carried, &git_dirs)
+    fn carry_in(&mut self, carried: &Carried, own_git: bool) -> std::io::Result<()> {
+        let own: Vec<PathBuf> = self.git.iter().filter(|_| own_git).map(|(git_dir, _)| git_dir.clone()).collect();
+        carry_into(&self.root, carried, &own)?;
+        self.record.exclude(&super::carry::exclude_lines(&carried.paths)).map_err(std::io::Error::other)
     }
 
     /// How the workspace was made.
@@ -260,7 +263,8 @@ impl Workspace {
             }
             (Isolation::Copy, ..) => {
                 self.record.write_tree_into(self.record.base(), root)?;
-                snapshot::init_baseline(root)?;
+                let base = self.copy_base.as_ref().ok_or_else(|| git2::Error::from_str("a copy workspace without its base"))?;
+                base.write_git(root).map_err(|source| WorkspaceError::Io { path: root.to_path_buf(), source })?;
             }
             _ => return Err(WorkspaceError::Git(git2::Error::from_str("a workspace in place cannot be made again"))),
         }
@@ -270,7 +274,13 @@ impl Workspace {
 
     /// [`Workspace::sandbox_paths`] of a world made at `root` by [`Workspace::remake_at`].
     pub fn sandbox_paths_at(&self, root: &Path) -> SandboxPaths {
-        SandboxPaths::of(root, self.source_git.as_ref(), self.source.is_some())
+        self.with_base_objects(SandboxPaths::of(root, self.source_git.as_ref(), self.source.is_some()))
+    }
+
+    /// `paths`, with the object store a `copy` workspace's `.git` borrows readable.
+    fn with_base_objects(&self, mut paths: SandboxPaths) -> SandboxPaths {
+        paths.readable.extend(self.copy_base.iter().map(|base| base.objects().to_path_buf()));
+        paths
     }
 
     /// Commits what changed since the workspace was prepared on a new branch `branch` of the
@@ -348,7 +358,7 @@ impl Workspace {
     /// with any `extraheader` token, hooks, refs) lies inside the writable root and nothing here
     /// can protect it: use `worktree` or `copy` for untrusted tasks.
     pub fn sandbox_paths(&self) -> SandboxPaths {
-        SandboxPaths::of(&self.root, self.source_git.as_ref(), self.source.is_some())
+        self.with_base_objects(SandboxPaths::of(&self.root, self.source_git.as_ref(), self.source.is_some()))
     }
 }
 
@@ -395,35 +405,6 @@ pub fn carry_into(root: &Path, carried: &Carried, git_dirs: &[PathBuf]) -> std::
     Ok(())
 }
 
-/// A folder in the temp dir owned by this process while it exists: `<prefix><pid>-<random>/`
-/// (prefix [`TASK_DIR_PREFIX`] or [`TASK_TEMP_PREFIX`]) with its `owner.lock` locked. What a run killed with
-/// SIGKILL leaves behind is removed by the next run ([`sweep_leftovers`]).
-pub struct OwnedDir {
-    /// Removed on drop, before the lock is released.
-    temp: tempfile::TempDir,
-    /// Locked while the task runs; the lock dies with the process, SIGKILL included.
-    _owner: File,
-}
-
-impl OwnedDir {
-    /// A new owned folder in the temp dir, its name starting with `prefix`.
-    pub fn create(prefix: &str) -> std::io::Result<OwnedDir> {
-        let pid = std::process::id();
-        let temp = tempfile::Builder::new().prefix(&format!("{prefix}{pid}-")).tempdir_in(std::env::temp_dir())?;
-        let mut owner = File::create(temp.path().join(OWNER_FILE))?;
-        if !try_lock(&owner)? {
-            return Err(std::io::Error::other("a fresh task folder is locked by another process"));
-        }
-        writeln!(owner, "{pid}")?;
-        Ok(OwnedDir { temp, _owner: owner })
-    }
-
-    /// The folder.
-    pub fn path(&self) -> &Path {
-        self.temp.path()
-    }
-}
-
 /// A task's folder: an [`OwnedDir`] with the workspace root `ws/` (unless the task works in
 /// place) and the change record `record.git/` inside.
 struct TaskDir {
@@ -465,86 +446,6 @@ fn subtree(repo: &Repository, tree: &git2::Tree<'_>, prefix: &str) -> Result<Opt
     }
 }
 
-/// The path of `folder` relative to the working directory of `repo`, with a trailing `/`
-/// (empty at the root): what patch paths are prefixed with so that they apply at the root.
-fn repo_prefix(repo: &Repository, folder: &Path) -> String {
-    let Some(workdir) = repo.workdir().and_then(|w| w.canonicalize().ok()) else { return String::new() };
-    let Ok(rel) = folder.strip_prefix(&workdir) else { return String::new() };
-    let rel = rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
-    if rel.is_empty() { rel } else { format!("{rel}/") }
-}
-
-/// Takes `file`'s exclusive lock without waiting; `false` when another process holds it.
-fn try_lock(file: &File) -> std::io::Result<bool> {
-    match rustix::fs::flock(file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
-        Ok(()) => Ok(true),
-        Err(rustix::io::Errno::WOULDBLOCK) => Ok(false),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// What every run does once before its first workspace: removes the task folders in TMPDIR that
-/// runs killed before they could clean up left behind ([`sweep_leftovers`]).
-pub fn sweep_killed_runs() {
-    let removed = sweep_leftovers(&std::env::temp_dir());
-    if removed > 0 {
-        tracing::info!("removed {removed} workspace folder(s) left by runs that were killed");
-    }
-}
-
-/// Removes the task folders in `tmp` whose owner is gone — its pid does not run and nobody
-/// holds its `owner.lock` (a process in another PID namespace sharing `tmp` would) — and
-/// returns how many it removed.
-pub fn sweep_leftovers(tmp: &Path) -> usize {
-    let Ok(entries) = std::fs::read_dir(tmp) else { return 0 };
-    let mut removed = 0;
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let owner_pid = |n: &str| {
-            let rest = [TASK_DIR_PREFIX, TASK_TEMP_PREFIX].iter().find_map(|prefix| n.strip_prefix(prefix))?;
-            rest.split_once('-')?.0.parse::<u32>().ok()
-        };
-        let Some(pid) = name.to_str().and_then(owner_pid) else {
-            continue;
-        };
-        if !entry.file_type().is_ok_and(|t| t.is_dir()) || super::worktree::process_alive(pid) {
-            continue;
-        }
-        let path = entry.path();
-        // Held until the folder is gone, so no second sweeper sees a free lock meanwhile.
-        let owner = File::open(path.join(OWNER_FILE));
-        if owner.as_ref().is_ok_and(|f| !try_lock(f).unwrap_or(false)) {
-            continue;
-        }
-        if std::fs::remove_dir_all(&path).is_ok() {
-            removed += 1;
-        }
-    }
-    removed
-}
-
-/// Copies the files of `from` into `to`, honouring .gitignore and leaving `.git` out.
-fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
-    for entry in snapshot::unignored(from) {
-        let entry = entry.map_err(std::io::Error::other)?;
-        let rel = entry.path().strip_prefix(from).map_err(std::io::Error::other)?;
-        if rel.as_os_str().is_empty() {
-            continue;
-        }
-        let target = to.join(rel);
-        let kind = entry.file_type();
-        if kind.is_some_and(|k| k.is_dir()) {
-            std::fs::create_dir_all(&target)?;
-        } else if kind.is_some_and(|k| k.is_symlink()) {
-            let link = std::fs::read_link(entry.path())?;
-            std::os::unix::fs::symlink(link, &target)?;
-        } else {
-            std::fs::copy(entry.path(), &target)?;
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -569,9 +470,10 @@ mod tests {
     }
 
     #[test]
-    fn a_copy_workspace_creates_only_the_git_files_git_needs() {
-        // At 1,000 tasks every file made and removed counts: no sample hooks, description or
-        // info/ in the workspace's repository or in the change record, the first time or later.
+    fn copy_workspaces_of_one_run_write_no_object_and_only_the_git_files_git_needs() {
+        // At 1,000 tasks every file made and removed counts: a task's folder holds its lock and
+        // its workspace, whose `.git` borrows the run's baseline objects (no pack, no loose
+        // object, no reflog, no sample hook); its record writes into the run's records store.
         let src = tempfile::tempdir().unwrap();
         std::fs::write(src.path().join("a.txt"), "1\n").unwrap();
         let names = |dir: &Path| -> Vec<String> {
@@ -580,14 +482,20 @@ mod tests {
             names.sort();
             names
         };
+        let stores = RunStores::default();
+        let mut bases = Vec::new();
         for _ in 0..2 {
-            let ws = Workspace::prepare(src.path(), Isolation::Copy, "HEAD", None).unwrap();
-            assert_eq!(names(&ws.root.join(".git")), ["HEAD", "config", "index", "logs", "objects", "refs"]);
-            assert_eq!(names(&ws.root.parent().unwrap().join("record.git")), ["HEAD", "config", "objects", "refs"]);
+            let ws = Workspace::prepare_carrying(&stores, src.path(), Isolation::Copy, "HEAD", None, None).unwrap();
+            assert_eq!(names(ws.root.parent().unwrap()), ["owner.lock", "ws"]);
+            assert_eq!(names(&ws.root.join(".git")), ["HEAD", "config", "index", "objects", "packed-refs", "refs"]);
+            assert_eq!(names(&ws.root.join(".git/objects")), ["info"]);
             assert_eq!(git(&ws.root, &["log", "--format=%s"]), "dracode baseline\n");
+            assert_eq!(git(&ws.root, &["status", "--porcelain"]), "");
             std::fs::write(ws.root.join("a.txt"), "2\n").unwrap();
             assert_eq!(ws.changes().unwrap().unwrap().files, ["a.txt"]);
+            bases.push(ws.copy_base.clone().unwrap().objects().to_path_buf());
         }
+        assert_eq!(bases[0], bases[1], "one base for the run");
     }
 
     #[test]
@@ -615,7 +523,8 @@ mod tests {
         std::fs::write(ws.root.join("d3/f3.txt"), "changed\n").unwrap();
         std::fs::write(ws.root.join("new.txt"), "new\n").unwrap();
         assert_eq!(ws.changes().unwrap().unwrap().files, ["d3/f3.txt", "new.txt"]);
-        for objects in [ws.root.join(".git/objects"), ws.root.parent().unwrap().join("record.git/objects")] {
+        let base = ws.copy_base.clone().unwrap().objects().to_path_buf();
+        for objects in [base, ws.record().repo().path().join("objects")] {
             let loose: Vec<String> = std::fs::read_dir(&objects)
                 .unwrap()
                 .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -636,7 +545,7 @@ mod tests {
         let diff = git(&ws.root, &["diff", "HEAD~1", "HEAD"]);
         assert!(diff.contains("-file 3\n+changed\n") && diff.contains("+new\n"), "{diff}");
         assert_eq!(git(&ws.root, &["diff", "--stat", "HEAD~1", "HEAD"]).lines().count(), 3);
-        let record = ws.root.parent().unwrap().join("record.git");
+        let record = ws.record().repo().path().to_path_buf();
         let record_git = |args: &[&str]| git(&record, &[&["--git-dir=.", "--work-tree"], &[ws.root.to_str().unwrap()][..], args].concat());
         record_git(&["fsck", "--strict", "--no-dangling"]);
     }
@@ -691,46 +600,6 @@ mod tests {
     }
 
     #[test]
-    fn sweep_removes_folders_of_dead_owners_and_keeps_live_or_locked_ones() {
-        let tmp = tempfile::tempdir().unwrap();
-        let mut child = std::process::Command::new("true").spawn().unwrap();
-        let dead = child.id();
-        child.wait().unwrap();
-        let folder = |pid: u32, tag: &str| {
-            let dir = tmp.path().join(format!("{TASK_DIR_PREFIX}{pid}-{tag}"));
-            std::fs::create_dir_all(dir.join("ws/.git")).unwrap();
-            std::fs::write(dir.join(OWNER_FILE), format!("{pid}\n")).unwrap();
-            dir
-        };
-        let (gone, no_lock_file) = (folder(dead, "a"), folder(dead, "b"));
-        std::fs::remove_file(no_lock_file.join(OWNER_FILE)).unwrap();
-        let live = folder(std::process::id(), "c");
-        let locked = folder(dead, "d");
-        let lock = File::open(locked.join(OWNER_FILE)).unwrap();
-        assert!(try_lock(&lock).unwrap(), "held as another PID namespace's dracode would");
-        let unrelated = tmp.path().join("dracode-task-abc");
-        std::fs::create_dir(&unrelated).unwrap();
-
-        assert_eq!(sweep_leftovers(tmp.path()), 2);
-        assert!(!gone.exists() && !no_lock_file.exists());
-        assert!(live.exists() && locked.exists() && unrelated.exists());
-    }
-
-    #[test]
-    fn a_task_temp_folder_left_by_a_dead_run_is_swept_and_a_live_one_kept() {
-        let tmp = tempfile::tempdir().unwrap();
-        let mut child = std::process::Command::new("true").spawn().unwrap();
-        let dead = child.id();
-        child.wait().unwrap();
-        let left = tmp.path().join(format!("{TASK_TEMP_PREFIX}{dead}-x"));
-        std::fs::create_dir_all(left.join("tmp")).unwrap();
-        let live = OwnedDir::create(TASK_TEMP_PREFIX).unwrap();
-        assert_eq!(sweep_leftovers(tmp.path()), 1);
-        assert!(!left.exists());
-        assert!(live.path().exists() && live.path().file_name().unwrap().to_string_lossy().starts_with(TASK_TEMP_PREFIX));
-    }
-
-    #[test]
     fn sandbox_paths_open_the_workspace_and_the_user_objects_and_hide_the_user_git_dir() {
         let src = tempfile::tempdir().unwrap();
         let root = src.path().canonicalize().unwrap();
@@ -749,7 +618,8 @@ mod tests {
 
         let copy = Workspace::prepare(&root, Isolation::Copy, "HEAD", None).unwrap();
         let paths = copy.sandbox_paths();
-        assert_eq!((paths.writable, paths.readable, paths.hidden), (vec![copy.root.clone()], vec![], vec![root.join(".git")]));
+        let base_objects = copy.copy_base.clone().unwrap().objects().to_path_buf();
+        assert_eq!((paths.writable, paths.readable, paths.hidden), (vec![copy.root.clone()], vec![base_objects], vec![root.join(".git")]));
         assert!(!copy.root.starts_with(&root) && !ws.root.starts_with(&root));
 
         let none = Workspace::prepare(&root, Isolation::None, "HEAD", None).unwrap();

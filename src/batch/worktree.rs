@@ -62,6 +62,15 @@ impl GitDirs {
     }
 }
 
+/// The path of `folder` relative to the working directory of `repo`, with a trailing `/`
+/// (empty at the root): what patch paths are prefixed with so that they apply at the root.
+pub(crate) fn repo_prefix(repo: &Repository, folder: &Path) -> String {
+    let Some(workdir) = repo.workdir().and_then(|w| w.canonicalize().ok()) else { return String::new() };
+    let Ok(rel) = folder.strip_prefix(&workdir) else { return String::new() };
+    let rel = rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
+    if rel.is_empty() { rel } else { format!("{rel}/") }
+}
+
 /// A task's repository, checked out at the base commit.
 pub struct TaskRepo {
     /// The task's repository (its `.git` is inside the workspace root).

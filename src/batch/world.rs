@@ -30,7 +30,8 @@
 //! With `isolation = "none"` the workspace is the user's own folder and the check runs there
 //! ([`World::in_place`]), with a TMPDIR and HOME of its own.
 
-use super::workspace::{Carried, OwnedDir, SandboxPaths, TASK_DIR_PREFIX, Workspace, WorkspaceError, carry_into};
+use super::owned_dir::{OwnedDir, TASK_DIR_PREFIX};
+use super::workspace::{Carried, SandboxPaths, Workspace, WorkspaceError, carry_into};
 use git2::Oid;
 use std::path::{Path, PathBuf};
 

@@ -105,7 +105,7 @@ impl Batch {
         folder.reporters.extend(self.findings().map(|f| Box::new(f.with_reserve(folder.reserve.clone())) as Box<dyn Reporter>));
         folder.reporters.extend(reporters);
         let bus = EventBus::new(Stamp::new(&self.run_id, self.shard.as_deref()), std::mem::take(&mut folder.reporters));
-        crate::batch::workspace::sweep_killed_runs();
+        crate::batch::owned_dir::sweep_killed_runs();
         let cache = self.plan.cache.clone();
         let redactor = self.redactor.clone();
         let (totals, signal) = self.run_tasks(&bus, notice)?;
@@ -145,6 +145,7 @@ impl Batch {
             setups: Default::default(),
             run_id: self.run_id.clone(),
             paths: SharedPaths::new(Some(&self.options.out), &self.env),
+            stores: Default::default(),
         });
         let signal = Arc::new(AtomicI32::new(0));
         let cache = self.plan.cache.as_deref().map(|dir| Arc::new(Cache::new(dir, !self.options.no_cache)));

@@ -22,7 +22,7 @@ pub fn execute(
     let mut folder = RunFolder::open(&opts.out, &Default::default(), &redactor, env, None)?;
     folder.reporters.extend(reporters);
     let bus = EventBus::new(Stamp::new(&run_id, None), std::mem::take(&mut folder.reporters));
-    crate::batch::workspace::sweep_killed_runs();
+    crate::batch::owned_dir::sweep_killed_runs();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(EngineError::Runtime)?;
     let emitter = Emitter::run(bus.clone());
     let totals = runtime.block_on(async {

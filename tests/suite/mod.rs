@@ -19,6 +19,7 @@ mod docs_events;
 mod docs_examples;
 mod docs_links;
 mod docs_manifest;
+mod docs_troubleshooting;
 mod engine_in_process;
 mod examples;
 mod external_agents;

@@ -61,7 +61,7 @@ fn closed_port() -> u16 {
 
 /// Case `name`: (its manifest, the arguments after `dracode`, the exit code it must give).
 fn case(name: &str, dir: &Path) -> (String, Vec<String>, i32) {
-    let run = |extra: &[&str]| ["run", "tasks.toml", "--out", "out"].iter().chain(extra).map(|s| s.to_string()).collect::<Vec<_>>();
+    let run = |extra: &[&str]| ["run", "tasks.toml", "--out", "out"].iter().chain(extra).map(ToString::to_string).collect::<Vec<_>>();
     let secret = dir.join("secrets/token.txt");
     match name {
         "manifest-error" => {

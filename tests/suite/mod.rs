@@ -52,6 +52,7 @@ mod outcomes;
 mod provider_matrix;
 mod publish;
 mod reasoning;
+mod recordings;
 mod repair_and_repeat;
 mod report_cli;
 mod report_page;

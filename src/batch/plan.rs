@@ -233,10 +233,22 @@ pub fn validate(
     env: &BTreeMap<String, String>,
 ) -> Result<(Vec<TaskSpec>, usize), PlanError> {
     let config = Config::load_for(cwd, manifests, config, env)?;
-    let loaded = manifest::load_all(manifests, &config.defaults)?;
+    // One pass: the tasks that type and check are resolved too (an unknown provider, agent, …),
+    // so their errors come with the manifests' own.
+    let (loaded, mut errors) = manifest::load_all_partial(manifests, &config.defaults);
     let with_issues = loaded.iter().filter(|m| m.issues.is_some()).count();
     let tasks = loaded.into_iter().flat_map(|m| m.tasks);
-    let specs = resolve_all(&config, tasks, &TaskFields::default(), None, cwd, env)?;
+    let specs = match resolve_all(&config, tasks, &TaskFields::default(), None, cwd, env) {
+        Ok(specs) => specs,
+        Err(PlanError::Manifest(ManifestErrors(found))) => {
+            errors.extend(found);
+            Vec::new()
+        }
+        Err(other) => return Err(other),
+    };
+    if !errors.is_empty() {
+        return Err(ManifestErrors(errors).into());
+    }
     unpriced_cost_caps(&specs, None, &PriceTable::with_overrides(&config.prices))?;
     Ok((specs, with_issues))
 }

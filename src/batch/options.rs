@@ -34,6 +34,33 @@ impl NoTasks {
     }
 }
 
+/// Where `--record` keeps a run's recordings. Either way each task's recording is written to
+/// `<out>/recordings/<task-id>.json` as the run goes (a crash keeps what was recorded), never
+/// inside a task's repository while tasks run: no workspace, patch or check sees one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordTo {
+    /// `<out>/recordings/` only (a bare `--record`).
+    OutFolder,
+    /// That folder too (`--record DIR`): the recordings are copied into it once every task has
+    /// ended.
+    Folder(PathBuf),
+}
+
+impl RecordTo {
+    /// The folder the recordings are written to while the run goes, under the output folder.
+    pub fn while_running(out: &std::path::Path) -> PathBuf {
+        out.join(dracode_results::file_names::RECORDINGS_DIR)
+    }
+
+    /// The folder named by `--record DIR`, if any.
+    pub fn folder(&self) -> Option<&PathBuf> {
+        match self {
+            RecordTo::OutFolder => None,
+            RecordTo::Folder(dir) => Some(dir),
+        }
+    }
+}
+
 /// The options of one batch. Each overrides config and manifest (docs/src/reference/cli.md
 /// describes each as the `dracode run` flag of the same name).
 #[derive(Debug, Clone, Default)]
@@ -88,8 +115,8 @@ pub struct RunOptions {
     pub cache: Option<PathBuf>,
     /// Run every task, even with a cache configured.
     pub no_cache: bool,
-    /// Save every provider response to DIR/<task-id>.json.
-    pub record: Option<PathBuf>,
+    /// Save every provider response as a recording (`--record`): see [`RecordTo`].
+    pub record: Option<RecordTo>,
     /// Replay these recordings (a folder of `<task-id>.json`, or one file) for every task.
     pub replay: Option<PathBuf>,
     /// What an empty selection does (`None`: [`NoTasks::resolve`]'s default).

@@ -139,6 +139,12 @@ pub enum RerunError {
 
 /// Loads config and manifests and resolves every task of `args`.
 pub fn plan(args: &RunOptions, cwd: &Path, env: &BTreeMap<String, String>) -> Result<Plan, PlanError> {
+    if let Some(file) = args.record.as_ref().and_then(super::options::RecordTo::folder).filter(|dir| cwd.join(dir).is_file()) {
+        let file = file.display();
+        return Err(PlanError::Usage(format!(
+            "--record {file}: {file} is a file, and --record takes a folder; to record into <out>/recordings, put a bare --record after the manifests"
+        )));
+    }
     if args.manifests.is_empty() && args.tasks.is_empty() {
         return Err(PlanError::Usage("nothing to run: give a manifest file or --task TEXT".into()));
     }
@@ -186,7 +192,8 @@ pub fn plan(args: &RunOptions, cwd: &Path, env: &BTreeMap<String, String>) -> Re
     }
     let prices = PriceTable::with_overrides(&config.prices);
     unpriced_cost_caps(&specs, args.max_cost_usd, &prices)?;
-    let also: Vec<PathBuf> = args.jsonl.iter().chain(&args.record).map(|p| cwd.join(p)).collect();
+    let record = args.record.as_ref().and_then(super::options::RecordTo::folder);
+    let also: Vec<PathBuf> = args.jsonl.iter().chain(record).map(|p| cwd.join(p)).collect();
     check_out(&cwd.join(&args.out), &specs, &also)?;
     let rerun = rerun.map(|r| r.source(&specs, &cwd.join(&args.out)));
     let mut warnings: Vec<String> = rerun.as_ref().and_then(|(_, w)| w.clone()).into_iter().collect();
@@ -226,10 +233,22 @@ pub fn validate(
     env: &BTreeMap<String, String>,
 ) -> Result<(Vec<TaskSpec>, usize), PlanError> {
     let config = Config::load_for(cwd, manifests, config, env)?;
-    let loaded = manifest::load_all(manifests, &config.defaults)?;
+    // One pass: the tasks that type and check are resolved too (an unknown provider, agent, …),
+    // so their errors come with the manifests' own.
+    let (loaded, mut errors) = manifest::load_all_partial(manifests, &config.defaults);
     let with_issues = loaded.iter().filter(|m| m.issues.is_some()).count();
     let tasks = loaded.into_iter().flat_map(|m| m.tasks);
-    let specs = resolve_all(&config, tasks, &TaskFields::default(), None, cwd, env)?;
+    let specs = match resolve_all(&config, tasks, &TaskFields::default(), None, cwd, env) {
+        Ok(specs) => specs,
+        Err(PlanError::Manifest(ManifestErrors(found))) => {
+            errors.extend(found);
+            Vec::new()
+        }
+        Err(other) => return Err(other),
+    };
+    if !errors.is_empty() {
+        return Err(ManifestErrors(errors).into());
+    }
     unpriced_cost_caps(&specs, None, &PriceTable::with_overrides(&config.prices))?;
     Ok((specs, with_issues))
 }

@@ -1,7 +1,7 @@
 //! `dracode run`'s flags, and the plain [`RunOptions`] they make.
 
 use super::choices::{ISOLATIONS, NO_TASKS, SANDBOX_MODES, choices};
-use crate::batch::options::{NoTasks, RunOptions};
+use crate::batch::options::{NoTasks, RecordTo, RunOptions};
 use crate::manifest::{Isolation, SandboxMode};
 use clap::Args;
 use std::path::PathBuf;
@@ -100,9 +100,11 @@ pub struct RunArgs {
     /// Run every task, even with a cache configured (new passes are still recorded).
     #[arg(long)]
     pub no_cache: bool,
-    /// Save every provider response to DIR/<task-id>.json, replayable with the `replay` provider.
-    #[arg(long, value_name = "DIR")]
-    pub record: Option<PathBuf>,
+    /// Save every provider response as a recording the `replay` provider plays back, one
+    /// <task-id>.json per task: in <out>/recordings/, and, with DIR, copied into DIR once every
+    /// task has ended (so no task sees a recording). Put a bare --record after the manifests.
+    #[arg(long, value_name = "DIR", num_args = 0..=1)]
+    pub record: Option<Option<PathBuf>>,
     /// Replay recordings instead of calling a model: a folder of <task-id>.json (as --record
     /// writes them) or one recording file, for every task (as --provider replay with `replay`).
     #[arg(long, value_name = "PATH", conflicts_with = "provider")]
@@ -164,7 +166,7 @@ impl RunArgs {
             jsonl: self.jsonl.clone(),
             cache: self.cache.clone(),
             no_cache: self.no_cache,
-            record: self.record.clone(),
+            record: self.record.clone().map(|dir| dir.map_or(RecordTo::OutFolder, RecordTo::Folder)),
             replay: self.replay.clone(),
             no_tasks: self.no_tasks,
         }

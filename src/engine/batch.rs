@@ -2,7 +2,7 @@
 //! [`Batch::execute`] runs it and says how it ended ([`RunSummary`]).
 
 use super::{RunFolder, signals};
-use crate::batch::options::{NoTasks, RunOptions};
+use crate::batch::options::{NoTasks, RecordTo, RunOptions};
 use crate::batch::plan::{self, Plan, PlanError, RerunSource};
 use crate::batch::{cache::Cache, runner, task::Shared, task::SharedPaths};
 use crate::events::{Emitter, Ending, EventBus, Reporter, RunTotals, Stamp};
@@ -108,8 +108,11 @@ impl Batch {
         crate::batch::owned_dir::sweep_killed_runs();
         let cache = self.plan.cache.clone();
         let redactor = self.redactor.clone();
+        let record = self.options.record.clone();
         let (totals, signal) = self.run_tasks(&bus, notice)?;
+        let copied = copy_recordings(&out, record.as_ref());
         let mut ending = bus.finish_run();
+        ending.failures.extend(copied);
         let mut notes = Vec::new();
         if folder.reserve.times_given_up() > 0 {
             notes.push(format!(
@@ -137,7 +140,7 @@ impl Batch {
             redactor: self.redactor.clone(),
             http: Default::default(),
             process_env: Arc::new(self.env.clone()),
-            record: self.options.record.clone(),
+            record: self.options.record.as_ref().map(|_| RecordTo::while_running(&self.options.out)),
             cancel: cancel_rx,
             run_meter: crate::agent::RunMeter::new(self.options.max_tokens, self.options.max_cost_usd),
             gates: Default::default(),
@@ -213,4 +216,22 @@ fn add_up_rerun(
         }
         Err(e) => ending.failures.push(format!("cannot add the rerun to the earlier results in {}: {e}", out.display())),
     }
+}
+
+/// `--record DIR`: the recordings the tasks wrote under the output folder, copied into DIR now
+/// that every task has ended (so none was in a task's repository while a task ran); each file
+/// that could not be copied, named with the OS error.
+fn copy_recordings(out: &Path, record: Option<&RecordTo>) -> Vec<String> {
+    let Some(dir) = record.and_then(RecordTo::folder) else { return Vec::new() };
+    let Ok(entries) = std::fs::read_dir(RecordTo::while_running(out)) else { return Vec::new() };
+    if let Err(e) = std::fs::create_dir_all(dir) {
+        return vec![format!("cannot write the recordings into {}: {e}", dir.display())];
+    }
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let to = dir.join(entry.file_name());
+            std::fs::copy(entry.path(), &to).err().map(|e| format!("cannot write the recording {}: {e}", to.display()))
+        })
+        .collect()
 }

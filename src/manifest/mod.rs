@@ -131,14 +131,27 @@ pub fn load_with(path: &Path, base: &TaskFields) -> Result<Manifest, ManifestErr
 
 /// Parses manifest `text` (the contents of `path`) in `format`.
 pub fn parse(path: &Path, text: &str, format: Format, base: &TaskFields) -> Result<Manifest, ManifestErrors> {
-    let tree = locate::parse_tree(path, text, format).map_err(|e| ManifestErrors(vec![e]))?;
+    let (manifest, errors) = parse_partial(path, text, format, base);
+    match manifest {
+        Some(manifest) if errors.is_empty() => Ok(manifest),
+        _ => Err(ManifestErrors(errors)),
+    }
+}
+
+/// [`parse`], keeping what it can: the manifest with only its tasks that have no problem of
+/// their own (`None` when it is not a table of fields at all), and every problem found.
+pub fn parse_partial(path: &Path, text: &str, format: Format, base: &TaskFields) -> (Option<Manifest>, Vec<ManifestError>) {
+    let tree = match locate::parse_tree(path, text, format) {
+        Ok(tree) => tree,
+        Err(e) => return (None, vec![e]),
+    };
     let ctx = locate::Locator::new(path, text, format, &tree);
     let mut errors = Vec::new();
     // The neutral tree has no NaN or infinity (they become null), so look for them in the text.
     for (key, value) in locate::non_finite_numbers(text, format) {
         errors.push(ctx.at_key(&key, format!("{value} is not a finite amount of 0 or more")));
     }
-    let Some(typing::Typed { file, broken_tasks }) = typed_file(&ctx, &tree, &mut errors) else { return Err(ManifestErrors(errors)) };
+    let Some(typing::Typed { file, broken_tasks }) = typed_file(&ctx, &tree, &mut errors) else { return (None, errors) };
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let top_servers = TaskFields { mcp_servers: Some(file.mcp_servers.clone()), ..TaskFields::default() };
     let defaults = base.clone().overlay(top_servers).overlay(fields::resolve_paths(file.defaults.clone(), dir));
@@ -171,6 +184,7 @@ pub fn parse(path: &Path, text: &str, format: Format, base: &TaskFields) -> Resu
     let mut tasks = Vec::with_capacity(file.tasks.len());
     for (i, raw) in file.tasks.iter().enumerate() {
         let label = raw.id.clone().unwrap_or_else(|| format!("#{}", i + 1));
+        let before = errors.len();
         let mut push = |field: &str, message: String| errors.push(ctx.task_error(i, &label, field, message));
         let id_ok = check_id(raw.id.as_deref(), &mut seen, &mut push);
         if broken_tasks.contains(&i) {
@@ -187,12 +201,12 @@ pub fn parse(path: &Path, text: &str, format: Format, base: &TaskFields) -> Resu
             check_replay_recording(&merged, id, &mut push);
         }
         let prompt = task_prompt(raw, &merged, &mut push);
-        if let (true, Some(prompt), Some(id)) = (id_ok, prompt, raw.id.clone()) {
+        if let (true, Some(prompt), Some(id), true) = (id_ok, prompt, raw.id.clone(), errors.len() == before) {
             let (manifest, line, setup) = (path.to_path_buf(), ctx.task_line(i), setup.clone());
             tasks.push(Task { id, index: i, manifest, line, prompt, fields: merged, setup, issue: None });
         }
     }
-    if errors.is_empty() { Ok(Manifest { path: path.to_path_buf(), tasks, issues }) } else { Err(ManifestErrors(errors)) }
+    (Some(Manifest { path: path.to_path_buf(), tasks, issues }), errors)
 }
 
 /// Types the neutral tree part by part ([`typing`]), pushing every unknown key, every wrong type
@@ -456,12 +470,28 @@ fn close_tables(schema: &mut serde_json::Value) {
 
 /// Loads every manifest, numbering tasks across them in order; ids must be unique across files.
 pub fn load_all(paths: &[PathBuf], base: &TaskFields) -> Result<Vec<Manifest>, ManifestErrors> {
+    let (manifests, errors) = load_all_partial(paths, base);
+    if errors.is_empty() { Ok(manifests) } else { Err(ManifestErrors(errors)) }
+}
+
+/// [`load_all`], keeping what it can: every manifest that parsed, with only its tasks that have
+/// no problem of their own (for `validate`, which checks those further), and every problem.
+pub fn load_all_partial(paths: &[PathBuf], base: &TaskFields) -> (Vec<Manifest>, Vec<ManifestError>) {
     let mut manifests = Vec::new();
     let mut errors = Vec::new();
     for path in paths {
-        match load_with(path, base) {
-            Ok(m) => manifests.push(m),
-            Err(ManifestErrors(e)) => errors.extend(e),
+        let error = |message: String| ManifestError { file: path.clone(), position: None, task: None, field: None, message };
+        let Some(format) = Format::of(path) else {
+            errors.push(error("unknown manifest format: use a .toml, .yaml, .yml or .json file".to_string()));
+            continue;
+        };
+        match read_input(path) {
+            Ok(text) => {
+                let (manifest, found) = parse_partial(path, &text, format, base);
+                manifests.extend(manifest);
+                errors.extend(found);
+            }
+            Err(e) => errors.push(error(e.to_string())),
         }
     }
     let mut owner: BTreeMap<String, PathBuf> = BTreeMap::new();
@@ -481,7 +511,7 @@ pub fn load_all(paths: &[PathBuf], base: &TaskFields) -> Result<Vec<Manifest>, M
             }
         }
     }
-    if errors.is_empty() { Ok(manifests) } else { Err(ManifestErrors(errors)) }
+    (manifests, errors)
 }
 
 /// The tasks of `manifests`, each manifest's own followed by those of its `[issues]` (read from

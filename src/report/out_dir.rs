@@ -11,7 +11,7 @@ pub const GITIGNORE: &str = "# Written by dracode: everything here is its output
 
 /// The names dracode writes at the top of its output folder (the reserve only while a run
 /// works, or when a killed run left it: [`crate::disk::Reserve`]).
-const OWN_NAMES: [&str; 13] = [
+const OWN_NAMES: [&str; 14] = [
     ".gitignore",
     crate::disk::RESERVE_NAME,
     "results.jsonl",
@@ -22,13 +22,14 @@ const OWN_NAMES: [&str; 13] = [
     "transcripts",
     "diffs",
     "outputs",
+    dracode_results::file_names::RECORDINGS_DIR,
     "combined.patch",
     "combine.json",
     "combine.md",
 ];
 
 /// The folders that hold one file per task (`<task file stem>.<extension>`).
-const PER_TASK: [&str; 3] = ["transcripts", "diffs", "outputs"];
+const PER_TASK: [&str; 4] = ["transcripts", "diffs", "outputs", dracode_results::file_names::RECORDINGS_DIR];
 
 /// The files that describe a whole run, and a reserve a killed run left.
 const PER_RUN: [&str; 9] = [

@@ -213,3 +213,21 @@ fn every_mistake_of_a_manifest_is_named_in_one_pass() {
         assert!(stderr.lines().any(|l| l.contains(line) && l.contains(needle)), "{needle:?} at {line} in:\n{stderr}");
     }
 }
+
+#[test]
+fn validate_names_wrong_types_and_unknown_providers_and_agents_in_one_pass() {
+    let tmp = tempfile::tempdir().unwrap();
+    let manifest = "[[tasks]]\nid = \"typed-wrong\"\nprompt = \"x\"\nmax_iterations = \"ten\"\n\n\
+                    [[tasks]]\nid = \"unknown-provider\"\nprompt = \"y\"\nprovider = \"nope\"\n\n\
+                    [[tasks]]\nid = \"unknown-agent\"\nprompt = \"z\"\nagent = \"no-such-agent\"\n";
+    std::fs::write(tmp.path().join("tasks.toml"), manifest).unwrap();
+    let output = dracode(tmp.path()).args(["validate", "--offline", "tasks.toml"]).assert().code(2).get_output().clone();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    for expected in [
+        "tasks.toml:4:1: task \"typed-wrong\": field \"max_iterations\": invalid type: string \"ten\", expected u32",
+        "tasks.toml:6:1: task \"unknown-provider\": field \"provider\": unknown provider \"nope\"",
+        "tasks.toml:11:1: task \"unknown-agent\": field \"agent\": unknown agent \"no-such-agent\"",
+    ] {
+        assert!(stderr.contains(expected), "one pass names every problem; missing {expected:?} in:\n{stderr}");
+    }
+}

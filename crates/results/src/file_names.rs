@@ -11,6 +11,9 @@ pub fn file_stem(task_id: &str) -> String {
     }
 }
 
+/// The output folder's folder of recordings (`dracode run --record`): `recordings/<file_stem>.json`.
+pub const RECORDINGS_DIR: &str = "recordings";
+
 /// Where a task's patch is written, relative to the output folder: `diffs/<file_stem>.patch`.
 pub fn diff_path(task_id: &str) -> String {
     format!("diffs/{}.patch", file_stem(task_id))

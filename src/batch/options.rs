@@ -59,6 +59,24 @@ impl RecordTo {
             RecordTo::Folder(dir) => Some(dir),
         }
     }
+
+    /// `--record DIR`: the recordings the tasks wrote under `out`, copied into DIR once every
+    /// task has ended (before `run.finished`, which counts what failed); each file that could not
+    /// be copied, named with the OS error.
+    pub fn copy_out(&self, out: &std::path::Path) -> Vec<String> {
+        let Some(dir) = self.folder() else { return Vec::new() };
+        let Ok(entries) = std::fs::read_dir(Self::while_running(out)) else { return Vec::new() };
+        if let Err(e) = std::fs::create_dir_all(dir) {
+            return vec![format!("cannot write the recordings into {}: {e}", dir.display())];
+        }
+        entries
+            .flatten()
+            .filter_map(|entry| {
+                let to = dir.join(entry.file_name());
+                std::fs::copy(entry.path(), &to).err().map(|e| format!("cannot write the recording {}: {e}", to.display()))
+            })
+            .collect()
+    }
 }
 
 /// The options of one batch. Each overrides config and manifest (docs/src/reference/cli.md

@@ -36,6 +36,8 @@ pub struct Schedule {
     pub if_no_tasks: i32,
     /// `--cache DIR` (or `[run] cache`): recorded passes reused, new ones recorded.
     pub cache: Option<Arc<super::cache::Cache>>,
+    /// `--record`, with the output folder the recordings are written under.
+    pub record: Option<(super::options::RecordTo, std::path::PathBuf)>,
 }
 
 /// Runs every task of `plan` and returns the totals (also emitted as `run.finished`).
@@ -105,7 +107,8 @@ pub async fn run(plan: Plan, shared: Arc<Shared>, emitter: Emitter, schedule: Sc
     finish(&outcomes, &shared, &emitter, &schedule, started).await
 }
 
-/// Stops the run's MCP servers and emits `run.finished` with the totals of `outcomes`.
+/// Stops the run's MCP servers, copies the recordings out (`--record DIR`) and emits
+/// `run.finished` with the totals of `outcomes`.
 async fn finish(outcomes: &[TaskOutcome], shared: &Shared, emitter: &Emitter, schedule: &Schedule, started: Instant) -> RunTotals {
     if let Some(servers) = shared.run_mcp.get() {
         servers.stop().await;
@@ -116,6 +119,9 @@ async fn finish(outcomes: &[TaskOutcome], shared: &Shared, emitter: &Emitter, sc
     }
     totals.exit_code =
         dracode_results::exit_codes::after_signal(schedule.interrupted_by.load(std::sync::atomic::Ordering::SeqCst), totals.exit_code);
+    for failure in schedule.record.iter().flat_map(|(record, out)| record.copy_out(out)) {
+        emitter.fail(failure);
+    }
     emitter.emit(Event::run_finished(&totals));
     totals
 }

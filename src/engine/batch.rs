@@ -108,11 +108,8 @@ impl Batch {
         crate::batch::owned_dir::sweep_killed_runs();
         let cache = self.plan.cache.clone();
         let redactor = self.redactor.clone();
-        let record = self.options.record.clone();
         let (totals, signal) = self.run_tasks(&bus, notice)?;
-        let copied = copy_recordings(&out, record.as_ref());
         let mut ending = bus.finish_run();
-        ending.failures.extend(copied);
         let mut notes = Vec::new();
         if folder.reserve.times_given_up() > 0 {
             notes.push(format!(
@@ -160,6 +157,7 @@ impl Batch {
             interrupted_by: signal.clone(),
             if_no_tasks,
             cache,
+            record: self.options.record.clone().map(|record| (record, self.options.out.clone())),
         };
         let runtime =
             tokio::runtime::Builder::new_multi_thread().worker_threads(workers).enable_all().build().map_err(EngineError::Runtime)?;
@@ -216,22 +214,4 @@ fn add_up_rerun(
         }
         Err(e) => ending.failures.push(format!("cannot add the rerun to the earlier results in {}: {e}", out.display())),
     }
-}
-
-/// `--record DIR`: the recordings the tasks wrote under the output folder, copied into DIR now
-/// that every task has ended (so none was in a task's repository while a task ran); each file
-/// that could not be copied, named with the OS error.
-fn copy_recordings(out: &Path, record: Option<&RecordTo>) -> Vec<String> {
-    let Some(dir) = record.and_then(RecordTo::folder) else { return Vec::new() };
-    let Ok(entries) = std::fs::read_dir(RecordTo::while_running(out)) else { return Vec::new() };
-    if let Err(e) = std::fs::create_dir_all(dir) {
-        return vec![format!("cannot write the recordings into {}: {e}", dir.display())];
-    }
-    entries
-        .flatten()
-        .filter_map(|entry| {
-            let to = dir.join(entry.file_name());
-            std::fs::copy(entry.path(), &to).err().map(|e| format!("cannot write the recording {}: {e}", to.display()))
-        })
-        .collect()
 }

@@ -18,6 +18,8 @@ enum Queued {
     Event(Box<Event>),
     /// Answer on this channel once every earlier event has been handed over.
     Flush(SyncSender<()>),
+    /// An artifact the run could not write, counted by `run.finished` as the reporters' own.
+    Failure(String),
 }
 
 /// What the bus writes into every event's header, once, before any reporter sees it: `seq` (1,
@@ -123,6 +125,14 @@ impl EventBus {
         }
     }
 
+    /// Counts `message` (an artifact of the run that could not be written) among the run's
+    /// failures: a later `run.finished` says exit code 3, as for a reporter's own failure.
+    pub fn fail(&self, message: String) {
+        if let Some(sender) = lock(&self.sender).as_ref() {
+            let _ = sender.send(Queued::Failure(message));
+        }
+    }
+
     /// Waits (at most `timeout`) until every event emitted so far has reached every reporter.
     /// For a process about to exit without [`EventBus::finish`], and for tests.
     pub fn flush(&self, timeout: Duration) -> bool {
@@ -178,6 +188,7 @@ fn dispatch(receiver: Receiver<Queued>, mut stamp: Stamp, mut reporters: Vec<Box
             Queued::Flush(ack) => {
                 let _ = ack.send(());
             }
+            Queued::Failure(message) => failures.push(message),
         }
     }
     for (reporter, done) in reporters.iter_mut().zip(finished) {
@@ -274,6 +285,11 @@ impl Emitter {
         if let Some(activity) = &self.activity {
             activity.touch();
         }
+    }
+
+    /// Counts an artifact the run could not write among its failures ([`EventBus::fail`]).
+    pub fn fail(&self, message: String) {
+        self.bus.fail(message);
     }
 
     /// Emits `event` (a record with an unstamped header, or an [`Event`] made with what lives

@@ -69,3 +69,20 @@ fn a_bare_record_writes_under_the_output_folder_and_leaves_the_repository_clean(
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--record tasks.toml: tasks.toml is a file, and --record takes a folder"), "{stderr}");
 }
+
+#[test]
+fn a_record_folder_that_cannot_be_written_is_exit_3_in_the_record_too() {
+    // `run.finished.exit_code` always equals the process's: a copy into `--record DIR` that
+    // fails is counted before the record is written, as any artifact's failure is.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    project(dir, "copy");
+    std::fs::write(dir.join("blocker"), "a file where the folder's parent should be\n").unwrap();
+    let out = dracode(dir).args(["run", "tasks.toml", "--out", "out", "--record", "blocker/recordings"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("cannot write the recordings into blocker/recordings"), "{stderr}");
+    let events = read_jsonl(&dir.join("out/results.jsonl"));
+    let run_finished = events.iter().find(|e| e["type"] == "run.finished").unwrap();
+    assert_eq!(run_finished["exit_code"], 3, "the record says what the process exits with");
+}

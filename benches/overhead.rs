@@ -11,10 +11,10 @@
 //!   the ideal `tasks x latency / jobs` (the model's time only; not the serial run / N, which
 //!   would hide dracode's cost per task), on a lean local Chat Completions server
 //!   (`overhead/chat_server.rs`, a child process) answering after 250 ms; peak RSS at 64;
-//! - `scale`: 1,000 one-turn tasks at `--jobs 64` (copy isolation of a 3-file repository)
-//!   against the ideal 1,000 x 250 ms / 64, with the passed count read from results.jsonl,
-//!   dracode's peak RSS and CPU time and the server's CPU time (median of 3 runs;
-//!   `DRACODE_BENCH_SCALE_RUNS` changes it);
+//! - `scale`: 1,000 one-turn tasks at `--jobs 64` and at `--jobs 256` (copy isolation of a
+//!   3-file repository) against the ideal 1,000 x 250 ms / jobs, with the passed count read from
+//!   results.jsonl, dracode's peak RSS, CPU time and CPU per task, and the server's CPU time
+//!   (median of 3 runs; `DRACODE_BENCH_SCALE_RUNS` changes it);
 //! - `copy` workspace creation against `cp -r` of the same 2,000-file repository (with a
 //!   `.gitignore`d `junk/` that `copy` leaves out and `cp -r` copies);
 //! - the sandbox's added cost per command: `true` through `process::run` confined (supervisor,

@@ -233,7 +233,9 @@ impl Grader {
         let check = CheckSpec { command: command.to_string(), before: false, timeout, repairs: 0 };
         let place = World::place_of(workspace);
         let log = Arc::new(dracode_sandbox::egress::NetworkLog::new(|_| {}));
-        match super::task::run_check_in(&check, &self.spec, &place, &self.shared, log, None).await {
+        let checked = super::task::run_check_in(&check, &self.spec, &place, &self.shared, log, None).await;
+        self.shared.removals.wait().await;
+        match checked {
             Ok(checked) => checked,
             Err(e) => {
                 let record = CheckRecord { command: command.to_string(), output_tail: e.message.clone(), ..Default::default() };

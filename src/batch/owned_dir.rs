@@ -7,6 +7,7 @@
 use std::fs::File;
 use std::io::Write;
 use std::path::Path;
+use std::sync::{Mutex, PoisonError};
 
 /// Task folders in the temp dir start with this, then the owner's pid and `-`.
 pub const TASK_DIR_PREFIX: &str = "dracode-workspace-";
@@ -92,6 +93,33 @@ pub fn sweep_leftovers(tmp: &Path) -> usize {
         }
     }
     removed
+}
+
+/// Folders being removed off the tasks' critical path: a task's workspace, record, TMPDIR and
+/// check worlds are dropped on a blocking thread while the next task starts, and the run waits
+/// for every removal before `run.finished` ([`Removals::wait`]), so the `TOTAL` line counts them
+/// and nothing is left when the process exits.
+#[derive(Default)]
+pub struct Removals {
+    pending: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl Removals {
+    /// Drops `what` (whatever holds the folders) on a blocking thread, now; not awaited.
+    pub fn remove(&self, what: impl Send + 'static) {
+        let handle = tokio::task::spawn_blocking(move || drop(what));
+        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        pending.retain(|h| !h.is_finished());
+        pending.push(handle);
+    }
+
+    /// Waits until every removal started so far has ended.
+    pub async fn wait(&self) {
+        let pending = std::mem::take(&mut *self.pending.lock().unwrap_or_else(PoisonError::into_inner));
+        for handle in pending {
+            let _ = handle.await;
+        }
+    }
 }
 
 #[cfg(test)]

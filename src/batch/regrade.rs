@@ -140,6 +140,7 @@ impl Regrade {
             Some(graded)
         });
         let outcomes = at_most(jobs, each.collect()).await;
+        shared.removals.wait().await;
         let totals = RunTotals::of(&outcomes, started.elapsed());
         emitter.emit(Event::run_finished(&totals));
         totals

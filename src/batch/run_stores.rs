@@ -63,6 +63,15 @@ impl RunStores {
     }
 }
 
+impl RunStores {
+    /// Lets go of every base (removed with the last workspace made from it) and of the run's
+    /// folder: the run's end.
+    pub fn clear(&self) {
+        let taken = std::mem::take(&mut *self.inner.lock().unwrap_or_else(PoisonError::into_inner));
+        drop(taken);
+    }
+}
+
 /// What every `copy` workspace of one source starts from (see the module).
 pub struct CopyBase {
     /// The working tree every task's files are copied from.

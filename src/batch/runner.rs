@@ -109,10 +109,11 @@ pub async fn run(plan: Plan, shared: Arc<Shared>, emitter: Emitter, schedule: Sc
 
 /// Stops the run's MCP servers, copies the recordings out (`--record DIR`) and emits
 /// `run.finished` with the totals of `outcomes`.
-async fn finish(outcomes: &[TaskOutcome], shared: &Shared, emitter: &Emitter, schedule: &Schedule, started: Instant) -> RunTotals {
+async fn finish(outcomes: &[TaskOutcome], shared: &Arc<Shared>, emitter: &Emitter, schedule: &Schedule, started: Instant) -> RunTotals {
     if let Some(servers) = shared.run_mcp.get() {
         servers.stop().await;
     }
+    remove_run_folders(shared).await;
     let mut totals = RunTotals::of(outcomes, started.elapsed());
     if outcomes.is_empty() {
         totals.exit_code = schedule.if_no_tasks;
@@ -124,6 +125,21 @@ async fn finish(outcomes: &[TaskOutcome], shared: &Shared, emitter: &Emitter, sc
     }
     emitter.emit(Event::run_finished(&totals));
     totals
+}
+
+/// Waits for the tasks' folders to be removed, then removes the setups' workspaces and the
+/// copy bases (a setup's `node_modules` can take seconds): before `run.finished`, so the `TOTAL`
+/// line counts the time and the process exits when it is printed.
+async fn remove_run_folders(shared: &Arc<Shared>) {
+    shared.removals.wait().await;
+    let shared = shared.clone();
+    let _ = tokio::task::spawn_blocking(move || {
+        if let Some(setups) = shared.setups.get() {
+            setups.remove_kept();
+        }
+        shared.stores.clear();
+    })
+    .await;
 }
 
 /// What is known of a task before any setup runs.

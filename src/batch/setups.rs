@@ -51,6 +51,15 @@ impl Setups {
         Some(self.done.get(&Key::of(spec)?)?.carried.clone())
     }
 
+    /// Removes every setup's workspace and TMPDIR (once no task needs them any more: the run's
+    /// end, before `run.finished`, so the `TOTAL` line counts the time).
+    pub fn remove_kept(&self) {
+        for done in self.done.values() {
+            let mut kept = done._kept.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            drop(std::mem::replace(&mut *kept, Box::new(())));
+        }
+    }
+
     /// What `spec`'s commands get from its setup: variables, and folders they may read.
     pub fn command_env_for(&self, spec: &TaskSpec) -> Option<(&BTreeMap<String, String>, &[PathBuf])> {
         let done = self.done.get(&Key::of(spec)?)?;

@@ -65,6 +65,8 @@ pub struct Shared {
     pub paths: SharedPaths,
     /// What the run's `copy` workspaces are copied from, made once per source.
     pub stores: Arc<super::run_stores::RunStores>,
+    /// The task folders being removed, waited for before `run.finished`.
+    pub removals: super::owned_dir::Removals,
 }
 
 impl Shared {
@@ -91,6 +93,7 @@ impl Shared {
             setups: Default::default(),
             paths: SharedPaths::new(Some(out), process_env),
             stores: Default::default(),
+            removals: Default::default(),
         }
     }
 
@@ -276,9 +279,9 @@ async fn run_attempt(spec: &TaskSpec, shared: &Shared, emitter: &Emitter) -> Tas
     (outcome.record.status, outcome.record.error) = verdict(spec, &kit, &phase, unrunnable.as_deref(), &outcome);
     finalize(spec, shared, &workspace, &mut outcome, (&kit.system, state.history), kit.provider.model());
     let outcome = stamp(outcome, started);
-    // Removing the task's folders (workspace, record, TMPDIR) blocks on the disk: it runs off
-    // the async workers that serve the other tasks' model calls.
-    let _ = tokio::task::spawn_blocking(move || drop((workspace, kit))).await;
+    // Removing the task's folders (workspace, TMPDIR) blocks on the disk: it runs off the
+    // async workers that serve the other tasks' model calls, while the next task starts.
+    shared.removals.remove((workspace, kit));
     outcome
 }
 
@@ -881,8 +884,7 @@ async fn check_in_world(
     // Removing the world blocks on the disk: off the async workers, once the check is done.
     let world = std::sync::Mutex::new(Some(world));
     let checked = run_check_in(check, spec, &place, shared, kit.tool_ctx.network_log.clone(), Some(&kit.tool_ctx.reports)).await;
-    let world = world.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let _ = tokio::task::spawn_blocking(move || drop(world)).await;
+    shared.removals.remove(world.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner));
     let (record, unrunnable) = checked?;
     Ok((workspace, Checked { record, unrunnable, kept }))
 }
@@ -919,7 +921,7 @@ pub(crate) async fn run_check_in(
     };
     sweep_now(&sweep).await?;
     let unrunnable = super::check::could_not_run(&record, Some(&kit.confine));
-    let _ = tokio::task::spawn_blocking(move || drop(kit)).await;
+    shared.removals.remove(kit);
     Ok((record, unrunnable))
 }
 

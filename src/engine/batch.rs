@@ -63,6 +63,12 @@ impl BatchBuilder {
     }
 }
 
+/// Threads for the tasks' blocking work (workspaces made and removed, file tools, cache keys):
+/// each call is short, so a few threads keep every core busy. Tokio's default, 512, let 256
+/// concurrent tasks make 256 threads contending for the same file-system locks, each with its
+/// stack and malloc arena (`docs/src/performance.md`).
+const BLOCKING_THREADS: usize = 8;
+
 /// A planned batch, ready to run.
 pub struct Batch {
     /// The plan: its tasks, warnings, shard, cache and rerun source.
@@ -146,6 +152,7 @@ impl Batch {
             run_id: self.run_id.clone(),
             paths: SharedPaths::new(Some(&self.options.out), &self.env),
             stores: Default::default(),
+            removals: Default::default(),
         });
         let signal = Arc::new(AtomicI32::new(0));
         let cache = self.plan.cache.as_deref().map(|dir| Arc::new(Cache::new(dir, !self.options.no_cache)));
@@ -159,8 +166,12 @@ impl Batch {
             cache,
             record: self.options.record.clone().map(|record| (record, self.options.out.clone())),
         };
-        let runtime =
-            tokio::runtime::Builder::new_multi_thread().worker_threads(workers).enable_all().build().map_err(EngineError::Runtime)?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .max_blocking_threads(BLOCKING_THREADS)
+            .enable_all()
+            .build()
+            .map_err(EngineError::Runtime)?;
         let totals = runtime.block_on(async {
             let watcher = tokio::spawn(signals::watch(cancel_tx, signal.clone(), bus.clone(), notice));
             let totals = runner::run(self.plan, shared, Emitter::run(bus.clone()), schedule).await;

@@ -422,3 +422,40 @@ fn a_shard_runs_only_the_setups_of_its_own_tasks() {
         assert_eq!(setups, want, "{shard}: {}", String::from_utf8_lossy(&output.stderr));
     }
 }
+
+#[test]
+fn every_folder_of_the_run_is_gone_when_run_finished_is_written() {
+    // A setup's `node_modules` took seconds to remove after the TOTAL line: the folders of the
+    // run (tasks, checks, the setup's workspace, the copy bases) are removed before
+    // `run.finished`, so the TOTAL line counts that time and the process ends when it prints.
+    let b = Batch::new(&[("lib.sh", "echo lib\n")]);
+    let setup = r#"command = "mkdir -p deps && for i in $(seq 1 3000); do echo $i > deps/f$i; done""#;
+    let _ = b.run("many", setup, "test -e deps/f3000", &[("one", &[]), ("two", &[])], &["--no-such-flag"]);
+    let tmp = b.root.join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("dracode"))
+        .current_dir(&b.root)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", &b.root)
+        .env("TMPDIR", &tmp)
+        .args(["run", "many.toml", "--quiet", "--jsonl", "/dev/stdout", "--out"])
+        .arg(b.root.join("out-many"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let ours = || -> Vec<String> {
+        let names = std::fs::read_dir(&tmp).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned());
+        names.filter(|n| n.starts_with("dracode-")).collect()
+    };
+    let mut left_at_the_end = None;
+    for line in std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap())) {
+        let line = line.unwrap();
+        if line.contains("\"type\":\"run.finished\"") {
+            left_at_the_end = Some(ours());
+        }
+    }
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    assert_eq!(left_at_the_end, Some(Vec::new()), "folders of the run still there when run.finished was written");
+}

@@ -97,7 +97,7 @@ pub fn one_task_against_codex(exe: &Path, root: &Path) {
         ms(theirs.cpu),
         served(&stats)
     );
-    println!("  (codex: {})", codex.display());
+    println!("  (dracode: {}; codex: {})", exe.display(), codex.display());
 }
 
 /// `; server: N chat completions, N responses, N refused (the first refused requests)`.

@@ -36,6 +36,8 @@
 
 #[path = "overhead/chat_server.rs"]
 mod chat_server;
+#[path = "overhead/codex.rs"]
+mod codex;
 #[path = "overhead/copy.rs"]
 mod copy;
 #[path = "overhead/endpoint.rs"]
@@ -91,6 +93,9 @@ fn main() {
     }
     if wants("scale") {
         scale::thousand_tasks(&exe, root);
+    }
+    if wants("codex") {
+        codex::one_task_against_codex(&exe, root);
     }
     if wants("copy") {
         copy::copy_creation(root);

@@ -1,9 +1,14 @@
-//! A lean local OpenAI-compatible Chat Completions server for the `jobs` and `scale` sections:
-//! raw tokio TCP and just enough HTTP/1.1 (keep-alive, `Content-Length` bodies) to answer every
-//! `POST /v1/chat/completions` after a fixed latency with a valid completion — streamed as
-//! `chat.completion.chunk` SSE events ending in a usage chunk and `[DONE]` when the request asks
-//! `stream: true`, one `chat.completion` otherwise. It refuses what the real API refuses: another
-//! path (404), a body that is not JSON or lacks `model` or `messages` (400), no
+//! A lean local OpenAI-compatible Chat Completions server for the `jobs`, `scale` and `codex`
+//! sections: raw tokio TCP and just enough HTTP/1.1 (keep-alive, `Content-Length` bodies) to
+//! answer every `POST /v1/chat/completions` after a fixed latency with a valid completion —
+//! streamed as `chat.completion.chunk` SSE events ending in a usage chunk and `[DONE]` when the
+//! request asks `stream: true`, one `chat.completion` otherwise. It answers the Responses API
+//! too (`POST /v1/responses`, what `codex exec` speaks) with a one-turn text reply: streamed as
+//! typed events (`response.created`, `response.in_progress`, `response.output_item.added`,
+//! `response.content_part.added`, `response.output_text.delta`/`.done`,
+//! `response.content_part.done`, `response.output_item.done`, `response.completed` with the
+//! usage), or one `response` object. It refuses what the real API refuses: another path (404),
+//! a body that is not JSON or lacks `model` or `messages` (`input` for Responses) (400), no
 //! `Content-Length` (411). wiremock is too heavy for 1,000 tasks on 2 cores.
 //!
 //! It runs as a child process of the bench binary (the same executable, started with
@@ -31,6 +36,10 @@ pub struct ServerStats {
     pub completions: u64,
     /// Requests refused (4xx).
     pub refused: u64,
+    /// Responses API requests answered with a response.
+    pub responses: u64,
+    /// The first few refused requests: `METHOD PATH -> STATUS`.
+    pub refusals: Vec<String>,
     /// User + system CPU time of the server process.
     pub cpu: Duration,
 }
@@ -57,12 +66,15 @@ impl ChatServer {
         let mut report = String::new();
         self.child.stdout.take().unwrap().read_to_string(&mut report).unwrap();
         let (cpu, _) = super::reap(&self.child);
-        let mut counts = report.split_whitespace().map(|n| n.parse::<u64>().unwrap_or(0));
-        ServerStats { completions: counts.next().unwrap_or(0), refused: counts.next().unwrap_or(0), cpu }
+        let mut lines = report.lines();
+        let mut counts = lines.next().unwrap_or_default().split_whitespace().map(|n| n.parse::<u64>().unwrap_or(0));
+        let (completions, refused, responses) = (counts.next().unwrap_or(0), counts.next().unwrap_or(0), counts.next().unwrap_or(0));
+        ServerStats { completions, refused, responses, refusals: lines.map(str::to_string).collect(), cpu }
     }
 }
 
-/// In the child: serves until stdin closes, then prints `completions refused` and exits.
+/// In the child: serves until stdin closes, then prints `completions refused responses` and the
+/// first refused requests, one a line, and exits.
 /// Returns `false` (and does nothing) in any other process.
 pub fn serve_if_asked() -> bool {
     let Some(ms) = std::env::var(SERVE_ENV).ok().and_then(|v| v.parse::<u64>().ok()) else { return false };
@@ -86,7 +98,10 @@ pub fn serve_if_asked() -> bool {
         }
     });
     let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::SeqCst);
-    println!("{} {}", load(&counts.completions), load(&counts.refused));
+    println!("{} {} {}", load(&counts.completions), load(&counts.refused), load(&counts.responses));
+    for refusal in counts.refusals.lock().unwrap().iter() {
+        println!("{refusal}");
+    }
     true
 }
 
@@ -94,7 +109,13 @@ pub fn serve_if_asked() -> bool {
 struct Counts {
     completions: std::sync::atomic::AtomicU64,
     refused: std::sync::atomic::AtomicU64,
+    responses: std::sync::atomic::AtomicU64,
+    /// The first [`KEPT_REFUSALS`] refused requests.
+    refusals: std::sync::Mutex<Vec<String>>,
 }
+
+/// How many refused requests the server names in its report.
+const KEPT_REFUSALS: usize = 5;
 
 /// One request: its head's request line and the body.
 struct Request {
@@ -110,9 +131,20 @@ async fn serve_connection(mut stream: TcpStream, latency: Duration, counts: std:
     let mut buf = Vec::new();
     while let Some(request) = read_request(&mut stream, &mut buf).await {
         let answer = answer(&request);
-        let counter = if answer.starts_with(b"HTTP/1.1 200") { &counts.completions } else { &counts.refused };
-        if answer.starts_with(b"HTTP/1.1 200") {
+        let ok = answer.starts_with(b"HTTP/1.1 200");
+        let counter = match (ok, request.path == RESPONSES_PATH) {
+            (true, false) => &counts.completions,
+            (true, true) => &counts.responses,
+            (false, _) => &counts.refused,
+        };
+        if ok {
             tokio::time::sleep(latency).await;
+        } else {
+            let mut refusals = counts.refusals.lock().unwrap();
+            if refusals.len() < KEPT_REFUSALS {
+                let status = String::from_utf8_lossy(answer.get(9..12).unwrap_or_default()).into_owned();
+                refusals.push(format!("{} {} -> {status}", request.method, request.path));
+            }
         }
         if stream.write_all(&answer).await.is_err() {
             return;
@@ -158,8 +190,14 @@ async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Reque
     Some(Request { method, path, content_length, close, body })
 }
 
+/// The Responses API's path.
+const RESPONSES_PATH: &str = "/v1/responses";
+
 /// The whole HTTP response to `request`.
 fn answer(request: &Request) -> Vec<u8> {
+    if request.method == "POST" && request.path == RESPONSES_PATH {
+        return responses_answer(request);
+    }
     if request.method != "POST" || request.path != "/v1/chat/completions" {
         return refusal(404, "Not Found", "unknown_url", &format!("Unknown request URL: {} {}", request.method, request.path));
     }
@@ -206,6 +244,73 @@ fn chunks(model: &str, wants_usage: bool) -> String {
     }
     body.push_str("data: [DONE]\n\n");
     body
+}
+
+/// The whole HTTP response to a Responses API request: the text "done" as one `message` item.
+fn responses_answer(request: &Request) -> Vec<u8> {
+    if request.content_length.is_none() {
+        return refusal(411, "Length Required", "invalid_request_error", "a request body needs a Content-Length");
+    }
+    let body: serde_json::Value = match serde_json::from_slice(&request.body) {
+        Ok(body) => body,
+        Err(e) => return refusal(400, "Bad Request", "invalid_request_error", &format!("We could not parse the JSON body: {e}")),
+    };
+    let Some(model) = body.get("model").and_then(serde_json::Value::as_str) else {
+        return refusal(400, "Bad Request", "invalid_request_error", "you must provide a model parameter");
+    };
+    let input_ok = match body.get("input") {
+        Some(serde_json::Value::String(text)) => !text.is_empty(),
+        Some(serde_json::Value::Array(items)) => !items.is_empty(),
+        _ => false,
+    };
+    if !input_ok {
+        return refusal(400, "Bad Request", "invalid_request_error", "'input' must be a non-empty string or array of items");
+    }
+    let message = serde_json::json!({
+        "type": "message", "id": "msg_bench", "status": "completed", "role": "assistant",
+        "content": [{"type": "output_text", "text": "done", "annotations": [], "logprobs": []}]
+    });
+    let mut object = serde_json::json!({
+        "id": "resp_bench", "object": "response", "created_at": 0, "status": "completed", "model": model,
+        "error": null, "incomplete_details": null, "output": [message.clone()], "parallel_tool_calls": true,
+        "store": false, "tool_choice": "auto", "tools": [],
+        "usage": {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 1,
+                  "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 11}
+    });
+    if body.get("stream").and_then(serde_json::Value::as_bool) != Some(true) {
+        return response(200, "OK", "application/json", &object.to_string());
+    }
+    let mut events = String::new();
+    let mut sequence = 0;
+    let mut event = |kind: &str, mut data: serde_json::Value| {
+        data["type"] = kind.into();
+        data["sequence_number"] = sequence.into();
+        sequence += 1;
+        events.push_str(&format!("event: {kind}\ndata: {data}\n\n"));
+    };
+    let mut started = object.clone();
+    started["status"] = "in_progress".into();
+    started["output"] = serde_json::json!([]);
+    started["usage"] = serde_json::Value::Null;
+    event("response.created", serde_json::json!({"response": started.clone()}));
+    event("response.in_progress", serde_json::json!({"response": started}));
+    let mut opening = message.clone();
+    opening["status"] = "in_progress".into();
+    opening["content"] = serde_json::json!([]);
+    event("response.output_item.added", serde_json::json!({"output_index": 0, "item": opening}));
+    let at = serde_json::json!({"item_id": "msg_bench", "output_index": 0, "content_index": 0});
+    let with = |extra: serde_json::Value| {
+        let mut fields = at.clone();
+        fields.as_object_mut().unwrap().extend(extra.as_object().cloned().unwrap_or_default());
+        fields
+    };
+    event("response.content_part.added", with(serde_json::json!({"part": {"type": "output_text", "text": "", "annotations": []}})));
+    event("response.output_text.delta", with(serde_json::json!({"delta": "done", "logprobs": []})));
+    event("response.output_text.done", with(serde_json::json!({"text": "done", "logprobs": []})));
+    event("response.content_part.done", with(serde_json::json!({"part": message["content"][0].clone()})));
+    event("response.output_item.done", serde_json::json!({"output_index": 0, "item": message}));
+    event("response.completed", serde_json::json!({"response": object.take()}));
+    response(200, "OK", "text/event-stream", &events)
 }
 
 /// The token counts every answer reports.

@@ -193,7 +193,7 @@ async fn exchange(copilot: &CopilotTokens, retry: &RetryPolicy, on_retry: RetryO
         if timeout.is_zero() { request } else { request.timeout(timeout) }
     };
     let redactor = Redactor::new([copilot.github_token.clone()]);
-    let reply = send_json(&copilot.http, build, retry, &redactor, on_retry).await.map_err(|mut e| {
+    let reply = send_json(copilot.http.for_url(&url), build, retry, &redactor, on_retry).await.map_err(|mut e| {
         e.message = match e.http_status {
             // GitHub answers 404 as well when the account has no Copilot access.
             Some(401 | 403 | 404) => {

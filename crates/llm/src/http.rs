@@ -28,19 +28,37 @@ use std::future::Future;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
-/// A lazily built `reqwest::Client`, shared by every provider of a run (built on first use so
+/// Lazily built `reqwest::Client`s, shared by every provider of a run (built on first use so
 /// offline runs pay nothing for TLS set-up).
+///
+/// A client that can speak TLS reads the system's certificates when it is built (a few hundred
+/// files): a run whose providers all answer on plain `http://` (a local vLLM, Ollama or
+/// llama.cpp server, dracode's own endpoint) gets a client without them ([`HttpClient::for_url`]).
 #[derive(Clone, Default)]
 pub struct HttpClient {
     inner: Arc<OnceLock<reqwest::Client>>,
+    plain: Arc<OnceLock<reqwest::Client>>,
 }
 
 impl HttpClient {
-    /// The client, built on first call.
+    /// The client for any URL, built on first call (the system's certificates read).
     pub fn get(&self) -> &reqwest::Client {
         self.inner.get_or_init(|| {
             let _ = rustls::crypto::ring::default_provider().install_default();
             reqwest::Client::builder().build().unwrap_or_else(|_| reqwest::Client::new())
+        })
+    }
+
+    /// The client for requests to `url`: for a plain `http://` URL, one that trusts no
+    /// certificate (none read; a redirect to `https://` fails its handshake), else [`HttpClient::get`].
+    pub fn for_url(&self, url: &str) -> &reqwest::Client {
+        if !url.get(..7).is_some_and(|scheme| scheme.eq_ignore_ascii_case("http://")) {
+            return self.get();
+        }
+        self.plain.get_or_init(|| {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let builder = reqwest::Client::builder().tls_certs_only(std::iter::empty());
+            builder.build().unwrap_or_else(|_| reqwest::Client::new())
         })
     }
 }
@@ -180,7 +198,8 @@ impl JsonEndpoint {
             let request = client.post(&self.url).headers(self.headers.clone()).json(body);
             if self.timeout.is_zero() { request } else { request.timeout(self.timeout) }
         };
-        send_json_until(&self.http, build, &self.retry, &self.redactor, on_retry, give_up).await.map_err(|e| self.label(e))
+        let client = self.http.for_url(&self.url);
+        send_json_until(client, build, &self.retry, &self.redactor, on_retry, give_up).await.map_err(|e| self.label(e))
     }
 
     /// POSTs the streamed request `body` to `stream_url` (with the same retries as
@@ -264,7 +283,7 @@ struct Failure {
 /// announced to `on_retry` before its wait. Error messages pass through `redactor`; the URL is
 /// never part of them (it may carry a key).
 pub async fn send_json(
-    client: &HttpClient,
+    client: &reqwest::Client,
     build: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
     policy: &RetryPolicy,
     redactor: &Redactor,
@@ -275,7 +294,7 @@ pub async fn send_json(
 
 /// [`send_json`], returning at once (no retry) a failure that `give_up` accepts.
 async fn send_json_until(
-    client: &HttpClient,
+    client: &reqwest::Client,
     build: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
     policy: &RetryPolicy,
     redactor: &Redactor,
@@ -314,7 +333,7 @@ async fn retrying<T, F: Future<Output = Result<T, Failure>>>(
 }
 
 async fn try_once(
-    client: &HttpClient,
+    client: &reqwest::Client,
     build: &impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
     redactor: &Redactor,
 ) -> Result<JsonReply, Failure> {
@@ -323,7 +342,7 @@ async fn try_once(
         hint: None,
         retry_anyway: false,
     };
-    let response = build(client.get()).send().await.map_err(|e| network(e, "sending the request"))?;
+    let response = build(client).send().await.map_err(|e| network(e, "sending the request"))?;
     let status = response.status().as_u16();
     let headers = response.headers().clone();
     let bytes = response.bytes().await.map_err(|e| network(e, "reading the response"))?;
@@ -386,7 +405,7 @@ async fn try_stream_once(
     observer: RetryObserver<'_>,
 ) -> Result<StreamReply, Failure> {
     let (limit, redactor) = (endpoint.timeout, &endpoint.redactor);
-    let request = endpoint.http.get().post(&endpoint.stream_url).headers(endpoint.headers.clone()).json(body);
+    let request = endpoint.http.for_url(&endpoint.stream_url).post(&endpoint.stream_url).headers(endpoint.headers.clone()).json(body);
     let mut response = within(limit, "sending the request", request.send(), redactor).await?;
     observer.on_bytes();
     let status = response.status().as_u16();
@@ -707,6 +726,17 @@ pub fn snippet(text: &str, redactor: &Redactor) -> String {
 mod tests {
     use super::*;
     use reqwest::header::{HeaderName, HeaderValue};
+
+    #[test]
+    fn a_plain_http_url_never_builds_the_client_that_reads_the_systems_certificates() {
+        let http = HttpClient::default();
+        let plain = http.for_url("http://127.0.0.1:8000/v1") as *const reqwest::Client;
+        assert_eq!(http.for_url("HTTP://localhost:11434") as *const reqwest::Client, plain, "one plain client, any case");
+        assert!(http.inner.get().is_none(), "no TLS client was built for plain http");
+        let tls = http.for_url("https://api.example.test/v1") as *const reqwest::Client;
+        assert!(http.inner.get().is_some() && tls != plain, "https gets the client with the system's roots");
+        assert_eq!(http.get() as *const reqwest::Client, tls);
+    }
 
     fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
         pairs.iter().map(|(k, v)| (HeaderName::from_bytes(k.as_bytes()).unwrap(), HeaderValue::from_str(v).unwrap())).collect()

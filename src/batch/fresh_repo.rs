@@ -26,7 +26,7 @@ static TEMPLATES: [OnceLock<Option<Template>>; 2] = [OnceLock::new(), OnceLock::
 /// A new repository at `dir` (its git directory `dir/.git`, or `dir` itself when `bare`), for a
 /// folder in the temp folder (the file system the template was probed on).
 pub fn init(dir: &Path, bare: bool) -> Result<Repository, git2::Error> {
-    let Some(template) = TEMPLATES[usize::from(bare)].get_or_init(|| make_template(bare)) else { return init_with_libgit2(dir, bare) };
+    let Some(template) = TEMPLATES[usize::from(bare)].get_or_init(|| make_template(bare)) else { return init_once(dir, bare) };
     let git_dir = if bare { dir.to_path_buf() } else { dir.join(".git") };
     let io = |e: std::io::Error| git2::Error::from_str(&format!("{}: {e}", git_dir.display()));
     // `objects/pack` must exist before the repository is opened: libgit2 only looks for packs
@@ -39,8 +39,10 @@ pub fn init(dir: &Path, bare: bool) -> Result<Repository, git2::Error> {
     if bare { Repository::open_bare(dir) } else { Repository::open(dir) }
 }
 
-/// libgit2's own init, without template files.
-fn init_with_libgit2(dir: &Path, bare: bool) -> Result<Repository, git2::Error> {
+/// A repository at `dir` made by libgit2's own init, without template files: for one made
+/// once per run (a copy base, the records' store), where learning the template for [`init`]
+/// would cost more than it saves.
+pub fn init_once(dir: &Path, bare: bool) -> Result<Repository, git2::Error> {
     let mut opts = RepositoryInitOptions::new();
     opts.external_template(false).bare(bare);
     Repository::init_opts(dir, &opts)
@@ -50,7 +52,7 @@ fn init_with_libgit2(dir: &Path, bare: bool) -> Result<Repository, git2::Error> 
 /// that fails or its config names its folder (a path that would be wrong anywhere else).
 fn make_template(bare: bool) -> Option<Template> {
     let scratch = tempfile::Builder::new().prefix("dracode-git-template-").tempdir().ok()?;
-    let repo = init_with_libgit2(scratch.path(), bare).ok()?;
+    let repo = init_once(scratch.path(), bare).ok()?;
     let git_dir = repo.path().to_path_buf();
     drop(repo);
     let template = Template { head: std::fs::read(git_dir.join("HEAD")).ok()?, config: std::fs::read(git_dir.join("config")).ok()? };
@@ -85,7 +87,7 @@ mod tests {
         }
         init(&first, false).unwrap();
         let repo = init(&second, false).unwrap();
-        init_with_libgit2(&by_libgit2, false).unwrap();
+        init_once(&by_libgit2, false).unwrap();
         let read = |dir: &Path, file: &str| std::fs::read_to_string(dir.join(".git").join(file)).unwrap();
         assert_eq!(read(&second, "config"), read(&by_libgit2, "config"));
         assert_eq!(read(&second, "HEAD"), read(&by_libgit2, "HEAD"));

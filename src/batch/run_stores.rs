@@ -131,7 +131,7 @@ impl CopyBase {
         let git = GitFiles::of(&repo)?;
         let objects = repo.path().join("objects");
         let records = at.join("record.git");
-        super::fresh_repo::init(&records, true)?;
+        super::fresh_repo::init_once(&records, true)?;
         write_alternates(&records.join("objects"), &objects).map_err(|e| io(&records, e))?;
         Ok(CopyBase { root, entries, git, objects, records, tree, source: SourceRepo::of(source), _dir: dir })
     }

@@ -77,9 +77,10 @@ fn diff_of(
 }
 
 /// Makes `dir` a fresh repository whose single commit holds every file in it: the baseline of
-/// a `copy` workspace. Its objects are written as one pack ([`packed`]).
+/// a run's copy base (`run_stores.rs`), made once per run. Its objects are written as one pack
+/// ([`packed`]).
 pub fn init_baseline(dir: &Path) -> Result<(Repository, Oid), git2::Error> {
-    let repo = super::fresh_repo::init(dir, false)?;
+    let repo = super::fresh_repo::init_once(dir, false)?;
     let sig = git2::Signature::now("dracode", "dracode@localhost")?;
     let mut tree = Oid::ZERO_SHA1;
     let commit = packed(&repo, |writer| {

@@ -269,7 +269,6 @@ mod tests {
         write(root, "user.log", "the user's\n");
         write(root, "changed.log", "the user's\n");
         std::fs::create_dir(root.join("empty")).unwrap();
-        write(root, ".git/HEAD", "ref\n");
         let (repo, _) = crate::batch::snapshot::init_baseline(root).unwrap();
         let inventory = Inventory::take(root).unwrap();
         // The agent's work: a recorded file, then what the record does not hold.

@@ -201,16 +201,11 @@ fn answer(request: &Request) -> Vec<u8> {
     if request.method != "POST" || request.path != "/v1/chat/completions" {
         return refusal(404, "Not Found", "unknown_url", &format!("Unknown request URL: {} {}", request.method, request.path));
     }
-    if request.content_length.is_none() {
-        return refusal(411, "Length Required", "invalid_request_error", "a request body needs a Content-Length");
-    }
-    let body: serde_json::Value = match serde_json::from_slice(&request.body) {
-        Ok(body) => body,
-        Err(e) => return refusal(400, "Bad Request", "invalid_request_error", &format!("We could not parse the JSON body: {e}")),
+    let (body, model) = match json_body(request) {
+        Ok(parsed) => parsed,
+        Err(refused) => return refused,
     };
-    let Some(model) = body.get("model").and_then(serde_json::Value::as_str) else {
-        return refusal(400, "Bad Request", "invalid_request_error", "you must provide a model parameter");
-    };
+    let model = model.as_str();
     if body.get("messages").and_then(serde_json::Value::as_array).is_none_or(Vec::is_empty) {
         return refusal(400, "Bad Request", "invalid_request_error", "'messages' must be a non-empty array");
     }
@@ -225,6 +220,20 @@ fn answer(request: &Request) -> Vec<u8> {
         });
         response(200, "OK", "application/json", &completion.to_string())
     }
+}
+
+/// The JSON body of `request` and the model it names, or the refusal the real API gives when
+/// its length, its JSON or its model is missing.
+fn json_body(request: &Request) -> Result<(serde_json::Value, String), Vec<u8>> {
+    if request.content_length.is_none() {
+        return Err(refusal(411, "Length Required", "invalid_request_error", "a request body needs a Content-Length"));
+    }
+    let body: serde_json::Value = serde_json::from_slice(&request.body)
+        .map_err(|e| refusal(400, "Bad Request", "invalid_request_error", &format!("We could not parse the JSON body: {e}")))?;
+    let Some(model) = body.get("model").and_then(serde_json::Value::as_str).map(str::to_string) else {
+        return Err(refusal(400, "Bad Request", "invalid_request_error", "you must provide a model parameter"));
+    };
+    Ok((body, model))
 }
 
 /// The SSE body of a streamed answer "done": role and text, the finish, the usage chunk (when
@@ -248,16 +257,11 @@ fn chunks(model: &str, wants_usage: bool) -> String {
 
 /// The whole HTTP response to a Responses API request: the text "done" as one `message` item.
 fn responses_answer(request: &Request) -> Vec<u8> {
-    if request.content_length.is_none() {
-        return refusal(411, "Length Required", "invalid_request_error", "a request body needs a Content-Length");
-    }
-    let body: serde_json::Value = match serde_json::from_slice(&request.body) {
-        Ok(body) => body,
-        Err(e) => return refusal(400, "Bad Request", "invalid_request_error", &format!("We could not parse the JSON body: {e}")),
+    let (body, model) = match json_body(request) {
+        Ok(parsed) => parsed,
+        Err(refused) => return refused,
     };
-    let Some(model) = body.get("model").and_then(serde_json::Value::as_str) else {
-        return refusal(400, "Bad Request", "invalid_request_error", "you must provide a model parameter");
-    };
+    let model = model.as_str();
     let input_ok = match body.get("input") {
         Some(serde_json::Value::String(text)) => !text.is_empty(),
         Some(serde_json::Value::Array(items)) => !items.is_empty(),

@@ -1,5 +1,5 @@
-//! What the `copy` workspaces of one run share, made once per run and source folder rather
-//! than once per task ([`RunStores`]).
+//! What the workspaces of one run share, made once per run and source folder rather than once
+//! per task ([`RunStores`]).
 //!
 //! A `copy` workspace needs the source's files, a repository of its own whose one commit holds
 //! them (for the agent's git), and a change record whose base is that tree. Made per task, that
@@ -15,6 +15,9 @@
 //!   `HEAD`, `config`, `index` and branch as bytes: nine entries, no hashing;
 //! - `record.git`: the object store of every task's change record (private: no command may
 //!   read it), the base objects borrowed the same way.
+//!
+//! A `worktree` task's record writes into a store of the run too, one per repository whose
+//! objects it borrows (`records-N.git`, [`RunStores::records_store`]).
 //!
 //! The run folder is an [`OwnedDir`]: removed when the last workspace of the run is, or by the
 //! next run after a SIGKILL.
@@ -35,10 +38,21 @@ pub struct RunStores {
 
 #[derive(Default)]
 struct Inner {
-    /// The run's folder, made with the first base.
+    /// The run's folder, made with the first base or store.
     dir: Option<Arc<OwnedDir>>,
     /// Each canonical source folder's base.
     bases: BTreeMap<PathBuf, Arc<CopyBase>>,
+    /// The records' stores of `worktree` tasks, by the object stores they borrow.
+    records: BTreeMap<Vec<PathBuf>, Arc<RecordsStore>>,
+}
+
+/// A bare repository in the run's folder that the change records of tasks borrowing the same
+/// object stores write into (`worktree` tasks of one repository).
+pub struct RecordsStore {
+    /// The repository.
+    pub path: PathBuf,
+    /// Holds the run's folder.
+    _dir: Arc<OwnedDir>,
 }
 
 impl RunStores {
@@ -49,17 +63,38 @@ impl RunStores {
         if let Some(base) = inner.bases.get(source) {
             return Ok(base.clone());
         }
-        let dir = match &inner.dir {
-            Some(dir) => dir.clone(),
-            None => {
-                let made = OwnedDir::create(TASK_DIR_PREFIX).map_err(|e| io(&std::env::temp_dir(), e))?;
-                inner.dir.insert(Arc::new(made)).clone()
-            }
-        };
+        let dir = inner.folder()?;
         let at = dir.path().join(format!("base-{}", inner.bases.len()));
         let base = Arc::new(CopyBase::make(source, &at, dir)?);
         inner.bases.insert(source.to_path_buf(), base.clone());
         Ok(base)
+    }
+
+    /// The records' store of the run for records that borrow `object_dirs` (a repository's
+    /// object stores), made now when this run has none yet.
+    pub fn records_store(&self, object_dirs: &[PathBuf]) -> Result<Arc<RecordsStore>, BaseError> {
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(store) = inner.records.get(object_dirs) {
+            return Ok(store.clone());
+        }
+        let dir = inner.folder()?;
+        let path = dir.path().join(format!("records-{}.git", inner.records.len()));
+        super::fresh_repo::init_once(&path, true)?;
+        write_alternates(&path.join("objects"), object_dirs).map_err(|e| io(&path, e))?;
+        let store = Arc::new(RecordsStore { path, _dir: dir });
+        inner.records.insert(object_dirs.to_vec(), store.clone());
+        Ok(store)
+    }
+}
+
+impl Inner {
+    /// The run's folder, made on first use.
+    fn folder(&mut self) -> Result<Arc<OwnedDir>, BaseError> {
+        if let Some(dir) = &self.dir {
+            return Ok(dir.clone());
+        }
+        let made = OwnedDir::create(TASK_DIR_PREFIX).map_err(|e| io(&std::env::temp_dir(), e))?;
+        Ok(self.dir.insert(Arc::new(made)).clone())
     }
 }
 
@@ -132,7 +167,7 @@ impl CopyBase {
         let objects = repo.path().join("objects");
         let records = at.join("record.git");
         super::fresh_repo::init_once(&records, true)?;
-        write_alternates(&records.join("objects"), &objects).map_err(|e| io(&records, e))?;
+        write_alternates(&records.join("objects"), std::slice::from_ref(&objects)).map_err(|e| io(&records, e))?;
         Ok(CopyBase { root, entries, git, objects, records, tree, source: SourceRepo::of(source), _dir: dir })
     }
 
@@ -154,7 +189,7 @@ impl CopyBase {
     pub fn write_git(&self, root: &Path) -> std::io::Result<()> {
         let git = root.join(".git");
         std::fs::create_dir_all(git.join("refs"))?;
-        write_alternates(&git.join("objects"), &self.objects)?;
+        write_alternates(&git.join("objects"), std::slice::from_ref(&self.objects))?;
         std::fs::write(git.join("HEAD"), &self.git.head)?;
         std::fs::write(git.join("config"), &self.git.config)?;
         std::fs::write(git.join("packed-refs"), &self.git.packed_refs)?;
@@ -198,10 +233,11 @@ impl SourceRepo {
     }
 }
 
-/// Makes `objects` (with `objects/info`) and names `borrowed` in its `info/alternates`.
-fn write_alternates(objects: &Path, borrowed: &Path) -> std::io::Result<()> {
+/// Makes `objects` (with `objects/info`) and names each of `borrowed` in its `info/alternates`.
+fn write_alternates(objects: &Path, borrowed: &[PathBuf]) -> std::io::Result<()> {
     std::fs::create_dir_all(objects.join("info"))?;
-    std::fs::write(objects.join("info/alternates"), format!("{}\n", borrowed.display()))
+    let listed: String = borrowed.iter().map(|dir| format!("{}\n", dir.display())).collect();
+    std::fs::write(objects.join("info/alternates"), listed)
 }
 
 /// Copies the files of `from` into `to`, honouring .gitignore and leaving `.git` out; returns

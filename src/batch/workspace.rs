@@ -54,6 +54,8 @@ pub struct Workspace {
     source_git: Option<GitDirs>,
     /// What a `copy` workspace was copied from, with the objects its `.git` borrows.
     copy_base: Option<Arc<CopyBase>>,
+    /// The run's records store a `worktree` workspace's record writes into.
+    _records: Option<Arc<super::run_stores::RecordsStore>>,
     /// Last: the folder goes after the repository handles are closed.
     _dir: TaskDir,
 }
@@ -135,7 +137,7 @@ impl Workspace {
         let mut ws = match isolation {
             Isolation::None => Self::prepare_in_place(&source)?,
             Isolation::Copy => Self::prepare_copy(&stores.copy_base(&source)?)?,
-            Isolation::Worktree => Self::prepare_worktree(&source, base)?,
+            Isolation::Worktree => Self::prepare_worktree(stores, &source, base)?,
         };
         if let Some(carried) = carried {
             ws.carry_in(carried, isolation != Isolation::None).map_err(io)?;
@@ -184,6 +186,7 @@ impl Workspace {
             source: None,
             source_git: None,
             copy_base: None,
+            _records: None,
             _dir: dir,
         })
     }
@@ -210,18 +213,20 @@ impl Workspace {
             source: None,
             source_git: base.source.git.clone(),
             copy_base: Some(base.clone()),
+            _records: None,
             _dir: dir,
         })
     }
 
     /// A task repository at `base` of the repository at `source`, recorded against the base
     /// commit's tree (read from the user's object store).
-    fn prepare_worktree(source: &Path, base: &str) -> Result<Workspace, WorkspaceError> {
+    fn prepare_worktree(stores: &RunStores, source: &Path, base: &str) -> Result<Workspace, WorkspaceError> {
         let dir = TaskDir::create()?;
         let root = dir.root.clone();
         let task = worktree::create(source, base, &root)?;
         let tree = task.repo.find_commit(task.base)?.tree_id();
-        let record = Record::create_at(&dir.record, &root, &task.source.object_dirs, Some(tree), "")?;
+        let store = stores.records_store(&task.source.object_dirs)?;
+        let record = Record::in_store(&store.path, &root, tree, "")?;
         Ok(Workspace {
             git: Some((root.join(".git"), root.clone())),
             root: root.clone(),
@@ -234,6 +239,7 @@ impl Workspace {
             source: Some(source.to_path_buf()),
             source_git: Some(task.source),
             copy_base: None,
+            _records: Some(store),
             _dir: dir,
         })
     }
@@ -406,7 +412,8 @@ pub fn carry_into(root: &Path, carried: &Carried, git_dirs: &[PathBuf]) -> std::
 }
 
 /// A task's folder: an [`OwnedDir`] with the workspace root `ws/` (unless the task works in
-/// place) and the change record `record.git/` inside.
+/// place) and, for a task in place (`isolation = "none"`), its change record `record.git/`
+/// (the others write into the run's stores, [`super::run_stores`]).
 struct TaskDir {
     /// The workspace root inside it.
     root: PathBuf,

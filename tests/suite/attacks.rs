@@ -491,3 +491,32 @@ fn out_inside_an_edited_repository_is_refused_when_it_holds_the_users_files() {
     let r = s.run("plain", &[], "repo = \"repo/src\"", &[], &["--out", "repo/elsewhere"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
 }
+
+#[test]
+fn attack_the_runs_shared_base_and_records_store() {
+    // A run's `copy` tasks share a base (its objects borrowed by every task's `.git`, readable)
+    // and a records store (private). A later task follows its `alternates` to them: it may read
+    // the base, not write it, and it reads nothing of the records, so no earlier task's change.
+    if !supported() {
+        return;
+    }
+    let s = Scenario::new();
+    let first = ["echo secret-change-XYZ > leaked.txt && echo first-ok".to_string()];
+    let objects = "$(cat .git/objects/info/alternates)";
+    let second = [
+        format!("touch {objects}/planted; echo base-write-rc=$?"),
+        format!("echo x >> {objects}/info/alternates; echo base-append-rc=$?"),
+        format!("ls {objects}/../../../record.git; echo records-rc=$?"),
+        format!("m=secret-change; grep -r \"$m-XYZ\" {objects}/../../../ 2>/dev/null; echo grep-rc=$?"),
+        "git cat-file -p HEAD:README.md && git status --porcelain && echo git-ok".to_string(),
+    ];
+    let r = s.run_batch("shared", "", "", &[("first", &first), ("second", &second)], &[], &["--jobs", "1"]);
+    let out = r.all_output();
+    assert_eq!(r.finished("first")["files_changed"], json!(["leaked.txt"]), "{out}");
+    for name in ["base-write-rc", "base-append-rc", "records-rc"] {
+        assert_ne!(value_of(&out, name).as_deref(), Some("0"), "{name}: {out}");
+    }
+    assert!(!out.contains("secret-change-XYZ"), "the second task read the first one's change:\n{out}");
+    assert!(out.contains("project\ngit-ok"), "the task's git reads the base's objects, its status clean:\n{out}");
+    assert_eq!(r.finished("second")["files_changed"], json!([]), "{}", r.finished("second"));
+}

@@ -292,7 +292,9 @@ async fn check_again(job: &Job<'_>, check: Option<&str>) -> Result<(CheckRecord,
     let check = CheckSpec { command, before: false, timeout, repairs: 0 };
     let carried = job.shared.setups.get().and_then(|setups| setups.carried_for(job.spec));
     let (spec, base, patch) = (job.spec.clone(), job.task.base_commit.clone(), job.task.diff.clone());
-    let made = tokio::task::spawn_blocking(move || checked_out(&spec, base.as_deref(), patch.as_deref(), carried.as_deref())).await;
+    let stores = job.shared.stores.clone();
+    let made =
+        tokio::task::spawn_blocking(move || checked_out(&stores, &spec, base.as_deref(), patch.as_deref(), carried.as_deref())).await;
     let world = made.map_err(|e| TaskError::internal(format!("making the check's world panicked: {e}")))??;
     let place = world.place.clone();
     let world = std::sync::Mutex::new(Some(world));
@@ -303,12 +305,19 @@ async fn check_again(job: &Job<'_>, check: Option<&str>) -> Result<(CheckRecord,
     checked
 }
 
-/// The world of a recorded patch: a fresh workspace of `spec`'s repository at `base`, what the
+/// The world of a recorded patch: a fresh workspace of `spec`'s repository at `base` (copied
+/// from the regrade's checkout of it in `stores`), what the
 /// setup made carried in, the patch applied.
-fn checked_out(spec: &TaskSpec, base: Option<&str>, patch: Option<&str>, carried: Option<&Carried>) -> Result<World, TaskError> {
+fn checked_out(
+    stores: &super::run_stores::RunStores,
+    spec: &TaskSpec,
+    base: Option<&str>,
+    patch: Option<&str>,
+    carried: Option<&Carried>,
+) -> Result<World, TaskError> {
     let base = base.ok_or_else(|| TaskError::internal("no base commit recorded: the task did not run in a git repository"))?;
     let workdir = Some(spec.workspace.workdir.as_path()).filter(|w| !w.as_os_str().is_empty());
-    let workspace = Workspace::prepare_carrying(&Default::default(), &spec.workspace.repo, Isolation::Worktree, base, workdir, carried)
+    let workspace = Workspace::prepare_carrying(stores, &spec.workspace.repo, Isolation::Worktree, base, workdir, carried)
         .map_err(|e| TaskError::internal(format!("workspace at {base}: {e}")))?;
     if let Some(patch) = patch.filter(|d| !d.is_empty()) {
         grade::apply(&workspace, patch).map_err(|e| TaskError::internal(format!("the recorded patch does not apply to {base}: {e}")))?;

@@ -52,10 +52,9 @@ pub struct Workspace {
     source: Option<PathBuf>,
     /// The git directories of the repository the workspace was made from (not with `none`).
     source_git: Option<GitDirs>,
-    /// What a `copy` workspace was copied from, with the objects its `.git` borrows.
+    /// What a `copy` or `worktree` workspace was copied from (the run's copy of its source, or
+    /// checkout of its repository), with the objects its `.git` borrows.
     copy_base: Option<Arc<CopyBase>>,
-    /// The run's records store a `worktree` workspace's record writes into.
-    _records: Option<Arc<super::run_stores::RecordsStore>>,
     /// Last: the folder goes after the repository handles are closed.
     _dir: TaskDir,
 }
@@ -186,7 +185,6 @@ impl Workspace {
             source: None,
             source_git: None,
             copy_base: None,
-            _records: None,
             _dir: dir,
         })
     }
@@ -213,7 +211,6 @@ impl Workspace {
             source: None,
             source_git: base.source.git.clone(),
             copy_base: Some(base.clone()),
-            _records: None,
             _dir: dir,
         })
     }
@@ -221,25 +218,25 @@ impl Workspace {
     /// A task repository at `base` of the repository at `source`, recorded against the base
     /// commit's tree (read from the user's object store).
     fn prepare_worktree(stores: &RunStores, source: &Path, base: &str) -> Result<Workspace, WorkspaceError> {
+        let made = stores.checkout_base(source, base)?;
         let dir = TaskDir::create()?;
         let root = dir.root.clone();
-        let task = worktree::create(source, base, &root)?;
-        let tree = task.repo.find_commit(task.base)?.tree_id();
-        let store = stores.records_store(&task.source.object_dirs)?;
-        let record = Record::in_store(&store.path, &root, tree, "")?;
+        let io = |e| WorkspaceError::Io { path: root.clone(), source: e };
+        made.copy_into(&root).map_err(io)?;
+        made.write_git(&root).map_err(io)?;
+        let record = made.record(&root)?;
         Ok(Workspace {
             git: Some((root.join(".git"), root.clone())),
             root: root.clone(),
             workdir: root,
-            base_commit: Some(task.base.to_string()),
+            base_commit: made.source.base_commit.clone(),
             isolation: Isolation::Worktree,
             record,
             recorded: Default::default(),
             inventory: Default::default(),
             source: Some(source.to_path_buf()),
-            source_git: Some(task.source),
-            copy_base: None,
-            _records: Some(store),
+            source_git: made.source.git.clone(),
+            copy_base: Some(made),
             _dir: dir,
         })
     }
@@ -263,17 +260,16 @@ impl Workspace {
     /// workspace's own `.git` — with `tree` (a snapshot of the change record) as its working
     /// tree. The start of a check's world (`world.rs`); not with `isolation = "none"`.
     pub fn remake_at(&self, root: &Path, tree: Oid) -> Result<(), WorkspaceError> {
-        match (self.isolation, &self.source, &self.base_commit) {
-            (Isolation::Worktree, Some(source), Some(base)) => {
-                worktree::create(source, base, root)?;
-            }
-            (Isolation::Copy, ..) => {
-                self.record.write_tree_into(self.record.base(), root)?;
-                let base = self.copy_base.as_ref().ok_or_else(|| git2::Error::from_str("a copy workspace without its base"))?;
-                base.write_git(root).map_err(|source| WorkspaceError::Io { path: root.to_path_buf(), source })?;
-            }
-            _ => return Err(WorkspaceError::Git(git2::Error::from_str("a workspace in place cannot be made again"))),
+        let Some(base) = self.copy_base.as_ref().filter(|_| self.isolation != Isolation::None) else {
+            return Err(WorkspaceError::Git(git2::Error::from_str("a workspace in place cannot be made again")));
+        };
+        // The files as the task started (a checkout's exactly; a copy's as recorded), then a
+        // `.git` made as the workspace's was: never a byte of the workspace's own.
+        match self.isolation {
+            Isolation::Worktree => base.copy_into(root).map_err(|source| WorkspaceError::Io { path: root.to_path_buf(), source })?,
+            _ => self.record.write_tree_into(self.record.base(), root)?,
         }
+        base.write_git(root).map_err(|source| WorkspaceError::Io { path: root.to_path_buf(), source })?;
         self.record.write_changes_into(self.record.base(), tree, root)?;
         Ok(())
     }
@@ -285,7 +281,7 @@ impl Workspace {
 
     /// `paths`, with the object store a `copy` workspace's `.git` borrows readable.
     fn with_base_objects(&self, mut paths: SandboxPaths) -> SandboxPaths {
-        paths.readable.extend(self.copy_base.iter().map(|base| base.objects().to_path_buf()));
+        paths.readable.extend(self.copy_base.iter().flat_map(|base| base.readable().iter().cloned()));
         paths
     }
 
@@ -500,7 +496,7 @@ mod tests {
             assert_eq!(git(&ws.root, &["status", "--porcelain"]), "");
             std::fs::write(ws.root.join("a.txt"), "2\n").unwrap();
             assert_eq!(ws.changes().unwrap().unwrap().files, ["a.txt"]);
-            bases.push(ws.copy_base.clone().unwrap().objects().to_path_buf());
+            bases.push(ws.copy_base.clone().unwrap().readable()[0].clone());
         }
         assert_eq!(bases[0], bases[1], "one base for the run");
     }
@@ -530,7 +526,7 @@ mod tests {
         std::fs::write(ws.root.join("d3/f3.txt"), "changed\n").unwrap();
         std::fs::write(ws.root.join("new.txt"), "new\n").unwrap();
         assert_eq!(ws.changes().unwrap().unwrap().files, ["d3/f3.txt", "new.txt"]);
-        let base = ws.copy_base.clone().unwrap().objects().to_path_buf();
+        let base = ws.copy_base.clone().unwrap().readable()[0].clone();
         for objects in [base, ws.record().repo().path().join("objects")] {
             let loose: Vec<String> = std::fs::read_dir(&objects)
                 .unwrap()
@@ -625,7 +621,7 @@ mod tests {
 
         let copy = Workspace::prepare(&root, Isolation::Copy, "HEAD", None).unwrap();
         let paths = copy.sandbox_paths();
-        let base_objects = copy.copy_base.clone().unwrap().objects().to_path_buf();
+        let base_objects = copy.copy_base.clone().unwrap().readable()[0].clone();
         assert_eq!((paths.writable, paths.readable, paths.hidden), (vec![copy.root.clone()], vec![base_objects], vec![root.join(".git")]));
         assert!(!copy.root.starts_with(&root) && !ws.root.starts_with(&root));
 

@@ -43,7 +43,13 @@ pub fn installed(name: &str) -> Option<PathBuf> {
     let prefix = Path::new(env!("CARGO_TARGET_TMPDIR")).join("agents").join(format!("{name}-{version}"));
     let bin = prefix.join("node_modules/.bin");
     let _one = INSTALLING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    if !bin.join(program).is_file() {
+    // nextest runs each test in a process of its own: a file lock keeps a second test from
+    // starting the agent while the first one's `npm install` is still writing it (exec of a
+    // file open for writing fails, ETXTBSY: the sandbox's exit 125), and a marker written
+    // after a whole install (not the program's file, which npm makes first) says it is done.
+    let _lock = install_lock(&prefix);
+    let done = prefix.join(".dracode-installed");
+    if !done.is_file() {
         let installed = std::process::Command::new("npm")
             .args(["install", "--no-audit", "--no-fund", "--loglevel=error", "--prefix"])
             .arg(&prefix)
@@ -60,8 +66,17 @@ pub fn installed(name: &str) -> Option<PathBuf> {
             eprintln!("skipping the {name} test: {why}");
             return None;
         }
+        std::fs::write(&done, "").unwrap();
     }
     Some(bin)
+}
+
+/// An exclusive lock on `prefix`'s install, shared by every test process (held until dropped).
+fn install_lock(prefix: &Path) -> std::fs::File {
+    std::fs::create_dir_all(prefix).unwrap();
+    let file = std::fs::File::create(format!("{}.lock", prefix.display())).unwrap();
+    file.lock().unwrap();
+    file
 }
 
 /// `PATH` with `bin` first.

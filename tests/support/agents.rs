@@ -75,7 +75,7 @@ pub fn installed(name: &str) -> Option<PathBuf> {
 fn install_lock(prefix: &Path) -> std::fs::File {
     std::fs::create_dir_all(prefix).unwrap();
     let file = std::fs::File::create(format!("{}.lock", prefix.display())).unwrap();
-    file.lock().unwrap();
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive).unwrap();
     file
 }
 

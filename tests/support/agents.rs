@@ -71,12 +71,15 @@ pub fn installed(name: &str) -> Option<PathBuf> {
     Some(bin)
 }
 
-/// An exclusive lock on `prefix`'s install, shared by every test process (held until dropped).
-fn install_lock(prefix: &Path) -> std::fs::File {
-    std::fs::create_dir_all(prefix).unwrap();
-    let file = std::fs::File::create(format!("{}.lock", prefix.display())).unwrap();
-    rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive).unwrap();
-    file
+/// An exclusive lock on `prefix`'s install, shared by every test process (held until dropped);
+/// a user who may not write the lock file (the CI's second pass, as uid 65534, over root's
+/// install) locks it read-only.
+fn install_lock(prefix: &Path) -> Option<std::fs::File> {
+    let _ = std::fs::create_dir_all(prefix);
+    let path = format!("{}.lock", prefix.display());
+    let file = std::fs::File::create(&path).or_else(|_| std::fs::File::open(&path)).ok()?;
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive).ok()?;
+    Some(file)
 }
 
 /// `PATH` with `bin` first.

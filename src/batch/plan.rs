@@ -137,8 +137,9 @@ pub enum RerunError {
     },
 }
 
-/// Loads config and manifests and resolves every task of `args`.
-pub fn plan(args: &RunOptions, cwd: &Path, env: &BTreeMap<String, String>) -> Result<Plan, PlanError> {
+/// What is wrong with `args` before anything is read: a `--record` folder that is a file (a
+/// bare `--record` that took the manifest), nothing to run.
+fn usage_errors(args: &RunOptions, cwd: &Path) -> Result<(), PlanError> {
     if let Some(file) = args.record.as_ref().and_then(super::options::RecordTo::folder).filter(|dir| cwd.join(dir).is_file()) {
         let file = file.display();
         return Err(PlanError::Usage(format!(
@@ -148,6 +149,12 @@ pub fn plan(args: &RunOptions, cwd: &Path, env: &BTreeMap<String, String>) -> Re
     if args.manifests.is_empty() && args.tasks.is_empty() {
         return Err(PlanError::Usage("nothing to run: give a manifest file or --task TEXT".into()));
     }
+    Ok(())
+}
+
+/// Loads config and manifests and resolves every task of `args`.
+pub fn plan(args: &RunOptions, cwd: &Path, env: &BTreeMap<String, String>) -> Result<Plan, PlanError> {
+    usage_errors(args, cwd)?;
     let config = Config::load_for(cwd, &args.manifests, args.config.as_deref(), env)?;
     let manifests = manifest::load_all(&args.manifests, &config.defaults)?;
     let reads_issues = manifests.iter().any(|m| m.issues.is_some());
